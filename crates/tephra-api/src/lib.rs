@@ -1,0 +1,76 @@
+//! tephra's API: Volcano's own `batch.volcano.sh` and `scheduling.volcano.sh` kinds, with
+//! Volcano's exact field names, and tephra's multi-cluster kinds, whose names follow Karmada's.
+//!
+//! [`crds()`] generates every CustomResourceDefinition from these types; the committed YAML under
+//! `crds/` is checked against it by the test suite.
+
+// kube's derive takes repeated `printcolumn(..)` and `validation = ..` arguments, which
+// clippy mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+#[cfg(feature = "validate")]
+pub mod admission;
+pub mod batch;
+pub mod cluster;
+pub mod crd;
+pub mod defaults;
+pub mod policy;
+pub mod scheduling;
+pub mod well_known;
+pub mod work;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use batch::{Job, JobSpec, JobStatus};
+pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
+pub use policy::{PropagationPolicy, PropagationPolicySpec};
+pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
+pub use work::{ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
+
+/// Every CRD tephra serves, in a stable order, each paired with the file name it is committed
+/// under in `crds/`.
+pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdError> {
+    let derived = [
+        (
+            "batch.volcano.sh_jobs.yaml",
+            Job::crd(),
+            "A Volcano batch job: a gang of tasks (roles), each a pod template with a replica count. \
+             The scheduler places at least minAvailable pods together, or none.",
+        ),
+        (
+            "scheduling.volcano.sh_podgroups.yaml",
+            PodGroup::crd(),
+            "A gang of pods that the scheduler places together (at least minMember) or not at all. \
+             Volcano Jobs, Kubeflow, KubeRay, Spark and MPI operators create them.",
+        ),
+        (
+            "scheduling.volcano.sh_queues.yaml",
+            Queue::crd(),
+            "A queue: a share of the fleet that PodGroups are admitted through. Queues form a tree \
+             through spec.parent, rooted at the queue named root.",
+        ),
+        (
+            "cluster.tephra.io_clusters.yaml",
+            Cluster::crd(),
+            "A member cluster that tephra places jobs onto. The cluster tephra runs in is the \
+             member named local.",
+        ),
+        (
+            "policy.tephra.io_propagationpolicies.yaml",
+            PropagationPolicy::crd(),
+            "Where the jobs it selects may be placed: allowed clusters, tolerated cluster taints, \
+             spread, gang splitting and failover.",
+        ),
+        (
+            "work.tephra.io_resourcebindings.yaml",
+            ResourceBinding::crd(),
+            "The scheduler's placement of one job: target clusters with per-task replicas, \
+             graceful-eviction tasks, and aggregated status.",
+        ),
+    ];
+    derived
+        .into_iter()
+        .map(|(file, crd, doc)| Ok((file, crd::tidy(crd, doc)?)))
+        .collect()
+}

@@ -1,0 +1,56 @@
+//! Well-known labels, annotations and taint keys. The Volcano keys use Volcano's exact strings,
+//! because integrations and existing pods carry them.
+
+/// Pod annotation naming the PodGroup a pod belongs to.
+pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
+/// Pod label and annotation: the Volcano Job a pod belongs to.
+pub const JOB_NAME: &str = "volcano.sh/job-name";
+/// Pod label and annotation: namespace of that Job.
+pub const JOB_NAMESPACE: &str = "volcano.sh/job-namespace";
+/// Pod annotation: the task (role) of the Job the pod was created from.
+pub const TASK_SPEC: &str = "volcano.sh/task-spec";
+/// Pod annotation: index of the pod within its task.
+pub const TASK_INDEX: &str = "volcano.sh/task-index";
+/// Pod label and annotation: the queue of the pod's Job.
+pub const QUEUE_NAME: &str = "volcano.sh/queue-name";
+/// Pod annotation: whether the pod may be preempted or reclaimed (`"true"` or `"false"`;
+/// default true).
+pub const PREEMPTABLE: &str = "volcano.sh/preemptable";
+/// Pod annotation: the Job version (restart count) the pod was created for.
+pub const JOB_VERSION: &str = "volcano.sh/job-version";
+/// Node label grouping nodes for queue affinity.
+pub const NODE_GROUP_NAME: &str = "volcano.sh/nodegroup-name";
+/// The scheduler name that Volcano workloads ask for.
+pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
+
+/// Pod annotation: the member cluster tephra planned the pod for.
+pub const PLANNED_CLUSTER: &str = "tephra.io/planned-cluster";
+/// Pod annotation: the node tephra planned the pod for; the extender binds it there.
+pub const PLANNED_NODE: &str = "tephra.io/planned-node";
+/// Annotation on objects tephra created in a member: the control-plane object they come from.
+pub const SOURCE_OBJECT: &str = "tephra.io/source";
+/// Simulator annotation on a Job manifest: when it is submitted (a duration such as `10m`).
+pub const SIM_SUBMIT_AT: &str = "tephra.io/sim-submit-at";
+/// Simulator annotation on a Job manifest: how long its pods run (a duration such as `2h`).
+pub const SIM_DURATION: &str = "tephra.io/sim-duration";
+
+/// Cluster taint added while a member's Ready condition is False.
+pub const TAINT_CLUSTER_NOT_READY: &str = "cluster.tephra.io/not-ready";
+/// Cluster taint added while a member's Ready condition is Unknown (unreachable).
+pub const TAINT_CLUSTER_UNREACHABLE: &str = "cluster.tephra.io/unreachable";
+/// Cluster taint added while a member is being terminated.
+pub const TAINT_CLUSTER_TERMINATING: &str = "cluster.tephra.io/terminating";
+
+/// Well-known resource names.
+pub mod resources {
+    /// CPU, in cores (quantities such as `500m`).
+    pub const CPU: &str = "cpu";
+    /// Memory, in bytes.
+    pub const MEMORY: &str = "memory";
+    /// Pod slots.
+    pub const PODS: &str = "pods";
+    /// NVIDIA GPUs, whole devices.
+    pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+    /// Node label naming the GPU model.
+    pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+}

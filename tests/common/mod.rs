@@ -1,0 +1,31 @@
+//! Helpers shared by the cross-crate tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The repository root (the workspace root package's directory).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `*.yaml` files directly inside `dir`, sorted.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every YAML document in a file, as JSON values (what kubectl sends to the API server).
+pub fn yaml_documents(path: &Path) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text)
+        .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}

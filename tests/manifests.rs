@@ -1,0 +1,176 @@
+//! The API is a contract: every shipped example is admitted and parses into the Rust types, and
+//! every deliberately broken manifest is refused with a message that names the field.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tephra_api::admission::Admission;
+use tephra_api::{Cluster, Job, PodGroup, PropagationPolicy, Queue, ResourceBinding};
+
+/// Parses a document into its Rust type and checks that serializing it back loses nothing the
+/// user wrote (schema defaults may be added).
+fn round_trip<T: DeserializeOwned + serde::Serialize>(doc: &Value, origin: &str) {
+    let typed: T = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{origin}: does not parse into the Rust type: {e}"));
+    let back = serde_json::to_value(&typed).expect("serializes");
+    assert_contains(doc, &back, origin, "");
+}
+
+/// Every field of `written` is present with the same value in `got`.
+fn assert_contains(written: &Value, got: &Value, origin: &str, path: &str) {
+    match (written, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (key, wv) in w {
+                match g.get(key) {
+                    Some(gv) => assert_contains(wv, gv, origin, &format!("{path}.{key}")),
+                    // A value equal to the field's zero default may be omitted on output.
+                    None => assert!(is_zero(wv), "{origin}: field {path}.{key} was dropped"),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            assert_eq!(w.len(), g.len(), "{origin}: {path} changed length");
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                assert_contains(wv, gv, origin, &format!("{path}[{i}]"));
+            }
+        }
+        // Quantities written as numbers come back as strings, as with the Kubernetes types.
+        (Value::Number(n), Value::String(s)) => assert_eq!(n.to_string(), *s, "{origin}: {path}"),
+        (w, g) => assert_eq!(w, g, "{origin}: {path}"),
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+fn parse_typed(doc: &Value, origin: &str) {
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
+    match kind {
+        "Job" => round_trip::<Job>(doc, origin),
+        "PodGroup" => round_trip::<PodGroup>(doc, origin),
+        "Queue" => round_trip::<Queue>(doc, origin),
+        "Cluster" => round_trip::<Cluster>(doc, origin),
+        "PropagationPolicy" => round_trip::<PropagationPolicy>(doc, origin),
+        "ResourceBinding" => round_trip::<ResourceBinding>(doc, origin),
+        other => panic!("{origin}: no Rust type for kind {other}"),
+    }
+}
+
+#[test]
+fn every_example_is_admitted_and_parses_into_the_rust_types() {
+    let admission = Admission::new().expect("CRDs generate");
+    let examples = common::yaml_files(&common::repo_root().join("examples"));
+    assert!(examples.len() >= 7, "examples/ lost files: {examples:?}");
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for path in &examples {
+        for (i, doc) in common::yaml_documents(path).iter().enumerate() {
+            let origin = format!("{} document {i}", path.display());
+            let api_version = doc
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
+            kinds_seen.insert(kind.to_string());
+            if api_version == "v1" && kind == "Pod" {
+                serde_json::from_value::<Pod>(doc.clone())
+                    .unwrap_or_else(|e| panic!("{origin}: not a valid Pod: {e}"));
+                continue;
+            }
+            if let Err(err) = admission.admit(doc) {
+                panic!("{origin}: refused: {err}");
+            }
+            parse_typed(doc, &origin);
+        }
+    }
+    for kind in [
+        "Job",
+        "PodGroup",
+        "Queue",
+        "Cluster",
+        "PropagationPolicy",
+        "Pod",
+    ] {
+        assert!(kinds_seen.contains(kind), "no example shows a {kind}");
+    }
+}
+
+fn expectations(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).expect("readable");
+    let expected: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# expect: "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !expected.is_empty(),
+        "{} has no `# expect:` line",
+        path.display()
+    );
+    expected
+}
+
+#[test]
+fn every_broken_manifest_is_refused_with_its_message() {
+    let admission = Admission::new().expect("CRDs generate");
+    let broken = common::yaml_files(&common::repo_root().join("tests/broken"));
+    assert!(broken.len() >= 30, "tests/broken lost files");
+    let mut failures = Vec::new();
+    for path in &broken {
+        let docs = common::yaml_documents(path);
+        assert_eq!(docs.len(), 1, "{}: one manifest per file", path.display());
+        match admission.admit(&docs[0]) {
+            Ok(()) => failures.push(format!("{}: was admitted", path.display())),
+            Err(err) => {
+                let text = err.to_string();
+                for want in expectations(path) {
+                    if !text.contains(&want) {
+                        failures.push(format!(
+                            "{}: message lacks {want:?}\n    got: {text}",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn a_volcano_job_without_queue_or_max_retry_gets_volcano_defaults() {
+    let doc = serde_json::json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "j", "namespace": "n"},
+        "spec": {"tasks": [{"replicas": 2, "template": {}}]}
+    });
+    Admission::new().unwrap().admit(&doc).expect("admitted");
+    let job: Job = serde_json::from_value(doc).unwrap();
+    assert_eq!(job.spec.queue, "default");
+    assert_eq!(job.spec.max_retry, 3);
+    assert_eq!(job.spec.total_replicas(), 2);
+}
+
+#[test]
+#[ignore = "prints every broken manifest's message; run with --ignored --nocapture to review them"]
+fn show_broken_messages() {
+    let admission = Admission::new().unwrap();
+    for path in common::yaml_files(&common::repo_root().join("tests/broken")) {
+        let doc = &common::yaml_documents(&path)[0];
+        println!(
+            "{}: {}",
+            path.file_name().unwrap().to_string_lossy(),
+            admission.admit(doc).unwrap_err()
+        );
+    }
+}

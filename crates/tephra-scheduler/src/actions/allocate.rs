@@ -1,0 +1,199 @@
+//! `allocate`: place admitted gangs, queue by queue in queue order, job by job in job order.
+//! Each job is placed two-level: clusters are filtered and scored by the cluster plugins,
+//! pruned by aggregates, and the gang is simulated on each candidate's nodes in score order;
+//! the first candidate where the whole gang fits wins. A job whose policy allows splitting may
+//! then be spread over several clusters, still all-or-nothing.
+
+use crate::framework::FitErrors;
+use crate::model::{Dequeue, GroupPhase, Id};
+use crate::placement::{SearchArgs, pending_groups, place_job_in_cluster};
+use crate::session::{Session, Statement};
+
+pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
+    let mut by_queue = super::jobs_by_queue(ssn, |ssn, job| {
+        matches!(
+            ssn.state.phase(&ssn.snap, job),
+            Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown)
+        )
+    });
+    while let Some(queue) = super::next_queue(ssn, by_queue.keys()) {
+        let Some(jobs) = by_queue.get_mut(&queue) else { break };
+        if jobs.is_empty() {
+            by_queue.remove(&queue);
+            continue;
+        }
+        if ssn.overused(&queue) {
+            for job in by_queue.remove(&queue).unwrap_or_default() {
+                let note = ssn.note(job);
+                note.reason = Some("QueueOverused");
+                note.message = Some(format!("queue {queue} is over its deserved share"));
+            }
+            continue;
+        }
+        let job = jobs.remove(0);
+        let placed = allocate_job(ssn, job, search);
+        let fifo = ssn
+            .snap
+            .queues
+            .get(&queue)
+            .is_some_and(|q| q.dequeue == Dequeue::Fifo);
+        if !placed && fifo {
+            // Head-of-line blocking: later jobs of a fifo queue wait behind this one.
+            for waiting in by_queue.remove(&queue).unwrap_or_default() {
+                let note = ssn.note(waiting);
+                note.reason = Some("QueueBlocked");
+                note.message = Some(format!(
+                    "queue {queue} is fifo and an earlier job is still waiting"
+                ));
+            }
+        }
+    }
+}
+
+/// Tries to place one job. Returns whether anything was committed.
+pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> bool {
+    if let Err(invalid) = ssn.job_valid(job) {
+        let note = ssn.note(job);
+        note.reason = Some(invalid.reason);
+        note.message = Some(invalid.message.clone());
+        note.invalid = Some(invalid);
+        return false;
+    }
+    let groups = pending_groups(ssn, job, false);
+    if groups.is_empty() {
+        return false;
+    }
+    let (candidates, mut rejected) = candidate_clusters(ssn, job);
+    let total_tasks = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
+    let mut pipelined_at: Option<Id> = None;
+    for &cluster in candidates.iter().take(search.max_clusters) {
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
+        if ssn.job_ready(job) {
+            finish(ssn, job, stmt, true, Some(cluster));
+            return true;
+        }
+        if pipelined_at.is_none() && !stmt.is_empty() && ssn.job_pipelined(job) {
+            pipelined_at = Some(cluster);
+        }
+        ssn.discard(stmt);
+        rejected.push((cluster_name(ssn, cluster), errs.render(&ssn.snap.names)));
+    }
+    if splittable(ssn, job) && candidates.len() > 1 {
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        for &cluster in &candidates {
+            let groups = pending_groups(ssn, job, false);
+            place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
+            if ssn.job_ready(job) {
+                finish(ssn, job, stmt, true, None);
+                return true;
+            }
+        }
+        ssn.discard(stmt);
+    }
+    if let Some(cluster) = pipelined_at {
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
+        if ssn.job_pipelined(job) {
+            finish(ssn, job, stmt, false, Some(cluster));
+            return true;
+        }
+        ssn.discard(stmt);
+    }
+    let pending: usize = groups.iter().map(Vec::len).sum();
+    let detail = rejected
+        .iter()
+        .map(|(c, why)| format!("cluster {c}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let note = ssn.note(job);
+    note.attempted = true;
+    note.reason = Some(tephra_api::scheduling::reasons::NOT_ENOUGH_RESOURCES);
+    note.message = Some(if detail.is_empty() {
+        format!("{pending}/{total_tasks} tasks in gang unschedulable: no member cluster")
+    } else {
+        format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
+    });
+    false
+}
+
+fn cluster_name(ssn: &Session, cluster: Id) -> String {
+    ssn.snap
+        .clusters
+        .get(cluster)
+        .map(|c| c.name.clone())
+        .unwrap_or_default()
+}
+
+fn splittable(ssn: &Session, job: Id) -> bool {
+    ssn.snap
+        .jobs
+        .get(job)
+        .and_then(|j| j.group.as_ref())
+        .is_some_and(|g| g.policy.splittable)
+}
+
+/// Clusters that may take the job, best first, and the reasons the others were ruled out.
+pub(crate) fn candidate_clusters(ssn: &Session, job: Id) -> (Vec<Id>, Vec<(String, String)>) {
+    let mut rejected = Vec::new();
+    // A gang that already runs somewhere stays there unless it may be split.
+    let mut homes: Vec<Id> = Vec::new();
+    if let Some(j) = ssn.snap.jobs.get(job) {
+        for &t in &j.tasks {
+            let status = ssn.state.status(&ssn.snap, t);
+            if (status.holds_node() || status == crate::model::TaskStatus::Pipelined)
+                && let Some(node) = ssn.state.task_node(&ssn.snap, t)
+                && let Some(n) = ssn.snap.nodes.get(node)
+                && !homes.contains(&n.cluster)
+            {
+                homes.push(n.cluster);
+            }
+        }
+    }
+    let pinned = !homes.is_empty() && !splittable(ssn, job);
+    let mut ok = Vec::new();
+    for (id, cluster) in ssn.snap.clusters.iter() {
+        if pinned && !homes.contains(&id) {
+            continue;
+        }
+        if !cluster.ready {
+            rejected.push((cluster.name.clone(), "cluster is not ready".to_string()));
+            continue;
+        }
+        if let Err(why) = ssn.cluster_filter(job, id) {
+            rejected.push((cluster.name.clone(), why));
+            continue;
+        }
+        ok.push(id);
+    }
+    let scores = ssn.cluster_scores(job, &ok);
+    let mut ranked: Vec<(f64, Id)> = scores.into_iter().zip(ok).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    (ranked.into_iter().map(|(_, c)| c).collect(), rejected)
+}
+
+/// Commits or keeps the statement and records what happened.
+pub(crate) fn finish(ssn: &mut Session, job: Id, stmt: Statement, ready: bool, cluster: Option<Id>) {
+    let n = stmt.ops().len();
+    let where_ = match cluster {
+        Some(c) => format!("cluster {}", cluster_name(ssn, c)),
+        None => "several clusters".to_string(),
+    };
+    ssn.commit(stmt, ready);
+    let note = ssn.note(job);
+    note.attempted = true;
+    if ready {
+        note.scheduled = true;
+        note.reason = None;
+        note.message = Some(format!("{n} task(s) of the gang placed in {where_}"));
+        note.placed_in = Some(where_);
+    } else {
+        note.reason = Some("Pipelined");
+        note.message = Some(format!(
+            "{n} task(s) of the gang reserved in {where_} on resources being released"
+        ));
+    }
+}

@@ -1,0 +1,815 @@
+//! The scheduler cache: it takes incremental events (add, update, delete of clusters, nodes,
+//! pods, PodGroups, queues and priority classes) and hands out snapshots without deep-copying
+//! the world.
+//!
+//! The world lives behind an `Arc`, and every object inside it behind its own `Arc`. A snapshot
+//! is a clone of the outer `Arc`: O(1). When an event arrives while a snapshot is still held,
+//! `Arc::make_mut` copies the tables of pointers once (not the objects), and then only the
+//! objects the event touches. Derived state (node usage, queue usage, the set of jobs with work
+//! to place) is maintained incrementally, so opening a session never walks every pod.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::model::{
+    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PodGroupSpec, PodSpec, QueueSpec, Task,
+    TaskStatus,
+};
+use crate::resources::{ResourceNames, Resources};
+
+/// A table of `Arc`ed objects addressed by slot, with slot reuse.
+#[derive(Clone, Debug)]
+pub struct Slab<T> {
+    items: Vec<Option<Arc<T>>>,
+    free: Vec<Id>,
+    len: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Self {
+            items: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Clone> Slab<T> {
+    fn insert(&mut self, value: T) -> Id {
+        self.len += 1;
+        match self.free.pop() {
+            Some(id) => {
+                self.items[id as usize] = Some(Arc::new(value));
+                id
+            }
+            None => {
+                self.items.push(Some(Arc::new(value)));
+                (self.items.len() - 1) as Id
+            }
+        }
+    }
+
+    fn remove(&mut self, id: Id) -> Option<Arc<T>> {
+        let slot = self.items.get_mut(id as usize)?;
+        let old = slot.take();
+        if old.is_some() {
+            self.len -= 1;
+            self.free.push(id);
+        }
+        old
+    }
+
+    fn get_mut(&mut self, id: Id) -> Option<&mut T> {
+        self.items
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .map(Arc::make_mut)
+    }
+
+    /// The object in `id`.
+    pub fn get(&self, id: Id) -> Option<&T> {
+        self.items.get(id as usize).and_then(|o| o.as_deref())
+    }
+
+    /// Live objects with their slots, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (Id, &T)> {
+        self.items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_deref().map(|t| (i as Id, t)))
+    }
+
+    /// One past the highest slot ever used.
+    pub fn capacity(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Number of live objects.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One change reported by an informer or the simulator.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A cluster appeared or changed.
+    ClusterUpsert(Cluster),
+    /// A cluster was removed, with its nodes.
+    ClusterDelete(String),
+    /// A node appeared or changed.
+    NodeUpsert(NodeSpec),
+    /// A node was removed.
+    NodeDelete {
+        /// Cluster.
+        cluster: String,
+        /// Node.
+        name: String,
+    },
+    /// A pod appeared or changed.
+    PodUpsert(PodSpec),
+    /// A pod was removed.
+    PodDelete {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// A PodGroup appeared or changed.
+    PodGroupUpsert(PodGroupSpec),
+    /// A PodGroup was removed.
+    PodGroupDelete {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// A queue appeared or changed.
+    QueueUpsert(QueueSpec),
+    /// A queue was removed.
+    QueueDelete(String),
+    /// A PriorityClass appeared or changed.
+    PriorityClassUpsert {
+        /// Name.
+        name: String,
+        /// Value.
+        value: i32,
+    },
+    /// A PriorityClass was removed.
+    PriorityClassDelete(String),
+}
+
+/// Errors applying an event. The cache is unchanged when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    /// A node names a cluster the cache does not know.
+    #[error("node {node}: unknown cluster {cluster:?}")]
+    UnknownCluster {
+        /// Node name.
+        node: String,
+        /// Cluster name.
+        cluster: String,
+    },
+    /// A queue lists itself as its parent.
+    #[error("queue {0}: spec.parent names the queue itself")]
+    QueueOwnParent(String),
+}
+
+/// Everything the cache knows. Read through a [`Snapshot`].
+#[derive(Clone, Debug)]
+pub struct World {
+    /// Interned resource names.
+    pub names: ResourceNames,
+    /// Clusters.
+    pub clusters: Slab<Cluster>,
+    cluster_index: HashMap<String, Id>,
+    /// Node slots of each cluster slot, in arrival order.
+    pub cluster_nodes: Vec<Vec<Id>>,
+    /// Nodes.
+    pub nodes: Slab<Node>,
+    node_index: HashMap<String, Id>,
+    /// Jobs.
+    pub jobs: Slab<Job>,
+    job_index: HashMap<String, Id>,
+    /// Tasks.
+    pub tasks: Slab<Task>,
+    task_index: HashMap<String, Id>,
+    /// Tasks whose node is not known yet, by `cluster/node`.
+    orphans: HashMap<String, Vec<Id>>,
+    /// Queues by name.
+    pub queues: BTreeMap<String, Arc<QueueSpec>>,
+    /// Resources held by each queue's placed tasks.
+    pub queue_used: BTreeMap<String, Resources>,
+    /// PriorityClass values.
+    pub priority_classes: BTreeMap<String, i32>,
+    /// Jobs with work for a session: a Pending or Inqueue PodGroup, or a task not yet placed.
+    pub active_jobs: BTreeSet<Id>,
+    /// Bumped on every applied event.
+    pub generation: u64,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        let mut queues = BTreeMap::new();
+        for name in [
+            tephra_api::defaults::DEFAULT_QUEUE,
+            tephra_api::defaults::ROOT_QUEUE,
+        ] {
+            queues.insert(name.to_string(), Arc::new(QueueSpec::named(name)));
+        }
+        Self {
+            names: ResourceNames::default(),
+            clusters: Slab::default(),
+            cluster_index: HashMap::new(),
+            cluster_nodes: Vec::new(),
+            nodes: Slab::default(),
+            node_index: HashMap::new(),
+            jobs: Slab::default(),
+            job_index: HashMap::new(),
+            tasks: Slab::default(),
+            task_index: HashMap::new(),
+            orphans: HashMap::new(),
+            queues,
+            queue_used: BTreeMap::new(),
+            priority_classes: BTreeMap::new(),
+            active_jobs: BTreeSet::new(),
+            generation: 0,
+        }
+    }
+}
+
+fn node_key(cluster: &str, node: &str) -> String {
+    format!("{cluster}/{node}")
+}
+
+impl World {
+    /// Cluster slot by name.
+    pub fn cluster_id(&self, name: &str) -> Option<Id> {
+        self.cluster_index.get(name).copied()
+    }
+
+    /// Node slot by cluster and name.
+    pub fn node_id(&self, cluster: &str, node: &str) -> Option<Id> {
+        self.node_index.get(&node_key(cluster, node)).copied()
+    }
+
+    /// Job slot by `namespace/name`.
+    pub fn job_id(&self, key: &str) -> Option<Id> {
+        self.job_index.get(key).copied()
+    }
+
+    /// Task slot by `namespace/name`.
+    pub fn task_id(&self, key: &str) -> Option<Id> {
+        self.task_index.get(key).copied()
+    }
+
+    /// The priority of a job: explicit value, else its class's value, else 0.
+    pub fn job_priority(&self, job: &Job) -> i32 {
+        let Some(g) = &job.group else { return 0 };
+        g.priority
+            .or_else(|| {
+                g.priority_class
+                    .as_ref()
+                    .and_then(|c| self.priority_classes.get(c).copied())
+            })
+            .unwrap_or(0)
+    }
+
+    /// The priority of a task: its pod priority, else its class's value.
+    pub fn task_priority(&self, task: &Task) -> i32 {
+        let shape = &task.spec.shape;
+        if shape.priority != 0 {
+            return shape.priority;
+        }
+        shape
+            .priority_class
+            .as_ref()
+            .and_then(|c| self.priority_classes.get(c).copied())
+            .unwrap_or(0)
+    }
+
+    /// The part of a task that counts against its node and queue.
+    fn holding(&self, task: &Task) -> Option<(Id, Resources, bool)> {
+        let node = task.node?;
+        task.spec
+            .status
+            .holds_node()
+            .then_some((node, task.spec.shape.request, task.spec.status == TaskStatus::Releasing))
+    }
+
+    fn account(&mut self, task_id: Id, sign: i64) {
+        let Some(task) = self.tasks.get(task_id) else { return };
+        let Some((node_id, request, releasing)) = self.holding(task) else {
+            return;
+        };
+        let delta = request.times(sign);
+        let queue = self
+            .jobs
+            .get(task.job)
+            .map(|j| j.queue().to_string())
+            .unwrap_or_default();
+        if let Some(node) = self.nodes.get_mut(node_id) {
+            node.used.add(&delta);
+            if releasing {
+                node.releasing.add(&delta);
+            }
+        }
+        let q = self.queue_used.entry(queue).or_default();
+        q.add(&delta);
+    }
+
+    fn refresh_active(&mut self, job_id: Id) {
+        let Some(job) = self.jobs.get(job_id) else {
+            self.active_jobs.remove(&job_id);
+            return;
+        };
+        let phase_active = job
+            .group
+            .as_ref()
+            .is_some_and(|g| matches!(g.phase, GroupPhase::Pending | GroupPhase::Inqueue));
+        let has_pending = job.tasks.iter().any(|t| {
+            self.tasks
+                .get(*t)
+                .is_some_and(|t| matches!(t.spec.status, TaskStatus::Pending | TaskStatus::Pipelined))
+        });
+        if phase_active || has_pending {
+            self.active_jobs.insert(job_id);
+        } else {
+            self.active_jobs.remove(&job_id);
+        }
+    }
+
+    fn job_for(&mut self, namespace: &str, group: Option<&str>, pod_name: &str) -> Id {
+        let (key, implicit) = match group {
+            Some(g) => (format!("{namespace}/{g}"), false),
+            None => (format!("{namespace}/pod-{pod_name}"), true),
+        };
+        if let Some(id) = self.job_index.get(&key) {
+            return *id;
+        }
+        let id = self.jobs.insert(Job {
+            key: key.clone(),
+            group: None,
+            tasks: Vec::new(),
+            implicit,
+        });
+        self.job_index.insert(key, id);
+        id
+    }
+
+    fn upsert_pod(&mut self, spec: PodSpec) {
+        let key = format!("{}/{}", spec.namespace, spec.name);
+        let node = spec
+            .placement
+            .as_ref()
+            .and_then(|(c, n)| self.node_id(c, n));
+        if let Some(&id) = self.task_index.get(&key) {
+            self.account(id, -1);
+            self.unorphan(id);
+            let old_job = self.tasks.get(id).map(|t| t.job);
+            let job = self.job_for(&spec.namespace, spec.group.as_deref(), &spec.name);
+            if old_job != Some(job)
+                && let Some(old) = old_job
+            {
+                self.detach_task(old, id);
+                if let Some(j) = self.jobs.get_mut(job) {
+                    j.tasks.push(id);
+                }
+            }
+            let placement = spec.placement.clone();
+            if let Some(t) = self.tasks.get_mut(id) {
+                t.spec = spec;
+                t.job = job;
+                t.node = node;
+            }
+            self.orphan_if_unplaced(id, node, placement);
+            self.account(id, 1);
+            self.refresh_active(job);
+            if let Some(old) = old_job.filter(|o| *o != job) {
+                self.refresh_active(old);
+            }
+        } else {
+            let job = self.job_for(&spec.namespace, spec.group.as_deref(), &spec.name);
+            let placement = spec.placement.clone();
+            let implicit = self.jobs.get(job).is_some_and(|j| j.implicit);
+            if implicit {
+                self.ensure_implicit_group(job, &spec);
+            }
+            let id = self.tasks.insert(Task {
+                key: key.clone(),
+                spec,
+                job,
+                node,
+            });
+            self.task_index.insert(key, id);
+            if let Some(j) = self.jobs.get_mut(job) {
+                j.tasks.push(id);
+            }
+            self.orphan_if_unplaced(id, node, placement);
+            self.account(id, 1);
+            self.refresh_active(job);
+        }
+    }
+
+    /// A pod without a PodGroup gets a single-member group of its own, as Volcano does.
+    fn ensure_implicit_group(&mut self, job: Id, spec: &PodSpec) {
+        let Some(j) = self.jobs.get_mut(job) else { return };
+        if j.group.is_some() {
+            return;
+        }
+        j.group = Some(PodGroupSpec {
+            namespace: spec.namespace.clone(),
+            name: format!("pod-{}", spec.name),
+            queue: tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+            min_member: 1,
+            min_task_member: BTreeMap::new(),
+            min_resources: Some(spec.shape.request),
+            priority_class: spec.shape.priority_class.clone(),
+            priority: (spec.shape.priority != 0).then_some(spec.shape.priority),
+            phase: GroupPhase::Inqueue,
+            created: spec.created,
+            policy: Arc::new(JobPolicy::default()),
+        });
+    }
+
+    fn orphan_if_unplaced(&mut self, id: Id, node: Option<Id>, placement: Option<(String, String)>) {
+        if node.is_none()
+            && let Some((c, n)) = placement
+        {
+            self.orphans.entry(node_key(&c, &n)).or_default().push(id);
+        }
+    }
+
+    fn unorphan(&mut self, id: Id) {
+        let Some(t) = self.tasks.get(id) else { return };
+        if t.node.is_some() {
+            return;
+        }
+        if let Some((c, n)) = &t.spec.placement {
+            let key = node_key(c, n);
+            if let Some(list) = self.orphans.get_mut(&key) {
+                list.retain(|x| *x != id);
+                if list.is_empty() {
+                    self.orphans.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn detach_task(&mut self, job: Id, task: Id) {
+        let mut empty = false;
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.tasks.retain(|t| *t != task);
+            empty = j.tasks.is_empty() && (j.implicit || j.group.is_none());
+        }
+        if empty && let Some(j) = self.jobs.remove(job) {
+            self.job_index.remove(&j.key);
+        }
+        self.refresh_active(job);
+    }
+
+    fn delete_pod(&mut self, key: &str) {
+        let Some(id) = self.task_index.get(key).copied() else { return };
+        self.account(id, -1);
+        self.unorphan(id);
+        self.task_index.remove(key);
+        if let Some(task) = self.tasks.remove(id) {
+            self.detach_task(task.job, id);
+        }
+    }
+
+    fn upsert_node(&mut self, spec: NodeSpec) -> Result<(), CacheError> {
+        let cluster = self
+            .cluster_id(&spec.cluster)
+            .ok_or_else(|| CacheError::UnknownCluster {
+                node: spec.name.clone(),
+                cluster: spec.cluster.clone(),
+            })?;
+        let key = node_key(&spec.cluster, &spec.name);
+        let has_gpu = (3..self.names.len())
+            .any(|i| self.names.name(i).ends_with("/gpu") && spec.allocatable.get(i) > 0);
+        if let Some(&id) = self.node_index.get(&key) {
+            if let Some(n) = self.nodes.get_mut(id) {
+                n.spec = spec;
+                n.has_gpu = has_gpu;
+            }
+            return Ok(());
+        }
+        let id = self.nodes.insert(Node {
+            spec,
+            cluster,
+            used: Resources::ZERO,
+            releasing: Resources::ZERO,
+            has_gpu,
+        });
+        self.node_index.insert(key.clone(), id);
+        if let Some(list) = self.cluster_nodes.get_mut(cluster as usize) {
+            list.push(id);
+        }
+        // Pods that arrived before their node now count against it.
+        for task in self.orphans.remove(&key).unwrap_or_default() {
+            if let Some(t) = self.tasks.get_mut(task) {
+                t.node = Some(id);
+            }
+            self.account(task, 1);
+        }
+        Ok(())
+    }
+
+    fn delete_node(&mut self, cluster: &str, name: &str) {
+        let key = node_key(cluster, name);
+        let Some(id) = self.node_index.remove(&key) else { return };
+        let on_node: Vec<Id> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.node == Some(id))
+            .map(|(i, _)| i)
+            .collect();
+        for task in on_node {
+            self.account(task, -1);
+            if let Some(t) = self.tasks.get_mut(task) {
+                t.node = None;
+            }
+            self.orphans.entry(key.clone()).or_default().push(task);
+        }
+        if let Some(node) = self.nodes.remove(id)
+            && let Some(list) = self.cluster_nodes.get_mut(node.cluster as usize)
+        {
+            list.retain(|n| *n != id);
+        }
+    }
+
+    fn upsert_group(&mut self, spec: PodGroupSpec) {
+        let key = format!("{}/{}", spec.namespace, spec.name);
+        let id = match self.job_index.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = self.jobs.insert(Job {
+                    key: key.clone(),
+                    group: None,
+                    tasks: Vec::new(),
+                    implicit: false,
+                });
+                self.job_index.insert(key, id);
+                id
+            }
+        };
+        // The queue may change: move the job's usage.
+        let tasks: Vec<Id> = self.jobs.get(id).map(|j| j.tasks.clone()).unwrap_or_default();
+        for t in &tasks {
+            self.account(*t, -1);
+        }
+        if let Some(j) = self.jobs.get_mut(id) {
+            j.group = Some(spec);
+        }
+        for t in &tasks {
+            self.account(*t, 1);
+        }
+        self.refresh_active(id);
+    }
+
+    fn delete_group(&mut self, key: &str) {
+        let Some(&id) = self.job_index.get(key) else { return };
+        let tasks: Vec<Id> = self.jobs.get(id).map(|j| j.tasks.clone()).unwrap_or_default();
+        for t in &tasks {
+            self.account(*t, -1);
+        }
+        let orphaned = if let Some(j) = self.jobs.get_mut(id) {
+            j.group = None;
+            j.tasks.is_empty()
+        } else {
+            false
+        };
+        for t in &tasks {
+            self.account(*t, 1);
+        }
+        if orphaned {
+            self.jobs.remove(id);
+            self.job_index.remove(key);
+        }
+        self.refresh_active(id);
+    }
+
+    fn apply(&mut self, event: Event) -> Result<(), CacheError> {
+        match event {
+            Event::ClusterUpsert(c) => match self.cluster_index.get(&c.name) {
+                Some(&id) => {
+                    if let Some(old) = self.clusters.get_mut(id) {
+                        *old = c;
+                    }
+                }
+                None => {
+                    let name = c.name.clone();
+                    let id = self.clusters.insert(c);
+                    self.cluster_index.insert(name, id);
+                    if self.cluster_nodes.len() <= id as usize {
+                        self.cluster_nodes.resize(id as usize + 1, Vec::new());
+                    }
+                    self.cluster_nodes[id as usize].clear();
+                }
+            },
+            Event::ClusterDelete(name) => {
+                if let Some(id) = self.cluster_index.get(&name).copied() {
+                    let nodes: Vec<String> = self.cluster_nodes[id as usize]
+                        .iter()
+                        .filter_map(|n| self.nodes.get(*n).map(|n| n.spec.name.clone()))
+                        .collect();
+                    for n in nodes {
+                        self.delete_node(&name, &n);
+                    }
+                    self.clusters.remove(id);
+                    self.cluster_index.remove(&name);
+                }
+            }
+            Event::NodeUpsert(spec) => self.upsert_node(spec)?,
+            Event::NodeDelete { cluster, name } => self.delete_node(&cluster, &name),
+            Event::PodUpsert(spec) => self.upsert_pod(spec),
+            Event::PodDelete { namespace, name } => self.delete_pod(&format!("{namespace}/{name}")),
+            Event::PodGroupUpsert(spec) => self.upsert_group(spec),
+            Event::PodGroupDelete { namespace, name } => {
+                self.delete_group(&format!("{namespace}/{name}"))
+            }
+            Event::QueueUpsert(q) => {
+                if q.parent.as_deref() == Some(q.name.as_str()) {
+                    return Err(CacheError::QueueOwnParent(q.name));
+                }
+                self.queues.insert(q.name.clone(), Arc::new(q));
+            }
+            Event::QueueDelete(name) => {
+                self.queues.remove(&name);
+            }
+            Event::PriorityClassUpsert { name, value } => {
+                self.priority_classes.insert(name, value);
+            }
+            Event::PriorityClassDelete(name) => {
+                self.priority_classes.remove(&name);
+            }
+        }
+        self.generation += 1;
+        Ok(())
+    }
+}
+
+/// The cache. Feed it events; take a [`Snapshot`] per session.
+#[derive(Clone, Debug, Default)]
+pub struct Cache {
+    world: Arc<World>,
+}
+
+impl Cache {
+    /// An empty cache with the `default` and `root` queues, as Volcano always has them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one event. On error nothing changes.
+    pub fn apply(&mut self, event: Event) -> Result<(), CacheError> {
+        if let Event::NodeUpsert(spec) = &event
+            && self.world.cluster_id(&spec.cluster).is_none()
+        {
+            return Err(CacheError::UnknownCluster {
+                node: spec.name.clone(),
+                cluster: spec.cluster.clone(),
+            });
+        }
+        Arc::make_mut(&mut self.world).apply(event)
+    }
+
+    /// Interns resource names and parses quantities against this cache's name table.
+    pub fn names_mut(&mut self) -> &mut ResourceNames {
+        &mut Arc::make_mut(&mut self.world).names
+    }
+
+    /// The current state, shared: O(1), no copy.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            world: Arc::clone(&self.world),
+        }
+    }
+
+    /// Read access to the current state.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+}
+
+/// An immutable view of the world for one session.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    world: Arc<World>,
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TaskShape;
+
+    fn cache_with_node() -> Cache {
+        let mut c = Cache::new();
+        c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
+        let alloc = c.names_mut().parse([("cpu", "8"), ("pods", "10")]).unwrap();
+        c.apply(Event::NodeUpsert(NodeSpec {
+            name: "n1".into(),
+            cluster: "c1".into(),
+            labels: Default::default(),
+            taints: vec![],
+            allocatable: alloc,
+            unschedulable: false,
+            ready: true,
+        }))
+        .unwrap();
+        c
+    }
+
+    fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
+        let mut request = Resources::of(crate::resources::CPU, cpu);
+        request.set(crate::resources::PODS, 1);
+        PodSpec {
+            namespace: "ns".into(),
+            name: name.into(),
+            group: Some("g".into()),
+            shape: Arc::new(TaskShape {
+                role: "worker".into(),
+                request,
+                node_selector: Default::default(),
+                affinity: vec![],
+                tolerations: vec![],
+                priority: 0,
+                preemptable: true,
+                namespace: "ns".into(),
+                priority_class: None,
+            }),
+            index: 0,
+            status,
+            placement: placed.then(|| ("c1".into(), "n1".into())),
+            created: 0,
+        }
+    }
+
+    #[test]
+    fn node_usage_follows_pod_events() {
+        let mut c = cache_with_node();
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 3000))).unwrap();
+        let n = c.world().node_id("c1", "n1").unwrap();
+        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 3000);
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Succeeded, true, 3000))).unwrap();
+        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0, "finished pods free the node");
+        c.apply(Event::PodUpsert(pod("p2", TaskStatus::Running, true, 1000))).unwrap();
+        c.apply(Event::PodDelete { namespace: "ns".into(), name: "p2".into() }).unwrap();
+        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0);
+    }
+
+    #[test]
+    fn pods_seen_before_their_node_are_counted_when_it_arrives() {
+        let mut c = Cache::new();
+        c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
+        c.apply(Event::PodUpsert(pod("early", TaskStatus::Running, true, 2000))).unwrap();
+        let alloc = c.names_mut().parse([("cpu", "8")]).unwrap();
+        c.apply(Event::NodeUpsert(NodeSpec {
+            name: "n1".into(),
+            cluster: "c1".into(),
+            labels: Default::default(),
+            taints: vec![],
+            allocatable: alloc,
+            unschedulable: false,
+            ready: true,
+        }))
+        .unwrap();
+        let n = c.world().node_id("c1", "n1").unwrap();
+        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 2000);
+    }
+
+    #[test]
+    fn a_snapshot_is_not_disturbed_by_later_events() {
+        let mut c = cache_with_node();
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Pending, false, 1000))).unwrap();
+        let snap = c.snapshot();
+        let generation = snap.generation;
+        c.apply(Event::PodDelete { namespace: "ns".into(), name: "p1".into() }).unwrap();
+        assert_eq!(snap.generation, generation);
+        assert!(snap.task_id("ns/p1").is_some(), "snapshot still sees the pod");
+        assert!(c.world().task_id("ns/p1").is_none());
+    }
+
+    #[test]
+    fn active_jobs_track_pending_work_only() {
+        let mut c = cache_with_node();
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Pending, false, 1000))).unwrap();
+        let job = c.world().job_id("ns/g").unwrap();
+        assert!(c.world().active_jobs.contains(&job));
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 1000))).unwrap();
+        assert!(!c.world().active_jobs.contains(&job), "no PodGroup and nothing pending");
+    }
+
+    #[test]
+    fn a_node_for_an_unknown_cluster_is_refused_and_changes_nothing() {
+        let mut c = Cache::new();
+        let generation = c.world().generation;
+        let err = c
+            .apply(Event::NodeUpsert(NodeSpec {
+                name: "n".into(),
+                cluster: "ghost".into(),
+                labels: Default::default(),
+                taints: vec![],
+                allocatable: Resources::ZERO,
+                unschedulable: false,
+                ready: true,
+            }))
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown cluster \"ghost\""));
+        assert_eq!(c.world().generation, generation);
+    }
+}

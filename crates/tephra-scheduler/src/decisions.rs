@@ -1,0 +1,132 @@
+//! What a session decided: binds, pipelined reservations, evictions, PodGroup and queue status,
+//! and events that explain each waiting job.
+
+use std::collections::BTreeMap;
+
+use crate::model::{GroupPhase, QueueState};
+use crate::resources::Resources;
+
+/// Place one pod on one node of one cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Bind {
+    /// Job (`namespace/podgroup`).
+    pub job: String,
+    /// Pod (`namespace/name`).
+    pub task: String,
+    /// Role within the job.
+    pub role: String,
+    /// Member cluster.
+    pub cluster: String,
+    /// Node within it.
+    pub node: String,
+}
+
+/// Evict one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// Job (`namespace/podgroup`).
+    pub job: String,
+    /// Pod (`namespace/name`).
+    pub task: String,
+    /// Cluster.
+    pub cluster: String,
+    /// Why, in words a user can read.
+    pub reason: String,
+}
+
+/// A PodGroup condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// `Scheduled` or `Unschedulable`.
+    pub kind: &'static str,
+    /// Status True (or False).
+    pub status: bool,
+    /// One-word reason.
+    pub reason: String,
+    /// Explanation.
+    pub message: String,
+    /// The session that set it.
+    pub transition_id: u64,
+}
+
+/// New status of a PodGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// Job (`namespace/podgroup`).
+    pub job: String,
+    /// Phase.
+    pub phase: GroupPhase,
+    /// Conditions set this session.
+    pub conditions: Vec<Condition>,
+    /// Running pods.
+    pub running: u32,
+    /// Succeeded pods.
+    pub succeeded: u32,
+    /// Failed pods.
+    pub failed: u32,
+}
+
+/// New status of a queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueStatus {
+    /// Queue name.
+    pub name: String,
+    /// State.
+    pub state: QueueState,
+    /// Held resources, as a Kubernetes resource list.
+    pub allocated: BTreeMap<String, String>,
+    /// Held resources, as a vector.
+    pub allocated_vec: Resources,
+    /// PodGroups Pending.
+    pub pending: u32,
+    /// PodGroups Inqueue.
+    pub inqueue: u32,
+    /// PodGroups Running.
+    pub running: u32,
+    /// PodGroups Unknown.
+    pub unknown: u32,
+    /// PodGroups Completed.
+    pub completed: u32,
+}
+
+/// An event on a job, explaining a decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEvent {
+    /// Job (`namespace/podgroup`).
+    pub job: String,
+    /// One-word reason.
+    pub reason: &'static str,
+    /// Explanation, e.g. "3/4 tasks in gang unschedulable: ...".
+    pub message: String,
+}
+
+/// Everything a session decided.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Decisions {
+    /// Session number.
+    pub session: u64,
+    /// Pods to bind, gang by gang.
+    pub binds: Vec<Bind>,
+    /// Pods reserved on resources being released (not bound yet).
+    pub pipelined: Vec<Bind>,
+    /// Pods to evict.
+    pub evictions: Vec<Eviction>,
+    /// PodGroup status changes.
+    pub groups: Vec<GroupStatus>,
+    /// Status of every queue.
+    pub queues: Vec<QueueStatus>,
+    /// Explanations for waiting jobs.
+    pub events: Vec<JobEvent>,
+}
+
+impl Decisions {
+    /// The event explaining why `job` waits, if any.
+    pub fn event_for(&self, job: &str) -> Option<&JobEvent> {
+        self.events.iter().find(|e| e.job == job)
+    }
+
+    /// The new status of `job`'s PodGroup, if it changed.
+    pub fn group(&self, job: &str) -> Option<&GroupStatus> {
+        self.groups.iter().find(|g| g.job == job)
+    }
+}

@@ -1,0 +1,630 @@
+//! The scheduler's model of the fleet: clusters, nodes, queues, jobs (one per PodGroup) and
+//! tasks (pods). Plain data, fed by the cache's event API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::resources::Resources;
+
+/// Labels (or a node selector).
+pub type Labels = BTreeMap<String, String>;
+
+/// A slot index into one of the cache's tables.
+pub type Id = u32;
+
+/// Taint effects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaintEffect {
+    /// Do not place new work.
+    NoSchedule,
+    /// Avoid placing new work.
+    PreferNoSchedule,
+    /// Evict work that does not tolerate it.
+    NoExecute,
+}
+
+impl TaintEffect {
+    /// Parses Kubernetes' spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "NoSchedule" => Some(Self::NoSchedule),
+            "PreferNoSchedule" => Some(Self::PreferNoSchedule),
+            "NoExecute" => Some(Self::NoExecute),
+            _ => None,
+        }
+    }
+
+    /// Kubernetes' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::PreferNoSchedule => "PreferNoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A node or cluster taint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value (may be empty).
+    pub value: String,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// A toleration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Toleration {
+    /// Key; empty with `exists` tolerates every taint.
+    pub key: String,
+    /// `Exists` (true) or `Equal` (false).
+    pub exists: bool,
+    /// Value for `Equal`.
+    pub value: String,
+    /// Effect; `None` tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Whether this toleration tolerates `taint`, with Kubernetes' rules.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(e) = self.effect
+            && e != taint.effect
+        {
+            return false;
+        }
+        if self.key.is_empty() {
+            return self.exists;
+        }
+        if self.key != taint.key {
+            return false;
+        }
+        self.exists || self.value == taint.value
+    }
+}
+
+/// Whether `tolerations` tolerate `taint`.
+pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| t.tolerates(taint))
+}
+
+/// Operators of node-affinity requirements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SelectorOp {
+    /// The label's value is one of `values`.
+    In,
+    /// The label is absent or its value is not one of `values`.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+    /// The label's integer value is greater than `values[0]`.
+    Gt,
+    /// The label's integer value is less than `values[0]`.
+    Lt,
+}
+
+impl SelectorOp {
+    /// Parses Kubernetes' spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "In" => Self::In,
+            "NotIn" => Self::NotIn,
+            "Exists" => Self::Exists,
+            "DoesNotExist" => Self::DoesNotExist,
+            "Gt" => Self::Gt,
+            "Lt" => Self::Lt,
+            _ => return None,
+        })
+    }
+}
+
+/// One label requirement.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Requirement {
+    /// Label key.
+    pub key: String,
+    /// Operator.
+    pub op: SelectorOp,
+    /// Values.
+    pub values: Vec<String>,
+}
+
+impl Requirement {
+    /// Whether `labels` satisfy this requirement.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        let v = labels.get(&self.key);
+        match self.op {
+            SelectorOp::In => v.is_some_and(|v| self.values.contains(v)),
+            SelectorOp::NotIn => v.is_none_or(|v| !self.values.contains(v)),
+            SelectorOp::Exists => v.is_some(),
+            SelectorOp::DoesNotExist => v.is_none(),
+            SelectorOp::Gt | SelectorOp::Lt => {
+                let (Some(v), Some(bound)) = (v, self.values.first()) else {
+                    return false;
+                };
+                match (v.parse::<i64>(), bound.parse::<i64>()) {
+                    (Ok(v), Ok(b)) => {
+                        if self.op == SelectorOp::Gt {
+                            v > b
+                        } else {
+                            v < b
+                        }
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+}
+
+/// Required node affinity: a node must match at least one term; a term matches when all its
+/// requirements do. An empty list places no constraint.
+pub fn affinity_matches(terms: &[Vec<Requirement>], labels: &Labels) -> bool {
+    terms.is_empty() || terms.iter().any(|t| t.iter().all(|r| r.matches(labels)))
+}
+
+/// Whether `labels` contain every pair of `selector`.
+pub fn selector_matches(selector: &Labels, labels: &Labels) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// A member cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    /// Name (unique).
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Cloud provider.
+    pub provider: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Zones.
+    pub zones: Vec<String>,
+    /// Cluster taints.
+    pub taints: Vec<Taint>,
+    /// Whether the cluster's health probe succeeds.
+    pub ready: bool,
+    /// Price per resource-hour: per core of cpu, per GiB of memory, per unit otherwise.
+    pub price: BTreeMap<String, f64>,
+}
+
+impl Cluster {
+    /// A ready cluster with just a name.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            labels: Labels::new(),
+            provider: None,
+            region: None,
+            zones: Vec::new(),
+            taints: Vec::new(),
+            ready: true,
+            price: BTreeMap::new(),
+        }
+    }
+}
+
+/// A node as the cache reports it (allocatable and flags; usage is derived from tasks).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    /// Node name, unique within its cluster.
+    pub name: String,
+    /// The cluster it belongs to.
+    pub cluster: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Allocatable resources.
+    pub allocatable: Resources,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// Ready condition.
+    pub ready: bool,
+}
+
+/// A node with its derived accounting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// What the cache was told.
+    pub spec: NodeSpec,
+    /// Cluster slot.
+    pub cluster: Id,
+    /// Sum of requests of tasks holding this node (Binding, Bound, Running, Releasing).
+    pub used: Resources,
+    /// Part of `used` held by Releasing tasks: free once they terminate.
+    pub releasing: Resources,
+    /// Whether the node carries any GPU (an extended resource named `*/gpu`).
+    pub has_gpu: bool,
+}
+
+/// Task (pod) states, as Volcano names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// Not placed.
+    Pending,
+    /// Placed in this session, not yet bound.
+    Allocated,
+    /// Reserved on resources that are being released.
+    Pipelined,
+    /// A bind was issued.
+    Binding,
+    /// Bound to a node.
+    Bound,
+    /// Running.
+    Running,
+    /// Terminating; its resources free up soon.
+    Releasing,
+    /// Finished successfully.
+    Succeeded,
+    /// Finished unsuccessfully.
+    Failed,
+    /// Unknown.
+    Unknown,
+}
+
+impl TaskStatus {
+    /// Holds node resources.
+    pub fn holds_node(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Releasing
+        )
+    }
+
+    /// Counts towards a gang being ready (Volcano's "ready" statuses).
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Succeeded
+        )
+    }
+
+    /// Counts as occupying a place in the gang (ready or pipelined).
+    pub fn is_ready_or_pipelined(self) -> bool {
+        self.is_ready() || self == Self::Pipelined
+    }
+
+    /// Volcano's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Allocated => "Allocated",
+            Self::Pipelined => "Pipelined",
+            Self::Binding => "Binding",
+            Self::Bound => "Bound",
+            Self::Running => "Running",
+            Self::Releasing => "Releasing",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// The scheduling-relevant part of a pod. Tasks of one role created from one template share
+/// an `Arc<TaskShape>`, which lets the scheduler place a role's replicas together.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaskShape {
+    /// Role (Volcano task name) within the job.
+    pub role: String,
+    /// Summed container requests, with one pod slot.
+    pub request: Resources,
+    /// `spec.nodeSelector`.
+    pub node_selector: Labels,
+    /// Required node affinity terms.
+    pub affinity: Vec<Vec<Requirement>>,
+    /// Tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// Pod priority.
+    pub priority: i32,
+    /// May be preempted or reclaimed (`volcano.sh/preemptable`, default true).
+    pub preemptable: bool,
+    /// Namespace of the pod (conformance protects system namespaces).
+    pub namespace: String,
+    /// Priority class name, if any.
+    pub priority_class: Option<String>,
+}
+
+impl TaskShape {
+    /// True for a best-effort pod: it requests nothing but its pod slot.
+    pub fn best_effort(&self) -> bool {
+        self.request
+            .0
+            .iter()
+            .enumerate()
+            .all(|(i, v)| i == crate::resources::PODS || *v == 0)
+    }
+}
+
+/// A pod as the cache reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The PodGroup (`scheduling.k8s.io/group-name`); `None` gives the pod a job of its own.
+    pub group: Option<String>,
+    /// Scheduling shape.
+    pub shape: Arc<TaskShape>,
+    /// Index within its role.
+    pub index: u32,
+    /// Status.
+    pub status: TaskStatus,
+    /// Cluster and node it is bound to or running on.
+    pub placement: Option<(String, String)>,
+    /// Creation time, in seconds of the caller's clock.
+    pub created: i64,
+}
+
+/// A task with its resolved slots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// What the cache was told.
+    pub spec: PodSpec,
+    /// `namespace/name`.
+    pub key: String,
+    /// Job slot.
+    pub job: Id,
+    /// Node slot, when placed.
+    pub node: Option<Id>,
+}
+
+/// Where a job may go across clusters (from its PropagationPolicy).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct JobPolicy {
+    /// Only these clusters (empty: any).
+    pub cluster_names: Vec<String>,
+    /// Never these clusters.
+    pub exclude: Vec<String>,
+    /// Cluster label requirements (all must hold).
+    pub cluster_labels: Vec<Requirement>,
+    /// `provider`/`region`/`zone` requirements (all must hold).
+    pub field_requirements: Vec<Requirement>,
+    /// Tolerated cluster taints.
+    pub tolerations: Vec<Toleration>,
+    /// Spread constraints.
+    pub spread: Vec<SpreadConstraint>,
+    /// Whether the gang may be split across clusters.
+    pub splittable: bool,
+}
+
+/// What spread groups clusters by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SpreadField {
+    /// Each cluster.
+    Cluster,
+    /// Region.
+    Region,
+    /// Zone (first zone).
+    Zone,
+    /// Provider.
+    Provider,
+}
+
+/// A spread constraint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpreadConstraint {
+    /// Grouping.
+    pub field: SpreadField,
+    /// At least this many groups.
+    pub min_groups: u32,
+    /// At most this many groups.
+    pub max_groups: u32,
+}
+
+/// PodGroup phases (Volcano's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupPhase {
+    /// Waiting for admission by its queue.
+    Pending,
+    /// Admitted.
+    Inqueue,
+    /// At least minMember running.
+    Running,
+    /// Part running, the rest unschedulable.
+    Unknown,
+    /// Done.
+    Completed,
+}
+
+impl GroupPhase {
+    /// Volcano's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Inqueue => "Inqueue",
+            Self::Running => "Running",
+            Self::Unknown => "Unknown",
+            Self::Completed => "Completed",
+        }
+    }
+}
+
+/// A PodGroup as the cache reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodGroupSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Queue name.
+    pub queue: String,
+    /// Gang size.
+    pub min_member: u32,
+    /// Per-role minimums.
+    pub min_task_member: BTreeMap<String, u32>,
+    /// Minimum resources to start the gang (enqueue admission).
+    pub min_resources: Option<Resources>,
+    /// Priority class name.
+    pub priority_class: Option<String>,
+    /// Priority value when given directly (overrides the class).
+    pub priority: Option<i32>,
+    /// Current phase.
+    pub phase: GroupPhase,
+    /// Creation time, in seconds of the caller's clock.
+    pub created: i64,
+    /// Placement policy across clusters.
+    pub policy: Arc<JobPolicy>,
+}
+
+/// A job: one PodGroup and its tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// `namespace/name`.
+    pub key: String,
+    /// The PodGroup, once seen.
+    pub group: Option<PodGroupSpec>,
+    /// Task slots, in the order they arrived.
+    pub tasks: Vec<Id>,
+    /// Whether the job was created implicitly for a pod without a PodGroup.
+    pub implicit: bool,
+}
+
+impl Job {
+    /// Gang size (1 until the PodGroup is known).
+    pub fn min_member(&self) -> u32 {
+        self.group.as_ref().map_or(1, |g| g.min_member.max(1))
+    }
+
+    /// Queue name.
+    pub fn queue(&self) -> &str {
+        self.group
+            .as_ref()
+            .map_or(tephra_api::defaults::DEFAULT_QUEUE, |g| g.queue.as_str())
+    }
+}
+
+/// Queue states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueState {
+    /// Admits new jobs.
+    Open,
+    /// Admits nothing new.
+    Closed,
+    /// Admits nothing new; draining.
+    Closing,
+}
+
+/// How a queue hands out jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dequeue {
+    /// The head job blocks until it fits.
+    Fifo,
+    /// Skip a job that cannot fit.
+    Traverse,
+}
+
+/// A queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSpec {
+    /// Name.
+    pub name: String,
+    /// Weight (1..65535).
+    pub weight: u32,
+    /// Hard cap.
+    pub capability: Option<Resources>,
+    /// Reserved amount.
+    pub guarantee: Option<Resources>,
+    /// Deserved share (capacity plugin).
+    pub deserved: Option<Resources>,
+    /// Parent queue.
+    pub parent: Option<String>,
+    /// State.
+    pub state: QueueState,
+    /// Whether others may reclaim from it.
+    pub reclaimable: bool,
+    /// Priority among siblings.
+    pub priority: i32,
+    /// Dequeue strategy.
+    pub dequeue: Dequeue,
+}
+
+impl QueueSpec {
+    /// An open queue with weight 1 and no limits.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            weight: 1,
+            capability: None,
+            guarantee: None,
+            deserved: None,
+            parent: None,
+            state: QueueState::Open,
+            reclaimable: true,
+            priority: 0,
+            dequeue: Dequeue::Traverse,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        }
+    }
+
+    #[test]
+    fn tolerations_follow_kubernetes_rules() {
+        let t = taint("gpu", "true", TaintEffect::NoSchedule);
+        let equal = Toleration {
+            key: "gpu".into(),
+            value: "true".into(),
+            ..Default::default()
+        };
+        assert!(equal.tolerates(&t));
+        let wrong_value = Toleration {
+            key: "gpu".into(),
+            value: "false".into(),
+            ..Default::default()
+        };
+        assert!(!wrong_value.tolerates(&t));
+        let exists_any = Toleration {
+            exists: true,
+            ..Default::default()
+        };
+        assert!(exists_any.tolerates(&t));
+        let wrong_effect = Toleration {
+            key: "gpu".into(),
+            exists: true,
+            effect: Some(TaintEffect::NoExecute),
+            ..Default::default()
+        };
+        assert!(!wrong_effect.tolerates(&t));
+    }
+
+    #[test]
+    fn requirements_cover_every_operator() {
+        let labels: Labels = [("zone".to_string(), "a".to_string()), ("gen".to_string(), "5".to_string())]
+            .into_iter()
+            .collect();
+        let req = |key: &str, op, values: &[&str]| Requirement {
+            key: key.into(),
+            op,
+            values: values.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(req("zone", SelectorOp::In, &["a", "b"]).matches(&labels));
+        assert!(!req("zone", SelectorOp::NotIn, &["a"]).matches(&labels));
+        assert!(req("missing", SelectorOp::NotIn, &["a"]).matches(&labels));
+        assert!(req("zone", SelectorOp::Exists, &[]).matches(&labels));
+        assert!(req("missing", SelectorOp::DoesNotExist, &[]).matches(&labels));
+        assert!(req("gen", SelectorOp::Gt, &["4"]).matches(&labels));
+        assert!(!req("gen", SelectorOp::Lt, &["5"]).matches(&labels));
+        assert!(!req("zone", SelectorOp::Gt, &["1"]).matches(&labels), "non-integer never matches Gt");
+        let terms = vec![vec![req("zone", SelectorOp::In, &["b"])], vec![req("gen", SelectorOp::Exists, &[])]];
+        assert!(affinity_matches(&terms, &labels), "terms are ORed");
+    }
+}

@@ -1,0 +1,364 @@
+//! Two-level, node-aware gang placement: choose a cluster by simulating the whole gang on its
+//! nodes, then place each role's replicas on the best nodes.
+//!
+//! Replicas of one role share a shape, so their candidate nodes are found and scored once: the
+//! scan keeps a max-heap of (score, node); the best node takes a replica, is re-scored and goes
+//! back on the heap if another replica still fits. Only the chosen node changes between two
+//! replicas, so this gives the same answer as scoring every node for every replica, at the cost
+//! of one scan per role. As in kube-scheduler, the scan stops once enough feasible nodes are
+//! found (adaptively 5–50% of the cluster, at least 100) and starts where the last scan ended.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
+
+use crate::config::Args;
+use crate::framework::{FitErrors, View};
+use crate::model::{Id, TaskStatus};
+use crate::resources::Resources;
+use crate::session::{Session, Statement};
+
+/// Tuning of node search, from the allocate action's arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchArgs {
+    /// Find at least this many feasible nodes before choosing (default 100).
+    pub min_feasible_nodes: usize,
+    /// ... and at least this percentage of the cluster (default 5).
+    pub min_percentage: usize,
+    /// Fixed percentage of nodes to find; 0 means adaptive, as kube-scheduler (default 0).
+    pub percentage: usize,
+    /// Clusters simulated per job before giving up on it this session (default 5).
+    pub max_clusters: usize,
+}
+
+impl Default for SearchArgs {
+    fn default() -> Self {
+        Self {
+            min_feasible_nodes: 100,
+            min_percentage: 5,
+            percentage: 0,
+            max_clusters: 5,
+        }
+    }
+}
+
+/// Argument keys of node search.
+pub const SEARCH_KEYS: &[&str] = &[
+    "minimumFeasibleNodes",
+    "minimumPercentageNodesToFind",
+    "percentageNodesToFind",
+    "maxClustersToSimulate",
+];
+
+impl SearchArgs {
+    /// Reads the arguments, checking them.
+    pub fn from_args(args: &Args) -> Result<Self, (String, String)> {
+        let mut s = Self::default();
+        for (key, value) in args {
+            let n = value
+                .as_f64()
+                .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+                .ok_or_else(|| (key.clone(), "must be a non-negative integer".to_string()))?
+                as usize;
+            match key.as_str() {
+                "minimumFeasibleNodes" => s.min_feasible_nodes = n,
+                "minimumPercentageNodesToFind" => s.min_percentage = n.min(100),
+                "percentageNodesToFind" => s.percentage = n.min(100),
+                "maxClustersToSimulate" => s.max_clusters = n.max(1),
+                _ => return Err((key.clone(), "unknown argument".into())),
+            }
+        }
+        Ok(s)
+    }
+
+    /// How many feasible nodes to find in a cluster of `n` nodes.
+    pub fn to_find(&self, n: usize) -> usize {
+        let pct = if self.percentage > 0 {
+            self.percentage
+        } else {
+            (50usize.saturating_sub(n / 125)).max(self.min_percentage)
+        };
+        (n * pct / 100).max(self.min_feasible_nodes).min(n)
+    }
+}
+
+#[derive(PartialEq)]
+struct Candidate {
+    score: f64,
+    node: Id,
+}
+
+impl Eq for Candidate {}
+
+impl Ord for Candidate {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.score
+            .total_cmp(&o.score)
+            .then_with(|| o.node.cmp(&self.node))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Pending tasks of a job grouped by shape, each group in task order, groups ordered by their
+/// first task.
+pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>> {
+    let Some(j) = ssn.snap.jobs.get(job) else {
+        return Vec::new();
+    };
+    let mut tasks: Vec<Id> = j
+        .tasks
+        .iter()
+        .copied()
+        .filter(|t| {
+            ssn.state.status(&ssn.snap, *t) == TaskStatus::Pending
+                && ssn
+                    .snap
+                    .tasks
+                    .get(*t)
+                    .is_some_and(|t| t.spec.shape.best_effort() == best_effort)
+        })
+        .collect();
+    tasks.sort_by(|a, b| ssn.task_order(*a, *b));
+    let mut groups: Vec<Vec<Id>> = Vec::new();
+    for t in tasks {
+        let shape = ssn.snap.tasks.get(t).map(|t| &t.spec.shape);
+        let same = groups.iter_mut().find(|g| {
+            let first = ssn.snap.tasks.get(g[0]).map(|t| &t.spec.shape);
+            match (first, shape) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            }
+        });
+        match same {
+            Some(g) => g.push(t),
+            None => groups.push(vec![t]),
+        }
+    }
+    groups
+}
+
+/// Places up to `want` of `tasks` (one shape) in `cluster`. Returns how many were placed and
+/// records why nodes were rejected.
+pub fn place_group(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    tasks: &[Id],
+    want: usize,
+    cluster: Id,
+    search: &SearchArgs,
+    errs: &mut FitErrors,
+) -> usize {
+    let snap = ssn.snap.clone();
+    let Some(nodes) = snap.cluster_nodes.get(cluster as usize) else {
+        return 0;
+    };
+    let n = nodes.len();
+    if n == 0 || want == 0 || tasks.is_empty() {
+        return 0;
+    }
+    let Some(first) = snap.tasks.get(tasks[0]) else {
+        return 0;
+    };
+    let queue = snap
+        .jobs
+        .get(first.job)
+        .map(|j| j.queue().to_string())
+        .unwrap_or_default();
+    let target = search.to_find(n).max(1);
+    let start = ssn.state.scan_start[cluster as usize] % n;
+    let mut cursor = 0usize;
+    let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
+    let scan = |ssn: &Session, cursor: &mut usize, heap: &mut BinaryHeap<Candidate>, errs: &mut FitErrors, until: usize| {
+        while *cursor < n && heap.len() < until {
+            let node = nodes[(start + *cursor) % n];
+            *cursor += 1;
+            match ssn.predicate(first, node) {
+                Ok(()) => heap.push(Candidate {
+                    score: ssn.node_score(first, node),
+                    node,
+                }),
+                Err(u) => errs.add(u),
+            }
+        }
+    };
+    scan(ssn, &mut cursor, &mut heap, errs, target);
+    let mut placed = 0usize;
+    let mut next = 0usize;
+    while placed < want && next < tasks.len() {
+        if heap.is_empty() {
+            if cursor >= n {
+                break;
+            }
+            scan(ssn, &mut cursor, &mut heap, errs, 1);
+            continue;
+        }
+        let Some(best) = heap.pop() else { break };
+        let task_id = tasks[next];
+        let Some(task) = snap.tasks.get(task_id) else {
+            next += 1;
+            continue;
+        };
+        if !ssn.allocatable(&queue, task_id) {
+            errs.add(crate::framework::Unfit::Other("queue capability reached"));
+            break;
+        }
+        if ssn.predicate(task, best.node).is_err() {
+            continue;
+        }
+        let pipelined = task
+            .spec
+            .shape
+            .request
+            .fits_in(&ssn.state.nodes[best.node as usize].idle)
+            .is_err();
+        ssn.allocate(stmt, task_id, best.node, pipelined);
+        placed += 1;
+        next += 1;
+        if next < tasks.len()
+            && let Some(t) = snap.tasks.get(tasks[next])
+            && ssn.predicate(t, best.node).is_ok()
+        {
+            heap.push(Candidate {
+                score: ssn.node_score(t, best.node),
+                node: best.node,
+            });
+        }
+    }
+    errs.nodes = errs.nodes.max(cursor as u32);
+    ssn.state.scan_start[cluster as usize] = (start + cursor) % n;
+    placed
+}
+
+/// Places a job's pending groups in one cluster: first each role's minimum, then the rest.
+pub fn place_job_in_cluster(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    job: Id,
+    groups: &[Vec<Id>],
+    cluster: Id,
+    search: &SearchArgs,
+    errs: &mut FitErrors,
+) {
+    let mins = ssn
+        .snap
+        .jobs
+        .get(job)
+        .and_then(|j| j.group.as_ref())
+        .map(|g| g.min_task_member.clone())
+        .unwrap_or_default();
+    let pending = |ssn: &Session, g: &[Id]| -> Vec<Id> {
+        g.iter()
+            .copied()
+            .filter(|t| ssn.state.status(&ssn.snap, *t) == TaskStatus::Pending)
+            .collect()
+    };
+    if !mins.is_empty() {
+        let counts = ssn.view().counts(job);
+        for g in groups {
+            let Some(role) = ssn.snap.tasks.get(g[0]).map(|t| t.spec.shape.role.clone()) else {
+                continue;
+            };
+            let have = counts.waiting_by_role.get(&role).copied().unwrap_or(0);
+            let need = mins.get(&role).copied().unwrap_or(0).saturating_sub(have) as usize;
+            if need > 0 {
+                let todo = pending(ssn, g);
+                let placed = place_group(ssn, stmt, &todo, need, cluster, search, errs);
+                if placed < need {
+                    // This role cannot reach its minimum here; the gang cannot be ready.
+                    return;
+                }
+            }
+        }
+    }
+    for g in groups {
+        let todo = pending(ssn, g);
+        let want = todo.len();
+        place_group(ssn, stmt, &todo, want, cluster, search, errs);
+    }
+}
+
+/// A lower bound of what a job still needs to become ready, and the largest single-task
+/// request that must fit on one node.
+pub fn job_needs(view: &View, job: Id) -> (Resources, Resources) {
+    let Some(j) = view.job(job) else {
+        return (Resources::ZERO, Resources::ZERO);
+    };
+    let counts = view.counts(job);
+    let mins = j
+        .group
+        .as_ref()
+        .map(|g| g.min_task_member.clone())
+        .unwrap_or_default();
+    // Pending tasks by role: (request of the role's first task, number pending).
+    let mut roles: BTreeMap<&str, (Resources, u32)> = BTreeMap::new();
+    for &t in &j.tasks {
+        if view.status(t) != TaskStatus::Pending {
+            continue;
+        }
+        if let Some(task) = view.task(t) {
+            let e = roles
+                .entry(task.spec.shape.role.as_str())
+                .or_insert((task.spec.shape.request, 0));
+            e.1 += 1;
+        }
+    }
+    let mut total = Resources::ZERO;
+    let mut one_node = Resources::ZERO;
+    let mut smallest: Option<Resources> = None;
+    let mut counted = 0u32;
+    for (role, (req, pending)) in &roles {
+        smallest = Some(smallest.map_or(*req, |s| s.min(req)));
+        let have = counts.waiting_by_role.get(*role).copied().unwrap_or(0);
+        let need = mins
+            .get(*role)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(have)
+            .min(*pending);
+        if need > 0 {
+            total.add(&req.times(i64::from(need)));
+            one_node = one_node.max(req);
+            counted += need;
+        }
+    }
+    let remaining = j
+        .min_member()
+        .saturating_sub(counts.ready + counts.pipelined + counted);
+    if remaining > 0
+        && let Some(s) = smallest
+    {
+        total.add(&s.times(i64::from(remaining)));
+        one_node = one_node.max(&s);
+    }
+    (total, one_node)
+}
+
+/// Why an aggregate check rules a cluster out, or `None` if it may fit.
+pub fn prune_reason(view: &View, cluster: Id, need: &Resources, one_node: &Resources) -> Option<String> {
+    let names = &view.snap.names;
+    let free = view.state.cluster_future_idle[cluster as usize];
+    if let Err(slot) = need.fits_in(&free) {
+        return Some(format!(
+            "needs {} {} in total, {} free",
+            crate::resources::format_quantity(slot, need.get(slot)),
+            names.name(slot),
+            crate::resources::format_quantity(slot, free.get(slot).max(0)),
+        ));
+    }
+    let max = view.state.cluster_max_node_idle[cluster as usize];
+    if let Err(slot) = one_node.fits_in(&max) {
+        return Some(format!(
+            "no node has {} {} free (the most on one node is {})",
+            crate::resources::format_quantity(slot, one_node.get(slot)),
+            names.name(slot),
+            crate::resources::format_quantity(slot, max.get(slot).max(0)),
+        ));
+    }
+    None
+}
+

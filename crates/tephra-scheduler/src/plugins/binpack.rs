@@ -1,0 +1,97 @@
+//! `binpack`: prefer nodes that are already full, to leave whole nodes free for large gangs.
+//! Arguments as Volcano: `binpack.weight` (1), `binpack.cpu` (1), `binpack.memory` (1),
+//! `binpack.resources` (extra resource names, comma separated) and
+//! `binpack.resources.<name>` (their weights, default 1).
+
+use super::{ArgError, ArgReader, allocatable};
+use crate::config::Args;
+use crate::framework::{Plugin, View};
+use crate::model::{Id, Task};
+
+pub struct Binpack {
+    weight: f64,
+    /// (resource name, weight)
+    resources: Vec<(String, f64)>,
+}
+
+impl Binpack {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        let r = ArgReader::new(
+            args,
+            &["binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources"],
+            &["binpack.resources."],
+        )?;
+        let mut resources = vec![
+            ("cpu".to_string(), r.f64_or("binpack.cpu", 1.0)?),
+            ("memory".to_string(), r.f64_or("binpack.memory", 1.0)?),
+        ];
+        let named: Vec<String> = r
+            .string("binpack.resources")
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let weights = r.with_prefix("binpack.resources.");
+        for (name, value) in &weights {
+            if !named.contains(name) {
+                return Err((
+                    format!("binpack.resources.{name}"),
+                    format!("{name} is not listed in binpack.resources"),
+                ));
+            }
+            let w = value
+                .as_f64()
+                .filter(|f| *f >= 0.0)
+                .ok_or_else(|| (format!("binpack.resources.{name}"), "must be a non-negative number".to_string()))?;
+            resources.push((name.clone(), w));
+        }
+        for name in named {
+            if !resources.iter().any(|(n, _)| *n == name) {
+                resources.push((name, 1.0));
+            }
+        }
+        Ok(Self {
+            weight: r.f64_or("binpack.weight", 1.0)?,
+            resources,
+        })
+    }
+}
+
+impl Plugin for Binpack {
+    fn name(&self) -> &'static str {
+        "binpack"
+    }
+
+    fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
+        if self.weight == 0.0 {
+            return 0.0;
+        }
+        let Some(n) = view.node(node) else { return 0.0 };
+        let alloc = allocatable(n);
+        let idle = view.state.nodes[node as usize].idle;
+        let req = &task.spec.shape.request;
+        let mut total = 0.0;
+        let mut weights = 0.0;
+        for (name, w) in &self.resources {
+            let Some(slot) = view.snap.names.get(name) else { continue };
+            if req.get(slot) == 0 || *w == 0.0 {
+                continue;
+            }
+            let cap = alloc.get(slot);
+            let used = cap - idle.get(slot) + req.get(slot);
+            if cap <= 0 || used > cap {
+                return 0.0;
+            }
+            total += w * used as f64 / cap as f64;
+            weights += w;
+        }
+        if weights == 0.0 {
+            return 0.0;
+        }
+        self.weight * 100.0 * total / weights
+    }
+}

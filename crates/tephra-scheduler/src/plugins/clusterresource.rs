@@ -1,0 +1,56 @@
+//! `clusterresource`: node-aware cluster fit. Aggregates prune clusters that cannot hold the
+//! gang at all (not enough free in total, or no single node with room for its largest task),
+//! so that the gang is simulated on few clusters; the simulation itself decides the rest.
+//! Clusters with more room left after the gang score higher (load balancing across members).
+//!
+//! Arguments: `clusterresource.weight` (default 1).
+
+use super::{ArgError, ArgReader};
+use crate::config::Args;
+use crate::framework::{Plugin, View};
+use crate::model::Id;
+use crate::placement::{job_needs, prune_reason};
+use crate::resources::Resources;
+
+pub struct ClusterResource {
+    weight: f64,
+}
+
+impl ClusterResource {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        let r = ArgReader::new(args, &["clusterresource.weight"], &[])?;
+        Ok(Self {
+            weight: r.f64_or("clusterresource.weight", 1.0)?,
+        })
+    }
+}
+
+impl Plugin for ClusterResource {
+    fn name(&self) -> &'static str {
+        "clusterresource"
+    }
+
+    fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
+        let (need, one_node) = job_needs(view, job);
+        match prune_reason(view, cluster, &need, &one_node) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    fn cluster_scores(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
+        let (need, _) = job_needs(view, job);
+        for (i, &c) in clusters.iter().enumerate() {
+            let free = view.state.cluster_future_idle[c as usize];
+            let mut alloc = Resources::ZERO;
+            for &n in &view.snap.cluster_nodes[c as usize] {
+                if let Some(node) = view.node(n) {
+                    alloc.add(&super::allocatable(node));
+                }
+            }
+            let used_after = alloc.minus(&free).plus(&need);
+            let share = super::drf::dominant_share(&used_after, &alloc);
+            scores[i] += self.weight * 100.0 * (1.0 - share.min(1.0));
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! `gang`: all-or-nothing. A job is valid with at least minMember live tasks (and each role's
+//! minTaskMember), ready when that many are placed, and may be kept pipelined when placed plus
+//! pipelined reach it. Jobs that are not ready go first.
+
+use std::cmp::Ordering;
+
+use super::{ArgError, ArgReader};
+use crate::config::Args;
+use crate::framework::{Invalid, Plugin, View, Vote};
+use crate::model::Id;
+use tephra_api::scheduling::reasons;
+
+pub struct Gang;
+
+impl Gang {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        ArgReader::new(args, &[], &[])?;
+        Ok(Self)
+    }
+}
+
+fn role_mins(view: &View, job: Id) -> Vec<(String, u32)> {
+    view.job(job)
+        .and_then(|j| j.group.as_ref())
+        .map(|g| g.min_task_member.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        .unwrap_or_default()
+}
+
+fn ready(view: &View, job: Id) -> bool {
+    let Some(j) = view.job(job) else { return false };
+    let c = view.counts(job);
+    c.ready >= j.min_member()
+        && role_mins(view, job)
+            .iter()
+            .all(|(role, min)| c.ready_by_role.get(role).copied().unwrap_or(0) >= *min)
+}
+
+impl Plugin for Gang {
+    fn name(&self) -> &'static str {
+        "gang"
+    }
+
+    fn job_valid(&self, view: &View, job: Id) -> Result<(), Invalid> {
+        let Some(j) = view.job(job) else { return Ok(()) };
+        let c = view.counts(job);
+        let min = j.min_member();
+        if c.valid < min {
+            return Err(Invalid {
+                reason: reasons::NOT_ENOUGH_TASKS,
+                message: format!(
+                    "Not enough valid tasks for gang-scheduling, valid: {}, min: {min}",
+                    c.valid
+                ),
+            });
+        }
+        for (role, need) in role_mins(view, job) {
+            let have = c.total_by_role.get(&role).copied().unwrap_or(0);
+            if have < need {
+                return Err(Invalid {
+                    reason: reasons::NOT_ENOUGH_PODS_OF_TASK,
+                    message: format!("task {role} has {have} pod(s), minTaskMember is {need}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn job_ready(&self, view: &View, job: Id) -> Option<bool> {
+        Some(ready(view, job))
+    }
+
+    fn job_pipelined(&self, view: &View, job: Id) -> Vote {
+        let Some(j) = view.job(job) else { return Vote::Abstain };
+        let c = view.counts(job);
+        let roles_ok = role_mins(view, job)
+            .iter()
+            .all(|(role, min)| c.waiting_by_role.get(role).copied().unwrap_or(0) >= *min);
+        if c.ready + c.pipelined >= j.min_member() && roles_ok {
+            Vote::Permit
+        } else {
+            Vote::Reject
+        }
+    }
+
+    fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {
+        // Jobs still waiting for their gang go before jobs that are already ready.
+        ready(view, a).cmp(&ready(view, b))
+    }
+}

@@ -1,0 +1,103 @@
+//! `gpupack`: whole-GPU placement. A GPU task prefers the node where its GPUs leave the least
+//! free (best fit) and nodes already holding tasks of the same job, so one job lands on few
+//! nodes and whole GPU nodes stay free for large gangs. A CPU-only task gets a negative score
+//! on GPU nodes, so it goes to CPU nodes while any can take it (and to a GPU node only when
+//! none can). GPU model selection is by node label, e.g. `nodeSelector:
+//! {nvidia.com/gpu.product: A100}`, which the predicates enforce.
+//!
+//! Arguments: `gpupack.weight` (default 10).
+
+use std::collections::HashMap;
+
+use super::{ArgError, ArgReader, allocatable};
+use crate::config::Args;
+use crate::framework::{Plugin, View};
+use crate::model::{Id, Task};
+
+pub struct GpuPack {
+    weight: f64,
+    gpu_slots: Vec<usize>,
+    /// (job, node) → tasks of the job placed there.
+    job_nodes: HashMap<(Id, Id), u32>,
+}
+
+impl GpuPack {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        let r = ArgReader::new(args, &["gpupack.weight"], &[])?;
+        Ok(Self {
+            weight: r.f64_or("gpupack.weight", 10.0)?,
+            gpu_slots: Vec::new(),
+            job_nodes: HashMap::new(),
+        })
+    }
+
+    fn requests_gpu(&self, task: &Task) -> bool {
+        self.gpu_slots.iter().any(|s| task.spec.shape.request.get(*s) > 0)
+    }
+}
+
+impl Plugin for GpuPack {
+    fn name(&self) -> &'static str {
+        "gpupack"
+    }
+
+    fn on_session_open(&mut self, view: &View) {
+        self.gpu_slots = (0..view.snap.names.len())
+            .filter(|i| view.snap.names.name(*i).ends_with("/gpu"))
+            .collect();
+        for &job in &view.snap.active_jobs {
+            let Some(j) = view.job(job) else { continue };
+            for &t in &j.tasks {
+                if let Some(node) = view.task_node(t)
+                    && view.status(t).holds_node()
+                {
+                    *self.job_nodes.entry((job, node)).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
+        let Some(n) = view.node(node) else { return 0.0 };
+        if !self.requests_gpu(task) {
+            return if n.has_gpu { -100.0 * self.weight } else { 0.0 };
+        }
+        let alloc = allocatable(n);
+        let idle = view.state.nodes[node as usize].idle;
+        let mut fill = 0.0;
+        let mut count = 0.0;
+        for &s in &self.gpu_slots {
+            let req = task.spec.shape.request.get(s);
+            let cap = alloc.get(s);
+            if req == 0 || cap <= 0 {
+                continue;
+            }
+            fill += (cap - idle.get(s) + req) as f64 / cap as f64;
+            count += 1.0;
+        }
+        let packing = if count > 0.0 { 100.0 * fill / count } else { 0.0 };
+        let together = if self.job_nodes.contains_key(&(task.job, node)) {
+            50.0
+        } else {
+            0.0
+        };
+        self.weight * (packing + together)
+    }
+
+    fn on_allocate(&mut self, view: &View, task: Id) {
+        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task)) {
+            *self.job_nodes.entry((t.job, node)).or_insert(0) += 1;
+        }
+    }
+
+    fn on_deallocate(&mut self, view: &View, task: Id) {
+        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task))
+            && let Some(c) = self.job_nodes.get_mut(&(t.job, node))
+        {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.job_nodes.remove(&(t.job, node));
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Plugins, one file each, with Volcano's names and arguments, plus tephra's GPU and
+//! cluster-level plugins.
+
+mod binpack;
+mod clusteraffinity;
+mod clusterresource;
+mod clustertaint;
+mod conformance;
+mod cost;
+mod drf;
+mod gang;
+mod gpupack;
+mod nodeorder;
+mod overcommit;
+mod predicates;
+mod priority;
+mod proportion;
+mod spread;
+
+use crate::config::{ArgValue, Args, PluginConfig};
+use crate::framework::Plugin;
+
+pub use spread::group_key;
+
+/// Plugins tephra provides.
+pub const KNOWN: &[&str] = &[
+    "gang",
+    "priority",
+    "conformance",
+    "predicates",
+    "nodeorder",
+    "binpack",
+    "drf",
+    "proportion",
+    "overcommit",
+    "gpupack",
+    "clusteraffinity",
+    "clustertaint",
+    "spread",
+    "clusterresource",
+    "cost",
+];
+
+/// An argument error: (key, reason).
+pub type ArgError = (String, String);
+
+/// Reads a plugin's arguments, refusing unknown keys.
+pub(crate) struct ArgReader<'a> {
+    args: &'a Args,
+    allowed: &'a [&'a str],
+    prefixes: &'a [&'a str],
+}
+
+impl<'a> ArgReader<'a> {
+    pub(crate) fn new(args: &'a Args, allowed: &'a [&'a str], prefixes: &'a [&'a str]) -> Result<Self, ArgError> {
+        for key in args.keys() {
+            let ok = allowed.contains(&key.as_str())
+                || prefixes.iter().any(|p| key.starts_with(p) && key.len() > p.len());
+            if !ok {
+                let mut known: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+                known.extend(prefixes.iter().map(|p| format!("{p}<name>")));
+                let list = if known.is_empty() {
+                    "this plugin takes no arguments".to_string()
+                } else {
+                    format!("known: {}", known.join(", "))
+                };
+                return Err((key.clone(), format!("unknown argument ({list})")));
+            }
+        }
+        Ok(Self { args, allowed, prefixes })
+    }
+
+    pub(crate) fn f64_or(&self, key: &str, default: f64) -> Result<f64, ArgError> {
+        debug_assert!(self.allowed.contains(&key) || !self.prefixes.is_empty());
+        match self.args.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .ok_or_else(|| (key.to_string(), format!("must be a non-negative number, got {:?}", v.as_string()))),
+        }
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Option<String> {
+        self.args.get(key).map(ArgValue::as_string)
+    }
+
+    pub(crate) fn with_prefix(&self, prefix: &str) -> Vec<(String, &'a ArgValue)> {
+        self.args
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(prefix).map(|rest| (rest.to_string(), v)))
+            .collect()
+    }
+}
+
+/// Builds a plugin instance from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let a = &cfg.arguments;
+    Ok(match cfg.name.as_str() {
+        "gang" => Box::new(gang::Gang::new(a)?),
+        "priority" => Box::new(priority::Priority::new(a)?),
+        "conformance" => Box::new(conformance::Conformance::new(a)?),
+        "predicates" => Box::new(predicates::Predicates::new(a)?),
+        "nodeorder" => Box::new(nodeorder::NodeOrder::new(a)?),
+        "binpack" => Box::new(binpack::Binpack::new(a)?),
+        "drf" => Box::new(drf::Drf::new(a, &cfg.enables)?),
+        "proportion" => Box::new(proportion::Proportion::new(a)?),
+        "overcommit" => Box::new(overcommit::Overcommit::new(a)?),
+        "gpupack" => Box::new(gpupack::GpuPack::new(a)?),
+        "clusteraffinity" => Box::new(clusteraffinity::ClusterAffinity::new(a)?),
+        "clustertaint" => Box::new(clustertaint::ClusterTaint::new(a)?),
+        "spread" => Box::new(spread::Spread::new(a)?),
+        "clusterresource" => Box::new(clusterresource::ClusterResource::new(a)?),
+        "cost" => Box::new(cost::Cost::new(a)?),
+        other => return Err(("name".into(), format!("unknown plugin {other:?}"))),
+    })
+}
+
+/// Allocatable of a node with the pod slot defaulted to 110, as kubelet does.
+pub(crate) fn allocatable(node: &crate::model::Node) -> crate::resources::Resources {
+    let mut a = node.spec.allocatable;
+    if a.get(crate::resources::PODS) == 0 {
+        a.set(crate::resources::PODS, 110);
+    }
+    a
+}

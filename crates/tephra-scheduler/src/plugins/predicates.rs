@@ -1,0 +1,54 @@
+//! `predicates`: whether a pod can run on a node: node Ready and not cordoned, nodeSelector and
+//! required node affinity, NoSchedule/NoExecute taints against tolerations, pod slots, and
+//! resource fit against what the node will have free (idle plus releasing, less pipelined).
+
+use super::{ArgError, ArgReader};
+use crate::config::Args;
+use crate::framework::{Plugin, Unfit, View};
+use crate::model::{Id, Task, TaintEffect, affinity_matches, selector_matches, tolerated};
+use crate::resources::PODS;
+
+pub struct Predicates;
+
+impl Predicates {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        ArgReader::new(args, &[], &[])?;
+        Ok(Self)
+    }
+}
+
+impl Plugin for Predicates {
+    fn name(&self) -> &'static str {
+        "predicates"
+    }
+
+    #[inline]
+    fn predicate(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
+        let Some(n) = view.node(node) else {
+            return Err(Unfit::NotReady);
+        };
+        if !n.spec.ready {
+            return Err(Unfit::NotReady);
+        }
+        if n.spec.unschedulable {
+            return Err(Unfit::Unschedulable);
+        }
+        let shape = &task.spec.shape;
+        if !selector_matches(&shape.node_selector, &n.spec.labels)
+            || !affinity_matches(&shape.affinity, &n.spec.labels)
+        {
+            return Err(Unfit::Selector);
+        }
+        for t in &n.spec.taints {
+            if t.effect != TaintEffect::PreferNoSchedule && !tolerated(&shape.tolerations, t) {
+                return Err(Unfit::Taint(format!("{}: {}", t.key, t.value)));
+            }
+        }
+        let free = view.state.nodes[node as usize].future_idle();
+        match shape.request.fits_in(&free) {
+            Ok(()) => Ok(()),
+            Err(PODS) => Err(Unfit::TooManyPods),
+            Err(slot) => Err(Unfit::Insufficient(slot)),
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! `proportion`: each queue deserves a share of the whole fleet (across all clusters), water-
+//! filled by weight, capped by its `capability` and by what it asks for, and floored by its
+//! `guarantee`. Queues with the smallest share of what they deserve go first; a queue at or over
+//! its deserved share is overused and waits; a queue never takes more than its capability; a
+//! Pending job is admitted only if its minResources fit the queue's capability.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::{ArgError, ArgReader};
+use crate::config::Args;
+use crate::framework::{Plugin, View, Vote};
+use crate::model::{GroupPhase, Id, TaskStatus};
+use crate::resources::{MAX_RESOURCES, Resources};
+
+#[derive(Clone, Debug, Default)]
+struct QueueAttr {
+    weight: i64,
+    capability: Option<Resources>,
+    guarantee: Resources,
+    request: Resources,
+    allocated: Resources,
+    inqueue: Resources,
+    deserved: Resources,
+}
+
+impl QueueAttr {
+    fn real_capability(&self, total: &Resources) -> Resources {
+        match &self.capability {
+            Some(c) => {
+                let mut r = *total;
+                for i in 0..MAX_RESOURCES {
+                    if c.0[i] > 0 {
+                        r.0[i] = c.0[i];
+                    }
+                }
+                r
+            }
+            None => *total,
+        }
+    }
+}
+
+pub struct Proportion {
+    total: Resources,
+    queues: BTreeMap<String, QueueAttr>,
+}
+
+impl Proportion {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        ArgReader::new(args, &[], &[])?;
+        Ok(Self {
+            total: Resources::ZERO,
+            queues: BTreeMap::new(),
+        })
+    }
+
+    /// Share of a queue: its largest allocated/deserved ratio.
+    fn share(&self, name: &str) -> f64 {
+        let Some(q) = self.queues.get(name) else { return 0.0 };
+        let mut share: f64 = 0.0;
+        for i in 0..MAX_RESOURCES {
+            let (a, d) = (q.allocated.0[i], q.deserved.0[i]);
+            let s = if d > 0 {
+                a as f64 / d as f64
+            } else if a > 0 {
+                1.0
+            } else {
+                0.0
+            };
+            share = share.max(s);
+        }
+        share
+    }
+}
+
+/// Water-fills `total` over the queues by weight.
+fn water_fill(total: &Resources, queues: &mut BTreeMap<String, QueueAttr>) {
+    let mut met: Vec<String> = Vec::new();
+    let mut remaining = *total;
+    for _ in 0..64 {
+        let weight: i64 = queues
+            .iter()
+            .filter(|(n, _)| !met.contains(n))
+            .map(|(_, q)| q.weight)
+            .sum();
+        if weight == 0 {
+            break;
+        }
+        let before = remaining;
+        for (name, q) in queues.iter_mut() {
+            if met.contains(name) {
+                continue;
+            }
+            let mut inc = Resources::ZERO;
+            for i in 0..MAX_RESOURCES {
+                inc.0[i] = ((i128::from(remaining.0[i].max(0)) * i128::from(q.weight)) / i128::from(weight)) as i64;
+            }
+            let mut d = q.deserved.plus(&inc).min(&q.request);
+            if let Some(cap) = &q.capability {
+                for i in 0..MAX_RESOURCES {
+                    if cap.0[i] > 0 {
+                        d.0[i] = d.0[i].min(cap.0[i]);
+                    }
+                }
+            }
+            d = d.max(&q.guarantee);
+            let capped = q.capability.is_some_and(|c| (0..MAX_RESOURCES).all(|i| c.0[i] == 0 || d.0[i] >= c.0[i]));
+            q.deserved = d;
+            if q.request.le(&q.deserved) || capped {
+                met.push(name.clone());
+            }
+        }
+        let mut used = Resources::ZERO;
+        for q in queues.values() {
+            used.add(&q.deserved);
+        }
+        remaining = total.minus(&used).max(&Resources::ZERO);
+        if remaining == before || remaining.is_zero() {
+            break;
+        }
+    }
+}
+
+impl Plugin for Proportion {
+    fn name(&self) -> &'static str {
+        "proportion"
+    }
+
+    fn on_session_open(&mut self, view: &View) {
+        self.total = super::drf::fleet_total(view);
+        for (name, q) in &view.snap.queues {
+            self.queues.insert(
+                name.clone(),
+                QueueAttr {
+                    weight: i64::from(q.weight.max(1)),
+                    capability: q.capability,
+                    guarantee: q.guarantee.unwrap_or_default(),
+                    allocated: view.state.queue_allocated.get(name).copied().unwrap_or_default(),
+                    ..QueueAttr::default()
+                },
+            );
+        }
+        for &job in &view.snap.active_jobs {
+            let Some(j) = view.job(job) else { continue };
+            let Some(q) = self.queues.get_mut(j.queue()) else { continue };
+            for &t in &j.tasks {
+                if view.status(t) == TaskStatus::Pending
+                    && let Some(task) = view.task(t)
+                {
+                    q.request.add(&task.spec.shape.request);
+                }
+            }
+            if view.state.phase(view.snap, job) == Some(GroupPhase::Inqueue)
+                && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
+            {
+                q.inqueue.add(&min);
+            }
+        }
+        for q in self.queues.values_mut() {
+            q.request.add(&q.allocated);
+        }
+        water_fill(&self.total, &mut self.queues);
+    }
+
+    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
+        self.share(a).total_cmp(&self.share(b))
+    }
+
+    fn overused(&self, _view: &View, queue: &str) -> bool {
+        self.queues
+            .get(queue)
+            .is_some_and(|q| !q.allocated.is_zero() && q.deserved.le(&q.allocated))
+    }
+
+    fn allocatable(&self, view: &View, queue: &str, task: Id) -> bool {
+        let (Some(q), Some(t)) = (self.queues.get(queue), view.task(task)) else {
+            return true;
+        };
+        let req = &t.spec.shape.request;
+        let after = q.allocated.plus(req);
+        after.fits_in(&q.real_capability(&self.total)).is_ok() || req.fits_in(&Resources::ZERO).is_ok()
+    }
+
+    fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
+        let Some(j) = view.job(job) else { return Vote::Abstain };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return Vote::Permit;
+        };
+        let Some(q) = self.queues.get(j.queue()) else { return Vote::Reject };
+        let want = min.plus(&q.allocated).plus(&q.inqueue);
+        if want.fits_in(&q.real_capability(&self.total)).is_ok() {
+            Vote::Permit
+        } else {
+            Vote::Reject
+        }
+    }
+
+    fn on_job_enqueued(&mut self, view: &View, job: Id) {
+        let Some(j) = view.job(job) else { return };
+        if let (Some(q), Some(min)) = (
+            self.queues.get_mut(j.queue()),
+            j.group.as_ref().and_then(|g| g.min_resources),
+        ) {
+            q.inqueue.add(&min);
+        }
+    }
+
+    fn on_allocate(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+            && let Some(q) = self.queues.get_mut(j.queue())
+        {
+            q.allocated.add(&t.spec.shape.request);
+        }
+    }
+
+    fn on_deallocate(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+            && let Some(q) = self.queues.get_mut(j.queue())
+        {
+            q.allocated.sub(&t.spec.shape.request);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(weight: i64, request: i64) -> QueueAttr {
+        QueueAttr {
+            weight,
+            request: Resources::of(0, request),
+            ..QueueAttr::default()
+        }
+    }
+
+    #[test]
+    fn water_fill_splits_by_weight_and_redistributes_unused_share() {
+        let mut q = BTreeMap::new();
+        q.insert("a".to_string(), attr(1, 1000));
+        q.insert("b".to_string(), attr(3, 1000));
+        water_fill(&Resources::of(0, 400), &mut q);
+        assert_eq!(q["a"].deserved.get(0), 100);
+        assert_eq!(q["b"].deserved.get(0), 300);
+
+        // A queue that asks for little gives the rest to the others.
+        let mut q = BTreeMap::new();
+        q.insert("a".to_string(), attr(1, 50));
+        q.insert("b".to_string(), attr(1, 1000));
+        water_fill(&Resources::of(0, 400), &mut q);
+        assert_eq!(q["a"].deserved.get(0), 50);
+        assert_eq!(q["b"].deserved.get(0), 350);
+    }
+
+    #[test]
+    fn guarantee_floors_and_capability_caps_the_deserved_share() {
+        let mut q = BTreeMap::new();
+        q.insert("a".to_string(), QueueAttr { guarantee: Resources::of(0, 300), ..attr(1, 1000) });
+        q.insert("b".to_string(), QueueAttr { capability: Some(Resources::of(0, 50)), ..attr(9, 1000) });
+        water_fill(&Resources::of(0, 400), &mut q);
+        assert!(q["a"].deserved.get(0) >= 300);
+        assert_eq!(q["b"].deserved.get(0), 50);
+    }
+}

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::model::{
-    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PodGroupSpec, PodSpec, QueueSpec, Task,
-    TaskStatus,
+    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PodGroupSpec, PodSpec, QueueSpec,
+    Task, TaskStatus,
 };
 use crate::resources::{ResourceNames, Resources};
 
@@ -277,14 +277,17 @@ impl World {
     /// The part of a task that counts against its node and queue.
     fn holding(&self, task: &Task) -> Option<(Id, Resources, bool)> {
         let node = task.node?;
-        task.spec
-            .status
-            .holds_node()
-            .then_some((node, task.spec.shape.request, task.spec.status == TaskStatus::Releasing))
+        task.spec.status.holds_node().then_some((
+            node,
+            task.spec.shape.request,
+            task.spec.status == TaskStatus::Releasing,
+        ))
     }
 
     fn account(&mut self, task_id: Id, sign: i64) {
-        let Some(task) = self.tasks.get(task_id) else { return };
+        let Some(task) = self.tasks.get(task_id) else {
+            return;
+        };
         let Some((node_id, request, releasing)) = self.holding(task) else {
             return;
         };
@@ -314,9 +317,9 @@ impl World {
             .as_ref()
             .is_some_and(|g| matches!(g.phase, GroupPhase::Pending | GroupPhase::Inqueue));
         let has_pending = job.tasks.iter().any(|t| {
-            self.tasks
-                .get(*t)
-                .is_some_and(|t| matches!(t.spec.status, TaskStatus::Pending | TaskStatus::Pipelined))
+            self.tasks.get(*t).is_some_and(|t| {
+                matches!(t.spec.status, TaskStatus::Pending | TaskStatus::Pipelined)
+            })
         });
         if phase_active || has_pending {
             self.active_jobs.insert(job_id);
@@ -399,7 +402,9 @@ impl World {
 
     /// A pod without a PodGroup gets a single-member group of its own, as Volcano does.
     fn ensure_implicit_group(&mut self, job: Id, spec: &PodSpec) {
-        let Some(j) = self.jobs.get_mut(job) else { return };
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
         if j.group.is_some() {
             return;
         }
@@ -418,7 +423,12 @@ impl World {
         });
     }
 
-    fn orphan_if_unplaced(&mut self, id: Id, node: Option<Id>, placement: Option<(String, String)>) {
+    fn orphan_if_unplaced(
+        &mut self,
+        id: Id,
+        node: Option<Id>,
+        placement: Option<(String, String)>,
+    ) {
         if node.is_none()
             && let Some((c, n)) = placement
         {
@@ -455,7 +465,9 @@ impl World {
     }
 
     fn delete_pod(&mut self, key: &str) {
-        let Some(id) = self.task_index.get(key).copied() else { return };
+        let Some(id) = self.task_index.get(key).copied() else {
+            return;
+        };
         self.account(id, -1);
         self.unorphan(id);
         self.task_index.remove(key);
@@ -504,7 +516,9 @@ impl World {
 
     fn delete_node(&mut self, cluster: &str, name: &str) {
         let key = node_key(cluster, name);
-        let Some(id) = self.node_index.remove(&key) else { return };
+        let Some(id) = self.node_index.remove(&key) else {
+            return;
+        };
         let on_node: Vec<Id> = self
             .tasks
             .iter()
@@ -541,7 +555,11 @@ impl World {
             }
         };
         // The queue may change: move the job's usage.
-        let tasks: Vec<Id> = self.jobs.get(id).map(|j| j.tasks.clone()).unwrap_or_default();
+        let tasks: Vec<Id> = self
+            .jobs
+            .get(id)
+            .map(|j| j.tasks.clone())
+            .unwrap_or_default();
         for t in &tasks {
             self.account(*t, -1);
         }
@@ -555,8 +573,14 @@ impl World {
     }
 
     fn delete_group(&mut self, key: &str) {
-        let Some(&id) = self.job_index.get(key) else { return };
-        let tasks: Vec<Id> = self.jobs.get(id).map(|j| j.tasks.clone()).unwrap_or_default();
+        let Some(&id) = self.job_index.get(key) else {
+            return;
+        };
+        let tasks: Vec<Id> = self
+            .jobs
+            .get(id)
+            .map(|j| j.tasks.clone())
+            .unwrap_or_default();
         for t in &tasks {
             self.account(*t, -1);
         }
@@ -742,13 +766,29 @@ mod tests {
     #[test]
     fn node_usage_follows_pod_events() {
         let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 3000))).unwrap();
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 3000)))
+            .unwrap();
         let n = c.world().node_id("c1", "n1").unwrap();
         assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 3000);
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Succeeded, true, 3000))).unwrap();
-        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0, "finished pods free the node");
-        c.apply(Event::PodUpsert(pod("p2", TaskStatus::Running, true, 1000))).unwrap();
-        c.apply(Event::PodDelete { namespace: "ns".into(), name: "p2".into() }).unwrap();
+        c.apply(Event::PodUpsert(pod(
+            "p1",
+            TaskStatus::Succeeded,
+            true,
+            3000,
+        )))
+        .unwrap();
+        assert_eq!(
+            c.world().nodes.get(n).unwrap().used.get(0),
+            0,
+            "finished pods free the node"
+        );
+        c.apply(Event::PodUpsert(pod("p2", TaskStatus::Running, true, 1000)))
+            .unwrap();
+        c.apply(Event::PodDelete {
+            namespace: "ns".into(),
+            name: "p2".into(),
+        })
+        .unwrap();
         assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0);
     }
 
@@ -756,7 +796,13 @@ mod tests {
     fn pods_seen_before_their_node_are_counted_when_it_arrives() {
         let mut c = Cache::new();
         c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
-        c.apply(Event::PodUpsert(pod("early", TaskStatus::Running, true, 2000))).unwrap();
+        c.apply(Event::PodUpsert(pod(
+            "early",
+            TaskStatus::Running,
+            true,
+            2000,
+        )))
+        .unwrap();
         let alloc = c.names_mut().parse([("cpu", "8")]).unwrap();
         c.apply(Event::NodeUpsert(NodeSpec {
             name: "n1".into(),
@@ -775,23 +821,46 @@ mod tests {
     #[test]
     fn a_snapshot_is_not_disturbed_by_later_events() {
         let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Pending, false, 1000))).unwrap();
+        c.apply(Event::PodUpsert(pod(
+            "p1",
+            TaskStatus::Pending,
+            false,
+            1000,
+        )))
+        .unwrap();
         let snap = c.snapshot();
         let generation = snap.generation;
-        c.apply(Event::PodDelete { namespace: "ns".into(), name: "p1".into() }).unwrap();
+        c.apply(Event::PodDelete {
+            namespace: "ns".into(),
+            name: "p1".into(),
+        })
+        .unwrap();
         assert_eq!(snap.generation, generation);
-        assert!(snap.task_id("ns/p1").is_some(), "snapshot still sees the pod");
+        assert!(
+            snap.task_id("ns/p1").is_some(),
+            "snapshot still sees the pod"
+        );
         assert!(c.world().task_id("ns/p1").is_none());
     }
 
     #[test]
     fn active_jobs_track_pending_work_only() {
         let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Pending, false, 1000))).unwrap();
+        c.apply(Event::PodUpsert(pod(
+            "p1",
+            TaskStatus::Pending,
+            false,
+            1000,
+        )))
+        .unwrap();
         let job = c.world().job_id("ns/g").unwrap();
         assert!(c.world().active_jobs.contains(&job));
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 1000))).unwrap();
-        assert!(!c.world().active_jobs.contains(&job), "no PodGroup and nothing pending");
+        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 1000)))
+            .unwrap();
+        assert!(
+            !c.world().active_jobs.contains(&job),
+            "no PodGroup and nothing pending"
+        );
     }
 
     #[test]

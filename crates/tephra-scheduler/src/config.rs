@@ -44,7 +44,9 @@ pub enum ConfigError {
         name: String,
     },
     /// A plugin argument is not known or has a bad value.
-    #[error("scheduler config: tiers[{tier}].plugins[{index}] ({plugin}).arguments.{key}: {reason}")]
+    #[error(
+        "scheduler config: tiers[{tier}].plugins[{index}] ({plugin}).arguments.{key}: {reason}"
+    )]
     BadArgument {
         /// Tier index.
         tier: usize,
@@ -292,7 +294,12 @@ impl SchedulerConfig {
         let raw: RawConfig =
             serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
         let mut actions = Vec::new();
-        for name in raw.actions.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for name in raw
+            .actions
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
             if crate::actions::UNAVAILABLE.contains(&name) {
                 return Err(ConfigError::UnavailableAction(name.to_string()));
             }
@@ -379,7 +386,8 @@ fn check_queue_order_conflict(tiers: &[Vec<PluginConfig>]) -> Result<(), ConfigE
         .iter()
         .flatten()
         .filter(|p| {
-            (p.name == "proportion" || p.name == "capacity"
+            (p.name == "proportion"
+                || p.name == "capacity"
                 || (p.name == "drf" && p.enables.hierarchy == Some(true)))
                 && on(p.enables.queue_order)
         })
@@ -520,12 +528,23 @@ tiers:
     fn unknown_names_are_errors_that_name_them() {
         let e = SchedulerConfig::parse("actions: \"enqueue, alocate\"").unwrap_err();
         assert!(e.to_string().contains("unknown action \"alocate\""), "{e}");
-        let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: gangg\n").unwrap_err();
-        assert!(e.to_string().contains("tiers[0].plugins[0].name: unknown plugin \"gangg\""), "{e}");
-        let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n").unwrap_err();
+        let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: gangg\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tiers[0].plugins[0].name: unknown plugin \"gangg\""),
+            "{e}"
+        );
+        let e = SchedulerConfig::parse(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("enableJobOrdr"), "{e}");
         let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.cpuu: 2\n").unwrap_err();
-        assert!(e.to_string().contains("(binpack).arguments.binpack.cpuu"), "{e}");
+        assert!(
+            e.to_string().contains("(binpack).arguments.binpack.cpuu"),
+            "{e}"
+        );
         let e = SchedulerConfig::parse("actoins: allocate\n").unwrap_err();
         assert!(e.to_string().contains("actoins"), "{e}");
     }
@@ -534,7 +553,11 @@ tiers:
     fn drf_hierarchy_and_proportion_cannot_both_order_queues() {
         let text = "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n  - name: proportion\n";
         let e = SchedulerConfig::parse(text).unwrap_err();
-        assert!(e.to_string().contains("drf and proportion all order queues"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("drf and proportion all order queues"),
+            "{e}"
+        );
     }
 
     #[test]

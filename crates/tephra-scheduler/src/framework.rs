@@ -305,9 +305,7 @@ pub trait Plugin: Send {
 }
 
 /// Compares two items by the tiers' hooks: the first non-equal answer wins.
-pub(crate) fn first_non_equal<'a>(
-    answers: impl Iterator<Item = Ordering> + 'a,
-) -> Ordering {
+pub(crate) fn first_non_equal<'a>(answers: impl Iterator<Item = Ordering> + 'a) -> Ordering {
     for a in answers {
         if a != Ordering::Equal {
             return a;

@@ -5,6 +5,7 @@
 //! [`decisions::Decisions`].
 
 pub mod actions;
+pub mod builder;
 pub mod cache;
 pub mod config;
 pub mod decisions;
@@ -24,7 +25,12 @@ pub use decisions::Decisions;
 pub use session::Session;
 
 /// Opens a session on `snapshot`, runs every configured action and returns the decisions.
-pub fn schedule(snapshot: Snapshot, config: Arc<SchedulerConfig>, now: i64, session_id: u64) -> Decisions {
+pub fn schedule(
+    snapshot: Snapshot,
+    config: Arc<SchedulerConfig>,
+    now: i64,
+    session_id: u64,
+) -> Decisions {
     let mut ssn = Session::open(snapshot, config, now, session_id);
     ssn.run();
     ssn.close()

@@ -608,9 +608,12 @@ mod tests {
 
     #[test]
     fn requirements_cover_every_operator() {
-        let labels: Labels = [("zone".to_string(), "a".to_string()), ("gen".to_string(), "5".to_string())]
-            .into_iter()
-            .collect();
+        let labels: Labels = [
+            ("zone".to_string(), "a".to_string()),
+            ("gen".to_string(), "5".to_string()),
+        ]
+        .into_iter()
+        .collect();
         let req = |key: &str, op, values: &[&str]| Requirement {
             key: key.into(),
             op,
@@ -623,8 +626,14 @@ mod tests {
         assert!(req("missing", SelectorOp::DoesNotExist, &[]).matches(&labels));
         assert!(req("gen", SelectorOp::Gt, &["4"]).matches(&labels));
         assert!(!req("gen", SelectorOp::Lt, &["5"]).matches(&labels));
-        assert!(!req("zone", SelectorOp::Gt, &["1"]).matches(&labels), "non-integer never matches Gt");
-        let terms = vec![vec![req("zone", SelectorOp::In, &["b"])], vec![req("gen", SelectorOp::Exists, &[])]];
+        assert!(
+            !req("zone", SelectorOp::Gt, &["1"]).matches(&labels),
+            "non-integer never matches Gt"
+        );
+        let terms = vec![
+            vec![req("zone", SelectorOp::In, &["b"])],
+            vec![req("gen", SelectorOp::Exists, &[])],
+        ];
         assert!(affinity_matches(&terms, &labels), "terms are ORed");
     }
 }

@@ -173,7 +173,11 @@ pub fn place_group(
     let start = ssn.state.scan_start[cluster as usize] % n;
     let mut cursor = 0usize;
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
-    let scan = |ssn: &Session, cursor: &mut usize, heap: &mut BinaryHeap<Candidate>, errs: &mut FitErrors, until: usize| {
+    let scan = |ssn: &Session,
+                cursor: &mut usize,
+                heap: &mut BinaryHeap<Candidate>,
+                errs: &mut FitErrors,
+                until: usize| {
         while *cursor < n && heap.len() < until {
             let node = nodes[(start + *cursor) % n];
             *cursor += 1;
@@ -329,17 +333,23 @@ pub fn job_needs(view: &View, job: Id) -> (Resources, Resources) {
     let remaining = j
         .min_member()
         .saturating_sub(counts.ready + counts.pipelined + counted);
-    if remaining > 0
-        && let Some(s) = smallest
-    {
-        total.add(&s.times(i64::from(remaining)));
+    if let Some(s) = smallest {
+        if remaining > 0 {
+            total.add(&s.times(i64::from(remaining)));
+        }
+        // Whatever the gang still needs, placing anything takes room for one task.
         one_node = one_node.max(&s);
     }
     (total, one_node)
 }
 
 /// Why an aggregate check rules a cluster out, or `None` if it may fit.
-pub fn prune_reason(view: &View, cluster: Id, need: &Resources, one_node: &Resources) -> Option<String> {
+pub fn prune_reason(
+    view: &View,
+    cluster: Id,
+    need: &Resources,
+    one_node: &Resources,
+) -> Option<String> {
     let names = &view.snap.names;
     let free = view.state.cluster_future_idle[cluster as usize];
     if let Err(slot) = need.fits_in(&free) {
@@ -361,4 +371,3 @@ pub fn prune_reason(view: &View, cluster: Id, need: &Resources, one_node: &Resou
     }
     None
 }
-

@@ -94,9 +94,7 @@ pub fn parse_scaled(text: &str, scale: i64) -> Result<i64, QuantityError> {
                 .ok_or_else(|| err("out of range"))?;
         }
         other if other.starts_with(['e', 'E']) => {
-            let exp: i32 = other[1..]
-                .parse()
-                .map_err(|_| err("malformed exponent"))?;
+            let exp: i32 = other[1..].parse().map_err(|_| err("malformed exponent"))?;
             if exp.abs() > 40 {
                 return Err(err("exponent out of range"));
             }
@@ -106,7 +104,7 @@ pub fn parse_scaled(text: &str, scale: i64) -> Result<i64, QuantityError> {
     }
     if den_pow10 > 38 {
         // The value is below 1e-38 of a unit: it rounds up to 1 unless zero.
-        return Ok(if num == 0 { 0 } else if negative { 0 } else { 1 });
+        return Ok(if num == 0 || negative { 0 } else { 1 });
     }
     let den = 10i128.pow(den_pow10);
     // Round away from zero for positive values (ceil), towards zero for negative values, as
@@ -129,7 +127,11 @@ mod tests {
         assert_eq!(parse_scaled("1.5", 1000), Ok(1500));
         assert_eq!(parse_scaled("2", 1000), Ok(2000));
         assert_eq!(parse_scaled("0.1", 1000), Ok(100));
-        assert_eq!(parse_scaled("100u", 1000), Ok(1), "rounds up like Kubernetes");
+        assert_eq!(
+            parse_scaled("100u", 1000),
+            Ok(1),
+            "rounds up like Kubernetes"
+        );
         assert_eq!(parse_scaled("1e3", 1000), Ok(1_000_000));
     }
 

@@ -279,21 +279,30 @@ mod tests {
         for i in 0..(MAX_RESOURCES - 5) {
             n.intern(&format!("example.com/r{i}")).unwrap();
         }
-        assert!(matches!(n.intern("one-too-many"), Err(ResourceError::TooManyNames { .. })));
+        assert!(matches!(
+            n.intern("one-too-many"),
+            Err(ResourceError::TooManyNames { .. })
+        ));
     }
 
     #[test]
     fn parse_names_the_bad_resource() {
         let mut n = ResourceNames::default();
         let err = n.parse([("cpu", "2"), ("memory", "4Gx")]).unwrap_err();
-        assert!(err.to_string().starts_with("resource memory: invalid quantity \"4Gx\""), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("resource memory: invalid quantity \"4Gx\""),
+            "{err}"
+        );
     }
 
     #[test]
     fn fit_checks_only_requested_slots() {
         let mut n = ResourceNames::default();
         let req = n.parse([("cpu", "2"), ("nvidia.com/gpu", "1")]).unwrap();
-        let node = n.parse([("cpu", "4"), ("memory", "8Gi"), ("nvidia.com/gpu", "1")]).unwrap();
+        let node = n
+            .parse([("cpu", "4"), ("memory", "8Gi"), ("nvidia.com/gpu", "1")])
+            .unwrap();
         assert_eq!(req.fits_in(&node), Ok(()));
         let no_gpu = n.parse([("cpu", "64")]).unwrap();
         assert_eq!(req.fits_in(&no_gpu), Err(3));

@@ -267,12 +267,10 @@ impl Session {
         )
         .then_with(|| {
             let key = |j: Id| {
-                self.snap.jobs.get(j).map(|job| {
-                    (
-                        job.group.as_ref().map_or(0, |g| g.created),
-                        job.key.clone(),
-                    )
-                })
+                self.snap
+                    .jobs
+                    .get(j)
+                    .map(|job| (job.group.as_ref().map_or(0, |g| g.created), job.key.clone()))
             };
             key(a).cmp(&key(b))
         })
@@ -306,7 +304,11 @@ impl Session {
         Ok(())
     }
 
-    fn vote(&self, f: impl Fn(&dyn Plugin, &View) -> Vote, enabled: impl Fn(&Slot) -> bool) -> bool {
+    fn vote(
+        &self,
+        f: impl Fn(&dyn Plugin, &View) -> Vote,
+        enabled: impl Fn(&Slot) -> bool,
+    ) -> bool {
         let v = self.view();
         for tier in &self.tiers {
             let mut permitted = false;
@@ -334,7 +336,10 @@ impl Session {
 
     /// Whether a job's partial placement may be kept as pipelined.
     pub fn job_pipelined(&self, job: Id) -> bool {
-        self.vote(|p, v| p.job_pipelined(v, job), |s| on(s.enables.job_pipelined))
+        self.vote(
+            |p, v| p.job_pipelined(v, job),
+            |s| on(s.enables.job_pipelined),
+        )
     }
 
     /// Whether a job is ready to bind: every plugin with an opinion must agree.
@@ -424,7 +429,9 @@ impl Session {
             Op::Allocate { task, node } => (task, node, false),
             Op::Pipeline { task, node } => (task, node, true),
         };
-        let Some(t) = self.snap.tasks.get(task) else { return };
+        let Some(t) = self.snap.tasks.get(task) else {
+            return;
+        };
         let req = t.spec.shape.request.times(sign);
         let cluster = self.snap.nodes.get(node).map_or(0, |n| n.cluster) as usize;
         let ns = &mut self.state.nodes[node as usize];
@@ -435,7 +442,11 @@ impl Session {
         }
         self.state.cluster_future_idle[cluster].sub(&req);
         let queue = self.queue_of_task(task);
-        self.state.queue_allocated.entry(queue).or_default().add(&req);
+        self.state
+            .queue_allocated
+            .entry(queue)
+            .or_default()
+            .add(&req);
         if sign > 0 {
             let status = if pipelined {
                 TaskStatus::Pipelined
@@ -489,8 +500,12 @@ impl Session {
                 Op::Allocate { task, node } => (task, node, false),
                 Op::Pipeline { task, node } => (task, node, true),
             };
-            let Some(t) = self.snap.tasks.get(task) else { continue };
-            let Some(n) = self.snap.nodes.get(node) else { continue };
+            let Some(t) = self.snap.tasks.get(task) else {
+                continue;
+            };
+            let Some(n) = self.snap.nodes.get(node) else {
+                continue;
+            };
             let cluster = self
                 .snap
                 .clusters
@@ -557,7 +572,9 @@ impl Session {
         touched.sort_unstable();
         touched.dedup();
         for job_id in touched {
-            let Some(job) = self.snap.jobs.get(job_id) else { continue };
+            let Some(job) = self.snap.jobs.get(job_id) else {
+                continue;
+            };
             let Some(group) = &job.group else { continue };
             let counts = view.counts(job_id);
             let running = job

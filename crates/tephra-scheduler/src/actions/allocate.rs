@@ -4,9 +4,12 @@
 //! the first candidate where the whole gang fits wins. A job whose policy allows splitting may
 //! then be spread over several clusters, still all-or-nothing.
 
+use std::collections::BTreeSet;
+
 use crate::framework::FitErrors;
 use crate::model::{Dequeue, GroupPhase, Id};
 use crate::placement::{SearchArgs, pending_groups, place_job_in_cluster};
+use crate::plugins::group_key;
 use crate::session::{Session, Statement};
 
 pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
@@ -17,7 +20,9 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
         )
     });
     while let Some(queue) = super::next_queue(ssn, by_queue.keys()) {
-        let Some(jobs) = by_queue.get_mut(&queue) else { break };
+        let Some(jobs) = by_queue.get_mut(&queue) else {
+            break;
+        };
         if jobs.is_empty() {
             by_queue.remove(&queue);
             continue;
@@ -70,7 +75,8 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
         let mut stmt = Statement::new();
         let mut errs = FitErrors::default();
         place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-        if ssn.job_ready(job) {
+        // A gang that was already ready and gained nothing here is not "placed".
+        if !stmt.is_empty() && ssn.job_ready(job) {
             finish(ssn, job, stmt, true, Some(cluster));
             return true;
         }
@@ -80,18 +86,8 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
         ssn.discard(stmt);
         rejected.push((cluster_name(ssn, cluster), errs.render(&ssn.snap.names)));
     }
-    if splittable(ssn, job) && candidates.len() > 1 {
-        let mut stmt = Statement::new();
-        let mut errs = FitErrors::default();
-        for &cluster in &candidates {
-            let groups = pending_groups(ssn, job, false);
-            place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-            if ssn.job_ready(job) {
-                finish(ssn, job, stmt, true, None);
-                return true;
-            }
-        }
-        ssn.discard(stmt);
+    if splittable(ssn, job) && candidates.len() > 1 && split(ssn, job, &candidates, search) {
+        return true;
     }
     if let Some(cluster) = pipelined_at {
         let mut stmt = Statement::new();
@@ -117,6 +113,51 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
     } else {
         format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
     });
+    false
+}
+
+/// Places a splittable gang over several clusters in one statement, within its spread
+/// constraints' group bounds. All or nothing.
+fn split(ssn: &mut Session, job: Id, candidates: &[Id], search: &SearchArgs) -> bool {
+    let constraints = ssn
+        .snap
+        .jobs
+        .get(job)
+        .and_then(|j| j.group.as_ref())
+        .map(|g| g.policy.spread.clone())
+        .unwrap_or_default();
+    let mut used: Vec<BTreeSet<String>> = vec![BTreeSet::new(); constraints.len()];
+    let mut stmt = Statement::new();
+    let mut errs = FitErrors::default();
+    for &cluster in candidates {
+        let Some(c) = ssn.snap.clusters.get(cluster).cloned() else {
+            continue;
+        };
+        let over = constraints.iter().zip(&used).any(|(k, groups)| {
+            let key = group_key(&c, k.field);
+            !groups.contains(&key) && groups.len() as u32 >= k.max_groups.max(1)
+        });
+        if over {
+            continue;
+        }
+        let before = stmt.ops().len();
+        let groups = pending_groups(ssn, job, false);
+        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
+        if stmt.ops().len() > before {
+            for (k, groups) in constraints.iter().zip(used.iter_mut()) {
+                groups.insert(group_key(&c, k.field));
+            }
+        }
+        let spread_ok = constraints
+            .iter()
+            .zip(&used)
+            .all(|(k, groups)| groups.len() as u32 >= k.min_groups);
+        if spread_ok && !stmt.is_empty() && ssn.job_ready(job) {
+            finish(ssn, job, stmt, true, None);
+            return true;
+        }
+    }
+    ssn.discard(stmt);
     false
 }
 
@@ -176,7 +217,13 @@ pub(crate) fn candidate_clusters(ssn: &Session, job: Id) -> (Vec<Id>, Vec<(Strin
 }
 
 /// Commits or keeps the statement and records what happened.
-pub(crate) fn finish(ssn: &mut Session, job: Id, stmt: Statement, ready: bool, cluster: Option<Id>) {
+pub(crate) fn finish(
+    ssn: &mut Session,
+    job: Id,
+    stmt: Statement,
+    ready: bool,
+    cluster: Option<Id>,
+) {
     let n = stmt.ops().len();
     let where_ = match cluster {
         Some(c) => format!("cluster {}", cluster_name(ssn, c)),

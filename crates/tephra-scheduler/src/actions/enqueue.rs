@@ -9,7 +9,9 @@ pub(super) fn execute(ssn: &mut Session) {
         ssn.state.phase(&ssn.snap, job) == Some(GroupPhase::Pending)
     });
     while let Some(queue) = super::next_queue(ssn, by_queue.keys()) {
-        let Some(jobs) = by_queue.get_mut(&queue) else { break };
+        let Some(jobs) = by_queue.get_mut(&queue) else {
+            break;
+        };
         if jobs.is_empty() {
             by_queue.remove(&queue);
             continue;

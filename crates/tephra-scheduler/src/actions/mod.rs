@@ -51,7 +51,9 @@ pub(crate) fn jobs_by_queue(
         if !keep(ssn, job) {
             continue;
         }
-        let Some(j) = ssn.snap.jobs.get(job) else { continue };
+        let Some(j) = ssn.snap.jobs.get(job) else {
+            continue;
+        };
         if j.group.is_none() {
             continue;
         }
@@ -64,7 +66,10 @@ pub(crate) fn jobs_by_queue(
 }
 
 /// Picks the queue that goes next by the plugins' queue order (name order on ties).
-pub(crate) fn next_queue<'a>(ssn: &Session, queues: impl Iterator<Item = &'a String>) -> Option<String> {
+pub(crate) fn next_queue<'a>(
+    ssn: &Session,
+    queues: impl Iterator<Item = &'a String>,
+) -> Option<String> {
     let mut best: Option<&String> = None;
     for q in queues {
         best = match best {

@@ -18,7 +18,12 @@ impl Binpack {
     pub fn new(args: &Args) -> Result<Self, ArgError> {
         let r = ArgReader::new(
             args,
-            &["binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources"],
+            &[
+                "binpack.weight",
+                "binpack.cpu",
+                "binpack.memory",
+                "binpack.resources",
+            ],
             &["binpack.resources."],
         )?;
         let mut resources = vec![
@@ -43,10 +48,12 @@ impl Binpack {
                     format!("{name} is not listed in binpack.resources"),
                 ));
             }
-            let w = value
-                .as_f64()
-                .filter(|f| *f >= 0.0)
-                .ok_or_else(|| (format!("binpack.resources.{name}"), "must be a non-negative number".to_string()))?;
+            let w = value.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| {
+                (
+                    format!("binpack.resources.{name}"),
+                    "must be a non-negative number".to_string(),
+                )
+            })?;
             resources.push((name.clone(), w));
         }
         for name in named {
@@ -77,7 +84,9 @@ impl Plugin for Binpack {
         let mut total = 0.0;
         let mut weights = 0.0;
         for (name, w) in &self.resources {
-            let Some(slot) = view.snap.names.get(name) else { continue };
+            let Some(slot) = view.snap.names.get(name) else {
+                continue;
+            };
             if req.get(slot) == 0 || *w == 0.0 {
                 continue;
             }

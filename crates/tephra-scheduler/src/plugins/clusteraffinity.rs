@@ -23,7 +23,11 @@ pub fn allows(policy: &JobPolicy, cluster: &Cluster) -> Result<(), String> {
     if policy.exclude.contains(&cluster.name) {
         return Err("excluded by clusterAffinity.exclude".into());
     }
-    if !policy.cluster_labels.iter().all(|r| r.matches(&cluster.labels)) {
+    if !policy
+        .cluster_labels
+        .iter()
+        .all(|r| r.matches(&cluster.labels))
+    {
         return Err("cluster labels do not match clusterAffinity.labelSelector".into());
     }
     for r in &policy.field_requirements {
@@ -45,7 +49,11 @@ pub fn allows(policy: &JobPolicy, cluster: &Cluster) -> Result<(), String> {
             return Err(format!(
                 "cluster {} {} does not match clusterAffinity.fieldSelector {} {:?} {:?}",
                 r.key,
-                if values.is_empty() { "(none)".to_string() } else { values.join(",") },
+                if values.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    values.join(",")
+                },
                 r.key,
                 r.op,
                 r.values

@@ -31,7 +31,15 @@ impl Plugin for ClusterResource {
     }
 
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
-        let (need, one_node) = job_needs(view, job);
+        let (mut need, one_node) = job_needs(view, job);
+        let splittable = view
+            .job(job)
+            .and_then(|j| j.group.as_ref())
+            .is_some_and(|g| g.policy.splittable);
+        if splittable {
+            // A split gang needs room for its largest task here, not for all of it.
+            need = one_node;
+        }
         match prune_reason(view, cluster, &need, &one_node) {
             Some(why) => Err(why),
             None => Ok(()),

@@ -22,7 +22,9 @@ impl Plugin for ClusterTaint {
     }
 
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
-        let Some(c) = view.snap.clusters.get(cluster) else { return Ok(()) };
+        let Some(c) = view.snap.clusters.get(cluster) else {
+            return Ok(());
+        };
         let tolerations = view
             .job(job)
             .and_then(|j| j.group.as_ref())

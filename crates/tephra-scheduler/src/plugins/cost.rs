@@ -40,7 +40,9 @@ impl Plugin for Cost {
                 }
                 let mut total = 0.0;
                 for (name, price) in &cluster.price {
-                    let Some(slot) = view.snap.names.get(name) else { continue };
+                    let Some(slot) = view.snap.names.get(name) else {
+                        continue;
+                    };
                     let amount = need.get(slot) as f64;
                     let units = match slot {
                         CPU => amount / 1000.0,
@@ -52,7 +54,11 @@ impl Plugin for Cost {
                 Some(total)
             })
             .collect();
-        let cheapest = costs.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+        let cheapest = costs
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
         for (i, cost) in costs.iter().enumerate() {
             let s = match cost {
                 None => 50.0,

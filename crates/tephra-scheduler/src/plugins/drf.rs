@@ -32,7 +32,10 @@ impl Drf {
     }
 
     fn share(&self, job: Id) -> f64 {
-        dominant_share(&self.job_alloc.get(&job).copied().unwrap_or_default(), &self.total)
+        dominant_share(
+            &self.job_alloc.get(&job).copied().unwrap_or_default(),
+            &self.total,
+        )
     }
 }
 
@@ -86,13 +89,19 @@ impl Plugin for Drf {
 
     fn on_allocate(&mut self, view: &View, task: Id) {
         if let Some(t) = view.task(task) {
-            self.job_alloc.entry(t.job).or_default().add(&t.spec.shape.request);
+            self.job_alloc
+                .entry(t.job)
+                .or_default()
+                .add(&t.spec.shape.request);
         }
     }
 
     fn on_deallocate(&mut self, view: &View, task: Id) {
         if let Some(t) = view.task(task) {
-            self.job_alloc.entry(t.job).or_default().sub(&t.spec.shape.request);
+            self.job_alloc
+                .entry(t.job)
+                .or_default()
+                .sub(&t.spec.shape.request);
         }
     }
 }

@@ -22,7 +22,12 @@ impl Gang {
 fn role_mins(view: &View, job: Id) -> Vec<(String, u32)> {
     view.job(job)
         .and_then(|j| j.group.as_ref())
-        .map(|g| g.min_task_member.iter().map(|(k, v)| (k.clone(), *v)).collect())
+        .map(|g| {
+            g.min_task_member
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -41,7 +46,9 @@ impl Plugin for Gang {
     }
 
     fn job_valid(&self, view: &View, job: Id) -> Result<(), Invalid> {
-        let Some(j) = view.job(job) else { return Ok(()) };
+        let Some(j) = view.job(job) else {
+            return Ok(());
+        };
         let c = view.counts(job);
         let min = j.min_member();
         if c.valid < min {
@@ -70,7 +77,9 @@ impl Plugin for Gang {
     }
 
     fn job_pipelined(&self, view: &View, job: Id) -> Vote {
-        let Some(j) = view.job(job) else { return Vote::Abstain };
+        let Some(j) = view.job(job) else {
+            return Vote::Abstain;
+        };
         let c = view.counts(job);
         let roles_ok = role_mins(view, job)
             .iter()

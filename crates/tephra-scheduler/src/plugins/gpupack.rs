@@ -32,7 +32,9 @@ impl GpuPack {
     }
 
     fn requests_gpu(&self, task: &Task) -> bool {
-        self.gpu_slots.iter().any(|s| task.spec.shape.request.get(*s) > 0)
+        self.gpu_slots
+            .iter()
+            .any(|s| task.spec.shape.request.get(*s) > 0)
     }
 }
 
@@ -75,7 +77,11 @@ impl Plugin for GpuPack {
             fill += (cap - idle.get(s) + req) as f64 / cap as f64;
             count += 1.0;
         }
-        let packing = if count > 0.0 { 100.0 * fill / count } else { 0.0 };
+        let packing = if count > 0.0 {
+            100.0 * fill / count
+        } else {
+            0.0
+        };
         let together = if self.job_nodes.contains_key(&(task.job, node)) {
             50.0
         } else {

@@ -20,6 +20,7 @@ mod spread;
 use crate::config::{ArgValue, Args, PluginConfig};
 use crate::framework::Plugin;
 
+pub use clusteraffinity::allows as clusteraffinity_allows;
 pub use spread::group_key;
 
 /// Plugins tephra provides.
@@ -52,10 +53,16 @@ pub(crate) struct ArgReader<'a> {
 }
 
 impl<'a> ArgReader<'a> {
-    pub(crate) fn new(args: &'a Args, allowed: &'a [&'a str], prefixes: &'a [&'a str]) -> Result<Self, ArgError> {
+    pub(crate) fn new(
+        args: &'a Args,
+        allowed: &'a [&'a str],
+        prefixes: &'a [&'a str],
+    ) -> Result<Self, ArgError> {
         for key in args.keys() {
             let ok = allowed.contains(&key.as_str())
-                || prefixes.iter().any(|p| key.starts_with(p) && key.len() > p.len());
+                || prefixes
+                    .iter()
+                    .any(|p| key.starts_with(p) && key.len() > p.len());
             if !ok {
                 let mut known: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
                 known.extend(prefixes.iter().map(|p| format!("{p}<name>")));
@@ -67,7 +74,11 @@ impl<'a> ArgReader<'a> {
                 return Err((key.clone(), format!("unknown argument ({list})")));
             }
         }
-        Ok(Self { args, allowed, prefixes })
+        Ok(Self {
+            args,
+            allowed,
+            prefixes,
+        })
     }
 
     pub(crate) fn f64_or(&self, key: &str, default: f64) -> Result<f64, ArgError> {
@@ -77,7 +88,12 @@ impl<'a> ArgReader<'a> {
             Some(v) => v
                 .as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
-                .ok_or_else(|| (key.to_string(), format!("must be a non-negative number, got {:?}", v.as_string()))),
+                .ok_or_else(|| {
+                    (
+                        key.to_string(),
+                        format!("must be a non-negative number, got {:?}", v.as_string()),
+                    )
+                }),
         }
     }
 

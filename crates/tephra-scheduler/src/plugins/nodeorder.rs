@@ -5,7 +5,7 @@
 use super::{ArgError, ArgReader, allocatable};
 use crate::config::Args;
 use crate::framework::{Plugin, View};
-use crate::model::{Id, Task, TaintEffect, tolerated};
+use crate::model::{Id, TaintEffect, Task, tolerated};
 use crate::resources::{CPU, MEMORY};
 
 pub struct NodeOrder {
@@ -41,7 +41,8 @@ pub(crate) fn used_fraction(view: &View, task: &Task, node: Id, slot: usize) -> 
     if alloc <= 0 {
         return None;
     }
-    let used = alloc - view.state.nodes[node as usize].idle.get(slot) + task.spec.shape.request.get(slot);
+    let used =
+        alloc - view.state.nodes[node as usize].idle.get(slot) + task.spec.shape.request.get(slot);
     Some((used as f64 / alloc as f64).clamp(0.0, 1.0))
 }
 

@@ -19,7 +19,10 @@ impl Overcommit {
         let r = ArgReader::new(args, &["overcommit-factor"], &[])?;
         let factor = r.f64_or("overcommit-factor", 1.2)?;
         if factor < 1.0 {
-            return Err(("overcommit-factor".into(), format!("must be at least 1.0, got {factor}")));
+            return Err((
+                "overcommit-factor".into(),
+                format!("must be at least 1.0, got {factor}"),
+            ));
         }
         Ok(Self {
             factor,

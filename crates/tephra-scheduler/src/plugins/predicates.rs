@@ -5,7 +5,7 @@
 use super::{ArgError, ArgReader};
 use crate::config::Args;
 use crate::framework::{Plugin, Unfit, View};
-use crate::model::{Id, Task, TaintEffect, affinity_matches, selector_matches, tolerated};
+use crate::model::{Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated};
 use crate::resources::PODS;
 
 pub struct Predicates;

@@ -57,7 +57,9 @@ impl Proportion {
 
     /// Share of a queue: its largest allocated/deserved ratio.
     fn share(&self, name: &str) -> f64 {
-        let Some(q) = self.queues.get(name) else { return 0.0 };
+        let Some(q) = self.queues.get(name) else {
+            return 0.0;
+        };
         let mut share: f64 = 0.0;
         for i in 0..MAX_RESOURCES {
             let (a, d) = (q.allocated.0[i], q.deserved.0[i]);
@@ -94,7 +96,8 @@ fn water_fill(total: &Resources, queues: &mut BTreeMap<String, QueueAttr>) {
             }
             let mut inc = Resources::ZERO;
             for i in 0..MAX_RESOURCES {
-                inc.0[i] = ((i128::from(remaining.0[i].max(0)) * i128::from(q.weight)) / i128::from(weight)) as i64;
+                inc.0[i] = ((i128::from(remaining.0[i].max(0)) * i128::from(q.weight))
+                    / i128::from(weight)) as i64;
             }
             let mut d = q.deserved.plus(&inc).min(&q.request);
             if let Some(cap) = &q.capability {
@@ -105,7 +108,9 @@ fn water_fill(total: &Resources, queues: &mut BTreeMap<String, QueueAttr>) {
                 }
             }
             d = d.max(&q.guarantee);
-            let capped = q.capability.is_some_and(|c| (0..MAX_RESOURCES).all(|i| c.0[i] == 0 || d.0[i] >= c.0[i]));
+            let capped = q
+                .capability
+                .is_some_and(|c| (0..MAX_RESOURCES).all(|i| c.0[i] == 0 || d.0[i] >= c.0[i]));
             q.deserved = d;
             if q.request.le(&q.deserved) || capped {
                 met.push(name.clone());
@@ -136,14 +141,21 @@ impl Plugin for Proportion {
                     weight: i64::from(q.weight.max(1)),
                     capability: q.capability,
                     guarantee: q.guarantee.unwrap_or_default(),
-                    allocated: view.state.queue_allocated.get(name).copied().unwrap_or_default(),
+                    allocated: view
+                        .state
+                        .queue_allocated
+                        .get(name)
+                        .copied()
+                        .unwrap_or_default(),
                     ..QueueAttr::default()
                 },
             );
         }
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
-            let Some(q) = self.queues.get_mut(j.queue()) else { continue };
+            let Some(q) = self.queues.get_mut(j.queue()) else {
+                continue;
+            };
             for &t in &j.tasks {
                 if view.status(t) == TaskStatus::Pending
                     && let Some(task) = view.task(t)
@@ -179,15 +191,20 @@ impl Plugin for Proportion {
         };
         let req = &t.spec.shape.request;
         let after = q.allocated.plus(req);
-        after.fits_in(&q.real_capability(&self.total)).is_ok() || req.fits_in(&Resources::ZERO).is_ok()
+        after.fits_in(&q.real_capability(&self.total)).is_ok()
+            || req.fits_in(&Resources::ZERO).is_ok()
     }
 
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
-        let Some(j) = view.job(job) else { return Vote::Abstain };
+        let Some(j) = view.job(job) else {
+            return Vote::Abstain;
+        };
         let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
             return Vote::Permit;
         };
-        let Some(q) = self.queues.get(j.queue()) else { return Vote::Reject };
+        let Some(q) = self.queues.get(j.queue()) else {
+            return Vote::Reject;
+        };
         let want = min.plus(&q.allocated).plus(&q.inqueue);
         if want.fits_in(&q.real_capability(&self.total)).is_ok() {
             Vote::Permit
@@ -258,8 +275,20 @@ mod tests {
     #[test]
     fn guarantee_floors_and_capability_caps_the_deserved_share() {
         let mut q = BTreeMap::new();
-        q.insert("a".to_string(), QueueAttr { guarantee: Resources::of(0, 300), ..attr(1, 1000) });
-        q.insert("b".to_string(), QueueAttr { capability: Some(Resources::of(0, 50)), ..attr(9, 1000) });
+        q.insert(
+            "a".to_string(),
+            QueueAttr {
+                guarantee: Resources::of(0, 300),
+                ..attr(1, 1000)
+            },
+        );
+        q.insert(
+            "b".to_string(),
+            QueueAttr {
+                capability: Some(Resources::of(0, 50)),
+                ..attr(9, 1000)
+            },
+        );
         water_fill(&Resources::of(0, 400), &mut q);
         assert!(q["a"].deserved.get(0) >= 300);
         assert_eq!(q["b"].deserved.get(0), 50);

@@ -78,9 +78,14 @@ impl Plugin for Spread {
             }
         }
         for (i, &cluster) in clusters.iter().enumerate() {
-            let Some(c) = view.snap.clusters.get(cluster) else { continue };
+            let Some(c) = view.snap.clusters.get(cluster) else {
+                continue;
+            };
             let key = group_key(c, field);
-            let (a, f) = (alloc.get(&key).copied().unwrap_or_default(), free.get(&key).copied().unwrap_or_default());
+            let (a, f) = (
+                alloc.get(&key).copied().unwrap_or_default(),
+                free.get(&key).copied().unwrap_or_default(),
+            );
             let used = super::drf::dominant_share(&a.minus(&f), &a);
             scores[i] += self.weight * 100.0 * (1.0 - used);
         }

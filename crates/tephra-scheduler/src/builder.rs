@@ -1,0 +1,315 @@
+//! Builders for fleets and gang jobs, feeding a [`Cache`] through its ordinary event API. Used by
+//! the tests, the benchmarks and the simulator, so that all of them describe the world the same
+//! way.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::cache::{Cache, CacheError, Event};
+use crate::model::{
+    Cluster, GroupPhase, JobPolicy, Labels, NodeSpec, PodGroupSpec, PodSpec, TaskShape, TaskStatus,
+    Toleration,
+};
+use crate::resources::{PODS, ResourceError, Resources};
+
+/// Errors while building a world.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A resource quantity did not parse.
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
+    /// The cache refused an event.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+/// Parses `[("cpu", "2"), ...]` against the cache's resource names.
+pub fn resources(cache: &mut Cache, list: &[(&str, &str)]) -> Result<Resources, ResourceError> {
+    cache.names_mut().parse(list.iter().copied())
+}
+
+/// Adds a ready cluster.
+pub fn add_cluster(cache: &mut Cache, cluster: Cluster) -> Result<(), BuildError> {
+    cache.apply(Event::ClusterUpsert(cluster))?;
+    Ok(())
+}
+
+/// Adds `count` identical nodes named `<prefix>-<i>` to `cluster`.
+pub fn add_nodes(
+    cache: &mut Cache,
+    cluster: &str,
+    prefix: &str,
+    count: usize,
+    capacity: &[(&str, &str)],
+    labels: &[(&str, &str)],
+) -> Result<(), BuildError> {
+    let allocatable = resources(cache, capacity)?;
+    let labels: Labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for i in 0..count {
+        cache.apply(Event::NodeUpsert(NodeSpec {
+            name: format!("{prefix}-{i}"),
+            cluster: cluster.to_string(),
+            labels: labels.clone(),
+            taints: Vec::new(),
+            allocatable,
+            unschedulable: false,
+            ready: true,
+        }))?;
+    }
+    Ok(())
+}
+
+/// One role of a gang job.
+#[derive(Clone, Debug)]
+pub struct Role {
+    /// Role name.
+    pub name: String,
+    /// Replicas.
+    pub replicas: u32,
+    /// Per-pod request.
+    pub request: Vec<(String, String)>,
+    /// Node selector.
+    pub selector: Labels,
+    /// Tolerations.
+    pub tolerations: Vec<Toleration>,
+    /// Minimum of this role for the gang (`minTaskMember`), if any.
+    pub min: Option<u32>,
+    /// Pod priority.
+    pub priority: i32,
+}
+
+impl Role {
+    /// A role with `replicas` pods each requesting `request`.
+    pub fn new(name: &str, replicas: u32, request: &[(&str, &str)]) -> Self {
+        Self {
+            name: name.to_string(),
+            replicas,
+            request: request
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            selector: Labels::new(),
+            tolerations: Vec::new(),
+            min: None,
+            priority: 0,
+        }
+    }
+
+    /// Requires node labels.
+    pub fn select(mut self, key: &str, value: &str) -> Self {
+        self.selector.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Sets the role's `minTaskMember`.
+    pub fn min(mut self, min: u32) -> Self {
+        self.min = Some(min);
+        self
+    }
+}
+
+/// A gang job: a PodGroup and its pods.
+#[derive(Clone, Debug)]
+pub struct GangJob {
+    /// Namespace.
+    pub namespace: String,
+    /// Name (also the PodGroup name).
+    pub name: String,
+    /// Queue.
+    pub queue: String,
+    /// Gang size; defaults to all replicas.
+    pub min_member: Option<u32>,
+    /// Roles.
+    pub roles: Vec<Role>,
+    /// Priority value.
+    pub priority: i32,
+    /// Initial PodGroup phase (Inqueue skips the enqueue action).
+    pub phase: GroupPhase,
+    /// Creation time.
+    pub created: i64,
+    /// Placement policy.
+    pub policy: JobPolicy,
+}
+
+impl GangJob {
+    /// A job in namespace `default`, queue `default`, admitted (Inqueue), gang of all replicas.
+    pub fn new(name: &str, roles: Vec<Role>) -> Self {
+        Self {
+            namespace: "default".into(),
+            name: name.into(),
+            queue: "default".into(),
+            min_member: None,
+            roles,
+            priority: 0,
+            phase: GroupPhase::Inqueue,
+            created: 0,
+            policy: JobPolicy::default(),
+        }
+    }
+
+    /// Sets the queue.
+    pub fn queue(mut self, q: &str) -> Self {
+        self.queue = q.into();
+        self
+    }
+
+    /// Sets the gang size.
+    pub fn min_member(mut self, m: u32) -> Self {
+        self.min_member = Some(m);
+        self
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
+        self
+    }
+
+    /// Sets the initial phase.
+    pub fn phase(mut self, p: GroupPhase) -> Self {
+        self.phase = p;
+        self
+    }
+
+    /// Sets the creation time.
+    pub fn created(mut self, t: i64) -> Self {
+        self.created = t;
+        self
+    }
+
+    /// Sets the policy.
+    pub fn policy(mut self, p: JobPolicy) -> Self {
+        self.policy = p;
+        self
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Adds a gang job: its PodGroup (with minResources of the gang) and all its pods, Pending.
+/// Returns the pod names in creation order.
+pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildError> {
+    let total: u32 = job.roles.iter().map(|r| r.replicas).sum();
+    let min_member = job.min_member.unwrap_or(total);
+    let mut shapes = Vec::new();
+    for role in &job.roles {
+        let list: Vec<(&str, &str)> = role
+            .request
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut request = resources(cache, &list)?;
+        request.set(PODS, 1);
+        shapes.push(Arc::new(TaskShape {
+            role: role.name.clone(),
+            request,
+            node_selector: role.selector.clone(),
+            affinity: Vec::new(),
+            tolerations: role.tolerations.clone(),
+            priority: if role.priority != 0 {
+                role.priority
+            } else {
+                job.priority
+            },
+            preemptable: true,
+            namespace: job.namespace.clone(),
+            priority_class: None,
+        }));
+    }
+    // minResources: the cheapest min_member pods, role minimums first (as the job controller
+    // computes it).
+    let mut min_resources = Resources::ZERO;
+    let mut counted = 0u32;
+    for (role, shape) in job.roles.iter().zip(&shapes) {
+        let m = role.min.unwrap_or(0).min(role.replicas);
+        min_resources.add(&shape.request.times(i64::from(m)));
+        counted += m;
+    }
+    'fill: for (role, shape) in job.roles.iter().zip(&shapes) {
+        let extra = role.replicas - role.min.unwrap_or(0).min(role.replicas);
+        for _ in 0..extra {
+            if counted >= min_member {
+                break 'fill;
+            }
+            min_resources.add(&shape.request);
+            counted += 1;
+        }
+    }
+    let min_task_member: BTreeMap<String, u32> = job
+        .roles
+        .iter()
+        .filter_map(|r| r.min.map(|m| (r.name.clone(), m)))
+        .collect();
+    cache.apply(Event::PodGroupUpsert(PodGroupSpec {
+        namespace: job.namespace.clone(),
+        name: job.name.clone(),
+        queue: job.queue.clone(),
+        min_member,
+        min_task_member,
+        min_resources: Some(min_resources),
+        priority_class: None,
+        priority: Some(job.priority),
+        phase: job.phase,
+        created: job.created,
+        policy: Arc::new(job.policy.clone()),
+    }))?;
+    let mut names = Vec::new();
+    for (role, shape) in job.roles.iter().zip(&shapes) {
+        for i in 0..role.replicas {
+            let name = format!("{}-{}-{i}", job.name, role.name);
+            cache.apply(Event::PodUpsert(PodSpec {
+                namespace: job.namespace.clone(),
+                name: name.clone(),
+                group: Some(job.name.clone()),
+                shape: Arc::clone(shape),
+                index: i,
+                status: TaskStatus::Pending,
+                placement: None,
+                created: job.created,
+            }))?;
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// Applies a session's binds to the cache as the executor would (pods become Running on their
+/// nodes), so that the next session sees them.
+pub fn apply_binds(
+    cache: &mut Cache,
+    decisions: &crate::decisions::Decisions,
+) -> Result<(), BuildError> {
+    for b in &decisions.binds {
+        let Some(id) = cache.world().task_id(&b.task) else {
+            continue;
+        };
+        let Some(task) = cache.world().tasks.get(id) else {
+            continue;
+        };
+        let mut spec = task.spec.clone();
+        spec.status = TaskStatus::Running;
+        spec.placement = Some((b.cluster.clone(), b.node.clone()));
+        cache.apply(Event::PodUpsert(spec))?;
+    }
+    for g in &decisions.groups {
+        let Some(id) = cache.world().job_id(&g.job) else {
+            continue;
+        };
+        let Some(group) = cache.world().jobs.get(id).and_then(|j| j.group.clone()) else {
+            continue;
+        };
+        if group.phase != g.phase {
+            cache.apply(Event::PodGroupUpsert(PodGroupSpec {
+                phase: g.phase,
+                ..group
+            }))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! Property tests over thousands of generated fleets and workloads: no node over-committed, no
+//! gang partly bound, no gang split or misplaced against its policy, same input same output,
+//! every waiting job explained, and no higher-priority job left waiting behind a lower one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tephra_scheduler::builder::{GangJob, Role, add_cluster, add_job, add_nodes, resources};
+use tephra_scheduler::model::{
+    Cluster, GroupPhase, JobPolicy, Taint, TaintEffect, TaskStatus, Toleration, tolerated,
+};
+use tephra_scheduler::plugins;
+use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
+use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
+
+#[derive(Clone, Debug)]
+struct ClusterGen {
+    nodes: Vec<(u32, u32)>, // (cpus, gpus)
+    tainted: bool,
+}
+
+#[derive(Clone, Debug)]
+struct JobGen {
+    roles: Vec<(u32, u32, u32)>, // (replicas, cpus, gpus)
+    min_frac: u32,               // percent of replicas that form the gang
+    priority: i32,
+    allowed: Vec<bool>, // per cluster; all false means any
+    splittable: bool,
+    tolerates: bool,
+    pending: bool,
+    queue: u8,
+}
+
+fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
+    (
+        prop::collection::vec(
+            (
+                prop_oneof![Just(4u32), Just(8), Just(16)],
+                prop_oneof![Just(0u32), Just(2), Just(4), Just(8)],
+            ),
+            1..5,
+        ),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(nodes, tainted)| ClusterGen { nodes, tainted })
+}
+
+fn job_gen() -> impl Strategy<Value = JobGen> {
+    (
+        prop::collection::vec(
+            (
+                1u32..4,
+                1u32..6,
+                prop_oneof![Just(0u32), Just(0), Just(1), Just(2), Just(4), Just(8)],
+            ),
+            1..3,
+        ),
+        1u32..=100,
+        0i32..4,
+        prop::collection::vec(any::<bool>(), 3),
+        prop::bool::weighted(0.3),
+        any::<bool>(),
+        prop::bool::weighted(0.3),
+        0u8..2,
+    )
+        .prop_map(
+            |(roles, min_frac, priority, allowed, splittable, tolerates, pending, queue)| JobGen {
+                roles,
+                min_frac,
+                priority,
+                allowed,
+                splittable,
+                tolerates,
+                pending,
+                queue,
+            },
+        )
+}
+
+const TAINT_KEY: &str = "example.com/maintenance";
+
+fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache, Vec<GangJob>) {
+    let mut c = Cache::new();
+    c.apply(Event::QueueUpsert(
+        tephra_scheduler::model::QueueSpec::named("q1"),
+    ))
+    .unwrap();
+    for (i, cg) in clusters.iter().enumerate() {
+        let name = format!("c{i}");
+        let mut cl = Cluster::named(&name);
+        cl.region = Some(format!("r{}", i % 2));
+        if cg.tainted {
+            cl.taints = vec![Taint {
+                key: TAINT_KEY.into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            }];
+        }
+        add_cluster(&mut c, cl).unwrap();
+        for (n, (cpus, gpus)) in cg.nodes.iter().enumerate() {
+            let cpu = cpus.to_string();
+            let gpu = gpus.to_string();
+            add_nodes(
+                &mut c,
+                &name,
+                &format!("n{n}"),
+                1,
+                &[
+                    ("cpu", &cpu),
+                    ("memory", "64Gi"),
+                    ("pods", "20"),
+                    ("nvidia.com/gpu", &gpu),
+                ],
+                &[],
+            )
+            .unwrap();
+        }
+    }
+    let mut gangs = Vec::new();
+    for (j, jg) in jobs.iter().enumerate() {
+        let roles: Vec<Role> = jg
+            .roles
+            .iter()
+            .enumerate()
+            .map(|(r, (replicas, cpus, gpus))| {
+                let cpu = cpus.to_string();
+                let gpu = gpus.to_string();
+                Role::new(
+                    &format!("r{r}"),
+                    *replicas,
+                    &[("cpu", &cpu), ("memory", "1Gi"), ("nvidia.com/gpu", &gpu)],
+                )
+            })
+            .collect();
+        let total: u32 = jg.roles.iter().map(|r| r.0).sum();
+        let min = ((total * jg.min_frac).div_ceil(100)).max(1);
+        let names: Vec<String> = jg
+            .allowed
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| **a && *i < clusters.len())
+            .map(|(i, _)| format!("c{i}"))
+            .collect();
+        let policy = JobPolicy {
+            cluster_names: names,
+            splittable: jg.splittable,
+            tolerations: if jg.tolerates {
+                vec![Toleration {
+                    key: TAINT_KEY.into(),
+                    exists: true,
+                    ..Default::default()
+                }]
+            } else {
+                vec![]
+            },
+            ..JobPolicy::default()
+        };
+        let phase = if jg.pending && !all_inqueue {
+            GroupPhase::Pending
+        } else {
+            GroupPhase::Inqueue
+        };
+        let queue = if jg.queue == 0 { "default" } else { "q1" };
+        let g = GangJob::new(&format!("j{j}"), roles)
+            .min_member(min)
+            .priority(jg.priority)
+            .created(j as i64)
+            .phase(phase)
+            .queue(queue)
+            .policy(policy);
+        add_job(&mut c, &g).unwrap();
+        gangs.push(g);
+    }
+    (c, gangs)
+}
+
+fn run(c: &Cache) -> Decisions {
+    schedule(
+        c.snapshot(),
+        Arc::new(SchedulerConfig::default_config()),
+        0,
+        1,
+    )
+}
+
+fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    // 1. No node over-committed, on any resource.
+    let mut added: BTreeMap<(String, String), Resources> = BTreeMap::new();
+    for b in &d.binds {
+        let t = w.tasks.get(w.task_id(&b.task).unwrap()).unwrap();
+        added
+            .entry((b.cluster.clone(), b.node.clone()))
+            .or_default()
+            .add(&t.spec.shape.request);
+    }
+    for ((cluster, node), req) in &added {
+        let n = w.nodes.get(w.node_id(cluster, node).unwrap()).unwrap();
+        let total = n.used.plus(req);
+        for i in 0..MAX_RESOURCES {
+            if i == tephra_scheduler::resources::PODS && n.spec.allocatable.get(i) == 0 {
+                continue;
+            }
+            prop_assert!(
+                total.get(i) <= n.spec.allocatable.get(i),
+                "node {cluster}/{node} over-committed on {}: {} > {}",
+                w.names.name(i),
+                total.get(i),
+                n.spec.allocatable.get(i)
+            );
+        }
+    }
+    // 2-4. Gangs whole, in one cluster unless splittable, where their policy allows.
+    let mut by_job: BTreeMap<&str, Vec<&tephra_scheduler::decisions::Bind>> = BTreeMap::new();
+    for b in &d.binds {
+        by_job.entry(b.job.as_str()).or_default().push(b);
+    }
+    for (job, binds) in &by_job {
+        let j = w.jobs.get(w.job_id(job).unwrap()).unwrap();
+        let g = j.group.as_ref().unwrap();
+        let ready_before = j
+            .tasks
+            .iter()
+            .filter(|t| w.tasks.get(**t).unwrap().spec.status.is_ready())
+            .count();
+        prop_assert!(
+            binds.len() + ready_before >= g.min_member as usize,
+            "job {job} partly bound: {} of {}",
+            binds.len(),
+            g.min_member
+        );
+        for (role, min) in &g.min_task_member {
+            let n = binds.iter().filter(|b| &b.role == role).count();
+            prop_assert!(
+                n >= *min as usize,
+                "job {job} role {role} below its minimum"
+            );
+        }
+        let clusters: BTreeSet<&str> = binds.iter().map(|b| b.cluster.as_str()).collect();
+        prop_assert!(
+            g.policy.splittable || clusters.len() == 1,
+            "job {job} split across {clusters:?}"
+        );
+        for cname in clusters {
+            let cl = w.clusters.get(w.cluster_id(cname).unwrap()).unwrap();
+            prop_assert!(
+                plugins::clusteraffinity_allows(&g.policy, cl).is_ok(),
+                "job {job} placed on excluded cluster {cname}"
+            );
+            for t in &cl.taints {
+                prop_assert!(
+                    t.effect == TaintEffect::PreferNoSchedule
+                        || tolerated(&g.policy.tolerations, t),
+                    "job {job} placed on tainted cluster {cname}"
+                );
+            }
+        }
+    }
+    // 5. Every job still waiting has an explanation.
+    let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+    for (_, j) in w.jobs.iter() {
+        let waiting = j
+            .tasks
+            .iter()
+            .any(|t| w.tasks.get(*t).unwrap().spec.status == TaskStatus::Pending);
+        if waiting && !bound.contains(j.key.as_str()) {
+            prop_assert!(
+                d.event_for(&j.key).is_some(),
+                "job {} waits without an explanation",
+                j.key
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sessions_never_overcommit_split_or_misplace_a_gang(
+        clusters in prop::collection::vec(cluster_gen(), 1..4),
+        jobs in prop::collection::vec(job_gen(), 1..7),
+    ) {
+        let (mut c, _) = build(&clusters, &jobs, false);
+        let d = run(&c);
+        check_invariants(&c, &d)?;
+        prop_assert_eq!(&d, &run(&c), "same snapshot and config, different decisions");
+        // A second session on top of the first one's binds keeps every rule too.
+        tephra_scheduler::builder::apply_binds(&mut c, &d).unwrap();
+        let d2 = run(&c);
+        check_invariants(&c, &d2)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_higher_priority_job_never_waits_behind_a_lower_one_that_took_its_room(
+        clusters in prop::collection::vec(cluster_gen(), 1..3),
+        jobs in prop::collection::vec(job_gen(), 2..6),
+    ) {
+        let (c, gangs) = build(&clusters, &jobs, true);
+        let d = run(&c);
+        let bound: BTreeSet<String> = d.binds.iter().map(|b| b.job.clone()).collect();
+        for high in &gangs {
+            if bound.contains(&high.key()) {
+                continue;
+            }
+            for low in &gangs {
+                if low.queue != high.queue || low.priority >= high.priority || !bound.contains(&low.key()) {
+                    continue;
+                }
+                // Remove the lower-priority job: the higher one must still not fit.
+                let mut without = c.clone();
+                let w = c.world();
+                let j = w.jobs.get(w.job_id(&low.key()).unwrap()).unwrap();
+                for t in &j.tasks {
+                    let name = w.tasks.get(*t).unwrap().spec.name.clone();
+                    without.apply(Event::PodDelete { namespace: "default".into(), name }).unwrap();
+                }
+                without.apply(Event::PodGroupDelete { namespace: "default".into(), name: low.name.clone() }).unwrap();
+                let d2 = run(&without);
+                prop_assert!(
+                    !d2.binds.iter().any(|b| b.job == high.key()),
+                    "{} (priority {}) waited while {} (priority {}) took room it could use",
+                    high.key(), high.priority, low.key(), low.priority
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn resources_helper_parses_against_the_cache() {
+    let mut c = Cache::new();
+    let r = resources(&mut c, &[("cpu", "1"), ("nvidia.com/gpu", "2")]).unwrap();
+    assert_eq!(r.get(0), 1000);
+}

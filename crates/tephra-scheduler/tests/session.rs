@@ -19,6 +19,14 @@ const GPU8: &[(&str, &str)] = &[
 ];
 const CPU64: &[(&str, &str)] = &[("cpu", "64"), ("memory", "256Gi"), ("pods", "110")];
 
+/// One cluster `east` with `n` 8-GPU nodes named `gpu-<i>`.
+fn gpu_cluster(n: usize) -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "gpu", n, GPU8, &[]).unwrap();
+    c
+}
+
 fn run(cache: &Cache) -> Decisions {
     schedule(
         cache.snapshot(),

@@ -61,25 +61,68 @@ impl Unfit {
     }
 }
 
-/// Counts of reasons why nodes were rejected, for one cluster.
+/// Counts of reasons why nodes were rejected, for one cluster. The common reasons are plain
+/// counters, so recording one costs no lookup.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FitErrors {
     /// Nodes looked at.
     pub nodes: u32,
-    /// Reason → number of nodes.
-    pub reasons: BTreeMap<Unfit, u32>,
+    common: [u32; 4],
+    insufficient: [u32; crate::resources::MAX_RESOURCES],
+    other: BTreeMap<Unfit, u32>,
 }
 
 impl FitErrors {
     /// Records one rejected node.
+    #[inline]
     pub fn add(&mut self, reason: Unfit) {
-        *self.reasons.entry(reason).or_insert(0) += 1;
+        self.add_n(reason, 1);
+    }
+
+    /// Records `n` nodes rejected for the same reason.
+    pub fn add_n(&mut self, reason: Unfit, n: u32) {
+        match reason {
+            Unfit::Unschedulable => self.common[0] += n,
+            Unfit::NotReady => self.common[1] += n,
+            Unfit::Selector => self.common[2] += n,
+            Unfit::TooManyPods => self.common[3] += n,
+            Unfit::Insufficient(slot) if slot < self.insufficient.len() => {
+                self.insufficient[slot] += n
+            }
+            other => {
+                if n > 0 {
+                    *self.other.entry(other).or_insert(0) += n;
+                }
+            }
+        }
+    }
+
+    /// Every reason with its count.
+    pub fn reasons(&self) -> BTreeMap<Unfit, u32> {
+        let mut all = self.other.clone();
+        let common = [
+            Unfit::Unschedulable,
+            Unfit::NotReady,
+            Unfit::Selector,
+            Unfit::TooManyPods,
+        ];
+        for (r, n) in common.into_iter().zip(self.common) {
+            if n > 0 {
+                all.insert(r, n);
+            }
+        }
+        for (slot, n) in self.insufficient.iter().enumerate() {
+            if *n > 0 {
+                all.insert(Unfit::Insufficient(slot), *n);
+            }
+        }
+        all
     }
 
     /// `0/500 nodes are available: 400 Insufficient nvidia.com/gpu, 100 ...`
     pub fn render(&self, names: &crate::resources::ResourceNames) -> String {
         let mut parts: Vec<(u32, String)> = self
-            .reasons
+            .reasons()
             .iter()
             .map(|(r, n)| (*n, r.render(names)))
             .collect();
@@ -107,9 +150,10 @@ pub struct View<'a> {
     pub now: i64,
 }
 
-/// Per-job task counts in the session.
+/// Per-job task counts in the session. The per-role maps are filled only for jobs with
+/// per-role minimums (`minTaskMember`), the only ones that need them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JobCounts {
+pub struct JobCounts<'a> {
     /// Tasks counting as ready (Allocated, Binding, Bound, Running, Succeeded).
     pub ready: u32,
     /// Tasks pipelined.
@@ -119,14 +163,14 @@ pub struct JobCounts {
     /// Tasks that can still take part (everything but Failed and Unknown).
     pub valid: u32,
     /// Ready tasks per role.
-    pub ready_by_role: BTreeMap<String, u32>,
+    pub ready_by_role: BTreeMap<&'a str, u32>,
     /// Ready or pipelined tasks per role.
-    pub waiting_by_role: BTreeMap<String, u32>,
+    pub waiting_by_role: BTreeMap<&'a str, u32>,
     /// All tasks per role.
-    pub total_by_role: BTreeMap<String, u32>,
+    pub total_by_role: BTreeMap<&'a str, u32>,
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
     /// The job in slot `id`.
     pub fn job(&self, id: Id) -> Option<&Job> {
         self.snap.jobs.get(id)
@@ -163,23 +207,36 @@ impl View<'_> {
     }
 
     /// Counts the job's tasks by session status.
-    pub fn counts(&self, job: Id) -> JobCounts {
+    pub fn counts(&self, job: Id) -> JobCounts<'a> {
         let mut c = JobCounts::default();
-        let Some(j) = self.job(job) else { return c };
+        let snap: &'a Snapshot = self.snap;
+        let Some(j) = snap.jobs.get(job) else {
+            return c;
+        };
+        let by_role = j
+            .group
+            .as_ref()
+            .is_some_and(|g| !g.min_task_member.is_empty());
         for &t in &j.tasks {
-            let Some(task) = self.task(t) else { continue };
-            let role = &task.spec.shape.role;
+            let Some(task) = snap.tasks.get(t) else {
+                continue;
+            };
+            let role = task.spec.shape.role.as_str();
             let s = self.status(t);
-            *c.total_by_role.entry(role.clone()).or_insert(0) += 1;
+            if by_role {
+                *c.total_by_role.entry(role).or_insert(0) += 1;
+            }
             if s.is_ready() {
                 c.ready += 1;
-                *c.ready_by_role.entry(role.clone()).or_insert(0) += 1;
+                if by_role {
+                    *c.ready_by_role.entry(role).or_insert(0) += 1;
+                }
             }
             if s == TaskStatus::Pipelined {
                 c.pipelined += 1;
             }
-            if s.is_ready_or_pipelined() {
-                *c.waiting_by_role.entry(role.clone()).or_insert(0) += 1;
+            if by_role && s.is_ready_or_pipelined() {
+                *c.waiting_by_role.entry(role).or_insert(0) += 1;
             }
             if s == TaskStatus::Pending {
                 c.pending += 1;
@@ -269,6 +326,17 @@ pub trait Plugin: Send {
     /// Whether a queue is over its share (its jobs are skipped this session).
     fn overused(&self, view: &View, queue: &str) -> bool {
         false
+    }
+
+    /// Whether this plugin implements [`Plugin::predicate`]; the hot loop skips those that
+    /// do not. Defaults to true; plugins without a predicate say false.
+    fn has_predicate(&self) -> bool {
+        true
+    }
+
+    /// Whether this plugin implements [`Plugin::node_score`] (see [`Plugin::has_predicate`]).
+    fn has_node_score(&self) -> bool {
+        true
     }
 
     /// Whether `task` may run on `node`.

@@ -13,10 +13,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 
 use crate::config::Args;
-use crate::framework::{FitErrors, View};
+use crate::framework::{FitErrors, Unfit, View};
 use crate::model::{Id, TaskStatus};
 use crate::resources::Resources;
-use crate::session::{Session, Statement};
+use crate::session::{Session, Statement, extended_mask};
 
 /// Tuning of node search, from the allocate action's arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -144,6 +144,11 @@ pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>>
 
 /// Places up to `want` of `tasks` (one shape) in `cluster`. Returns how many were placed and
 /// records why nodes were rejected.
+///
+/// Only node classes that offer every extended resource the task asks for are scanned; the
+/// others are counted as rejected in bulk. Classes without extended resources come first, so a
+/// CPU task finds CPU nodes before GPU nodes. A negative best score (a plugin discouraging every
+/// node found so far) widens the scan to the whole cluster.
 pub fn place_group(
     ssn: &mut Session,
     stmt: &mut Statement,
@@ -154,33 +159,60 @@ pub fn place_group(
     errs: &mut FitErrors,
 ) -> usize {
     let snap = ssn.snap.clone();
-    let Some(nodes) = snap.cluster_nodes.get(cluster as usize) else {
-        return 0;
-    };
-    let n = nodes.len();
-    if n == 0 || want == 0 || tasks.is_empty() {
+    if want == 0 || tasks.is_empty() {
         return 0;
     }
     let Some(first) = snap.tasks.get(tasks[0]) else {
         return 0;
     };
+    let Some(slot) = ssn.state.node_classes.get_mut(cluster as usize) else {
+        return 0;
+    };
+    // Taken out for the duration of the scan, so that the session can be mutated meanwhile.
+    let mut classes = std::mem::take(slot);
     let queue = snap
         .jobs
         .get(first.job)
         .map(|j| j.queue().to_string())
         .unwrap_or_default();
-    let target = search.to_find(n).max(1);
-    let start = ssn.state.scan_start[cluster as usize] % n;
-    let mut cursor = 0usize;
+    let need = extended_mask(&first.spec.shape.request);
+    let mut bulk = 0usize;
+    // (class index, number of nodes, first position)
+    let mut plan: Vec<(usize, usize, usize)> = Vec::new();
+    for (ci, class) in classes.iter().enumerate() {
+        let len = class.nodes.len();
+        if class.mask & need == need {
+            if len > 0 {
+                plan.push((ci, len, class.start % len));
+            }
+        } else {
+            let missing = (need & !class.mask).trailing_zeros() as usize;
+            errs.add_n(Unfit::Insufficient(missing), len as u32);
+            bulk += len;
+        }
+    }
+    let total: usize = plan.iter().map(|p| p.1).sum();
+    let mut scanned_in = vec![0usize; plan.len()];
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
+    let mut pos = 0usize; // index into plan
+    let mut scanned = 0usize;
     let scan = |ssn: &Session,
-                cursor: &mut usize,
+                classes: &[crate::session::NodeClass],
+                pos: &mut usize,
+                scanned_in: &mut [usize],
+                scanned: &mut usize,
                 heap: &mut BinaryHeap<Candidate>,
                 errs: &mut FitErrors,
                 until: usize| {
-        while *cursor < n && heap.len() < until {
-            let node = nodes[(start + *cursor) % n];
-            *cursor += 1;
+        while *pos < plan.len() && heap.len() < until {
+            let (ci, len, start) = plan[*pos];
+            if scanned_in[*pos] >= len {
+                *pos += 1;
+                continue;
+            }
+            let node = classes[ci].nodes[(start + scanned_in[*pos]) % len];
+            scanned_in[*pos] += 1;
+            *scanned += 1;
             match ssn.predicate(first, node) {
                 Ok(()) => heap.push(Candidate {
                     score: ssn.node_score(first, node),
@@ -190,15 +222,46 @@ pub fn place_group(
             }
         }
     };
-    scan(ssn, &mut cursor, &mut heap, errs, target);
+    let target = search.to_find(total).max(1);
+    scan(
+        ssn,
+        &classes,
+        &mut pos,
+        &mut scanned_in,
+        &mut scanned,
+        &mut heap,
+        errs,
+        target,
+    );
+    if heap.peek().is_some_and(|c| c.score < 0.0) {
+        scan(
+            ssn,
+            &classes,
+            &mut pos,
+            &mut scanned_in,
+            &mut scanned,
+            &mut heap,
+            errs,
+            usize::MAX,
+        );
+    }
     let mut placed = 0usize;
     let mut next = 0usize;
     while placed < want && next < tasks.len() {
         if heap.is_empty() {
-            if cursor >= n {
+            if scanned >= total {
                 break;
             }
-            scan(ssn, &mut cursor, &mut heap, errs, 1);
+            scan(
+                ssn,
+                &classes,
+                &mut pos,
+                &mut scanned_in,
+                &mut scanned,
+                &mut heap,
+                errs,
+                1,
+            );
             continue;
         }
         let Some(best) = heap.pop() else { break };
@@ -208,7 +271,7 @@ pub fn place_group(
             continue;
         };
         if !ssn.allocatable(&queue, task_id) {
-            errs.add(crate::framework::Unfit::Other("queue capability reached"));
+            errs.add(Unfit::Other("queue capability reached"));
             break;
         }
         if ssn.predicate(task, best.node).is_err() {
@@ -233,8 +296,11 @@ pub fn place_group(
             });
         }
     }
-    errs.nodes = errs.nodes.max(cursor as u32);
-    ssn.state.scan_start[cluster as usize] = (start + cursor) % n;
+    errs.nodes = errs.nodes.max((bulk + scanned) as u32);
+    for (p, &(ci, len, start)) in plan.iter().enumerate() {
+        classes[ci].start = (start + scanned_in[p]) % len;
+    }
+    ssn.state.node_classes[cluster as usize] = classes;
     placed
 }
 
@@ -262,17 +328,25 @@ pub fn place_job_in_cluster(
             .collect()
     };
     if !mins.is_empty() {
-        let counts = ssn.view().counts(job);
+        let waiting: BTreeMap<String, u32> = ssn
+            .view()
+            .counts(job)
+            .waiting_by_role
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         for g in groups {
             let Some(role) = ssn.snap.tasks.get(g[0]).map(|t| t.spec.shape.role.clone()) else {
                 continue;
             };
-            let have = counts.waiting_by_role.get(&role).copied().unwrap_or(0);
+            let have = waiting.get(&role).copied().unwrap_or(0);
             let need = mins.get(&role).copied().unwrap_or(0).saturating_sub(have) as usize;
             if need > 0 {
                 let todo = pending(ssn, g);
-                let placed = place_group(ssn, stmt, &todo, need, cluster, search, errs);
+                let mut local = FitErrors::default();
+                let placed = place_group(ssn, stmt, &todo, need, cluster, search, &mut local);
                 if placed < need {
+                    *errs = local;
                     // This role cannot reach its minimum here; the gang cannot be ready.
                     return;
                 }
@@ -282,7 +356,11 @@ pub fn place_job_in_cluster(
     for g in groups {
         let todo = pending(ssn, g);
         let want = todo.len();
-        place_group(ssn, stmt, &todo, want, cluster, search, errs);
+        let mut local = FitErrors::default();
+        // The message reports the role that could not be placed in full.
+        if place_group(ssn, stmt, &todo, want, cluster, search, &mut local) < want {
+            *errs = local;
+        }
     }
 }
 

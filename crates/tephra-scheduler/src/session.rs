@@ -51,8 +51,29 @@ pub struct State {
     pub queue_allocated: BTreeMap<String, Resources>,
     /// PodGroup phases changed in this session (enqueue).
     pub phases: HashMap<Id, GroupPhase>,
-    /// Where the next node scan of each cluster starts (round robin, as kube-scheduler does).
-    pub scan_start: Vec<usize>,
+    /// Sum of allocatable per cluster slot.
+    pub cluster_allocatable: Vec<Resources>,
+    /// Nodes of each cluster slot in classes by which extended resources they offer, classes
+    /// without extended resources first.
+    pub node_classes: Vec<Vec<NodeClass>>,
+}
+
+/// Nodes of one cluster that offer the same set of extended resources (GPUs, ...).
+#[derive(Clone, Debug, Default)]
+pub struct NodeClass {
+    /// Bit `i` set when the nodes offer slot `i` (extended slots only).
+    pub mask: u32,
+    /// Node slots.
+    pub nodes: Vec<Id>,
+    /// Where the next scan starts (round robin, as kube-scheduler does).
+    pub start: usize,
+}
+
+/// The extended-resource bit mask of a vector: bit `i` for every slot `i >= 3` above zero.
+pub fn extended_mask(r: &Resources) -> u32 {
+    (3..crate::resources::MAX_RESOURCES)
+        .filter(|i| r.get(*i) > 0)
+        .fold(0, |m, i| m | (1 << i))
 }
 
 impl State {
@@ -156,6 +177,8 @@ pub struct Session {
     pub id: u64,
     config: Arc<SchedulerConfig>,
     tiers: Vec<Vec<Slot>>,
+    predicate_slots: Vec<(usize, usize)>,
+    score_slots: Vec<(usize, usize)>,
     binds: Vec<Bind>,
     pipelined: Vec<Bind>,
     pub(crate) notes: BTreeMap<Id, JobNote>,
@@ -169,7 +192,8 @@ impl Session {
             cluster_future_idle: vec![Resources::ZERO; snap.clusters.capacity()],
             cluster_max_node_idle: vec![Resources::ZERO; snap.clusters.capacity()],
             queue_allocated: snap.queue_used.clone(),
-            scan_start: vec![0; snap.clusters.capacity()],
+            cluster_allocatable: vec![Resources::ZERO; snap.clusters.capacity()],
+            node_classes: vec![Vec::new(); snap.clusters.capacity()],
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {
@@ -183,10 +207,32 @@ impl Session {
                 pipelined: Resources::ZERO,
             };
             let c = node.cluster as usize;
+            state.cluster_allocatable[c].add(&alloc);
             let fi = ns.future_idle();
             state.cluster_future_idle[c].add(&fi);
             state.cluster_max_node_idle[c] = state.cluster_max_node_idle[c].max(&fi);
             state.nodes[id as usize] = ns;
+        }
+        for (cluster, nodes) in snap.cluster_nodes.iter().enumerate() {
+            let mut classes: Vec<NodeClass> = Vec::new();
+            for &n in nodes {
+                let Some(node) = snap.nodes.get(n) else {
+                    continue;
+                };
+                let mask = extended_mask(&node.spec.allocatable);
+                match classes.iter_mut().find(|c| c.mask == mask) {
+                    Some(c) => c.nodes.push(n),
+                    None => classes.push(NodeClass {
+                        mask,
+                        nodes: vec![n],
+                        start: 0,
+                    }),
+                }
+            }
+            classes.sort_by_key(|c| (c.mask.count_ones(), c.mask));
+            if let Some(slot) = state.node_classes.get_mut(cluster) {
+                *slot = classes;
+            }
         }
         let mut tiers = Vec::new();
         for tier in &config.tiers {
@@ -202,6 +248,20 @@ impl Session {
             }
             tiers.push(slots);
         }
+        let hot = |want: fn(&Slot) -> bool| -> Vec<(usize, usize)> {
+            tiers
+                .iter()
+                .enumerate()
+                .flat_map(|(t, tier)| {
+                    tier.iter()
+                        .enumerate()
+                        .filter(move |(_, s)| want(s))
+                        .map(move |(i, _)| (t, i))
+                })
+                .collect()
+        };
+        let predicate_slots = hot(|s| on(s.enables.predicate) && s.plugin.has_predicate());
+        let score_slots = hot(|s| on(s.enables.node_order) && s.plugin.has_node_score());
         let mut ssn = Self {
             snap,
             state,
@@ -209,6 +269,8 @@ impl Session {
             id,
             config,
             tiers,
+            predicate_slots,
+            score_slots,
             binds: Vec::new(),
             pipelined: Vec::new(),
             notes: BTreeMap::new(),
@@ -289,7 +351,7 @@ impl Session {
                 self.snap
                     .tasks
                     .get(t)
-                    .map(|t| (t.spec.shape.role.clone(), t.spec.index, t.key.clone()))
+                    .map(|t| (t.spec.shape.role.as_str(), t.spec.index, t.key.as_str()))
             };
             key(a).cmp(&key(b))
         })
@@ -370,8 +432,8 @@ impl Session {
     #[inline]
     pub fn predicate(&self, task: &Task, node: Id) -> Result<(), Unfit> {
         let v = self.view();
-        for s in self.slots().filter(|s| on(s.enables.predicate)) {
-            s.plugin.predicate(&v, task, node)?;
+        for &(t, i) in &self.predicate_slots {
+            self.tiers[t][i].plugin.predicate(&v, task, node)?;
         }
         Ok(())
     }
@@ -380,9 +442,9 @@ impl Session {
     #[inline]
     pub fn node_score(&self, task: &Task, node: Id) -> f64 {
         let v = self.view();
-        self.slots()
-            .filter(|s| on(s.enables.node_order))
-            .map(|s| s.plugin.node_score(&v, task, node))
+        self.score_slots
+            .iter()
+            .map(|&(t, i)| self.tiers[t][i].plugin.node_score(&v, task, node))
             .sum()
     }
 
@@ -566,6 +628,7 @@ impl Session {
     pub fn close(self) -> Decisions {
         let view = self.view();
         let mut groups = Vec::new();
+        let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
         let mut events = Vec::new();
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
@@ -633,6 +696,7 @@ impl Session {
                     });
                 }
             }
+            new_phase.insert(job_id, phase);
             if phase != group.phase || !conditions.is_empty() {
                 groups.push(GroupStatus {
                     job: job.key.clone(),
@@ -648,11 +712,10 @@ impl Session {
         let mut counts: BTreeMap<&str, [u32; 5]> = BTreeMap::new();
         for (id, job) in self.snap.jobs.iter() {
             let Some(g) = &job.group else { continue };
-            let phase = groups
-                .iter()
-                .find(|s| s.job == job.key)
-                .map(|s| s.phase)
-                .or_else(|| self.state.phases.get(&id).copied())
+            let phase = new_phase
+                .get(&id)
+                .or_else(|| self.state.phases.get(&id))
+                .copied()
                 .unwrap_or(g.phase);
             let idx = match phase {
                 GroupPhase::Pending => 0,

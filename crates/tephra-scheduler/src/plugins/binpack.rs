@@ -12,6 +12,8 @@ pub struct Binpack {
     weight: f64,
     /// (resource name, weight)
     resources: Vec<(String, f64)>,
+    /// (slot, weight), resolved when the session opens.
+    slots: Vec<(usize, f64)>,
 }
 
 impl Binpack {
@@ -64,6 +66,7 @@ impl Binpack {
         Ok(Self {
             weight: r.f64_or("binpack.weight", 1.0)?,
             resources,
+            slots: Vec::new(),
         })
     }
 }
@@ -71,6 +74,19 @@ impl Binpack {
 impl Plugin for Binpack {
     fn name(&self) -> &'static str {
         "binpack"
+    }
+
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn on_session_open(&mut self, view: &View) {
+        self.slots = self
+            .resources
+            .iter()
+            .filter_map(|(name, w)| view.snap.names.get(name).map(|s| (s, *w)))
+            .filter(|(_, w)| *w > 0.0)
+            .collect();
     }
 
     fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {

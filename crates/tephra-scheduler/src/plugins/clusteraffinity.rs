@@ -68,6 +68,14 @@ impl Plugin for ClusterAffinity {
         "clusteraffinity"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
         let (Some(j), Some(c)) = (view.job(job), view.snap.clusters.get(cluster)) else {
             return Ok(());

@@ -10,7 +10,6 @@ use crate::config::Args;
 use crate::framework::{Plugin, View};
 use crate::model::Id;
 use crate::placement::{job_needs, prune_reason};
-use crate::resources::Resources;
 
 pub struct ClusterResource {
     weight: f64,
@@ -28,6 +27,14 @@ impl ClusterResource {
 impl Plugin for ClusterResource {
     fn name(&self) -> &'static str {
         "clusterresource"
+    }
+
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
     }
 
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
@@ -50,12 +57,7 @@ impl Plugin for ClusterResource {
         let (need, _) = job_needs(view, job);
         for (i, &c) in clusters.iter().enumerate() {
             let free = view.state.cluster_future_idle[c as usize];
-            let mut alloc = Resources::ZERO;
-            for &n in &view.snap.cluster_nodes[c as usize] {
-                if let Some(node) = view.node(n) {
-                    alloc.add(&super::allocatable(node));
-                }
-            }
+            let alloc = view.state.cluster_allocatable[c as usize];
             let used_after = alloc.minus(&free).plus(&need);
             let share = super::drf::dominant_share(&used_after, &alloc);
             scores[i] += self.weight * 100.0 * (1.0 - share.min(1.0));

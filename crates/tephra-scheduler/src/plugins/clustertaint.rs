@@ -21,6 +21,14 @@ impl Plugin for ClusterTaint {
         "clustertaint"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
         let Some(c) = view.snap.clusters.get(cluster) else {
             return Ok(());

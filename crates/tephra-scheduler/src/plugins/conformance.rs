@@ -29,6 +29,14 @@ impl Plugin for Conformance {
         "conformance"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn victim_allowed(&self, view: &View, victim: Id) -> bool {
         view.task(victim).is_some_and(|t| {
             let shape = &t.spec.shape;

@@ -29,6 +29,14 @@ impl Plugin for Cost {
         "cost"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn cluster_scores(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
         let (need, _) = job_needs(view, job);
         let costs: Vec<Option<f64>> = clusters

@@ -67,6 +67,14 @@ impl Plugin for Drf {
         "drf"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn on_session_open(&mut self, view: &View) {
         self.total = fleet_total(view);
         for &job in &view.snap.active_jobs {

@@ -37,12 +37,20 @@ fn ready(view: &View, job: Id) -> bool {
     c.ready >= j.min_member()
         && role_mins(view, job)
             .iter()
-            .all(|(role, min)| c.ready_by_role.get(role).copied().unwrap_or(0) >= *min)
+            .all(|(role, min)| c.ready_by_role.get(role.as_str()).copied().unwrap_or(0) >= *min)
 }
 
 impl Plugin for Gang {
     fn name(&self) -> &'static str {
         "gang"
+    }
+
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
     }
 
     fn job_valid(&self, view: &View, job: Id) -> Result<(), Invalid> {
@@ -61,7 +69,7 @@ impl Plugin for Gang {
             });
         }
         for (role, need) in role_mins(view, job) {
-            let have = c.total_by_role.get(&role).copied().unwrap_or(0);
+            let have = c.total_by_role.get(role.as_str()).copied().unwrap_or(0);
             if have < need {
                 return Err(Invalid {
                     reason: reasons::NOT_ENOUGH_PODS_OF_TASK,
@@ -83,7 +91,7 @@ impl Plugin for Gang {
         let c = view.counts(job);
         let roles_ok = role_mins(view, job)
             .iter()
-            .all(|(role, min)| c.waiting_by_role.get(role).copied().unwrap_or(0) >= *min);
+            .all(|(role, min)| c.waiting_by_role.get(role.as_str()).copied().unwrap_or(0) >= *min);
         if c.ready + c.pipelined >= j.min_member() && roles_ok {
             Vote::Permit
         } else {

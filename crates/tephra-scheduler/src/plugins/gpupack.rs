@@ -43,6 +43,10 @@ impl Plugin for GpuPack {
         "gpupack"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
     fn on_session_open(&mut self, view: &View) {
         self.gpu_slots = (0..view.snap.names.len())
             .filter(|i| view.snap.names.name(*i).ends_with("/gpu"))

@@ -51,6 +51,10 @@ impl Plugin for NodeOrder {
         "nodeorder"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
     fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
         let cpu = used_fraction(view, task, node, CPU).unwrap_or(1.0);
         let mem = used_fraction(view, task, node, MEMORY).unwrap_or(1.0);

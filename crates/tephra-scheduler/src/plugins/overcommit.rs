@@ -41,6 +41,14 @@ impl Plugin for Overcommit {
         "overcommit"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn on_session_open(&mut self, view: &View) {
         let total = super::drf::fleet_total(view);
         let mut used = Resources::ZERO;

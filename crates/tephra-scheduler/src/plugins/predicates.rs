@@ -22,6 +22,10 @@ impl Plugin for Predicates {
         "predicates"
     }
 
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     #[inline]
     fn predicate(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
         let Some(n) = view.node(node) else {

@@ -22,6 +22,14 @@ impl Plugin for Priority {
         "priority"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {
         view.job_priority(b).cmp(&view.job_priority(a))
     }

@@ -132,6 +132,14 @@ impl Plugin for Proportion {
         "proportion"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn on_session_open(&mut self, view: &View) {
         self.total = super::drf::fleet_total(view);
         for (name, q) in &view.snap.queues {

@@ -40,6 +40,14 @@ impl Plugin for Spread {
         "spread"
     }
 
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
     fn cluster_filter(&self, view: &View, job: Id, _cluster: Id) -> Result<(), String> {
         let Some(g) = view.job(job).and_then(|j| j.group.as_ref()) else {
             return Ok(());
@@ -70,12 +78,10 @@ impl Plugin for Spread {
             free.entry(key.clone())
                 .or_default()
                 .add(&view.state.cluster_future_idle[id as usize]);
-            let a = alloc.entry(key).or_default();
-            for &n in &view.snap.cluster_nodes[id as usize] {
-                if let Some(node) = view.node(n) {
-                    a.add(&super::allocatable(node));
-                }
-            }
+            alloc
+                .entry(key)
+                .or_default()
+                .add(&view.state.cluster_allocatable[id as usize]);
         }
         for (i, &cluster) in clusters.iter().enumerate() {
             let Some(c) = view.snap.clusters.get(cluster) else {

@@ -2,6 +2,8 @@
 //! the tests, the benchmarks and the simulator, so that all of them describe the world the same
 //! way.
 
+pub mod synthetic;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

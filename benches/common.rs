@@ -26,22 +26,20 @@ pub fn world_a() -> Cache {
 /// B: 20 clusters x 500 nodes (400 CPU + 100 GPU each) and 100,000 pending pods in 10,000 gang
 /// jobs, one in ten pinned to a region.
 pub fn world_b() -> Cache {
-    let mut c = Cache::new();
-    build_fleet(
-        &mut c,
-        FleetShape {
-            clusters: 20,
-            cpu_nodes: 400,
-            gpu_nodes: 100,
-        },
-    )
-    .unwrap();
+    let mut c = fleet_20x500();
     add_workload(&mut c, &mut Rng::new(0xB), 10_000, 100_000, 0.3, 20).unwrap();
     c
 }
 
 /// C: 10,000 nodes and 100,000 running pods with nothing new to place.
 pub fn world_c() -> Cache {
+    let mut c = fleet_20x500();
+    add_running(&mut c, 10, 10).unwrap();
+    c
+}
+
+/// 20 clusters x 500 nodes (400 CPU + 100 GPU each): 10,000 nodes.
+fn fleet_20x500() -> Cache {
     let mut c = Cache::new();
     build_fleet(
         &mut c,
@@ -52,6 +50,5 @@ pub fn world_c() -> Cache {
         },
     )
     .unwrap();
-    add_running(&mut c, 10, 10).unwrap();
     c
 }

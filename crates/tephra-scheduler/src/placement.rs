@@ -104,6 +104,47 @@ impl PartialOrd for Candidate {
     }
 }
 
+/// A resumable scan over the eligible node classes of one cluster, feeding a heap of scored
+/// feasible nodes.
+struct Scan {
+    /// (class index, number of nodes, first position)
+    plan: Vec<(usize, usize, usize)>,
+    scanned_in: Vec<usize>,
+    pos: usize,
+    scanned: usize,
+    heap: BinaryHeap<Candidate>,
+}
+
+impl Scan {
+    /// Scans on until the heap holds `until` feasible nodes or every node was looked at.
+    fn fill(
+        &mut self,
+        ssn: &Session,
+        classes: &[crate::session::NodeClass],
+        task: &crate::model::Task,
+        errs: &mut FitErrors,
+        until: usize,
+    ) {
+        while self.pos < self.plan.len() && self.heap.len() < until {
+            let (ci, len, start) = self.plan[self.pos];
+            if self.scanned_in[self.pos] >= len {
+                self.pos += 1;
+                continue;
+            }
+            let node = classes[ci].nodes[(start + self.scanned_in[self.pos]) % len];
+            self.scanned_in[self.pos] += 1;
+            self.scanned += 1;
+            match ssn.predicate(task, node) {
+                Ok(()) => self.heap.push(Candidate {
+                    score: ssn.node_score(task, node),
+                    node,
+                }),
+                Err(u) => errs.add(u),
+            }
+        }
+    }
+}
+
 /// Pending tasks of a job grouped by shape, each group in task order, groups ordered by their
 /// first task.
 pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>> {
@@ -192,79 +233,29 @@ pub fn place_group(
         }
     }
     let total: usize = plan.iter().map(|p| p.1).sum();
-    let mut scanned_in = vec![0usize; plan.len()];
-    let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
-    let mut pos = 0usize; // index into plan
-    let mut scanned = 0usize;
-    let scan = |ssn: &Session,
-                classes: &[crate::session::NodeClass],
-                pos: &mut usize,
-                scanned_in: &mut [usize],
-                scanned: &mut usize,
-                heap: &mut BinaryHeap<Candidate>,
-                errs: &mut FitErrors,
-                until: usize| {
-        while *pos < plan.len() && heap.len() < until {
-            let (ci, len, start) = plan[*pos];
-            if scanned_in[*pos] >= len {
-                *pos += 1;
-                continue;
-            }
-            let node = classes[ci].nodes[(start + scanned_in[*pos]) % len];
-            scanned_in[*pos] += 1;
-            *scanned += 1;
-            match ssn.predicate(first, node) {
-                Ok(()) => heap.push(Candidate {
-                    score: ssn.node_score(first, node),
-                    node,
-                }),
-                Err(u) => errs.add(u),
-            }
-        }
+    let mut scan = Scan {
+        scanned_in: vec![0; plan.len()],
+        plan,
+        pos: 0,
+        scanned: 0,
+        heap: BinaryHeap::new(),
     };
     let target = search.to_find(total).max(1);
-    scan(
-        ssn,
-        &classes,
-        &mut pos,
-        &mut scanned_in,
-        &mut scanned,
-        &mut heap,
-        errs,
-        target,
-    );
-    if heap.peek().is_some_and(|c| c.score < 0.0) {
-        scan(
-            ssn,
-            &classes,
-            &mut pos,
-            &mut scanned_in,
-            &mut scanned,
-            &mut heap,
-            errs,
-            usize::MAX,
-        );
+    scan.fill(ssn, &classes, first, errs, target);
+    if scan.heap.peek().is_some_and(|c| c.score < 0.0) {
+        scan.fill(ssn, &classes, first, errs, usize::MAX);
     }
     let mut placed = 0usize;
     let mut next = 0usize;
     while placed < want && next < tasks.len() {
-        if heap.is_empty() {
-            if scanned >= total {
+        if scan.heap.is_empty() {
+            if scan.scanned >= total {
                 break;
             }
-            scan(
-                ssn,
-                &classes,
-                &mut pos,
-                &mut scanned_in,
-                &mut scanned,
-                &mut heap,
-                errs,
-                1,
-            );
+            scan.fill(ssn, &classes, first, errs, 1);
             continue;
         }
-        let Some(best) = heap.pop() else { break };
+        let Some(best) = scan.heap.pop() else { break };
         let task_id = tasks[next];
         let Some(task) = snap.tasks.get(task_id) else {
             next += 1;
@@ -290,15 +281,15 @@ pub fn place_group(
             && let Some(t) = snap.tasks.get(tasks[next])
             && ssn.predicate(t, best.node).is_ok()
         {
-            heap.push(Candidate {
+            scan.heap.push(Candidate {
                 score: ssn.node_score(t, best.node),
                 node: best.node,
             });
         }
     }
-    errs.nodes = errs.nodes.max((bulk + scanned) as u32);
-    for (p, &(ci, len, start)) in plan.iter().enumerate() {
-        classes[ci].start = (start + scanned_in[p]) % len;
+    errs.nodes = errs.nodes.max((bulk + scan.scanned) as u32);
+    for (p, &(ci, len, start)) in scan.plan.iter().enumerate() {
+        classes[ci].start = (start + scan.scanned_in[p]) % len;
     }
     ssn.state.node_classes[cluster as usize] = classes;
     placed

@@ -264,29 +264,7 @@ pub struct SchedulerConfig {
 
 /// Volcano's default `volcano-scheduler.conf`, as Volcano ships it, extended with tephra's GPU
 /// and cluster-level plugins in a third tier.
-pub const DEFAULT_CONFIG: &str = r#"actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-- plugins:
-  - name: gpupack
-  - name: clusteraffinity
-  - name: clustertaint
-  - name: spread
-  - name: clusterresource
-  - name: cost
-"#;
+pub const DEFAULT_CONFIG: &str = include_str!("../../../examples/scheduler/tephra-default.conf");
 
 impl SchedulerConfig {
     /// Parses and validates a configuration.

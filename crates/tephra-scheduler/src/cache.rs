@@ -190,6 +190,9 @@ pub struct World {
     pub priority_classes: BTreeMap<String, i32>,
     /// Jobs with work for a session: a Pending or Inqueue PodGroup, or a task not yet placed.
     pub active_jobs: BTreeSet<Id>,
+    /// Jobs whose pods or PodGroup changed since the caller last cleared the set
+    /// ([`Cache::clear_changed`]); a session recomputes their PodGroup status.
+    pub changed_jobs: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
 }
@@ -219,6 +222,7 @@ impl Default for World {
             queue_used: BTreeMap::new(),
             priority_classes: BTreeMap::new(),
             active_jobs: BTreeSet::new(),
+            changed_jobs: BTreeSet::new(),
             generation: 0,
         }
     }
@@ -310,8 +314,10 @@ impl World {
     fn refresh_active(&mut self, job_id: Id) {
         let Some(job) = self.jobs.get(job_id) else {
             self.active_jobs.remove(&job_id);
+            self.changed_jobs.remove(&job_id);
             return;
         };
+        self.changed_jobs.insert(job_id);
         let phase_active = job
             .group
             .as_ref()
@@ -366,6 +372,9 @@ impl World {
                 }
             }
             let placement = spec.placement.clone();
+            if self.jobs.get(job).is_some_and(|j| j.implicit) {
+                self.ensure_implicit_group(job, &spec);
+            }
             if let Some(t) = self.tasks.get_mut(id) {
                 t.spec = spec;
                 t.job = job;
@@ -417,7 +426,12 @@ impl World {
             min_resources: Some(spec.shape.request),
             priority_class: spec.shape.priority_class.clone(),
             priority: (spec.shape.priority != 0).then_some(spec.shape.priority),
-            phase: GroupPhase::Inqueue,
+            // A pod that already holds a node is running; one that does not waits to be placed.
+            phase: if spec.status.holds_node() {
+                GroupPhase::Running
+            } else {
+                GroupPhase::Inqueue
+            },
             created: spec.created,
             policy: Arc::new(JobPolicy::default()),
         });
@@ -688,6 +702,14 @@ impl Cache {
     /// Interns resource names and parses quantities against this cache's name table.
     pub fn names_mut(&mut self) -> &mut ResourceNames {
         &mut Arc::make_mut(&mut self.world).names
+    }
+
+    /// Forgets which jobs changed. Call it after a session's decisions were applied, so that
+    /// the next session recomputes PodGroup status only for jobs that changed since.
+    pub fn clear_changed(&mut self) {
+        if !self.world.changed_jobs.is_empty() {
+            Arc::make_mut(&mut self.world).changed_jobs.clear();
+        }
     }
 
     /// The current state, shared: O(1), no copy.

@@ -84,16 +84,36 @@ impl SearchArgs {
 
 #[derive(PartialEq)]
 struct Candidate {
+    /// The task fits the node's free resources now (not only once releasing pods are gone):
+    /// such nodes always go first, as in Volcano, so a gang is not held pipelined while a free
+    /// node could take it.
+    fits_idle: bool,
     score: f64,
     node: Id,
+}
+
+impl Candidate {
+    fn new(ssn: &Session, task: &crate::model::Task, node: Id) -> Self {
+        Self {
+            fits_idle: task
+                .spec
+                .shape
+                .request
+                .fits_in(&ssn.state.nodes[node as usize].idle)
+                .is_ok(),
+            score: ssn.node_score(task, node),
+            node,
+        }
+    }
 }
 
 impl Eq for Candidate {}
 
 impl Ord for Candidate {
     fn cmp(&self, o: &Self) -> Ordering {
-        self.score
-            .total_cmp(&o.score)
+        self.fits_idle
+            .cmp(&o.fits_idle)
+            .then_with(|| self.score.total_cmp(&o.score))
             .then_with(|| o.node.cmp(&self.node))
     }
 }
@@ -135,10 +155,7 @@ impl Scan {
             self.scanned_in[self.pos] += 1;
             self.scanned += 1;
             match ssn.predicate(task, node) {
-                Ok(()) => self.heap.push(Candidate {
-                    score: ssn.node_score(task, node),
-                    node,
-                }),
+                Ok(()) => self.heap.push(Candidate::new(ssn, task, node)),
                 Err(u) => errs.add(u),
             }
         }
@@ -281,10 +298,7 @@ pub fn place_group(
             && let Some(t) = snap.tasks.get(tasks[next])
             && ssn.predicate(t, best.node).is_ok()
         {
-            scan.heap.push(Candidate {
-                score: ssn.node_score(t, best.node),
-                node: best.node,
-            });
+            scan.heap.push(Candidate::new(ssn, t, best.node));
         }
     }
     errs.nodes = errs.nodes.max((bulk + scan.scanned) as u32);
@@ -326,22 +340,35 @@ pub fn place_job_in_cluster(
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
+        // What each role still needs; a role may have several shapes (groups).
+        let mut need: BTreeMap<String, usize> = mins
+            .iter()
+            .map(|(role, min)| {
+                let have = waiting.get(role).copied().unwrap_or(0);
+                (role.clone(), min.saturating_sub(have) as usize)
+            })
+            .collect();
         for g in groups {
             let Some(role) = ssn.snap.tasks.get(g[0]).map(|t| t.spec.shape.role.clone()) else {
                 continue;
             };
-            let have = waiting.get(&role).copied().unwrap_or(0);
-            let need = mins.get(&role).copied().unwrap_or(0).saturating_sub(have) as usize;
-            if need > 0 {
-                let todo = pending(ssn, g);
-                let mut local = FitErrors::default();
-                let placed = place_group(ssn, stmt, &todo, need, cluster, search, &mut local);
-                if placed < need {
-                    *errs = local;
-                    // This role cannot reach its minimum here; the gang cannot be ready.
-                    return;
-                }
+            let want = need.get(&role).copied().unwrap_or(0);
+            if want == 0 {
+                continue;
             }
+            let todo = pending(ssn, g);
+            let mut local = FitErrors::default();
+            let placed = place_group(ssn, stmt, &todo, want, cluster, search, &mut local);
+            if placed < want {
+                *errs = local;
+            }
+            if let Some(n) = need.get_mut(&role) {
+                *n -= placed.min(*n);
+            }
+        }
+        if need.values().any(|n| *n > 0) {
+            // A role cannot reach its minimum here; the gang cannot be ready.
+            return;
         }
     }
     for g in groups {

@@ -27,6 +27,14 @@ pub enum ResourceError {
         /// Why.
         source: QuantityError,
     },
+    /// A negative quantity.
+    #[error("resource {name}: {value} must not be negative")]
+    Negative {
+        /// The resource name.
+        name: String,
+        /// The quantity as written.
+        value: String,
+    },
     /// More distinct resource names than slots.
     #[error("resource {name}: the fleet already uses {MAX_RESOURCES} distinct resource names")]
     TooManyNames {
@@ -98,6 +106,12 @@ impl ResourceNames {
                 name: name.to_string(),
                 source,
             })?;
+            if v < 0 {
+                return Err(ResourceError::Negative {
+                    name: name.to_string(),
+                    value: qty.to_string(),
+                });
+            }
             out.0[slot] = v;
         }
         Ok(out)

@@ -208,7 +208,9 @@ impl Session {
             };
             let c = node.cluster as usize;
             state.cluster_allocatable[c].add(&alloc);
-            let fi = ns.future_idle();
+            // An over-used node (allocatable shrank under running pods) offers nothing, and
+            // must not hide what other nodes of the cluster have free.
+            let fi = ns.future_idle().max(&Resources::ZERO);
             state.cluster_future_idle[c].add(&fi);
             state.cluster_max_node_idle[c] = state.cluster_max_node_idle[c].max(&fi);
             state.nodes[id as usize] = ns;
@@ -632,6 +634,7 @@ impl Session {
         let mut events = Vec::new();
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
+        touched.extend(self.snap.changed_jobs.iter().copied());
         touched.sort_unstable();
         touched.dedup();
         for job_id in touched {

@@ -29,6 +29,9 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
         }
         if ssn.overused(&queue) {
             for job in by_queue.remove(&queue).unwrap_or_default() {
+                if !has_pending(ssn, job) {
+                    continue;
+                }
                 let note = ssn.note(job);
                 note.reason = Some("QueueOverused");
                 note.message = Some(format!("queue {queue} is over its deserved share"));
@@ -36,15 +39,18 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
             continue;
         }
         let job = jobs.remove(0);
-        let placed = allocate_job(ssn, job, search);
+        let outcome = allocate_job(ssn, job, search);
         let fifo = ssn
             .snap
             .queues
             .get(&queue)
             .is_some_and(|q| q.dequeue == Dequeue::Fifo);
-        if !placed && fifo {
+        if outcome == Outcome::Failed && fifo {
             // Head-of-line blocking: later jobs of a fifo queue wait behind this one.
             for waiting in by_queue.remove(&queue).unwrap_or_default() {
+                if !has_pending(ssn, waiting) {
+                    continue;
+                }
                 let note = ssn.note(waiting);
                 note.reason = Some("QueueBlocked");
                 note.message = Some(format!(
@@ -55,19 +61,53 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
     }
 }
 
-/// Tries to place one job. Returns whether anything was committed.
-pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> bool {
+/// What became of one job in an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Something was committed (bound or pipelined).
+    Placed,
+    /// It was tried and does not fit.
+    Failed,
+    /// Nothing to do for it here (invalid, or nothing pending for this action).
+    Skipped,
+}
+
+/// Whether a job has pending tasks in this session.
+pub(crate) fn has_pending(ssn: &Session, job: Id) -> bool {
+    ssn.snap.jobs.get(job).is_some_and(|j| {
+        j.tasks
+            .iter()
+            .any(|t| ssn.state.status(&ssn.snap, *t) == crate::model::TaskStatus::Pending)
+    })
+}
+
+/// Tries to place one job's pending tasks: those with requests, and with them its best-effort
+/// pods (a gang may need both to be complete). Jobs with only best-effort pods pending are
+/// left to `backfill`.
+pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> Outcome {
+    let mut groups = pending_groups(ssn, job, false);
+    if groups.is_empty() {
+        return Outcome::Skipped;
+    }
+    groups.extend(pending_groups(ssn, job, true));
+    place_job(ssn, job, &groups, search)
+}
+
+/// Places `groups` of a job, two-level, all or nothing; records what happened.
+pub(crate) fn place_job(
+    ssn: &mut Session,
+    job: Id,
+    groups: &[Vec<Id>],
+    search: &SearchArgs,
+) -> Outcome {
     if let Err(invalid) = ssn.job_valid(job) {
         let note = ssn.note(job);
         note.reason = Some(invalid.reason);
         note.message = Some(invalid.message.clone());
         note.invalid = Some(invalid);
-        return false;
+        return Outcome::Skipped;
     }
-    let groups = pending_groups(ssn, job, false);
-    if groups.is_empty() {
-        return false;
-    }
+    let groups = groups.to_vec();
     let (candidates, mut rejected) = candidate_clusters(ssn, job);
     let total_tasks = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
     let mut pipelined_at: Option<Id> = None;
@@ -78,16 +118,28 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
         // A gang that was already ready and gained nothing here is not "placed".
         if !stmt.is_empty() && ssn.job_ready(job) {
             finish(ssn, job, stmt, true, Some(cluster));
-            return true;
+            return Outcome::Placed;
         }
         if pipelined_at.is_none() && !stmt.is_empty() && ssn.job_pipelined(job) {
             pipelined_at = Some(cluster);
         }
+        let why = if errs.reasons().is_empty() {
+            // Everything pending fit, yet the gang is short of members.
+            let c = ssn.view().counts(job);
+            let min = ssn.snap.jobs.get(job).map_or(1, |j| j.min_member());
+            format!(
+                "all {} pending task(s) fit, but the gang needs {min} members and would have {}",
+                stmt.ops().len(),
+                c.ready + c.pipelined
+            )
+        } else {
+            errs.render(&ssn.snap.names)
+        };
         ssn.discard(stmt);
-        rejected.push((cluster_name(ssn, cluster), errs.render(&ssn.snap.names)));
+        rejected.push((cluster_name(ssn, cluster), why));
     }
     if splittable(ssn, job) && candidates.len() > 1 && split(ssn, job, &candidates, search) {
-        return true;
+        return Outcome::Placed;
     }
     if let Some(cluster) = pipelined_at {
         let mut stmt = Statement::new();
@@ -95,7 +147,7 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
         place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
         if ssn.job_pipelined(job) {
             finish(ssn, job, stmt, false, Some(cluster));
-            return true;
+            return Outcome::Placed;
         }
         ssn.discard(stmt);
     }
@@ -113,7 +165,7 @@ pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> b
     } else {
         format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
     });
-    false
+    Outcome::Failed
 }
 
 /// Places a splittable gang over several clusters in one statement, within its spread
@@ -135,7 +187,8 @@ fn split(ssn: &mut Session, job: Id, candidates: &[Id], search: &SearchArgs) -> 
         };
         let over = constraints.iter().zip(&used).any(|(k, groups)| {
             let key = group_key(&c, k.field);
-            !groups.contains(&key) && groups.len() as u32 >= k.max_groups.max(1)
+            // maxGroups 0 means no upper bound.
+            k.max_groups > 0 && !groups.contains(&key) && groups.len() as u32 >= k.max_groups
         });
         if over {
             continue;
@@ -185,12 +238,28 @@ pub(crate) fn candidate_clusters(ssn: &Session, job: Id) -> (Vec<Id>, Vec<(Strin
     if let Some(j) = ssn.snap.jobs.get(job) {
         for &t in &j.tasks {
             let status = ssn.state.status(&ssn.snap, t);
-            if (status.holds_node() || status == crate::model::TaskStatus::Pipelined)
-                && let Some(node) = ssn.state.task_node(&ssn.snap, t)
-                && let Some(n) = ssn.snap.nodes.get(node)
-                && !homes.contains(&n.cluster)
+            if !(status.holds_node() || status == crate::model::TaskStatus::Pipelined) {
+                continue;
+            }
+            // The node may be unknown (deleted, or not seen yet): the pod's own placement
+            // still names its cluster.
+            let home = match ssn
+                .state
+                .task_node(&ssn.snap, t)
+                .and_then(|n| ssn.snap.nodes.get(n))
             {
-                homes.push(n.cluster);
+                Some(n) => Some(n.cluster),
+                None => ssn
+                    .snap
+                    .tasks
+                    .get(t)
+                    .and_then(|task| task.spec.placement.as_ref())
+                    .and_then(|(c, _)| ssn.snap.cluster_id(c)),
+            };
+            if let Some(h) = home
+                && !homes.contains(&h)
+            {
+                homes.push(h);
             }
         }
     }

@@ -197,10 +197,14 @@ impl Plugin for Proportion {
         let (Some(q), Some(t)) = (self.queues.get(queue), view.task(task)) else {
             return true;
         };
+        // Only an explicit capability caps a queue here; without one, node fit decides (the
+        // fleet total can be below what is held when nodes shrink under running pods).
+        let Some(cap) = &q.capability else {
+            return true;
+        };
         let req = &t.spec.shape.request;
         let after = q.allocated.plus(req);
-        after.fits_in(&q.real_capability(&self.total)).is_ok()
-            || req.fits_in(&Resources::ZERO).is_ok()
+        (0..MAX_RESOURCES).all(|i| cap.0[i] <= 0 || req.0[i] <= 0 || after.0[i] <= cap.0[i])
     }
 
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote {

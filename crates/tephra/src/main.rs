@@ -1,6 +1,7 @@
 //! The tephra binary. Subcommands land as their features do; see README.md.
 
 mod crds;
+mod sim;
 mod validate;
 
 use std::path::PathBuf;
@@ -27,6 +28,24 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Simulate a multi-cluster fleet running a workload, with the real scheduler: prints a
+    /// summary and writes report.json, events.jsonl and charts.
+    Sim {
+        /// The scenario file (see README, "Simulator").
+        scenario: PathBuf,
+        /// Where to write report.json, events.jsonl and the charts.
+        #[arg(long, default_value = "sim-out")]
+        out: PathBuf,
+        /// Seed of every random choice (overrides run.seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Stop at this simulated time, e.g. 6h (overrides run.until).
+        #[arg(long)]
+        until: Option<String>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -41,6 +60,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds { out } => crds::run(out.as_deref()),
         Command::Validate { files } => validate::run(&files),
+        Command::Sim {
+            scenario,
+            out,
+            seed,
+            until,
+            quiet,
+        } => sim::run(&scenario, &out, seed, until.as_deref(), quiet),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

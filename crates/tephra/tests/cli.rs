@@ -75,3 +75,87 @@ fn crds_prints_every_crd_as_yaml() {
         assert!(stdout.contains(&format!("name: {name}")), "missing {name}");
     }
 }
+
+#[test]
+fn sim_runs_the_quickstart_and_writes_report_events_and_charts() {
+    let out = std::env::temp_dir().join(format!("tephra-sim-cli-{}", std::process::id()));
+    let out_s = out.to_string_lossy().to_string();
+    let run = tephra(&[
+        "sim",
+        "examples/sim/quickstart.yaml",
+        "--out",
+        &out_s,
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "checker    0 over-commits, 0 partial gangs, 0 split gangs, 0 policy violations"
+        ),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    for key in [
+        "scenario",
+        "seed",
+        "simulated_s",
+        "wall_s",
+        "jobs",
+        "pods",
+        "invariants",
+        "scheduler",
+        "queues",
+        "utilization",
+        "fairness",
+    ] {
+        assert!(report.get(key).is_some(), "report.json lacks {key}");
+    }
+    assert_eq!(report["jobs"]["lost"], 0);
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert!(
+        events
+            .lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+    );
+    for chart in ["utilization.svg", "queue-share.svg", "wait-times.svg"] {
+        let svg = std::fs::read_to_string(out.join(chart)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{chart}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sim_refuses_a_bad_scenario_with_file_line_and_field_and_runs_nothing() {
+    let dir = std::env::temp_dir().join(format!("tephra-sim-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "fleet:\n  clusters:\n    - name: a\n      nodePools:\n        - {name: p, count: one, capacity: {cpu: \"4\"}}\n").unwrap();
+    let out = dir.join("out");
+    let run = tephra(&[
+        "sim",
+        &bad.to_string_lossy(),
+        "--out",
+        &out.to_string_lossy(),
+        "--quiet",
+    ]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("line 5"),
+        "{stderr}"
+    );
+    assert!(
+        !out.join("report.json").exists(),
+        "a bad scenario is never half-run"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,284 @@
+//! An independent checker. It does not use the scheduler's model: it keeps its own account of
+//! every node's capacity and usage from the scenario and the simulated events, and validates
+//! every bind against it: node capacity, gang atomicity, one cluster per gang unless
+//! splittable, and the job's cluster eligibility (policy, taints, health).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tephra_scheduler::model::{JobPolicy, Taint, TaintEffect};
+use tephra_scheduler::quantity::parse_scaled;
+
+/// A node: (cluster, node).
+pub type NodeKey = (String, String);
+
+/// One bind as the checker sees it.
+#[derive(Clone, Debug)]
+pub struct CheckBind {
+    /// Job.
+    pub job: String,
+    /// Pod.
+    pub pod: String,
+    /// Cluster.
+    pub cluster: String,
+    /// Node.
+    pub node: String,
+    /// The pod's requests, as (resource, quantity).
+    pub request: Vec<(String, String)>,
+}
+
+/// Violations counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Invariants {
+    /// Binds that made a node hold more than its capacity.
+    pub node_overcommits: u64,
+    /// Sessions in which a job got binds that left it below its gang size.
+    pub partial_gangs: u64,
+    /// Non-splittable gangs running in more than one cluster.
+    pub gangs_split_across_clusters: u64,
+    /// Binds onto a cluster the job may not use (policy, taints, health).
+    pub policy_violations: u64,
+}
+
+/// A cluster as the checker knows it.
+#[derive(Clone, Debug, Default)]
+pub struct CheckCluster {
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Zone.
+    pub zone: Option<String>,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Healthy.
+    pub ready: bool,
+}
+
+struct CheckJob {
+    min: u32,
+    /// Pods that finished successfully: they count towards the gang, as in the scheduler.
+    done: usize,
+    policy: JobPolicy,
+    /// Placed pods: pod → cluster.
+    placed: HashMap<String, String>,
+}
+
+/// The checker.
+#[derive(Default)]
+pub struct Checker {
+    capacity: HashMap<(String, String), BTreeMap<String, i64>>,
+    used: HashMap<(String, String), BTreeMap<String, i64>>,
+    node_ready: HashMap<(String, String), bool>,
+    clusters: BTreeMap<String, CheckCluster>,
+    jobs: HashMap<String, CheckJob>,
+    pod_req: HashMap<String, (NodeKey, BTreeMap<String, i64>)>,
+    /// Counts.
+    pub invariants: Invariants,
+    /// The first few violations, described.
+    pub details: Vec<String>,
+}
+
+fn amounts(list: &[(String, String)]) -> BTreeMap<String, i64> {
+    list.iter()
+        .map(|(k, v)| {
+            let scale = if k == "cpu" { 1000 } else { 1 };
+            (k.clone(), parse_scaled(v, scale).unwrap_or(0))
+        })
+        .collect()
+}
+
+impl Checker {
+    /// Registers a cluster.
+    pub fn cluster(&mut self, name: &str, c: CheckCluster) {
+        self.clusters.insert(name.to_string(), c);
+    }
+
+    /// Marks a cluster healthy or not.
+    pub fn cluster_ready(&mut self, name: &str, ready: bool) {
+        if let Some(c) = self.clusters.get_mut(name) {
+            c.ready = ready;
+        }
+    }
+
+    /// Registers a node with its capacity.
+    pub fn node(&mut self, cluster: &str, node: &str, capacity: &[(String, String)]) {
+        let key = (cluster.to_string(), node.to_string());
+        self.capacity.insert(key.clone(), amounts(capacity));
+        self.node_ready.insert(key, true);
+    }
+
+    /// Marks a node ready or not.
+    pub fn node_ready(&mut self, cluster: &str, node: &str, ready: bool) {
+        self.node_ready
+            .insert((cluster.to_string(), node.to_string()), ready);
+    }
+
+    /// Registers a submitted job.
+    pub fn job(&mut self, key: &str, min: u32, policy: JobPolicy) {
+        self.jobs.insert(
+            key.to_string(),
+            CheckJob {
+                min,
+                done: 0,
+                policy,
+                placed: HashMap::new(),
+            },
+        );
+    }
+
+    /// Forgets a finished job.
+    pub fn job_done(&mut self, key: &str) {
+        self.jobs.remove(key);
+    }
+
+    fn violation(&mut self, what: String) {
+        if self.details.len() < 20 {
+            self.details.push(what);
+        }
+    }
+
+    fn allowed(policy: &JobPolicy, name: &str, c: &CheckCluster) -> Result<(), String> {
+        if !c.ready {
+            return Err("cluster not ready".into());
+        }
+        if !policy.cluster_names.is_empty() && !policy.cluster_names.iter().any(|n| n == name) {
+            return Err("not in clusterNames".into());
+        }
+        if policy.exclude.iter().any(|n| n == name) {
+            return Err("excluded".into());
+        }
+        for r in &policy.field_requirements {
+            let v = match r.key.as_str() {
+                "region" => c.region.clone(),
+                "zone" => c.zone.clone(),
+                "provider" => c.provider.clone(),
+                _ => None,
+            };
+            if !v.is_some_and(|v| r.values.contains(&v)) {
+                return Err(format!("{} not in {:?}", r.key, r.values));
+            }
+        }
+        for r in &policy.cluster_labels {
+            if !c.labels.get(&r.key).is_some_and(|v| r.values.contains(v)) {
+                return Err(format!("label {} not in {:?}", r.key, r.values));
+            }
+        }
+        for t in &c.taints {
+            if t.effect == TaintEffect::PreferNoSchedule {
+                continue;
+            }
+            let ok = policy.tolerations.iter().any(|tol| {
+                tol.effect.is_none_or(|e| e == t.effect)
+                    && (tol.key.is_empty() && tol.exists
+                        || tol.key == t.key && (tol.exists || tol.value == t.value))
+            });
+            if !ok {
+                return Err(format!("taint {} not tolerated", t.key));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one session's binds: (job, pod, cluster, node, request).
+    pub fn binds(&mut self, binds: &[CheckBind]) {
+        let mut by_job: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, b) in binds.iter().enumerate() {
+            by_job.entry(b.job.as_str()).or_default().push(i);
+        }
+        for (job, idx) in by_job {
+            let Some(j) = self.jobs.get(job) else {
+                self.invariants.policy_violations += 1;
+                self.violation(format!("bind for unknown job {job}"));
+                continue;
+            };
+            let placed_before = j.placed.len() + j.done;
+            let min = j.min;
+            let mut clusters: BTreeSet<String> = j.placed.values().cloned().collect();
+            let policy = j.policy.clone();
+            if placed_before + idx.len() < min as usize {
+                self.invariants.partial_gangs += 1;
+                self.violation(format!(
+                    "job {job}: {} placed + {} bound < gang of {}",
+                    placed_before,
+                    idx.len(),
+                    min
+                ));
+            }
+            for &i in &idx {
+                let CheckBind {
+                    pod,
+                    cluster,
+                    node,
+                    request: req,
+                    ..
+                } = &binds[i];
+                clusters.insert(cluster.clone());
+                match self.clusters.get(cluster) {
+                    Some(c) => {
+                        if let Err(why) = Self::allowed(&policy, cluster, c) {
+                            self.invariants.policy_violations += 1;
+                            self.violation(format!("job {job} bound to cluster {cluster}: {why}"));
+                        }
+                    }
+                    None => {
+                        self.invariants.policy_violations += 1;
+                        self.violation(format!("job {job} bound to unknown cluster {cluster}"));
+                    }
+                }
+                let key = (cluster.clone(), node.clone());
+                if self.node_ready.get(&key) != Some(&true) {
+                    self.invariants.policy_violations += 1;
+                    self.violation(format!(
+                        "pod {pod} bound to node {cluster}/{node} that is down or unknown"
+                    ));
+                }
+                let req = amounts(req);
+                let used = self.used.entry(key.clone()).or_default();
+                for (r, v) in &req {
+                    *used.entry(r.clone()).or_insert(0) += v;
+                }
+                let cap = self.capacity.get(&key).cloned().unwrap_or_default();
+                let over: Vec<String> = used
+                    .iter()
+                    .filter(|(r, v)| **v > cap.get(*r).copied().unwrap_or(0))
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                if !over.is_empty() {
+                    self.invariants.node_overcommits += 1;
+                    self.violation(format!(
+                        "node {cluster}/{node} over capacity on {over:?} after binding {pod}"
+                    ));
+                }
+                self.pod_req.insert(pod.clone(), (key, req));
+                if let Some(j) = self.jobs.get_mut(job) {
+                    j.placed.insert(pod.clone(), cluster.clone());
+                }
+            }
+            if clusters.len() > 1 && !policy.splittable {
+                self.invariants.gangs_split_across_clusters += 1;
+                self.violation(format!(
+                    "job {job} runs in clusters {clusters:?} but may not be split"
+                ));
+            }
+        }
+    }
+
+    /// A pod stopped holding its node: it finished (`finished`) or was evicted.
+    pub fn released(&mut self, job: &str, pod: &str, finished: bool) {
+        if let Some((key, req)) = self.pod_req.remove(pod)
+            && let Some(used) = self.used.get_mut(&key)
+        {
+            for (r, v) in req {
+                *used.entry(r).or_insert(0) -= v;
+            }
+        }
+        if let Some(j) = self.jobs.get_mut(job)
+            && j.placed.remove(pod).is_some()
+            && finished
+        {
+            j.done += 1;
+        }
+    }
+}

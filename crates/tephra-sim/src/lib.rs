@@ -1,0 +1,27 @@
+//! `tephra sim`: a discrete-event simulator of a multi-cluster fleet that drives the real
+//! scheduler core through the same cache event API the Kubernetes informers use, replays real
+//! traces, injects faults, checks every bind independently, and reports.
+
+pub mod charts;
+pub mod checker;
+pub mod engine;
+pub mod record;
+pub mod report;
+pub mod scenario;
+pub mod traces;
+pub mod workload;
+
+pub use engine::{Progress, RunOptions, Sim, SimError};
+pub use record::Record;
+pub use report::Report;
+pub use scenario::Scenario;
+
+/// Loads nothing, runs `scenario` to its end, streaming events to `out`.
+pub fn run(
+    scenario: &Scenario,
+    opts: RunOptions,
+    out: &mut dyn FnMut(&Record),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, SimError> {
+    Sim::new(scenario, opts)?.run(out, progress)
+}

@@ -1,0 +1,203 @@
+//! `tephra sim`: run a scenario, print a summary, write report.json, events.jsonl and charts.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use tephra_sim::scenario::Dur;
+use tephra_sim::{Progress, Record, Report, RunOptions, Scenario};
+
+pub fn run(
+    path: &Path,
+    out: &Path,
+    seed: Option<u64>,
+    until: Option<&str>,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let scenario = Scenario::load(path)?;
+    let until_ms = match until {
+        Some(u) => Some(
+            Dur::parse(u)
+                .map_err(|e| anyhow::anyhow!("--until: {e}"))?
+                .0,
+        ),
+        None => None,
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let events_path = out.join("events.jsonl");
+    let mut events = BufWriter::new(
+        File::create(&events_path)
+            .with_context(|| format!("creating {}", events_path.display()))?,
+    );
+    let mut write_error: Option<std::io::Error> = None;
+    let mut sink = |r: &Record| {
+        if write_error.is_some() {
+            return;
+        }
+        let line = match serde_json::to_string(r) {
+            Ok(l) => l,
+            Err(e) => {
+                write_error = Some(std::io::Error::other(e));
+                return;
+            }
+        };
+        if let Err(e) = writeln!(events, "{line}") {
+            write_error = Some(e);
+        }
+    };
+    let show = !quiet && std::io::stderr().is_terminal();
+    let mut progress = |p: &Progress| {
+        if show {
+            eprint!("\r{}", progress_line(p));
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let report = tephra_sim::run(
+        &scenario,
+        RunOptions { seed, until_ms },
+        &mut sink,
+        &mut progress,
+    )?;
+    if show {
+        eprintln!();
+    }
+    if let Some(e) = write_error {
+        bail!("writing {}: {e}", events_path.display());
+    }
+    events
+        .flush()
+        .with_context(|| format!("writing {}", events_path.display()))?;
+    let report_path = out.join("report.json");
+    std::fs::write(&report_path, serde_json::to_string_pretty(&report)? + "\n")
+        .with_context(|| format!("writing {}", report_path.display()))?;
+    for (name, svg) in tephra_sim::charts::render(&report) {
+        let p = out.join(name);
+        std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", summary(&report, out));
+    Ok(())
+}
+
+fn progress_line(p: &Progress) -> String {
+    let bar = match p.until_s {
+        Some(u) if u > 0.0 => {
+            let frac = (p.simulated_s / u).clamp(0.0, 1.0);
+            let filled = (frac * 30.0) as usize;
+            format!(
+                "[{}{}] {:>3.0}% ",
+                "#".repeat(filled),
+                ".".repeat(30 - filled),
+                frac * 100.0
+            )
+        }
+        _ => String::new(),
+    };
+    let rate = if p.wall_s > 0.0 {
+        p.bound as f64 / p.wall_s
+    } else {
+        0.0
+    };
+    format!(
+        "{bar}simulated {} | jobs {}/{} done | {:.0} pods/s",
+        human(p.simulated_s),
+        p.completed,
+        p.submitted,
+        rate
+    )
+}
+
+fn human(secs: f64) -> String {
+    let s = secs as i64;
+    if s >= 86_400 {
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
+    } else if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn summary(r: &Report, out: &Path) -> String {
+    let mut s = String::new();
+    let inv = &r.invariants;
+    s += &format!("scenario   {}\n", r.scenario);
+    s += &format!(
+        "simulated  {} in {:.2}s wall (seed {})\n",
+        human(r.simulated_s),
+        r.wall_s,
+        r.seed
+    );
+    s += &format!(
+        "jobs       {} submitted, {} completed, {} running, {} pending, {} lost\n",
+        r.jobs.submitted,
+        r.jobs.completed,
+        r.jobs.running_at_end,
+        r.jobs.pending_at_end,
+        r.jobs.lost
+    );
+    s += &format!(
+        "pods       {} bound, {} evicted\n",
+        r.pods.bound, r.pods.evicted
+    );
+    s += &format!(
+        "sessions   {} (p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms), {:.0} pods bound per wall second\n",
+        r.scheduler.sessions,
+        r.scheduler.session_ms.p50,
+        r.scheduler.session_ms.p99,
+        r.scheduler.session_ms.max,
+        r.scheduler.pods_bound_per_wall_s
+    );
+    s += &format!(
+        "checker    {} over-commits, {} partial gangs, {} split gangs, {} policy violations\n",
+        inv.node_overcommits,
+        inv.partial_gangs,
+        inv.gangs_split_across_clusters,
+        inv.policy_violations
+    );
+    s += &format!(
+        "usage      GPU {:.1}%, CPU {:.1}%; Jain's fairness over GPU share {:.3}\n",
+        r.utilization.gpu * 100.0,
+        r.utilization.cpu * 100.0,
+        r.fairness.jain_gpu_share
+    );
+    s += "\nqueue                jobs  done   wait mean   wait p95   GPU-h   deserved  actual\n";
+    for (name, q) in &r.queues {
+        s += &format!(
+            "{:<18} {:>6} {:>5} {:>10} {:>10} {:>7.1} {:>9.1}% {:>6.1}%\n",
+            name,
+            q.jobs_submitted,
+            q.jobs_completed,
+            human(q.wait_s.mean),
+            human(q.wait_s.p95),
+            q.gpu_hours,
+            q.deserved_share * 100.0,
+            q.actual_share * 100.0
+        );
+    }
+    s += "\ncluster              GPU util  CPU util\n";
+    for (name, c) in &r.utilization.by_cluster {
+        s += &format!(
+            "{:<18} {:>9.1}% {:>8.1}%\n",
+            name,
+            c.gpu * 100.0,
+            c.cpu * 100.0
+        );
+    }
+    for n in &r.notes {
+        s += &format!("note: {n}\n");
+    }
+    for (src, skipped) in &r.trace_skipped {
+        for (why, n) in skipped {
+            s += &format!("skipped: {src}: {n} row(s): {why}\n");
+        }
+    }
+    for v in &r.violations {
+        s += &format!("VIOLATION: {v}\n");
+    }
+    s += &format!(
+        "\nwrote {}/report.json, events.jsonl and charts\n",
+        out.display()
+    );
+    s
+}

@@ -1,0 +1,286 @@
+//! Scenario tests: small simulations end to end through `tephra_sim::run`, asserting on the
+//! report and the event stream, as a user of `tephra sim` would read them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tephra_sim::{Record, Report, RunOptions, Scenario};
+
+fn load(name: &str) -> Scenario {
+    Scenario::load(&common::repo_root().join("tests/scenarios").join(name)).unwrap()
+}
+
+fn run_with(s: &Scenario, seed: Option<u64>) -> (Report, Vec<Record>) {
+    let mut events = Vec::new();
+    let report = tephra_sim::run(
+        s,
+        RunOptions {
+            seed,
+            until_ms: None,
+        },
+        &mut |r| events.push(r.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    (report, events)
+}
+
+fn run(name: &str) -> (Report, Vec<Record>) {
+    run_with(&load(name), None)
+}
+
+fn assert_clean(r: &Report) {
+    let i = &r.invariants;
+    assert_eq!(
+        (
+            i.node_overcommits,
+            i.partial_gangs,
+            i.gangs_split_across_clusters,
+            i.policy_violations
+        ),
+        (0, 0, 0, 0),
+        "checker found violations: {:?}",
+        r.violations
+    );
+    assert_eq!(r.jobs.lost, 0, "jobs lost");
+}
+
+fn binds<'a>(events: &'a [Record], job: &str) -> Vec<&'a Record> {
+    events
+        .iter()
+        .filter(|e| e.kind == "bind" && e.job.as_deref() == Some(job))
+        .collect()
+}
+
+#[test]
+fn gangs_are_all_or_nothing_under_contention() {
+    let (r, events) = run("gang-contention.yaml");
+    assert_clean(&r);
+    assert_eq!(r.jobs.completed, 4);
+    for job in ["default/a", "default/b", "default/c"] {
+        let b = binds(&events, job);
+        assert_eq!(b.len(), 2, "{job}");
+        let times: BTreeSet<u64> = b.iter().map(|e| e.t as u64).collect();
+        assert_eq!(
+            times.len(),
+            1,
+            "{job}: its gang was bound at once, not piecemeal"
+        );
+    }
+    // Only two 16-GPU gangs fit at once: the third started after one finished.
+    let starts: Vec<f64> = ["default/a", "default/b", "default/c"]
+        .iter()
+        .map(|j| binds(&events, j)[0].t)
+        .collect();
+    assert_eq!(
+        starts.iter().filter(|t| **t < 3600.0).count(),
+        2,
+        "{starts:?}"
+    );
+}
+
+#[test]
+fn a_fragmented_cluster_is_never_chosen() {
+    let (r, events) = run("fragmented.yaml");
+    assert_clean(&r);
+    let b = binds(&events, "default/train");
+    assert_eq!(b.len(), 2);
+    assert!(
+        b.iter().all(|e| e.cluster.as_deref() == Some("whole")),
+        "{b:?}"
+    );
+}
+
+#[test]
+fn one_jobs_gpu_pods_are_packed_onto_one_node() {
+    let (r, events) = run("gpu-packing.yaml");
+    assert_clean(&r);
+    let nodes: BTreeSet<&str> = binds(&events, "default/small")
+        .iter()
+        .filter_map(|e| e.node.as_deref())
+        .collect();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(
+        nodes.iter().next().copied(),
+        Some("c1-gpu-0"),
+        "nodes are named <cluster>-<pool>-<index>"
+    );
+}
+
+#[test]
+fn region_affinity_and_cluster_taints_are_honored() {
+    let (r, events) = run("affinity-taints.yaml");
+    assert_clean(&r);
+    assert!(
+        binds(&events, "default/pinned-west")
+            .iter()
+            .all(|e| e.cluster.as_deref() == Some("west"))
+    );
+    assert!(
+        binds(&events, "default/blocked-west").is_empty(),
+        "no toleration for west's taint"
+    );
+    assert!(
+        binds(&events, "default/east-only")
+            .iter()
+            .all(|e| e.cluster.as_deref() == Some("east"))
+    );
+    assert_eq!(r.jobs.pending_at_end, 1);
+    assert_eq!(r.jobs.completed, 2);
+}
+
+#[test]
+fn every_job_finishes_after_a_cluster_outage() {
+    let (r, events) = run("outage.yaml");
+    assert_clean(&r);
+    assert_eq!(r.jobs.submitted, 40);
+    assert_eq!(r.jobs.completed, 40, "{:?}", r.jobs);
+    assert!(r.pods.evicted > 0, "the outage hit running pods");
+    let faults: Vec<&Record> = events.iter().filter(|e| e.kind == "fault").collect();
+    assert!(faults.iter().any(|e| e.cluster.as_deref() == Some("gpu-a")));
+    let recovers = events.iter().filter(|e| e.kind == "recover").count();
+    assert_eq!(recovers, 2);
+    // While gpu-a is down nothing is bound there.
+    let down = (2400.0, 4200.0);
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.kind == "bind" && e.t > down.0 && e.t < down.1)
+            .all(|e| e.cluster.as_deref() != Some("gpu-a"))
+    );
+    let evict = events.iter().find(|e| e.kind == "evict").unwrap();
+    assert!(
+        evict
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("RequeueGangOnFault")
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_events_and_another_seed_does_not() {
+    let s = load("outage.yaml");
+    let (_, a) = run_with(&s, Some(11));
+    let (_, b) = run_with(&s, Some(11));
+    let (_, c) = run_with(&s, Some(12));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn events_are_in_time_order_with_the_documented_fields() {
+    let (_, events) = run("outage.yaml");
+    assert!(
+        events.windows(2).all(|w| w[0].t <= w[1].t),
+        "events.jsonl is in time order"
+    );
+    let submit = events.iter().find(|e| e.kind == "submit").unwrap();
+    assert!(
+        submit.min_available.is_some() && submit.splittable.is_some() && submit.queue.is_some()
+    );
+    let bind = events.iter().find(|e| e.kind == "bind").unwrap();
+    for field in [
+        &bind.job,
+        &bind.queue,
+        &bind.task,
+        &bind.pod,
+        &bind.cluster,
+        &bind.node,
+    ] {
+        assert!(field.is_some(), "{bind:?}");
+    }
+    assert!(
+        bind.resources
+            .as_ref()
+            .is_some_and(|r| r.contains_key("nvidia.com/gpu"))
+    );
+    let kinds: BTreeSet<&str> = events.iter().map(|e| e.kind).collect();
+    for k in [
+        "submit", "bind", "start", "finish", "evict", "fault", "recover",
+    ] {
+        assert!(kinds.contains(k), "no {k} event");
+    }
+}
+
+#[test]
+fn traces_replay_with_skips_reported() {
+    let (r, events) = run("traces.yaml");
+    assert_clean(&r);
+    // Each trace contributes up to its limit; rows never scheduled in the trace are skipped
+    // and reported, not replayed.
+    assert_eq!(r.jobs.submitted, 200 + 50 + 40);
+    let openb_skips: u64 = r
+        .trace_skipped
+        .iter()
+        .filter(|(k, _)| k.contains("openb-pods"))
+        .flat_map(|(_, v)| v.iter())
+        .filter(|(why, _)| why.contains("never scheduled"))
+        .map(|(_, n)| *n)
+        .sum();
+    assert!(openb_skips > 0, "{:?}", r.trace_skipped);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("rounded up to one whole GPU")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("split into tasks of at most 8 GPUs")),
+        "{:?}",
+        r.notes
+    );
+    // Trace nodes keep the trace's names.
+    assert!(events.iter().any(|e| {
+        e.kind == "bind"
+            && e.node
+                .as_deref()
+                .is_some_and(|n| n.starts_with("openb-node-"))
+    }));
+    // A Philly 8+8 shape would be two tasks; Crux gangs above 8 GPUs are split into 8-GPU pods.
+    let crux: BTreeMap<&str, usize> = events
+        .iter()
+        .filter(|e| {
+            e.kind == "submit"
+                && e.job
+                    .as_deref()
+                    .is_some_and(|j| j.starts_with("trace/crux-"))
+        })
+        .map(|e| {
+            (
+                e.job.as_deref().unwrap_or_default(),
+                e.min_available.unwrap_or(0) as usize,
+            )
+        })
+        .collect();
+    assert_eq!(
+        crux.get("trace/crux-0"),
+        Some(&6),
+        "48 GPUs = six 8-GPU pods"
+    );
+}
+
+#[test]
+fn a_bad_scenario_is_refused_naming_file_line_and_field() {
+    let text = "fleet:\n  clusters:\n    - name: a\n      nodePools:\n        - {name: p, count: 1, capacity: {cpu: \"4\"}}\nworkload:\n  jobs:\n    - {name: j, tasks: [{name: w, replicas: 1, resources: {cpu: \"1\"}, duration: 10x}]}\n";
+    let err = Scenario::parse(text, "bad.yaml", std::path::Path::new("."))
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("bad.yaml: "), "{err}");
+    assert!(err.contains("line 8"), "{err}");
+    assert!(err.contains("unknown unit \"x\""), "{err}");
+
+    let unknown_queue = "fleet:\n  clusters:\n    - name: a\n      nodePools:\n        - {name: p, count: 1, capacity: {cpu: \"4\"}}\nworkload:\n  jobs:\n    - {name: j, queue: nope, tasks: [{name: w, replicas: 1, resources: {cpu: \"1\"}, duration: 1m}]}\n";
+    let err = Scenario::parse(unknown_queue, "q.yaml", std::path::Path::new("."))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("workload.jobs[0] (j).queue: unknown queue \"nope\""),
+        "{err}"
+    );
+}

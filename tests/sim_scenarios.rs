@@ -284,3 +284,39 @@ fn a_bad_scenario_is_refused_naming_file_line_and_field() {
         "{err}"
     );
 }
+
+#[test]
+fn shipped_volcano_job_manifests_run_unchanged() {
+    let s = Scenario::load(&common::repo_root().join("examples/sim/volcano-jobs.yaml")).unwrap();
+    let (r, events) = run_with(&s, None);
+    assert_clean(&r);
+    assert_eq!((r.jobs.submitted, r.jobs.completed), (3, 3), "{:?}", r.jobs);
+    let torch = binds(&events, "ml/llama-finetune");
+    assert_eq!(torch.len(), 5, "master + 4 workers as one gang");
+    assert!(torch.iter().all(|e| e.cluster.as_deref() == Some("gpu")));
+    let submit = events
+        .iter()
+        .find(|e| e.kind == "submit" && e.job.as_deref() == Some("analytics/nightly-etl"))
+        .unwrap();
+    assert_eq!(
+        submit.min_available,
+        Some(7),
+        "Volcano's minAvailable from the manifest"
+    );
+    assert_eq!(submit.t, 60.0, "tephra.io/sim-submit-at");
+}
+
+#[test]
+fn a_broken_manifest_is_refused_with_the_admission_message() {
+    let text = "fleet:\n  clusters:\n    - name: a\n      nodePools:\n        - {name: p, count: 1, capacity: {cpu: \"4\"}}\nworkload:\n  manifests: [tests/broken/job-minavailable-exceeds-replicas.yaml]\n";
+    let s = Scenario::parse(text, "m.yaml", &common::repo_root()).unwrap();
+    let err = match tephra_sim::run(&s, RunOptions::default(), &mut |_| {}, &mut |_| {}) {
+        Ok(_) => panic!("a broken manifest must be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("workload.manifests[0]"), "{err}");
+    assert!(
+        err.contains("spec.minAvailable must not exceed the total replicas"),
+        "{err}"
+    );
+}

@@ -440,12 +440,8 @@ impl<'s> Sim<'s> {
                 role: t.role.clone(),
                 request,
                 node_selector: t.node_selector.clone(),
-                affinity: if t.affinity.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![t.affinity.clone()]
-                },
-                tolerations: Vec::new(),
+                affinity: t.affinity.clone(),
+                tolerations: t.tolerations.clone(),
                 priority: job.priority,
                 preemptable: true,
                 namespace: job.namespace.clone(),

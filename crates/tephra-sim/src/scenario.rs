@@ -854,13 +854,6 @@ impl Scenario {
                 ));
             }
         }
-        if !self.workload.manifests.is_empty() {
-            return Err(
-                "workload.manifests: Volcano Job manifests are not supported by this version of the \
-                 simulator yet; describe the job under workload.jobs"
-                    .into(),
-            );
-        }
         let cluster_known = |c: &str| self.fleet.from_trace.is_some() || names.contains(c);
         for (i, f) in self.faults.iter().enumerate() {
             if !cluster_known(&f.cluster) {

@@ -30,8 +30,10 @@ pub struct SimTask {
     pub duration_ms: i64,
     /// Node selector.
     pub node_selector: BTreeMap<String, String>,
-    /// Required node affinity (one term).
-    pub affinity: Vec<Requirement>,
+    /// Required node affinity: terms ORed, requirements within a term ANDed.
+    pub affinity: Vec<Vec<Requirement>>,
+    /// Node tolerations.
+    pub tolerations: Vec<Toleration>,
 }
 
 /// A job to submit.
@@ -191,6 +193,7 @@ fn explicit(defs: &[JobDef], classes: &BTreeMap<String, i32>) -> Explicit {
                     duration_ms: t.duration.0,
                     node_selector: t.node_selector.clone(),
                     affinity: Vec::new(),
+                    tolerations: Vec::new(),
                 })
                 .collect(),
             policy: policy(d.policy.as_ref()),
@@ -294,6 +297,7 @@ impl JobSource for Generator {
                 duration_ms,
                 node_selector: task.node_selector.clone(),
                 affinity: Vec::new(),
+                tolerations: Vec::new(),
             });
         }
         let total: u32 = tasks.iter().map(|t| t.replicas).sum();
@@ -466,6 +470,7 @@ impl Trace {
                     duration_ms,
                     node_selector: BTreeMap::new(),
                     affinity: Vec::new(),
+                    tolerations: Vec::new(),
                 }
             })
             .collect();
@@ -556,7 +561,12 @@ impl Trace {
                 request: req,
                 duration_ms: (((deleted - scheduled).max(0.0)) * 1000.0).round() as i64,
                 node_selector: BTreeMap::new(),
-                affinity,
+                affinity: if affinity.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![affinity]
+                },
+                tolerations: Vec::new(),
             }],
             policy: JobPolicy::default(),
         })
@@ -634,6 +644,128 @@ impl JobSource for Trace {
     }
 }
 
+/// Reads Volcano Job manifests: each is admitted as the API server would (schema and CEL
+/// rules), turned into a gang by the job controller's own planning function, and submitted at
+/// its `tephra.io/sim-submit-at` annotation, its pods running for `tephra.io/sim-duration`.
+fn manifests(s: &Scenario) -> Result<Explicit, ScenarioError> {
+    use tephra_api::well_known::{SIM_DURATION, SIM_SUBMIT_AT};
+    let err = |message: String| ScenarioError::Invalid {
+        path: s.source.clone(),
+        message,
+    };
+    let admission =
+        tephra_api::admission::Admission::new().map_err(|e| err(format!("CRDs: {e}")))?;
+    let mut jobs = Vec::new();
+    for (i, rel) in s.workload.manifests.iter().enumerate() {
+        let path = s.resolve(rel);
+        let at = |d: usize| format!("workload.manifests[{i}] ({rel}) document {d}");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| err(format!("workload.manifests[{i}]: {}: {e}", path.display())))?;
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_str_multiple(&text)
+            .map_err(|e| err(format!("workload.manifests[{i}] ({rel}): {e}")))?;
+        for (d, doc) in docs.iter().enumerate().filter(|(_, d)| !d.is_null()) {
+            admission
+                .admit(doc)
+                .map_err(|e| err(format!("{}: {e}", at(d))))?;
+            let job: tephra_api::Job =
+                serde_json::from_value(doc.clone()).map_err(|e| err(format!("{}: {e}", at(d))))?;
+            let plan =
+                tephra_controllers::job::plan(&job).map_err(|e| err(format!("{}: {e}", at(d))))?;
+            let notes = job.metadata.annotations.clone().unwrap_or_default();
+            let submit = match notes.get(SIM_SUBMIT_AT) {
+                Some(v) => Dur::parse(v).map_err(|e| {
+                    err(format!(
+                        "{}: metadata.annotations[{SIM_SUBMIT_AT}]: {e}",
+                        at(d)
+                    ))
+                })?,
+                None => Dur(0),
+            };
+            let duration = notes
+                .get(SIM_DURATION)
+                .ok_or_else(|| {
+                    err(format!(
+                        "{}: metadata.annotations[{SIM_DURATION}]: required, e.g. \"2h\"",
+                        at(d)
+                    ))
+                })
+                .and_then(|v| {
+                    Dur::parse(v).map_err(|e| {
+                        err(format!(
+                            "{}: metadata.annotations[{SIM_DURATION}]: {e}",
+                            at(d)
+                        ))
+                    })
+                })?;
+            let priority = match &plan.priority_class {
+                None => 0,
+                Some(c) => *s.scheduler.priority_classes.get(c).ok_or_else(|| {
+                    err(format!(
+                        "{}: spec.priorityClassName: unknown class {c:?} (declare it under scheduler.priorityClasses)",
+                        at(d)
+                    ))
+                })?,
+            };
+            let tasks = plan
+                .tasks
+                .iter()
+                .map(|t| SimTask {
+                    role: t.name.clone(),
+                    replicas: t.replicas,
+                    min: Some(t.min_available),
+                    request: t
+                        .requests
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.0.clone()))
+                        .collect(),
+                    duration_ms: duration.0,
+                    node_selector: t.node_selector.clone(),
+                    affinity: t
+                        .affinity
+                        .iter()
+                        .map(|term| {
+                            term.iter()
+                                .filter_map(|(key, op, values)| {
+                                    SelectorOp::parse(op).map(|op| Requirement {
+                                        key: key.clone(),
+                                        op,
+                                        values: values.clone(),
+                                    })
+                                })
+                                .collect()
+                        })
+                        .collect(),
+                    tolerations: t
+                        .tolerations
+                        .iter()
+                        .map(|tol| Toleration {
+                            key: tol.key.clone().unwrap_or_default(),
+                            exists: tol.operator.as_deref() == Some("Exists"),
+                            value: tol.value.clone().unwrap_or_default(),
+                            effect: tol.effect.as_deref().and_then(TaintEffect::parse),
+                        })
+                        .collect(),
+                })
+                .collect();
+            jobs.push(SimJob {
+                namespace: plan.namespace,
+                name: plan.name,
+                queue: plan.queue,
+                submit_ms: submit.0,
+                priority,
+                min_member: Some(plan.min_member),
+                tasks,
+                policy: JobPolicy::default(),
+            });
+        }
+    }
+    jobs.sort_by_key(|j| j.submit_ms);
+    Ok(Explicit {
+        jobs: jobs.into_iter(),
+        head: None,
+    })
+}
+
 /// All sources of a scenario, merged in arrival order (ties: source order).
 pub struct Merged {
     sources: Vec<Box<dyn JobSource>>,
@@ -647,6 +779,10 @@ impl Merged {
         let mut sources: Vec<Box<dyn JobSource>> =
             vec![Box::new(explicit(&s.workload.jobs, classes))];
         let mut labels = vec!["jobs".to_string()];
+        if !s.workload.manifests.is_empty() {
+            sources.push(Box::new(manifests(s)?));
+            labels.push("manifests".to_string());
+        }
         for (i, g) in s.workload.generate.iter().enumerate() {
             let mut gen_src = Generator {
                 def: g.clone(),

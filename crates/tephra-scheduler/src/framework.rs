@@ -308,6 +308,12 @@ pub trait Plugin: Send {
         Vote::Abstain
     }
 
+    /// Whether a Pending job is entitled to admission whatever the votes say, because its
+    /// queue's deserved share can hold it (reclaim then makes room for it).
+    fn job_entitled(&self, view: &View, job: Id) -> bool {
+        false
+    }
+
     /// Whether a job is ready to bind (`None`: no opinion).
     fn job_ready(&self, view: &View, job: Id) -> Option<bool> {
         None
@@ -360,6 +366,12 @@ pub trait Plugin: Send {
     /// Whether `victim` may be evicted to make room for others (preempt and reclaim).
     fn victim_allowed(&self, view: &View, victim: Id) -> bool {
         true
+    }
+
+    /// Whether evicting `victims` (for reclaim) keeps their queues at or above their
+    /// deserved share (`None`: no opinion).
+    fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
+        None
     }
 
     /// A Pending job was admitted (Inqueue) in the session.

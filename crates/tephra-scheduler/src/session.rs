@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::cache::Snapshot;
 use crate::config::{SchedulerConfig, on};
-use crate::decisions::{Bind, Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
+use crate::decisions::{Bind, Condition, Decisions, Eviction, GroupStatus, JobEvent, QueueStatus};
 use crate::framework::{Invalid, Plugin, Unfit, View, Vote, first_non_equal};
 use crate::model::{GroupPhase, Id, QueueState, Task, TaskStatus};
 use crate::resources::{PODS, Resources};
@@ -56,6 +56,9 @@ pub struct State {
     /// Nodes of each cluster slot in classes by which extended resources they offer, classes
     /// without extended resources first.
     pub node_classes: Vec<Vec<NodeClass>>,
+    /// Set while preempt or reclaim look for room: clusters are not pruned by what is free,
+    /// since evictions will free more.
+    pub making_room: bool,
 }
 
 /// Nodes of one cluster that offer the same set of extended resources (GPUs, ...).
@@ -123,6 +126,15 @@ pub enum Op {
         /// Node.
         node: Id,
     },
+    /// A running task evicted to make room; its resources become releasing.
+    Evict {
+        /// Task.
+        task: Id,
+        /// Node it holds.
+        node: Id,
+        /// Index of the reason in the session's reason list.
+        reason: usize,
+    },
 }
 
 /// Changes recorded for one unit of work (a gang). Commit or discard it through the session.
@@ -181,6 +193,8 @@ pub struct Session {
     score_slots: Vec<(usize, usize)>,
     binds: Vec<Bind>,
     pipelined: Vec<Bind>,
+    evictions: Vec<Eviction>,
+    reasons: Vec<String>,
     pub(crate) notes: BTreeMap<Id, JobNote>,
 }
 
@@ -275,6 +289,8 @@ impl Session {
             score_slots,
             binds: Vec::new(),
             pipelined: Vec::new(),
+            evictions: Vec::new(),
+            reasons: Vec::new(),
             notes: BTreeMap::new(),
         };
         let view = View {
@@ -395,7 +411,12 @@ impl Session {
         self.vote(
             |p, v| p.job_enqueueable(v, job),
             |s| on(s.enables.job_enqueued) && on(s.enables.job_enqueueable),
-        )
+        ) || {
+            // A job its queue's deserved share can hold is admitted even when the fleet is
+            // full: otherwise a queue coming back from idle could never reclaim its share.
+            let v = self.view();
+            self.slots().any(|s| s.plugin.job_entitled(&v, job))
+        }
     }
 
     /// Whether a job's partial placement may be kept as pipelined.
@@ -469,6 +490,22 @@ impl Session {
         scores
     }
 
+    /// Whether evicting `victims` (running tasks of other queues) for reclaim keeps every
+    /// victim queue at or above its deserved share. With no plugin defining shares, nothing
+    /// is reclaimable.
+    pub fn reclaimable(&self, victims: &[Id]) -> bool {
+        let v = self.view();
+        let mut opinion = None;
+        for s in self.slots().filter(|s| on(s.enables.reclaimable)) {
+            match s.plugin.reclaimable(&v, victims) {
+                Some(false) => return false,
+                Some(true) => opinion = Some(true),
+                None => {}
+            }
+        }
+        opinion.unwrap_or(false)
+    }
+
     /// Whether a task may be evicted for others.
     pub fn victim_allowed(&self, task: Id) -> bool {
         let v = self.view();
@@ -488,10 +525,60 @@ impl Session {
             .unwrap_or_default()
     }
 
+    fn apply_evict(&mut self, task: Id, node: Id, sign: i64) {
+        let Some(t) = self.snap.tasks.get(task) else {
+            return;
+        };
+        let req = t.spec.shape.request.times(sign);
+        let cluster = self.snap.nodes.get(node).map_or(0, |n| n.cluster) as usize;
+        let queue = self.queue_of_task(task);
+        let view = View {
+            snap: &self.snap,
+            state: &self.state,
+            now: self.now,
+        };
+        // Plugins see the task on its node, as it was, for both directions.
+        for slot in self.tiers.iter_mut().flatten() {
+            if sign > 0 {
+                slot.plugin.on_deallocate(&view, task);
+            }
+        }
+        let ns = &mut self.state.nodes[node as usize];
+        ns.releasing.add(&req);
+        let future = ns.future_idle();
+        self.state.cluster_future_idle[cluster].add(&req);
+        if sign > 0 {
+            // The bound must stay an upper bound of any node's future idle.
+            self.state.cluster_max_node_idle[cluster] =
+                self.state.cluster_max_node_idle[cluster].max(&future);
+            self.state
+                .overlay
+                .insert(task, (TaskStatus::Releasing, Some(node)));
+        } else {
+            self.state.overlay.remove(&task);
+        }
+        self.state
+            .queue_allocated
+            .entry(queue)
+            .or_default()
+            .sub(&req);
+        if sign < 0 {
+            let view = View {
+                snap: &self.snap,
+                state: &self.state,
+                now: self.now,
+            };
+            for slot in self.tiers.iter_mut().flatten() {
+                slot.plugin.on_allocate(&view, task);
+            }
+        }
+    }
+
     fn apply(&mut self, op: &Op, sign: i64) {
         let (task, node, pipelined) = match *op {
             Op::Allocate { task, node } => (task, node, false),
             Op::Pipeline { task, node } => (task, node, true),
+            Op::Evict { task, node, .. } => return self.apply_evict(task, node, sign),
         };
         let Some(t) = self.snap.tasks.get(task) else {
             return;
@@ -549,6 +636,31 @@ impl Session {
         stmt.ops.push(op);
     }
 
+    /// Evicts a running `task` to make room, for `reason`. Its resources count as releasing, so
+    /// placements in the same statement can be pipelined onto them.
+    pub fn evict(&mut self, stmt: &mut Statement, task: Id, reason: &str) {
+        let Some(node) = self.state.task_node(&self.snap, task) else {
+            return;
+        };
+        if !self.state.status(&self.snap, task).holds_node() {
+            return;
+        }
+        let reason_idx = match self.reasons.iter().position(|r| r == reason) {
+            Some(i) => i,
+            None => {
+                self.reasons.push(reason.to_string());
+                self.reasons.len() - 1
+            }
+        };
+        let op = Op::Evict {
+            task,
+            node,
+            reason: reason_idx,
+        };
+        self.apply(&op, 1);
+        stmt.ops.push(op);
+    }
+
     /// Undoes every change of the statement, newest first.
     pub fn discard(&mut self, stmt: Statement) {
         for op in stmt.ops.iter().rev() {
@@ -563,6 +675,10 @@ impl Session {
             let (task, node, was_pipelined) = match op {
                 Op::Allocate { task, node } => (task, node, false),
                 Op::Pipeline { task, node } => (task, node, true),
+                Op::Evict { task, node, reason } => {
+                    self.record_eviction(task, node, reason);
+                    continue;
+                }
             };
             let Some(t) = self.snap.tasks.get(task) else {
                 continue;
@@ -601,6 +717,31 @@ impl Session {
                 self.pipelined.push(decision);
             }
         }
+    }
+
+    fn record_eviction(&mut self, task: Id, node: Id, reason: usize) {
+        let Some(t) = self.snap.tasks.get(task) else {
+            return;
+        };
+        let cluster = self
+            .snap
+            .nodes
+            .get(node)
+            .and_then(|n| self.snap.clusters.get(n.cluster))
+            .map(|c| c.name.clone())
+            .unwrap_or_default();
+        let job = self
+            .snap
+            .jobs
+            .get(t.job)
+            .map(|j| j.key.clone())
+            .unwrap_or_default();
+        self.evictions.push(Eviction {
+            job,
+            task: t.key.clone(),
+            cluster,
+            reason: self.reasons.get(reason).cloned().unwrap_or_default(),
+        });
     }
 
     /// Tells the plugins a job was admitted.
@@ -753,7 +894,7 @@ impl Session {
             session: self.id,
             binds: self.binds,
             pipelined: self.pipelined,
-            evictions: Vec::new(),
+            evictions: self.evictions,
             groups,
             queues,
             events,

@@ -4,22 +4,26 @@
 mod allocate;
 mod backfill;
 mod enqueue;
+mod preempt;
+mod reclaim;
+mod victims;
 
 use crate::config::Args;
 use crate::session::Session;
 
 /// Actions tephra provides.
-pub const KNOWN: &[&str] = &["enqueue", "allocate", "backfill"];
+pub const KNOWN: &[&str] = &["enqueue", "allocate", "backfill", "preempt", "reclaim"];
 
 /// Volcano actions that tephra does not provide yet. Naming one is an explicit error rather
-/// than a silent no-op. `preempt` and `reclaim` come with fair sharing; the session already
-/// exposes what they need (statements, victim filters, queue hooks).
-pub const UNAVAILABLE: &[&str] = &["preempt", "reclaim", "shuffle"];
+/// than a silent no-op.
+pub const UNAVAILABLE: &[&str] = &["shuffle"];
 
 /// Checks an action's arguments.
 pub fn validate_args(action: &str, args: &Args) -> Result<(), (String, String)> {
     match action {
-        "allocate" | "backfill" => crate::placement::SearchArgs::from_args(args).map(|_| ()),
+        "allocate" | "backfill" | "preempt" | "reclaim" => {
+            crate::placement::SearchArgs::from_args(args).map(|_| ())
+        }
         "enqueue" => match args.keys().next() {
             Some(k) => Err((k.clone(), "unknown argument".into())),
             None => Ok(()),
@@ -35,6 +39,8 @@ pub fn execute(name: &str, ssn: &mut Session, args: &Args) {
         "enqueue" => enqueue::execute(ssn),
         "allocate" => allocate::execute(ssn, &search),
         "backfill" => backfill::execute(ssn, &search),
+        "preempt" => preempt::execute(ssn, &search),
+        "reclaim" => reclaim::execute(ssn, &search),
         _ => {}
     }
 }

@@ -38,6 +38,10 @@ impl Plugin for ClusterResource {
     }
 
     fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
+        if view.state.making_room {
+            // Preempt and reclaim free resources; what is free now does not rule a cluster out.
+            return Ok(());
+        }
         let (mut need, one_node) = job_needs(view, job);
         let splittable = view
             .job(job)

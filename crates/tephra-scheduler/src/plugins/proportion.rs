@@ -225,6 +225,42 @@ impl Plugin for Proportion {
         }
     }
 
+    fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
+        // As Volcano: each victim's queue must be above its deserved share (on some resource)
+        // before the victim goes.
+        let mut left: BTreeMap<&str, Resources> = BTreeMap::new();
+        for &t in victims {
+            let Some(task) = view.task(t) else {
+                return Some(false);
+            };
+            let Some(job) = view.job(task.job) else {
+                return Some(false);
+            };
+            let name = job.queue();
+            let Some(q) = self.queues.get(name) else {
+                return Some(false);
+            };
+            let alloc = left.entry(name).or_insert(q.allocated);
+            if alloc.le(&q.deserved) {
+                return Some(false);
+            }
+            *alloc = alloc.minus(&task.spec.shape.request);
+        }
+        Some(true)
+    }
+
+    fn job_entitled(&self, view: &View, job: Id) -> bool {
+        let Some(j) = view.job(job) else { return false };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return false;
+        };
+        let Some(q) = self.queues.get(j.queue()) else {
+            return false;
+        };
+        let want = min.plus(&q.allocated).plus(&q.inqueue);
+        (0..MAX_RESOURCES).all(|i| min.0[i] <= 0 || want.0[i] <= q.deserved.0[i])
+    }
+
     fn on_job_enqueued(&mut self, view: &View, job: Id) {
         let Some(j) = view.job(job) else { return };
         if let (Some(q), Some(min)) = (

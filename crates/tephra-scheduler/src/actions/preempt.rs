@@ -1,0 +1,154 @@
+//! `preempt`: within a queue, a waiting gang of higher priority evicts running work of lower
+//! priority to fit, gang-aware (see `victims`). The preemptor is pipelined onto what is freed
+//! in the same statement, which commits only if its gang then fits.
+
+use crate::model::{GroupPhase, Id};
+use crate::placement::SearchArgs;
+use crate::session::Session;
+
+use super::victims::{make_room, victim};
+
+pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
+    run(ssn, search, Mode::Preempt);
+}
+
+/// Which rule picks victims.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Same queue, lower priority.
+    Preempt,
+    /// Other reclaimable queues above their deserved share.
+    Reclaim,
+}
+
+/// A running job, as a possible victim.
+struct Running {
+    job: Id,
+    queue: String,
+    priority: i32,
+    created: i64,
+    cluster: Id,
+}
+
+fn running_jobs(ssn: &Session) -> Vec<Running> {
+    let mut out = Vec::new();
+    for (id, j) in ssn.snap.jobs.iter() {
+        let Some(g) = &j.group else { continue };
+        if !matches!(
+            ssn.state.phase(&ssn.snap, id),
+            Some(GroupPhase::Running | GroupPhase::Unknown)
+        ) {
+            continue;
+        }
+        let cluster = j.tasks.iter().find_map(|t| {
+            let s = ssn.state.status(&ssn.snap, *t);
+            if s.holds_node() {
+                ssn.state
+                    .task_node(&ssn.snap, *t)
+                    .and_then(|n| ssn.snap.nodes.get(n))
+                    .map(|n| n.cluster)
+            } else {
+                None
+            }
+        });
+        let Some(cluster) = cluster else { continue };
+        out.push(Running {
+            job: id,
+            queue: g.queue.clone(),
+            priority: ssn.snap.job_priority(j),
+            created: g.created,
+            cluster,
+        });
+    }
+    // Lowest priority first, then the most recently started.
+    out.sort_by(|a, b| {
+        a.priority
+            .cmp(&b.priority)
+            .then(b.created.cmp(&a.created))
+            .then(a.job.cmp(&b.job))
+    });
+    out
+}
+
+/// The most victim jobs looked at for one preemptor in one cluster.
+const MAX_VICTIM_JOBS: usize = 64;
+
+pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
+    let starving = super::jobs_by_queue(ssn, |ssn, job| {
+        matches!(
+            ssn.state.phase(&ssn.snap, job),
+            Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown)
+        ) && super::allocate::has_pending(ssn, job)
+            && !ssn.job_ready(job)
+    });
+    if starving.is_empty() {
+        return;
+    }
+    let running = running_jobs(ssn);
+    if running.is_empty() {
+        return;
+    }
+    ssn.state.making_room = true;
+    let mut queues: Vec<String> = starving.keys().cloned().collect();
+    queues.sort_by(|a, b| ssn.queue_order(a, b).then_with(|| a.cmp(b)));
+    for queue in queues {
+        if mode == Mode::Reclaim && ssn.overused(&queue) {
+            continue;
+        }
+        for &job in starving.get(&queue).map(Vec::as_slice).unwrap_or_default() {
+            if ssn.job_ready(job) || ssn.job_valid(job).is_err() {
+                continue;
+            }
+            let priority = ssn.view().job_priority(job);
+            let key = ssn
+                .snap
+                .jobs
+                .get(job)
+                .map(|j| j.key.clone())
+                .unwrap_or_default();
+            let (candidates, _) = super::allocate::candidate_clusters(ssn, job);
+            for cluster in candidates.into_iter().take(search.max_clusters) {
+                let victims: Vec<_> = running
+                    .iter()
+                    .filter(|r| r.cluster == cluster && r.job != job)
+                    .filter(|r| match mode {
+                        Mode::Preempt => r.queue == queue && r.priority < priority,
+                        Mode::Reclaim => {
+                            r.queue != queue
+                                && ssn.snap.queues.get(&r.queue).is_some_and(|q| q.reclaimable)
+                        }
+                    })
+                    .filter_map(|r| victim(ssn, r.job, cluster))
+                    .take(MAX_VICTIM_JOBS)
+                    .collect();
+                if victims.is_empty() {
+                    continue;
+                }
+                let reason = match mode {
+                    Mode::Preempt => {
+                        format!("preempted by {key} (priority {priority}) in queue {queue}")
+                    }
+                    Mode::Reclaim => format!(
+                        "reclaimed by {key} for queue {queue}, which is below its deserved share"
+                    ),
+                };
+                let allowed = |ssn: &Session, tasks: &[Id]| match mode {
+                    Mode::Preempt => true,
+                    Mode::Reclaim => ssn.reclaimable(tasks),
+                };
+                if let Some(n) = make_room(ssn, job, cluster, &victims, &reason, search, &allowed) {
+                    let note = ssn.note(job);
+                    let verb = if mode == Mode::Preempt {
+                        "preempting"
+                    } else {
+                        "reclaiming"
+                    };
+                    let msg = note.message.clone().unwrap_or_default();
+                    note.message = Some(format!("{msg} ({verb} {n} task(s))"));
+                    break;
+                }
+            }
+        }
+    }
+    ssn.state.making_room = false;
+}

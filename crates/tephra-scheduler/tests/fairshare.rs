@@ -1,0 +1,210 @@
+//! Preemption and reclaim: gang-aware, fewest victims, never for equal or lower priority,
+//! never across clusters, and reclaim only from queues above their deserved share.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use tephra_scheduler::builder::{GangJob, Role, add_cluster, add_job, add_nodes, apply_binds};
+use tephra_scheduler::config::DEFAULT_CONFIG;
+use tephra_scheduler::model::{Cluster, QueueSpec};
+use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
+
+const GPU8: &[(&str, &str)] = &[
+    ("cpu", "96"),
+    ("memory", "1Ti"),
+    ("pods", "110"),
+    ("nvidia.com/gpu", "8"),
+];
+
+fn config() -> Arc<SchedulerConfig> {
+    let text = DEFAULT_CONFIG.replace(
+        "actions: \"enqueue, allocate, backfill\"",
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"",
+    );
+    Arc::new(SchedulerConfig::parse(&text).unwrap())
+}
+
+fn run(c: &Cache) -> Decisions {
+    schedule(c.snapshot(), config(), 0, 1)
+}
+
+fn gpu_job(name: &str, replicas: u32, gpus: &str) -> GangJob {
+    GangJob::new(
+        name,
+        vec![Role::new(
+            "w",
+            replicas,
+            &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", gpus)],
+        )],
+    )
+}
+
+/// Submits and runs `jobs` (binds applied) on a fresh cache with `nodes` 8-GPU nodes.
+fn running(nodes: usize, jobs: &[GangJob]) -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "gpu", nodes, GPU8, &[]).unwrap();
+    for j in jobs {
+        add_job(&mut c, j).unwrap();
+        let d = run(&c);
+        apply_binds(&mut c, &d).unwrap();
+        c.clear_changed();
+    }
+    c
+}
+
+fn evicted_jobs(d: &Decisions) -> std::collections::BTreeSet<String> {
+    d.evictions.iter().map(|e| e.job.clone()).collect()
+}
+
+#[test]
+fn a_higher_priority_gang_preempts_a_lower_one_and_is_pipelined_onto_its_room() {
+    let mut c = running(1, &[gpu_job("low", 1, "8").priority(1)]);
+    add_job(&mut c, &gpu_job("high", 1, "8").priority(100).created(1)).unwrap();
+    let d = run(&c);
+    assert_eq!(d.evictions.len(), 1);
+    let e = &d.evictions[0];
+    assert_eq!(e.job, "default/low");
+    assert_eq!(
+        e.reason,
+        "preempted by default/high (priority 100) in queue default"
+    );
+    assert_eq!(
+        d.pipelined.len(),
+        1,
+        "the preemptor waits on the freed room"
+    );
+    assert_eq!(d.pipelined[0].job, "default/high");
+    assert!(d.binds.is_empty());
+}
+
+#[test]
+fn equal_priority_never_preempts() {
+    let mut c = running(1, &[gpu_job("first", 1, "8").priority(50)]);
+    add_job(&mut c, &gpu_job("second", 1, "8").priority(50).created(1)).unwrap();
+    let d = run(&c);
+    assert!(d.evictions.is_empty(), "{:?}", d.evictions);
+}
+
+#[test]
+fn a_running_gang_loses_only_its_tasks_above_min_member() {
+    // 4 workers, gang of 2: two may go, the gang keeps running on the other two.
+    let mut c = running(4, &[gpu_job("elastic", 4, "8").min_member(2).priority(1)]);
+    add_job(&mut c, &gpu_job("urgent", 2, "8").priority(100).created(1)).unwrap();
+    let d = run(&c);
+    assert_eq!(d.evictions.len(), 2, "{:?}", d.evictions);
+    assert!(d.evictions.iter().all(|e| e.job == "default/elastic"));
+    assert_eq!(d.pipelined.len(), 2);
+}
+
+#[test]
+fn a_gang_at_its_minimum_is_evicted_whole_or_not_at_all() {
+    // 2 workers, gang of 2: evicting one would break it, so both go.
+    let mut c = running(2, &[gpu_job("rigid", 2, "8").priority(1)]);
+    add_job(&mut c, &gpu_job("urgent", 1, "8").priority(100).created(1)).unwrap();
+    let d = run(&c);
+    let victims: Vec<_> = d
+        .evictions
+        .iter()
+        .filter(|e| e.job == "default/rigid")
+        .collect();
+    assert_eq!(victims.len(), 2, "never below minMember: {:?}", d.evictions);
+}
+
+#[test]
+fn the_lowest_priority_gang_goes_first_and_no_eviction_is_pointless() {
+    // node 0: "tiny" (priority 1) uses 4 GPUs next to "keep" (priority 90) using 4;
+    // node 1: "big" (priority 2) uses all 8. The preemptor needs one whole node: evicting
+    // "tiny" alone cannot give it one, so "big" goes and "tiny" is spared.
+    let mut c = running(
+        2,
+        &[
+            gpu_job("tiny", 1, "4").priority(1),
+            gpu_job("keep", 1, "4").priority(90),
+            gpu_job("big", 1, "8").priority(2),
+        ],
+    );
+    add_job(&mut c, &gpu_job("urgent", 1, "8").priority(50).created(9)).unwrap();
+    let d = run(&c);
+    assert_eq!(evicted_jobs(&d), ["default/big".to_string()].into());
+}
+
+#[test]
+fn preemption_stays_in_the_preemptors_cluster() {
+    let mut c = Cache::new();
+    for name in ["a", "b"] {
+        add_cluster(&mut c, Cluster::named(name)).unwrap();
+        add_nodes(&mut c, name, name, 1, GPU8, &[]).unwrap();
+    }
+    for (i, j) in [
+        gpu_job("low-a", 1, "8").priority(1),
+        gpu_job("low-b", 1, "8").priority(2),
+    ]
+    .iter()
+    .enumerate()
+    {
+        add_job(&mut c, &j.clone().created(i as i64)).unwrap();
+        let d = run(&c);
+        apply_binds(&mut c, &d).unwrap();
+    }
+    add_job(&mut c, &gpu_job("wide", 2, "8").priority(100).created(5)).unwrap();
+    let d = run(&c);
+    // Two 8-GPU pods need both clusters' nodes, but a gang stays in one cluster: evicting in
+    // both would be the MultiKueue failure. Nothing is evicted.
+    assert!(d.evictions.is_empty(), "{:?}", d.evictions);
+}
+
+fn two_queues(reclaimable: bool) -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "gpu", 4, GPU8, &[]).unwrap();
+    for (name, r) in [("q1", true), ("q2", reclaimable)] {
+        let mut q = QueueSpec::named(name);
+        q.reclaimable = r;
+        c.apply(Event::QueueUpsert(q)).unwrap();
+    }
+    // q2 takes the whole cluster while q1 is idle.
+    add_job(&mut c, &gpu_job("hog", 4, "8").min_member(1).queue("q2")).unwrap();
+    let d = run(&c);
+    apply_binds(&mut c, &d).unwrap();
+    c.clear_changed();
+    add_job(&mut c, &gpu_job("back", 2, "8").queue("q1").created(5)).unwrap();
+    c
+}
+
+#[test]
+fn a_queue_below_its_deserved_share_reclaims_from_one_above_it() {
+    let c = two_queues(true);
+    let d = run(&c);
+    assert_eq!(
+        d.evictions.len(),
+        2,
+        "{:?} {:?} {:?}",
+        d.evictions,
+        d.events,
+        d.groups
+    );
+    assert!(d.evictions.iter().all(|e| e.job == "default/hog"));
+    assert!(
+        d.evictions[0]
+            .reason
+            .starts_with("reclaimed by default/back for queue q1")
+    );
+}
+
+#[test]
+fn a_queue_that_is_not_reclaimable_keeps_its_resources() {
+    let c = two_queues(false);
+    let d = run(&c);
+    assert!(d.evictions.is_empty(), "{:?}", d.evictions);
+}
+
+#[test]
+fn reclaim_never_pushes_a_queue_below_its_deserved_share() {
+    // q2 holds 4 nodes and deserves 2 (equal weights, both asking for everything): at most
+    // two nodes' worth can be reclaimed, even though "back" asks for three.
+    let mut c = two_queues(true);
+    add_job(&mut c, &gpu_job("more", 1, "8").queue("q1").created(6)).unwrap();
+    let d = run(&c);
+    assert!(d.evictions.len() <= 2, "{:?}", d.evictions);
+}

@@ -525,6 +525,18 @@ impl Session {
             .unwrap_or_default()
     }
 
+    /// Tells every plugin about an event, with the current view.
+    fn notify(&mut self, event: impl Fn(&mut dyn Plugin, &View)) {
+        let view = View {
+            snap: &self.snap,
+            state: &self.state,
+            now: self.now,
+        };
+        for slot in self.tiers.iter_mut().flatten() {
+            event(slot.plugin.as_mut(), &view);
+        }
+    }
+
     fn apply_evict(&mut self, task: Id, node: Id, sign: i64) {
         let Some(t) = self.snap.tasks.get(task) else {
             return;
@@ -532,16 +544,9 @@ impl Session {
         let req = t.spec.shape.request.times(sign);
         let cluster = self.snap.nodes.get(node).map_or(0, |n| n.cluster) as usize;
         let queue = self.queue_of_task(task);
-        let view = View {
-            snap: &self.snap,
-            state: &self.state,
-            now: self.now,
-        };
         // Plugins see the task on its node, as it was, for both directions.
-        for slot in self.tiers.iter_mut().flatten() {
-            if sign > 0 {
-                slot.plugin.on_deallocate(&view, task);
-            }
+        if sign > 0 {
+            self.notify(|p, v| p.on_deallocate(v, task));
         }
         let ns = &mut self.state.nodes[node as usize];
         ns.releasing.add(&req);
@@ -563,14 +568,7 @@ impl Session {
             .or_default()
             .sub(&req);
         if sign < 0 {
-            let view = View {
-                snap: &self.snap,
-                state: &self.state,
-                now: self.now,
-            };
-            for slot in self.tiers.iter_mut().flatten() {
-                slot.plugin.on_allocate(&view, task);
-            }
+            self.notify(|p, v| p.on_allocate(v, task));
         }
     }
 
@@ -608,17 +606,10 @@ impl Session {
         }
         // Plugins see the task on its node for both events; the overlay entry is dropped
         // after a deallocation has been reported.
-        let view = View {
-            snap: &self.snap,
-            state: &self.state,
-            now: self.now,
-        };
-        for slot in self.tiers.iter_mut().flatten() {
-            if sign > 0 {
-                slot.plugin.on_allocate(&view, task);
-            } else {
-                slot.plugin.on_deallocate(&view, task);
-            }
+        if sign > 0 {
+            self.notify(|p, v| p.on_allocate(v, task));
+        } else {
+            self.notify(|p, v| p.on_deallocate(v, task));
         }
         if sign < 0 {
             self.state.overlay.remove(&task);
@@ -746,14 +737,7 @@ impl Session {
 
     /// Tells the plugins a job was admitted.
     pub fn job_enqueued(&mut self, job: Id) {
-        let view = View {
-            snap: &self.snap,
-            state: &self.state,
-            now: self.now,
-        };
-        for slot in self.tiers.iter_mut().flatten() {
-            slot.plugin.on_job_enqueued(&view, job);
-        }
+        self.notify(|p, v| p.on_job_enqueued(v, job));
     }
 
     pub(crate) fn note(&mut self, job: Id) -> &mut JobNote {

@@ -320,3 +320,115 @@ fn a_broken_manifest_is_refused_with_the_admission_message() {
         "{err}"
     );
 }
+
+fn first_bind(events: &[Record], job: &str) -> Option<f64> {
+    binds(events, job).first().map(|e| e.t)
+}
+
+#[test]
+fn queues_weighted_one_two_three_get_their_deserved_gpu_share() {
+    let (r, _) = run("fair-weights.yaml");
+    assert_clean(&r);
+    for (name, q) in &r.queues {
+        assert!(
+            q.jobs_submitted > q.jobs_completed,
+            "queue {name} must stay saturated for the test to mean anything"
+        );
+        let off = (q.actual_share - q.deserved_share).abs() / q.deserved_share;
+        assert!(
+            off <= 0.05,
+            "queue {name}: actual {:.3} vs deserved {:.3}",
+            q.actual_share,
+            q.deserved_share
+        );
+    }
+    assert!(
+        r.fairness.jain_gpu_share > 0.99,
+        "Jain's index {}",
+        r.fairness.jain_gpu_share
+    );
+}
+
+#[test]
+fn a_high_priority_gang_preempts_just_enough_low_priority_training() {
+    let (r, events) = run("preemption.yaml");
+    assert_clean(&r);
+    assert_eq!(r.pods.preempted, 1, "one spare worker of train-a is enough");
+    let evict = events.iter().find(|e| e.kind == "evict").unwrap();
+    assert_eq!(evict.job.as_deref(), Some("default/train-a"));
+    assert!(
+        evict
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("preempted by default/urgent (priority 1000)")
+    );
+    let started = first_bind(&events, "default/urgent").unwrap();
+    assert!(
+        started - 3600.0 < 120.0,
+        "urgent waited {}s",
+        started - 3600.0
+    );
+    // train-b (a gang at its minimum) was left alone.
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.kind == "evict")
+            .all(|e| e.job.as_deref() != Some("default/train-b"))
+    );
+}
+
+#[test]
+fn a_queue_back_from_idle_reclaims_its_share() {
+    let (r, events) = run("reclaim.yaml");
+    assert_clean(&r);
+    assert!(r.pods.reclaimed > 0);
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.kind == "evict")
+            .all(|e| e.queue.as_deref() == Some("research")
+                && e.reason.as_deref().unwrap().starts_with("reclaimed by"))
+    );
+    // Research never drops below its deserved half of the fleet: at most 4 of its 8
+    // four-GPU jobs (16 of 32 GPUs) are reclaimed.
+    assert!(r.pods.reclaimed <= 4, "{}", r.pods.reclaimed);
+    let prod = &r.queues["prod"];
+    assert_eq!(prod.jobs_completed, 4);
+    assert!(
+        prod.wait_s.mean < 120.0,
+        "prod waited {}s on average",
+        prod.wait_s.mean
+    );
+}
+
+#[test]
+fn a_big_gang_is_not_starved_by_a_stream_of_small_jobs() {
+    let with_sla = load("starvation.yaml");
+    let (r, events) = run_with(&with_sla, None);
+    assert_clean(&r);
+    assert_eq!(r.jobs.completed, r.jobs.submitted);
+    let waited = first_bind(&events, "default/big").unwrap() - 300.0;
+    assert!(
+        waited < 2.0 * 3600.0,
+        "with the sla reservation the gang waited {waited}s"
+    );
+    // The same workload without the sla plugin starves the gang until the stream ends.
+    let mut without = with_sla.clone();
+    without.scheduler.config = Some(tephra_sim::scenario::ConfigRef::Path(
+        "../../examples/scheduler/tephra-default.conf".into(),
+    ));
+    let (_, events) = run_with(&without, None);
+    let waited_without = first_bind(&events, "default/big").unwrap() - 300.0;
+    assert!(
+        waited_without > 10.0 * 3600.0,
+        "without sla the gang waited only {waited_without}s"
+    );
+}
+
+#[test]
+fn gangs_that_each_need_most_of_the_cluster_never_deadlock() {
+    let (r, _) = run("deadlock.yaml");
+    assert_clean(&r);
+    assert_eq!((r.jobs.submitted, r.jobs.completed), (10, 10));
+}

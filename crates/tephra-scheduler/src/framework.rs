@@ -150,6 +150,15 @@ pub struct View<'a> {
     pub now: i64,
 }
 
+/// The scalar task counts of a job, memoized per session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    ready: u32,
+    pipelined: u32,
+    pending: u32,
+    valid: u32,
+}
+
 /// Per-job task counts in the session. The per-role maps are filled only for jobs with
 /// per-role minimums (`minTaskMember`), the only ones that need them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -217,6 +226,15 @@ impl<'a> View<'a> {
             .group
             .as_ref()
             .is_some_and(|g| !g.min_task_member.is_empty());
+        if !by_role && let Some(Some(t)) = self.state.counts_cache.borrow().get(job as usize) {
+            return JobCounts {
+                ready: t.ready,
+                pipelined: t.pipelined,
+                pending: t.pending,
+                valid: t.valid,
+                ..JobCounts::default()
+            };
+        }
         for &t in &j.tasks {
             let Some(task) = snap.tasks.get(t) else {
                 continue;
@@ -244,6 +262,14 @@ impl<'a> View<'a> {
             if !matches!(s, TaskStatus::Failed | TaskStatus::Unknown) {
                 c.valid += 1;
             }
+        }
+        if !by_role && let Some(slot) = self.state.counts_cache.borrow_mut().get_mut(job as usize) {
+            *slot = Some(Totals {
+                ready: c.ready,
+                pipelined: c.pipelined,
+                pending: c.pending,
+                valid: c.valid,
+            });
         }
         c
     }
@@ -314,6 +340,12 @@ pub trait Plugin: Send {
         false
     }
 
+    /// Whether a job that cannot be placed whole keeps what it can get as a reservation
+    /// (pipelined), so that later jobs cannot take it.
+    fn job_reserves(&self, view: &View, job: Id) -> bool {
+        false
+    }
+
     /// Whether a job is ready to bind (`None`: no opinion).
     fn job_ready(&self, view: &View, job: Id) -> Option<bool> {
         None
@@ -371,6 +403,11 @@ pub trait Plugin: Send {
     /// Whether evicting `victims` (for reclaim) keeps their queues at or above their
     /// deserved share (`None`: no opinion).
     fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
+        None
+    }
+
+    /// Whether a waiting job's queue may reclaim for it (`None`: no opinion).
+    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
         None
     }
 

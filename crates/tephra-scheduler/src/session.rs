@@ -59,6 +59,9 @@ pub struct State {
     /// Set while preempt or reclaim look for room: clusters are not pruned by what is free,
     /// since evictions will free more.
     pub making_room: bool,
+    /// Memoized task counts of jobs without per-role minimums, dropped whenever one of the
+    /// job's tasks changes in the session. Orderings ask for them many times per sort.
+    pub(crate) counts_cache: std::cell::RefCell<Vec<Option<crate::framework::Totals>>>,
 }
 
 /// Nodes of one cluster that offer the same set of extended resources (GPUs, ...).
@@ -208,6 +211,7 @@ impl Session {
             queue_allocated: snap.queue_used.clone(),
             cluster_allocatable: vec![Resources::ZERO; snap.clusters.capacity()],
             node_classes: vec![Vec::new(); snap.clusters.capacity()],
+            counts_cache: std::cell::RefCell::new(vec![None; snap.jobs.capacity()]),
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {
@@ -427,6 +431,12 @@ impl Session {
         )
     }
 
+    /// Whether a job that does not fit keeps its partial placement as a reservation.
+    pub fn job_reserves(&self, job: Id) -> bool {
+        let v = self.view();
+        self.slots().any(|s| s.plugin.job_reserves(&v, job))
+    }
+
     /// Whether a job is ready to bind: every plugin with an opinion must agree.
     pub fn job_ready(&self, job: Id) -> bool {
         let v = self.view();
@@ -506,6 +516,21 @@ impl Session {
         opinion.unwrap_or(false)
     }
 
+    /// Whether `job`'s queue may reclaim for it: every plugin with an opinion must agree, and
+    /// with none nothing is reclaimed.
+    pub fn may_reclaim(&self, job: Id) -> bool {
+        let v = self.view();
+        let mut opinion = None;
+        for s in self.slots().filter(|s| on(s.enables.reclaimable)) {
+            match s.plugin.may_reclaim(&v, job) {
+                Some(false) => return false,
+                Some(true) => opinion = Some(true),
+                None => {}
+            }
+        }
+        opinion.unwrap_or(false)
+    }
+
     /// Whether a task may be evicted for others.
     pub fn victim_allowed(&self, task: Id) -> bool {
         let v = self.view();
@@ -537,7 +562,16 @@ impl Session {
         }
     }
 
+    fn forget_counts(&mut self, task: Id) {
+        if let Some(t) = self.snap.tasks.get(task)
+            && let Some(slot) = self.state.counts_cache.get_mut().get_mut(t.job as usize)
+        {
+            *slot = None;
+        }
+    }
+
     fn apply_evict(&mut self, task: Id, node: Id, sign: i64) {
+        self.forget_counts(task);
         let Some(t) = self.snap.tasks.get(task) else {
             return;
         };
@@ -578,6 +612,7 @@ impl Session {
             Op::Pipeline { task, node } => (task, node, true),
             Op::Evict { task, node, .. } => return self.apply_evict(task, node, sign),
         };
+        self.forget_counts(task);
         let Some(t) = self.snap.tasks.get(task) else {
             return;
         };
@@ -671,6 +706,7 @@ impl Session {
                     continue;
                 }
             };
+            self.forget_counts(task);
             let Some(t) = self.snap.tasks.get(task) else {
                 continue;
             };

@@ -208,3 +208,53 @@ fn reclaim_never_pushes_a_queue_below_its_deserved_share() {
     let d = run(&c);
     assert!(d.evictions.len() <= 2, "{:?}", d.evictions);
 }
+
+fn sla_config() -> Arc<SchedulerConfig> {
+    let text = DEFAULT_CONFIG.replace(
+        "  - name: priority\n",
+        "  - name: priority\n  - name: sla\n    arguments:\n      sla-waiting-time: 1h\n",
+    );
+    Arc::new(SchedulerConfig::parse(&text).unwrap())
+}
+
+#[test]
+fn a_gang_past_its_sla_reserves_room_so_small_jobs_cannot_starve_it() {
+    // Node 0 has 4 GPUs free, node 1 none. The 2 x 4-GPU gang cannot fit yet; a 4-GPU job
+    // arriving later could take node 0's room and keep the gang waiting forever.
+    let mut c = running(
+        2,
+        &[
+            gpu_job("filler0", 1, "4"),
+            gpu_job("filler1", 1, "8").created(1),
+        ],
+    );
+    add_job(&mut c, &gpu_job("big", 2, "4").created(10)).unwrap();
+    add_job(&mut c, &gpu_job("small", 1, "4").created(20)).unwrap();
+    // Without an SLA the small job takes the room.
+    let d = schedule(c.snapshot(), config(), 7200, 1);
+    assert_eq!(
+        d.binds.iter().filter(|b| b.job == "default/small").count(),
+        1
+    );
+    // With the big gang two hours late against a one-hour SLA, it reserves node 0's room.
+    let d = schedule(c.snapshot(), sla_config(), 7200, 1);
+    assert!(
+        d.binds.iter().all(|b| b.job != "default/small"),
+        "{:?}",
+        d.binds
+    );
+    assert!(d.pipelined.iter().any(|b| b.job == "default/big"));
+    let ev = d.event_for("default/big").unwrap();
+    assert!(
+        ev.message
+            .starts_with("waited past its SLA: reserving room"),
+        "{}",
+        ev.message
+    );
+    // Before the SLA runs out nothing is reserved.
+    let d = schedule(c.snapshot(), sla_config(), 600, 1);
+    assert_eq!(
+        d.binds.iter().filter(|b| b.job == "default/small").count(),
+        1
+    );
+}

@@ -82,6 +82,7 @@ pub struct Progress {
 enum Ev {
     Fault(usize),
     FaultEnd(usize),
+    Released(String, u32),
     Finish(String, u32),
     Start(String, u32),
     Arrival,
@@ -93,6 +94,8 @@ enum PodState {
     Pending,
     Bound,
     Running,
+    /// Evicted, terminating: still holds its node until the grace period ends.
+    Releasing,
     Done,
 }
 
@@ -103,6 +106,8 @@ struct PodRt {
     index: u32,
     duration_ms: i64,
     state: PodState,
+    /// The state a Releasing pod was in when evicted.
+    releasing_from: PodState,
     node: Option<(String, String)>,
     generation: u32,
     started_ms: i64,
@@ -133,11 +138,13 @@ pub struct Sim<'s> {
     jobs: HashMap<String, JobRt>,
     pods: HashMap<String, PodRt>,
     tick_pending: bool,
+    last_tick: Option<i64>,
     dirty: bool,
     session: u64,
     until_ms: Option<i64>,
     period: i64,
     start_delay: i64,
+    grace: i64,
     checker: Checker,
     stats: Stats,
     /// Nodes of each cluster in scenario order, with their capacity.
@@ -215,11 +222,13 @@ impl<'s> Sim<'s> {
             jobs: HashMap::new(),
             pods: HashMap::new(),
             tick_pending: false,
+            last_tick: None,
             dirty: false,
             session: 0,
             until_ms: opts.until_ms.or(scenario.run.until.map(|d| d.0)),
             period: scenario.scheduler.period.0.max(1),
             start_delay: scenario.run.pod_start_delay.0.max(0),
+            grace: scenario.run.eviction_grace_period.0.max(0),
             checker: Checker::default(),
             stats: Stats::default(),
             nodes: BTreeMap::new(),
@@ -420,6 +429,12 @@ impl<'s> Sim<'s> {
         if !self.tick_pending {
             let next = (self.now + self.period - 1) / self.period * self.period;
             let next = if next < self.now { self.now } else { next };
+            // A change made by a session waits for the next period, never the same instant.
+            let next = if self.last_tick == Some(next) {
+                next + self.period
+            } else {
+                next
+            };
             self.tick_pending = true;
             self.push(next, Ev::Tick);
         }
@@ -507,6 +522,7 @@ impl<'s> Sim<'s> {
                         index: i,
                         duration_ms: t.duration_ms.max(0),
                         state: PodState::Pending,
+                        releasing_from: PodState::Pending,
                         node: None,
                         generation: 0,
                         started_ms: 0,
@@ -555,6 +571,7 @@ impl<'s> Sim<'s> {
 
     fn tick(&mut self, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
         self.tick_pending = false;
+        self.last_tick = Some(self.now);
         if !self.dirty {
             return Ok(());
         }
@@ -603,6 +620,19 @@ impl<'s> Sim<'s> {
             );
         }
         self.checker.binds(&checks);
+        // Preemption and reclaim: evicted pods terminate over the grace period, then go
+        // back to Pending (see `release_pod`).
+        for e in &d.evictions {
+            let kind = if e.reason.starts_with("reclaimed") {
+                "reclaim"
+            } else {
+                "preempt"
+            };
+            self.evict_pod(&e.task, &e.reason, kind, out)?;
+        }
+        if !d.evictions.is_empty() {
+            self.mark_dirty();
+        }
         // Decisions are applied below; the next session only revisits jobs that change.
         self.cache.clear_changed();
         for g in &d.groups {
@@ -715,6 +745,112 @@ impl<'s> Sim<'s> {
     }
 
     /// The stand-in failover rule: every gang with a pod on a lost node goes back to Pending.
+    /// Evicts one bound or running pod. A pod lost to a fault is gone at once; a preempted or
+    /// reclaimed one terminates over `run.evictionGracePeriod`, holding its node meanwhile.
+    /// Returns whether it held a node.
+    fn evict_pod(
+        &mut self,
+        pod: &str,
+        reason: &str,
+        kind: &'static str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<bool, SimError> {
+        let Some(p) = self.pods.get_mut(pod) else {
+            return Ok(false);
+        };
+        if !matches!(p.state, PodState::Bound | PodState::Running) {
+            return Ok(false);
+        }
+        let node = p.node.clone().unwrap_or_default();
+        let request = p.request.clone();
+        let job_key = p.job.clone();
+        let generation = p.generation;
+        let queue = self
+            .jobs
+            .get(&job_key)
+            .map(|j| j.queue.clone())
+            .unwrap_or_default();
+        self.stats.evicted(kind);
+        out(&Record::pod(
+            "evict",
+            self.now,
+            &job_key,
+            &queue,
+            pod,
+            &node,
+            &request,
+            Some(reason.to_string()),
+        ));
+        if kind == "fault" || self.grace == 0 {
+            self.release_pod(pod)?;
+        } else {
+            if let Some(p) = self.pods.get_mut(pod) {
+                p.releasing_from = p.state;
+                p.state = PodState::Releasing;
+            }
+            self.pod_event(pod, TaskStatus::Releasing)?;
+            self.push(
+                self.now + self.grace,
+                Ev::Released(pod.to_string(), generation),
+            );
+        }
+        Ok(true)
+    }
+
+    /// A pod stops holding its node and goes back to Pending; a gang with nothing left on a
+    /// node is Inqueue again.
+    fn release_pod(&mut self, pod: &str) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(p) = self.pods.get_mut(pod) else {
+            return Ok(());
+        };
+        let node = p.node.take().unwrap_or_default();
+        let was_running = p.state == PodState::Running
+            || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
+        let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, now - p.started_ms);
+        p.state = PodState::Pending;
+        p.generation += 1;
+        let job_key = p.job.clone();
+        let queue = self
+            .jobs
+            .get(&job_key)
+            .map(|j| j.queue.clone())
+            .unwrap_or_default();
+        self.checker.released(&job_key, pod, false);
+        self.stats.released(&node.0, &queue, gpus, cpu, now);
+        if was_running {
+            self.stats.gpu_time(&queue, gpus, ran);
+            if let Some(j) = self.jobs.get_mut(&job_key) {
+                j.started = j.started.saturating_sub(1);
+            }
+        }
+        self.pod_event(pod, TaskStatus::Pending)?;
+        let placed = self.jobs.get(&job_key).map_or(0, |j| {
+            j.pods
+                .iter()
+                .filter(|p| {
+                    self.pods.get(*p).is_some_and(|p| {
+                        matches!(
+                            p.state,
+                            PodState::Bound | PodState::Running | PodState::Releasing
+                        )
+                    })
+                })
+                .count()
+        });
+        if placed == 0
+            && let Some(j) = self.jobs.get_mut(&job_key)
+            && j.group.phase != GroupPhase::Inqueue
+        {
+            j.started = 0;
+            j.group.phase = GroupPhase::Inqueue;
+            let spec = j.group.clone();
+            self.apply(Event::PodGroupUpsert(spec))?;
+        }
+        self.mark_dirty();
+        Ok(())
+    }
+
     fn requeue_on(
         &mut self,
         lost: &dyn Fn(&NodeKey) -> bool,
@@ -734,38 +870,14 @@ impl<'s> Sim<'s> {
             let Some(j) = self.jobs.get(&job_key) else {
                 continue;
             };
-            let queue = j.queue.clone();
             let pods = j.pods.clone();
             for pod in pods {
-                let Some(p) = self.pods.get_mut(&pod) else {
-                    continue;
-                };
-                if !matches!(p.state, PodState::Bound | PodState::Running) {
-                    continue;
-                }
-                let node = p.node.take().unwrap_or_default();
-                let was_running = p.state == PodState::Running;
-                let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, self.now - p.started_ms);
-                p.state = PodState::Pending;
-                p.generation += 1;
-                let request = p.request.clone();
-                self.checker.released(&job_key, &pod, false);
-                self.stats.released(&node.0, &queue, gpus, cpu, self.now);
-                if was_running {
-                    self.stats.gpu_time(&queue, gpus, ran);
-                }
-                self.stats.evicted();
-                out(&Record::pod(
-                    "evict",
-                    self.now,
-                    &job_key,
-                    &queue,
+                self.evict_pod(
                     &pod,
-                    &node,
-                    &request,
-                    Some(format!("{reason}; gang re-queued ({REQUEUE_RULE})")),
-                ));
-                self.pod_event(&pod, TaskStatus::Pending)?;
+                    &format!("{reason}; gang re-queued ({REQUEUE_RULE})"),
+                    "fault",
+                    out,
+                )?;
             }
             if let Some(j) = self.jobs.get_mut(&job_key) {
                 j.started = 0;
@@ -938,6 +1050,13 @@ impl<'s> Sim<'s> {
                 Ev::Tick => self.tick(out)?,
                 Ev::Start(pod, generation) => self.start(&pod, generation, out)?,
                 Ev::Finish(pod, generation) => self.finish(&pod, generation, out)?,
+                Ev::Released(pod, generation) => {
+                    if self.pods.get(&pod).is_some_and(|p| {
+                        p.generation == generation && p.state == PodState::Releasing
+                    }) {
+                        self.release_pod(&pod)?;
+                    }
+                }
                 Ev::Fault(i) => self.fault(i, true, out)?,
                 Ev::FaultEnd(i) => self.fault(i, false, out)?,
             }

@@ -141,6 +141,7 @@ pub struct Stats {
     sessions: Hist,
     bound: u64,
     evicted: u64,
+    evicted_by: BTreeMap<&'static str, u64>,
     samples: Vec<Sample>,
     sample_every: i64,
     last_sample: Option<i64>,
@@ -218,9 +219,10 @@ impl Stats {
         self.sample(t);
     }
 
-    /// A pod was evicted.
-    pub fn evicted(&mut self) {
+    /// A pod was evicted, by a fault (`fault`), `preempt` or `reclaim`.
+    pub fn evicted(&mut self, kind: &'static str) {
         self.evicted += 1;
+        *self.evicted_by.entry(kind).or_insert(0) += 1;
     }
 
     fn sample(&mut self, t: i64) {
@@ -390,6 +392,9 @@ impl Stats {
             pods: Pods {
                 bound: self.bound,
                 evicted: self.evicted,
+                preempted: self.evicted_by.get("preempt").copied().unwrap_or(0),
+                reclaimed: self.evicted_by.get("reclaim").copied().unwrap_or(0),
+                lost_to_faults: self.evicted_by.get("fault").copied().unwrap_or(0),
             },
             invariants,
             scheduler: SchedulerReport {
@@ -492,8 +497,14 @@ pub struct Jobs {
 pub struct Pods {
     /// Binds.
     pub bound: u64,
-    /// Evictions.
+    /// Evictions, all causes.
     pub evicted: u64,
+    /// Evicted by preemption (within a queue, for higher priority).
+    pub preempted: u64,
+    /// Evicted by reclaim (across queues, back to deserved shares).
+    pub reclaimed: u64,
+    /// Evicted because their cluster or node failed.
+    pub lost_to_faults: u64,
 }
 
 /// Scheduler cost.

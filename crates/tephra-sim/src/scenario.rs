@@ -677,6 +677,9 @@ pub struct RunDef {
     /// Delay from bind to pod start.
     #[serde(default = "default_start_delay")]
     pub pod_start_delay: Dur,
+    /// How long a preempted or reclaimed pod takes to terminate, holding its node.
+    #[serde(default = "default_grace")]
+    pub eviction_grace_period: Dur,
 }
 
 impl Default for RunDef {
@@ -685,12 +688,17 @@ impl Default for RunDef {
             until: None,
             seed: default_seed(),
             pod_start_delay: default_start_delay(),
+            eviction_grace_period: default_grace(),
         }
     }
 }
 
 fn default_seed() -> u64 {
     42
+}
+
+fn default_grace() -> Dur {
+    Dur(30_000)
 }
 
 fn default_start_delay() -> Dur {

@@ -108,9 +108,19 @@ pub(crate) fn place_job(
         return Outcome::Skipped;
     }
     let groups = groups.to_vec();
-    let (candidates, mut rejected) = candidate_clusters(ssn, job);
+    let reserves = ssn.job_reserves(job);
+    let (mut candidates, mut rejected) = candidate_clusters(ssn, job);
+    if reserves && candidates.is_empty() {
+        // A job that reserves takes what it can get: clusters are not pruned by whether the
+        // whole gang fits now.
+        ssn.state.making_room = true;
+        candidates = candidate_clusters(ssn, job).0;
+        ssn.state.making_room = false;
+    }
     let total_tasks = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
     let mut pipelined_at: Option<Id> = None;
+    // For a job that reserves (sla): the cluster where most of it fits.
+    let mut reserve_at: Option<(usize, Id)> = None;
     for &cluster in candidates.iter().take(search.max_clusters) {
         let mut stmt = Statement::new();
         let mut errs = FitErrors::default();
@@ -122,6 +132,9 @@ pub(crate) fn place_job(
         }
         if pipelined_at.is_none() && !stmt.is_empty() && ssn.job_pipelined(job) {
             pipelined_at = Some(cluster);
+        }
+        if reserves && stmt.ops().len() > reserve_at.map_or(0, |r| r.0) {
+            reserve_at = Some((stmt.ops().len(), cluster));
         }
         let why = if errs.reasons().is_empty() {
             // Everything pending fit, yet the gang is short of members.
@@ -147,6 +160,25 @@ pub(crate) fn place_job(
         place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
         if ssn.job_pipelined(job) {
             finish(ssn, job, stmt, false, Some(cluster));
+            return Outcome::Placed;
+        }
+        ssn.discard(stmt);
+    }
+    if let Some((_, cluster)) = reserve_at {
+        // Keep what fits as a reservation: later jobs cannot take it this session.
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
+        if !stmt.is_empty() {
+            let n = stmt.ops().len();
+            ssn.commit(stmt, false);
+            let name = cluster_name(ssn, cluster);
+            let note = ssn.note(job);
+            note.attempted = true;
+            note.reason = Some("Reserving");
+            note.message = Some(format!(
+                "waited past its SLA: reserving room for {n} task(s) in cluster {name} until the whole gang fits"
+            ));
             return Outcome::Placed;
         }
         ssn.discard(stmt);

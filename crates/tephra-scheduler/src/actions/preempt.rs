@@ -73,6 +73,10 @@ fn running_jobs(ssn: &Session) -> Vec<Running> {
 /// The most victim jobs looked at for one preemptor in one cluster.
 const MAX_VICTIM_JOBS: usize = 64;
 
+/// After this many preemptors of one queue found no room, the queue's others wait for the
+/// next session: later jobs rarely fit where earlier ones did not, and the search is costly.
+const MAX_FAILURES_PER_QUEUE: usize = 4;
+
 pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
     let starving = super::jobs_by_queue(ssn, |ssn, job| {
         matches!(
@@ -95,8 +99,15 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
         if mode == Mode::Reclaim && ssn.overused(&queue) {
             continue;
         }
+        let mut failures = 0usize;
         for &job in starving.get(&queue).map(Vec::as_slice).unwrap_or_default() {
+            if failures >= MAX_FAILURES_PER_QUEUE {
+                break;
+            }
             if ssn.job_ready(job) || ssn.job_valid(job).is_err() {
+                continue;
+            }
+            if mode == Mode::Reclaim && !ssn.may_reclaim(job) {
                 continue;
             }
             let priority = ssn.view().job_priority(job);
@@ -107,6 +118,8 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
                 .map(|j| j.key.clone())
                 .unwrap_or_default();
             let (candidates, _) = super::allocate::candidate_clusters(ssn, job);
+            let mut made_room = false;
+            let mut tried = false;
             for cluster in candidates.into_iter().take(search.max_clusters) {
                 let victims: Vec<_> = running
                     .iter()
@@ -124,6 +137,7 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
                 if victims.is_empty() {
                     continue;
                 }
+                tried = true;
                 let reason = match mode {
                     Mode::Preempt => {
                         format!("preempted by {key} (priority {priority}) in queue {queue}")
@@ -145,8 +159,12 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
                     };
                     let msg = note.message.clone().unwrap_or_default();
                     note.message = Some(format!("{msg} ({verb} {n} task(s))"));
+                    made_room = true;
                     break;
                 }
+            }
+            if tried && !made_room {
+                failures += 1;
             }
         }
     }

@@ -15,6 +15,7 @@ mod overcommit;
 mod predicates;
 mod priority;
 mod proportion;
+mod sla;
 mod spread;
 
 use crate::config::{ArgValue, Args, PluginConfig};
@@ -34,6 +35,7 @@ pub const KNOWN: &[&str] = &[
     "drf",
     "proportion",
     "overcommit",
+    "sla",
     "gpupack",
     "clusteraffinity",
     "clustertaint",
@@ -122,6 +124,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
         "drf" => Box::new(drf::Drf::new(a, &cfg.enables)?),
         "proportion" => Box::new(proportion::Proportion::new(a)?),
         "overcommit" => Box::new(overcommit::Overcommit::new(a)?),
+        "sla" => Box::new(sla::Sla::new(a)?),
         "gpupack" => Box::new(gpupack::GpuPack::new(a)?),
         "clusteraffinity" => Box::new(clusteraffinity::ClusterAffinity::new(a)?),
         "clustertaint" => Box::new(clustertaint::ClusterTaint::new(a)?),

@@ -1,19 +1,27 @@
-//! `priority`: higher PriorityClass value first, for jobs and for tasks within a job; a victim
-//! must have a lower priority than the job it makes room for.
+//! `priority`: higher PriorityClass value first, for jobs and for tasks within a job. A
+//! Pending job is admitted whatever the fleet's fill when lower-priority work of its queue
+//! holds enough to make room for it by preemption.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use super::{ArgError, ArgReader};
 use crate::config::Args;
 use crate::framework::{Plugin, View};
 use crate::model::Id;
+use crate::resources::Resources;
 
-pub struct Priority;
+pub struct Priority {
+    /// Per queue: (job priority, resources its placed tasks hold), lowest priority first.
+    held: BTreeMap<String, Vec<(i32, Resources)>>,
+}
 
 impl Priority {
     pub fn new(args: &Args) -> Result<Self, ArgError> {
         ArgReader::new(args, &[], &[])?;
-        Ok(Self)
+        Ok(Self {
+            held: BTreeMap::new(),
+        })
     }
 }
 
@@ -28,6 +36,52 @@ impl Plugin for Priority {
 
     fn has_node_score(&self) -> bool {
         false
+    }
+
+    fn on_session_open(&mut self, view: &View) {
+        for (id, job) in view.snap.jobs.iter() {
+            let Some(g) = &job.group else { continue };
+            let mut held = Resources::ZERO;
+            for &t in &job.tasks {
+                if view.status(t).holds_node()
+                    && let Some(task) = view.task(t)
+                {
+                    held.add(&task.spec.shape.request);
+                }
+            }
+            if !held.is_zero() {
+                self.held
+                    .entry(g.queue.clone())
+                    .or_default()
+                    .push((view.job_priority(id), held));
+            }
+        }
+        for list in self.held.values_mut() {
+            list.sort_by_key(|(p, _)| *p);
+        }
+    }
+
+    fn job_entitled(&self, view: &View, job: Id) -> bool {
+        // A job that could preempt its way in is admitted: lower-priority work of its queue
+        // holds at least what it needs to start.
+        let Some(j) = view.job(job) else { return false };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return false;
+        };
+        let p = view.job_priority(job);
+        let mut lower = Resources::ZERO;
+        for (prio, held) in self
+            .held
+            .get(j.queue())
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            if *prio >= p {
+                break;
+            }
+            lower.add(held);
+        }
+        min.fits_in(&lower).is_ok()
     }
 
     fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {

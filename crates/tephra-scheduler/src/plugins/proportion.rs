@@ -226,8 +226,9 @@ impl Plugin for Proportion {
     }
 
     fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
-        // As Volcano: each victim's queue must be above its deserved share (on some resource)
-        // before the victim goes.
+        // A victim queue gives up a task only while it holds more than it deserves of that
+        // task's resources, and stays at or above its deserved share of them afterwards:
+        // shares converge instead of swinging back and forth.
         let mut left: BTreeMap<&str, Resources> = BTreeMap::new();
         for &t in victims {
             let Some(task) = view.task(t) else {
@@ -241,12 +242,34 @@ impl Plugin for Proportion {
                 return Some(false);
             };
             let alloc = left.entry(name).or_insert(q.allocated);
-            if alloc.le(&q.deserved) {
+            let req = &task.spec.shape.request;
+            let after = alloc.minus(req);
+            // Resources of this task the queue holds more of than it deserves.
+            let over: Vec<usize> = (0..MAX_RESOURCES)
+                .filter(|&r| {
+                    r != crate::resources::PODS && req.0[r] > 0 && alloc.0[r] > q.deserved.0[r]
+                })
+                .collect();
+            if over.is_empty() || over.iter().any(|&r| after.0[r] < q.deserved.0[r]) {
                 return Some(false);
             }
-            *alloc = alloc.minus(&task.spec.shape.request);
+            *alloc = after;
         }
         Some(true)
+    }
+
+    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
+        // A queue reclaims only what it deserves: with the job's remaining need it must stay
+        // within its deserved share.
+        let j = view.job(job)?;
+        let q = self.queues.get(j.queue())?;
+        let (need, _) = crate::placement::job_needs(view, job);
+        let after = q.allocated.plus(&need);
+        Some(
+            (0..MAX_RESOURCES)
+                .filter(|&r| need.0[r] > 0 && r != crate::resources::PODS)
+                .all(|r| after.0[r] <= q.deserved.0[r]),
+        )
     }
 
     fn job_entitled(&self, view: &View, job: Id) -> bool {

@@ -838,8 +838,16 @@ impl<'s> Sim<'s> {
                 })
                 .count()
         });
-        if placed == 0
-            && let Some(j) = self.jobs.get_mut(&job_key)
+        if placed == 0 {
+            self.requeue_group(&job_key)?;
+        }
+        self.mark_dirty();
+        Ok(())
+    }
+
+    /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.
+    fn requeue_group(&mut self, job_key: &str) -> Result<(), SimError> {
+        if let Some(j) = self.jobs.get_mut(job_key)
             && j.group.phase != GroupPhase::Inqueue
         {
             j.started = 0;
@@ -847,7 +855,6 @@ impl<'s> Sim<'s> {
             let spec = j.group.clone();
             self.apply(Event::PodGroupUpsert(spec))?;
         }
-        self.mark_dirty();
         Ok(())
     }
 
@@ -879,12 +886,7 @@ impl<'s> Sim<'s> {
                     out,
                 )?;
             }
-            if let Some(j) = self.jobs.get_mut(&job_key) {
-                j.started = 0;
-                j.group.phase = GroupPhase::Inqueue;
-                let spec = j.group.clone();
-                self.apply(Event::PodGroupUpsert(spec))?;
-            }
+            self.requeue_group(&job_key)?;
         }
         self.mark_dirty();
         Ok(())

@@ -1,10 +1,12 @@
 //! The benchmark worlds, generated deterministically in code.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use tephra_scheduler::Cache;
 use tephra_scheduler::builder::synthetic::{
-    FleetShape, Rng, add_running, add_workload, build_fleet,
+    FleetShape, Rng, RunningFill, add_running, add_workload, build_fleet, fill_running,
 };
+use tephra_scheduler::builder::{GangJob, Role, add_job};
+use tephra_scheduler::model::QueueSpec;
+use tephra_scheduler::{Cache, Event, SchedulerConfig};
 
 /// A: one cluster of 5,000 nodes (4,000 CPU nodes of 64 cores / 256Gi, 1,000 GPU nodes of
 /// 8 GPUs) and 50,000 pending pods in 5,000 gang jobs of 1 to 64 pods, 30% of them GPU jobs.
@@ -51,4 +53,72 @@ fn fleet_20x500() -> Cache {
     )
     .unwrap();
     c
+}
+
+/// D: the 10,000-node fleet full: 16,000 one-GPU pods on the GPU nodes and 80,000 six-core
+/// pods on the CPU nodes, all Running in the reclaimable queue `research` at priority 0. Then
+/// 200 high-priority gangs of 2 x 8 GPUs arrive in `research` (preempt) and 200 more in the
+/// idle queue `prod` (reclaim).
+pub fn world_d() -> Cache {
+    let mut c = fleet_20x500();
+    for q in ["research", "prod"] {
+        c.apply(Event::QueueUpsert(QueueSpec::named(q))).unwrap();
+    }
+    let fill = |c: &mut Cache, namespace, request, per_node, gang, gpu| {
+        fill_running(
+            c,
+            &RunningFill {
+                namespace,
+                queue: "research",
+                priority: 0,
+                request,
+                per_node,
+                gang,
+                gpu_nodes: Some(gpu),
+            },
+        )
+        .unwrap()
+    };
+    fill(
+        &mut c,
+        "gpu-run",
+        &[("cpu", "4"), ("memory", "32Gi"), ("nvidia.com/gpu", "1")],
+        8,
+        8,
+        true,
+    );
+    fill(
+        &mut c,
+        "cpu-run",
+        &[("cpu", "6"), ("memory", "24Gi")],
+        10,
+        10,
+        false,
+    );
+    for i in 0..400 {
+        let queue = if i % 2 == 0 { "research" } else { "prod" };
+        let priority = if queue == "research" { 100 } else { 0 };
+        let job = GangJob::new(
+            &format!("wait-{i}"),
+            vec![Role::new(
+                "w",
+                2,
+                &[("cpu", "32"), ("memory", "256Gi"), ("nvidia.com/gpu", "8")],
+            )],
+        )
+        .queue(queue)
+        .priority(priority)
+        .created(1000 + i);
+        add_job(&mut c, &job).unwrap();
+    }
+    c
+}
+
+/// tephra's default configuration with preempt and reclaim.
+pub fn config_with_eviction() -> SchedulerConfig {
+    let text = tephra_scheduler::config::DEFAULT_CONFIG.replace(
+        "actions: \"enqueue, allocate, backfill\"",
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"",
+    );
+    SchedulerConfig::parse(&text).unwrap()
 }

@@ -43,6 +43,32 @@ fn bench(c: &mut Criterion) {
     summary("B", &b);
     let cw = common::world_c();
     summary("C", &cw);
+    let dw = common::world_d();
+    let evict_config = Arc::new(common::config_with_eviction());
+    {
+        let start = Instant::now();
+        let d = schedule(dw.snapshot(), Arc::clone(&evict_config), 0, 1);
+        let secs = start.elapsed().as_secs_f64();
+        let preempted = d
+            .evictions
+            .iter()
+            .filter(|e| e.reason.starts_with("preempted"))
+            .count();
+        println!(
+            "D: {} nodes, {} pods ({} running), preempt + reclaim session {:.1} ms: {} evicted by preempt, {} by reclaim, {} pods pipelined",
+            dw.world().nodes.len(),
+            dw.world().tasks.len(),
+            dw.world()
+                .tasks
+                .iter()
+                .filter(|(_, t)| t.spec.status == tephra_scheduler::model::TaskStatus::Running)
+                .count(),
+            secs * 1e3,
+            preempted,
+            d.evictions.len() - preempted,
+            d.pipelined.len()
+        );
+    }
 
     let mut g = c.benchmark_group("session");
     g.sample_size(10);
@@ -52,6 +78,10 @@ fn bench(c: &mut Criterion) {
     g.bench_function("B: 20x500 nodes, 100k pending pods, allocate", |bench| {
         bench.iter(|| black_box(schedule(b.snapshot(), Arc::clone(&config), 0, 1)))
     });
+    g.bench_function(
+        "D: 10k nodes, 96k running pods, preempt + reclaim",
+        |bench| bench.iter(|| black_box(schedule(dw.snapshot(), Arc::clone(&evict_config), 0, 1))),
+    );
     g.sample_size(50);
     g.bench_function("C: 10k nodes, 100k running pods, open+close", |bench| {
         bench.iter(|| {

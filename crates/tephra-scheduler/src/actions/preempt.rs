@@ -28,6 +28,8 @@ struct Running {
     priority: i32,
     created: i64,
     cluster: Id,
+    /// What its placed tasks hold.
+    held: crate::resources::Resources,
 }
 
 fn running_jobs(ssn: &Session) -> Vec<Running> {
@@ -52,7 +54,16 @@ fn running_jobs(ssn: &Session) -> Vec<Running> {
             }
         });
         let Some(cluster) = cluster else { continue };
+        let mut held = crate::resources::Resources::ZERO;
+        for &t in &j.tasks {
+            if ssn.state.status(&ssn.snap, t).holds_node()
+                && let Some(task) = ssn.snap.tasks.get(t)
+            {
+                held.add(&task.spec.shape.request);
+            }
+        }
         out.push(Running {
+            held,
             job: id,
             queue: g.queue.clone(),
             priority: ssn.snap.job_priority(j),
@@ -120,10 +131,17 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
             let (candidates, _) = super::allocate::candidate_clusters(ssn, job);
             let mut made_room = false;
             let mut tried = false;
+            let (need, _) = crate::placement::job_needs(&ssn.view(), job);
             for cluster in candidates.into_iter().take(search.max_clusters) {
+                // Only victims holding something the gang is short of here can help.
+                let free = ssn.state.cluster_future_idle[cluster as usize];
+                let scarce: Vec<usize> = (0..crate::resources::MAX_RESOURCES)
+                    .filter(|&r| need.get(r) > free.get(r))
+                    .collect();
                 let victims: Vec<_> = running
                     .iter()
                     .filter(|r| r.cluster == cluster && r.job != job)
+                    .filter(|r| scarce.iter().any(|&s| r.held.get(s) > 0))
                     .filter(|r| match mode {
                         Mode::Preempt => r.queue == queue && r.priority < priority,
                         Mode::Reclaim => {

@@ -176,7 +176,44 @@ pub fn add_workload(
 /// Fills the fleet with running jobs: `per_node` single-core pods on every node, grouped in
 /// gangs of `gang` pods, all Running. Returns the number of pods added.
 pub fn add_running(cache: &mut Cache, per_node: usize, gang: usize) -> Result<usize, BuildError> {
-    let mut request = cache.names_mut().parse([("cpu", "1"), ("memory", "2Gi")])?;
+    fill_running(
+        cache,
+        &RunningFill {
+            namespace: "running",
+            queue: "default",
+            priority: 0,
+            request: &[("cpu", "1"), ("memory", "2Gi")],
+            per_node,
+            gang,
+            gpu_nodes: None,
+        },
+    )
+}
+
+/// Running work to fill a fleet with.
+#[derive(Clone, Copy, Debug)]
+pub struct RunningFill<'a> {
+    /// Namespace of the jobs; jobs and pods are named run-<n> within it, so use one namespace
+    /// per fill.
+    pub namespace: &'a str,
+    /// Queue of the jobs.
+    pub queue: &'a str,
+    /// Priority of the jobs.
+    pub priority: i32,
+    /// Request of each pod.
+    pub request: &'a [(&'a str, &'a str)],
+    /// Pods per node.
+    pub per_node: usize,
+    /// Pods per gang (the gang's minMember).
+    pub gang: usize,
+    /// Only nodes with GPUs (`Some(true)`), only without (`Some(false)`), or all (`None`).
+    pub gpu_nodes: Option<bool>,
+}
+
+/// Fills the chosen nodes with running gangs. Returns the number of pods added.
+pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, BuildError> {
+    let (per_node, gang) = (fill.per_node, fill.gang);
+    let mut request = cache.names_mut().parse(fill.request.iter().copied())?;
     request.set(PODS, 1);
     let shape = Arc::new(TaskShape {
         role: "worker".into(),
@@ -184,15 +221,16 @@ pub fn add_running(cache: &mut Cache, per_node: usize, gang: usize) -> Result<us
         node_selector: Default::default(),
         affinity: Vec::new(),
         tolerations: Vec::new(),
-        priority: 0,
+        priority: fill.priority,
         preemptable: true,
-        namespace: "running".into(),
+        namespace: fill.namespace.into(),
         priority_class: None,
     });
     let nodes: Vec<(String, String)> = cache
         .world()
         .nodes
         .iter()
+        .filter(|(_, n)| fill.gpu_nodes.is_none_or(|g| n.has_gpu == g))
         .map(|(_, n)| (n.spec.cluster.clone(), n.spec.name.clone()))
         .collect();
     let mut count = 0usize;
@@ -201,21 +239,21 @@ pub fn add_running(cache: &mut Cache, per_node: usize, gang: usize) -> Result<us
             let job = count / gang.max(1);
             if count.is_multiple_of(gang.max(1)) {
                 cache.apply(Event::PodGroupUpsert(PodGroupSpec {
-                    namespace: "running".into(),
+                    namespace: fill.namespace.into(),
                     name: format!("run-{job}"),
-                    queue: "default".into(),
+                    queue: fill.queue.into(),
                     min_member: gang as u32,
                     min_task_member: Default::default(),
                     min_resources: None,
                     priority_class: None,
-                    priority: None,
+                    priority: Some(fill.priority),
                     phase: GroupPhase::Running,
                     created: 0,
                     policy: Arc::new(JobPolicy::default()),
                 }))?;
             }
             cache.apply(Event::PodUpsert(PodSpec {
-                namespace: "running".into(),
+                namespace: fill.namespace.into(),
                 name: format!("run-{job}-{count}"),
                 group: Some(format!("run-{job}")),
                 shape: Arc::clone(&shape),

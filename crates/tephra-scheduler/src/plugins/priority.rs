@@ -13,16 +13,42 @@ use crate::resources::Resources;
 
 pub struct Priority {
     /// Per queue: (job priority, resources its placed tasks hold), lowest priority first.
-    held: BTreeMap<String, Vec<(i32, Resources)>>,
+    /// Built on first use: a session with nothing to admit never walks the running pods.
+    held: std::cell::OnceCell<BTreeMap<String, Vec<(i32, Resources)>>>,
 }
 
 impl Priority {
     pub fn new(args: &Args) -> Result<Self, ArgError> {
         ArgReader::new(args, &[], &[])?;
         Ok(Self {
-            held: BTreeMap::new(),
+            held: std::cell::OnceCell::new(),
         })
     }
+}
+
+/// What each queue's placed jobs hold, by job priority, lowest first.
+fn held_by_queue(view: &View) -> BTreeMap<String, Vec<(i32, Resources)>> {
+    let mut out: BTreeMap<String, Vec<(i32, Resources)>> = BTreeMap::new();
+    for (id, job) in view.snap.jobs.iter() {
+        let Some(g) = &job.group else { continue };
+        let mut held = Resources::ZERO;
+        for &t in &job.tasks {
+            if view.status(t).holds_node()
+                && let Some(task) = view.task(t)
+            {
+                held.add(&task.spec.shape.request);
+            }
+        }
+        if !held.is_zero() {
+            out.entry(g.queue.clone())
+                .or_default()
+                .push((view.job_priority(id), held));
+        }
+    }
+    for list in out.values_mut() {
+        list.sort_by_key(|(p, _)| *p);
+    }
+    out
 }
 
 impl Plugin for Priority {
@@ -38,29 +64,6 @@ impl Plugin for Priority {
         false
     }
 
-    fn on_session_open(&mut self, view: &View) {
-        for (id, job) in view.snap.jobs.iter() {
-            let Some(g) = &job.group else { continue };
-            let mut held = Resources::ZERO;
-            for &t in &job.tasks {
-                if view.status(t).holds_node()
-                    && let Some(task) = view.task(t)
-                {
-                    held.add(&task.spec.shape.request);
-                }
-            }
-            if !held.is_zero() {
-                self.held
-                    .entry(g.queue.clone())
-                    .or_default()
-                    .push((view.job_priority(id), held));
-            }
-        }
-        for list in self.held.values_mut() {
-            list.sort_by_key(|(p, _)| *p);
-        }
-    }
-
     fn job_entitled(&self, view: &View, job: Id) -> bool {
         // A job that could preempt its way in is admitted: lower-priority work of its queue
         // holds at least what it needs to start.
@@ -70,8 +73,8 @@ impl Plugin for Priority {
         };
         let p = view.job_priority(job);
         let mut lower = Resources::ZERO;
-        for (prio, held) in self
-            .held
+        let by_queue = self.held.get_or_init(|| held_by_queue(view));
+        for (prio, held) in by_queue
             .get(j.queue())
             .map(Vec::as_slice)
             .unwrap_or_default()

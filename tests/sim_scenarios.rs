@@ -432,3 +432,43 @@ fn gangs_that_each_need_most_of_the_cluster_never_deadlock() {
     assert_clean(&r);
     assert_eq!((r.jobs.submitted, r.jobs.completed), (10, 10));
 }
+
+#[test]
+fn a_team_gets_its_lent_guarantee_back_within_its_orgs_limit() {
+    let (r, events) = run("hierarchy.yaml");
+    assert_clean(&r);
+    assert_eq!(r.queues["team-a"].jobs_completed, 2);
+    // team-b borrowed up to the org's 24-GPU capability, never more.
+    let mut b_gpus: i64 = 0;
+    let mut peak = 0;
+    for e in &events {
+        if e.queue.as_deref() != Some("team-b") {
+            continue;
+        }
+        let g: i64 = e
+            .resources
+            .as_ref()
+            .and_then(|r| r.get("nvidia.com/gpu"))
+            .and_then(|q| q.parse().ok())
+            .unwrap_or(0);
+        match e.kind {
+            "bind" => b_gpus += g,
+            "evict" | "finish" => b_gpus -= g,
+            _ => {}
+        }
+        peak = peak.max(b_gpus);
+    }
+    assert_eq!(
+        peak, 24,
+        "team-b borrows team-a's unused guarantee up to the org's capability"
+    );
+    // team-a takes back its 16 GPUs: four of team-b's 4-GPU pods are reclaimed, no more, so
+    // team-b keeps its deserved 8.
+    assert_eq!(r.pods.reclaimed, 4);
+    assert!(events.iter().filter(|e| e.kind == "evict").all(|e| {
+        e.reason
+            .as_deref()
+            .unwrap()
+            .starts_with("reclaimed by default/a-")
+    }));
+}

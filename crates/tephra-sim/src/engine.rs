@@ -1075,6 +1075,23 @@ impl<'s> Sim<'s> {
             self.now = u;
         }
         progress(&self.progress());
+        // Pods still running at the end have used GPU time too.
+        let still: Vec<(String, i64, i64)> = self
+            .pods
+            .values()
+            .filter(|p| {
+                matches!(p.state, PodState::Running)
+                    || (p.state == PodState::Releasing && p.releasing_from == PodState::Running)
+            })
+            .filter_map(|p| {
+                self.jobs
+                    .get(&p.job)
+                    .map(|j| (j.queue.clone(), p.gpus, self.now - p.started_ms))
+            })
+            .collect();
+        for (queue, gpus, ran) in still {
+            self.stats.gpu_time(&queue, gpus, ran);
+        }
         let running = self
             .jobs
             .values()

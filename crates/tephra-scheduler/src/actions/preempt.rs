@@ -141,7 +141,9 @@ pub(super) fn run(ssn: &mut Session, search: &SearchArgs, mode: Mode) {
                 let victims: Vec<_> = running
                     .iter()
                     .filter(|r| r.cluster == cluster && r.job != job)
-                    .filter(|r| scarce.iter().any(|&s| r.held.get(s) > 0))
+                    // (When nothing is short here, a queue limit is what blocks: any victim of
+                    // the right queue may help.)
+                    .filter(|r| scarce.is_empty() || scarce.iter().any(|&s| r.held.get(s) > 0))
                     .filter(|r| match mode {
                         Mode::Preempt => r.queue == queue && r.priority < priority,
                         Mode::Reclaim => {

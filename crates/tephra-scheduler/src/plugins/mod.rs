@@ -2,6 +2,7 @@
 //! cluster-level plugins.
 
 mod binpack;
+mod capacity;
 mod clusteraffinity;
 mod clusterresource;
 mod clustertaint;
@@ -34,6 +35,7 @@ pub const KNOWN: &[&str] = &[
     "binpack",
     "drf",
     "proportion",
+    "capacity",
     "overcommit",
     "sla",
     "gpupack",
@@ -123,6 +125,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
         "binpack" => Box::new(binpack::Binpack::new(a)?),
         "drf" => Box::new(drf::Drf::new(a, &cfg.enables)?),
         "proportion" => Box::new(proportion::Proportion::new(a)?),
+        "capacity" => Box::new(capacity::Capacity::new(a)?),
         "overcommit" => Box::new(overcommit::Overcommit::new(a)?),
         "sla" => Box::new(sla::Sla::new(a)?),
         "gpupack" => Box::new(gpupack::GpuPack::new(a)?),
@@ -142,4 +145,33 @@ pub(crate) fn allocatable(node: &crate::model::Node) -> crate::resources::Resour
         a.set(crate::resources::PODS, 110);
     }
     a
+}
+
+/// Whether evicting `victims` keeps every victim queue at or above its floor: each victim may
+/// go only while its queue holds more than the floor of one of the victim's resources, and the
+/// queue stays at or above the floor of those resources afterwards, so shares converge instead
+/// of swinging back and forth. `queue` gives a queue's (allocated, floor).
+pub(crate) fn victims_keep_floors(
+    view: &crate::framework::View,
+    victims: &[crate::model::Id],
+    queue: impl Fn(&str) -> Option<(crate::resources::Resources, crate::resources::Resources)>,
+) -> Option<bool> {
+    use crate::resources::{MAX_RESOURCES, PODS, Resources};
+    let mut left: std::collections::BTreeMap<String, Resources> = std::collections::BTreeMap::new();
+    for &t in victims {
+        let task = view.task(t)?;
+        let name = view.job(task.job)?.queue().to_string();
+        let (allocated, floor) = queue(&name)?;
+        let alloc = left.entry(name).or_insert(allocated);
+        let req = &task.spec.shape.request;
+        let after = alloc.minus(req);
+        let over: Vec<usize> = (0..MAX_RESOURCES)
+            .filter(|&r| r != PODS && req.0[r] > 0 && alloc.0[r] > floor.0[r])
+            .collect();
+        if over.is_empty() || over.iter().any(|&r| after.0[r] < floor.0[r]) {
+            return Some(false);
+        }
+        *alloc = after;
+    }
+    Some(true)
 }

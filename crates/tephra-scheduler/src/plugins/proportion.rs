@@ -226,36 +226,13 @@ impl Plugin for Proportion {
     }
 
     fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
-        // A victim queue gives up a task only while it holds more than it deserves of that
-        // task's resources, and stays at or above its deserved share of them afterwards:
-        // shares converge instead of swinging back and forth.
-        let mut left: BTreeMap<&str, Resources> = BTreeMap::new();
-        for &t in victims {
-            let Some(task) = view.task(t) else {
-                return Some(false);
-            };
-            let Some(job) = view.job(task.job) else {
-                return Some(false);
-            };
-            let name = job.queue();
-            let Some(q) = self.queues.get(name) else {
-                return Some(false);
-            };
-            let alloc = left.entry(name).or_insert(q.allocated);
-            let req = &task.spec.shape.request;
-            let after = alloc.minus(req);
-            // Resources of this task the queue holds more of than it deserves.
-            let over: Vec<usize> = (0..MAX_RESOURCES)
-                .filter(|&r| {
-                    r != crate::resources::PODS && req.0[r] > 0 && alloc.0[r] > q.deserved.0[r]
-                })
-                .collect();
-            if over.is_empty() || over.iter().any(|&r| after.0[r] < q.deserved.0[r]) {
-                return Some(false);
-            }
-            *alloc = after;
-        }
-        Some(true)
+        // Victim queues never drop below their deserved share.
+        Some(
+            super::victims_keep_floors(view, victims, |q| {
+                self.queues.get(q).map(|a| (a.allocated, a.deserved))
+            })
+            .unwrap_or(false),
+        )
     }
 
     fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {

@@ -1,0 +1,301 @@
+//! `capacity`: explicit per-queue `deserved`, `guarantee` and `capability`, over a queue tree
+//! built from `parent` and rooted at the queue named `root`.
+//!
+//! - A queue never holds more than its capability, nor more than any ancestor's: a child's
+//!   share never breaks its parent's limits.
+//! - Guarantees are not fenced off: a queue that does not use its guarantee lends it to the
+//!   others, and takes it back through reclaim when it needs it (a queue may reclaim up to the
+//!   larger of its deserved share and its guarantee).
+//! - Queues are ordered by their share of what they deserve, compared at the first level where
+//!   their paths from the root part, so siblings are balanced before their children.
+//! - A queue may borrow beyond its deserved share, up to its capability, while others do not
+//!   need it; it then gives resources back through reclaim, only while it holds more than it
+//!   deserves of them, and never below its deserved share or its guarantee.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use super::{ArgError, ArgReader};
+use crate::config::Args;
+use crate::framework::{Plugin, View, Vote};
+use crate::model::{GroupPhase, Id};
+use crate::resources::{MAX_RESOURCES, PODS, Resources};
+
+#[derive(Clone, Debug, Default)]
+struct Attr {
+    parent: Option<String>,
+    deserved: Resources,
+    guarantee: Resources,
+    capability: Option<Resources>,
+    allocated: Resources,
+    inqueue: Resources,
+}
+
+pub struct Capacity {
+    total: Resources,
+    queues: BTreeMap<String, Attr>,
+}
+
+impl Capacity {
+    pub fn new(args: &Args) -> Result<Self, ArgError> {
+        ArgReader::new(args, &[], &[])?;
+        Ok(Self {
+            total: Resources::ZERO,
+            queues: BTreeMap::new(),
+        })
+    }
+
+    /// The queue and its ancestors, leaf first (cycles are cut).
+    fn chain(&self, queue: &str) -> Vec<String> {
+        let mut out = vec![queue.to_string()];
+        let mut cur = queue.to_string();
+        while let Some(p) = self.queues.get(&cur).and_then(|a| a.parent.clone()) {
+            if out.contains(&p) || out.len() > 64 {
+                break;
+            }
+            out.push(p.clone());
+            cur = p;
+        }
+        out
+    }
+
+    fn share(&self, queue: &str) -> f64 {
+        let Some(q) = self.queues.get(queue) else {
+            return 0.0;
+        };
+        let mut share: f64 = 0.0;
+        for i in 0..MAX_RESOURCES {
+            if i == PODS {
+                continue;
+            }
+            let (a, d) = (q.allocated.0[i], q.deserved.0[i]);
+            let s = if d > 0 {
+                a as f64 / d as f64
+            } else if a > 0 {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            share = share.max(s);
+        }
+        share
+    }
+
+    /// Whether `amount` more fits every capability along the queue's chain (and the fleet).
+    fn fits_capabilities(&self, queue: &str, amount: &Resources) -> bool {
+        self.chain(queue).iter().all(|name| {
+            let Some(q) = self.queues.get(name) else {
+                return true;
+            };
+            let after = q.allocated.plus(amount);
+            (0..MAX_RESOURCES).all(|i| {
+                if amount.0[i] <= 0 || i == PODS {
+                    return true;
+                }
+                let cap = q.capability.map_or(self.total.0[i], |c| {
+                    if c.0[i] > 0 { c.0[i] } else { self.total.0[i] }
+                });
+                after.0[i] <= cap
+            })
+        })
+    }
+
+    fn entitlement(q: &Attr) -> Resources {
+        q.deserved.max(&q.guarantee)
+    }
+
+    fn adjust(&mut self, queue: &str, amount: &Resources, sign: i64) {
+        let delta = amount.times(sign);
+        for name in self.chain(queue) {
+            if let Some(q) = self.queues.get_mut(&name) {
+                q.allocated.add(&delta);
+            }
+        }
+    }
+}
+
+/// Whether a queue holding `after` (after taking `need`) stays within its entitlement (the
+/// larger of deserved and guarantee) on every resource the queue declares one for, and needs
+/// at least one such resource.
+fn within_entitlement(q: &Attr, need: &Resources, after: &Resources) -> bool {
+    let ent = Capacity::entitlement(q);
+    let declared: Vec<usize> = (0..MAX_RESOURCES)
+        .filter(|&r| r != PODS && ent.0[r] > 0 && need.0[r] > 0)
+        .collect();
+    !declared.is_empty() && declared.iter().all(|&r| after.0[r] <= ent.0[r])
+}
+
+impl Plugin for Capacity {
+    fn name(&self) -> &'static str {
+        "capacity"
+    }
+
+    fn has_predicate(&self) -> bool {
+        false
+    }
+
+    fn has_node_score(&self) -> bool {
+        false
+    }
+
+    fn on_session_open(&mut self, view: &View) {
+        self.total = super::drf::fleet_total(view);
+        let has_root = view
+            .snap
+            .queues
+            .contains_key(tephra_api::defaults::ROOT_QUEUE);
+        for (name, q) in &view.snap.queues {
+            let parent = match &q.parent {
+                Some(p) if !p.is_empty() && p != name => Some(p.clone()),
+                _ if has_root && name != tephra_api::defaults::ROOT_QUEUE => {
+                    Some(tephra_api::defaults::ROOT_QUEUE.to_string())
+                }
+                _ => None,
+            };
+            self.queues.insert(
+                name.clone(),
+                Attr {
+                    parent,
+                    deserved: q.deserved.or(q.guarantee).unwrap_or_default(),
+                    guarantee: q.guarantee.unwrap_or_default(),
+                    capability: q.capability,
+                    ..Attr::default()
+                },
+            );
+        }
+        if let Some(root) = self.queues.get_mut(tephra_api::defaults::ROOT_QUEUE)
+            && root.deserved.is_zero()
+        {
+            root.deserved = self.total;
+        }
+        let held: Vec<(String, Resources)> = view
+            .state
+            .queue_allocated
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for (name, amount) in held {
+            if self.queues.contains_key(&name) {
+                self.adjust(&name, &amount, 1);
+            }
+        }
+        let mut inqueue: Vec<(String, Resources)> = Vec::new();
+        for &job in &view.snap.active_jobs {
+            let Some(j) = view.job(job) else { continue };
+            if view.state.phase(view.snap, job) == Some(GroupPhase::Inqueue)
+                && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
+            {
+                inqueue.push((j.queue().to_string(), min));
+            }
+        }
+        for (name, min) in inqueue {
+            for n in self.chain(&name) {
+                if let Some(q) = self.queues.get_mut(&n) {
+                    q.inqueue.add(&min);
+                }
+            }
+        }
+    }
+
+    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
+        // Compare the children of the closest common ancestor first.
+        let mut pa = self.chain(a);
+        let mut pb = self.chain(b);
+        pa.reverse();
+        pb.reverse();
+        for (x, y) in pa.iter().zip(&pb) {
+            if x != y {
+                return self.share(x).total_cmp(&self.share(y));
+            }
+        }
+        self.share(a).total_cmp(&self.share(b))
+    }
+
+    fn allocatable(&self, view: &View, queue: &str, task: Id) -> bool {
+        let Some(t) = view.task(task) else {
+            return true;
+        };
+        self.fits_capabilities(queue, &t.spec.shape.request)
+    }
+
+    fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
+        let Some(j) = view.job(job) else {
+            return Vote::Abstain;
+        };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return Vote::Permit;
+        };
+        let Some(q) = self.queues.get(j.queue()) else {
+            return Vote::Reject;
+        };
+        if self.fits_capabilities(j.queue(), &min.plus(&q.inqueue)) {
+            Vote::Permit
+        } else {
+            Vote::Reject
+        }
+    }
+
+    fn job_entitled(&self, view: &View, job: Id) -> bool {
+        let Some(j) = view.job(job) else { return false };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return false;
+        };
+        let Some(q) = self.queues.get(j.queue()) else {
+            return false;
+        };
+        // Capabilities are not checked here: reclaiming from a sibling frees room under the
+        // same parent, and allocation still enforces every capability on the chain.
+        let want = min.plus(&q.allocated).plus(&q.inqueue);
+        within_entitlement(q, &min, &want)
+    }
+
+    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
+        let j = view.job(job)?;
+        let q = self.queues.get(j.queue())?;
+        let (need, _) = crate::placement::job_needs(view, job);
+        let after = q.allocated.plus(&need);
+        Some(within_entitlement(q, &need, &after))
+    }
+
+    fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
+        // Victim queues never drop below their deserved share or their guarantee.
+        Some(
+            super::victims_keep_floors(view, victims, |q| {
+                self.queues
+                    .get(q)
+                    .map(|a| (a.allocated, Self::entitlement(a)))
+            })
+            .unwrap_or(false),
+        )
+    }
+
+    fn on_job_enqueued(&mut self, view: &View, job: Id) {
+        let Some(j) = view.job(job) else { return };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return;
+        };
+        for name in self.chain(j.queue()) {
+            if let Some(q) = self.queues.get_mut(&name) {
+                q.inqueue.add(&min);
+            }
+        }
+    }
+
+    fn on_allocate(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+        {
+            let queue = j.queue().to_string();
+            self.adjust(&queue, &t.spec.shape.request, 1);
+        }
+    }
+
+    fn on_deallocate(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+        {
+            let queue = j.queue().to_string();
+            self.adjust(&queue, &t.spec.shape.request, -1);
+        }
+    }
+}

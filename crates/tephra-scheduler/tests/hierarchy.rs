@@ -1,0 +1,149 @@
+//! The capacity plugin: hierarchical queues, capability inherited down the tree, guarantees
+//! lent while unused and reclaimed when needed, and siblings balanced before their children.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use tephra_scheduler::builder::{
+    GangJob, Role, add_cluster, add_job, add_nodes, apply_binds, resources,
+};
+use tephra_scheduler::config::DEFAULT_CONFIG;
+use tephra_scheduler::model::{Cluster, QueueSpec};
+use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
+
+const GPU8: &[(&str, &str)] = &[
+    ("cpu", "96"),
+    ("memory", "1Ti"),
+    ("pods", "110"),
+    ("nvidia.com/gpu", "8"),
+];
+
+fn config() -> Arc<SchedulerConfig> {
+    let text = DEFAULT_CONFIG
+        .replace(
+            "actions: \"enqueue, allocate, backfill\"",
+            "actions: \"enqueue, allocate, preempt, reclaim, backfill\"",
+        )
+        .replace("  - name: proportion\n", "  - name: capacity\n");
+    Arc::new(SchedulerConfig::parse(&text).unwrap())
+}
+
+fn run(c: &Cache) -> Decisions {
+    schedule(c.snapshot(), config(), 0, 1)
+}
+
+fn gpus(c: &mut Cache, n: &str) -> Option<tephra_scheduler::resources::Resources> {
+    Some(resources(c, &[("nvidia.com/gpu", n)]).unwrap())
+}
+
+fn queue(c: &mut Cache, name: &str, parent: &str, f: impl FnOnce(&mut Cache, &mut QueueSpec)) {
+    let mut q = QueueSpec::named(name);
+    q.parent = Some(parent.to_string());
+    f(c, &mut q);
+    c.apply(Event::QueueUpsert(q)).unwrap();
+}
+
+fn fleet(nodes: usize) -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "gpu", nodes, GPU8, &[]).unwrap();
+    c
+}
+
+fn job(name: &str, queue: &str, replicas: u32) -> GangJob {
+    GangJob::new(
+        name,
+        vec![Role::new(
+            "w",
+            replicas,
+            &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")],
+        )],
+    )
+    .queue(queue)
+}
+
+#[test]
+fn a_parents_capability_caps_its_children_together() {
+    let mut c = fleet(4);
+    queue(&mut c, "org", "root", |c, q| q.capability = gpus(c, "16"));
+    queue(&mut c, "team-a", "org", |_, _| {});
+    queue(&mut c, "team-b", "org", |_, _| {});
+    add_job(&mut c, &job("a", "team-a", 2)).unwrap();
+    add_job(&mut c, &job("b", "team-b", 2).created(1)).unwrap();
+    let d = run(&c);
+    let jobs: std::collections::BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "org may hold 16 GPUs, each team asks for 16: {jobs:?}"
+    );
+}
+
+#[test]
+fn an_unused_guarantee_is_lent_and_taken_back_by_reclaim() {
+    let mut c = fleet(4);
+    queue(&mut c, "team-a", "root", |c, q| {
+        q.guarantee = gpus(c, "16");
+        q.deserved = gpus(c, "16");
+    });
+    queue(&mut c, "team-b", "root", |c, q| q.deserved = gpus(c, "16"));
+    // team-a is idle: team-b borrows the whole fleet.
+    add_job(&mut c, &job("borrow", "team-b", 4).min_member(1)).unwrap();
+    let d = run(&c);
+    assert_eq!(d.binds.len(), 4, "team-a's unused guarantee is lent");
+    apply_binds(&mut c, &d).unwrap();
+    c.clear_changed();
+    // team-a comes back and takes its guarantee back.
+    add_job(&mut c, &job("back", "team-a", 2).created(5)).unwrap();
+    let d = run(&c);
+    assert_eq!(d.evictions.len(), 2, "{:?} {:?}", d.evictions, d.events);
+    assert!(
+        d.evictions
+            .iter()
+            .all(|e| e.job == "default/borrow" && e.reason.starts_with("reclaimed"))
+    );
+}
+
+#[test]
+fn siblings_are_balanced_before_their_children() {
+    // org-a holds half of what it deserves, org-b all of it. Among leaves b1 looks starved
+    // (4 of 100), but the choice is made between the organisations first: a1 goes first.
+    let mut c = fleet(3);
+    queue(&mut c, "org-a", "root", |c, q| q.deserved = gpus(c, "16"));
+    queue(&mut c, "org-b", "root", |c, q| q.deserved = gpus(c, "4"));
+    queue(&mut c, "a1", "org-a", |c, q| q.deserved = gpus(c, "16"));
+    queue(&mut c, "b1", "org-b", |c, q| q.deserved = gpus(c, "100"));
+    for (name, q, n) in [("first-a", "a1", "8"), ("first-b", "b1", "4")] {
+        let j = GangJob::new(
+            name,
+            vec![Role::new("w", 1, &[("cpu", "8"), ("nvidia.com/gpu", n)])],
+        )
+        .queue(q);
+        add_job(&mut c, &j).unwrap();
+        let d = run(&c);
+        apply_binds(&mut c, &d).unwrap();
+        c.clear_changed();
+    }
+    // One whole node is left; both want it.
+    add_job(&mut c, &job("more-a", "a1", 1).created(2)).unwrap();
+    add_job(&mut c, &job("more-b", "b1", 1).created(3)).unwrap();
+    let d = run(&c);
+    assert_eq!(
+        d.binds.iter().map(|b| b.job.as_str()).collect::<Vec<_>>(),
+        ["default/more-a"]
+    );
+}
+
+#[test]
+fn capacity_and_proportion_cannot_both_order_queues() {
+    let text = DEFAULT_CONFIG.replace(
+        "  - name: proportion\n",
+        "  - name: proportion\n  - name: capacity\n",
+    );
+    let e = SchedulerConfig::parse(&text).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("proportion and capacity all order queues"),
+        "{e}"
+    );
+}

@@ -147,3 +147,35 @@ fn capacity_and_proportion_cannot_both_order_queues() {
         "{e}"
     );
 }
+
+#[test]
+fn hierarchical_drf_orders_queues_by_weighted_dominant_share() {
+    let text = DEFAULT_CONFIG
+        .replace(
+            "  - name: drf\n    enablePreemptable: false\n",
+            "  - name: drf\n    enablePreemptable: false\n    enableHierarchy: true\n",
+        )
+        .replace("  - name: proportion\n", "");
+    let hdrf = Arc::new(SchedulerConfig::parse(&text).unwrap());
+    let mut c = fleet(4);
+    queue(&mut c, "org-a", "root", |_, q| q.weight = 1);
+    queue(&mut c, "org-b", "root", |_, q| q.weight = 3);
+    queue(&mut c, "a1", "org-a", |_, _| {});
+    queue(&mut c, "b1", "org-b", |_, _| {});
+    // org-a holds a quarter of the fleet at weight 1; org-b half at weight 3.
+    for (name, q, n) in [("a-run", "a1", 1), ("b-run", "b1", 2)] {
+        add_job(&mut c, &job(name, q, n)).unwrap();
+        let d = schedule(c.snapshot(), Arc::clone(&hdrf), 0, 1);
+        apply_binds(&mut c, &d).unwrap();
+        c.clear_changed();
+    }
+    add_job(&mut c, &job("a-more", "a1", 1).created(5)).unwrap();
+    add_job(&mut c, &job("b-more", "b1", 1).created(6)).unwrap();
+    let d = schedule(c.snapshot(), hdrf, 0, 2);
+    // 0.5 / 3 < 0.25 / 1: org-b is further below its weighted share and gets the last node,
+    // although a1 comes first by name.
+    assert_eq!(
+        d.binds.iter().map(|b| b.job.as_str()).collect::<Vec<_>>(),
+        ["default/b-more"]
+    );
+}

@@ -1,9 +1,14 @@
 //! `drf`: Dominant Resource Fairness between jobs of a queue: the job with the smallest
 //! dominant share of the fleet (its largest share of any resource) goes first. Shares follow
 //! the session's allocations as they happen.
+//!
+//! With `enableHierarchy: true` (Volcano's hdrf) it also orders queues: over the queue tree
+//! (`parent`, rooted at `root`), the children of the closest common ancestor are compared by
+//! their subtree's dominant share divided by their weight. It then cannot be combined with
+//! another plugin that orders queues (proportion, capacity).
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{ArgError, ArgReader};
 use crate::config::{Args, Enables};
@@ -14,21 +19,59 @@ use crate::resources::Resources;
 pub struct Drf {
     total: Resources,
     job_alloc: HashMap<Id, Resources>,
+    /// With `enableHierarchy`: the queue tree (queue → (parent, weight)) and what each queue's
+    /// subtree holds.
+    hierarchy: Option<BTreeMap<String, (Option<String>, f64)>>,
+    queue_alloc: BTreeMap<String, Resources>,
 }
 
 impl Drf {
     pub fn new(args: &Args, enables: &Enables) -> Result<Self, ArgError> {
         ArgReader::new(args, &[], &[])?;
-        if enables.hierarchy == Some(true) {
-            return Err((
-                "enableHierarchy".into(),
-                "hierarchical DRF is not available in this version of tephra; use the proportion plugin for queue fairness".into(),
-            ));
-        }
         Ok(Self {
             total: Resources::ZERO,
             job_alloc: HashMap::new(),
+            hierarchy: (enables.hierarchy == Some(true)).then(BTreeMap::new),
+            queue_alloc: BTreeMap::new(),
         })
+    }
+
+    /// The queue and its ancestors, leaf first.
+    fn chain(&self, queue: &str) -> Vec<String> {
+        let mut out = vec![queue.to_string()];
+        let Some(tree) = &self.hierarchy else {
+            return out;
+        };
+        let mut cur = queue.to_string();
+        while let Some(Some(p)) = tree.get(&cur).map(|(p, _)| p.clone()) {
+            if out.contains(&p) || out.len() > 64 {
+                break;
+            }
+            out.push(p.clone());
+            cur = p;
+        }
+        out
+    }
+
+    /// A queue subtree's dominant share of the fleet, divided by its weight.
+    fn weighted_share(&self, queue: &str) -> f64 {
+        let weight = self
+            .hierarchy
+            .as_ref()
+            .and_then(|t| t.get(queue))
+            .map_or(1.0, |(_, w)| *w);
+        let alloc = self.queue_alloc.get(queue).copied().unwrap_or_default();
+        dominant_share(&alloc, &self.total) / weight.max(1.0)
+    }
+
+    fn adjust_queue(&mut self, queue: &str, amount: &Resources, sign: i64) {
+        if self.hierarchy.is_none() {
+            return;
+        }
+        let delta = amount.times(sign);
+        for q in self.chain(queue) {
+            self.queue_alloc.entry(q).or_default().add(&delta);
+        }
     }
 
     fn share(&self, job: Id) -> f64 {
@@ -77,6 +120,31 @@ impl Plugin for Drf {
 
     fn on_session_open(&mut self, view: &View) {
         self.total = fleet_total(view);
+        if let Some(tree) = &mut self.hierarchy {
+            let has_root = view
+                .snap
+                .queues
+                .contains_key(tephra_api::defaults::ROOT_QUEUE);
+            for (name, q) in &view.snap.queues {
+                let parent = match &q.parent {
+                    Some(p) if !p.is_empty() && p != name => Some(p.clone()),
+                    _ if has_root && name != tephra_api::defaults::ROOT_QUEUE => {
+                        Some(tephra_api::defaults::ROOT_QUEUE.to_string())
+                    }
+                    _ => None,
+                };
+                tree.insert(name.clone(), (parent, f64::from(q.weight.max(1))));
+            }
+            let held: Vec<(String, Resources)> = view
+                .state
+                .queue_allocated
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            for (q, amount) in held {
+                self.adjust_queue(&q, &amount, 1);
+            }
+        }
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
             let mut alloc = Resources::ZERO;
@@ -95,12 +163,34 @@ impl Plugin for Drf {
         self.share(a).total_cmp(&self.share(b))
     }
 
+    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
+        if self.hierarchy.is_none() {
+            return Ordering::Equal;
+        }
+        // Hierarchical DRF: compare the children of the closest common ancestor by their
+        // weighted dominant share.
+        let mut pa = self.chain(a);
+        let mut pb = self.chain(b);
+        pa.reverse();
+        pb.reverse();
+        for (x, y) in pa.iter().zip(&pb) {
+            if x != y {
+                return self.weighted_share(x).total_cmp(&self.weighted_share(y));
+            }
+        }
+        self.weighted_share(a).total_cmp(&self.weighted_share(b))
+    }
+
     fn on_allocate(&mut self, view: &View, task: Id) {
         if let Some(t) = view.task(task) {
             self.job_alloc
                 .entry(t.job)
                 .or_default()
                 .add(&t.spec.shape.request);
+            if let Some(j) = view.job(t.job) {
+                let q = j.queue().to_string();
+                self.adjust_queue(&q, &t.spec.shape.request, 1);
+            }
         }
     }
 
@@ -110,6 +200,10 @@ impl Plugin for Drf {
                 .entry(t.job)
                 .or_default()
                 .sub(&t.spec.shape.request);
+            if let Some(j) = view.job(t.job) {
+                let q = j.queue().to_string();
+                self.adjust_queue(&q, &t.spec.shape.request, -1);
+            }
         }
     }
 }

@@ -47,16 +47,7 @@ impl Capacity {
 
     /// The queue and its ancestors, leaf first (cycles are cut).
     fn chain(&self, queue: &str) -> Vec<String> {
-        let mut out = vec![queue.to_string()];
-        let mut cur = queue.to_string();
-        while let Some(p) = self.queues.get(&cur).and_then(|a| a.parent.clone()) {
-            if out.contains(&p) || out.len() > 64 {
-                break;
-            }
-            out.push(p.clone());
-            cur = p;
-        }
-        out
+        super::ancestry(|q| self.queues.get(q).and_then(|a| a.parent.clone()), queue)
     }
 
     fn share(&self, queue: &str) -> f64 {
@@ -140,18 +131,9 @@ impl Plugin for Capacity {
 
     fn on_session_open(&mut self, view: &View) {
         self.total = super::drf::fleet_total(view);
-        let has_root = view
-            .snap
-            .queues
-            .contains_key(tephra_api::defaults::ROOT_QUEUE);
+        let parents = super::queue_parents(view);
         for (name, q) in &view.snap.queues {
-            let parent = match &q.parent {
-                Some(p) if !p.is_empty() && p != name => Some(p.clone()),
-                _ if has_root && name != tephra_api::defaults::ROOT_QUEUE => {
-                    Some(tephra_api::defaults::ROOT_QUEUE.to_string())
-                }
-                _ => None,
-            };
+            let parent = parents.get(name).cloned().flatten();
             self.queues.insert(
                 name.clone(),
                 Attr {
@@ -198,17 +180,7 @@ impl Plugin for Capacity {
     }
 
     fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
-        // Compare the children of the closest common ancestor first.
-        let mut pa = self.chain(a);
-        let mut pb = self.chain(b);
-        pa.reverse();
-        pb.reverse();
-        for (x, y) in pa.iter().zip(&pb) {
-            if x != y {
-                return self.share(x).total_cmp(&self.share(y));
-            }
-        }
-        self.share(a).total_cmp(&self.share(b))
+        super::order_in_tree(&self.chain(a), &self.chain(b), |q| self.share(q))
     }
 
     fn allocatable(&self, view: &View, queue: &str, task: Id) -> bool {

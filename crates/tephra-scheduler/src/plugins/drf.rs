@@ -38,19 +38,10 @@ impl Drf {
 
     /// The queue and its ancestors, leaf first.
     fn chain(&self, queue: &str) -> Vec<String> {
-        let mut out = vec![queue.to_string()];
-        let Some(tree) = &self.hierarchy else {
-            return out;
-        };
-        let mut cur = queue.to_string();
-        while let Some(Some(p)) = tree.get(&cur).map(|(p, _)| p.clone()) {
-            if out.contains(&p) || out.len() > 64 {
-                break;
-            }
-            out.push(p.clone());
-            cur = p;
+        match &self.hierarchy {
+            Some(tree) => super::ancestry(|q| tree.get(q).and_then(|(p, _)| p.clone()), queue),
+            None => vec![queue.to_string()],
         }
-        out
     }
 
     /// A queue subtree's dominant share of the fleet, divided by its weight.
@@ -121,18 +112,9 @@ impl Plugin for Drf {
     fn on_session_open(&mut self, view: &View) {
         self.total = fleet_total(view);
         if let Some(tree) = &mut self.hierarchy {
-            let has_root = view
-                .snap
-                .queues
-                .contains_key(tephra_api::defaults::ROOT_QUEUE);
+            let parents = super::queue_parents(view);
             for (name, q) in &view.snap.queues {
-                let parent = match &q.parent {
-                    Some(p) if !p.is_empty() && p != name => Some(p.clone()),
-                    _ if has_root && name != tephra_api::defaults::ROOT_QUEUE => {
-                        Some(tephra_api::defaults::ROOT_QUEUE.to_string())
-                    }
-                    _ => None,
-                };
+                let parent = parents.get(name).cloned().flatten();
                 tree.insert(name.clone(), (parent, f64::from(q.weight.max(1))));
             }
             let held: Vec<(String, Resources)> = view
@@ -167,18 +149,9 @@ impl Plugin for Drf {
         if self.hierarchy.is_none() {
             return Ordering::Equal;
         }
-        // Hierarchical DRF: compare the children of the closest common ancestor by their
-        // weighted dominant share.
-        let mut pa = self.chain(a);
-        let mut pb = self.chain(b);
-        pa.reverse();
-        pb.reverse();
-        for (x, y) in pa.iter().zip(&pb) {
-            if x != y {
-                return self.weighted_share(x).total_cmp(&self.weighted_share(y));
-            }
-        }
-        self.weighted_share(a).total_cmp(&self.weighted_share(b))
+        // Hierarchical DRF: weighted dominant shares, compared between the children of the
+        // closest common ancestor.
+        super::order_in_tree(&self.chain(a), &self.chain(b), |q| self.weighted_share(q))
     }
 
     fn on_allocate(&mut self, view: &View, task: Id) {

@@ -175,3 +175,56 @@ pub(crate) fn victims_keep_floors(
     }
     Some(true)
 }
+
+/// The parent of each queue in the queue tree: its `parent`, or `root` when it names none
+/// (and a root queue exists).
+pub(crate) fn queue_parents(
+    view: &crate::framework::View,
+) -> std::collections::BTreeMap<String, Option<String>> {
+    let root = tephra_api::defaults::ROOT_QUEUE;
+    let has_root = view.snap.queues.contains_key(root);
+    view.snap
+        .queues
+        .iter()
+        .map(|(name, q)| {
+            let parent = match &q.parent {
+                Some(p) if !p.is_empty() && p != name => Some(p.clone()),
+                _ if has_root && name != root => Some(root.to_string()),
+                _ => None,
+            };
+            (name.clone(), parent)
+        })
+        .collect()
+}
+
+/// A queue and its ancestors, leaf first; a cycle is cut where it closes.
+pub(crate) fn ancestry(parent: impl Fn(&str) -> Option<String>, queue: &str) -> Vec<String> {
+    let mut out = vec![queue.to_string()];
+    let mut cur = queue.to_string();
+    while let Some(p) = parent(&cur) {
+        if out.contains(&p) || out.len() > 64 {
+            break;
+        }
+        out.push(p.clone());
+        cur = p;
+    }
+    out
+}
+
+/// Orders two queues of a tree: the children of their closest common ancestor are compared by
+/// `share` (lower first), then the queues themselves.
+pub(crate) fn order_in_tree(
+    a: &[String],
+    b: &[String],
+    share: impl Fn(&str) -> f64,
+) -> std::cmp::Ordering {
+    for (x, y) in a.iter().rev().zip(b.iter().rev()) {
+        if x != y {
+            return share(x).total_cmp(&share(y));
+        }
+    }
+    match (a.first(), b.first()) {
+        (Some(x), Some(y)) => share(x).total_cmp(&share(y)),
+        _ => std::cmp::Ordering::Equal,
+    }
+}

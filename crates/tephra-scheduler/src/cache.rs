@@ -184,7 +184,7 @@ pub struct World {
     orphans: HashMap<String, Vec<Id>>,
     /// Queues by name.
     pub queues: BTreeMap<String, Arc<QueueSpec>>,
-    /// Resources held by each queue's placed tasks.
+    /// Resources held by each queue's placed tasks (terminating ones excluded).
     pub queue_used: BTreeMap<String, Resources>,
     /// PriorityClass values.
     pub priority_classes: BTreeMap<String, i32>,
@@ -307,8 +307,11 @@ impl World {
                 node.releasing.add(&delta);
             }
         }
-        let q = self.queue_used.entry(queue).or_default();
-        q.add(&delta);
+        // A terminating pod still holds its node but no longer counts for its queue's share
+        // (as Volcano's allocated statuses exclude Releasing).
+        if !releasing {
+            self.queue_used.entry(queue).or_default().add(&delta);
+        }
     }
 
     fn refresh_active(&mut self, job_id: Id) {

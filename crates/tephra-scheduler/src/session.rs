@@ -137,6 +137,8 @@ pub enum Op {
         node: Id,
         /// Index of the reason in the session's reason list.
         reason: usize,
+        /// The task's session overlay before the eviction, restored on undo.
+        prev: Option<(TaskStatus, Option<Id>)>,
     },
 }
 
@@ -570,8 +572,13 @@ impl Session {
         }
     }
 
-    fn apply_evict(&mut self, task: Id, node: Id, sign: i64) {
-        self.forget_counts(task);
+    fn apply_evict(
+        &mut self,
+        task: Id,
+        node: Id,
+        prev: Option<(TaskStatus, Option<Id>)>,
+        sign: i64,
+    ) {
         let Some(t) = self.snap.tasks.get(task) else {
             return;
         };
@@ -582,6 +589,7 @@ impl Session {
         if sign > 0 {
             self.notify(|p, v| p.on_deallocate(v, task));
         }
+        self.forget_counts(task);
         let ns = &mut self.state.nodes[node as usize];
         ns.releasing.add(&req);
         let future = ns.future_idle();
@@ -594,8 +602,12 @@ impl Session {
                 .overlay
                 .insert(task, (TaskStatus::Releasing, Some(node)));
         } else {
-            self.state.overlay.remove(&task);
+            match prev {
+                Some(p) => self.state.overlay.insert(task, p),
+                None => self.state.overlay.remove(&task),
+            };
         }
+        self.forget_counts(task);
         self.state
             .queue_allocated
             .entry(queue)
@@ -610,9 +622,10 @@ impl Session {
         let (task, node, pipelined) = match *op {
             Op::Allocate { task, node } => (task, node, false),
             Op::Pipeline { task, node } => (task, node, true),
-            Op::Evict { task, node, .. } => return self.apply_evict(task, node, sign),
+            Op::Evict {
+                task, node, prev, ..
+            } => return self.apply_evict(task, node, prev, sign),
         };
-        self.forget_counts(task);
         let Some(t) = self.snap.tasks.get(task) else {
             return;
         };
@@ -639,6 +652,9 @@ impl Session {
             };
             self.state.overlay.insert(task, (status, Some(node)));
         }
+        // Counts are forgotten whenever the overlay changes, so that a plugin asking for
+        // them in a hook never caches a stale answer.
+        self.forget_counts(task);
         // Plugins see the task on its node for both events; the overlay entry is dropped
         // after a deallocation has been reported.
         if sign > 0 {
@@ -648,6 +664,7 @@ impl Session {
         }
         if sign < 0 {
             self.state.overlay.remove(&task);
+            self.forget_counts(task);
         }
     }
 
@@ -682,6 +699,7 @@ impl Session {
             task,
             node,
             reason: reason_idx,
+            prev: self.state.overlay.get(&task).copied(),
         };
         self.apply(&op, 1);
         stmt.ops.push(op);
@@ -701,12 +719,13 @@ impl Session {
             let (task, node, was_pipelined) = match op {
                 Op::Allocate { task, node } => (task, node, false),
                 Op::Pipeline { task, node } => (task, node, true),
-                Op::Evict { task, node, reason } => {
+                Op::Evict {
+                    task, node, reason, ..
+                } => {
                     self.record_eviction(task, node, reason);
                     continue;
                 }
             };
-            self.forget_counts(task);
             let Some(t) = self.snap.tasks.get(task) else {
                 continue;
             };
@@ -743,6 +762,7 @@ impl Session {
                     .insert(task, (TaskStatus::Pipelined, Some(node)));
                 self.pipelined.push(decision);
             }
+            self.forget_counts(task);
         }
     }
 

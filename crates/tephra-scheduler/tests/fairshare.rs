@@ -98,6 +98,53 @@ fn a_running_gang_loses_only_its_tasks_above_min_member() {
 }
 
 #[test]
+fn preemption_never_takes_a_role_below_its_own_minimum() {
+    // 2 parameter servers (both required) and 2 workers (1 required), gang of 3: the one
+    // spare pod is a worker, so a parameter server may not go even though the gang as a
+    // whole could lose one pod.
+    let ps = |r: Role| r.min(2);
+    let job = GangJob::new(
+        "elastic",
+        vec![
+            ps(Role::new(
+                "ps",
+                2,
+                &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")],
+            )),
+            Role::new(
+                "w",
+                2,
+                &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", "8")],
+            )
+            .min(1),
+        ],
+    )
+    .min_member(3)
+    .priority(1);
+    let mut c = running(4, &[job]);
+    add_job(&mut c, &gpu_job("urgent", 1, "8").priority(100).created(1)).unwrap();
+    let d = run(&c);
+    let elastic: Vec<_> = d
+        .evictions
+        .iter()
+        .filter(|e| e.job == "default/elastic")
+        .map(|e| e.task.as_str())
+        .collect();
+    let ps_gone = elastic.iter().filter(|t| t.contains("-ps-")).count();
+    assert!(
+        ps_gone == 0 || elastic.len() == 4,
+        "a parameter server went while the gang kept running: {:?}",
+        d.evictions
+    );
+    assert_eq!(
+        elastic.len(),
+        1,
+        "one spare worker is enough: {:?}",
+        d.evictions
+    );
+}
+
+#[test]
 fn a_gang_at_its_minimum_is_evicted_whole_or_not_at_all() {
     // 2 workers, gang of 2: evicting one would break it, so both go.
     let mut c = running(2, &[gpu_job("rigid", 2, "8").priority(1)]);

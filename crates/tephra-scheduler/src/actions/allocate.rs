@@ -325,7 +325,12 @@ pub(crate) fn finish(
     ready: bool,
     cluster: Option<Id>,
 ) {
-    let n = stmt.ops().len();
+    // Placements only: evictions in the same statement are reported by the caller.
+    let n = stmt
+        .ops()
+        .iter()
+        .filter(|op| !matches!(op, crate::session::Op::Evict { .. }))
+        .count();
     let where_ = match cluster {
         Some(c) => format!("cluster {}", cluster_name(ssn, c)),
         None => "several clusters".to_string(),

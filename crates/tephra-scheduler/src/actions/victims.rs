@@ -34,15 +34,20 @@ pub(crate) fn victim(ssn: &Session, job: Id, cluster: Id) -> Option<Victim> {
     let j = ssn.snap.jobs.get(job)?;
     let mut here = Vec::new();
     let mut ready = 0usize;
+    let mut role_ready: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
     for &t in &j.tasks {
         let status = ssn.state.status(&ssn.snap, t);
+        let task = ssn.snap.tasks.get(t)?;
         if status.is_ready() {
             ready += 1;
+            *role_ready.entry(task.spec.shape.role.as_str()).or_insert(0) += 1;
         }
-        if !matches!(
-            status,
-            TaskStatus::Running | TaskStatus::Bound | TaskStatus::Binding
-        ) {
+        if !matches!(status, TaskStatus::Running | TaskStatus::Bound) {
+            continue;
+        }
+        if task.spec.status != status {
+            // Placed or changed in this very session: only pods that were already running
+            // are evicted (as Volcano does).
             continue;
         }
         let node = ssn.state.task_node(&ssn.snap, t)?;
@@ -51,7 +56,6 @@ pub(crate) fn victim(ssn: &Session, job: Id, cluster: Id) -> Option<Victim> {
             // it below its minimum overall.
             return None;
         }
-        let task = ssn.snap.tasks.get(t)?;
         if !task.spec.shape.preemptable || !ssn.victim_allowed(t) {
             // One protected task protects the gang: evicting the rest could break it.
             return None;
@@ -64,10 +68,34 @@ pub(crate) fn victim(ssn: &Session, job: Id, cluster: Id) -> Option<Victim> {
     here.sort_by_key(|t| {
         std::cmp::Reverse(ssn.snap.tasks.get(*t).map_or(0, |task| task.spec.index))
     });
-    let spare = ready
-        .saturating_sub(j.min_member() as usize)
-        .min(here.len());
-    Some(Victim { tasks: here, spare })
+    // Spare tasks: while the gang stays at minMember and each role at its minTaskMember.
+    let mins = j.group.as_ref().map(|g| &g.min_task_member);
+    let mut total = ready;
+    let (mut spare, mut rest) = (Vec::new(), Vec::new());
+    for t in here {
+        let role = ssn
+            .snap
+            .tasks
+            .get(t)
+            .map_or("", |task| task.spec.shape.role.as_str());
+        let role_min = mins.and_then(|m| m.get(role)).copied().unwrap_or(0);
+        let have = role_ready.get(role).copied().unwrap_or(0);
+        if total > j.min_member() as usize && have > role_min {
+            spare.push(t);
+            total -= 1;
+            if let Some(r) = role_ready.get_mut(role) {
+                *r -= 1;
+            }
+        } else {
+            rest.push(t);
+        }
+    }
+    let n_spare = spare.len();
+    spare.extend(rest);
+    Some(Victim {
+        tasks: spare,
+        spare: n_spare,
+    })
 }
 
 /// The first `n` of a victim's tasks: `n` is at most its spare tasks, or all of them.
@@ -87,6 +115,7 @@ fn sizes(v: &Victim) -> Vec<usize> {
 
 /// Evicts `chosen` and tries to place `job` in `cluster` in one statement. Returns the
 /// statement (not yet committed) when the gang then fits as ready or pipelined.
+#[allow(clippy::too_many_arguments)]
 fn attempt(
     ssn: &mut Session,
     job: Id,
@@ -95,11 +124,19 @@ fn attempt(
     chosen: &[(usize, usize)],
     reason: &str,
     search: &SearchArgs,
+    starts: &[usize],
 ) -> Option<Statement> {
     let mut stmt = Statement::new();
     for &(i, n) in chosen {
         for &t in tasks_at(&victims[i], n) {
             ssn.evict(&mut stmt, t, reason);
+        }
+    }
+    // Every trial scans the cluster's nodes from the same place, so that the committed
+    // placement is the one the trials found.
+    if let Some(classes) = ssn.state.node_classes.get_mut(cluster as usize) {
+        for (class, start) in classes.iter_mut().zip(starts) {
+            class.start = *start;
         }
     }
     let mut groups = pending_groups(ssn, job, false);
@@ -127,6 +164,12 @@ pub(crate) fn make_room(
     search: &SearchArgs,
     allowed: &dyn Fn(&Session, &[Id]) -> bool,
 ) -> Option<usize> {
+    let starts: Vec<usize> = ssn
+        .state
+        .node_classes
+        .get(cluster as usize)
+        .map(|c| c.iter().map(|class| class.start).collect())
+        .unwrap_or_default();
     let evicted = |chosen: &[(usize, usize)]| -> Vec<Id> {
         chosen
             .iter()
@@ -168,7 +211,9 @@ pub(crate) fn make_room(
             if need.fits_in(&held(&evicted(&chosen))).is_err() {
                 continue;
             }
-            if let Some(stmt) = attempt(ssn, job, cluster, victims, &chosen, reason, search) {
+            if let Some(stmt) =
+                attempt(ssn, job, cluster, victims, &chosen, reason, search, &starts)
+            {
                 ssn.discard(stmt);
                 found = true;
                 break 'grow;
@@ -193,7 +238,7 @@ pub(crate) fn make_room(
                     trial.remove(k);
                 }
             }
-            match attempt(ssn, job, cluster, victims, &trial, reason, search) {
+            match attempt(ssn, job, cluster, victims, &trial, reason, search, &starts) {
                 Some(stmt) => {
                     ssn.discard(stmt);
                     let removed = smaller.is_none();
@@ -206,7 +251,7 @@ pub(crate) fn make_room(
             }
         }
     }
-    let stmt = attempt(ssn, job, cluster, victims, &chosen, reason, search)?;
+    let stmt = attempt(ssn, job, cluster, victims, &chosen, reason, search, &starts)?;
     let n = evicted(&chosen).len();
     let ready = ssn.job_ready(job);
     super::allocate::finish(ssn, job, stmt, ready, Some(cluster));

@@ -10,7 +10,7 @@
 //!   their paths from the root part, so siblings are balanced before their children.
 //! - A queue may borrow beyond its deserved share, up to its capability, while others do not
 //!   need it; it then gives resources back through reclaim, only while it holds more than it
-//!   deserves of them, and never below its deserved share or its guarantee.
+//!   deserves of them, and never below its guarantee.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -230,12 +230,15 @@ impl Plugin for Capacity {
     }
 
     fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
-        // Victim queues never drop below their deserved share or their guarantee.
+        // A victim's queue gives back only while it holds more than it deserves, and never
+        // drops below its guarantee.
         Some(
             super::victims_keep_floors(view, victims, |q| {
-                self.queues
-                    .get(q)
-                    .map(|a| (a.allocated, Self::entitlement(a)))
+                self.queues.get(q).map(|a| super::VictimQueue {
+                    allocated: a.allocated,
+                    above: a.deserved,
+                    floor: a.guarantee,
+                })
             })
             .unwrap_or(false),
         )

@@ -131,7 +131,9 @@ impl Plugin for Drf {
             let Some(j) = view.job(job) else { continue };
             let mut alloc = Resources::ZERO;
             for &t in &j.tasks {
-                if view.status(t).holds_node()
+                let s = view.status(t);
+                if s.holds_node()
+                    && s != crate::model::TaskStatus::Releasing
                     && let Some(task) = view.task(t)
                 {
                     alloc.add(&task.spec.shape.request);

@@ -147,28 +147,40 @@ pub(crate) fn allocatable(node: &crate::model::Node) -> crate::resources::Resour
     a
 }
 
-/// Whether evicting `victims` keeps every victim queue at or above its floor: each victim may
-/// go only while its queue holds more than the floor of one of the victim's resources, and the
-/// queue stays at or above the floor of those resources afterwards, so shares converge instead
-/// of swinging back and forth. `queue` gives a queue's (allocated, floor).
+/// A victim queue as reclaim sees it: what it holds, the share above which it may give
+/// resources back, and the floor it never drops below (0 on a resource: not contended).
+pub(crate) struct VictimQueue {
+    pub allocated: crate::resources::Resources,
+    pub above: crate::resources::Resources,
+    pub floor: crate::resources::Resources,
+}
+
+/// Whether evicting `victims` is fair to their queues: each victim may go only while its queue
+/// holds more than `above` of something the victim frees, and the queue stays at or above its
+/// `floor` of everything the victim frees, so shares converge instead of swinging back and
+/// forth.
 pub(crate) fn victims_keep_floors(
     view: &crate::framework::View,
     victims: &[crate::model::Id],
-    queue: impl Fn(&str) -> Option<(crate::resources::Resources, crate::resources::Resources)>,
+    queue: impl Fn(&str) -> Option<VictimQueue>,
 ) -> Option<bool> {
     use crate::resources::{MAX_RESOURCES, PODS, Resources};
-    let mut left: std::collections::BTreeMap<String, Resources> = std::collections::BTreeMap::new();
+    let mut left: std::collections::BTreeMap<String, (Resources, VictimQueue)> =
+        std::collections::BTreeMap::new();
     for &t in victims {
         let task = view.task(t)?;
         let name = view.job(task.job)?.queue().to_string();
-        let (allocated, floor) = queue(&name)?;
-        let alloc = left.entry(name).or_insert(allocated);
+        if !left.contains_key(&name) {
+            let q = queue(&name)?;
+            left.insert(name.clone(), (q.allocated, q));
+        }
+        let (alloc, q) = left.get_mut(&name)?;
         let req = &task.spec.shape.request;
         let after = alloc.minus(req);
-        let over: Vec<usize> = (0..MAX_RESOURCES)
-            .filter(|&r| r != PODS && req.0[r] > 0 && alloc.0[r] > floor.0[r])
-            .collect();
-        if over.is_empty() || over.iter().any(|&r| after.0[r] < floor.0[r]) {
+        let requested = || (0..MAX_RESOURCES).filter(|&r| r != PODS && req.0[r] > 0);
+        if !requested().any(|r| alloc.0[r] > q.above.0[r])
+            || requested().any(|r| after.0[r] < q.floor.0[r])
+        {
             return Some(false);
         }
         *alloc = after;

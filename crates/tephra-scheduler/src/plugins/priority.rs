@@ -33,7 +33,9 @@ fn held_by_queue(view: &View) -> BTreeMap<String, Vec<(i32, Resources)>> {
         let Some(g) = &job.group else { continue };
         let mut held = Resources::ZERO;
         for &t in &job.tasks {
-            if view.status(t).holds_node()
+            let s = view.status(t);
+            if s.holds_node()
+                && s != crate::model::TaskStatus::Releasing
                 && let Some(task) = view.task(t)
             {
                 held.add(&task.spec.shape.request);

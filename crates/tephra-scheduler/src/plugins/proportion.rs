@@ -229,7 +229,20 @@ impl Plugin for Proportion {
         // Victim queues never drop below their deserved share.
         Some(
             super::victims_keep_floors(view, victims, |q| {
-                self.queues.get(q).map(|a| (a.allocated, a.deserved))
+                self.queues.get(q).map(|a| {
+                    // Where a queue deserves all it asks for, the resource is not contended.
+                    let mut floor = a.deserved;
+                    for r in 0..MAX_RESOURCES {
+                        if a.deserved.0[r] >= a.request.0[r] {
+                            floor.0[r] = 0;
+                        }
+                    }
+                    super::VictimQueue {
+                        allocated: a.allocated,
+                        above: floor,
+                        floor,
+                    }
+                })
             })
             .unwrap_or(false),
         )

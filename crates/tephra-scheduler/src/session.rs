@@ -506,25 +506,21 @@ impl Session {
     /// victim queue at or above its deserved share. With no plugin defining shares, nothing
     /// is reclaimable.
     pub fn reclaimable(&self, victims: &[Id]) -> bool {
-        let v = self.view();
-        let mut opinion = None;
-        for s in self.slots().filter(|s| on(s.enables.reclaimable)) {
-            match s.plugin.reclaimable(&v, victims) {
-                Some(false) => return false,
-                Some(true) => opinion = Some(true),
-                None => {}
-            }
-        }
-        opinion.unwrap_or(false)
+        self.reclaim_consent(|p, v| p.reclaimable(v, victims))
     }
 
     /// Whether `job`'s queue may reclaim for it: every plugin with an opinion must agree, and
     /// with none nothing is reclaimed.
     pub fn may_reclaim(&self, job: Id) -> bool {
+        self.reclaim_consent(|p, v| p.may_reclaim(v, job))
+    }
+
+    /// Yes when at least one reclaim-enabled plugin says yes and none says no.
+    fn reclaim_consent(&self, f: impl Fn(&dyn Plugin, &View) -> Option<bool>) -> bool {
         let v = self.view();
         let mut opinion = None;
         for s in self.slots().filter(|s| on(s.enables.reclaimable)) {
-            match s.plugin.may_reclaim(&v, job) {
+            match f(s.plugin.as_ref(), &v) {
                 Some(false) => return false,
                 Some(true) => opinion = Some(true),
                 None => {}

@@ -390,3 +390,59 @@ fn negative_quantities_are_refused() {
     let err = resources(&mut c, &[("cpu", "-1")]).unwrap_err();
     assert!(err.to_string().contains("must not be negative"), "{err}");
 }
+
+// A terminating pod still holds its node, but its queue no longer counts it: queue shares
+// (and so reclaim and DRF) see only pods that are running or being placed.
+#[test]
+fn a_releasing_pod_holds_its_node_but_not_its_queues_share() {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "gpu", 1, GPU8, &[]).unwrap();
+    let req = resources(&mut c, &[("cpu", "8"), ("nvidia.com/gpu", "4")]).unwrap();
+    for (name, status) in [
+        ("staying", TaskStatus::Running),
+        ("leaving", TaskStatus::Running),
+    ] {
+        c.apply(Event::PodUpsert(pod(
+            &c,
+            name,
+            None,
+            req,
+            status,
+            Some(("east", "gpu-0")),
+        )))
+        .unwrap();
+    }
+    let share = |c: &Cache| {
+        let d = run(c);
+        let q = d.queues.iter().find(|q| q.name == "default").unwrap();
+        q.allocated.get("nvidia.com/gpu").cloned()
+    };
+    assert_eq!(share(&c).as_deref(), Some("8"));
+    c.apply(Event::PodUpsert(pod(
+        &c,
+        "leaving",
+        None,
+        req,
+        TaskStatus::Releasing,
+        Some(("east", "gpu-0")),
+    )))
+    .unwrap();
+    assert_eq!(
+        share(&c).as_deref(),
+        Some("4"),
+        "releasing pod still counted"
+    );
+    // The node is still full until the pod is gone: a new 8-GPU pod cannot bind.
+    let whole = resources(&mut c, &[("cpu", "8"), ("nvidia.com/gpu", "8")]).unwrap();
+    c.apply(Event::PodUpsert(pod(
+        &c,
+        "next",
+        None,
+        whole,
+        TaskStatus::Pending,
+        None,
+    )))
+    .unwrap();
+    assert!(run(&c).binds.is_empty());
+}

@@ -746,20 +746,24 @@ mod tests {
     use super::*;
     use crate::model::TaskShape;
 
+    /// A ready, schedulable node without labels or taints.
+    fn node(cluster: &str, name: &str, allocatable: Resources) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            cluster: cluster.into(),
+            labels: Default::default(),
+            taints: vec![],
+            allocatable,
+            unschedulable: false,
+            ready: true,
+        }
+    }
+
     fn cache_with_node() -> Cache {
         let mut c = Cache::new();
         c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
         let alloc = c.names_mut().parse([("cpu", "8"), ("pods", "10")]).unwrap();
-        c.apply(Event::NodeUpsert(NodeSpec {
-            name: "n1".into(),
-            cluster: "c1".into(),
-            labels: Default::default(),
-            taints: vec![],
-            allocatable: alloc,
-            unschedulable: false,
-            ready: true,
-        }))
-        .unwrap();
+        c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
         c
     }
 
@@ -829,16 +833,7 @@ mod tests {
         )))
         .unwrap();
         let alloc = c.names_mut().parse([("cpu", "8")]).unwrap();
-        c.apply(Event::NodeUpsert(NodeSpec {
-            name: "n1".into(),
-            cluster: "c1".into(),
-            labels: Default::default(),
-            taints: vec![],
-            allocatable: alloc,
-            unschedulable: false,
-            ready: true,
-        }))
-        .unwrap();
+        c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
         let n = c.world().node_id("c1", "n1").unwrap();
         assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 2000);
     }
@@ -893,15 +888,7 @@ mod tests {
         let mut c = Cache::new();
         let generation = c.world().generation;
         let err = c
-            .apply(Event::NodeUpsert(NodeSpec {
-                name: "n".into(),
-                cluster: "ghost".into(),
-                labels: Default::default(),
-                taints: vec![],
-                allocatable: Resources::ZERO,
-                unschedulable: false,
-                ready: true,
-            }))
+            .apply(Event::NodeUpsert(node("ghost", "n", Resources::ZERO)))
             .unwrap_err();
         assert!(err.to_string().contains("unknown cluster \"ghost\""));
         assert_eq!(c.world().generation, generation);

@@ -21,6 +21,22 @@ fn run(c: &Cache) -> Decisions {
     )
 }
 
+/// Cluster `east` with one 8-CPU node, `n-0`.
+fn one_cpu_node() -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(
+        &mut c,
+        "east",
+        "n",
+        1,
+        &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
+        &[],
+    )
+    .unwrap();
+    c
+}
+
 fn pod(
     c: &Cache,
     name: &str,
@@ -115,17 +131,7 @@ fn a_gang_that_needs_its_best_effort_pods_is_placed_whole() {
 // C: a Running PodGroup whose pods all succeed never becomes Completed.
 #[test]
 fn a_running_podgroup_whose_pods_all_succeeded_becomes_completed() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("east")).unwrap();
-    add_nodes(
-        &mut c,
-        "east",
-        "n",
-        1,
-        &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
-        &[],
-    )
-    .unwrap();
+    let mut c = one_cpu_node();
     let job = GangJob::new("j", vec![Role::new("w", 1, &[("cpu", "1")])]);
     add_job(&mut c, &job).unwrap();
     let d = run(&c);
@@ -145,17 +151,7 @@ fn a_running_podgroup_whose_pods_all_succeeded_becomes_completed() {
 // D: a best-effort job that cannot be placed gets no explanation.
 #[test]
 fn a_best_effort_job_that_cannot_be_placed_is_explained() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("east")).unwrap();
-    add_nodes(
-        &mut c,
-        "east",
-        "n",
-        1,
-        &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
-        &[],
-    )
-    .unwrap();
+    let mut c = one_cpu_node();
     let job = GangJob::new("be", vec![Role::new("w", 1, &[]).select("zone", "nowhere")]);
     add_job(&mut c, &job).unwrap();
     let d = run(&c);
@@ -165,17 +161,7 @@ fn a_best_effort_job_that_cannot_be_placed_is_explained() {
 // E: a pod that leaves its PodGroup gets a job without a group: never scheduled, never explained.
 #[test]
 fn a_pod_that_leaves_its_podgroup_is_scheduled_like_a_bare_pod() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("east")).unwrap();
-    add_nodes(
-        &mut c,
-        "east",
-        "n",
-        1,
-        &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
-        &[],
-    )
-    .unwrap();
+    let mut c = one_cpu_node();
     let job = GangJob::new("j", vec![Role::new("w", 1, &[("cpu", "1")])]);
     add_job(&mut c, &job).unwrap();
     let id = c.world().task_id("default/j-w-0").unwrap();

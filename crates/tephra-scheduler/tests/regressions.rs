@@ -21,15 +21,15 @@ fn run(c: &Cache) -> Decisions {
     )
 }
 
-/// Cluster `east` with one 8-CPU node, `n-0`.
-fn one_cpu_node() -> Cache {
+/// Cluster `east` with `count` 8-CPU nodes, `n-0`, `n-1`, ...
+fn cpu_nodes(count: usize) -> Cache {
     let mut c = Cache::new();
     add_cluster(&mut c, Cluster::named("east")).unwrap();
     add_nodes(
         &mut c,
         "east",
         "n",
-        1,
+        count,
         &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
         &[],
     )
@@ -108,17 +108,7 @@ fn a_free_node_is_preferred_over_one_whose_resources_are_still_being_released() 
 // B: gang mixing best-effort and regular pods where min needs both: never placed.
 #[test]
 fn a_gang_that_needs_its_best_effort_pods_is_placed_whole() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("east")).unwrap();
-    add_nodes(
-        &mut c,
-        "east",
-        "n",
-        2,
-        &[("cpu", "8"), ("memory", "8Gi"), ("pods", "110")],
-        &[],
-    )
-    .unwrap();
+    let mut c = cpu_nodes(2);
     let job = GangJob::new(
         "mix",
         vec![Role::new("w", 2, &[("cpu", "1")]), Role::new("be", 1, &[])],
@@ -131,7 +121,7 @@ fn a_gang_that_needs_its_best_effort_pods_is_placed_whole() {
 // C: a Running PodGroup whose pods all succeed never becomes Completed.
 #[test]
 fn a_running_podgroup_whose_pods_all_succeeded_becomes_completed() {
-    let mut c = one_cpu_node();
+    let mut c = cpu_nodes(1);
     let job = GangJob::new("j", vec![Role::new("w", 1, &[("cpu", "1")])]);
     add_job(&mut c, &job).unwrap();
     let d = run(&c);
@@ -151,7 +141,7 @@ fn a_running_podgroup_whose_pods_all_succeeded_becomes_completed() {
 // D: a best-effort job that cannot be placed gets no explanation.
 #[test]
 fn a_best_effort_job_that_cannot_be_placed_is_explained() {
-    let mut c = one_cpu_node();
+    let mut c = cpu_nodes(1);
     let job = GangJob::new("be", vec![Role::new("w", 1, &[]).select("zone", "nowhere")]);
     add_job(&mut c, &job).unwrap();
     let d = run(&c);
@@ -161,7 +151,7 @@ fn a_best_effort_job_that_cannot_be_placed_is_explained() {
 // E: a pod that leaves its PodGroup gets a job without a group: never scheduled, never explained.
 #[test]
 fn a_pod_that_leaves_its_podgroup_is_scheduled_like_a_bare_pod() {
-    let mut c = one_cpu_node();
+    let mut c = cpu_nodes(1);
     let job = GangJob::new("j", vec![Role::new("w", 1, &[("cpu", "1")])]);
     add_job(&mut c, &job).unwrap();
     let id = c.world().task_id("default/j-w-0").unwrap();

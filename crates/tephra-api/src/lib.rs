@@ -11,10 +11,14 @@
 #[cfg(feature = "validate")]
 pub mod admission;
 pub mod batch;
+#[cfg(feature = "validate")]
+pub mod celcheck;
+pub mod checks;
 pub mod cluster;
 pub mod crd;
 pub mod defaults;
 pub mod policy;
+mod root;
 pub mod scheduling;
 pub mod well_known;
 pub mod work;
@@ -40,13 +44,13 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
         ),
         (
             "scheduling.volcano.sh_podgroups.yaml",
-            PodGroup::crd(),
+            scheduling::PodGroupCrd::crd(),
             "A gang of pods that the scheduler places together (at least minMember) or not at all. \
              Volcano Jobs, Kubeflow, KubeRay, Spark and MPI operators create them.",
         ),
         (
             "scheduling.volcano.sh_queues.yaml",
-            Queue::crd(),
+            scheduling::QueueCrd::crd(),
             "A queue: a share of the fleet that PodGroups are admitted through. Queues form a tree \
              through spec.parent, rooted at the queue named root.",
         ),
@@ -71,6 +75,17 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
     ];
     derived
         .into_iter()
-        .map(|(file, crd, doc)| Ok((file, crd::tidy(crd, doc)?)))
+        .map(|(file, mut crd, doc)| {
+            if matches!(crd.spec.names.kind.as_str(), "PodGroup" | "Queue") {
+                crd::make_spec_optional(&mut crd);
+            }
+            if crd.spec.names.kind == "PodGroup" {
+                // Volcano's PodGroup has no status subresource: KubeRay and the Spark operator
+                // create PodGroups with `status.phase: Pending`, which a status subresource
+                // would drop, and controllers write status with plain updates.
+                crd::drop_status_subresource(&mut crd);
+            }
+            Ok((file, crd::tidy(crd, doc)?))
+        })
         .collect()
 }

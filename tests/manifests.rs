@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tephra_api::admission::Admission;
@@ -87,6 +85,11 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
                     .unwrap_or_else(|e| panic!("{origin}: not a valid Pod: {e}"));
                 continue;
             }
+            if api_version == "v1" && kind == "Namespace" {
+                serde_json::from_value::<Namespace>(doc.clone())
+                    .unwrap_or_else(|e| panic!("{origin}: not a valid Namespace: {e}"));
+                continue;
+            }
             if let Err(err) = admission.admit(doc) {
                 panic!("{origin}: refused: {err}");
             }
@@ -105,21 +108,6 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
     }
 }
 
-fn expectations(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).expect("readable");
-    let expected: Vec<String> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# expect: "))
-        .map(str::to_string)
-        .collect();
-    assert!(
-        !expected.is_empty(),
-        "{} has no `# expect:` line",
-        path.display()
-    );
-    expected
-}
-
 #[test]
 fn every_broken_manifest_is_refused_with_its_message() {
     let admission = Admission::new().expect("CRDs generate");
@@ -130,10 +118,10 @@ fn every_broken_manifest_is_refused_with_its_message() {
         let docs = common::yaml_documents(path);
         assert_eq!(docs.len(), 1, "{}: one manifest per file", path.display());
         match admission.admit(&docs[0]) {
-            Ok(()) => failures.push(format!("{}: was admitted", path.display())),
+            Ok(_) => failures.push(format!("{}: was admitted", path.display())),
             Err(err) => {
                 let text = err.to_string();
-                for want in expectations(path) {
+                for want in common::expectations(path) {
                     if !text.contains(&want) {
                         failures.push(format!(
                             "{}: message lacks {want:?}\n    got: {text}",
@@ -152,7 +140,7 @@ fn a_volcano_job_without_queue_or_max_retry_gets_volcano_defaults() {
     let doc = serde_json::json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": "j", "namespace": "n"},
-        "spec": {"tasks": [{"replicas": 2, "template": {}}]}
+        "spec": {"tasks": [{"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]}
     });
     Admission::new().unwrap().admit(&doc).expect("admitted");
     let job: Job = serde_json::from_value(doc).unwrap();
@@ -172,5 +160,28 @@ fn show_broken_messages() {
             path.file_name().unwrap().to_string_lossy(),
             admission.admit(doc).unwrap_err()
         );
+    }
+}
+
+/// `kubectl apply -f examples/<file>` on a fresh cluster must work as typed: every namespace an
+/// example uses other than `default` is created by the same file, ahead of its use.
+#[test]
+fn every_example_creates_the_namespaces_it_uses() {
+    for path in common::yaml_files(&common::repo_root().join("examples")) {
+        let mut created = std::collections::BTreeSet::from(["default".to_string()]);
+        for (i, doc) in common::yaml_documents(&path).iter().enumerate() {
+            if doc.get("kind").and_then(Value::as_str) == Some("Namespace") {
+                let name = doc.pointer("/metadata/name").and_then(Value::as_str);
+                created.insert(name.unwrap_or_default().to_string());
+                continue;
+            }
+            if let Some(ns) = doc.pointer("/metadata/namespace").and_then(Value::as_str) {
+                assert!(
+                    created.contains(ns),
+                    "{} document {i}: namespace {ns:?} is used before the file creates it",
+                    path.display()
+                );
+            }
+        }
     }
 }

@@ -29,3 +29,19 @@ pub fn yaml_documents(path: &Path) -> Vec<Value> {
         .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
+
+/// The `# expect: <text>` lines of a manifest meant to be refused: what the refusal must say.
+pub fn expectations(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let expected: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# expect: "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !expected.is_empty(),
+        "{} has no `# expect:` line",
+        path.display()
+    );
+    expected
+}

@@ -7,31 +7,12 @@
 //! applied, as the API server orders it.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use kube_cel::{CompiledSchema, RootContext, Validator, compile_schema};
 use serde_json::Value;
 
+pub use crate::checks::FieldError;
 use crate::crd::CrdError;
-
-/// One reason a manifest is refused, with the path of the offending field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// Dotted path with indexes, e.g. `spec.tasks[1].minAvailable`.
-    pub field: String,
-    /// What is wrong, in words a user can act on.
-    pub message: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
-    }
-}
 
 /// A refused manifest.
 #[derive(Debug, thiserror::Error)]
@@ -135,8 +116,12 @@ impl Admission {
     }
 
     /// Checks one object (already parsed from YAML or JSON). `Ok` means a kube-apiserver with
-    /// tephra's CRDs installed would accept it.
-    pub fn admit(&self, object: &Value) -> Result<(), AdmissionError> {
+    /// tephra's CRDs installed would accept it; what it would accept but change (a namespace on
+    /// a cluster-scoped object, which it clears) comes back as warnings.
+    ///
+    /// As the API server does: schema defaults first, then the structural schema, then the CEL
+    /// rules.
+    pub fn admit(&self, object: &Value) -> Result<Admitted, AdmissionError> {
         let api_version = type_field(object, "apiVersion")?;
         let kind_name = type_field(object, "kind")?;
         let kind = self
@@ -151,12 +136,14 @@ impl Admission {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let mut errors = Vec::new();
-        check_metadata(object, kind.namespaced, &mut errors);
-        check(&kind.schema, object, "", &mut errors);
+        let mut warnings = Vec::new();
+        check_metadata(object, kind.namespaced, &mut errors, &mut warnings);
+        let defaulted = kube_cel::apply_defaults(&kind.schema, object);
+        check(&kind.schema, &defaulted, "", &mut errors);
         if errors.is_empty()
             && let Err(cel) = self.validator.validate_compiled_with_context(
                 &kind.compiled,
-                object,
+                &defaulted,
                 None,
                 Some(&kind.root),
             )
@@ -167,7 +154,7 @@ impl Admission {
             }));
         }
         if errors.is_empty() {
-            Ok(())
+            Ok(Admitted { warnings })
         } else {
             Err(AdmissionError::Invalid {
                 kind: kind_name.to_string(),
@@ -180,6 +167,13 @@ impl Admission {
             })
         }
     }
+}
+
+/// An admitted object, and what the API server would change or say about it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// Warnings, as `kubectl` prints them (`Warning: ...`).
+    pub warnings: Vec<String>,
 }
 
 fn type_field<'a>(object: &'a Value, field: &'static str) -> Result<&'a str, AdmissionError> {
@@ -196,7 +190,50 @@ fn type_field<'a>(object: &'a Value, field: &'static str) -> Result<&'a str, Adm
     }
 }
 
-fn check_metadata(object: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {
+/// The fields of `metadata` a manifest may set (ObjectMeta's, as the API server decodes it).
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
+
+fn check_metadata(
+    object: &Value,
+    namespaced: bool,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) {
+    if let Some(meta) = object.get("metadata").and_then(Value::as_object) {
+        for key in meta.keys() {
+            if OBJECT_META_FIELDS.contains(&key.as_str()) {
+                continue;
+            }
+            let hint = if matches!(key.as_str(), "spec" | "status") {
+                format!(
+                    "unknown field {key:?}: `{key}` is indented under `metadata`; it belongs at \
+                     the top level of the document, level with `metadata`"
+                )
+            } else {
+                format!("unknown field {key:?}")
+            };
+            errors.push(FieldError {
+                field: format!("metadata.{key}"),
+                message: hint,
+            });
+        }
+    }
     let has_name = object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -223,11 +260,20 @@ fn check_metadata(object: &Value, namespaced: bool, errors: &mut Vec<FieldError>
             ),
         });
     }
-    if !namespaced && object.pointer("/metadata/namespace").is_some() {
-        errors.push(FieldError {
-            field: "metadata.namespace".into(),
-            message: "must not be set: this kind is cluster-scoped".into(),
-        });
+    if !namespaced
+        && let Some(ns) = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+        && !ns.is_empty()
+    {
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("this kind");
+        warnings.push(format!(
+            "metadata.namespace {ns:?} is ignored: {kind} is cluster-scoped (the API server \
+             clears it)"
+        ));
     }
 }
 
@@ -281,10 +327,9 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>
                 "must be an integer or a string, got {}",
                 describe(value)
             ));
+            return;
         }
-        return;
-    }
-    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
+    } else if let Some(ty) = schema.get("type").and_then(Value::as_str) {
         let ok = match ty {
             "object" => value.is_object(),
             "array" => value.is_array(),
@@ -312,16 +357,39 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>
             describe(value)
         ));
     }
-    if let Some(n) = value.as_f64() {
+    if value.is_number() {
+        if let Some(range) = match schema.get("format").and_then(Value::as_str) {
+            Some("int32") => Some((i64::from(i32::MIN), i64::from(i32::MAX), "int32")),
+            Some("int64") => Some((i64::MIN, i64::MAX, "int64")),
+            _ => None,
+        } {
+            let fits = value.as_i64().is_some_and(|n| n >= range.0 && n <= range.1);
+            if !fits {
+                err(format!(
+                    "must be of type {} (between {} and {}), got {}",
+                    range.2,
+                    range.0,
+                    range.1,
+                    describe(value)
+                ));
+            }
+        }
+        let n = value.as_f64().unwrap_or_default();
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && n < min
         {
-            err(format!("must be greater than or equal to {min}, got {n}"));
+            err(format!(
+                "must be greater than or equal to {min}, got {}",
+                describe(value)
+            ));
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && n > max
         {
-            err(format!("must be less than or equal to {max}, got {n}"));
+            err(format!(
+                "must be less than or equal to {max}, got {}",
+                describe(value)
+            ));
         }
     }
     if let Some(s) = value.as_str() {
@@ -336,6 +404,19 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>
         {
             err(format!("must be at least {min} characters long"));
         }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && !pattern_matches(pattern, s)
+        {
+            err(if pattern == crate::crd::QUANTITY_PATTERN {
+                format!(
+                    "must be a Kubernetes quantity, not negative (such as 500m, 2, 1.5 or 128Gi), \
+                     got {}",
+                    describe(value)
+                )
+            } else {
+                format!("{} does not match the pattern {pattern}", describe(value))
+            });
+        }
     }
     if let Some(items) = value.as_array() {
         let len = items.len() as u64;
@@ -349,6 +430,7 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>
         {
             err(format!("must have at least {min} items, has {len}"));
         }
+        check_list_type(schema, items, path, errors);
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {
                 check(item_schema, item, &format!("{path}[{i}]"), errors);
@@ -399,6 +481,69 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>
     }
 }
 
+/// Lists the API server keeps unique: `x-kubernetes-list-type: set` (whole items) and `map`
+/// (the `x-kubernetes-list-map-keys` of each item).
+fn check_list_type(schema: &Value, items: &[Value], path: &str, errors: &mut Vec<FieldError>) {
+    let key_of = |item: &Value| -> Value {
+        match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("map") => {
+                let keys = schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|k| k.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                    .unwrap_or_default();
+                Value::Object(
+                    keys.iter()
+                        .map(|k| {
+                            (
+                                (*k).to_string(),
+                                item.get(*k).cloned().unwrap_or(Value::Null),
+                            )
+                        })
+                        .collect(),
+                )
+            }
+            _ => item.clone(),
+        }
+    };
+    if !matches!(
+        schema.get("x-kubernetes-list-type").and_then(Value::as_str),
+        Some("map" | "set")
+    ) {
+        return;
+    }
+    let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let key = key_of(item);
+        if seen.contains(&key) {
+            errors.push(FieldError {
+                field: format!("{path}[{i}]"),
+                message: format!("Duplicate value: {key}"),
+            });
+        } else {
+            seen.push(key);
+        }
+    }
+}
+
+/// Whether `text` matches a schema `pattern` (an ECMA-262 regular expression, which the
+/// patterns tephra's CRDs use share with Rust's regex syntax). A pattern that does not compile
+/// never matches.
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let Ok(mut cache) = cache.lock() else {
+        return regex::Regex::new(pattern).is_ok_and(|r| r.is_match(text));
+    };
+    cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok())
+        .as_ref()
+        .is_some_and(|r| r.is_match(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn cel_rules_run_after_defaults_and_name_the_field() {
+    fn schema_defaults_apply_before_the_checks_and_errors_name_the_field() {
         let adm = admission();
         let ok = json!({
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
@@ -447,7 +592,76 @@ mod tests {
         let err = adm.admit(&bad).expect_err("weight 0 refused");
         assert!(
             err.to_string()
-                .contains("spec.weight must be between 1 and 65535"),
+                .contains("spec.weight: must be greater than or equal to 1"),
+            "{err}"
+        );
+        let own_parent = json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "q1"}, "spec": {"parent": "q1"}
+        });
+        let err = adm.admit(&own_parent).expect_err("own parent refused");
+        assert!(
+            err.to_string().contains("cannot be its own parent"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_queue_or_podgroup_without_spec_is_admitted() {
+        let adm = admission();
+        for kind in ["Queue", "PodGroup"] {
+            let mut doc = json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": kind,
+                "metadata": {"name": "x"}
+            });
+            if kind == "PodGroup" {
+                doc["metadata"]["namespace"] = json!("n");
+            }
+            adm.admit(&doc).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_namespace_on_a_cluster_scoped_object_is_a_warning_not_a_refusal() {
+        let admitted = admission()
+            .admit(&json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": "q", "namespace": "default"}
+            }))
+            .expect("the API server clears the namespace and accepts it");
+        assert_eq!(admitted.warnings.len(), 1);
+        assert!(
+            admitted.warnings[0].contains("cluster-scoped"),
+            "{admitted:?}"
+        );
+    }
+
+    #[test]
+    fn spec_indented_under_metadata_is_named_as_the_cause() {
+        let err = admission()
+            .admit(&json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": "q", "spec": {"weight": 1}}
+            }))
+            .expect_err("spec under metadata is refused");
+        let text = err.to_string();
+        assert!(text.contains("metadata.spec"), "{text}");
+        assert!(text.contains("indented under `metadata`"), "{text}");
+    }
+
+    #[test]
+    fn int32_fields_refuse_values_beyond_int32() {
+        let err = admission()
+            .admit(&json!({
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "n"},
+                "spec": {"tasks": [{"name": "t", "replicas": 3_000_000_000u64,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}
+            }))
+            .expect_err("replicas beyond int32");
+        assert!(
+            err.to_string()
+                .contains("spec.tasks[0].replicas: must be of type int32"),
             "{err}"
         );
     }

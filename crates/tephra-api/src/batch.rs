@@ -45,7 +45,11 @@ use crate::defaults;
         type_ = "string",
         json_path = ".spec.queue",
         priority = 1
-    )
+    ),
+    validation = Rule::new("!has(self.metadata.name) || size(self.metadata.name) <= 63")
+        .message("metadata.name: a Job name must be no more than 63 characters: it names the job's Service and its pods' subdomain"),
+    validation = Rule::new("!has(self.metadata.generateName) || size(self.metadata.generateName) <= 58")
+        .message("metadata.generateName: must be no more than 58 characters, so that the generated Job name fits in 63")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
@@ -56,18 +60,27 @@ use crate::defaults;
         "!has(self.tasks) || self.tasks.all(t, !has(t.name) || t.name == '' || self.tasks.exists_one(u, has(u.name) && u.name == t.name))"
     ).message("spec.tasks[].name must be unique within the job").field_path(".tasks"),
     validation = Rule::new(
-        "!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || t.dependsOn.name.all(n, (!has(t.name) || n != t.name) && self.tasks.exists(u, has(u.name) && u.name == n)))"
+        "!has(self.tasks) || self.tasks.all(t, !has(t.dependsOn) || !has(t.dependsOn.name) || (!(has(t.name) && t.name in t.dependsOn.name) && sets.contains(self.tasks.map(u, has(u.name) ? u.name : ''), t.dependsOn.name)))"
     ).message("spec.tasks[].dependsOn.name must list other tasks of this job").field_path(".tasks"),
     validation = Rule::new(
         "!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()"
     ).message("spec.minSuccess must not exceed the total replicas of all tasks").field_path(".minSuccess"),
     validation = Rule::new(
-        "!has(self.plugins) || self.plugins.all(p, p in ['env', 'svc', 'ssh', 'pytorch', 'mpi', 'tensorflow', 'ray'])"
-    ).message("spec.plugins keys must be job plugins: env, svc, ssh, pytorch, mpi, tensorflow or ray").field_path(".plugins")
+        "!has(self.plugins) || self.plugins.all(p, p in ['env', 'svc', 'ssh', 'pytorch', 'mpi', 'tensorflow', 'ray', 'hcclrank'])"
+    ).message("spec.plugins keys must be job plugins: env, svc, ssh, pytorch, mpi, tensorflow, ray or hcclrank").field_path(".plugins"),
+    validation = Rule::new("!has(self.queue) || self.queue != 'root'")
+        .message("spec.queue: a job cannot be submitted to the root queue; use a leaf queue").field_path(".queue"),
+    validation = Rule::new(POLICY_EVENTS_UNIQUE)
+        .message("spec.policies: an event may appear in only one policy of a list (duplicate event across different policies)").field_path(".policies"),
+    validation = Rule::new(POLICY_ANY_ALONE)
+        .message("spec.policies: with a policy for event '*', no other event policy may be given").field_path(".policies"),
+    validation = Rule::new(POLICY_EXIT_CODES_UNIQUE)
+        .message("spec.policies: duplicate exitCode: each exit code may have only one policy").field_path(".policies")
 )]
 pub struct JobSpec {
     /// Default scheduler for the pods of every task (`tasks[].template.spec.schedulerName`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub scheduler_name: Option<String>,
 
     /// The least number of pods that must be placed together (gang size). Defaults to the sum of
@@ -76,13 +89,15 @@ pub struct JobSpec {
     #[schemars(range(min = 0))]
     pub min_available: Option<i32>,
 
-    /// Volumes (PVCs) mounted into every pod of the job.
+    /// Volumes (PVCs) mounted into every pod of the job, one per mount path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["mountPath"]))]
     pub volumes: Vec<VolumeSpec>,
 
     /// The roles of the job, each a pod template with a replica count.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(min = 1, max = 64))]
     pub tasks: Vec<TaskSpec>,
 
     /// Job-wide lifecycle policies: what to do when an event happens to any task.
@@ -101,7 +116,7 @@ pub struct JobSpec {
 
     /// The queue the job is admitted through. Defaults to `default`.
     #[serde(default = "defaults::queue")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), regex(pattern = crate::defaults::DNS1123_SUBDOMAIN))]
     pub queue: String,
 
     /// How many times the job may be restarted before it is marked Failed. Defaults to 3.
@@ -116,6 +131,7 @@ pub struct JobSpec {
 
     /// PriorityClass of the job; it orders jobs within a queue and decides preemption.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253), regex(pattern = crate::defaults::DNS1123_SUBDOMAIN))]
     pub priority_class_name: Option<String>,
 
     /// The least number of succeeded pods for the job to count as Completed.
@@ -129,13 +145,19 @@ pub struct JobSpec {
 }
 
 /// A volume mounted into every pod of a job.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.volumeClaim) != has(self.volumeClaimName)")
+        .message("volumes[]: set either volumeClaim (a new PVC) or volumeClaimName (an existing one), not both and not neither")
+)]
 pub struct VolumeSpec {
     /// Path within the container at which the volume is mounted; must not contain ':'.
+    #[schemars(length(min = 1, max = 4096), regex(pattern = r"^[^:]+$"))]
     pub mount_path: String,
     /// Name of an existing PVC to mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub volume_claim_name: Option<String>,
     /// A PVC to create for the job and mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,17 +175,44 @@ pub enum NetworkTopologyMode {
     Soft,
 }
 
-/// Network topology constraint of a job or PodGroup.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// Network topology constraint of a job, a task partition or a PodGroup (and its sub-groups).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.highestTierAllowed) || !has(self.highestTierName)")
+        .message("networkTopology: must not specify 'highestTierAllowed' and 'highestTierName' simultaneously")
+)]
 pub struct NetworkTopologySpec {
     /// `hard` or `soft`. Defaults to `hard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<NetworkTopologyMode>,
-    /// The highest network tier a job may cross. Defaults to 1.
+    /// The highest network tier a job may cross, by number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
-    pub highest_tier_allowed: Option<i32>,
+    pub highest_tier_allowed: Option<i64>,
+    /// The highest network tier a job may cross, by the tier's name (instead of its number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub highest_tier_name: Option<String>,
+}
+
+/// How a task's replicas are split into equal partitions that are placed as sub-gangs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionPolicySpec {
+    /// Number of partitions; replicas must equal totalPartitions × partitionSize.
+    #[schemars(range(min = 1))]
+    pub total_partitions: i32,
+    /// Pods per partition.
+    #[schemars(range(min = 1))]
+    pub partition_size: i32,
+    /// The least number of partitions that must be placed together. Defaults to 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_partitions: Option<i32>,
+    /// Network topology constraint of each partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<NetworkTopologySpec>,
 }
 
 /// One role of a job.
@@ -173,7 +222,19 @@ pub struct NetworkTopologySpec {
     validation = Rule::new("!has(self.minAvailable) || self.minAvailable <= (has(self.replicas) ? self.replicas : 0)")
         .message("tasks[].minAvailable must not exceed the task's replicas").field_path(".minAvailable"),
     validation = Rule::new("!has(self.name) || self.name == '' || self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')")
-        .message("tasks[].name must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit").field_path(".name")
+        .message("tasks[].name must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit").field_path(".name"),
+    validation = Rule::new("has(self.template) && has(self.template.spec) && size(self.template.spec.containers) > 0")
+        .message("tasks[].template.spec.containers: Required value: every task needs a pod template with at least one container").field_path(".template"),
+    validation = Rule::new("!has(self.partitionPolicy) || (has(self.replicas) ? self.replicas : 0) == self.partitionPolicy.totalPartitions * self.partitionPolicy.partitionSize")
+        .message("tasks[].replicas must equal partitionPolicy.totalPartitions × partitionPolicy.partitionSize").field_path(".partitionPolicy"),
+    validation = Rule::new("!has(self.partitionPolicy) || !has(self.minAvailable) || !has(self.partitionPolicy.minPartitions) || self.partitionPolicy.minPartitions == 0 || self.minAvailable == self.partitionPolicy.minPartitions * self.partitionPolicy.partitionSize")
+        .message("tasks[].minAvailable must equal partitionPolicy.minPartitions × partitionPolicy.partitionSize").field_path(".minAvailable"),
+    validation = Rule::new(POLICY_EVENTS_UNIQUE)
+        .message("tasks[].policies: an event may appear in only one policy of a list (duplicate event across different policies)").field_path(".policies"),
+    validation = Rule::new(POLICY_ANY_ALONE)
+        .message("tasks[].policies: with a policy for event '*', no other event policy may be given").field_path(".policies"),
+    validation = Rule::new(POLICY_EXIT_CODES_UNIQUE)
+        .message("tasks[].policies: duplicate exitCode: each exit code may have only one policy").field_path(".policies")
 )]
 pub struct TaskSpec {
     /// Name of the role, unique within the job (a DNS-1123 label). Empty names are defaulted to
@@ -213,6 +274,10 @@ pub struct TaskSpec {
     /// Roles that must reach Running before this role's pods are created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depends_on: Option<DependsOn>,
+
+    /// Splits the role's replicas into partitions placed as sub-gangs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_policy: Option<PartitionPolicySpec>,
 }
 
 /// The NUMA topology policy of a task.
@@ -238,7 +303,7 @@ pub enum NumaPolicy {
 pub struct DependsOn {
     /// Names of the roles waited for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), extend("items" = {"type": "string", "maxLength": 63}))]
     pub name: Vec<String>,
     /// `any`: start when one of them runs; `all`: when all of them run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -265,17 +330,22 @@ pub enum Iteration {
     validation = Rule::new("!has(self.exitCode) || self.exitCode != 0")
         .message("policies[].exitCode must not be 0: 0 is success, not an error code").field_path(".exitCode"),
     validation = Rule::new("has(self.exitCode) || has(self.event) || has(self.events)")
-        .message("policies[] needs an event, events or exitCode to react to")
+        .message("policies[] needs an event, events or exitCode to react to"),
+    validation = Rule::new("!(has(self.event) || has(self.events)) || has(self.action)")
+        .message("policies[].action: a policy for an event needs an action").field_path(".action")
 )]
 pub struct LifecyclePolicy {
     /// The action taken when the policy matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<PolicyAction>")]
     pub action: Option<Action>,
     /// The event the policy reacts to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<PolicyEvent>")]
     pub event: Option<Event>,
     /// Several events the policy reacts to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<PolicyEvent>", length(max = 16))]
     pub events: Vec<Event>,
     /// A container exit code the policy reacts to (not with `event`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,7 +355,46 @@ pub struct LifecyclePolicy {
     pub timeout: Option<String>,
 }
 
-/// Events a lifecycle policy can react to (Volcano's `bus/v1alpha1.Event`).
+/// The policy rules that look across a list of policies (on a job and on each task). Each
+/// walks the list a bounded number of times: the list holds at most 32 policies of at most 16
+/// events.
+const POLICY_EVENTS_UNIQUE: &str = "!has(self.policies) || ['*', 'PodFailed', 'PodEvicted', 'PodPending', 'Unknown', 'TaskCompleted', 'TaskFailed', 'JobUpdated'].all(v, self.policies.filter(p, (has(p.event) && p.event == v) || (has(p.events) && v in p.events)).size() <= 1)";
+const POLICY_ANY_ALONE: &str = "!has(self.policies) || !self.policies.exists(p, (has(p.event) && p.event == '*') || (has(p.events) && '*' in p.events)) || self.policies.all(p, has(p.exitCode) || ((!has(p.event) || p.event == '*') && (!has(p.events) || p.events.all(e, e == '*'))))";
+const POLICY_EXIT_CODES_UNIQUE: &str = "!has(self.policies) || self.policies.all(p, !has(p.exitCode) || self.policies.filter(q, has(q.exitCode) && q.exitCode == p.exitCode).size() == 1)";
+
+/// The events a lifecycle policy may name (the schema of `event` and `events`), as Volcano's
+/// job webhook allows them.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum PolicyEvent {
+    #[serde(rename = "*")]
+    Any,
+    PodFailed,
+    PodEvicted,
+    PodPending,
+    Unknown,
+    TaskCompleted,
+    TaskFailed,
+    JobUpdated,
+}
+
+/// The actions a lifecycle policy may take (the schema of `action`).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum PolicyAction {
+    AbortJob,
+    RestartJob,
+    RestartTask,
+    RestartPod,
+    RestartPartition,
+    TerminateJob,
+    CompleteJob,
+    ResumeJob,
+}
+
+/// Events a lifecycle policy can react to: every value of Volcano's `bus/v1alpha1.Event`.
+/// `OutOfSync`, `CommandIssued` and `PodRunning` are internal: the schema knows them (as
+/// Volcano's does) but a policy may not name them ([`Event::is_policy_event`]).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum Event {
     /// Any event.
@@ -295,6 +404,10 @@ pub enum Event {
     PodFailed,
     /// A pod was evicted or deleted.
     PodEvicted,
+    /// A pod stayed Pending (with the policy's `timeout`: for that long).
+    PodPending,
+    /// Internal: a pod started running.
+    PodRunning,
     /// Part of the gang is running and the rest cannot be scheduled.
     Unknown,
     /// All replicas of a task succeeded.
@@ -305,8 +418,27 @@ pub enum Event {
     OutOfSync,
     /// Internal: a user issued a command.
     CommandIssued,
-    /// Internal: the job was updated (scaled).
+    /// The job was updated (scaled).
     JobUpdated,
+}
+
+impl Event {
+    /// The events a lifecycle policy may name, as Volcano's job webhook allows them.
+    pub const POLICY_EVENTS: [Event; 8] = [
+        Event::Any,
+        Event::PodFailed,
+        Event::PodEvicted,
+        Event::PodPending,
+        Event::Unknown,
+        Event::TaskCompleted,
+        Event::TaskFailed,
+        Event::JobUpdated,
+    ];
+
+    /// Whether a lifecycle policy may name this event.
+    pub fn is_policy_event(self) -> bool {
+        Self::POLICY_EVENTS.contains(&self)
+    }
 }
 
 /// Actions of a lifecycle policy (Volcano's `bus/v1alpha1.Action`).
@@ -320,6 +452,8 @@ pub enum Action {
     RestartTask,
     /// Restart only the pod.
     RestartPod,
+    /// Restart the pod's partition (tasks with a `partitionPolicy`).
+    RestartPartition,
     /// Evict all pods; the job cannot be resumed.
     TerminateJob,
     /// Kill unfinished pods and mark the job Completed.
@@ -336,6 +470,21 @@ pub enum Action {
     OpenQueue,
     /// Internal: close a queue.
     CloseQueue,
+}
+
+impl Action {
+    /// The actions a lifecycle policy may take, as Volcano's job webhook allows them; the
+    /// others are internal to the controllers.
+    pub const POLICY_ACTIONS: [Action; 8] = [
+        Action::AbortJob,
+        Action::RestartJob,
+        Action::RestartTask,
+        Action::RestartPod,
+        Action::RestartPartition,
+        Action::TerminateJob,
+        Action::CompleteJob,
+        Action::ResumeJob,
+    ];
 }
 
 /// The phase of a Volcano job.

@@ -33,9 +33,7 @@ use crate::scheduling::ResourceList;
     validation = Rule::new("!has(self.apiEndpoint) || self.apiEndpoint == '' || self.apiEndpoint.startsWith('https://') || self.apiEndpoint.startsWith('http://')")
         .message("spec.apiEndpoint must be an http(s) URL such as https://10.0.0.1:6443").field_path(".apiEndpoint"),
     validation = Rule::new("!has(self.taints) || self.taints.all(t, t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])")
-        .message("spec.taints[].effect must be NoSchedule, PreferNoSchedule or NoExecute").field_path(".taints"),
-    validation = Rule::new("!has(self.price) || self.price.all(r, quantity(string(self.price[r])).sign() >= 0)")
-        .message("spec.price values must not be negative").field_path(".price")
+        .message("spec.taints[].effect must be NoSchedule, PreferNoSchedule or NoExecute").field_path(".taints")
 )]
 pub struct ClusterSpec {
     /// `Push`: tephra drives the member through its API server. `Pull`: an agent in the member
@@ -44,6 +42,7 @@ pub struct ClusterSpec {
 
     /// API server URL of the member (required for Push mode, except for `local`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub api_endpoint: Option<String>,
 
     /// Secret holding the member's credentials (`token` and `caBundle`).
@@ -69,6 +68,7 @@ pub struct ClusterSpec {
     /// Cluster taints. Jobs that do not tolerate a NoSchedule taint are not placed here; a
     /// NoExecute taint evicts them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub taints: Vec<Taint>,
 
     /// Price per resource-hour for cost-aware placement: per core for `cpu`, per GiB for

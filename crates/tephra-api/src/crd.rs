@@ -28,8 +28,15 @@ const EMBEDDED_CORE_TYPES: &[&[&str]] = &[
 /// The most resource names one resource list may hold.
 const MAX_RESOURCE_NAMES: u64 = 64;
 
+/// A Kubernetes quantity without a sign (Volcano's CRD pattern, which allows a leading `+` or
+/// `-`, narrowed to what a resource amount can be).
+pub const QUANTITY_PATTERN: &str = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// The longest quantity string accepted.
+const MAX_QUANTITY_LENGTH: u64 = 64;
+
 const QUANTITY_DESCRIPTION: &str =
-    "A Kubernetes quantity, such as 500m, 2, 1.5 or 128Gi (an integer or a string).";
+    "A Kubernetes quantity, such as 500m, 2, 1.5 or 128Gi (an integer or a string, not negative).";
 
 /// Tidies a derived CRD: a description on the root object, a short description on every
 /// quantity, descriptions of embedded core types dropped, and doc-comment line wraps unfolded.
@@ -72,15 +79,45 @@ pub fn tidy(
                     Value::String("Observed state, as written by tephra.".into()),
                 );
             }
+            tidy_node(root);
             for path in EMBEDDED_CORE_TYPES {
                 if let Some(node) = schema_at(root, path) {
                     strip_descriptions(node);
                 }
             }
-            tidy_node(root);
         }
     }
     serde_json::from_value(value).map_err(json_err)
+}
+
+/// Lets objects of the CRD leave out `spec`, which then takes its defaults (Volcano's Queue and
+/// PodGroup work that way).
+pub fn make_spec_optional(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        if let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            && let Some(required) = root.required.as_mut()
+        {
+            required.retain(|field| field != "spec");
+            if required.is_empty() {
+                root.required = None;
+            }
+        }
+    }
+}
+
+/// Serves `status` as part of the main resource instead of a subresource.
+pub fn drop_status_subresource(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        if let Some(sub) = version.subresources.as_mut() {
+            sub.status = None;
+            if sub.scale.is_none() {
+                version.subresources = None;
+            }
+        }
+    }
 }
 
 /// Follows `properties` (and `items` for arrays) down a path of field names.
@@ -126,6 +163,12 @@ fn tidy_node(node: &mut Value) {
                     "description".into(),
                     Value::String(QUANTITY_DESCRIPTION.into()),
                 );
+                // Volcano's quantity pattern, without a sign: no resource quantity tephra reads
+                // may be negative. The length bound keeps the cost of CEL rules that parse
+                // quantities within the API server's budget.
+                map.insert("pattern".into(), Value::String(QUANTITY_PATTERN.into()));
+                map.insert("minimum".into(), Value::from(0));
+                map.insert("maxLength".into(), Value::from(MAX_QUANTITY_LENGTH));
             } else if let Some(Value::String(desc)) = map.get_mut("description") {
                 *desc = unwrap_lines(desc);
             }

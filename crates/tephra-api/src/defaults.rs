@@ -5,6 +5,10 @@ pub const DEFAULT_QUEUE: &str = "default";
 /// The root of the queue hierarchy.
 pub const ROOT_QUEUE: &str = "root";
 
+/// A DNS-1123 subdomain (the names of queues and priority classes), as Volcano's CRDs check it.
+pub const DNS1123_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
 pub(crate) fn queue() -> String {
     DEFAULT_QUEUE.to_string()
 }

@@ -115,6 +115,7 @@ pub struct ClusterAffinity {
 pub struct FieldSelector {
     /// All expressions must match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub match_expressions: Vec<FieldSelectorRequirement>,
 }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -17,13 +17,32 @@ use crate::defaults;
 /// A resource list: resource name (`cpu`, `memory`, `nvidia.com/gpu`, ...) to quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
 
-/// A gang: a set of pods that the scheduler places all together (at least `minMember`) or not at
-/// all.
+crate::root::optional_spec_root!(
+    /// A gang: a set of pods that the scheduler places all together (at least `minMember`) or
+    /// not at all. `spec` may be left out (every field has a default), as with Volcano.
+    PodGroup,
+    PodGroupCrd,
+    PodGroupSpec,
+    PodGroupStatus
+);
+
+crate::root::optional_spec_root!(
+    /// A queue: a share of the fleet that PodGroups are admitted through. `spec` may be left out
+    /// (every field has a default), as with Volcano.
+    Queue,
+    QueueCrd,
+    QueueSpec,
+    QueueStatus
+);
+
+/// The spec of a gang: a set of pods that the scheduler places all together (at least
+/// `minMember`) or not at all. The derive renders the CRD through the hidden `PodGroupCrd`.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "scheduling.volcano.sh",
     version = "v1beta1",
     kind = "PodGroup",
+    root = "PodGroupCrd",
     plural = "podgroups",
     singular = "podgroup",
     shortname = "pg",
@@ -46,10 +65,6 @@ pub type ResourceList = BTreeMap<String, Quantity>;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(
-    validation = Rule::new("!has(self.minTaskMember) || self.minTaskMember.all(k, self.minTaskMember[k] >= 0)")
-        .message("spec.minTaskMember values must not be negative").field_path(".minTaskMember")
-)]
 pub struct PodGroupSpec {
     /// The least number of pods that must be placed together; if they cannot all be placed, none
     /// is.
@@ -59,15 +74,17 @@ pub struct PodGroupSpec {
 
     /// The least number of pods of each task (role) that must be placed together.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("additionalProperties" = {"type": "integer", "format": "int32", "minimum": 0}))]
     pub min_task_member: BTreeMap<String, i32>,
 
     /// The queue this PodGroup is admitted through. Defaults to `default`.
     #[serde(default = "defaults::queue")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), regex(pattern = defaults::DNS1123_SUBDOMAIN))]
     pub queue: String,
 
     /// PriorityClass of the PodGroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub priority_class_name: Option<String>,
 
     /// The least resources needed to start the gang; the enqueue action admits the PodGroup only
@@ -78,6 +95,11 @@ pub struct PodGroupSpec {
     /// Network topology constraint (works with HyperNodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_topology: Option<NetworkTopologySpec>,
+
+    /// Sub-groups of the gang (a Job task's partitions), each placed together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub sub_group_policy: Vec<SubGroupPolicySpec>,
 }
 
 impl Default for PodGroupSpec {
@@ -89,8 +111,37 @@ impl Default for PodGroupSpec {
             priority_class_name: None,
             min_resources: None,
             network_topology: None,
+            sub_group_policy: Vec::new(),
         }
     }
+}
+
+/// One sub-group policy of a PodGroup: the pods its selector matches, split into sub-groups of
+/// `subGroupSize` by the values of `matchLabelKeys`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubGroupPolicySpec {
+    /// Name of the policy (the Job task it comes from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub name: Option<String>,
+    /// Network topology constraint of each sub-group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<NetworkTopologySpec>,
+    /// Pods per sub-group. Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("default" = 1))]
+    pub sub_group_size: Option<i32>,
+    /// The least number of sub-groups that must be placed together. Defaults to 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("default" = 0))]
+    pub min_sub_groups: Option<i32>,
+    /// The pods this policy applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Pod label keys whose values split the selected pods into sub-groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_label_keys: Vec<String>,
 }
 
 /// Phase of a PodGroup.
@@ -176,13 +227,15 @@ pub struct PodGroupStatus {
     pub failed: i32,
 }
 
-/// A queue: a share of the fleet that PodGroups are admitted through. Queues form a tree through
-/// `spec.parent`, rooted at the queue named `root`.
+/// The spec of a queue: a share of the fleet that PodGroups are admitted through. Queues form a
+/// tree through `spec.parent`, rooted at the queue named `root`. The derive renders the CRD
+/// through the hidden `QueueCrd`.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "scheduling.volcano.sh",
     version = "v1beta1",
     kind = "Queue",
+    root = "QueueCrd",
     plural = "queues",
     singular = "queue",
     shortname = "q",
@@ -192,15 +245,13 @@ pub struct PodGroupStatus {
     printcolumn(name = "STATE", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "PARENT", type_ = "string", json_path = ".spec.parent"),
     printcolumn(name = "AGE", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("!has(self.spec.parent) || self.spec.parent != self.metadata.name")
+    validation = Rule::new("!has(self.spec) || !has(self.spec.parent) || self.spec.parent != self.metadata.name")
         .message("spec.parent must name another queue: a queue cannot be its own parent").field_path(".spec.parent"),
-    validation = Rule::new("self.metadata.name != 'root' || !has(self.spec.parent) || self.spec.parent == ''")
+    validation = Rule::new("self.metadata.name != 'root' || !has(self.spec) || !has(self.spec.parent) || self.spec.parent == ''")
         .message("the root queue cannot have a parent").field_path(".spec.parent")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("!has(self.weight) || (self.weight >= 1 && self.weight <= 65535)")
-        .message("spec.weight must be between 1 and 65535").field_path(".weight"),
     validation = Rule::new("!has(self.capability) || !has(self.guarantee) || !has(self.guarantee.resource) || self.guarantee.resource.all(r, !(r in self.capability) || quantity(string(self.guarantee.resource[r])).compareTo(quantity(string(self.capability[r]))) <= 0)")
         .message("spec.guarantee.resource must not exceed spec.capability for any resource").field_path(".guarantee"),
     validation = Rule::new("!has(self.capability) || !has(self.deserved) || self.deserved.all(r, !(r in self.capability) || quantity(string(self.deserved[r])).compareTo(quantity(string(self.capability[r]))) <= 0)")
@@ -211,6 +262,7 @@ pub struct PodGroupStatus {
 pub struct QueueSpec {
     /// Relative share of the fleet (1 to 65535). Defaults to 1.
     #[serde(default = "defaults::weight")]
+    #[schemars(range(min = 1, max = 65535))]
     pub weight: i32,
 
     /// Hard upper bound on what the queue's jobs may hold.
@@ -232,11 +284,12 @@ pub struct QueueSpec {
 
     /// Parent queue in the hierarchy. Defaults to `root`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = 253), regex(pattern = defaults::DNS1123_SUBDOMAIN))]
     pub parent: Option<String>,
 
     /// Priority of the queue over its siblings, for reclaim and ordering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub priority: Option<i32>,
 
     /// `fifo`: the head job blocks the queue until it fits. `traverse`: skip a job that cannot fit.
@@ -250,7 +303,28 @@ pub struct QueueSpec {
     /// Queue type, free-form (Volcano passes it through).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "type")]
+    #[schemars(length(max = 253))]
     pub type_: Option<String>,
+
+    /// Clusters the queue extends to, with a weight and capacity each (Volcano's multi-cluster
+    /// field; tephra places across members through Cluster objects and keeps this as given).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extend_clusters: Vec<ExtendCluster>,
+}
+
+/// A cluster a queue extends to (Volcano's `Cluster` in a Queue spec).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtendCluster {
+    /// Cluster name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Weight of the cluster for the queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Capacity of the queue in that cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<ResourceList>,
 }
 
 impl Default for QueueSpec {
@@ -266,6 +340,7 @@ impl Default for QueueSpec {
             dequeue_strategy: None,
             affinity: None,
             type_: None,
+            extend_clusters: Vec::new(),
         }
     }
 }

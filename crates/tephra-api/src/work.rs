@@ -39,16 +39,14 @@ use crate::policy::PurgeMode;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(
-    validation = Rule::new("!has(self.clusters) || self.clusters.all(c, self.clusters.exists_one(d, d.name == c.name))")
-        .message("spec.clusters[].name must be unique").field_path(".clusters")
-)]
 pub struct ResourceBindingSpec {
     /// The Job or PodGroup this binding places.
     pub resource: ObjectReference,
-    /// Target clusters and the replicas of each task placed there.
+    /// Target clusters and the replicas of each task placed there, one entry per cluster (the
+    /// API server keeps the names unique: a list keyed by `name`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 128))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub clusters: Vec<TargetCluster>,
     /// Placements being removed after a failover.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -78,17 +76,15 @@ pub struct ObjectReference {
 }
 
 /// One target cluster.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(
-    validation = Rule::new("!has(self.tasks) || self.tasks.all(k, self.tasks[k] >= 0)")
-        .message("clusters[].tasks replica counts must not be negative").field_path(".tasks")
-)]
 pub struct TargetCluster {
     /// Cluster name.
+    #[schemars(length(max = 253))]
     pub name: String,
-    /// Replicas of each task placed in this cluster.
+    /// Replicas of each task placed in this cluster (not negative).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("additionalProperties" = {"type": "integer", "format": "int32", "minimum": 0}, "maxProperties" = 64))]
     pub tasks: BTreeMap<String, i32>,
 }
 

@@ -664,6 +664,12 @@ fn manifests(s: &Scenario) -> Result<Explicit, ScenarioError> {
         let docs: Vec<serde_json::Value> = serde_saphyr::from_str_multiple(&text)
             .map_err(|e| err(format!("workload.manifests[{i}] ({rel}): {e}")))?;
         for (d, doc) in docs.iter().enumerate().filter(|(_, d)| !d.is_null()) {
+            // A Namespace shipped with a manifest has nothing to simulate.
+            if doc.get("apiVersion").and_then(serde_json::Value::as_str) == Some("v1")
+                && doc.get("kind").and_then(serde_json::Value::as_str) == Some("Namespace")
+            {
+                continue;
+            }
             admission
                 .admit(doc)
                 .map_err(|e| err(format!("{}: {e}", at(d))))?;

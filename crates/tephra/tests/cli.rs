@@ -30,10 +30,10 @@ fn validate_accepts_the_examples_and_skips_core_kinds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(
-        "ok       examples/podgroup-with-pods.yaml (document 0, PodGroup ray-cluster-a)"
+        "ok       examples/podgroup-with-pods.yaml (document 1, PodGroup ray-cluster-a)"
     ));
     assert!(stdout.contains(
-        "skipped  examples/podgroup-with-pods.yaml (document 1, Pod ray-cluster-a-head)"
+        "skipped  examples/podgroup-with-pods.yaml (document 2, Pod ray-cluster-a-head)"
     ));
 }
 
@@ -49,7 +49,7 @@ fn validate_refuses_a_broken_manifest_with_the_field_and_exits_non_zero() {
         stdout.contains("spec.minAvailable: spec.minAvailable must not exceed the total replicas"),
         "{stdout}"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("1 manifest(s) refused"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 manifest(s) or file(s) refused"));
 }
 
 #[test]
@@ -57,6 +57,35 @@ fn validate_names_the_file_it_cannot_read() {
     let out = tephra(&["validate", "no/such/file.yaml"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("reading no/such/file.yaml"));
+}
+
+#[test]
+fn validate_refuses_a_file_with_no_documents_and_names_it() {
+    let dir = std::env::temp_dir().join(format!("tephra-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.yaml");
+    std::fs::write(&empty, "# only a comment\n---\n").unwrap();
+    let out = tephra(&["validate", empty.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("empty.yaml holds no YAML documents"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_refuses_a_job_whose_tasks_depend_on_each_other_in_a_cycle() {
+    let out = tephra(&[
+        "validate",
+        "tests/volcano/invalid/job-depends-on-cycle.yaml",
+    ]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("spec.tasks[0].dependsOn: tasks depend on each other in a cycle"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -29,21 +29,23 @@ fn refusal(admission: &Admission, doc: &Value) -> Option<String> {
         };
         return parsed.err().map(|e| e.to_string());
     }
-    match admission.admit(doc) {
-        Err(e) => Some(e.to_string()),
+    let problems = match admission.admit(doc) {
+        Err(e) => return Some(e.to_string()),
         Ok(_) if kind == "Job" => {
-            let job: tephra_api::Job = serde_json::from_value(doc.clone()).expect("parses");
-            let problems = tephra_api::checks::job(&job);
-            (!problems.is_empty()).then(|| {
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            })
+            tephra_api::checks::job(&serde_json::from_value(doc.clone()).expect("parses"))
         }
-        Ok(_) => None,
-    }
+        Ok(_) if kind == "Queue" => {
+            tephra_api::checks::queue(&serde_json::from_value(doc.clone()).expect("parses"))
+        }
+        Ok(_) => return None,
+    };
+    (!problems.is_empty()).then(|| {
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
 }
 
 fn dir(name: &str) -> PathBuf {

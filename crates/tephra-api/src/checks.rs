@@ -3,7 +3,7 @@
 //! refuses such a Job with a condition and an event, and `tephra validate` and the simulator
 //! refuse it up front. Each check names the field.
 //!
-//! These run on a Job that the schema has already admitted.
+//! These run on an object that the schema has already admitted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -38,6 +38,55 @@ pub fn job(job: &Job) -> Vec<FieldError> {
     depends_on_dag(job, &mut errors);
     mpi_tasks(job, &mut errors);
     pod_names(job, &mut errors);
+    errors
+}
+
+/// Queue annotation: Volcano's hierarchy path of a queue, e.g. `root/eng/prod`.
+pub const HIERARCHY_ANNOTATION: &str = "volcano.sh/hierarchy";
+/// Queue annotation: the weight of each level of the hierarchy path, e.g. `1/2/8`.
+pub const HIERARCHY_WEIGHTS_ANNOTATION: &str = "volcano.sh/hierarchy-weights";
+
+/// Every problem of a Queue that the schema cannot see: Volcano's hierarchy annotations must
+/// pair one positive weight with each level of the path.
+pub fn queue(queue: &crate::Queue) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let annotations = queue.metadata.annotations.clone().unwrap_or_default();
+    let path = annotations.get(HIERARCHY_ANNOTATION);
+    let weights = annotations.get(HIERARCHY_WEIGHTS_ANNOTATION);
+    if path.is_none() && weights.is_none() {
+        return errors;
+    }
+    let field = format!("metadata.annotations[{HIERARCHY_WEIGHTS_ANNOTATION}]");
+    let (Some(path), Some(weights)) = (path, weights) else {
+        errors.push(FieldError {
+            field,
+            message: format!(
+                "{HIERARCHY_ANNOTATION} and {HIERARCHY_WEIGHTS_ANNOTATION} must be set together"
+            ),
+        });
+        return errors;
+    };
+    let levels = path.split('/').count();
+    let parts: Vec<&str> = weights.split('/').collect();
+    if parts.len() != levels {
+        errors.push(FieldError {
+            field: field.clone(),
+            message: format!(
+                "{weights:?} has {} weight(s) but {HIERARCHY_ANNOTATION} {path:?} has {levels} \
+                 level(s): give one weight per level",
+                parts.len()
+            ),
+        });
+    }
+    for w in parts {
+        match w.trim().parse::<f64>() {
+            Ok(v) if v > 0.0 && v.is_finite() => {}
+            _ => errors.push(FieldError {
+                field: field.clone(),
+                message: format!("{w:?} in {weights:?} must be a number larger than 0"),
+            }),
+        }
+    }
     errors
 }
 
@@ -288,6 +337,36 @@ mod tests {
         doc["spec"]["plugins"] = serde_json::json!({"mpi": ["--worker=workers"]});
         let errors = super::job(&job(doc));
         assert!(errors[0].message.contains("\"workers\""), "{errors:?}");
+    }
+
+    fn queue_with(annotations: serde_json::Value) -> crate::Queue {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "q", "annotations": annotations}
+        }))
+        .expect("a Queue")
+    }
+
+    #[test]
+    fn hierarchy_annotations_need_one_positive_weight_per_level() {
+        let ok = queue_with(serde_json::json!({
+            "volcano.sh/hierarchy": "root/eng/prod", "volcano.sh/hierarchy-weights": "1/2/8"
+        }));
+        assert_eq!(super::queue(&ok), vec![]);
+        let short = queue_with(serde_json::json!({
+            "volcano.sh/hierarchy": "root/eng/prod", "volcano.sh/hierarchy-weights": "1/2"
+        }));
+        assert!(
+            super::queue(&short)[0]
+                .message
+                .contains("one weight per level")
+        );
+        let zero = queue_with(serde_json::json!({
+            "volcano.sh/hierarchy": "root/eng", "volcano.sh/hierarchy-weights": "1/0"
+        }));
+        assert!(super::queue(&zero)[0].message.contains("larger than 0"));
+        let alone = queue_with(serde_json::json!({"volcano.sh/hierarchy": "root/eng"}));
+        assert!(super::queue(&alone)[0].message.contains("set together"));
     }
 
     #[test]

@@ -71,16 +71,17 @@ fn read(file: &PathBuf) -> anyhow::Result<Vec<Value>> {
     Ok(docs)
 }
 
-/// The job controller's own checks of a Job that the schema admitted.
+/// The controllers' own checks of a Job or Queue that the schema admitted.
 fn semantic(doc: &Value) -> Vec<String> {
-    if doc.get("kind").and_then(Value::as_str) != Some("Job") {
-        return Vec::new();
-    }
-    match serde_json::from_value::<tephra_api::Job>(doc.clone()) {
-        Ok(job) => tephra_api::checks::job(&job)
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
-        Err(e) => vec![format!("does not parse as a Job: {e}")],
+    let problems = match doc.get("kind").and_then(Value::as_str) {
+        Some("Job") => serde_json::from_value::<tephra_api::Job>(doc.clone())
+            .map(|job| tephra_api::checks::job(&job)),
+        Some("Queue") => serde_json::from_value::<tephra_api::Queue>(doc.clone())
+            .map(|queue| tephra_api::checks::queue(&queue)),
+        _ => return Vec::new(),
+    };
+    match problems {
+        Ok(p) => p.iter().map(ToString::to_string).collect(),
+        Err(e) => vec![format!("does not parse into its type: {e}")],
     }
 }

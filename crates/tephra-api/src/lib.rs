@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod crd;
 pub mod defaults;
 pub mod policy;
+pub mod reasons;
 pub mod scheduling;
 pub mod well_known;
 pub mod work;

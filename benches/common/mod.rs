@@ -1,10 +1,12 @@
 //! The benchmark worlds, generated deterministically in code.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use tephra_scheduler::builder::synthetic::{
+mod synthetic;
+
+use synthetic::{
     FleetShape, Rng, RunningFill, add_running, add_workload, build_fleet, fill_running,
 };
-use tephra_scheduler::builder::{GangJob, Role, add_job};
+use tephra_scheduler::testing::{GangJob, Role, add_job};
 use tephra_scheduler::model::QueueSpec;
 use tephra_scheduler::{Cache, Event, SchedulerConfig};
 

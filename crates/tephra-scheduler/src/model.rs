@@ -208,6 +208,17 @@ impl Cluster {
             price: BTreeMap::new(),
         }
     }
+
+    /// The group the cluster belongs to when spreading by `field`: its name, region, first
+    /// zone or provider (empty when unset).
+    pub fn group_key(&self, field: SpreadField) -> String {
+        match field {
+            SpreadField::Cluster => self.name.clone(),
+            SpreadField::Region => self.region.clone().unwrap_or_default(),
+            SpreadField::Zone => self.zones.first().cloned().unwrap_or_default(),
+            SpreadField::Provider => self.provider.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// A node as the cache reports it (allocatable and flags; usage is derived from tasks).
@@ -229,6 +240,9 @@ pub struct NodeSpec {
     pub ready: bool,
 }
 
+/// The pod slots of a node that reports none, as kubelet's default `maxPods`.
+pub const DEFAULT_MAX_PODS: i64 = 110;
+
 /// A node with its derived accounting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -242,6 +256,18 @@ pub struct Node {
     pub releasing: Resources,
     /// Whether the node carries any GPU (an extended resource named `*/gpu`).
     pub has_gpu: bool,
+}
+
+impl Node {
+    /// Allocatable resources, with the pod slots defaulted to [`DEFAULT_MAX_PODS`] when the
+    /// node reports none, as kubelet does.
+    pub fn allocatable(&self) -> Resources {
+        let mut a = self.spec.allocatable;
+        if a.get(crate::resources::PODS) == 0 {
+            a.set(crate::resources::PODS, DEFAULT_MAX_PODS);
+        }
+        a
+    }
 }
 
 /// Task (pod) states, as Volcano names them.
@@ -304,6 +330,50 @@ impl TaskStatus {
             Self::Succeeded => "Succeeded",
             Self::Failed => "Failed",
             Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// How many of a job's tasks are in each status that gang rules count. The cache keeps one per
+/// job from the pods' reported statuses; a session adds what it changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskTally {
+    /// Tasks counting as ready ([`TaskStatus::is_ready`]).
+    pub ready: i32,
+    /// Tasks pipelined.
+    pub pipelined: i32,
+    /// Tasks pending.
+    pub pending: i32,
+    /// Tasks that can still take part (everything but Failed and Unknown).
+    pub valid: i32,
+}
+
+impl TaskTally {
+    /// Counts (`sign` 1) or uncounts (`sign` -1) one task in `status`.
+    #[inline]
+    pub fn count(&mut self, status: TaskStatus, sign: i32) {
+        if status.is_ready() {
+            self.ready += sign;
+        }
+        if status == TaskStatus::Pipelined {
+            self.pipelined += sign;
+        }
+        if status == TaskStatus::Pending {
+            self.pending += sign;
+        }
+        if !matches!(status, TaskStatus::Failed | TaskStatus::Unknown) {
+            self.valid += sign;
+        }
+    }
+
+    /// The sum of two tallies.
+    #[inline]
+    pub fn plus(self, o: &TaskTally) -> TaskTally {
+        TaskTally {
+            ready: self.ready + o.ready,
+            pipelined: self.pipelined + o.pipelined,
+            pending: self.pending + o.pending,
+            valid: self.valid + o.valid,
         }
     }
 }
@@ -486,6 +556,8 @@ pub struct Job {
     pub tasks: Vec<Id>,
     /// Whether the job was created implicitly for a pod without a PodGroup.
     pub implicit: bool,
+    /// Its tasks by reported status.
+    pub tally: TaskTally,
 }
 
 impl Job {

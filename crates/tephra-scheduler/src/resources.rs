@@ -279,6 +279,17 @@ impl Resources {
     }
 }
 
+/// The largest fraction of `total` that `alloc` takes in any resource (its dominant share).
+pub fn dominant_share(alloc: &Resources, total: &Resources) -> f64 {
+    alloc
+        .0
+        .iter()
+        .zip(total.0.iter())
+        .filter(|(_, t)| **t > 0)
+        .map(|(a, t)| *a as f64 / *t as f64)
+        .fold(0.0, f64::max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,13 +15,12 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tephra_scheduler::builder::BuildError;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{
     Cluster, Dequeue, GroupPhase, JobPolicy, NodeSpec, PodGroupSpec, PodSpec, QueueSpec,
     QueueState, Taint, TaskShape, TaskStatus,
 };
-use tephra_scheduler::resources::{PODS, Resources};
+use tephra_scheduler::resources::{PODS, ResourceError, Resources};
 use tephra_scheduler::{SchedulerConfig, schedule};
 
 use crate::checker::{CheckBind, CheckCluster, Checker, NodeKey};
@@ -154,7 +153,7 @@ pub struct Sim<'s> {
     wall: Instant,
 }
 
-fn build_err(s: &Scenario) -> impl Fn(BuildError) -> SimError + '_ {
+fn build_err<E: std::fmt::Display>(s: &Scenario) -> impl Fn(E) -> SimError + '_ {
     move |e| SimError::Build {
         source_name: s.source.clone(),
         message: e.to_string(),
@@ -188,10 +187,10 @@ fn load_config(s: &Scenario) -> Result<SchedulerConfig, SimError> {
     })
 }
 
-fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resources, BuildError> {
-    Ok(cache
+fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resources, ResourceError> {
+    cache
         .names_mut()
-        .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))?)
+        .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 fn scaled(list: &[(String, String)], name: &str) -> i64 {
@@ -254,9 +253,7 @@ impl<'s> Sim<'s> {
     }
 
     fn apply(&mut self, e: Event) -> Result<(), SimError> {
-        self.cache
-            .apply(e)
-            .map_err(|e| build_err(self.scenario)(BuildError::Cache(e)))
+        self.cache.apply(e).map_err(build_err(self.scenario))
     }
 
     fn push(&mut self, t: i64, ev: Ev) {

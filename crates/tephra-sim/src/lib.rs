@@ -7,6 +7,7 @@ pub mod checker;
 pub mod engine;
 pub mod record;
 pub mod report;
+pub mod rng;
 pub mod scenario;
 pub mod traces;
 pub mod workload;

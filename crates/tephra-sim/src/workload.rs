@@ -6,10 +6,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use tephra_scheduler::builder::synthetic::Rng;
 use tephra_scheduler::model::{JobPolicy, Requirement, SelectorOp, TaintEffect, Toleration};
 use tephra_scheduler::quantity::parse_scaled;
 
+use crate::rng::Rng;
 use crate::scenario::{
     Arrival, Count, CountDist, Dur, Effect, GenerateDef, JobDef, PolicyDef, Scenario,
     ScenarioError, Span, SpanDist, TraceDef, TraceFormat,

@@ -15,11 +15,20 @@
 //! Volcano's exact enable keys are accepted, including the irregular `enabledOverused`,
 //! `enabledAllocatable`, `enabledVictim` and friends. An unknown action, plugin, key or argument
 //! is an error that names it.
+//!
+//! This module only reads the format. What names and arguments are valid is the registry's to
+//! say (see the crate root): [`SchedulerConfig::parse_with`] checks a configuration against any
+//! [`Catalog`], and `SchedulerConfig::parse` against the built-in registry.
+
+pub mod args;
+pub mod enables;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Deserialize;
+
+pub use args::{ArgError, ArgReader, ArgValue, Args};
+pub use enables::{Enables, on};
 
 /// A bad configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -28,13 +37,20 @@ pub enum ConfigError {
     #[error("scheduler config: {0}")]
     Yaml(String),
     /// An action name is not known.
-    #[error("scheduler config: actions: unknown action {0:?} (known: {known})", known = crate::actions::KNOWN.join(", "))]
-    UnknownAction(String),
+    #[error("scheduler config: actions: unknown action {name:?} (known: {known})")]
+    UnknownAction {
+        /// The name.
+        name: String,
+        /// The known actions, comma separated.
+        known: String,
+    },
     /// An action is known to Volcano but not provided by tephra yet.
     #[error("scheduler config: actions: action {0:?} is not available in this version of tephra")]
     UnavailableAction(String),
     /// A plugin name is not known.
-    #[error("scheduler config: tiers[{tier}].plugins[{index}].name: unknown plugin {name:?} (known: {known})", known = crate::plugins::KNOWN.join(", "))]
+    #[error(
+        "scheduler config: tiers[{tier}].plugins[{index}].name: unknown plugin {name:?} (known: {known})"
+    )]
     UnknownPlugin {
         /// Tier index.
         tier: usize,
@@ -42,6 +58,8 @@ pub enum ConfigError {
         index: usize,
         /// The name.
         name: String,
+        /// The known plugins, comma separated.
+        known: String,
     },
     /// A plugin argument is not known or has a bad value.
     #[error(
@@ -74,131 +92,26 @@ pub enum ConfigError {
     Conflict(String),
 }
 
-/// One argument value: Volcano accepts strings, numbers and booleans.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum ArgValue {
-    /// A boolean.
-    Bool(bool),
-    /// An integer.
-    Int(i64),
-    /// A float.
-    Float(f64),
-    /// A string.
-    Str(String),
+/// What a configuration is checked against: the plugins and actions a registry provides.
+pub trait Catalog {
+    /// Plugin names, in the order messages list them.
+    fn plugin_names(&self) -> Vec<&'static str>;
+    /// Action names, in the order messages list them.
+    fn action_names(&self) -> Vec<&'static str>;
+    /// Whether `name` is a Volcano action that is not available yet (naming one is an error,
+    /// not a silent no-op).
+    fn is_unavailable_action(&self, name: &str) -> bool;
+    /// Checks a configured plugin's arguments; `None` when no plugin has its name.
+    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgError>>;
+    /// Checks an action's arguments; `None` when no action has that name.
+    fn check_action(&self, name: &str, args: &Args) -> Option<Result<(), ArgError>>;
 }
 
-impl ArgValue {
-    /// As a float, parsing strings.
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            Self::Int(i) => Some(*i as f64),
-            Self::Float(f) => Some(*f),
-            Self::Str(s) => s.trim().parse().ok(),
-            Self::Bool(_) => None,
-        }
-    }
-
-    /// As a boolean, parsing strings.
-    pub fn as_bool(&self) -> Option<bool> {
-        match self {
-            Self::Bool(b) => Some(*b),
-            Self::Str(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
-
-    /// As text.
-    pub fn as_string(&self) -> String {
-        match self {
-            Self::Bool(b) => b.to_string(),
-            Self::Int(i) => i.to_string(),
-            Self::Float(f) => f.to_string(),
-            Self::Str(s) => s.clone(),
-        }
-    }
-}
-
-/// Arguments of a plugin or action.
-pub type Args = BTreeMap<String, ArgValue>;
-
-/// The enable switches of a plugin. `None` means enabled (Volcano's default).
-#[derive(Clone, Debug, Default, PartialEq)]
-#[allow(missing_docs)]
-pub struct Enables {
-    pub job_order: Option<bool>,
-    pub hierarchy: Option<bool>,
-    pub job_ready: Option<bool>,
-    pub job_pipelined: Option<bool>,
-    pub task_order: Option<bool>,
-    pub preemptable: Option<bool>,
-    pub reclaimable: Option<bool>,
-    pub preemptive: Option<bool>,
-    pub queue_order: Option<bool>,
-    pub cluster_order: Option<bool>,
-    pub predicate: Option<bool>,
-    pub best_node: Option<bool>,
-    pub node_order: Option<bool>,
-    pub target_job: Option<bool>,
-    pub reserved_nodes: Option<bool>,
-    pub job_enqueued: Option<bool>,
-    pub victim: Option<bool>,
-    pub job_starving: Option<bool>,
-    pub overused: Option<bool>,
-    pub allocatable: Option<bool>,
-    pub hyper_node_order: Option<bool>,
-    pub sub_job_ready: Option<bool>,
-    pub sub_job_pipelined: Option<bool>,
-    pub sub_job_order: Option<bool>,
-    pub hyper_node_gradient: Option<bool>,
-    pub job_valid: Option<bool>,
-    pub job_enqueueable: Option<bool>,
-    pub cluster_filter: Option<bool>,
-    pub cluster_score: Option<bool>,
-}
-
-impl Enables {
-    /// The switch behind a Volcano key, spelled exactly as Volcano spells it.
-    fn slot(&mut self, key: &str) -> Option<&mut Option<bool>> {
-        Some(match key {
-            "enableJobOrder" => &mut self.job_order,
-            "enableHierarchy" => &mut self.hierarchy,
-            "enableJobReady" => &mut self.job_ready,
-            "enableJobPipelined" => &mut self.job_pipelined,
-            "enableTaskOrder" => &mut self.task_order,
-            "enablePreemptable" => &mut self.preemptable,
-            "enableReclaimable" => &mut self.reclaimable,
-            "enablePreemptive" => &mut self.preemptive,
-            "enableQueueOrder" => &mut self.queue_order,
-            "enabledClusterOrder" => &mut self.cluster_order,
-            "enablePredicate" => &mut self.predicate,
-            "enableBestNode" => &mut self.best_node,
-            "enableNodeOrder" => &mut self.node_order,
-            "enableTargetJob" => &mut self.target_job,
-            "enableReservedNodes" => &mut self.reserved_nodes,
-            "enableJobEnqueued" => &mut self.job_enqueued,
-            "enabledVictim" => &mut self.victim,
-            "enableJobStarving" => &mut self.job_starving,
-            "enabledOverused" => &mut self.overused,
-            "enabledAllocatable" => &mut self.allocatable,
-            "enabledHyperNodeOrder" => &mut self.hyper_node_order,
-            "enabledSubJobReady" => &mut self.sub_job_ready,
-            "enabledSubJobPipelined" => &mut self.sub_job_pipelined,
-            "enabledSubJobOrder" => &mut self.sub_job_order,
-            "enabledHyperNodeGradient" => &mut self.hyper_node_gradient,
-            // tephra's own hooks
-            "enableJobValid" => &mut self.job_valid,
-            "enableJobEnqueueable" => &mut self.job_enqueueable,
-            "enableClusterFilter" => &mut self.cluster_filter,
-            "enableClusterScore" => &mut self.cluster_score,
-            _ => return None,
-        })
-    }
-}
-
-/// Whether an optional switch is on (absent means on).
-pub fn on(switch: Option<bool>) -> bool {
-    switch.unwrap_or(true)
+/// What the configuration needs to know about a configured plugin to check it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PluginTraits {
+    /// It orders queues (at most one plugin may).
+    pub orders_queues: bool,
 }
 
 #[derive(Deserialize)]
@@ -264,13 +177,17 @@ pub struct SchedulerConfig {
 
 /// Volcano's default `volcano-scheduler.conf`, as Volcano ships it, extended with tephra's GPU
 /// and cluster-level plugins in a third tier.
-pub const DEFAULT_CONFIG: &str = include_str!("../../../examples/scheduler/tephra-default.conf");
+pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/scheduler/tephra-default.conf");
 
 impl SchedulerConfig {
-    /// Parses and validates a configuration.
-    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+    /// Parses a configuration and checks every name and argument against `catalog`.
+    pub fn parse_with(text: &str, catalog: &dyn Catalog) -> Result<Self, ConfigError> {
         let raw: RawConfig =
             serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+        let unknown_action = |name: String| ConfigError::UnknownAction {
+            name,
+            known: catalog.action_names().join(", "),
+        };
         let mut actions = Vec::new();
         for name in raw
             .actions
@@ -278,11 +195,11 @@ impl SchedulerConfig {
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
-            if crate::actions::UNAVAILABLE.contains(&name) {
+            if catalog.is_unavailable_action(name) {
                 return Err(ConfigError::UnavailableAction(name.to_string()));
             }
-            if !crate::actions::KNOWN.contains(&name) {
-                return Err(ConfigError::UnknownAction(name.to_string()));
+            if !catalog.action_names().contains(&name) {
+                return Err(unknown_action(name.to_string()));
             }
             actions.push(name.to_string());
         }
@@ -290,11 +207,12 @@ impl SchedulerConfig {
         for (t, tier) in raw.tiers.into_iter().enumerate() {
             let mut plugins = Vec::new();
             for (i, p) in tier.plugins.into_iter().enumerate() {
-                if !crate::plugins::KNOWN.contains(&p.name.as_str()) {
+                if !catalog.plugin_names().contains(&p.name.as_str()) {
                     return Err(ConfigError::UnknownPlugin {
                         tier: t,
                         index: i,
                         name: p.name,
+                        known: catalog.plugin_names().join(", "),
                     });
                 }
                 let enables = enables_from(&p.switches, t, i)?;
@@ -306,30 +224,49 @@ impl SchedulerConfig {
             }
             tiers.push(plugins);
         }
-        check_queue_order_conflict(&tiers)?;
+        let mut checked = Vec::new();
         for (t, tier) in tiers.iter().enumerate() {
             for (i, cfg) in tier.iter().enumerate() {
-                // Build once to validate arguments (each session builds fresh instances).
-                crate::plugins::build(cfg).map_err(|(key, reason)| ConfigError::BadArgument {
+                let Some(result) = catalog.check_plugin(cfg) else {
+                    continue;
+                };
+                checked.push((t, i, cfg, result));
+            }
+        }
+        let queue_orderers: Vec<&str> = checked
+            .iter()
+            .filter(|(_, _, cfg, r)| {
+                r.as_ref().is_ok_and(|p| p.orders_queues) && on(cfg.enables.queue_order)
+            })
+            .map(|(_, _, cfg, _)| cfg.name.as_str())
+            .collect();
+        if queue_orderers.len() > 1 {
+            return Err(ConfigError::Conflict(format!(
+                "plugins {} all order queues; enable queue order on only one of them \
+                 (set enableQueueOrder: false on the others)",
+                queue_orderers.join(" and ")
+            )));
+        }
+        for (t, i, cfg, result) in checked {
+            if let Err(e) = result {
+                return Err(ConfigError::BadArgument {
                     tier: t,
                     index: i,
                     plugin: cfg.name.clone(),
-                    key,
-                    reason,
-                })?;
+                    key: e.key,
+                    reason: e.reason,
+                });
             }
         }
         let mut action_args = BTreeMap::new();
         for c in raw.configurations {
-            if !crate::actions::KNOWN.contains(&c.name.as_str()) {
-                return Err(ConfigError::UnknownAction(c.name));
-            }
-            crate::actions::validate_args(&c.name, &c.arguments).map_err(|(key, reason)| {
-                ConfigError::BadActionArgument {
-                    action: c.name.clone(),
-                    key,
-                    reason,
-                }
+            let Some(checked) = catalog.check_action(&c.name, &c.arguments) else {
+                return Err(unknown_action(c.name));
+            };
+            checked.map_err(|e| ConfigError::BadActionArgument {
+                action: c.name.clone(),
+                key: e.key,
+                reason: e.reason,
             })?;
             action_args.insert(c.name, c.arguments);
         }
@@ -340,45 +277,10 @@ impl SchedulerConfig {
         })
     }
 
-    /// Tephra's default configuration.
-    pub fn default_config() -> Self {
-        match Self::parse(DEFAULT_CONFIG) {
-            Ok(c) => c,
-            // The default is a constant covered by tests; an empty config is the safe fallback.
-            Err(_) => Self {
-                actions: vec![],
-                tiers: vec![],
-                action_args: BTreeMap::new(),
-            },
-        }
-    }
-
     /// Arguments of an action (empty if none were configured).
     pub fn action_args(&self, action: &str) -> Args {
         self.action_args.get(action).cloned().unwrap_or_default()
     }
-}
-
-fn check_queue_order_conflict(tiers: &[Vec<PluginConfig>]) -> Result<(), ConfigError> {
-    let queue_orderers: Vec<&str> = tiers
-        .iter()
-        .flatten()
-        .filter(|p| {
-            (p.name == "proportion"
-                || p.name == "capacity"
-                || (p.name == "drf" && p.enables.hierarchy == Some(true)))
-                && on(p.enables.queue_order)
-        })
-        .map(|p| p.name.as_str())
-        .collect();
-    if queue_orderers.len() > 1 {
-        return Err(ConfigError::Conflict(format!(
-            "plugins {} all order queues; enable queue order on only one of them \
-             (set enableQueueOrder: false on the others)",
-            queue_orderers.join(" and ")
-        )));
-    }
-    Ok(())
 }
 
 fn enables_from(
@@ -402,150 +304,4 @@ fn enables_from(
         *slot = Some(b);
     }
     Ok(enables)
-}
-
-/// Holds the configuration in force and swaps in a new one on reload, keeping the last good
-/// configuration when the new text is bad.
-#[derive(Clone, Debug)]
-pub struct ConfigHolder {
-    current: Arc<SchedulerConfig>,
-    last_error: Option<ConfigError>,
-}
-
-impl ConfigHolder {
-    /// Starts with `config`.
-    pub fn new(config: SchedulerConfig) -> Self {
-        Self {
-            current: Arc::new(config),
-            last_error: None,
-        }
-    }
-
-    /// The configuration in force.
-    pub fn current(&self) -> Arc<SchedulerConfig> {
-        Arc::clone(&self.current)
-    }
-
-    /// Why the last reload was refused, if it was.
-    pub fn last_error(&self) -> Option<&ConfigError> {
-        self.last_error.as_ref()
-    }
-
-    /// Parses `text`; on success it takes effect, on error the last good config stays.
-    pub fn reload(&mut self, text: &str) -> Result<(), ConfigError> {
-        match SchedulerConfig::parse(text) {
-            Ok(c) => {
-                self.current = Arc::new(c);
-                self.last_error = None;
-                Ok(())
-            }
-            Err(e) => {
-                self.last_error = Some(e.clone());
-                Err(e)
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Volcano's default config, byte for byte as the Volcano chart ships it.
-    const VOLCANO_DEFAULT: &str = r#"actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"#;
-
-    #[test]
-    fn volcano_default_config_loads_as_it_is() {
-        let c = SchedulerConfig::parse(VOLCANO_DEFAULT).unwrap();
-        assert_eq!(c.actions, ["enqueue", "allocate", "backfill"]);
-        assert_eq!(c.tiers.len(), 2);
-        assert_eq!(c.tiers[0][1].enables.preemptable, Some(false));
-    }
-
-    #[test]
-    fn tephra_default_config_loads() {
-        let c = SchedulerConfig::parse(DEFAULT_CONFIG).unwrap();
-        assert_eq!(c, SchedulerConfig::default_config());
-        assert_eq!(c.tiers.len(), 3);
-    }
-
-    #[test]
-    fn irregular_volcano_enable_keys_are_accepted() {
-        let text = r#"actions: "allocate"
-tiers:
-- plugins:
-  - name: proportion
-    enabledOverused: false
-    enabledAllocatable: true
-    enableQueueOrder: true
-  - name: gang
-    enabledVictim: false
-    enableJobStarving: false
-"#;
-        let c = SchedulerConfig::parse(text).unwrap();
-        assert_eq!(c.tiers[0][0].enables.overused, Some(false));
-        assert_eq!(c.tiers[0][1].enables.victim, Some(false));
-    }
-
-    #[test]
-    fn unknown_names_are_errors_that_name_them() {
-        let e = SchedulerConfig::parse("actions: \"enqueue, alocate\"").unwrap_err();
-        assert!(e.to_string().contains("unknown action \"alocate\""), "{e}");
-        let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: gangg\n")
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("tiers[0].plugins[0].name: unknown plugin \"gangg\""),
-            "{e}"
-        );
-        let e = SchedulerConfig::parse(
-            "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("enableJobOrdr"), "{e}");
-        let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.cpuu: 2\n").unwrap_err();
-        assert!(
-            e.to_string().contains("(binpack).arguments.binpack.cpuu"),
-            "{e}"
-        );
-        let e = SchedulerConfig::parse("actoins: allocate\n").unwrap_err();
-        assert!(e.to_string().contains("actoins"), "{e}");
-    }
-
-    #[test]
-    fn drf_hierarchy_and_proportion_cannot_both_order_queues() {
-        let text = "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n  - name: proportion\n";
-        let e = SchedulerConfig::parse(text).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("drf and proportion all order queues"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn hot_reload_keeps_the_last_good_config() {
-        let mut h = ConfigHolder::new(SchedulerConfig::parse(VOLCANO_DEFAULT).unwrap());
-        assert!(h.reload("actions: \"enqueue, bogus\"").is_err());
-        assert_eq!(h.current().actions, ["enqueue", "allocate", "backfill"]);
-        assert!(h.last_error().is_some());
-        h.reload("actions: \"allocate\"").unwrap();
-        assert_eq!(h.current().actions, ["allocate"]);
-        assert!(h.last_error().is_none());
-    }
 }

@@ -16,6 +16,15 @@ use crate::framework::session::Session;
 use crate::framework::statement::Statement;
 use crate::model::{Id, TaskStatus};
 
+/// A cluster ruled out for a job, and why, in words a user can read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// The cluster.
+    pub cluster: String,
+    /// Why it was ruled out.
+    pub why: String,
+}
+
 /// What became of one job in an action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -101,7 +110,10 @@ pub fn place_job(
             errs.render(&ssn.snap.names)
         };
         ssn.discard(stmt);
-        rejected.push((cluster_name(ssn, cluster), why));
+        rejected.push(Rejected {
+            cluster: cluster_name(ssn, cluster),
+            why,
+        });
     }
     if splittable(ssn, job) && candidates.len() > 1 && split(ssn, placer, job, &candidates, search)
     {
@@ -143,7 +155,7 @@ pub fn place_job(
     let pending: usize = groups.iter().map(Vec::len).sum();
     let detail = rejected
         .iter()
-        .map(|(c, why)| format!("cluster {c}: {why}"))
+        .map(|r| format!("cluster {}: {}", r.cluster, r.why))
         .collect::<Vec<_>>()
         .join("; ");
     let note = ssn.note(job);
@@ -229,7 +241,7 @@ fn splittable(ssn: &Session, job: Id) -> bool {
 
 /// Clusters that may take the job, best first, and the reasons the others were ruled out. With
 /// [`Room::Making`], a cluster is ruled out only by refusals that evictions cannot resolve.
-pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<(String, String)>) {
+pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Rejected>) {
     let mut rejected = Vec::new();
     // A gang that already runs somewhere stays there unless it may be split.
     let mut homes: Vec<Id> = Vec::new();
@@ -269,11 +281,17 @@ pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<(
             continue;
         }
         if !cluster.ready {
-            rejected.push((cluster.name.clone(), "cluster is not ready".to_string()));
+            rejected.push(Rejected {
+                cluster: cluster.name.clone(),
+                why: "cluster is not ready".to_string(),
+            });
             continue;
         }
         if let Err(why) = hooks.cluster_filter(job, id, room) {
-            rejected.push((cluster.name.clone(), why.message));
+            rejected.push(Rejected {
+                cluster: cluster.name.clone(),
+                why: why.message,
+            });
             continue;
         }
         ok.push(id);

@@ -339,7 +339,7 @@ impl<'a> Dispatch<'a> {
     pub fn cluster_filter(&self, job: Id, cluster: Id, room: Room) -> Result<(), ClusterUnfit> {
         let v = &self.view;
         for r in self.hooks.each(&self.hooks.lists.cluster_filter, |p| {
-            p.cluster_filter().map(|f| f.filter(v, job, cluster))
+            p.cluster_filter().map(|f| f.filter(v, job, cluster, room))
         }) {
             match r {
                 Err(why) if room == Room::Making && why.resolvable => {}

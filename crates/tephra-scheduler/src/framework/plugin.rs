@@ -14,7 +14,7 @@
 
 use std::cmp::Ordering;
 
-use super::fit::{ClusterUnfit, Unfit};
+use super::fit::{ClusterUnfit, Room, Unfit};
 use super::view::View;
 use crate::model::{Id, Task};
 
@@ -117,8 +117,9 @@ pub trait QueueShare {
 
 /// Whether a job may be placed in a cluster.
 pub trait ClusterFilter {
-    /// `Ok`, or why `job` may not go to `cluster`.
-    fn filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), ClusterUnfit>;
+    /// `Ok`, or why `job` may not go to `cluster`. With [`Room::Making`] a refusal that
+    /// evictions could resolve does not count, so a filter may skip checking for one.
+    fn filter(&self, view: &View, job: Id, cluster: Id, room: Room) -> Result<(), ClusterUnfit>;
 }
 
 /// How good each candidate cluster is for a job.

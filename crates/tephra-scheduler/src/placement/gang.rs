@@ -217,12 +217,11 @@ pub fn aggregate_fit(
     Ok(())
 }
 
-/// The resources a job is short of in a cluster: those it still needs more of, in total, than
-/// the cluster has free. Only evicting pods that hold one of them can make room for it; when
-/// there are none, what blocks the job is not the cluster's free total (a queue limit, or
-/// free resources spread too thin).
-pub fn shortfall(view: &View, job: Id, cluster: Id) -> Vec<usize> {
-    let (need, _) = job_needs(view, job);
+/// The resources a job that still `need`s this much (see [`job_needs`]) is short of in a
+/// cluster: those it needs more of, in total, than the cluster has free. Only evicting pods that
+/// hold one of them can make room for it; when there are none, what blocks the job is not the
+/// cluster's free total (a queue limit, or free resources spread too thin).
+pub fn shortfall(view: &View, need: &Resources, cluster: Id) -> Vec<usize> {
     let free = view.state.cluster_future_idle[cluster as usize];
     (0..MAX_RESOURCES)
         .filter(|&r| need.get(r) > free.get(r))

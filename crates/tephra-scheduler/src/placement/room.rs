@@ -95,11 +95,12 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
             let mut made_room = false;
             let mut tried = false;
             let probes = probes(ssn, job);
+            let (need, _) = job_needs(&ssn.view(), job);
             for cluster in candidates.into_iter().take(search.max_clusters) {
                 // Only victims holding something the gang is short of here can help, and only
                 // on nodes where the gang's failure is resolvable. (When nothing is short here,
                 // a queue limit is what blocks: any victim of the right queue may help.)
-                let short = shortfall(&ssn.view(), job, cluster);
+                let short = shortfall(&ssn.view(), &need, cluster);
                 let hooks = ssn.hooks();
                 let helps = |v: &Victim| {
                     short.is_empty()

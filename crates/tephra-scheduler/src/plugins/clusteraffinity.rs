@@ -2,7 +2,7 @@
 //! not excluded, matching cluster labels, and matching provider/region/zone field selectors.
 
 use crate::config::{ArgError, ArgReader, PluginConfig};
-use crate::framework::fit::ClusterUnfit;
+use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, Plugin};
 use crate::framework::view::View;
 use crate::model::{Cluster, Id, JobPolicy, SelectorOp};
@@ -101,7 +101,7 @@ impl Plugin for ClusterAffinity {
 }
 
 impl ClusterFilter for ClusterAffinity {
-    fn filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), ClusterUnfit> {
+    fn filter(&self, view: &View, job: Id, cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let (Some(j), Some(c)) = (view.job(job), view.snap.clusters.get(cluster)) else {
             return Ok(());
         };

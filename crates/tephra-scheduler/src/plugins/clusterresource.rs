@@ -6,7 +6,7 @@
 //! Arguments: `clusterresource.weight` (default 1).
 
 use crate::config::{ArgError, ArgReader, PluginConfig};
-use crate::framework::fit::ClusterUnfit;
+use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -43,7 +43,11 @@ impl Plugin for ClusterResource {
 impl ClusterFilter for ClusterResource {
     /// A cluster short of free resources is refused with a resolvable failure: preempt and
     /// reclaim free resources, so while they make room it does not rule the cluster out.
-    fn filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), ClusterUnfit> {
+    fn filter(&self, view: &View, job: Id, cluster: Id, room: Room) -> Result<(), ClusterUnfit> {
+        if room == Room::Making {
+            // Whatever this finds would be resolvable: nothing to check.
+            return Ok(());
+        }
         let (mut need, one_node) = job_needs(view, job);
         let splittable = view
             .job(job)

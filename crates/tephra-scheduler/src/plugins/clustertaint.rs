@@ -3,7 +3,7 @@
 //! `cluster.tephra.io/unreachable`).
 
 use crate::config::{ArgError, ArgReader, PluginConfig};
-use crate::framework::fit::ClusterUnfit;
+use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, Plugin};
 use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, tolerated};
@@ -28,7 +28,7 @@ impl Plugin for ClusterTaint {
 }
 
 impl ClusterFilter for ClusterTaint {
-    fn filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), ClusterUnfit> {
+    fn filter(&self, view: &View, job: Id, cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let Some(c) = view.snap.clusters.get(cluster) else {
             return Ok(());
         };

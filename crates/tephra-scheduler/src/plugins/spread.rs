@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::{ArgError, ArgReader, PluginConfig};
-use crate::framework::fit::ClusterUnfit;
+use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -41,7 +41,7 @@ impl Plugin for Spread {
 }
 
 impl ClusterFilter for Spread {
-    fn filter(&self, view: &View, job: Id, _cluster: Id) -> Result<(), ClusterUnfit> {
+    fn filter(&self, view: &View, job: Id, _cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let Some(g) = view.job(job).and_then(|j| j.group.as_ref()) else {
             return Ok(());
         };

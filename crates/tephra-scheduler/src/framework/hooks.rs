@@ -19,109 +19,105 @@ struct Slot {
     plugin: Box<dyn Plugin>,
 }
 
-/// Positions of the plugins that take part in each kind of hook, in tier order.
-#[derive(Default)]
-struct Lists {
-    predicate: Vec<usize>,
-    node_score: Vec<usize>,
-    job_order: Vec<usize>,
-    task_order: Vec<usize>,
-    queue_order: Vec<usize>,
-    job_valid: Vec<usize>,
-    job_ready: Vec<usize>,
-    job_pipelined: Vec<usize>,
-    enqueue_vote: Vec<usize>,
-    entitlement: Vec<usize>,
-    reservation: Vec<usize>,
-    allocatable: Vec<usize>,
-    overused: Vec<usize>,
-    reclaim: Vec<usize>,
-    cluster_filter: Vec<usize>,
-    cluster_score: Vec<usize>,
-    victim: Vec<usize>,
-    events: Vec<usize>,
+/// The kinds of hook, each with its list of plugins.
+#[derive(Clone, Copy)]
+enum Kind {
+    Predicate,
+    NodeScore,
+    JobOrder,
+    TaskOrder,
+    QueueOrder,
+    JobValid,
+    JobReady,
+    JobPipelined,
+    EnqueueVote,
+    Entitlement,
+    Reservation,
+    Allocatable,
+    Overused,
+    Reclaim,
+    ClusterFilter,
+    ClusterScore,
+    Victim,
+    Events,
+}
+
+const KINDS: usize = Kind::Events as usize + 1;
+
+/// Which kinds of hook a plugin takes part in, given what it implements and what its enable
+/// switches allow (Volcano's `enableXxx`).
+fn kinds(p: &mut dyn Plugin, e: &Enables) -> [bool; KINDS] {
+    let mut k = [false; KINDS];
+    let gang = p.gang_rules().is_some();
+    let share = p.queue_share().is_some();
+    k[Kind::Predicate as usize] = p.predicate().is_some() && on(e.predicate);
+    k[Kind::NodeScore as usize] = p.node_scorer().is_some() && on(e.node_order);
+    k[Kind::JobOrder as usize] = p.job_order().is_some() && on(e.job_order);
+    k[Kind::TaskOrder as usize] = p.task_order().is_some() && on(e.task_order);
+    k[Kind::QueueOrder as usize] = p.queue_order().is_some() && on(e.queue_order);
+    k[Kind::JobValid as usize] = gang && on(e.job_valid);
+    k[Kind::JobReady as usize] = gang && on(e.job_ready);
+    k[Kind::JobPipelined as usize] = gang && on(e.job_pipelined);
+    k[Kind::EnqueueVote as usize] =
+        p.enqueue_vote().is_some() && on(e.job_enqueued) && on(e.job_enqueueable);
+    k[Kind::Entitlement as usize] = p.entitlement().is_some();
+    k[Kind::Reservation as usize] = p.reservation().is_some();
+    k[Kind::Allocatable as usize] = share && on(e.allocatable);
+    k[Kind::Overused as usize] = share && on(e.overused);
+    k[Kind::Reclaim as usize] = share && on(e.reclaimable);
+    k[Kind::ClusterFilter as usize] = p.cluster_filter().is_some() && on(e.cluster_filter);
+    k[Kind::ClusterScore as usize] = p.cluster_scorer().is_some() && on(e.cluster_score);
+    k[Kind::Victim as usize] =
+        p.victim_filter().is_some() && (on(e.preemptable) || on(e.reclaimable));
+    k[Kind::Events as usize] = p.events().is_some();
+    k
 }
 
 /// A session's plugins and the hooks each takes part in.
 pub struct Hooks {
     slots: Vec<Slot>,
-    lists: Lists,
+    /// The positions of the plugins taking part in each kind of hook, in tier order, one kind
+    /// after the other (one allocation per session).
+    order: Vec<u16>,
+    /// Where each kind's positions are in `order`.
+    ranges: [(u16, u16); KINDS],
 }
 
 impl Hooks {
     /// Takes the plugins of each tier, with their enable switches.
     pub fn new(tiers: Vec<Vec<(Enables, Box<dyn Plugin>)>>) -> Self {
         let mut slots = Vec::new();
-        let mut lists = Lists::default();
+        let mut taking = Vec::new();
         for (tier, plugins) in tiers.into_iter().enumerate() {
             for (e, mut plugin) in plugins {
-                let i = slots.len();
-                let p = plugin.as_ref();
-                let add = |list: &mut Vec<usize>, has: bool, enabled: bool| {
-                    if has && enabled {
-                        list.push(i);
-                    }
-                };
-                add(
-                    &mut lists.predicate,
-                    p.predicate().is_some(),
-                    on(e.predicate),
-                );
-                add(
-                    &mut lists.node_score,
-                    p.node_scorer().is_some(),
-                    on(e.node_order),
-                );
-                add(
-                    &mut lists.job_order,
-                    p.job_order().is_some(),
-                    on(e.job_order),
-                );
-                add(
-                    &mut lists.task_order,
-                    p.task_order().is_some(),
-                    on(e.task_order),
-                );
-                add(
-                    &mut lists.queue_order,
-                    p.queue_order().is_some(),
-                    on(e.queue_order),
-                );
-                let gang = p.gang_rules().is_some();
-                add(&mut lists.job_valid, gang, on(e.job_valid));
-                add(&mut lists.job_ready, gang, on(e.job_ready));
-                add(&mut lists.job_pipelined, gang, on(e.job_pipelined));
-                add(
-                    &mut lists.enqueue_vote,
-                    p.enqueue_vote().is_some(),
-                    on(e.job_enqueued) && on(e.job_enqueueable),
-                );
-                add(&mut lists.entitlement, p.entitlement().is_some(), true);
-                add(&mut lists.reservation, p.reservation().is_some(), true);
-                let share = p.queue_share().is_some();
-                add(&mut lists.allocatable, share, on(e.allocatable));
-                add(&mut lists.overused, share, on(e.overused));
-                add(&mut lists.reclaim, share, on(e.reclaimable));
-                add(
-                    &mut lists.cluster_filter,
-                    p.cluster_filter().is_some(),
-                    on(e.cluster_filter),
-                );
-                add(
-                    &mut lists.cluster_score,
-                    p.cluster_scorer().is_some(),
-                    on(e.cluster_score),
-                );
-                add(
-                    &mut lists.victim,
-                    p.victim_filter().is_some(),
-                    on(e.preemptable) || on(e.reclaimable),
-                );
-                add(&mut lists.events, plugin.events().is_some(), true);
+                taking.push(kinds(plugin.as_mut(), &e));
                 slots.push(Slot { tier, plugin });
             }
         }
-        Self { slots, lists }
+        // More plugins than positions fit a u16 cannot be configured meaningfully; the rest
+        // take part in nothing rather than wrap around.
+        let n = slots.len().min(usize::from(u16::MAX));
+        let mut order = Vec::new();
+        let mut ranges = [(0u16, 0u16); KINDS];
+        for (kind, range) in ranges.iter_mut().enumerate() {
+            let start = order.len();
+            order.extend((0..n).filter(|&i| taking[i][kind]).map(|i| i as u16));
+            *range = (start as u16, order.len() as u16);
+        }
+        Self {
+            slots,
+            order,
+            ranges,
+        }
+    }
+
+    /// The positions of the plugins taking part in `kind`, in tier order.
+    #[inline]
+    fn list(&self, kind: Kind) -> &[u16] {
+        let (a, b) = self.ranges[kind as usize];
+        self.order
+            .get(usize::from(a)..usize::from(b))
+            .unwrap_or_default()
     }
 
     /// The plugins' names, in tier order.
@@ -131,30 +127,33 @@ impl Hooks {
 
     /// Tells every plugin that follows session events about one.
     pub fn notify(&mut self, event: impl Fn(&mut dyn SessionEvents)) {
-        for &i in &self.lists.events {
+        let (a, b) = self.ranges[Kind::Events as usize];
+        for k in usize::from(a)..usize::from(b) {
+            let i = usize::from(self.order[k]);
             if let Some(e) = self.slots[i].plugin.events() {
                 event(e);
             }
         }
     }
 
-    /// The answers of the plugins in `list`, in tier order.
+    /// The answers of the plugins taking part in `kind`, in tier order.
     fn each<'s, T: 's>(
         &'s self,
-        list: &'s [usize],
+        kind: Kind,
         ask: impl Fn(&'s dyn Plugin) -> Option<T> + 's,
     ) -> impl Iterator<Item = T> + 's {
-        list.iter()
-            .filter_map(move |&i| ask(self.slots[i].plugin.as_ref()))
+        self.list(kind)
+            .iter()
+            .filter_map(move |&i| ask(self.slots[usize::from(i)].plugin.as_ref()))
     }
 
     /// A vote across tiers: a reject wins at once; otherwise the first tier with a permit says
     /// yes; with no vote at all the answer is yes.
-    fn vote(&self, list: &[usize], ask: impl Fn(&dyn Plugin) -> Option<Vote>) -> bool {
+    fn vote(&self, kind: Kind, ask: impl Fn(&dyn Plugin) -> Option<Vote>) -> bool {
         let mut tier = None;
         let mut permitted = false;
-        for &i in list {
-            let slot = &self.slots[i];
+        for &i in self.list(kind) {
+            let slot = &self.slots[usize::from(i)];
             if tier != Some(slot.tier) {
                 if permitted {
                     return true;
@@ -201,7 +200,7 @@ impl<'a> Dispatch<'a> {
     /// Queue order across tiers.
     pub fn queue_order(&self, a: &str, b: &str) -> Ordering {
         let v = &self.view;
-        first_non_equal(self.hooks.each(&self.hooks.lists.queue_order, |p| {
+        first_non_equal(self.hooks.each(Kind::QueueOrder, |p| {
             p.queue_order().map(|o| o.compare(v, a, b))
         }))
     }
@@ -209,7 +208,7 @@ impl<'a> Dispatch<'a> {
     /// Job order across tiers, falling back to creation time and name.
     pub fn job_order(&self, a: Id, b: Id) -> Ordering {
         let v = &self.view;
-        first_non_equal(self.hooks.each(&self.hooks.lists.job_order, |p| {
+        first_non_equal(self.hooks.each(Kind::JobOrder, |p| {
             p.job_order().map(|o| o.compare(v, a, b))
         }))
         .then_with(|| {
@@ -224,7 +223,7 @@ impl<'a> Dispatch<'a> {
     /// Task order across tiers, falling back to role and index.
     pub fn task_order(&self, a: Id, b: Id) -> Ordering {
         let v = &self.view;
-        first_non_equal(self.hooks.each(&self.hooks.lists.task_order, |p| {
+        first_non_equal(self.hooks.each(Kind::TaskOrder, |p| {
             p.task_order().map(|o| o.compare(v, a, b))
         }))
         .then_with(|| {
@@ -239,7 +238,7 @@ impl<'a> Dispatch<'a> {
     /// The first reason a job is invalid, if any.
     pub fn job_valid(&self, job: Id) -> Result<(), Invalid> {
         let v = &self.view;
-        for r in self.hooks.each(&self.hooks.lists.job_valid, |p| {
+        for r in self.hooks.each(Kind::JobValid, |p| {
             p.gang_rules().map(|g| g.job_valid(v, job))
         }) {
             r?;
@@ -250,13 +249,13 @@ impl<'a> Dispatch<'a> {
     /// Whether a Pending job may be admitted: the votes allow it, or a plugin entitles it.
     pub fn job_enqueueable(&self, job: Id) -> bool {
         let v = &self.view;
-        self.hooks.vote(&self.hooks.lists.enqueue_vote, |p| {
+        self.hooks.vote(Kind::EnqueueVote, |p| {
             p.enqueue_vote().map(|e| e.job_enqueueable(v, job))
         }) || {
             // A job its queue's deserved share can hold is admitted even when the fleet is
             // full: otherwise a queue coming back from idle could never reclaim its share.
             self.hooks
-                .each(&self.hooks.lists.entitlement, |p| {
+                .each(Kind::Entitlement, |p| {
                     p.entitlement().map(|e| e.job_entitled(v, job))
                 })
                 .any(|yes| yes)
@@ -266,7 +265,7 @@ impl<'a> Dispatch<'a> {
     /// Whether a job's partial placement may be kept as pipelined.
     pub fn job_pipelined(&self, job: Id) -> bool {
         let v = &self.view;
-        self.hooks.vote(&self.hooks.lists.job_pipelined, |p| {
+        self.hooks.vote(Kind::JobPipelined, |p| {
             p.gang_rules().map(|g| g.job_pipelined(v, job))
         })
     }
@@ -275,7 +274,7 @@ impl<'a> Dispatch<'a> {
     pub fn job_reserves(&self, job: Id) -> bool {
         let v = &self.view;
         self.hooks
-            .each(&self.hooks.lists.reservation, |p| {
+            .each(Kind::Reservation, |p| {
                 p.reservation().map(|r| r.job_reserves(v, job))
             })
             .any(|yes| yes)
@@ -285,7 +284,7 @@ impl<'a> Dispatch<'a> {
     pub fn job_ready(&self, job: Id) -> bool {
         let v = &self.view;
         self.hooks
-            .each(&self.hooks.lists.job_ready, |p| {
+            .each(Kind::JobReady, |p| {
                 p.gang_rules().map(|g| g.job_ready(v, job))
             })
             .all(|yes| yes)
@@ -295,7 +294,7 @@ impl<'a> Dispatch<'a> {
     pub fn allocatable(&self, queue: &str, task: Id) -> bool {
         let v = &self.view;
         self.hooks
-            .each(&self.hooks.lists.allocatable, |p| {
+            .each(Kind::Allocatable, |p| {
                 p.queue_share().map(|s| s.allocatable(v, queue, task))
             })
             .all(|yes| yes)
@@ -305,7 +304,7 @@ impl<'a> Dispatch<'a> {
     pub fn overused(&self, queue: &str) -> bool {
         let v = &self.view;
         self.hooks
-            .each(&self.hooks.lists.overused, |p| {
+            .each(Kind::Overused, |p| {
                 p.queue_share().and_then(|s| s.overused(v, queue))
             })
             .any(|yes| yes)
@@ -314,8 +313,8 @@ impl<'a> Dispatch<'a> {
     /// All predicates ANDed.
     #[inline]
     pub fn predicate(&self, task: &Task, node: Id) -> Result<(), Unfit> {
-        for &i in &self.hooks.lists.predicate {
-            if let Some(p) = self.hooks.slots[i].plugin.predicate() {
+        for &i in self.hooks.list(Kind::Predicate) {
+            if let Some(p) = self.hooks.slots[usize::from(i)].plugin.predicate() {
                 p.check(&self.view, task, node)?;
             }
         }
@@ -325,20 +324,19 @@ impl<'a> Dispatch<'a> {
     /// All node scores summed.
     #[inline]
     pub fn node_score(&self, task: &Task, node: Id) -> f64 {
-        let mut total = 0.0;
-        for &i in &self.hooks.lists.node_score {
-            if let Some(s) = self.hooks.slots[i].plugin.node_scorer() {
-                total += s.score(&self.view, task, node);
-            }
-        }
-        total
+        self.hooks
+            .list(Kind::NodeScore)
+            .iter()
+            .filter_map(|&i| self.hooks.slots[usize::from(i)].plugin.node_scorer())
+            .map(|s| s.score(&self.view, task, node))
+            .sum()
     }
 
     /// All cluster filters ANDed; the first refusal that counts is returned. While room is
     /// being made, a refusal that evictions could resolve does not count.
     pub fn cluster_filter(&self, job: Id, cluster: Id, room: Room) -> Result<(), ClusterUnfit> {
         let v = &self.view;
-        for r in self.hooks.each(&self.hooks.lists.cluster_filter, |p| {
+        for r in self.hooks.each(Kind::ClusterFilter, |p| {
             p.cluster_filter().map(|f| f.filter(v, job, cluster, room))
         }) {
             match r {
@@ -353,8 +351,8 @@ impl<'a> Dispatch<'a> {
     pub fn cluster_scores(&self, job: Id, clusters: &[Id]) -> Vec<f64> {
         let v = &self.view;
         let mut scores = vec![0.0; clusters.len()];
-        for &i in &self.hooks.lists.cluster_score {
-            if let Some(s) = self.hooks.slots[i].plugin.cluster_scorer() {
+        for &i in self.hooks.list(Kind::ClusterScore) {
+            if let Some(s) = self.hooks.slots[usize::from(i)].plugin.cluster_scorer() {
                 s.score(v, job, clusters, &mut scores);
             }
         }
@@ -366,7 +364,7 @@ impl<'a> Dispatch<'a> {
     /// is reclaimable.
     pub fn reclaimable(&self, victims: &[Id]) -> bool {
         let v = &self.view;
-        consent(self.hooks.each(&self.hooks.lists.reclaim, |p| {
+        consent(self.hooks.each(Kind::Reclaim, |p| {
             p.queue_share().map(|s| Some(s.reclaimable(v, victims)))
         }))
     }
@@ -375,7 +373,7 @@ impl<'a> Dispatch<'a> {
     /// with none nothing is reclaimed.
     pub fn may_reclaim(&self, job: Id) -> bool {
         let v = &self.view;
-        consent(self.hooks.each(&self.hooks.lists.reclaim, |p| {
+        consent(self.hooks.each(Kind::Reclaim, |p| {
             p.queue_share().map(|s| s.may_reclaim(v, job))
         }))
     }
@@ -384,7 +382,7 @@ impl<'a> Dispatch<'a> {
     pub fn victim_allowed(&self, task: Id) -> bool {
         let v = &self.view;
         self.hooks
-            .each(&self.hooks.lists.victim, |p| {
+            .each(Kind::Victim, |p| {
                 p.victim_filter().map(|f| f.allows(v, task))
             })
             .all(|yes| yes)

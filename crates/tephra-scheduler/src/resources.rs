@@ -223,6 +223,7 @@ impl Resources {
     }
 
     /// Element-wise `self * k`.
+    #[inline]
     pub fn times(mut self, k: i64) -> Resources {
         for v in &mut self.0 {
             *v *= k;
@@ -231,6 +232,7 @@ impl Resources {
     }
 
     /// Element-wise maximum.
+    #[inline]
     pub fn max(mut self, o: &Resources) -> Resources {
         for i in 0..MAX_RESOURCES {
             self.0[i] = self.0[i].max(o.0[i]);
@@ -239,6 +241,7 @@ impl Resources {
     }
 
     /// Element-wise minimum.
+    #[inline]
     pub fn min(mut self, o: &Resources) -> Resources {
         for i in 0..MAX_RESOURCES {
             self.0[i] = self.0[i].min(o.0[i]);
@@ -247,6 +250,7 @@ impl Resources {
     }
 
     /// True when every slot is zero.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.0.iter().all(|v| *v == 0)
     }
@@ -269,6 +273,7 @@ impl Resources {
     }
 
     /// Every slot `<=` the same slot of `o`.
+    #[inline]
     pub fn le(&self, o: &Resources) -> bool {
         (0..MAX_RESOURCES).all(|i| self.0[i] <= o.0[i])
     }

@@ -188,11 +188,13 @@ fn first_non_equal(answers: impl Iterator<Item = Ordering>) -> Ordering {
 
 impl<'a> Dispatch<'a> {
     /// The hooks seen through `view`.
+    #[inline]
     pub fn new(hooks: &'a Hooks, view: View<'a>) -> Self {
         Self { hooks, view }
     }
 
     /// The view the hooks see.
+    #[inline]
     pub fn view(&self) -> &View<'a> {
         &self.view
     }

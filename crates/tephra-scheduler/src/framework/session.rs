@@ -72,6 +72,7 @@ impl Session {
     }
 
     /// The read-only view handed to plugins.
+    #[inline]
     pub fn view(&self) -> View<'_> {
         View {
             snap: &self.snap,
@@ -81,6 +82,7 @@ impl Session {
     }
 
     /// The plugins' hooks, seen through the current view.
+    #[inline]
     pub fn hooks(&self) -> Dispatch<'_> {
         Dispatch::new(&self.hooks, self.view())
     }

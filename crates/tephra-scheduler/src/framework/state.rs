@@ -53,6 +53,8 @@ pub struct State {
     pub phases: HashMap<Id, GroupPhase>,
     /// Sum of allocatable per cluster slot.
     pub cluster_allocatable: Vec<Resources>,
+    /// Sum of allocatable over ready nodes of ready clusters: what fair-share plugins divide.
+    pub fleet_total: Resources,
 }
 
 impl State {
@@ -76,6 +78,9 @@ impl State {
             };
             let c = node.cluster as usize;
             state.cluster_allocatable[c].add(&alloc);
+            if node.spec.ready && snap.clusters.get(node.cluster).is_some_and(|c| c.ready) {
+                state.fleet_total.add(&alloc);
+            }
             // An over-used node (allocatable shrank under running pods) offers nothing, and
             // must not hide what other nodes of the cluster have free.
             let fi = ns.future_idle().max(&Resources::ZERO);
@@ -87,6 +92,7 @@ impl State {
     }
 
     /// The session status of a task.
+    #[inline]
     pub fn status(&self, snap: &Snapshot, id: Id) -> TaskStatus {
         match self.overlay.get(&id) {
             Some((s, _)) => *s,
@@ -98,6 +104,7 @@ impl State {
     }
 
     /// The node of a task in this session.
+    #[inline]
     pub fn task_node(&self, snap: &Snapshot, id: Id) -> Option<Id> {
         match self.overlay.get(&id) {
             Some((_, n)) => *n,
@@ -106,6 +113,7 @@ impl State {
     }
 
     /// The task's overlay entry, if the session changed it.
+    #[inline]
     pub fn overlay(&self, id: Id) -> Option<Placed> {
         self.overlay.get(&id).copied()
     }
@@ -128,6 +136,7 @@ impl State {
     }
 
     /// The job's task tally in this session: the cache's, plus what the session changed.
+    #[inline]
     pub fn tally(&self, job: &Job, id: Id) -> TaskTally {
         match self.tally_delta.get(id as usize) {
             Some(delta) => job.tally.plus(delta),

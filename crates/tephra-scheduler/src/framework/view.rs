@@ -41,36 +41,43 @@ pub struct JobCounts<'a> {
 
 impl<'a> View<'a> {
     /// The job in slot `id`.
+    #[inline]
     pub fn job(&self, id: Id) -> Option<&'a Job> {
         self.snap.jobs.get(id)
     }
 
     /// The task in slot `id`.
+    #[inline]
     pub fn task(&self, id: Id) -> Option<&'a Task> {
         self.snap.tasks.get(id)
     }
 
     /// The node in slot `id`.
+    #[inline]
     pub fn node(&self, id: Id) -> Option<&'a Node> {
         self.snap.nodes.get(id)
     }
 
     /// The session status of a task.
+    #[inline]
     pub fn status(&self, id: Id) -> TaskStatus {
         self.state.status(self.snap, id)
     }
 
     /// The node a task holds or is planned on in this session.
+    #[inline]
     pub fn task_node(&self, id: Id) -> Option<Id> {
         self.state.task_node(self.snap, id)
     }
 
     /// Free resources of a node now (allocatable minus held).
+    #[inline]
     pub fn idle(&self, node: Id) -> Resources {
         self.state.nodes[node as usize].idle
     }
 
     /// Resources of a node free once releasing tasks finish, less what is pipelined.
+    #[inline]
     pub fn future_idle(&self, node: Id) -> Resources {
         self.state.nodes[node as usize].future_idle()
     }
@@ -134,24 +141,20 @@ impl<'a> View<'a> {
     }
 
     /// Priority of a job.
+    #[inline]
     pub fn job_priority(&self, job: Id) -> i32 {
         self.job(job).map_or(0, |j| self.snap.job_priority(j))
     }
 
     /// Priority of a task.
+    #[inline]
     pub fn task_priority(&self, task: Id) -> i32 {
         self.task(task).map_or(0, |t| self.snap.task_priority(t))
     }
 
     /// Sum of allocatable over ready nodes of ready clusters: what fair-share plugins divide.
+    #[inline]
     pub fn fleet_total(&self) -> Resources {
-        let mut total = Resources::ZERO;
-        for (_, n) in self.snap.nodes.iter() {
-            let cluster_ready = self.snap.clusters.get(n.cluster).is_some_and(|c| c.ready);
-            if n.spec.ready && cluster_ready {
-                total.add(&n.allocatable());
-            }
-        }
-        total
+        self.state.fleet_total
     }
 }

@@ -105,6 +105,7 @@ pub struct Node {
 impl Node {
     /// Allocatable resources, with the pod slots defaulted to [`DEFAULT_MAX_PODS`] when the
     /// node reports none, as kubelet does.
+    #[inline]
     pub fn allocatable(&self) -> Resources {
         let mut a = self.spec.allocatable;
         if a.get(crate::resources::PODS) == 0 {
@@ -141,6 +142,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// Holds node resources.
+    #[inline]
     pub fn holds_node(self) -> bool {
         matches!(
             self,
@@ -149,6 +151,7 @@ impl TaskStatus {
     }
 
     /// Counts towards a gang being ready (Volcano's "ready" statuses).
+    #[inline]
     pub fn is_ready(self) -> bool {
         matches!(
             self,
@@ -248,6 +251,7 @@ pub struct TaskShape {
 
 impl TaskShape {
     /// True for a best-effort pod: it requests nothing but its pod slot.
+    #[inline]
     pub fn best_effort(&self) -> bool {
         self.request
             .0
@@ -406,11 +410,13 @@ pub struct Job {
 
 impl Job {
     /// Gang size (1 until the PodGroup is known).
+    #[inline]
     pub fn min_member(&self) -> u32 {
         self.group.as_ref().map_or(1, |g| g.min_member.max(1))
     }
 
     /// Queue name.
+    #[inline]
     pub fn queue(&self) -> &str {
         self.group
             .as_ref()

@@ -4,14 +4,25 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tephra_controllers::job::GangPlan;
+use tephra_controllers::job::{GangPlan, JobError};
 use tephra_controllers::podgroup::{Gang, GangSpec, GangTask, gang};
 use tephra_scheduler::model::{
     JobPolicy, Requirement, SelectorOp, TaintEffect, TaskShape, Toleration,
 };
-use tephra_scheduler::resources::{PODS, ResourceNames};
+use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
 use crate::scenario::{Effect, PolicyDef};
+
+/// Why a job cannot become a gang when it is submitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GangError {
+    /// The job controller refused a Volcano Job.
+    #[error(transparent)]
+    Plan(#[from] JobError),
+    /// A task's requests cannot be read.
+    #[error(transparent)]
+    Resources(#[from] ResourceError),
+}
 
 /// One task (role) of a job to submit.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,15 +83,14 @@ impl SimJob {
     /// The gang the scheduler sees, as the job controller makes it: from its plan for a
     /// Volcano Job, else from the job's own fields. Resource names are interned in `names`;
     /// the PodGroup is created at `created` (seconds).
-    pub fn gang(&self, names: &mut ResourceNames, created: i64) -> Result<Gang, String> {
+    pub fn gang(&self, names: &mut ResourceNames, created: i64) -> Result<Gang, GangError> {
         if let Some(plan) = &self.plan {
-            return plan.gang(names, created).map_err(|e| e.to_string());
+            return Ok(plan.gang(names, created)?);
         }
         let mut tasks = Vec::new();
         for t in &self.tasks {
-            let mut request = names
-                .parse(t.request.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .map_err(|e| e.to_string())?;
+            let mut request =
+                names.parse(t.request.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
             request.set(PODS, 1);
             tasks.push(GangTask {
                 shape: Arc::new(TaskShape {

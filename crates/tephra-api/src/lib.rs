@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod crd;
 pub mod defaults;
 pub mod policy;
+pub mod reasons;
 mod root;
 pub mod scheduling;
 pub mod well_known;

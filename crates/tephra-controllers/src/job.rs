@@ -2,12 +2,25 @@
 //! PodGroup (minMember, minTaskMember, queue, priority) and, per task, what each pod asks of the
 //! scheduler. Volcano's defaults apply: an unnamed task is `default<index>`, a task's
 //! minAvailable defaults to its replicas, and the job's minAvailable to the sum of those.
+//!
+//! [`plan`] reads the Job into typed values (selectors, affinity, tolerations as the scheduler
+//! models them; anything it cannot read is an error that names the field), and
+//! [`GangPlan::gang`] turns the plan into what the scheduler sees: the PodGroup, with its
+//! minResources, and each task's pod shape with its replicas.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tephra_api::Job;
+use tephra_api::well_known::PREEMPTABLE;
+use tephra_scheduler::model::{
+    JobPolicy, Labels, Requirement, SelectorOp, TaintEffect, TaskShape, Toleration,
+};
+use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
+
+use crate::podgroup::{Gang, GangSpec, GangTask, gang};
 
 /// Why a Job cannot become a gang. Each names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,11 +54,28 @@ pub enum JobError {
         /// Name.
         name: String,
     },
+    /// A value the scheduler has no meaning for (an affinity operator, a toleration operator
+    /// or effect).
+    #[error("{field}: unknown value {value:?} (known: {known})")]
+    Unknown {
+        /// Field path.
+        field: String,
+        /// The value.
+        value: String,
+        /// The values that are known.
+        known: &'static str,
+    },
+    /// A pod's requests cannot be read.
+    #[error("spec.tasks[{index}] ({task}): {source}")]
+    Resources {
+        /// Task index.
+        index: usize,
+        /// Task name.
+        task: String,
+        /// Why.
+        source: ResourceError,
+    },
 }
-
-/// One node-affinity requirement: key, operator (`In`, `NotIn`, `Exists`, `DoesNotExist`,
-/// `Gt`, `Lt`) and values.
-pub type Requirement = (String, String, Vec<String>);
 
 /// What one task's pods ask of the scheduler.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,16 +87,18 @@ pub struct TaskPlan {
     /// This task's minimum in the gang.
     pub min_available: u32,
     /// Effective requests of one pod (containers summed, init containers' maximum, limits
-    /// standing in for missing requests, pod overhead added).
+    /// standing in for missing requests, pod overhead added), as the pod shows them.
     pub requests: BTreeMap<String, Quantity>,
     /// `nodeSelector`.
-    pub node_selector: BTreeMap<String, String>,
+    pub node_selector: Labels,
     /// Required node affinity: terms ORed, requirements within a term ANDed.
     pub affinity: Vec<Vec<Requirement>>,
     /// Tolerations.
     pub tolerations: Vec<Toleration>,
     /// Priority class of the pods.
     pub priority_class: Option<String>,
+    /// Whether the pods may be preempted or reclaimed (`volcano.sh/preemptable`, default true).
+    pub preemptable: bool,
 }
 
 /// The gang a Job becomes.
@@ -86,6 +118,52 @@ pub struct GangPlan {
     pub priority_class: Option<String>,
     /// Tasks.
     pub tasks: Vec<TaskPlan>,
+}
+
+impl GangPlan {
+    /// The gang the scheduler sees: the PodGroup (created at `created`, with minResources) and
+    /// each task's pod shape, its resource names interned in `names`.
+    pub fn gang(&self, names: &mut ResourceNames, created: i64) -> Result<Gang, JobError> {
+        let mut tasks = Vec::new();
+        for (index, t) in self.tasks.iter().enumerate() {
+            let mut request = names
+                .parse(t.requests.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+                .map_err(|source| JobError::Resources {
+                    index,
+                    task: t.name.clone(),
+                    source,
+                })?;
+            request.set(PODS, 1);
+            tasks.push(GangTask {
+                shape: Arc::new(TaskShape {
+                    role: t.name.clone(),
+                    request,
+                    node_selector: t.node_selector.clone(),
+                    affinity: t.affinity.clone(),
+                    tolerations: t.tolerations.clone(),
+                    priority: 0,
+                    preemptable: t.preemptable,
+                    namespace: self.namespace.clone(),
+                    priority_class: t.priority_class.clone(),
+                }),
+                replicas: t.replicas,
+                min_available: Some(t.min_available),
+            });
+        }
+        Ok(gang(
+            GangSpec {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                queue: self.queue.clone(),
+                min_member: Some(self.min_member),
+                priority: None,
+                priority_class: self.priority_class.clone(),
+                policy: Arc::new(JobPolicy::default()),
+                tasks,
+            },
+            created,
+        ))
+    }
 }
 
 fn non_negative(field: String, v: i32) -> Result<u32, JobError> {
@@ -150,6 +228,75 @@ pub fn pod_requests(spec: &PodSpec) -> BTreeMap<String, Quantity> {
     sum
 }
 
+/// Required node affinity: node selector terms ORed, the match expressions of a term ANDed.
+fn node_affinity(pod: &PodSpec, at: &str) -> Result<Vec<Vec<Requirement>>, JobError> {
+    let Some(required) = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return Ok(Vec::new());
+    };
+    let mut terms = Vec::new();
+    for (t, term) in required.node_selector_terms.iter().enumerate() {
+        let mut reqs = Vec::new();
+        for (e, expr) in term.match_expressions.iter().flatten().enumerate() {
+            let op = SelectorOp::parse(&expr.operator).ok_or_else(|| JobError::Unknown {
+                field: format!(
+                    "{at}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}].matchExpressions[{e}].operator"
+                ),
+                value: expr.operator.clone(),
+                known: "In, NotIn, Exists, DoesNotExist, Gt, Lt",
+            })?;
+            reqs.push(Requirement {
+                key: expr.key.clone(),
+                op,
+                values: expr.values.clone().unwrap_or_default(),
+            });
+        }
+        terms.push(reqs);
+    }
+    Ok(terms)
+}
+
+/// Tolerations as the scheduler models them: an empty operator is `Equal`, an empty effect
+/// tolerates every effect.
+fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, JobError> {
+    let mut out = Vec::new();
+    for (i, t) in pod.tolerations.iter().flatten().enumerate() {
+        let exists = match t.operator.as_deref() {
+            None | Some("") | Some("Equal") => false,
+            Some("Exists") => true,
+            Some(other) => {
+                return Err(JobError::Unknown {
+                    field: format!("{at}.spec.tolerations[{i}].operator"),
+                    value: other.to_string(),
+                    known: "Equal, Exists",
+                });
+            }
+        };
+        let effect = match t.effect.as_deref() {
+            None | Some("") => None,
+            Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| JobError::Unknown {
+                field: format!("{at}.spec.tolerations[{i}].effect"),
+                value: e.to_string(),
+                known: "NoSchedule, PreferNoSchedule, NoExecute",
+            })?),
+        };
+        out.push(Toleration {
+            key: t.key.clone().unwrap_or_default(),
+            exists,
+            value: t.value.clone().unwrap_or_default(),
+            effect,
+        });
+    }
+    Ok(out)
+}
+
 /// Turns a Job into its gang plan.
 pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
     let spec = &job.spec;
@@ -183,45 +330,27 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
         sum_min += i64::from(min);
         total += i64::from(replicas);
         let pod = t.template.spec.clone().unwrap_or_default();
-        let affinity = pod
-            .affinity
+        let at = format!("spec.tasks[{i}].template");
+        let preemptable = t
+            .template
+            .metadata
             .as_ref()
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|n| {
-                n.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
-            .map(|sel| {
-                sel.node_selector_terms
-                    .iter()
-                    .map(|term| {
-                        term.match_expressions
-                            .iter()
-                            .flatten()
-                            .map(|e| {
-                                (
-                                    e.key.clone(),
-                                    e.operator.clone(),
-                                    e.values.clone().unwrap_or_default(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(PREEMPTABLE))
+            .is_none_or(|v| v != "false");
         tasks.push(TaskPlan {
             name,
             replicas,
             min_available: min,
             requests: pod_requests(&pod),
             node_selector: pod.node_selector.clone().unwrap_or_default(),
-            affinity,
-            tolerations: pod.tolerations.clone().unwrap_or_default(),
+            affinity: node_affinity(&pod, &at)?,
+            tolerations: tolerations(&pod, &at)?,
             priority_class: pod
                 .priority_class_name
                 .clone()
                 .or_else(|| spec.priority_class_name.clone()),
+            preemptable,
         });
     }
     let min_member = match spec.min_available {
@@ -323,6 +452,56 @@ mod tests {
         assert_eq!(
             plan(&j).unwrap_err().to_string(),
             "spec.minAvailable: 5 exceeds 2"
+        );
+    }
+
+    #[test]
+    fn an_unknown_affinity_operator_is_an_error_not_dropped() {
+        let j = job(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"tasks": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "containers": [{"name": "c"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "Near", "values": ["a"]}
+                    ]}]
+                }}}
+            }}}]}
+        }));
+        let e = plan(&j).unwrap_err().to_string();
+        assert!(e.contains("matchExpressions[0].operator"), "{e}");
+        assert!(e.contains("\"Near\""), "{e}");
+    }
+
+    #[test]
+    fn the_gang_has_typed_shapes_and_min_resources() {
+        let j = job(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ml"},
+            "spec": {"minAvailable": 2, "priorityClassName": "high", "tasks": [
+                {"name": "w", "replicas": 3, "template": {"spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+                    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+                }}}
+            ]}
+        }));
+        let mut names = ResourceNames::default();
+        let g = plan(&j).unwrap().gang(&mut names, 7).unwrap();
+        assert_eq!(g.group.min_member, 2);
+        assert_eq!(g.group.created, 7);
+        assert_eq!(g.group.priority_class.as_deref(), Some("high"));
+        assert_eq!(g.tasks[0].replicas, 3);
+        let shape = &g.tasks[0].shape;
+        assert_eq!(shape.request.get(tephra_scheduler::resources::CPU), 2000);
+        assert_eq!(shape.request.get(PODS), 1);
+        assert!(shape.tolerations[0].exists);
+        assert_eq!(shape.tolerations[0].effect, Some(TaintEffect::NoSchedule));
+        let min = g.group.min_resources.unwrap();
+        assert_eq!(
+            min.get(tephra_scheduler::resources::CPU),
+            4000,
+            "two pods of 2 cpu"
         );
     }
 }

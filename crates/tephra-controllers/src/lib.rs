@@ -1,4 +1,10 @@
 //! tephra's controllers, as pure functions over state (no IO, no clock). The Kubernetes
 //! runtime and the simulator call the same functions.
+//!
+//! - [`job`]: a Volcano Job's gang plan (Volcano's defaults), and the gang the scheduler sees;
+//! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;
+//! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
 pub mod job;
+pub mod podgroup;
+pub mod requeue_on_fault;

@@ -1,28 +1,292 @@
 //! tephra's scheduler core. Pure: no IO, no async runtime, no clock; time comes in as a value.
 //!
-//! Feed a [`cache::Cache`] with [`cache::Event`]s, take a [`cache::Snapshot`], open a
-//! [`session::Session`] with a [`config::SchedulerConfig`], run it, and close it into
-//! [`decisions::Decisions`].
+//! Feed a [`Cache`] with [`Event`]s, take a [`Snapshot`], and [`schedule`] it with a
+//! [`SchedulerConfig`]: a session opens, runs every configured action, and closes into
+//! [`Decisions`].
+//!
+//! Layers, each depending only on those below it:
+//!
+//! | layer | modules |
+//! | --- | --- |
+//! | registry | this file: the built-in [`PLUGINS`] and [`ACTIONS`] by name, [`schedule`] |
+//! | plugins, actions | [`plugins`] (one file each), [`actions`] (one file each); never each other |
+//! | placement | [`placement`]: node classes, the resumable scan, gang fitting, candidate clusters, making room |
+//! | framework | [`framework`]: session, state, statements, hook dispatch, the view plugins read |
+//! | bottom | [`model`], [`resources`], [`quantity`], [`duration`], [`cache`], [`config`], [`decisions`] |
+//!
+//! To add a plugin: write `plugins/<name>.rs` with a `build` function and the hooks it
+//! implements ([`framework::plugin`]), and add it to [`PLUGINS`]. To add an action: write
+//! `actions/<name>.rs` with `check` and `execute`, and add it to [`ACTIONS`].
 
 pub mod actions;
-pub mod builder;
 pub mod cache;
 pub mod config;
 pub mod decisions;
+pub mod duration;
 pub mod framework;
 pub mod model;
 pub mod placement;
 pub mod plugins;
 pub mod quantity;
 pub mod resources;
-pub mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
 pub use cache::{Cache, Event, Snapshot};
 pub use config::SchedulerConfig;
 pub use decisions::Decisions;
-pub use session::Session;
+pub use framework::session::Session;
+
+use config::{ArgError, Args, Catalog, ConfigError, PluginConfig, PluginTraits};
+use framework::hooks::Hooks;
+use framework::plugin::Plugin;
+use placement::Placer;
+
+/// A built-in plugin: its name and how to build it from its configuration.
+pub struct PluginEntry {
+    /// The name a configuration gives it.
+    pub name: &'static str,
+    /// Builds an instance (one per session), checking its arguments.
+    pub build: fn(&PluginConfig) -> Result<Box<dyn Plugin>, ArgError>,
+}
+
+/// A built-in action: its name, how to check its arguments, and how to run it.
+pub struct ActionEntry {
+    /// The name a configuration gives it.
+    pub name: &'static str,
+    /// Checks its arguments.
+    pub check: fn(&Args) -> Result<(), ArgError>,
+    /// Runs it on a session.
+    pub execute: fn(&mut Session, &mut Placer, &Args),
+}
+
+/// The plugins tephra provides, in the order messages list them.
+pub const PLUGINS: &[PluginEntry] = &[
+    PluginEntry {
+        name: "gang",
+        build: plugins::gang::build,
+    },
+    PluginEntry {
+        name: "priority",
+        build: plugins::priority::build,
+    },
+    PluginEntry {
+        name: "conformance",
+        build: plugins::conformance::build,
+    },
+    PluginEntry {
+        name: "predicates",
+        build: plugins::predicates::build,
+    },
+    PluginEntry {
+        name: "nodeorder",
+        build: plugins::nodeorder::build,
+    },
+    PluginEntry {
+        name: "binpack",
+        build: plugins::binpack::build,
+    },
+    PluginEntry {
+        name: "drf",
+        build: plugins::drf::build,
+    },
+    PluginEntry {
+        name: "proportion",
+        build: plugins::proportion::build,
+    },
+    PluginEntry {
+        name: "capacity",
+        build: plugins::capacity::build,
+    },
+    PluginEntry {
+        name: "overcommit",
+        build: plugins::overcommit::build,
+    },
+    PluginEntry {
+        name: "sla",
+        build: plugins::sla::build,
+    },
+    PluginEntry {
+        name: "gpupack",
+        build: plugins::gpupack::build,
+    },
+    PluginEntry {
+        name: "clusteraffinity",
+        build: plugins::clusteraffinity::build,
+    },
+    PluginEntry {
+        name: "clustertaint",
+        build: plugins::clustertaint::build,
+    },
+    PluginEntry {
+        name: "spread",
+        build: plugins::spread::build,
+    },
+    PluginEntry {
+        name: "clusterresource",
+        build: plugins::clusterresource::build,
+    },
+    PluginEntry {
+        name: "cost",
+        build: plugins::cost::build,
+    },
+];
+
+/// The actions tephra provides.
+pub const ACTIONS: &[ActionEntry] = &[
+    ActionEntry {
+        name: "enqueue",
+        check: actions::enqueue::check,
+        execute: actions::enqueue::execute,
+    },
+    ActionEntry {
+        name: "allocate",
+        check: actions::allocate::check,
+        execute: actions::allocate::execute,
+    },
+    ActionEntry {
+        name: "backfill",
+        check: actions::backfill::check,
+        execute: actions::backfill::execute,
+    },
+    ActionEntry {
+        name: "preempt",
+        check: actions::preempt::check,
+        execute: actions::preempt::execute,
+    },
+    ActionEntry {
+        name: "reclaim",
+        check: actions::reclaim::check,
+        execute: actions::reclaim::execute,
+    },
+];
+
+/// Volcano actions that tephra does not provide yet. Naming one is an explicit error rather
+/// than a silent no-op.
+pub const UNAVAILABLE_ACTIONS: &[&str] = &["shuffle"];
+
+fn plugin(name: &str) -> Option<&'static PluginEntry> {
+    PLUGINS.iter().find(|p| p.name == name)
+}
+
+fn action(name: &str) -> Option<&'static ActionEntry> {
+    ACTIONS.iter().find(|a| a.name == name)
+}
+
+/// The built-in registry, as a [`Catalog`] that configurations are checked against.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Registry;
+
+impl Catalog for Registry {
+    fn plugin_names(&self) -> Vec<&'static str> {
+        PLUGINS.iter().map(|p| p.name).collect()
+    }
+
+    fn action_names(&self) -> Vec<&'static str> {
+        ACTIONS.iter().map(|a| a.name).collect()
+    }
+
+    fn is_unavailable_action(&self, name: &str) -> bool {
+        UNAVAILABLE_ACTIONS.contains(&name)
+    }
+
+    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgError>> {
+        let entry = plugin(&cfg.name)?;
+        Some((entry.build)(cfg).map(|p| PluginTraits {
+            orders_queues: p.queue_order().is_some(),
+        }))
+    }
+
+    fn check_action(&self, name: &str, args: &Args) -> Option<Result<(), ArgError>> {
+        action(name).map(|a| (a.check)(args))
+    }
+}
+
+impl SchedulerConfig {
+    /// Parses a configuration and checks it against the built-in plugins and actions.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        Self::parse_with(text, &Registry)
+    }
+
+    /// Tephra's default configuration ([`config::DEFAULT_CONFIG`]).
+    pub fn default_config() -> Self {
+        match Self::parse(config::DEFAULT_CONFIG) {
+            Ok(c) => c,
+            // The default is a constant covered by tests; an empty config is the safe fallback.
+            Err(_) => Self {
+                actions: vec![],
+                tiers: vec![],
+                action_args: Default::default(),
+            },
+        }
+    }
+}
+
+/// Holds the configuration in force and swaps in a new one on reload, keeping the last good
+/// configuration when the new text is bad.
+#[derive(Clone, Debug)]
+pub struct ConfigHolder {
+    current: Arc<SchedulerConfig>,
+    last_error: Option<ConfigError>,
+}
+
+impl ConfigHolder {
+    /// Starts with `config`.
+    pub fn new(config: SchedulerConfig) -> Self {
+        Self {
+            current: Arc::new(config),
+            last_error: None,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn current(&self) -> Arc<SchedulerConfig> {
+        Arc::clone(&self.current)
+    }
+
+    /// Why the last reload was refused, if it was.
+    pub fn last_error(&self) -> Option<&ConfigError> {
+        self.last_error.as_ref()
+    }
+
+    /// Parses `text`; on success it takes effect, on error the last good config stays.
+    pub fn reload(&mut self, text: &str) -> Result<(), ConfigError> {
+        match SchedulerConfig::parse(text) {
+            Ok(c) => {
+                self.current = Arc::new(c);
+                self.last_error = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.last_error = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Opens a session on `snapshot` with fresh instances of the configured plugins.
+pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: u64) -> Session {
+    let tiers = config
+        .tiers
+        .iter()
+        .map(|tier| {
+            tier.iter()
+                .filter_map(|p| {
+                    // Arguments were checked when the config was parsed.
+                    let built = plugin(&p.name).and_then(|e| (e.build)(p).ok())?;
+                    Some((p.enables.clone(), built))
+                })
+                .collect()
+        })
+        .collect();
+    Session::open(snapshot, Hooks::new(tiers), now, id)
+}
 
 /// Opens a session on `snapshot`, runs every configured action and returns the decisions.
 pub fn schedule(
@@ -31,7 +295,12 @@ pub fn schedule(
     now: i64,
     session_id: u64,
 ) -> Decisions {
-    let mut ssn = Session::open(snapshot, config, now, session_id);
-    ssn.run();
+    let mut ssn = open_session(snapshot, &config, now, session_id);
+    let mut placer = Placer::new(&ssn);
+    for name in &config.actions {
+        if let Some(a) = action(name) {
+            (a.execute)(&mut ssn, &mut placer, &config.action_args(name));
+        }
+    }
     ssn.close()
 }

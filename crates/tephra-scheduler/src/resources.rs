@@ -223,6 +223,7 @@ impl Resources {
     }
 
     /// Element-wise `self * k`.
+    #[inline]
     pub fn times(mut self, k: i64) -> Resources {
         for v in &mut self.0 {
             *v *= k;
@@ -231,6 +232,7 @@ impl Resources {
     }
 
     /// Element-wise maximum.
+    #[inline]
     pub fn max(mut self, o: &Resources) -> Resources {
         for i in 0..MAX_RESOURCES {
             self.0[i] = self.0[i].max(o.0[i]);
@@ -239,6 +241,7 @@ impl Resources {
     }
 
     /// Element-wise minimum.
+    #[inline]
     pub fn min(mut self, o: &Resources) -> Resources {
         for i in 0..MAX_RESOURCES {
             self.0[i] = self.0[i].min(o.0[i]);
@@ -247,6 +250,7 @@ impl Resources {
     }
 
     /// True when every slot is zero.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.0.iter().all(|v| *v == 0)
     }
@@ -269,6 +273,7 @@ impl Resources {
     }
 
     /// Every slot `<=` the same slot of `o`.
+    #[inline]
     pub fn le(&self, o: &Resources) -> bool {
         (0..MAX_RESOURCES).all(|i| self.0[i] <= o.0[i])
     }
@@ -277,6 +282,17 @@ impl Resources {
     pub fn requests(&self, slot: usize) -> bool {
         self.0[slot] > 0
     }
+}
+
+/// The largest fraction of `total` that `alloc` takes in any resource (its dominant share).
+pub fn dominant_share(alloc: &Resources, total: &Resources) -> f64 {
+    alloc
+        .0
+        .iter()
+        .zip(total.0.iter())
+        .filter(|(_, t)| **t > 0)
+        .map(|(a, t)| *a as f64 / *t as f64)
+        .fold(0.0, f64::max)
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use tephra_scheduler::builder::{
-    GangJob, Role, add_cluster, add_job, add_nodes, apply_binds, resources,
-};
 use tephra_scheduler::config::DEFAULT_CONFIG;
 use tephra_scheduler::model::{Cluster, QueueSpec};
+use tephra_scheduler::testing::{
+    GangJob, Role, add_cluster, add_job, add_nodes, apply_binds, resources,
+};
 use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
 
 const GPU8: &[(&str, &str)] = &[

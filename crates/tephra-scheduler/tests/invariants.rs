@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tephra_scheduler::builder::{GangJob, Role, add_cluster, add_job, add_nodes, resources};
 use tephra_scheduler::model::{
     Cluster, GroupPhase, JobPolicy, Taint, TaintEffect, TaskStatus, Toleration, tolerated,
 };
 use tephra_scheduler::plugins;
 use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
+use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, add_nodes, resources};
 use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
 
 #[derive(Clone, Debug)]
@@ -289,7 +289,7 @@ proptest! {
         check_invariants(&c, &d)?;
         prop_assert_eq!(&d, &run(&c), "same snapshot and config, different decisions");
         // A second session on top of the first one's binds keeps every rule too.
-        tephra_scheduler::builder::apply_binds(&mut c, &d).unwrap();
+        tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
         let d2 = run(&c);
         check_invariants(&c, &d2)?;
     }

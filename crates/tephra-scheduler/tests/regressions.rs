@@ -1,8 +1,8 @@
 //! Regression tests for bugs found in review: each reproduces the original failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::sync::Arc;
-use tephra_scheduler::builder::*;
 use tephra_scheduler::model::*;
+use tephra_scheduler::testing::*;
 use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
 
 const GPU8: &[(&str, &str)] = &[

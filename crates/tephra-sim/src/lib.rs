@@ -5,16 +5,25 @@
 pub mod charts;
 pub mod checker;
 pub mod engine;
+pub mod error;
+pub mod executor;
+pub mod faults;
+pub mod kubelet;
 pub mod record;
 pub mod report;
+pub mod rng;
 pub mod scenario;
+pub mod state;
 pub mod traces;
 pub mod workload;
+pub mod world;
 
-pub use engine::{Progress, RunOptions, Sim, SimError};
+pub use engine::{Progress, RunOptions};
+pub use error::SimError;
 pub use record::Record;
 pub use report::Report;
 pub use scenario::Scenario;
+pub use state::Sim;
 
 /// Loads nothing, runs `scenario` to its end, streaming events to `out`.
 pub fn run(

@@ -1,25 +1,30 @@
-//! `allocate`: place admitted gangs, queue by queue in queue order, job by job in job order.
-//! Each job is placed two-level: clusters are filtered and scored by the cluster plugins,
-//! pruned by aggregates, and the gang is simulated on each candidate's nodes in score order;
-//! the first candidate where the whole gang fits wins. A job whose policy allows splitting may
-//! then be spread over several clusters, still all-or-nothing.
+//! `allocate`: place admitted gangs, queue by queue in queue order, job by job in job order
+//! (see [`crate::placement::job`] for how one job is placed). An overused queue waits; a fifo
+//! queue waits behind its first job that does not fit.
 
-use std::collections::BTreeSet;
+use tephra_api::reasons;
 
-use crate::framework::FitErrors;
-use crate::model::{Dequeue, GroupPhase, Id};
-use crate::placement::{SearchArgs, pending_groups, place_job_in_cluster};
-use crate::plugins::group_key;
-use crate::session::{Session, Statement};
+use crate::config::{ArgError, Args};
+use crate::framework::order::{jobs_by_queue, next_queue};
+use crate::framework::session::Session;
+use crate::model::{Dequeue, GroupPhase};
+use crate::placement::{Outcome, Placer, SearchArgs, allocate_job};
 
-pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
-    let mut by_queue = super::jobs_by_queue(ssn, |ssn, job| {
+/// Reads the node-search arguments.
+pub fn check(args: &Args) -> Result<(), ArgError> {
+    SearchArgs::from_args(args).map(|_| ())
+}
+
+/// Runs `allocate`.
+pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
+    let search = SearchArgs::from_args(args).unwrap_or_default();
+    let mut by_queue = jobs_by_queue(ssn, |ssn, job| {
         matches!(
             ssn.state.phase(&ssn.snap, job),
             Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown)
         )
     });
-    while let Some(queue) = super::next_queue(ssn, by_queue.keys()) {
+    while let Some(queue) = next_queue(ssn, by_queue.keys()) {
         let Some(jobs) = by_queue.get_mut(&queue) else {
             break;
         };
@@ -27,19 +32,19 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
             by_queue.remove(&queue);
             continue;
         }
-        if ssn.overused(&queue) {
+        if ssn.hooks().overused(&queue) {
             for job in by_queue.remove(&queue).unwrap_or_default() {
-                if !has_pending(ssn, job) {
+                if !ssn.view().has_pending(job) {
                     continue;
                 }
                 let note = ssn.note(job);
-                note.reason = Some("QueueOverused");
+                note.reason = Some(reasons::QUEUE_OVERUSED);
                 note.message = Some(format!("queue {queue} is over its deserved share"));
             }
             continue;
         }
         let job = jobs.remove(0);
-        let outcome = allocate_job(ssn, job, search);
+        let outcome = allocate_job(ssn, placer, job, &search);
         let fifo = ssn
             .snap
             .queues
@@ -48,305 +53,15 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
         if outcome == Outcome::Failed && fifo {
             // Head-of-line blocking: later jobs of a fifo queue wait behind this one.
             for waiting in by_queue.remove(&queue).unwrap_or_default() {
-                if !has_pending(ssn, waiting) {
+                if !ssn.view().has_pending(waiting) {
                     continue;
                 }
                 let note = ssn.note(waiting);
-                note.reason = Some("QueueBlocked");
+                note.reason = Some(reasons::QUEUE_BLOCKED);
                 note.message = Some(format!(
                     "queue {queue} is fifo and an earlier job is still waiting"
                 ));
             }
         }
-    }
-}
-
-/// What became of one job in an action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    /// Something was committed (bound or pipelined).
-    Placed,
-    /// It was tried and does not fit.
-    Failed,
-    /// Nothing to do for it here (invalid, or nothing pending for this action).
-    Skipped,
-}
-
-/// Whether a job has pending tasks in this session.
-pub(crate) fn has_pending(ssn: &Session, job: Id) -> bool {
-    ssn.snap.jobs.get(job).is_some_and(|j| {
-        j.tasks
-            .iter()
-            .any(|t| ssn.state.status(&ssn.snap, *t) == crate::model::TaskStatus::Pending)
-    })
-}
-
-/// Tries to place one job's pending tasks: those with requests, and with them its best-effort
-/// pods (a gang may need both to be complete). Jobs with only best-effort pods pending are
-/// left to `backfill`.
-pub(crate) fn allocate_job(ssn: &mut Session, job: Id, search: &SearchArgs) -> Outcome {
-    let mut groups = pending_groups(ssn, job, false);
-    if groups.is_empty() {
-        return Outcome::Skipped;
-    }
-    groups.extend(pending_groups(ssn, job, true));
-    place_job(ssn, job, &groups, search)
-}
-
-/// Places `groups` of a job, two-level, all or nothing; records what happened.
-pub(crate) fn place_job(
-    ssn: &mut Session,
-    job: Id,
-    groups: &[Vec<Id>],
-    search: &SearchArgs,
-) -> Outcome {
-    if let Err(invalid) = ssn.job_valid(job) {
-        let note = ssn.note(job);
-        note.reason = Some(invalid.reason);
-        note.message = Some(invalid.message.clone());
-        note.invalid = Some(invalid);
-        return Outcome::Skipped;
-    }
-    let groups = groups.to_vec();
-    let reserves = ssn.job_reserves(job);
-    let (mut candidates, mut rejected) = candidate_clusters(ssn, job);
-    if reserves && candidates.is_empty() {
-        // A job that reserves takes what it can get: clusters are not pruned by whether the
-        // whole gang fits now.
-        ssn.state.making_room = true;
-        candidates = candidate_clusters(ssn, job).0;
-        ssn.state.making_room = false;
-    }
-    let total_tasks = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
-    let mut pipelined_at: Option<Id> = None;
-    // For a job that reserves (sla): the cluster where most of it fits.
-    let mut reserve_at: Option<(usize, Id)> = None;
-    for &cluster in candidates.iter().take(search.max_clusters) {
-        let mut stmt = Statement::new();
-        let mut errs = FitErrors::default();
-        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-        // A gang that was already ready and gained nothing here is not "placed".
-        if !stmt.is_empty() && ssn.job_ready(job) {
-            finish(ssn, job, stmt, true, Some(cluster));
-            return Outcome::Placed;
-        }
-        if pipelined_at.is_none() && !stmt.is_empty() && ssn.job_pipelined(job) {
-            pipelined_at = Some(cluster);
-        }
-        if reserves && stmt.ops().len() > reserve_at.map_or(0, |r| r.0) {
-            reserve_at = Some((stmt.ops().len(), cluster));
-        }
-        let why = if errs.reasons().is_empty() {
-            // Everything pending fit, yet the gang is short of members.
-            let c = ssn.view().counts(job);
-            let min = ssn.snap.jobs.get(job).map_or(1, |j| j.min_member());
-            format!(
-                "all {} pending task(s) fit, but the gang needs {min} members and would have {}",
-                stmt.ops().len(),
-                c.ready + c.pipelined
-            )
-        } else {
-            errs.render(&ssn.snap.names)
-        };
-        ssn.discard(stmt);
-        rejected.push((cluster_name(ssn, cluster), why));
-    }
-    if splittable(ssn, job) && candidates.len() > 1 && split(ssn, job, &candidates, search) {
-        return Outcome::Placed;
-    }
-    if let Some(cluster) = pipelined_at {
-        let mut stmt = Statement::new();
-        let mut errs = FitErrors::default();
-        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-        if ssn.job_pipelined(job) {
-            finish(ssn, job, stmt, false, Some(cluster));
-            return Outcome::Placed;
-        }
-        ssn.discard(stmt);
-    }
-    if let Some((_, cluster)) = reserve_at {
-        // Keep what fits as a reservation: later jobs cannot take it this session.
-        let mut stmt = Statement::new();
-        let mut errs = FitErrors::default();
-        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-        if !stmt.is_empty() {
-            let n = stmt.ops().len();
-            ssn.commit(stmt, false);
-            let name = cluster_name(ssn, cluster);
-            let note = ssn.note(job);
-            note.attempted = true;
-            note.reason = Some("Reserving");
-            note.message = Some(format!(
-                "waited past its SLA: reserving room for {n} task(s) in cluster {name} until the whole gang fits"
-            ));
-            return Outcome::Placed;
-        }
-        ssn.discard(stmt);
-    }
-    let pending: usize = groups.iter().map(Vec::len).sum();
-    let detail = rejected
-        .iter()
-        .map(|(c, why)| format!("cluster {c}: {why}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    let note = ssn.note(job);
-    note.attempted = true;
-    note.reason = Some(tephra_api::scheduling::reasons::NOT_ENOUGH_RESOURCES);
-    note.message = Some(if detail.is_empty() {
-        format!("{pending}/{total_tasks} tasks in gang unschedulable: no member cluster")
-    } else {
-        format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
-    });
-    Outcome::Failed
-}
-
-/// Places a splittable gang over several clusters in one statement, within its spread
-/// constraints' group bounds. All or nothing.
-fn split(ssn: &mut Session, job: Id, candidates: &[Id], search: &SearchArgs) -> bool {
-    let constraints = ssn
-        .snap
-        .jobs
-        .get(job)
-        .and_then(|j| j.group.as_ref())
-        .map(|g| g.policy.spread.clone())
-        .unwrap_or_default();
-    let mut used: Vec<BTreeSet<String>> = vec![BTreeSet::new(); constraints.len()];
-    let mut stmt = Statement::new();
-    let mut errs = FitErrors::default();
-    for &cluster in candidates {
-        let Some(c) = ssn.snap.clusters.get(cluster).cloned() else {
-            continue;
-        };
-        let over = constraints.iter().zip(&used).any(|(k, groups)| {
-            let key = group_key(&c, k.field);
-            // maxGroups 0 means no upper bound.
-            k.max_groups > 0 && !groups.contains(&key) && groups.len() as u32 >= k.max_groups
-        });
-        if over {
-            continue;
-        }
-        let before = stmt.ops().len();
-        let groups = pending_groups(ssn, job, false);
-        place_job_in_cluster(ssn, &mut stmt, job, &groups, cluster, search, &mut errs);
-        if stmt.ops().len() > before {
-            for (k, groups) in constraints.iter().zip(used.iter_mut()) {
-                groups.insert(group_key(&c, k.field));
-            }
-        }
-        let spread_ok = constraints
-            .iter()
-            .zip(&used)
-            .all(|(k, groups)| groups.len() as u32 >= k.min_groups);
-        if spread_ok && !stmt.is_empty() && ssn.job_ready(job) {
-            finish(ssn, job, stmt, true, None);
-            return true;
-        }
-    }
-    ssn.discard(stmt);
-    false
-}
-
-fn cluster_name(ssn: &Session, cluster: Id) -> String {
-    ssn.snap
-        .clusters
-        .get(cluster)
-        .map(|c| c.name.clone())
-        .unwrap_or_default()
-}
-
-fn splittable(ssn: &Session, job: Id) -> bool {
-    ssn.snap
-        .jobs
-        .get(job)
-        .and_then(|j| j.group.as_ref())
-        .is_some_and(|g| g.policy.splittable)
-}
-
-/// Clusters that may take the job, best first, and the reasons the others were ruled out.
-pub(crate) fn candidate_clusters(ssn: &Session, job: Id) -> (Vec<Id>, Vec<(String, String)>) {
-    let mut rejected = Vec::new();
-    // A gang that already runs somewhere stays there unless it may be split.
-    let mut homes: Vec<Id> = Vec::new();
-    if let Some(j) = ssn.snap.jobs.get(job) {
-        for &t in &j.tasks {
-            let status = ssn.state.status(&ssn.snap, t);
-            if !(status.holds_node() || status == crate::model::TaskStatus::Pipelined) {
-                continue;
-            }
-            // The node may be unknown (deleted, or not seen yet): the pod's own placement
-            // still names its cluster.
-            let home = match ssn
-                .state
-                .task_node(&ssn.snap, t)
-                .and_then(|n| ssn.snap.nodes.get(n))
-            {
-                Some(n) => Some(n.cluster),
-                None => ssn
-                    .snap
-                    .tasks
-                    .get(t)
-                    .and_then(|task| task.spec.placement.as_ref())
-                    .and_then(|(c, _)| ssn.snap.cluster_id(c)),
-            };
-            if let Some(h) = home
-                && !homes.contains(&h)
-            {
-                homes.push(h);
-            }
-        }
-    }
-    let pinned = !homes.is_empty() && !splittable(ssn, job);
-    let mut ok = Vec::new();
-    for (id, cluster) in ssn.snap.clusters.iter() {
-        if pinned && !homes.contains(&id) {
-            continue;
-        }
-        if !cluster.ready {
-            rejected.push((cluster.name.clone(), "cluster is not ready".to_string()));
-            continue;
-        }
-        if let Err(why) = ssn.cluster_filter(job, id) {
-            rejected.push((cluster.name.clone(), why));
-            continue;
-        }
-        ok.push(id);
-    }
-    let scores = ssn.cluster_scores(job, &ok);
-    let mut ranked: Vec<(f64, Id)> = scores.into_iter().zip(ok).collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    (ranked.into_iter().map(|(_, c)| c).collect(), rejected)
-}
-
-/// Commits or keeps the statement and records what happened.
-pub(crate) fn finish(
-    ssn: &mut Session,
-    job: Id,
-    stmt: Statement,
-    ready: bool,
-    cluster: Option<Id>,
-) {
-    // Placements only: evictions in the same statement are reported by the caller.
-    let n = stmt
-        .ops()
-        .iter()
-        .filter(|op| !matches!(op, crate::session::Op::Evict { .. }))
-        .count();
-    let where_ = match cluster {
-        Some(c) => format!("cluster {}", cluster_name(ssn, c)),
-        None => "several clusters".to_string(),
-    };
-    ssn.commit(stmt, ready);
-    let note = ssn.note(job);
-    note.attempted = true;
-    if ready {
-        note.scheduled = true;
-        note.reason = None;
-        note.message = Some(format!("{n} task(s) of the gang placed in {where_}"));
-        note.placed_in = Some(where_);
-    } else {
-        note.reason = Some("Pipelined");
-        note.message = Some(format!(
-            "{n} task(s) of the gang reserved in {where_} on resources being released"
-        ));
     }
 }

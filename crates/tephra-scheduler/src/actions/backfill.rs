@@ -1,11 +1,20 @@
 //! `backfill`: place best-effort pods (no requests beyond a pod slot) of admitted jobs, still
 //! gang by gang.
 
+use crate::config::{ArgError, Args};
+use crate::framework::session::Session;
 use crate::model::{GroupPhase, Id};
-use crate::placement::{SearchArgs, pending_groups};
-use crate::session::Session;
+use crate::placement::gang::pending_groups;
+use crate::placement::{Placer, SearchArgs, place_job};
 
-pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
+/// Reads the node-search arguments.
+pub fn check(args: &Args) -> Result<(), ArgError> {
+    SearchArgs::from_args(args).map(|_| ())
+}
+
+/// Runs `backfill`.
+pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
+    let search = SearchArgs::from_args(args).unwrap_or_default();
     let jobs: Vec<Id> = ssn
         .snap
         .active_jobs
@@ -28,6 +37,6 @@ pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
         if groups.is_empty() {
             continue;
         }
-        super::allocate::place_job(ssn, job, &groups, search);
+        place_job(ssn, placer, job, &groups, &search);
     }
 }

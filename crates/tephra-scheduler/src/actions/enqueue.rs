@@ -1,14 +1,28 @@
 //! `enqueue`: admit Pending PodGroups (Pending → Inqueue) when their queue is Open, the job is
 //! valid, and the plugins' votes (overcommit, proportion, ...) allow its minResources in.
 
-use crate::model::GroupPhase;
-use crate::session::{Session, queue_open};
+use tephra_api::reasons;
 
-pub(super) fn execute(ssn: &mut Session) {
-    let mut by_queue = super::jobs_by_queue(ssn, |ssn, job| {
+use crate::config::{ArgError, Args};
+use crate::framework::order::{jobs_by_queue, next_queue};
+use crate::framework::session::{Session, queue_open};
+use crate::model::GroupPhase;
+use crate::placement::Placer;
+
+/// `enqueue` takes no arguments.
+pub fn check(args: &Args) -> Result<(), ArgError> {
+    match args.keys().next() {
+        Some(k) => Err(ArgError::new(k.clone(), "unknown argument")),
+        None => Ok(()),
+    }
+}
+
+/// Runs `enqueue`.
+pub fn execute(ssn: &mut Session, _placer: &mut Placer, _args: &Args) {
+    let mut by_queue = jobs_by_queue(ssn, |ssn, job| {
         ssn.state.phase(&ssn.snap, job) == Some(GroupPhase::Pending)
     });
-    while let Some(queue) = super::next_queue(ssn, by_queue.keys()) {
+    while let Some(queue) = next_queue(ssn, by_queue.keys()) {
         let Some(jobs) = by_queue.get_mut(&queue) else {
             break;
         };
@@ -17,25 +31,25 @@ pub(super) fn execute(ssn: &mut Session) {
             continue;
         }
         let job = jobs.remove(0);
-        if let Err(msg) = queue_open(&ssn.snap, &queue) {
+        if let Err(closed) = queue_open(&ssn.snap, &queue) {
             let note = ssn.note(job);
-            note.reason = Some("QueueNotOpen");
-            note.message = Some(msg);
+            note.reason = Some(reasons::QUEUE_NOT_OPEN);
+            note.message = Some(closed.to_string());
             continue;
         }
-        if let Err(invalid) = ssn.job_valid(job) {
+        if let Err(invalid) = ssn.hooks().job_valid(job) {
             let note = ssn.note(job);
             note.reason = Some(invalid.reason);
             note.message = Some(invalid.message.clone());
             note.invalid = Some(invalid);
             continue;
         }
-        if ssn.job_enqueueable(job) {
+        if ssn.hooks().job_enqueueable(job) {
             ssn.set_phase(job, GroupPhase::Inqueue);
             ssn.job_enqueued(job);
         } else {
             let note = ssn.note(job);
-            note.reason = Some("NotEnqueueable");
+            note.reason = Some(reasons::NOT_ENQUEUEABLE);
             note.message = Some(format!(
                 "queue {queue} cannot admit the job yet: its minResources do not fit what the \
                  fleet and the queue have free"

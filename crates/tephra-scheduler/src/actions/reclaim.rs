@@ -1,12 +1,19 @@
 //! `reclaim`: across queues, a waiting gang of a queue below its deserved share takes back
-//! resources from reclaimable queues above theirs, with the same gang rules as `preempt`; a
-//! victim queue is never pushed below its deserved share.
+//! resources from reclaimable queues above theirs, with the same gang rules as `preempt` (see
+//! [`crate::placement::room`]); a victim queue is never pushed below its deserved share.
 
-use crate::placement::SearchArgs;
-use crate::session::Session;
+use crate::config::{ArgError, Args};
+use crate::framework::session::Session;
+use crate::placement::room::{Mode, run};
+use crate::placement::{Placer, SearchArgs};
 
-use super::preempt::{Mode, run};
+/// Reads the node-search arguments.
+pub fn check(args: &Args) -> Result<(), ArgError> {
+    SearchArgs::from_args(args).map(|_| ())
+}
 
-pub(super) fn execute(ssn: &mut Session, search: &SearchArgs) {
-    run(ssn, search, Mode::Reclaim);
+/// Runs `reclaim`.
+pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
+    let search = SearchArgs::from_args(args).unwrap_or_default();
+    run(ssn, placer, &search, Mode::Reclaim);
 }

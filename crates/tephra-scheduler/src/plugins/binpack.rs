@@ -3,11 +3,12 @@
 //! `binpack.resources` (extra resource names, comma separated) and
 //! `binpack.resources.<name>` (their weights, default 1).
 
-use super::{ArgError, ArgReader, allocatable};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
+use crate::framework::view::View;
 use crate::model::{Id, Task};
 
+/// The `binpack` plugin.
 pub struct Binpack {
     weight: f64,
     /// (resource name, weight)
@@ -16,10 +17,15 @@ pub struct Binpack {
     slots: Vec<(usize, f64)>,
 }
 
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    Ok(Box::new(Binpack::new(cfg)?))
+}
+
 impl Binpack {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
+    fn new(cfg: &PluginConfig) -> Result<Self, ArgError> {
         let r = ArgReader::new(
-            args,
+            &cfg.arguments,
             &[
                 "binpack.weight",
                 "binpack.cpu",
@@ -45,15 +51,15 @@ impl Binpack {
         let weights = r.with_prefix("binpack.resources.");
         for (name, value) in &weights {
             if !named.contains(name) {
-                return Err((
+                return Err(ArgError::new(
                     format!("binpack.resources.{name}"),
                     format!("{name} is not listed in binpack.resources"),
                 ));
             }
             let w = value.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| {
-                (
+                ArgError::new(
                     format!("binpack.resources.{name}"),
-                    "must be a non-negative number".to_string(),
+                    "must be a non-negative number",
                 )
             })?;
             resources.push((name.clone(), w));
@@ -76,11 +82,17 @@ impl Plugin for Binpack {
         "binpack"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn node_scorer(&self) -> Option<&dyn NodeScorer> {
+        Some(self)
     }
 
-    fn on_session_open(&mut self, view: &View) {
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Binpack {
+    fn opened(&mut self, view: &View) {
         self.slots = self
             .resources
             .iter()
@@ -88,13 +100,15 @@ impl Plugin for Binpack {
             .filter(|(_, w)| *w > 0.0)
             .collect();
     }
+}
 
-    fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
+impl NodeScorer for Binpack {
+    fn score(&self, view: &View, task: &Task, node: Id) -> f64 {
         if self.weight == 0.0 {
             return 0.0;
         }
         let Some(n) = view.node(node) else { return 0.0 };
-        let alloc = allocatable(n);
+        let alloc = n.allocatable();
         let idle = view.state.nodes[node as usize].idle;
         let req = &task.spec.shape.request;
         let mut total = 0.0;

@@ -15,10 +15,16 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View, Vote};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{
+    EnqueueVote, Entitlement, Plugin, QueueOrder, QueueShare, SessionEvents, Vote,
+};
+use crate::framework::queues::{
+    VictimQueue, ancestry, order_in_tree, queue_parents, victims_keep_floors,
+};
+use crate::framework::view::View;
 use crate::model::{GroupPhase, Id};
+use crate::placement::gang::job_needs;
 use crate::resources::{MAX_RESOURCES, PODS, Resources};
 
 #[derive(Clone, Debug, Default)]
@@ -31,23 +37,25 @@ struct Attr {
     inqueue: Resources,
 }
 
+/// The `capacity` plugin.
 pub struct Capacity {
     total: Resources,
     queues: BTreeMap<String, Attr>,
 }
 
-impl Capacity {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self {
-            total: Resources::ZERO,
-            queues: BTreeMap::new(),
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Capacity {
+        total: Resources::ZERO,
+        queues: BTreeMap::new(),
+    }))
+}
 
+impl Capacity {
     /// The queue and its ancestors, leaf first (cycles are cut).
     fn chain(&self, queue: &str) -> Vec<String> {
-        super::ancestry(|q| self.queues.get(q).and_then(|a| a.parent.clone()), queue)
+        ancestry(|q| self.queues.get(q).and_then(|a| a.parent.clone()), queue)
     }
 
     fn share(&self, queue: &str) -> f64 {
@@ -91,7 +99,7 @@ impl Capacity {
         })
     }
 
-    fn entitlement(q: &Attr) -> Resources {
+    fn entitled_share(q: &Attr) -> Resources {
         q.deserved.max(&q.guarantee)
     }
 
@@ -109,7 +117,7 @@ impl Capacity {
 /// larger of deserved and guarantee) on every resource the queue declares one for, and needs
 /// at least one such resource.
 fn within_entitlement(q: &Attr, need: &Resources, after: &Resources) -> bool {
-    let ent = Capacity::entitlement(q);
+    let ent = Capacity::entitled_share(q);
     let declared: Vec<usize> = (0..MAX_RESOURCES)
         .filter(|&r| r != PODS && ent.0[r] > 0 && need.0[r] > 0)
         .collect();
@@ -121,17 +129,31 @@ impl Plugin for Capacity {
         "capacity"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn queue_order(&self) -> Option<&dyn QueueOrder> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn queue_share(&self) -> Option<&dyn QueueShare> {
+        Some(self)
     }
 
-    fn on_session_open(&mut self, view: &View) {
-        self.total = super::drf::fleet_total(view);
-        let parents = super::queue_parents(view);
+    fn enqueue_vote(&self) -> Option<&dyn EnqueueVote> {
+        Some(self)
+    }
+
+    fn entitlement(&self) -> Option<&dyn Entitlement> {
+        Some(self)
+    }
+
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Capacity {
+    fn opened(&mut self, view: &View) {
+        self.total = view.fleet_total();
+        let parents = queue_parents(view);
         for (name, q) in &view.snap.queues {
             let parent = parents.get(name).cloned().flatten();
             self.queues.insert(
@@ -179,10 +201,44 @@ impl Plugin for Capacity {
         }
     }
 
-    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
-        super::order_in_tree(&self.chain(a), &self.chain(b), |q| self.share(q))
+    fn job_enqueued(&mut self, view: &View, job: Id) {
+        let Some(j) = view.job(job) else { return };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return;
+        };
+        for name in self.chain(j.queue()) {
+            if let Some(q) = self.queues.get_mut(&name) {
+                q.inqueue.add(&min);
+            }
+        }
     }
 
+    fn allocated(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+        {
+            let queue = j.queue().to_string();
+            self.adjust(&queue, &t.spec.shape.request, 1);
+        }
+    }
+
+    fn deallocated(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+        {
+            let queue = j.queue().to_string();
+            self.adjust(&queue, &t.spec.shape.request, -1);
+        }
+    }
+}
+
+impl QueueOrder for Capacity {
+    fn compare(&self, _view: &View, a: &str, b: &str) -> Ordering {
+        order_in_tree(&self.chain(a), &self.chain(b), |q| self.share(q))
+    }
+}
+
+impl QueueShare for Capacity {
     fn allocatable(&self, view: &View, queue: &str, task: Id) -> bool {
         let Some(t) = view.task(task) else {
             return true;
@@ -190,6 +246,35 @@ impl Plugin for Capacity {
         self.fits_capabilities(queue, &t.spec.shape.request)
     }
 
+    fn overused(&self, _view: &View, _queue: &str) -> Option<bool> {
+        // A queue may borrow beyond its deserved share up to its capability: overuse is not
+        // this plugin's rule.
+        None
+    }
+
+    fn reclaimable(&self, view: &View, victims: &[Id]) -> bool {
+        // A victim's queue gives back only while it holds more than it deserves, and never
+        // drops below its guarantee.
+        victims_keep_floors(view, victims, |q| {
+            self.queues.get(q).map(|a| VictimQueue {
+                allocated: a.allocated,
+                above: a.deserved,
+                floor: a.guarantee,
+            })
+        })
+        .unwrap_or(false)
+    }
+
+    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
+        let j = view.job(job)?;
+        let q = self.queues.get(j.queue())?;
+        let (need, _) = job_needs(view, job);
+        let after = q.allocated.plus(&need);
+        Some(within_entitlement(q, &need, &after))
+    }
+}
+
+impl EnqueueVote for Capacity {
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
         let Some(j) = view.job(job) else {
             return Vote::Abstain;
@@ -206,7 +291,9 @@ impl Plugin for Capacity {
             Vote::Reject
         }
     }
+}
 
+impl Entitlement for Capacity {
     fn job_entitled(&self, view: &View, job: Id) -> bool {
         let Some(j) = view.job(job) else { return false };
         let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
@@ -219,58 +306,5 @@ impl Plugin for Capacity {
         // same parent, and allocation still enforces every capability on the chain.
         let want = min.plus(&q.allocated).plus(&q.inqueue);
         within_entitlement(q, &min, &want)
-    }
-
-    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
-        let j = view.job(job)?;
-        let q = self.queues.get(j.queue())?;
-        let (need, _) = crate::placement::job_needs(view, job);
-        let after = q.allocated.plus(&need);
-        Some(within_entitlement(q, &need, &after))
-    }
-
-    fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
-        // A victim's queue gives back only while it holds more than it deserves, and never
-        // drops below its guarantee.
-        Some(
-            super::victims_keep_floors(view, victims, |q| {
-                self.queues.get(q).map(|a| super::VictimQueue {
-                    allocated: a.allocated,
-                    above: a.deserved,
-                    floor: a.guarantee,
-                })
-            })
-            .unwrap_or(false),
-        )
-    }
-
-    fn on_job_enqueued(&mut self, view: &View, job: Id) {
-        let Some(j) = view.job(job) else { return };
-        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
-            return;
-        };
-        for name in self.chain(j.queue()) {
-            if let Some(q) = self.queues.get_mut(&name) {
-                q.inqueue.add(&min);
-            }
-        }
-    }
-
-    fn on_allocate(&mut self, view: &View, task: Id) {
-        if let Some(t) = view.task(task)
-            && let Some(j) = view.job(t.job)
-        {
-            let queue = j.queue().to_string();
-            self.adjust(&queue, &t.spec.shape.request, 1);
-        }
-    }
-
-    fn on_deallocate(&mut self, view: &View, task: Id) {
-        if let Some(t) = view.task(task)
-            && let Some(j) = view.job(t.job)
-        {
-            let queue = j.queue().to_string();
-            self.adjust(&queue, &t.spec.shape.request, -1);
-        }
     }
 }

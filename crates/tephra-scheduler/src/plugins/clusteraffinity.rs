@@ -1,34 +1,63 @@
 //! `clusteraffinity`: a job goes only to clusters its PropagationPolicy allows: listed names,
 //! not excluded, matching cluster labels, and matching provider/region/zone field selectors.
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::fit::{ClusterUnfit, Room};
+use crate::framework::plugin::{ClusterFilter, Plugin};
+use crate::framework::view::View;
 use crate::model::{Cluster, Id, JobPolicy, SelectorOp};
 
+/// The `clusteraffinity` plugin.
 pub struct ClusterAffinity;
 
-impl ClusterAffinity {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self)
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(ClusterAffinity))
+}
+
+/// Which rule of a policy's cluster affinity refuses a cluster.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AffinityMismatch {
+    /// The policy lists clusters, and not this one.
+    #[error("not in clusterAffinity.clusterNames")]
+    NotListed,
+    /// The policy excludes the cluster.
+    #[error("excluded by clusterAffinity.exclude")]
+    Excluded,
+    /// The cluster's labels do not match.
+    #[error("cluster labels do not match clusterAffinity.labelSelector")]
+    Labels,
+    /// A provider, region or zone requirement does not match.
+    #[error(
+        "cluster {key} {found} does not match clusterAffinity.fieldSelector {key} {op:?} {values:?}"
+    )]
+    Field {
+        /// `provider`, `region` or `zone`.
+        key: String,
+        /// The cluster's value(s), or `(none)`.
+        found: String,
+        /// The operator.
+        op: SelectorOp,
+        /// The values required.
+        values: Vec<String>,
+    },
 }
 
 /// Whether `policy` allows `cluster`; the error says which rule refuses it.
-pub fn allows(policy: &JobPolicy, cluster: &Cluster) -> Result<(), String> {
+pub fn allows(policy: &JobPolicy, cluster: &Cluster) -> Result<(), AffinityMismatch> {
     if !policy.cluster_names.is_empty() && !policy.cluster_names.contains(&cluster.name) {
-        return Err("not in clusterAffinity.clusterNames".into());
+        return Err(AffinityMismatch::NotListed);
     }
     if policy.exclude.contains(&cluster.name) {
-        return Err("excluded by clusterAffinity.exclude".into());
+        return Err(AffinityMismatch::Excluded);
     }
     if !policy
         .cluster_labels
         .iter()
         .all(|r| r.matches(&cluster.labels))
     {
-        return Err("cluster labels do not match clusterAffinity.labelSelector".into());
+        return Err(AffinityMismatch::Labels);
     }
     for r in &policy.field_requirements {
         let values: Vec<&str> = match r.key.as_str() {
@@ -46,18 +75,16 @@ pub fn allows(policy: &JobPolicy, cluster: &Cluster) -> Result<(), String> {
             SelectorOp::Gt | SelectorOp::Lt => false,
         };
         if !ok {
-            return Err(format!(
-                "cluster {} {} does not match clusterAffinity.fieldSelector {} {:?} {:?}",
-                r.key,
-                if values.is_empty() {
+            return Err(AffinityMismatch::Field {
+                key: r.key.clone(),
+                found: if values.is_empty() {
                     "(none)".to_string()
                 } else {
                     values.join(",")
                 },
-                r.key,
-                r.op,
-                r.values
-            ));
+                op: r.op,
+                values: r.values.clone(),
+            });
         }
     }
     Ok(())
@@ -68,20 +95,18 @@ impl Plugin for ClusterAffinity {
         "clusteraffinity"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn cluster_filter(&self) -> Option<&dyn ClusterFilter> {
+        Some(self)
     }
+}
 
-    fn has_node_score(&self) -> bool {
-        false
-    }
-
-    fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
+impl ClusterFilter for ClusterAffinity {
+    fn filter(&self, view: &View, job: Id, cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let (Some(j), Some(c)) = (view.job(job), view.snap.clusters.get(cluster)) else {
             return Ok(());
         };
         match &j.group {
-            Some(g) => allows(&g.policy, c),
+            Some(g) => allows(&g.policy, c).map_err(|e| ClusterUnfit::unresolvable(e.to_string())),
             None => Ok(()),
         }
     }

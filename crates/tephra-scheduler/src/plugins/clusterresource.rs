@@ -5,23 +5,25 @@
 //!
 //! Arguments: `clusterresource.weight` (default 1).
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::fit::{ClusterUnfit, Room};
+use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
+use crate::framework::view::View;
 use crate::model::Id;
-use crate::placement::{job_needs, prune_reason};
+use crate::placement::gang::{aggregate_fit, job_needs};
+use crate::resources::dominant_share;
 
+/// The `clusterresource` plugin.
 pub struct ClusterResource {
     weight: f64,
 }
 
-impl ClusterResource {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["clusterresource.weight"], &[])?;
-        Ok(Self {
-            weight: r.f64_or("clusterresource.weight", 1.0)?,
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["clusterresource.weight"], &[])?;
+    Ok(Box::new(ClusterResource {
+        weight: r.f64_or("clusterresource.weight", 1.0)?,
+    }))
 }
 
 impl Plugin for ClusterResource {
@@ -29,17 +31,21 @@ impl Plugin for ClusterResource {
         "clusterresource"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn cluster_filter(&self) -> Option<&dyn ClusterFilter> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn cluster_scorer(&self) -> Option<&dyn ClusterScorer> {
+        Some(self)
     }
+}
 
-    fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
-        if view.state.making_room {
-            // Preempt and reclaim free resources; what is free now does not rule a cluster out.
+impl ClusterFilter for ClusterResource {
+    /// A cluster short of free resources is refused with a resolvable failure: preempt and
+    /// reclaim free resources, so while they make room it does not rule the cluster out.
+    fn filter(&self, view: &View, job: Id, cluster: Id, room: Room) -> Result<(), ClusterUnfit> {
+        if room == Room::Making {
+            // Whatever this finds would be resolvable: nothing to check.
             return Ok(());
         }
         let (mut need, one_node) = job_needs(view, job);
@@ -51,19 +57,18 @@ impl Plugin for ClusterResource {
             // A split gang needs room for its largest task here, not for all of it.
             need = one_node;
         }
-        match prune_reason(view, cluster, &need, &one_node) {
-            Some(why) => Err(why),
-            None => Ok(()),
-        }
+        aggregate_fit(view, cluster, &need, &one_node)
     }
+}
 
-    fn cluster_scores(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
+impl ClusterScorer for ClusterResource {
+    fn score(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
         let (need, _) = job_needs(view, job);
         for (i, &c) in clusters.iter().enumerate() {
             let free = view.state.cluster_future_idle[c as usize];
             let alloc = view.state.cluster_allocatable[c as usize];
             let used_after = alloc.minus(&free).plus(&need);
-            let share = super::drf::dominant_share(&used_after, &alloc);
+            let share = dominant_share(&used_after, &alloc);
             scores[i] += self.weight * 100.0 * (1.0 - share.min(1.0));
         }
     }

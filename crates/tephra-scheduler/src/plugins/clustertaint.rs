@@ -2,18 +2,19 @@
 //! policy does not tolerate (as set on unhealthy members: `cluster.tephra.io/not-ready`,
 //! `cluster.tephra.io/unreachable`).
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::fit::{ClusterUnfit, Room};
+use crate::framework::plugin::{ClusterFilter, Plugin};
+use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, tolerated};
 
+/// The `clustertaint` plugin.
 pub struct ClusterTaint;
 
-impl ClusterTaint {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self)
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(ClusterTaint))
 }
 
 impl Plugin for ClusterTaint {
@@ -21,15 +22,13 @@ impl Plugin for ClusterTaint {
         "clustertaint"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn cluster_filter(&self) -> Option<&dyn ClusterFilter> {
+        Some(self)
     }
+}
 
-    fn has_node_score(&self) -> bool {
-        false
-    }
-
-    fn cluster_filter(&self, view: &View, job: Id, cluster: Id) -> Result<(), String> {
+impl ClusterFilter for ClusterTaint {
+    fn filter(&self, view: &View, job: Id, cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let Some(c) = view.snap.clusters.get(cluster) else {
             return Ok(());
         };
@@ -40,12 +39,12 @@ impl Plugin for ClusterTaint {
             .unwrap_or(&[]);
         for t in &c.taints {
             if t.effect != TaintEffect::PreferNoSchedule && !tolerated(tolerations, t) {
-                return Err(format!(
+                return Err(ClusterUnfit::unresolvable(format!(
                     "cluster has untolerated taint {{{}: {}}}:{}",
                     t.key,
                     t.value,
                     t.effect.as_str()
-                ));
+                )));
             }
         }
         Ok(())

@@ -1,18 +1,18 @@
 //! `conformance`: never evict critical pods: those in `kube-system` or with the
 //! `system-cluster-critical` / `system-node-critical` priority classes.
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{Plugin, VictimFilter};
+use crate::framework::view::View;
 use crate::model::Id;
 
+/// The `conformance` plugin.
 pub struct Conformance;
 
-impl Conformance {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self)
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Conformance))
 }
 
 /// Whether a pod is protected from eviction.
@@ -29,15 +29,13 @@ impl Plugin for Conformance {
         "conformance"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn victim_filter(&self) -> Option<&dyn VictimFilter> {
+        Some(self)
     }
+}
 
-    fn has_node_score(&self) -> bool {
-        false
-    }
-
-    fn victim_allowed(&self, view: &View, victim: Id) -> bool {
+impl VictimFilter for Conformance {
+    fn allows(&self, view: &View, victim: Id) -> bool {
         view.task(victim).is_some_and(|t| {
             let shape = &t.spec.shape;
             !critical(&shape.namespace, shape.priority_class.as_deref())

@@ -4,24 +4,24 @@
 //!
 //! Arguments: `cost.weight` (default 1).
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{ClusterScorer, Plugin};
+use crate::framework::view::View;
 use crate::model::Id;
-use crate::placement::job_needs;
+use crate::placement::gang::job_needs;
 use crate::resources::{CPU, MEMORY};
 
+/// The `cost` plugin.
 pub struct Cost {
     weight: f64,
 }
 
-impl Cost {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["cost.weight"], &[])?;
-        Ok(Self {
-            weight: r.f64_or("cost.weight", 1.0)?,
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["cost.weight"], &[])?;
+    Ok(Box::new(Cost {
+        weight: r.f64_or("cost.weight", 1.0)?,
+    }))
 }
 
 impl Plugin for Cost {
@@ -29,15 +29,13 @@ impl Plugin for Cost {
         "cost"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn cluster_scorer(&self) -> Option<&dyn ClusterScorer> {
+        Some(self)
     }
+}
 
-    fn has_node_score(&self) -> bool {
-        false
-    }
-
-    fn cluster_scores(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
+impl ClusterScorer for Cost {
+    fn score(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
         let (need, _) = job_needs(view, job);
         let costs: Vec<Option<f64>> = clusters
             .iter()

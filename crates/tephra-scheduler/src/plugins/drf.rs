@@ -10,12 +10,14 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{ArgError, ArgReader};
-use crate::config::{Args, Enables};
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{JobOrder, Plugin, QueueOrder, SessionEvents};
+use crate::framework::queues::{ancestry, order_in_tree, queue_parents};
+use crate::framework::view::View;
 use crate::model::Id;
-use crate::resources::Resources;
+use crate::resources::{Resources, dominant_share};
 
+/// The `drf` plugin.
 pub struct Drf {
     total: Resources,
     job_alloc: HashMap<Id, Resources>,
@@ -25,21 +27,22 @@ pub struct Drf {
     queue_alloc: BTreeMap<String, Resources>,
 }
 
-impl Drf {
-    pub fn new(args: &Args, enables: &Enables) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self {
-            total: Resources::ZERO,
-            job_alloc: HashMap::new(),
-            hierarchy: (enables.hierarchy == Some(true)).then(BTreeMap::new),
-            queue_alloc: BTreeMap::new(),
-        })
-    }
+/// Builds the plugin from its configuration (`enableHierarchy` makes it order queues).
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Drf {
+        total: Resources::ZERO,
+        job_alloc: HashMap::new(),
+        hierarchy: (cfg.enables.hierarchy == Some(true)).then(BTreeMap::new),
+        queue_alloc: BTreeMap::new(),
+    }))
+}
 
+impl Drf {
     /// The queue and its ancestors, leaf first.
     fn chain(&self, queue: &str) -> Vec<String> {
         match &self.hierarchy {
-            Some(tree) => super::ancestry(|q| tree.get(q).and_then(|(p, _)| p.clone()), queue),
+            Some(tree) => ancestry(|q| tree.get(q).and_then(|(p, _)| p.clone()), queue),
             None => vec![queue.to_string()],
         }
     }
@@ -73,46 +76,30 @@ impl Drf {
     }
 }
 
-/// The largest fraction of `total` that `alloc` takes in any resource.
-pub fn dominant_share(alloc: &Resources, total: &Resources) -> f64 {
-    alloc
-        .0
-        .iter()
-        .zip(total.0.iter())
-        .filter(|(_, t)| **t > 0)
-        .map(|(a, t)| *a as f64 / *t as f64)
-        .fold(0.0, f64::max)
-}
-
-/// Sum of allocatable over ready nodes of ready clusters.
-pub(crate) fn fleet_total(view: &View) -> Resources {
-    let mut total = Resources::ZERO;
-    for (_, n) in view.snap.nodes.iter() {
-        let cluster_ready = view.snap.clusters.get(n.cluster).is_some_and(|c| c.ready);
-        if n.spec.ready && cluster_ready {
-            total.add(&super::allocatable(n));
-        }
-    }
-    total
-}
-
 impl Plugin for Drf {
     fn name(&self) -> &'static str {
         "drf"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn job_order(&self) -> Option<&dyn JobOrder> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn queue_order(&self) -> Option<&dyn QueueOrder> {
+        // Only hierarchical DRF orders queues.
+        self.hierarchy.is_some().then_some(self as &dyn QueueOrder)
     }
 
-    fn on_session_open(&mut self, view: &View) {
-        self.total = fleet_total(view);
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Drf {
+    fn opened(&mut self, view: &View) {
+        self.total = view.fleet_total();
         if let Some(tree) = &mut self.hierarchy {
-            let parents = super::queue_parents(view);
+            let parents = queue_parents(view);
             for (name, q) in &view.snap.queues {
                 let parent = parents.get(name).cloned().flatten();
                 tree.insert(name.clone(), (parent, f64::from(q.weight.max(1))));
@@ -143,20 +130,7 @@ impl Plugin for Drf {
         }
     }
 
-    fn job_order(&self, _view: &View, a: Id, b: Id) -> Ordering {
-        self.share(a).total_cmp(&self.share(b))
-    }
-
-    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
-        if self.hierarchy.is_none() {
-            return Ordering::Equal;
-        }
-        // Hierarchical DRF: weighted dominant shares, compared between the children of the
-        // closest common ancestor.
-        super::order_in_tree(&self.chain(a), &self.chain(b), |q| self.weighted_share(q))
-    }
-
-    fn on_allocate(&mut self, view: &View, task: Id) {
+    fn allocated(&mut self, view: &View, task: Id) {
         if let Some(t) = view.task(task) {
             self.job_alloc
                 .entry(t.job)
@@ -169,7 +143,7 @@ impl Plugin for Drf {
         }
     }
 
-    fn on_deallocate(&mut self, view: &View, task: Id) {
+    fn deallocated(&mut self, view: &View, task: Id) {
         if let Some(t) = view.task(task) {
             self.job_alloc
                 .entry(t.job)
@@ -183,9 +157,26 @@ impl Plugin for Drf {
     }
 }
 
+impl JobOrder for Drf {
+    fn compare(&self, _view: &View, a: Id, b: Id) -> Ordering {
+        self.share(a).total_cmp(&self.share(b))
+    }
+}
+
+impl QueueOrder for Drf {
+    fn compare(&self, _view: &View, a: &str, b: &str) -> Ordering {
+        if self.hierarchy.is_none() {
+            return Ordering::Equal;
+        }
+        // Hierarchical DRF: weighted dominant shares, compared between the children of the
+        // closest common ancestor.
+        order_in_tree(&self.chain(a), &self.chain(b), |q| self.weighted_share(q))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::resources::{Resources, dominant_share};
 
     #[test]
     fn dominant_share_is_the_largest_fraction() {

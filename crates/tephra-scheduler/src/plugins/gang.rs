@@ -4,19 +4,20 @@
 
 use std::cmp::Ordering;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Invalid, Plugin, View, Vote};
-use crate::model::Id;
-use tephra_api::scheduling::reasons;
+use tephra_api::reasons;
 
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{GangRules, Invalid, JobOrder, Plugin, Vote};
+use crate::framework::view::View;
+use crate::model::Id;
+
+/// The `gang` plugin.
 pub struct Gang;
 
-impl Gang {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self)
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Gang))
 }
 
 fn role_mins(view: &View, job: Id) -> Vec<(String, u32)> {
@@ -45,14 +46,16 @@ impl Plugin for Gang {
         "gang"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn gang_rules(&self) -> Option<&dyn GangRules> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn job_order(&self) -> Option<&dyn JobOrder> {
+        Some(self)
     }
+}
 
+impl GangRules for Gang {
     fn job_valid(&self, view: &View, job: Id) -> Result<(), Invalid> {
         let Some(j) = view.job(job) else {
             return Ok(());
@@ -80,8 +83,8 @@ impl Plugin for Gang {
         Ok(())
     }
 
-    fn job_ready(&self, view: &View, job: Id) -> Option<bool> {
-        Some(ready(view, job))
+    fn job_ready(&self, view: &View, job: Id) -> bool {
+        ready(view, job)
     }
 
     fn job_pipelined(&self, view: &View, job: Id) -> Vote {
@@ -98,8 +101,10 @@ impl Plugin for Gang {
             Vote::Reject
         }
     }
+}
 
-    fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {
+impl JobOrder for Gang {
+    fn compare(&self, view: &View, a: Id, b: Id) -> Ordering {
         // Jobs still waiting for their gang go before jobs that are already ready.
         ready(view, a).cmp(&ready(view, b))
     }

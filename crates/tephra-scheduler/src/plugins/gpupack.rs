@@ -9,11 +9,12 @@
 
 use std::collections::HashMap;
 
-use super::{ArgError, ArgReader, allocatable};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
+use crate::framework::view::View;
 use crate::model::{Id, Task};
 
+/// The `gpupack` plugin.
 pub struct GpuPack {
     weight: f64,
     gpu_slots: Vec<usize>,
@@ -21,16 +22,17 @@ pub struct GpuPack {
     job_nodes: HashMap<(Id, Id), u32>,
 }
 
-impl GpuPack {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["gpupack.weight"], &[])?;
-        Ok(Self {
-            weight: r.f64_or("gpupack.weight", 10.0)?,
-            gpu_slots: Vec::new(),
-            job_nodes: HashMap::new(),
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["gpupack.weight"], &[])?;
+    Ok(Box::new(GpuPack {
+        weight: r.f64_or("gpupack.weight", 10.0)?,
+        gpu_slots: Vec::new(),
+        job_nodes: HashMap::new(),
+    }))
+}
 
+impl GpuPack {
     fn requests_gpu(&self, task: &Task) -> bool {
         self.gpu_slots
             .iter()
@@ -43,11 +45,17 @@ impl Plugin for GpuPack {
         "gpupack"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn node_scorer(&self) -> Option<&dyn NodeScorer> {
+        Some(self)
     }
 
-    fn on_session_open(&mut self, view: &View) {
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for GpuPack {
+    fn opened(&mut self, view: &View) {
         self.gpu_slots = (0..view.snap.names.len())
             .filter(|i| view.snap.names.name(*i).ends_with("/gpu"))
             .collect();
@@ -63,12 +71,31 @@ impl Plugin for GpuPack {
         }
     }
 
-    fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
+    fn allocated(&mut self, view: &View, task: Id) {
+        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task)) {
+            *self.job_nodes.entry((t.job, node)).or_insert(0) += 1;
+        }
+    }
+
+    fn deallocated(&mut self, view: &View, task: Id) {
+        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task))
+            && let Some(c) = self.job_nodes.get_mut(&(t.job, node))
+        {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.job_nodes.remove(&(t.job, node));
+            }
+        }
+    }
+}
+
+impl NodeScorer for GpuPack {
+    fn score(&self, view: &View, task: &Task, node: Id) -> f64 {
         let Some(n) = view.node(node) else { return 0.0 };
         if !self.requests_gpu(task) {
             return if n.has_gpu { -100.0 * self.weight } else { 0.0 };
         }
-        let alloc = allocatable(n);
+        let alloc = n.allocatable();
         let idle = view.state.nodes[node as usize].idle;
         let mut fill = 0.0;
         let mut count = 0.0;
@@ -92,22 +119,5 @@ impl Plugin for GpuPack {
             0.0
         };
         self.weight * (packing + together)
-    }
-
-    fn on_allocate(&mut self, view: &View, task: Id) {
-        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task)) {
-            *self.job_nodes.entry((t.job, node)).or_insert(0) += 1;
-        }
-    }
-
-    fn on_deallocate(&mut self, view: &View, task: Id) {
-        if let (Some(t), Some(node)) = (view.task(task), view.task_node(task))
-            && let Some(c) = self.job_nodes.get_mut(&(t.job, node))
-        {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
-                self.job_nodes.remove(&(t.job, node));
-            }
-        }
     }
 }

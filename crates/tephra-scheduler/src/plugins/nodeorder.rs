@@ -2,12 +2,13 @@
 //! `leastrequested.weight` (default 1), `mostrequested.weight` (0), `balancedresource.weight`
 //! (1) and `tainttoleration.weight` (1). Each score is 0–100 over cpu and memory.
 
-use super::{ArgError, ArgReader, allocatable};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{NodeScorer, Plugin};
+use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, Task, tolerated};
 use crate::resources::{CPU, MEMORY};
 
+/// The `nodeorder` plugin.
 pub struct NodeOrder {
     least: f64,
     most: f64,
@@ -22,22 +23,21 @@ const KEYS: &[&str] = &[
     "tainttoleration.weight",
 ];
 
-impl NodeOrder {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, KEYS, &[])?;
-        Ok(Self {
-            least: r.f64_or(KEYS[0], 1.0)?,
-            most: r.f64_or(KEYS[1], 0.0)?,
-            balanced: r.f64_or(KEYS[2], 1.0)?,
-            taint: r.f64_or(KEYS[3], 1.0)?,
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, KEYS, &[])?;
+    Ok(Box::new(NodeOrder {
+        least: r.f64_or(KEYS[0], 1.0)?,
+        most: r.f64_or(KEYS[1], 0.0)?,
+        balanced: r.f64_or(KEYS[2], 1.0)?,
+        taint: r.f64_or(KEYS[3], 1.0)?,
+    }))
 }
 
 /// Fraction of `slot` in use on `node` once `task` is placed there.
-pub(crate) fn used_fraction(view: &View, task: &Task, node: Id, slot: usize) -> Option<f64> {
+fn used_fraction(view: &View, task: &Task, node: Id, slot: usize) -> Option<f64> {
     let n = view.node(node)?;
-    let alloc = allocatable(n).get(slot);
+    let alloc = n.allocatable().get(slot);
     if alloc <= 0 {
         return None;
     }
@@ -51,11 +51,13 @@ impl Plugin for NodeOrder {
         "nodeorder"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn node_scorer(&self) -> Option<&dyn NodeScorer> {
+        Some(self)
     }
+}
 
-    fn node_score(&self, view: &View, task: &Task, node: Id) -> f64 {
+impl NodeScorer for NodeOrder {
+    fn score(&self, view: &View, task: &Task, node: Id) -> f64 {
         let cpu = used_fraction(view, task, node, CPU).unwrap_or(1.0);
         let mem = used_fraction(view, task, node, MEMORY).unwrap_or(1.0);
         let mut score = 0.0;

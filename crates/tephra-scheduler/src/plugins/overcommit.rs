@@ -2,34 +2,34 @@
 //! `overcommit-factor` (default 1.2), still has room for its minResources after what is used
 //! and what admitted-but-not-started jobs have claimed.
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View, Vote};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{EnqueueVote, Plugin, SessionEvents, Vote};
+use crate::framework::view::View;
 use crate::model::{GroupPhase, Id};
 use crate::resources::{MAX_RESOURCES, Resources};
 
+/// The `overcommit` plugin.
 pub struct Overcommit {
     factor: f64,
     idle: Resources,
     inqueue: Resources,
 }
 
-impl Overcommit {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["overcommit-factor"], &[])?;
-        let factor = r.f64_or("overcommit-factor", 1.2)?;
-        if factor < 1.0 {
-            return Err((
-                "overcommit-factor".into(),
-                format!("must be at least 1.0, got {factor}"),
-            ));
-        }
-        Ok(Self {
-            factor,
-            idle: Resources::ZERO,
-            inqueue: Resources::ZERO,
-        })
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["overcommit-factor"], &[])?;
+    let factor = r.f64_or("overcommit-factor", 1.2)?;
+    if factor < 1.0 {
+        return Err(ArgError::new(
+            "overcommit-factor",
+            format!("must be at least 1.0, got {factor}"),
+        ));
     }
+    Ok(Box::new(Overcommit {
+        factor,
+        idle: Resources::ZERO,
+        inqueue: Resources::ZERO,
+    }))
 }
 
 fn min_resources(view: &View, job: Id) -> Option<Resources> {
@@ -41,16 +41,18 @@ impl Plugin for Overcommit {
         "overcommit"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn enqueue_vote(&self) -> Option<&dyn EnqueueVote> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
     }
+}
 
-    fn on_session_open(&mut self, view: &View) {
-        let total = super::drf::fleet_total(view);
+impl SessionEvents for Overcommit {
+    fn opened(&mut self, view: &View) {
+        let total = view.fleet_total();
         let mut used = Resources::ZERO;
         for (_, n) in view.snap.nodes.iter() {
             used.add(&n.used);
@@ -71,6 +73,14 @@ impl Plugin for Overcommit {
         }
     }
 
+    fn job_enqueued(&mut self, view: &View, job: Id) {
+        if let Some(min) = min_resources(view, job) {
+            self.inqueue.add(&min);
+        }
+    }
+}
+
+impl EnqueueVote for Overcommit {
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
         let Some(min) = min_resources(view, job) else {
             return Vote::Permit;
@@ -79,12 +89,6 @@ impl Plugin for Overcommit {
             Vote::Permit
         } else {
             Vote::Reject
-        }
-    }
-
-    fn on_job_enqueued(&mut self, view: &View, job: Id) {
-        if let Some(min) = min_resources(view, job) {
-            self.inqueue.add(&min);
         }
     }
 }

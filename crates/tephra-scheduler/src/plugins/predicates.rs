@@ -2,19 +2,20 @@
 //! required node affinity, NoSchedule/NoExecute taints against tolerations, pod slots, and
 //! resource fit against what the node will have free (idle plus releasing, less pipelined).
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, Unfit, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::fit::Unfit;
+use crate::framework::plugin::{Plugin, Predicate};
+use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated};
 use crate::resources::PODS;
 
+/// The `predicates` plugin.
 pub struct Predicates;
 
-impl Predicates {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self)
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Predicates))
 }
 
 impl Plugin for Predicates {
@@ -22,12 +23,14 @@ impl Plugin for Predicates {
         "predicates"
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn predicate(&self) -> Option<&dyn Predicate> {
+        Some(self)
     }
+}
 
+impl Predicate for Predicates {
     #[inline]
-    fn predicate(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
+    fn check(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
         let Some(n) = view.node(node) else {
             return Err(Unfit::NotReady);
         };

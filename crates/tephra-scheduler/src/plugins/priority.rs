@@ -5,25 +5,25 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{Entitlement, JobOrder, Plugin, TaskOrder};
+use crate::framework::view::View;
 use crate::model::Id;
 use crate::resources::Resources;
 
+/// The `priority` plugin.
 pub struct Priority {
     /// Per queue: (job priority, resources its placed tasks hold), lowest priority first.
     /// Built on first use: a session with nothing to admit never walks the running pods.
     held: std::cell::OnceCell<BTreeMap<String, Vec<(i32, Resources)>>>,
 }
 
-impl Priority {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self {
-            held: std::cell::OnceCell::new(),
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Priority {
+        held: std::cell::OnceCell::new(),
+    }))
 }
 
 /// What each queue's placed jobs hold, by job priority, lowest first.
@@ -58,14 +58,20 @@ impl Plugin for Priority {
         "priority"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn job_order(&self) -> Option<&dyn JobOrder> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn task_order(&self) -> Option<&dyn TaskOrder> {
+        Some(self)
     }
 
+    fn entitlement(&self) -> Option<&dyn Entitlement> {
+        Some(self)
+    }
+}
+
+impl Entitlement for Priority {
     fn job_entitled(&self, view: &View, job: Id) -> bool {
         // A job that could preempt its way in is admitted: lower-priority work of its queue
         // holds at least what it needs to start.
@@ -88,12 +94,16 @@ impl Plugin for Priority {
         }
         min.fits_in(&lower).is_ok()
     }
+}
 
-    fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {
+impl JobOrder for Priority {
+    fn compare(&self, view: &View, a: Id, b: Id) -> Ordering {
         view.job_priority(b).cmp(&view.job_priority(a))
     }
+}
 
-    fn task_order(&self, view: &View, a: Id, b: Id) -> Ordering {
+impl TaskOrder for Priority {
+    fn compare(&self, view: &View, a: Id, b: Id) -> Ordering {
         view.task_priority(b).cmp(&view.task_priority(a))
     }
 }

@@ -7,11 +7,15 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View, Vote};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::plugin::{
+    EnqueueVote, Entitlement, Plugin, QueueOrder, QueueShare, SessionEvents, Vote,
+};
+use crate::framework::queues::{VictimQueue, victims_keep_floors};
+use crate::framework::view::View;
 use crate::model::{GroupPhase, Id, TaskStatus};
-use crate::resources::{MAX_RESOURCES, Resources};
+use crate::placement::gang::job_needs;
+use crate::resources::{MAX_RESOURCES, PODS, Resources};
 
 #[derive(Clone, Debug, Default)]
 struct QueueAttr {
@@ -41,20 +45,22 @@ impl QueueAttr {
     }
 }
 
+/// The `proportion` plugin.
 pub struct Proportion {
     total: Resources,
     queues: BTreeMap<String, QueueAttr>,
 }
 
-impl Proportion {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        ArgReader::new(args, &[], &[])?;
-        Ok(Self {
-            total: Resources::ZERO,
-            queues: BTreeMap::new(),
-        })
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    ArgReader::new(&cfg.arguments, &[], &[])?;
+    Ok(Box::new(Proportion {
+        total: Resources::ZERO,
+        queues: BTreeMap::new(),
+    }))
+}
 
+impl Proportion {
     /// Share of a queue: its largest allocated/deserved ratio.
     fn share(&self, name: &str) -> f64 {
         let Some(q) = self.queues.get(name) else {
@@ -132,16 +138,30 @@ impl Plugin for Proportion {
         "proportion"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn queue_order(&self) -> Option<&dyn QueueOrder> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn queue_share(&self) -> Option<&dyn QueueShare> {
+        Some(self)
     }
 
-    fn on_session_open(&mut self, view: &View) {
-        self.total = super::drf::fleet_total(view);
+    fn enqueue_vote(&self) -> Option<&dyn EnqueueVote> {
+        Some(self)
+    }
+
+    fn entitlement(&self) -> Option<&dyn Entitlement> {
+        Some(self)
+    }
+
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Proportion {
+    fn opened(&mut self, view: &View) {
+        self.total = view.fleet_total();
         for (name, q) in &view.snap.queues {
             self.queues.insert(
                 name.clone(),
@@ -183,16 +203,41 @@ impl Plugin for Proportion {
         water_fill(&self.total, &mut self.queues);
     }
 
-    fn queue_order(&self, _view: &View, a: &str, b: &str) -> Ordering {
+    fn job_enqueued(&mut self, view: &View, job: Id) {
+        let Some(j) = view.job(job) else { return };
+        if let (Some(q), Some(min)) = (
+            self.queues.get_mut(j.queue()),
+            j.group.as_ref().and_then(|g| g.min_resources),
+        ) {
+            q.inqueue.add(&min);
+        }
+    }
+
+    fn allocated(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+            && let Some(q) = self.queues.get_mut(j.queue())
+        {
+            q.allocated.add(&t.spec.shape.request);
+        }
+    }
+
+    fn deallocated(&mut self, view: &View, task: Id) {
+        if let Some(t) = view.task(task)
+            && let Some(j) = view.job(t.job)
+            && let Some(q) = self.queues.get_mut(j.queue())
+        {
+            q.allocated.sub(&t.spec.shape.request);
+        }
+    }
+}
+impl QueueOrder for Proportion {
+    fn compare(&self, _view: &View, a: &str, b: &str) -> Ordering {
         self.share(a).total_cmp(&self.share(b))
     }
+}
 
-    fn overused(&self, _view: &View, queue: &str) -> bool {
-        self.queues
-            .get(queue)
-            .is_some_and(|q| !q.allocated.is_zero() && q.deserved.le(&q.allocated))
-    }
-
+impl QueueShare for Proportion {
     fn allocatable(&self, view: &View, queue: &str, task: Id) -> bool {
         let (Some(q), Some(t)) = (self.queues.get(queue), view.task(task)) else {
             return true;
@@ -207,6 +252,51 @@ impl Plugin for Proportion {
         (0..MAX_RESOURCES).all(|i| cap.0[i] <= 0 || req.0[i] <= 0 || after.0[i] <= cap.0[i])
     }
 
+    fn overused(&self, _view: &View, queue: &str) -> Option<bool> {
+        Some(
+            self.queues
+                .get(queue)
+                .is_some_and(|q| !q.allocated.is_zero() && q.deserved.le(&q.allocated)),
+        )
+    }
+
+    fn reclaimable(&self, view: &View, victims: &[Id]) -> bool {
+        // Victim queues never drop below their deserved share.
+        victims_keep_floors(view, victims, |q| {
+            self.queues.get(q).map(|a| {
+                // Where a queue deserves all it asks for, the resource is not contended.
+                let mut floor = a.deserved;
+                for r in 0..MAX_RESOURCES {
+                    if a.deserved.0[r] >= a.request.0[r] {
+                        floor.0[r] = 0;
+                    }
+                }
+                VictimQueue {
+                    allocated: a.allocated,
+                    above: floor,
+                    floor,
+                }
+            })
+        })
+        .unwrap_or(false)
+    }
+
+    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
+        // A queue reclaims only what it deserves: with the job's remaining need it must stay
+        // within its deserved share.
+        let j = view.job(job)?;
+        let q = self.queues.get(j.queue())?;
+        let (need, _) = job_needs(view, job);
+        let after = q.allocated.plus(&need);
+        Some(
+            (0..MAX_RESOURCES)
+                .filter(|&r| need.0[r] > 0 && r != PODS)
+                .all(|r| after.0[r] <= q.deserved.0[r]),
+        )
+    }
+}
+
+impl EnqueueVote for Proportion {
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote {
         let Some(j) = view.job(job) else {
             return Vote::Abstain;
@@ -224,44 +314,9 @@ impl Plugin for Proportion {
             Vote::Reject
         }
     }
+}
 
-    fn reclaimable(&self, view: &View, victims: &[Id]) -> Option<bool> {
-        // Victim queues never drop below their deserved share.
-        Some(
-            super::victims_keep_floors(view, victims, |q| {
-                self.queues.get(q).map(|a| {
-                    // Where a queue deserves all it asks for, the resource is not contended.
-                    let mut floor = a.deserved;
-                    for r in 0..MAX_RESOURCES {
-                        if a.deserved.0[r] >= a.request.0[r] {
-                            floor.0[r] = 0;
-                        }
-                    }
-                    super::VictimQueue {
-                        allocated: a.allocated,
-                        above: floor,
-                        floor,
-                    }
-                })
-            })
-            .unwrap_or(false),
-        )
-    }
-
-    fn may_reclaim(&self, view: &View, job: Id) -> Option<bool> {
-        // A queue reclaims only what it deserves: with the job's remaining need it must stay
-        // within its deserved share.
-        let j = view.job(job)?;
-        let q = self.queues.get(j.queue())?;
-        let (need, _) = crate::placement::job_needs(view, job);
-        let after = q.allocated.plus(&need);
-        Some(
-            (0..MAX_RESOURCES)
-                .filter(|&r| need.0[r] > 0 && r != crate::resources::PODS)
-                .all(|r| after.0[r] <= q.deserved.0[r]),
-        )
-    }
-
+impl Entitlement for Proportion {
     fn job_entitled(&self, view: &View, job: Id) -> bool {
         let Some(j) = view.job(job) else { return false };
         let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
@@ -272,34 +327,6 @@ impl Plugin for Proportion {
         };
         let want = min.plus(&q.allocated).plus(&q.inqueue);
         (0..MAX_RESOURCES).all(|i| min.0[i] <= 0 || want.0[i] <= q.deserved.0[i])
-    }
-
-    fn on_job_enqueued(&mut self, view: &View, job: Id) {
-        let Some(j) = view.job(job) else { return };
-        if let (Some(q), Some(min)) = (
-            self.queues.get_mut(j.queue()),
-            j.group.as_ref().and_then(|g| g.min_resources),
-        ) {
-            q.inqueue.add(&min);
-        }
-    }
-
-    fn on_allocate(&mut self, view: &View, task: Id) {
-        if let Some(t) = view.task(task)
-            && let Some(j) = view.job(t.job)
-            && let Some(q) = self.queues.get_mut(j.queue())
-        {
-            q.allocated.add(&t.spec.shape.request);
-        }
-    }
-
-    fn on_deallocate(&mut self, view: &View, task: Id) {
-        if let Some(t) = view.task(task)
-            && let Some(j) = view.job(t.job)
-            && let Some(q) = self.queues.get_mut(j.queue())
-        {
-            q.allocated.sub(&t.spec.shape.request);
-        }
     }
 }
 

@@ -4,57 +4,46 @@
 //! the whole gang fits. This is what keeps a big gang from being starved by a stream of small
 //! ones.
 //!
-//! Arguments: `sla-waiting-time` (a duration such as `1h`; no default: without it the plugin
-//! does nothing).
+//! Arguments: `sla-waiting-time` (a duration in Go's syntax, as Volcano reads it, such as `1h`;
+//! no default: without it the plugin does nothing).
 
 use std::cmp::Ordering;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::duration::Duration;
+use crate::framework::plugin::{Entitlement, JobOrder, Plugin, Reservation};
+use crate::framework::view::View;
 use crate::model::Id;
 
+/// The `sla` plugin.
 pub struct Sla {
     waiting_s: Option<i64>,
 }
 
-/// Parses `90s`, `10m`, `2h`, `1h30m` into seconds.
+/// Parses a waiting time in Go's duration syntax (as Volcano does) into whole seconds.
 fn parse_duration(text: &str) -> Option<i64> {
-    let mut total = 0i64;
-    let mut num = String::new();
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-            continue;
-        }
-        let n: i64 = num.parse().ok()?;
-        num.clear();
-        total += n * match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return None,
-        };
-    }
-    num.is_empty().then_some(total)
+    Duration::parse(text)
+        .ok()
+        .filter(|d| !d.is_negative())
+        .map(Duration::as_secs)
+}
+
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["sla-waiting-time"], &[])?;
+    let waiting_s = match r.string("sla-waiting-time") {
+        None => None,
+        Some(s) => Some(parse_duration(&s).ok_or_else(|| {
+            ArgError::new(
+                "sla-waiting-time",
+                format!("{s:?} is not a duration such as 30m or 2h"),
+            )
+        })?),
+    };
+    Ok(Box::new(Sla { waiting_s }))
 }
 
 impl Sla {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["sla-waiting-time"], &[])?;
-        let waiting_s = match r.string("sla-waiting-time") {
-            None => None,
-            Some(s) => Some(parse_duration(&s).ok_or_else(|| {
-                (
-                    "sla-waiting-time".to_string(),
-                    format!("{s:?} is not a duration such as 30m or 2h"),
-                )
-            })?),
-        };
-        Ok(Self { waiting_s })
-    }
-
     /// How far past its SLA the job is, in seconds (negative: not yet).
     fn overdue(&self, view: &View, job: Id) -> Option<i64> {
         let limit = self.waiting_s?;
@@ -72,15 +61,21 @@ impl Plugin for Sla {
         "sla"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn job_order(&self) -> Option<&dyn JobOrder> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn entitlement(&self) -> Option<&dyn Entitlement> {
+        Some(self)
     }
 
-    fn job_order(&self, view: &View, a: Id, b: Id) -> Ordering {
+    fn reservation(&self) -> Option<&dyn Reservation> {
+        Some(self)
+    }
+}
+
+impl JobOrder for Sla {
+    fn compare(&self, view: &View, a: Id, b: Id) -> Ordering {
         match (self.expired(view, a), self.expired(view, b)) {
             (true, false) => Ordering::Less,
             (false, true) => Ordering::Greater,
@@ -89,11 +84,15 @@ impl Plugin for Sla {
             (false, false) => Ordering::Equal,
         }
     }
+}
 
+impl Entitlement for Sla {
     fn job_entitled(&self, view: &View, job: Id) -> bool {
         self.expired(view, job)
     }
+}
 
+impl Reservation for Sla {
     fn job_reserves(&self, view: &View, job: Id) -> bool {
         self.expired(view, job)
     }

@@ -6,33 +6,24 @@
 
 use std::collections::BTreeMap;
 
-use super::{ArgError, ArgReader};
-use crate::config::Args;
-use crate::framework::{Plugin, View};
-use crate::model::{Cluster, Id, SpreadField};
-use crate::resources::Resources;
+use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::framework::fit::{ClusterUnfit, Room};
+use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
+use crate::framework::view::View;
+use crate::model::Id;
+use crate::resources::{Resources, dominant_share};
 
+/// The `spread` plugin.
 pub struct Spread {
     weight: f64,
 }
 
-impl Spread {
-    pub fn new(args: &Args) -> Result<Self, ArgError> {
-        let r = ArgReader::new(args, &["spread.weight"], &[])?;
-        Ok(Self {
-            weight: r.f64_or("spread.weight", 1.0)?,
-        })
-    }
-}
-
-/// The group a cluster belongs to for `field`.
-pub fn group_key(cluster: &Cluster, field: SpreadField) -> String {
-    match field {
-        SpreadField::Cluster => cluster.name.clone(),
-        SpreadField::Region => cluster.region.clone().unwrap_or_default(),
-        SpreadField::Zone => cluster.zones.first().cloned().unwrap_or_default(),
-        SpreadField::Provider => cluster.provider.clone().unwrap_or_default(),
-    }
+/// Builds the plugin from its configuration.
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+    let r = ArgReader::new(&cfg.arguments, &["spread.weight"], &[])?;
+    Ok(Box::new(Spread {
+        weight: r.f64_or("spread.weight", 1.0)?,
+    }))
 }
 
 impl Plugin for Spread {
@@ -40,30 +31,34 @@ impl Plugin for Spread {
         "spread"
     }
 
-    fn has_predicate(&self) -> bool {
-        false
+    fn cluster_filter(&self) -> Option<&dyn ClusterFilter> {
+        Some(self)
     }
 
-    fn has_node_score(&self) -> bool {
-        false
+    fn cluster_scorer(&self) -> Option<&dyn ClusterScorer> {
+        Some(self)
     }
+}
 
-    fn cluster_filter(&self, view: &View, job: Id, _cluster: Id) -> Result<(), String> {
+impl ClusterFilter for Spread {
+    fn filter(&self, view: &View, job: Id, _cluster: Id, _room: Room) -> Result<(), ClusterUnfit> {
         let Some(g) = view.job(job).and_then(|j| j.group.as_ref()) else {
             return Ok(());
         };
         for c in &g.policy.spread {
             if c.min_groups > 1 && !g.policy.splittable {
-                return Err(format!(
+                return Err(ClusterUnfit::unresolvable(format!(
                     "spreadConstraints need at least {} {:?} groups, but the gang may not be split (placement.allowGangSplit is false)",
                     c.min_groups, c.field
-                ));
+                )));
             }
         }
         Ok(())
     }
+}
 
-    fn cluster_scores(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
+impl ClusterScorer for Spread {
+    fn score(&self, view: &View, job: Id, clusters: &[Id], scores: &mut [f64]) {
         let Some(g) = view.job(job).and_then(|j| j.group.as_ref()) else {
             return;
         };
@@ -74,7 +69,7 @@ impl Plugin for Spread {
         let mut alloc: BTreeMap<String, Resources> = BTreeMap::new();
         let mut free: BTreeMap<String, Resources> = BTreeMap::new();
         for (id, c) in view.snap.clusters.iter() {
-            let key = group_key(c, field);
+            let key = c.group_key(field);
             free.entry(key.clone())
                 .or_default()
                 .add(&view.state.cluster_future_idle[id as usize]);
@@ -87,12 +82,12 @@ impl Plugin for Spread {
             let Some(c) = view.snap.clusters.get(cluster) else {
                 continue;
             };
-            let key = group_key(c, field);
+            let key = c.group_key(field);
             let (a, f) = (
                 alloc.get(&key).copied().unwrap_or_default(),
                 free.get(&key).copied().unwrap_or_default(),
             );
-            let used = super::drf::dominant_share(&a.minus(&f), &a);
+            let used = dominant_share(&a.minus(&f), &a);
             scores[i] += self.weight * 100.0 * (1.0 - used);
         }
     }

@@ -1,13 +1,11 @@
-//! Builders for fleets and gang jobs, feeding a [`Cache`] through its ordinary event API. Used by
-//! the tests, the benchmarks and the simulator, so that all of them describe the world the same
-//! way.
-
-pub mod synthetic;
+//! Builders for fleets and gang jobs, feeding a [`Cache`] through its ordinary event API, for
+//! tests and benchmarks (feature `testing`; not part of the scheduler's API otherwise).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::cache::{Cache, CacheError, Event};
+use crate::decisions::Decisions;
 use crate::model::{
     Cluster, GroupPhase, JobPolicy, Labels, NodeSpec, PodGroupSpec, PodSpec, TaskShape, TaskStatus,
     Toleration,
@@ -283,10 +281,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
 
 /// Applies a session's binds to the cache as the executor would (pods become Running on their
 /// nodes), so that the next session sees them.
-pub fn apply_binds(
-    cache: &mut Cache,
-    decisions: &crate::decisions::Decisions,
-) -> Result<(), BuildError> {
+pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), BuildError> {
     for b in &decisions.binds {
         let Some(id) = cache.world().task_id(&b.task) else {
             continue;

@@ -1,11 +1,13 @@
 //! The benchmark worlds, generated deterministically in code.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use tephra_scheduler::builder::synthetic::{
+mod synthetic;
+
+use synthetic::{
     FleetShape, Rng, RunningFill, add_running, add_workload, build_fleet, fill_running,
 };
-use tephra_scheduler::builder::{GangJob, Role, add_job};
 use tephra_scheduler::model::QueueSpec;
+use tephra_scheduler::testing::{GangJob, Role, add_job};
 use tephra_scheduler::{Cache, Event, SchedulerConfig};
 
 /// A: one cluster of 5,000 nodes (4,000 CPU nodes of 64 cores / 256Gi, 1,000 GPU nodes of

@@ -1,177 +1,21 @@
 //! The scheduler's model of the fleet: clusters, nodes, queues, jobs (one per PodGroup) and
-//! tasks (pods). Plain data, fed by the cache's event API.
+//! tasks (pods). Plain data, fed by the cache's event API. How labels, selectors, taints and
+//! tolerations match is in `selectors.rs`.
+
+pub mod selectors;
+
+pub use selectors::{
+    Labels, Requirement, SelectorOp, Taint, TaintEffect, Toleration, affinity_matches,
+    selector_matches, tolerated,
+};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::resources::Resources;
 
-/// Labels (or a node selector).
-pub type Labels = BTreeMap<String, String>;
-
 /// A slot index into one of the cache's tables.
 pub type Id = u32;
-
-/// Taint effects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TaintEffect {
-    /// Do not place new work.
-    NoSchedule,
-    /// Avoid placing new work.
-    PreferNoSchedule,
-    /// Evict work that does not tolerate it.
-    NoExecute,
-}
-
-impl TaintEffect {
-    /// Parses Kubernetes' spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "NoSchedule" => Some(Self::NoSchedule),
-            "PreferNoSchedule" => Some(Self::PreferNoSchedule),
-            "NoExecute" => Some(Self::NoExecute),
-            _ => None,
-        }
-    }
-
-    /// Kubernetes' spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NoSchedule => "NoSchedule",
-            Self::PreferNoSchedule => "PreferNoSchedule",
-            Self::NoExecute => "NoExecute",
-        }
-    }
-}
-
-/// A node or cluster taint.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Taint {
-    /// Key.
-    pub key: String,
-    /// Value (may be empty).
-    pub value: String,
-    /// Effect.
-    pub effect: TaintEffect,
-}
-
-/// A toleration.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Toleration {
-    /// Key; empty with `exists` tolerates every taint.
-    pub key: String,
-    /// `Exists` (true) or `Equal` (false).
-    pub exists: bool,
-    /// Value for `Equal`.
-    pub value: String,
-    /// Effect; `None` tolerates every effect.
-    pub effect: Option<TaintEffect>,
-}
-
-impl Toleration {
-    /// Whether this toleration tolerates `taint`, with Kubernetes' rules.
-    pub fn tolerates(&self, taint: &Taint) -> bool {
-        if let Some(e) = self.effect
-            && e != taint.effect
-        {
-            return false;
-        }
-        if self.key.is_empty() {
-            return self.exists;
-        }
-        if self.key != taint.key {
-            return false;
-        }
-        self.exists || self.value == taint.value
-    }
-}
-
-/// Whether `tolerations` tolerate `taint`.
-pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| t.tolerates(taint))
-}
-
-/// Operators of node-affinity requirements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SelectorOp {
-    /// The label's value is one of `values`.
-    In,
-    /// The label is absent or its value is not one of `values`.
-    NotIn,
-    /// The label is present.
-    Exists,
-    /// The label is absent.
-    DoesNotExist,
-    /// The label's integer value is greater than `values[0]`.
-    Gt,
-    /// The label's integer value is less than `values[0]`.
-    Lt,
-}
-
-impl SelectorOp {
-    /// Parses Kubernetes' spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "In" => Self::In,
-            "NotIn" => Self::NotIn,
-            "Exists" => Self::Exists,
-            "DoesNotExist" => Self::DoesNotExist,
-            "Gt" => Self::Gt,
-            "Lt" => Self::Lt,
-            _ => return None,
-        })
-    }
-}
-
-/// One label requirement.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Requirement {
-    /// Label key.
-    pub key: String,
-    /// Operator.
-    pub op: SelectorOp,
-    /// Values.
-    pub values: Vec<String>,
-}
-
-impl Requirement {
-    /// Whether `labels` satisfy this requirement.
-    pub fn matches(&self, labels: &Labels) -> bool {
-        let v = labels.get(&self.key);
-        match self.op {
-            SelectorOp::In => v.is_some_and(|v| self.values.contains(v)),
-            SelectorOp::NotIn => v.is_none_or(|v| !self.values.contains(v)),
-            SelectorOp::Exists => v.is_some(),
-            SelectorOp::DoesNotExist => v.is_none(),
-            SelectorOp::Gt | SelectorOp::Lt => {
-                let (Some(v), Some(bound)) = (v, self.values.first()) else {
-                    return false;
-                };
-                match (v.parse::<i64>(), bound.parse::<i64>()) {
-                    (Ok(v), Ok(b)) => {
-                        if self.op == SelectorOp::Gt {
-                            v > b
-                        } else {
-                            v < b
-                        }
-                    }
-                    _ => false,
-                }
-            }
-        }
-    }
-}
-
-/// Required node affinity: a node must match at least one term; a term matches when all its
-/// requirements do. An empty list places no constraint.
-pub fn affinity_matches(terms: &[Vec<Requirement>], labels: &Labels) -> bool {
-    terms.is_empty() || terms.iter().any(|t| t.iter().all(|r| r.matches(labels)))
-}
-
-/// Whether `labels` contain every pair of `selector`.
-pub fn selector_matches(selector: &Labels, labels: &Labels) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
 
 /// A member cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,6 +52,17 @@ impl Cluster {
             price: BTreeMap::new(),
         }
     }
+
+    /// The group the cluster belongs to when spreading by `field`: its name, region, first
+    /// zone or provider (empty when unset).
+    pub fn group_key(&self, field: SpreadField) -> String {
+        match field {
+            SpreadField::Cluster => self.name.clone(),
+            SpreadField::Region => self.region.clone().unwrap_or_default(),
+            SpreadField::Zone => self.zones.first().cloned().unwrap_or_default(),
+            SpreadField::Provider => self.provider.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// A node as the cache reports it (allocatable and flags; usage is derived from tasks).
@@ -229,6 +84,9 @@ pub struct NodeSpec {
     pub ready: bool,
 }
 
+/// The pod slots of a node that reports none, as kubelet's default `maxPods`.
+pub const DEFAULT_MAX_PODS: i64 = 110;
+
 /// A node with its derived accounting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -242,6 +100,19 @@ pub struct Node {
     pub releasing: Resources,
     /// Whether the node carries any GPU (an extended resource named `*/gpu`).
     pub has_gpu: bool,
+}
+
+impl Node {
+    /// Allocatable resources, with the pod slots defaulted to [`DEFAULT_MAX_PODS`] when the
+    /// node reports none, as kubelet does.
+    #[inline]
+    pub fn allocatable(&self) -> Resources {
+        let mut a = self.spec.allocatable;
+        if a.get(crate::resources::PODS) == 0 {
+            a.set(crate::resources::PODS, DEFAULT_MAX_PODS);
+        }
+        a
+    }
 }
 
 /// Task (pod) states, as Volcano names them.
@@ -271,6 +142,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// Holds node resources.
+    #[inline]
     pub fn holds_node(self) -> bool {
         matches!(
             self,
@@ -279,6 +151,7 @@ impl TaskStatus {
     }
 
     /// Counts towards a gang being ready (Volcano's "ready" statuses).
+    #[inline]
     pub fn is_ready(self) -> bool {
         matches!(
             self,
@@ -304,6 +177,50 @@ impl TaskStatus {
             Self::Succeeded => "Succeeded",
             Self::Failed => "Failed",
             Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// How many of a job's tasks are in each status that gang rules count. The cache keeps one per
+/// job from the pods' reported statuses; a session adds what it changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskTally {
+    /// Tasks counting as ready ([`TaskStatus::is_ready`]).
+    pub ready: i32,
+    /// Tasks pipelined.
+    pub pipelined: i32,
+    /// Tasks pending.
+    pub pending: i32,
+    /// Tasks that can still take part (everything but Failed and Unknown).
+    pub valid: i32,
+}
+
+impl TaskTally {
+    /// Counts (`sign` 1) or uncounts (`sign` -1) one task in `status`.
+    #[inline]
+    pub fn count(&mut self, status: TaskStatus, sign: i32) {
+        if status.is_ready() {
+            self.ready += sign;
+        }
+        if status == TaskStatus::Pipelined {
+            self.pipelined += sign;
+        }
+        if status == TaskStatus::Pending {
+            self.pending += sign;
+        }
+        if !matches!(status, TaskStatus::Failed | TaskStatus::Unknown) {
+            self.valid += sign;
+        }
+    }
+
+    /// The sum of two tallies.
+    #[inline]
+    pub fn plus(self, o: &TaskTally) -> TaskTally {
+        TaskTally {
+            ready: self.ready + o.ready,
+            pipelined: self.pipelined + o.pipelined,
+            pending: self.pending + o.pending,
+            valid: self.valid + o.valid,
         }
     }
 }
@@ -334,6 +251,7 @@ pub struct TaskShape {
 
 impl TaskShape {
     /// True for a best-effort pod: it requests nothing but its pod slot.
+    #[inline]
     pub fn best_effort(&self) -> bool {
         self.request
             .0
@@ -486,15 +404,19 @@ pub struct Job {
     pub tasks: Vec<Id>,
     /// Whether the job was created implicitly for a pod without a PodGroup.
     pub implicit: bool,
+    /// Its tasks by reported status.
+    pub tally: TaskTally,
 }
 
 impl Job {
     /// Gang size (1 until the PodGroup is known).
+    #[inline]
     pub fn min_member(&self) -> u32 {
         self.group.as_ref().map_or(1, |g| g.min_member.max(1))
     }
 
     /// Queue name.
+    #[inline]
     pub fn queue(&self) -> &str {
         self.group
             .as_ref()
@@ -562,78 +484,5 @@ impl QueueSpec {
             priority: 0,
             dequeue: Dequeue::Traverse,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.into(),
-            effect,
-        }
-    }
-
-    #[test]
-    fn tolerations_follow_kubernetes_rules() {
-        let t = taint("gpu", "true", TaintEffect::NoSchedule);
-        let equal = Toleration {
-            key: "gpu".into(),
-            value: "true".into(),
-            ..Default::default()
-        };
-        assert!(equal.tolerates(&t));
-        let wrong_value = Toleration {
-            key: "gpu".into(),
-            value: "false".into(),
-            ..Default::default()
-        };
-        assert!(!wrong_value.tolerates(&t));
-        let exists_any = Toleration {
-            exists: true,
-            ..Default::default()
-        };
-        assert!(exists_any.tolerates(&t));
-        let wrong_effect = Toleration {
-            key: "gpu".into(),
-            exists: true,
-            effect: Some(TaintEffect::NoExecute),
-            ..Default::default()
-        };
-        assert!(!wrong_effect.tolerates(&t));
-    }
-
-    #[test]
-    fn requirements_cover_every_operator() {
-        let labels: Labels = [
-            ("zone".to_string(), "a".to_string()),
-            ("gen".to_string(), "5".to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let req = |key: &str, op, values: &[&str]| Requirement {
-            key: key.into(),
-            op,
-            values: values.iter().map(|s| s.to_string()).collect(),
-        };
-        assert!(req("zone", SelectorOp::In, &["a", "b"]).matches(&labels));
-        assert!(!req("zone", SelectorOp::NotIn, &["a"]).matches(&labels));
-        assert!(req("missing", SelectorOp::NotIn, &["a"]).matches(&labels));
-        assert!(req("zone", SelectorOp::Exists, &[]).matches(&labels));
-        assert!(req("missing", SelectorOp::DoesNotExist, &[]).matches(&labels));
-        assert!(req("gen", SelectorOp::Gt, &["4"]).matches(&labels));
-        assert!(!req("gen", SelectorOp::Lt, &["5"]).matches(&labels));
-        assert!(
-            !req("zone", SelectorOp::Gt, &["1"]).matches(&labels),
-            "non-integer never matches Gt"
-        );
-        let terms = vec![
-            vec![req("zone", SelectorOp::In, &["b"])],
-            vec![req("gen", SelectorOp::Exists, &[])],
-        ];
-        assert!(affinity_matches(&terms, &labels), "terms are ORed");
     }
 }

@@ -3,43 +3,14 @@
 
 use std::sync::Arc;
 
-use super::{BuildError, GangJob, Role, add_cluster, add_job, add_nodes};
-use crate::cache::{Cache, Event};
-use crate::model::{
+use tephra_scheduler::cache::{Cache, Event};
+use tephra_scheduler::model::{
     Cluster, GroupPhase, JobPolicy, PodGroupSpec, PodSpec, Requirement, SelectorOp, TaskShape,
     TaskStatus,
 };
-use crate::resources::PODS;
-
-/// A small, fast, deterministic generator (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use tephra_scheduler::resources::PODS;
+use tephra_scheduler::testing::{BuildError, GangJob, Role, add_cluster, add_job, add_nodes};
+pub use tephra_sim::rng::Rng;
 
 /// Shape of a synthetic fleet.
 #[derive(Clone, Copy, Debug)]
@@ -266,22 +237,4 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
         }
     }
     Ok(count)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gang_sizes_hit_the_pod_total_within_bounds() {
-        let mut rng = Rng::new(7);
-        let sizes = gang_sizes(&mut rng, 5000, 50_000);
-        assert_eq!(sizes.iter().map(|s| *s as usize).sum::<usize>(), 50_000);
-        assert!(sizes.iter().all(|s| (1..=64).contains(s)));
-        assert_eq!(
-            gang_sizes(&mut Rng::new(7), 5000, 50_000),
-            sizes,
-            "deterministic"
-        );
-    }
 }

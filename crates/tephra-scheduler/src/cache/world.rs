@@ -1,165 +1,17 @@
-//! The scheduler cache: it takes incremental events (add, update, delete of clusters, nodes,
-//! pods, PodGroups, queues and priority classes) and hands out snapshots without deep-copying
-//! the world.
-//!
-//! The world lives behind an `Arc`, and every object inside it behind its own `Arc`. A snapshot
-//! is a clone of the outer `Arc`: O(1). When an event arrives while a snapshot is still held,
-//! `Arc::make_mut` copies the tables of pointers once (not the objects), and then only the
-//! objects the event touches. Derived state (node usage, queue usage, the set of jobs with work
-//! to place) is maintained incrementally, so opening a session never walks every pod.
+//! Everything the cache knows, and how each event changes it. Derived state is kept up to date
+//! as events arrive: node usage, queue usage, each job's task tally, the set of jobs with work to
+//! place and the set of jobs that changed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::event::{CacheError, Event};
+use super::slab::Slab;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PodGroupSpec, PodSpec, QueueSpec,
-    Task, TaskStatus,
+    Task, TaskStatus, TaskTally,
 };
 use crate::resources::{ResourceNames, Resources};
-
-/// A table of `Arc`ed objects addressed by slot, with slot reuse.
-#[derive(Clone, Debug)]
-pub struct Slab<T> {
-    items: Vec<Option<Arc<T>>>,
-    free: Vec<Id>,
-    len: usize,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Self {
-            items: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<T: Clone> Slab<T> {
-    fn insert(&mut self, value: T) -> Id {
-        self.len += 1;
-        match self.free.pop() {
-            Some(id) => {
-                self.items[id as usize] = Some(Arc::new(value));
-                id
-            }
-            None => {
-                self.items.push(Some(Arc::new(value)));
-                (self.items.len() - 1) as Id
-            }
-        }
-    }
-
-    fn remove(&mut self, id: Id) -> Option<Arc<T>> {
-        let slot = self.items.get_mut(id as usize)?;
-        let old = slot.take();
-        if old.is_some() {
-            self.len -= 1;
-            self.free.push(id);
-        }
-        old
-    }
-
-    fn get_mut(&mut self, id: Id) -> Option<&mut T> {
-        self.items
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .map(Arc::make_mut)
-    }
-
-    /// The object in `id`.
-    pub fn get(&self, id: Id) -> Option<&T> {
-        self.items.get(id as usize).and_then(|o| o.as_deref())
-    }
-
-    /// Live objects with their slots, in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = (Id, &T)> {
-        self.items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| o.as_deref().map(|t| (i as Id, t)))
-    }
-
-    /// One past the highest slot ever used.
-    pub fn capacity(&self) -> usize {
-        self.items.len()
-    }
-
-    /// Number of live objects.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// One change reported by an informer or the simulator.
-#[derive(Clone, Debug)]
-pub enum Event {
-    /// A cluster appeared or changed.
-    ClusterUpsert(Cluster),
-    /// A cluster was removed, with its nodes.
-    ClusterDelete(String),
-    /// A node appeared or changed.
-    NodeUpsert(NodeSpec),
-    /// A node was removed.
-    NodeDelete {
-        /// Cluster.
-        cluster: String,
-        /// Node.
-        name: String,
-    },
-    /// A pod appeared or changed.
-    PodUpsert(PodSpec),
-    /// A pod was removed.
-    PodDelete {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// A PodGroup appeared or changed.
-    PodGroupUpsert(PodGroupSpec),
-    /// A PodGroup was removed.
-    PodGroupDelete {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// A queue appeared or changed.
-    QueueUpsert(QueueSpec),
-    /// A queue was removed.
-    QueueDelete(String),
-    /// A PriorityClass appeared or changed.
-    PriorityClassUpsert {
-        /// Name.
-        name: String,
-        /// Value.
-        value: i32,
-    },
-    /// A PriorityClass was removed.
-    PriorityClassDelete(String),
-}
-
-/// Errors applying an event. The cache is unchanged when one is returned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CacheError {
-    /// A node names a cluster the cache does not know.
-    #[error("node {node}: unknown cluster {cluster:?}")]
-    UnknownCluster {
-        /// Node name.
-        node: String,
-        /// Cluster name.
-        cluster: String,
-    },
-    /// A queue lists itself as its parent.
-    #[error("queue {0}: spec.parent names the queue itself")]
-    QueueOwnParent(String),
-}
 
 /// Everything the cache knows. Read through a [`Snapshot`].
 #[derive(Clone, Debug)]
@@ -314,6 +166,16 @@ impl World {
         }
     }
 
+    /// Counts (`sign` 1) or uncounts (-1) a task's reported status in its job's tally.
+    fn tally(&mut self, task_id: Id, sign: i32) {
+        let Some((job, status)) = self.tasks.get(task_id).map(|t| (t.job, t.spec.status)) else {
+            return;
+        };
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.tally.count(status, sign);
+        }
+    }
+
     fn refresh_active(&mut self, job_id: Id) {
         let Some(job) = self.jobs.get(job_id) else {
             self.active_jobs.remove(&job_id);
@@ -350,6 +212,7 @@ impl World {
             group: None,
             tasks: Vec::new(),
             implicit,
+            tally: TaskTally::default(),
         });
         self.job_index.insert(key, id);
         id
@@ -363,6 +226,7 @@ impl World {
             .and_then(|(c, n)| self.node_id(c, n));
         if let Some(&id) = self.task_index.get(&key) {
             self.account(id, -1);
+            self.tally(id, -1);
             self.unorphan(id);
             let old_job = self.tasks.get(id).map(|t| t.job);
             let job = self.job_for(&spec.namespace, spec.group.as_deref(), &spec.name);
@@ -385,6 +249,7 @@ impl World {
             }
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
+            self.tally(id, 1);
             self.refresh_active(job);
             if let Some(old) = old_job.filter(|o| *o != job) {
                 self.refresh_active(old);
@@ -408,6 +273,7 @@ impl World {
             }
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
+            self.tally(id, 1);
             self.refresh_active(job);
         }
     }
@@ -486,6 +352,7 @@ impl World {
             return;
         };
         self.account(id, -1);
+        self.tally(id, -1);
         self.unorphan(id);
         self.task_index.remove(key);
         if let Some(task) = self.tasks.remove(id) {
@@ -566,6 +433,7 @@ impl World {
                     group: None,
                     tasks: Vec::new(),
                     implicit: false,
+                    tally: TaskTally::default(),
                 });
                 self.job_index.insert(key, id);
                 id
@@ -617,7 +485,7 @@ impl World {
         self.refresh_active(id);
     }
 
-    fn apply(&mut self, event: Event) -> Result<(), CacheError> {
+    pub(super) fn apply(&mut self, event: Event) -> Result<(), CacheError> {
         match event {
             Event::ClusterUpsert(c) => match self.cluster_index.get(&c.name) {
                 Some(&id) => {
@@ -674,223 +542,5 @@ impl World {
         }
         self.generation += 1;
         Ok(())
-    }
-}
-
-/// The cache. Feed it events; take a [`Snapshot`] per session.
-#[derive(Clone, Debug, Default)]
-pub struct Cache {
-    world: Arc<World>,
-}
-
-impl Cache {
-    /// An empty cache with the `default` and `root` queues, as Volcano always has them.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Applies one event. On error nothing changes.
-    pub fn apply(&mut self, event: Event) -> Result<(), CacheError> {
-        if let Event::NodeUpsert(spec) = &event
-            && self.world.cluster_id(&spec.cluster).is_none()
-        {
-            return Err(CacheError::UnknownCluster {
-                node: spec.name.clone(),
-                cluster: spec.cluster.clone(),
-            });
-        }
-        Arc::make_mut(&mut self.world).apply(event)
-    }
-
-    /// Interns resource names and parses quantities against this cache's name table.
-    pub fn names_mut(&mut self) -> &mut ResourceNames {
-        &mut Arc::make_mut(&mut self.world).names
-    }
-
-    /// Forgets which jobs changed. Call it after a session's decisions were applied, so that
-    /// the next session recomputes PodGroup status only for jobs that changed since.
-    pub fn clear_changed(&mut self) {
-        if !self.world.changed_jobs.is_empty() {
-            Arc::make_mut(&mut self.world).changed_jobs.clear();
-        }
-    }
-
-    /// The current state, shared: O(1), no copy.
-    pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            world: Arc::clone(&self.world),
-        }
-    }
-
-    /// Read access to the current state.
-    pub fn world(&self) -> &World {
-        &self.world
-    }
-}
-
-/// An immutable view of the world for one session.
-#[derive(Clone, Debug)]
-pub struct Snapshot {
-    world: Arc<World>,
-}
-
-impl std::ops::Deref for Snapshot {
-    type Target = World;
-    fn deref(&self) -> &World {
-        &self.world
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::TaskShape;
-
-    /// A ready, schedulable node without labels or taints.
-    fn node(cluster: &str, name: &str, allocatable: Resources) -> NodeSpec {
-        NodeSpec {
-            name: name.into(),
-            cluster: cluster.into(),
-            labels: Default::default(),
-            taints: vec![],
-            allocatable,
-            unschedulable: false,
-            ready: true,
-        }
-    }
-
-    fn cache_with_node() -> Cache {
-        let mut c = Cache::new();
-        c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
-        let alloc = c.names_mut().parse([("cpu", "8"), ("pods", "10")]).unwrap();
-        c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
-        c
-    }
-
-    fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
-        let mut request = Resources::of(crate::resources::CPU, cpu);
-        request.set(crate::resources::PODS, 1);
-        PodSpec {
-            namespace: "ns".into(),
-            name: name.into(),
-            group: Some("g".into()),
-            shape: Arc::new(TaskShape {
-                role: "worker".into(),
-                request,
-                node_selector: Default::default(),
-                affinity: vec![],
-                tolerations: vec![],
-                priority: 0,
-                preemptable: true,
-                namespace: "ns".into(),
-                priority_class: None,
-            }),
-            index: 0,
-            status,
-            placement: placed.then(|| ("c1".into(), "n1".into())),
-            created: 0,
-        }
-    }
-
-    #[test]
-    fn node_usage_follows_pod_events() {
-        let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 3000)))
-            .unwrap();
-        let n = c.world().node_id("c1", "n1").unwrap();
-        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 3000);
-        c.apply(Event::PodUpsert(pod(
-            "p1",
-            TaskStatus::Succeeded,
-            true,
-            3000,
-        )))
-        .unwrap();
-        assert_eq!(
-            c.world().nodes.get(n).unwrap().used.get(0),
-            0,
-            "finished pods free the node"
-        );
-        c.apply(Event::PodUpsert(pod("p2", TaskStatus::Running, true, 1000)))
-            .unwrap();
-        c.apply(Event::PodDelete {
-            namespace: "ns".into(),
-            name: "p2".into(),
-        })
-        .unwrap();
-        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0);
-    }
-
-    #[test]
-    fn pods_seen_before_their_node_are_counted_when_it_arrives() {
-        let mut c = Cache::new();
-        c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
-        c.apply(Event::PodUpsert(pod(
-            "early",
-            TaskStatus::Running,
-            true,
-            2000,
-        )))
-        .unwrap();
-        let alloc = c.names_mut().parse([("cpu", "8")]).unwrap();
-        c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
-        let n = c.world().node_id("c1", "n1").unwrap();
-        assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 2000);
-    }
-
-    #[test]
-    fn a_snapshot_is_not_disturbed_by_later_events() {
-        let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod(
-            "p1",
-            TaskStatus::Pending,
-            false,
-            1000,
-        )))
-        .unwrap();
-        let snap = c.snapshot();
-        let generation = snap.generation;
-        c.apply(Event::PodDelete {
-            namespace: "ns".into(),
-            name: "p1".into(),
-        })
-        .unwrap();
-        assert_eq!(snap.generation, generation);
-        assert!(
-            snap.task_id("ns/p1").is_some(),
-            "snapshot still sees the pod"
-        );
-        assert!(c.world().task_id("ns/p1").is_none());
-    }
-
-    #[test]
-    fn active_jobs_track_pending_work_only() {
-        let mut c = cache_with_node();
-        c.apply(Event::PodUpsert(pod(
-            "p1",
-            TaskStatus::Pending,
-            false,
-            1000,
-        )))
-        .unwrap();
-        let job = c.world().job_id("ns/g").unwrap();
-        assert!(c.world().active_jobs.contains(&job));
-        c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 1000)))
-            .unwrap();
-        assert!(
-            !c.world().active_jobs.contains(&job),
-            "no PodGroup and nothing pending"
-        );
-    }
-
-    #[test]
-    fn a_node_for_an_unknown_cluster_is_refused_and_changes_nothing() {
-        let mut c = Cache::new();
-        let generation = c.world().generation;
-        let err = c
-            .apply(Event::NodeUpsert(node("ghost", "n", Resources::ZERO)))
-            .unwrap_err();
-        assert!(err.to_string().contains("unknown cluster \"ghost\""));
-        assert_eq!(c.world().generation, generation);
     }
 }

@@ -1,0 +1,108 @@
+//! The PodGroup a gang of tasks gets, as Volcano's job controller fills it in: minMember
+//! defaults to every replica, minTaskMember comes from the tasks that name a minimum, and
+//! minResources is what the first minMember pods ask for, in task order. The scheduler admits a
+//! PodGroup (enqueue) against its minResources.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tephra_scheduler::model::{GroupPhase, JobPolicy, PodGroupSpec, TaskShape};
+use tephra_scheduler::resources::Resources;
+
+/// One task of a gang: the shape of its pods, how many, and its minimum in the gang.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GangTask {
+    /// What one pod asks of the scheduler (its role is the task's name).
+    pub shape: Arc<TaskShape>,
+    /// Pods of the task.
+    pub replicas: u32,
+    /// The task's minimum in the gang (`minTaskMember`), if it names one.
+    pub min_available: Option<u32>,
+}
+
+/// What a gang is made of, before the PodGroup's defaults are filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GangSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name (the PodGroup's).
+    pub name: String,
+    /// Queue.
+    pub queue: String,
+    /// Gang size, if given (else every replica).
+    pub min_member: Option<u32>,
+    /// Priority value, when given directly.
+    pub priority: Option<i32>,
+    /// Priority class name.
+    pub priority_class: Option<String>,
+    /// Placement policy across clusters.
+    pub policy: Arc<JobPolicy>,
+    /// Tasks, in order.
+    pub tasks: Vec<GangTask>,
+}
+
+/// A gang as the scheduler sees it: its PodGroup and its tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gang {
+    /// The PodGroup, Pending, with minMember, minTaskMember and minResources filled in.
+    pub group: PodGroupSpec,
+    /// The tasks, in order.
+    pub tasks: Vec<GangTask>,
+}
+
+impl Gang {
+    /// Every replica of every task.
+    pub fn replicas(&self) -> u32 {
+        self.tasks.iter().map(|t| t.replicas).sum()
+    }
+}
+
+/// What the first `min_member` pods ask for, taking each task's replicas in task order.
+pub fn min_resources(tasks: &[GangTask], min_member: u32) -> Resources {
+    let mut total = Resources::ZERO;
+    let mut counted = 0u32;
+    for t in tasks {
+        let take = t.replicas.min(min_member.saturating_sub(counted));
+        total.add(&t.shape.request.times(i64::from(take)));
+        counted += take;
+    }
+    total
+}
+
+/// The gang `spec` describes, with its PodGroup created (Pending) at `created`.
+pub fn gang(spec: GangSpec, created: i64) -> Gang {
+    let total: u32 = spec.tasks.iter().map(|t| t.replicas).sum();
+    let min_member = spec.min_member.unwrap_or(total).min(total).max(1);
+    let min_task_member: BTreeMap<String, u32> = spec
+        .tasks
+        .iter()
+        .filter_map(|t| t.min_available.map(|m| (t.shape.role.clone(), m)))
+        .collect();
+    let group = PodGroupSpec {
+        namespace: spec.namespace,
+        name: spec.name,
+        queue: spec.queue,
+        min_member,
+        min_task_member,
+        min_resources: Some(min_resources(&spec.tasks, min_member)),
+        priority_class: spec.priority_class,
+        priority: spec.priority,
+        phase: GroupPhase::Pending,
+        created,
+        policy: spec.policy,
+    };
+    Gang {
+        group,
+        tasks: spec.tasks,
+    }
+}
+
+/// Puts a PodGroup whose pods all went back to Pending in the queue again (Inqueue), for the
+/// scheduler to place the gang anew. Returns whether the phase changed.
+pub fn requeue(group: &mut PodGroupSpec) -> bool {
+    if group.phase == GroupPhase::Inqueue {
+        return false;
+    }
+    group.phase = GroupPhase::Inqueue;
+    true
+}

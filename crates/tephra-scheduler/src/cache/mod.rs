@@ -1,0 +1,88 @@
+//! The scheduler cache: it takes incremental events (add, update, delete of clusters, nodes,
+//! pods, PodGroups, queues and priority classes) and hands out snapshots without deep-copying
+//! the world.
+//!
+//! The world lives behind an `Arc`, and every object inside it behind its own `Arc`. A snapshot
+//! is a clone of the outer `Arc`: O(1). When an event arrives while a snapshot is still held,
+//! `Arc::make_mut` copies the tables of pointers once (not the objects), and then only the
+//! objects the event touches. Derived state (node usage, queue usage, the set of jobs with work
+//! to place) is maintained incrementally, so opening a session never walks every pod.
+
+pub mod event;
+pub mod slab;
+pub mod world;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use event::{CacheError, Event};
+pub use slab::Slab;
+pub use world::World;
+
+use crate::resources::ResourceNames;
+
+/// The cache. Feed it events; take a [`Snapshot`] per session.
+#[derive(Clone, Debug, Default)]
+pub struct Cache {
+    world: Arc<World>,
+}
+
+impl Cache {
+    /// An empty cache with the `default` and `root` queues, as Volcano always has them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one event. On error nothing changes.
+    pub fn apply(&mut self, event: Event) -> Result<(), CacheError> {
+        if let Event::NodeUpsert(spec) = &event
+            && self.world.cluster_id(&spec.cluster).is_none()
+        {
+            return Err(CacheError::UnknownCluster {
+                node: spec.name.clone(),
+                cluster: spec.cluster.clone(),
+            });
+        }
+        Arc::make_mut(&mut self.world).apply(event)
+    }
+
+    /// Interns resource names and parses quantities against this cache's name table.
+    pub fn names_mut(&mut self) -> &mut ResourceNames {
+        &mut Arc::make_mut(&mut self.world).names
+    }
+
+    /// Forgets which jobs changed. Call it after a session's decisions were applied, so that
+    /// the next session recomputes PodGroup status only for jobs that changed since.
+    pub fn clear_changed(&mut self) {
+        if !self.world.changed_jobs.is_empty() {
+            Arc::make_mut(&mut self.world).changed_jobs.clear();
+        }
+    }
+
+    /// The current state, shared: O(1), no copy.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            world: Arc::clone(&self.world),
+        }
+    }
+
+    /// Read access to the current state.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+}
+
+/// An immutable view of the world for one session.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    world: Arc<World>,
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
+    }
+}

@@ -1,0 +1,155 @@
+//! The cache's unit tests.
+
+use std::sync::Arc;
+
+use super::{Cache, Event};
+use crate::model::{Cluster, NodeSpec, PodSpec, TaskShape, TaskStatus};
+use crate::resources::Resources;
+
+/// A ready, schedulable node without labels or taints.
+fn node(cluster: &str, name: &str, allocatable: Resources) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        cluster: cluster.into(),
+        labels: Default::default(),
+        taints: vec![],
+        allocatable,
+        unschedulable: false,
+        ready: true,
+    }
+}
+
+fn cache_with_node() -> Cache {
+    let mut c = Cache::new();
+    c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
+    let alloc = c.names_mut().parse([("cpu", "8"), ("pods", "10")]).unwrap();
+    c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
+    c
+}
+
+fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
+    let mut request = Resources::of(crate::resources::CPU, cpu);
+    request.set(crate::resources::PODS, 1);
+    PodSpec {
+        namespace: "ns".into(),
+        name: name.into(),
+        group: Some("g".into()),
+        shape: Arc::new(TaskShape {
+            role: "worker".into(),
+            request,
+            node_selector: Default::default(),
+            affinity: vec![],
+            tolerations: vec![],
+            priority: 0,
+            preemptable: true,
+            namespace: "ns".into(),
+            priority_class: None,
+        }),
+        index: 0,
+        status,
+        placement: placed.then(|| ("c1".into(), "n1".into())),
+        created: 0,
+    }
+}
+
+#[test]
+fn node_usage_follows_pod_events() {
+    let mut c = cache_with_node();
+    c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 3000)))
+        .unwrap();
+    let n = c.world().node_id("c1", "n1").unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 3000);
+    c.apply(Event::PodUpsert(pod(
+        "p1",
+        TaskStatus::Succeeded,
+        true,
+        3000,
+    )))
+    .unwrap();
+    assert_eq!(
+        c.world().nodes.get(n).unwrap().used.get(0),
+        0,
+        "finished pods free the node"
+    );
+    c.apply(Event::PodUpsert(pod("p2", TaskStatus::Running, true, 1000)))
+        .unwrap();
+    c.apply(Event::PodDelete {
+        namespace: "ns".into(),
+        name: "p2".into(),
+    })
+    .unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0);
+}
+
+#[test]
+fn pods_seen_before_their_node_are_counted_when_it_arrives() {
+    let mut c = Cache::new();
+    c.apply(Event::ClusterUpsert(Cluster::named("c1"))).unwrap();
+    c.apply(Event::PodUpsert(pod(
+        "early",
+        TaskStatus::Running,
+        true,
+        2000,
+    )))
+    .unwrap();
+    let alloc = c.names_mut().parse([("cpu", "8")]).unwrap();
+    c.apply(Event::NodeUpsert(node("c1", "n1", alloc))).unwrap();
+    let n = c.world().node_id("c1", "n1").unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 2000);
+}
+
+#[test]
+fn a_snapshot_is_not_disturbed_by_later_events() {
+    let mut c = cache_with_node();
+    c.apply(Event::PodUpsert(pod(
+        "p1",
+        TaskStatus::Pending,
+        false,
+        1000,
+    )))
+    .unwrap();
+    let snap = c.snapshot();
+    let generation = snap.generation;
+    c.apply(Event::PodDelete {
+        namespace: "ns".into(),
+        name: "p1".into(),
+    })
+    .unwrap();
+    assert_eq!(snap.generation, generation);
+    assert!(
+        snap.task_id("ns/p1").is_some(),
+        "snapshot still sees the pod"
+    );
+    assert!(c.world().task_id("ns/p1").is_none());
+}
+
+#[test]
+fn active_jobs_track_pending_work_only() {
+    let mut c = cache_with_node();
+    c.apply(Event::PodUpsert(pod(
+        "p1",
+        TaskStatus::Pending,
+        false,
+        1000,
+    )))
+    .unwrap();
+    let job = c.world().job_id("ns/g").unwrap();
+    assert!(c.world().active_jobs.contains(&job));
+    c.apply(Event::PodUpsert(pod("p1", TaskStatus::Running, true, 1000)))
+        .unwrap();
+    assert!(
+        !c.world().active_jobs.contains(&job),
+        "no PodGroup and nothing pending"
+    );
+}
+
+#[test]
+fn a_node_for_an_unknown_cluster_is_refused_and_changes_nothing() {
+    let mut c = Cache::new();
+    let generation = c.world().generation;
+    let err = c
+        .apply(Event::NodeUpsert(node("ghost", "n", Resources::ZERO)))
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown cluster \"ghost\""));
+    assert_eq!(c.world().generation, generation);
+}

@@ -1,0 +1,36 @@
+//! The framework: everything a session is, and everything plugins and actions build on.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `session.rs` | [`Session`]: open on a snapshot with its plugins, the notes it keeps per job |
+//! | `state.rs` | [`State`]: per-node accounting, cluster aggregates, queue holdings, the task overlay |
+//! | `statement.rs` | [`Statement`]: allocate, pipeline, evict; commit or discard as a unit |
+//! | `status.rs` | closing a session: PodGroup phases and conditions, queue status |
+//! | `plugin.rs` | [`Plugin`] and the hooks a plugin may implement, one small trait each |
+//! | `hooks.rs` | [`Hooks`] and [`Dispatch`]: where every hook is called from |
+//! | `view.rs` | [`View`]: the read-only view every hook gets |
+//! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
+//! | `order.rs` | jobs by queue in job order, the next queue in queue order |
+//! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
+//!
+//! It depends only on the bottom layer (`model`, `resources`, `cache`, `config`, `decisions`);
+//! placement, plugins and actions build on it.
+
+pub mod fit;
+pub mod hooks;
+pub mod order;
+pub mod plugin;
+pub mod queues;
+pub mod session;
+pub mod state;
+pub mod statement;
+pub mod status;
+pub mod view;
+
+pub use fit::{ClusterUnfit, FitErrors, Room, Unfit};
+pub use hooks::{Dispatch, Hooks};
+pub use plugin::{Invalid, Plugin, Vote};
+pub use session::{JobNote, Session};
+pub use state::{NodeState, State};
+pub use statement::{Op, Statement};
+pub use view::{JobCounts, View};

@@ -1,0 +1,142 @@
+//! A scheduling session: opened on a snapshot with a set of plugins, changed by actions through
+//! statements (`statement.rs`), closed into [`Decisions`](crate::decisions::Decisions)
+//! (`status.rs`).
+//!
+//! The session never copies the world: its mutable state is [`State`], an overlay on the
+//! snapshot. It knows nothing of actions; the crate root runs them in the configured order.
+
+use std::collections::BTreeMap;
+
+use super::hooks::{Dispatch, Hooks};
+use super::plugin::{Invalid, SessionEvents};
+use super::state::State;
+use super::view::View;
+use crate::cache::Snapshot;
+use crate::decisions::{Bind, Eviction};
+use crate::model::{GroupPhase, Id, QueueState};
+
+/// What the session learned about a job, for its status and events.
+#[derive(Clone, Debug, Default)]
+pub struct JobNote {
+    /// Placement was tried this session.
+    pub attempted: bool,
+    /// The job cannot be scheduled at all.
+    pub invalid: Option<Invalid>,
+    /// What happened, in words a user can read.
+    pub message: Option<String>,
+    /// The condition reason (`tephra_api::reasons`); `None` for the default.
+    pub reason: Option<&'static str>,
+    /// Where it was placed.
+    pub placed_in: Option<String>,
+    /// It was placed and will bind.
+    pub scheduled: bool,
+}
+
+/// A scheduling session.
+pub struct Session {
+    /// The snapshot the session works on.
+    pub snap: Snapshot,
+    /// Session-local state.
+    pub state: State,
+    /// The time the session runs at, in seconds.
+    pub now: i64,
+    /// Session number, used as the PodGroup condition transition ID.
+    pub id: u64,
+    pub(super) hooks: Hooks,
+    pub(super) binds: Vec<Bind>,
+    pub(super) pipelined: Vec<Bind>,
+    pub(super) evictions: Vec<Eviction>,
+    pub(super) reasons: Vec<String>,
+    pub(super) notes: BTreeMap<Id, JobNote>,
+}
+
+impl Session {
+    /// Opens a session on `snap` with these plugins: O(nodes) to build the accounting vector,
+    /// no copy of pods. Every plugin that follows session events is told it opened.
+    pub fn open(snap: Snapshot, hooks: Hooks, now: i64, id: u64) -> Self {
+        let state = State::open(&snap);
+        let mut ssn = Self {
+            snap,
+            state,
+            now,
+            id,
+            hooks,
+            binds: Vec::new(),
+            pipelined: Vec::new(),
+            evictions: Vec::new(),
+            reasons: Vec::new(),
+            notes: BTreeMap::new(),
+        };
+        ssn.notify(|p, v| p.opened(v));
+        ssn
+    }
+
+    /// The read-only view handed to plugins.
+    #[inline]
+    pub fn view(&self) -> View<'_> {
+        View {
+            snap: &self.snap,
+            state: &self.state,
+            now: self.now,
+        }
+    }
+
+    /// The plugins' hooks, seen through the current view.
+    #[inline]
+    pub fn hooks(&self) -> Dispatch<'_> {
+        Dispatch::new(&self.hooks, self.view())
+    }
+
+    /// What the session has learned about `job`, to add to.
+    pub fn note(&mut self, job: Id) -> &mut JobNote {
+        self.notes.entry(job).or_default()
+    }
+
+    /// Sets a PodGroup's phase for the rest of the session.
+    pub fn set_phase(&mut self, job: Id, phase: GroupPhase) {
+        self.state.phases.insert(job, phase);
+    }
+
+    /// Tells the plugins a job was admitted.
+    pub fn job_enqueued(&mut self, job: Id) {
+        self.notify(|p, v| p.job_enqueued(v, job));
+    }
+
+    /// Tells every plugin that follows session events about one, with the current view.
+    pub(super) fn notify(&mut self, event: impl Fn(&mut dyn SessionEvents, &View)) {
+        let view = View {
+            snap: &self.snap,
+            state: &self.state,
+            now: self.now,
+        };
+        self.hooks.notify(|p| event(p, &view));
+    }
+}
+
+/// Why a queue admits nothing new.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueueClosed {
+    /// The queue does not exist.
+    #[error("queue {0} does not exist")]
+    Missing(String),
+    /// The queue is Closed or Closing.
+    #[error("queue {name} is {state:?} and admits nothing new")]
+    NotOpen {
+        /// The queue.
+        name: String,
+        /// Its state.
+        state: QueueState,
+    },
+}
+
+/// Whether a queue admits new work.
+pub fn queue_open(snap: &Snapshot, name: &str) -> Result<(), QueueClosed> {
+    match snap.queues.get(name) {
+        None => Err(QueueClosed::Missing(name.to_string())),
+        Some(q) if q.state != QueueState::Open => Err(QueueClosed::NotOpen {
+            name: name.to_string(),
+            state: q.state,
+        }),
+        Some(_) => Ok(()),
+    }
+}

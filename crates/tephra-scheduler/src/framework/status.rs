@@ -1,0 +1,144 @@
+//! Closing a session: the decisions, with each touched PodGroup's new phase and conditions (and
+//! an event for each waiting job), and every queue's status.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tephra_api::reasons::{self, conditions};
+
+use super::session::Session;
+use crate::decisions::{Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
+use crate::model::{GroupPhase, Id, TaskStatus};
+
+impl Session {
+    /// Ends the session and returns its decisions.
+    pub fn close(self) -> Decisions {
+        let view = self.view();
+        let mut groups = Vec::new();
+        let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
+        let mut events = Vec::new();
+        let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
+        touched.extend(self.notes.keys().copied());
+        touched.extend(self.snap.changed_jobs.iter().copied());
+        touched.sort_unstable();
+        touched.dedup();
+        for job_id in touched {
+            let Some(job) = self.snap.jobs.get(job_id) else {
+                continue;
+            };
+            let Some(group) = &job.group else { continue };
+            let counts = view.counts(job_id);
+            let running = job
+                .tasks
+                .iter()
+                .filter(|t| view.status(**t) == TaskStatus::Running)
+                .count() as u32;
+            let succeeded = job
+                .tasks
+                .iter()
+                .filter(|t| view.status(**t) == TaskStatus::Succeeded)
+                .count() as u32;
+            let failed = job
+                .tasks
+                .iter()
+                .filter(|t| view.status(**t) == TaskStatus::Failed)
+                .count() as u32;
+            let old = self.state.phase(&self.snap, job_id).unwrap_or(group.phase);
+            let min = job.min_member();
+            let allocated = counts.ready - succeeded;
+            let phase = if succeeded >= min && counts.pending == 0 && allocated == 0 {
+                GroupPhase::Completed
+            } else if allocated + succeeded >= min && old != GroupPhase::Pending {
+                GroupPhase::Running
+            } else if matches!(old, GroupPhase::Running | GroupPhase::Unknown) && running > 0 {
+                GroupPhase::Unknown
+            } else {
+                old
+            };
+            let note = self.notes.get(&job_id);
+            let mut conditions = Vec::new();
+            if let Some(note) = note {
+                if note.scheduled {
+                    conditions.push(Condition {
+                        kind: conditions::SCHEDULED,
+                        status: true,
+                        reason: reasons::SCHEDULED.into(),
+                        message: note.message.clone().unwrap_or_default(),
+                        transition_id: self.id,
+                    });
+                } else if let Some(msg) = &note.message {
+                    let reason = note.reason.unwrap_or(reasons::NOT_ENOUGH_RESOURCES);
+                    conditions.push(Condition {
+                        kind: conditions::UNSCHEDULABLE,
+                        status: true,
+                        reason: reason.into(),
+                        message: msg.clone(),
+                        transition_id: self.id,
+                    });
+                    events.push(JobEvent {
+                        job: job.key.clone(),
+                        reason,
+                        message: msg.clone(),
+                    });
+                }
+            }
+            new_phase.insert(job_id, phase);
+            if phase != group.phase || !conditions.is_empty() {
+                groups.push(GroupStatus {
+                    job: job.key.clone(),
+                    phase,
+                    conditions,
+                    running,
+                    succeeded,
+                    failed,
+                });
+            }
+        }
+        let mut queues = Vec::new();
+        let mut counts: BTreeMap<&str, [u32; 5]> = BTreeMap::new();
+        for (id, job) in self.snap.jobs.iter() {
+            let Some(g) = &job.group else { continue };
+            let phase = new_phase
+                .get(&id)
+                .or_else(|| self.state.phases.get(&id))
+                .copied()
+                .unwrap_or(g.phase);
+            let idx = match phase {
+                GroupPhase::Pending => 0,
+                GroupPhase::Inqueue => 1,
+                GroupPhase::Running => 2,
+                GroupPhase::Unknown => 3,
+                GroupPhase::Completed => 4,
+            };
+            counts.entry(g.queue.as_str()).or_default()[idx] += 1;
+        }
+        for (name, q) in &self.snap.queues {
+            let c = counts.get(name.as_str()).copied().unwrap_or_default();
+            let allocated = self
+                .state
+                .queue_allocated
+                .get(name)
+                .copied()
+                .unwrap_or_default();
+            queues.push(QueueStatus {
+                name: name.clone(),
+                state: q.state,
+                allocated: self.snap.names.to_list(&allocated),
+                allocated_vec: allocated,
+                pending: c[0],
+                inqueue: c[1],
+                running: c[2],
+                unknown: c[3],
+                completed: c[4],
+            });
+        }
+        Decisions {
+            session: self.id,
+            binds: self.binds,
+            pipelined: self.pipelined,
+            evictions: self.evictions,
+            groups,
+            queues,
+            events,
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Placing a job, two-level: the cluster plugins filter and score clusters, aggregates prune
+//! them, and the gang is simulated on each candidate's nodes in score order; the first cluster
+//! where the whole gang fits wins. A job whose policy allows splitting may then be spread over
+//! several clusters, still all-or-nothing; one past its SLA keeps what fits as a reservation.
+//! Whatever happens is noted for the job's status and events.
+
+use std::collections::BTreeSet;
+
+use tephra_api::reasons;
+
+use super::classes::Placer;
+use super::gang::{pending_groups, place_job_in_cluster};
+use super::search::SearchArgs;
+use crate::framework::fit::{FitErrors, Room};
+use crate::framework::session::Session;
+use crate::framework::statement::Statement;
+use crate::model::{Id, TaskStatus};
+
+/// A cluster ruled out for a job, and why, in words a user can read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    /// The cluster.
+    pub cluster: String,
+    /// Why it was ruled out.
+    pub why: String,
+}
+
+/// What became of one job in an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Something was committed (bound or pipelined).
+    Placed,
+    /// It was tried and does not fit.
+    Failed,
+    /// Nothing to do for it here (invalid, or nothing pending for this action).
+    Skipped,
+}
+
+/// Tries to place one job's pending tasks: those with requests, and with them its best-effort
+/// pods (a gang may need both to be complete). Jobs with only best-effort pods pending are
+/// left to `backfill`.
+pub fn allocate_job(
+    ssn: &mut Session,
+    placer: &mut Placer,
+    job: Id,
+    search: &SearchArgs,
+) -> Outcome {
+    let mut groups = pending_groups(ssn, job, false);
+    if groups.is_empty() {
+        return Outcome::Skipped;
+    }
+    groups.extend(pending_groups(ssn, job, true));
+    place_job(ssn, placer, job, &groups, search)
+}
+
+/// Places `groups` of a job, two-level, all or nothing; records what happened.
+pub fn place_job(
+    ssn: &mut Session,
+    placer: &mut Placer,
+    job: Id,
+    groups: &[Vec<Id>],
+    search: &SearchArgs,
+) -> Outcome {
+    if let Err(invalid) = ssn.hooks().job_valid(job) {
+        let note = ssn.note(job);
+        note.reason = Some(invalid.reason);
+        note.message = Some(invalid.message.clone());
+        note.invalid = Some(invalid);
+        return Outcome::Skipped;
+    }
+    let groups = groups.to_vec();
+    let reserves = ssn.hooks().job_reserves(job);
+    let (mut candidates, mut rejected) = candidate_clusters(ssn, job, Room::FreeNow);
+    if reserves && candidates.is_empty() {
+        // A job that reserves takes what it can get: clusters are not pruned by whether the
+        // whole gang fits now.
+        candidates = candidate_clusters(ssn, job, Room::Making).0;
+    }
+    let total_tasks = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
+    let mut pipelined_at: Option<Id> = None;
+    // For a job that reserves (sla): the cluster where most of it fits.
+    let mut reserve_at: Option<(usize, Id)> = None;
+    for &cluster in candidates.iter().take(search.max_clusters) {
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(
+            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
+        );
+        // A gang that was already ready and gained nothing here is not "placed".
+        if !stmt.is_empty() && ssn.hooks().job_ready(job) {
+            finish(ssn, job, stmt, true, Some(cluster));
+            return Outcome::Placed;
+        }
+        if pipelined_at.is_none() && !stmt.is_empty() && ssn.hooks().job_pipelined(job) {
+            pipelined_at = Some(cluster);
+        }
+        if reserves && stmt.ops().len() > reserve_at.map_or(0, |r| r.0) {
+            reserve_at = Some((stmt.ops().len(), cluster));
+        }
+        let why = if errs.reasons().is_empty() {
+            // Everything pending fit, yet the gang is short of members.
+            let c = ssn.view().counts(job);
+            let min = ssn.snap.jobs.get(job).map_or(1, |j| j.min_member());
+            format!(
+                "all {} pending task(s) fit, but the gang needs {min} members and would have {}",
+                stmt.ops().len(),
+                c.ready + c.pipelined
+            )
+        } else {
+            errs.render(&ssn.snap.names)
+        };
+        ssn.discard(stmt);
+        rejected.push(Rejected {
+            cluster: cluster_name(ssn, cluster),
+            why,
+        });
+    }
+    if splittable(ssn, job) && candidates.len() > 1 && split(ssn, placer, job, &candidates, search)
+    {
+        return Outcome::Placed;
+    }
+    if let Some(cluster) = pipelined_at {
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(
+            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
+        );
+        if ssn.hooks().job_pipelined(job) {
+            finish(ssn, job, stmt, false, Some(cluster));
+            return Outcome::Placed;
+        }
+        ssn.discard(stmt);
+    }
+    if let Some((_, cluster)) = reserve_at {
+        // Keep what fits as a reservation: later jobs cannot take it this session.
+        let mut stmt = Statement::new();
+        let mut errs = FitErrors::default();
+        place_job_in_cluster(
+            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
+        );
+        if !stmt.is_empty() {
+            let n = stmt.ops().len();
+            ssn.commit(stmt, false);
+            let name = cluster_name(ssn, cluster);
+            let note = ssn.note(job);
+            note.attempted = true;
+            note.reason = Some(reasons::RESERVING);
+            note.message = Some(format!(
+                "waited past its SLA: reserving room for {n} task(s) in cluster {name} until the whole gang fits"
+            ));
+            return Outcome::Placed;
+        }
+        ssn.discard(stmt);
+    }
+    let pending: usize = groups.iter().map(Vec::len).sum();
+    let detail = rejected
+        .iter()
+        .map(|r| format!("cluster {}: {}", r.cluster, r.why))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let note = ssn.note(job);
+    note.attempted = true;
+    note.reason = Some(reasons::NOT_ENOUGH_RESOURCES);
+    note.message = Some(if detail.is_empty() {
+        format!("{pending}/{total_tasks} tasks in gang unschedulable: no member cluster")
+    } else {
+        format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
+    });
+    Outcome::Failed
+}
+
+/// Places a splittable gang over several clusters in one statement, within its spread
+/// constraints' group bounds. All or nothing.
+fn split(
+    ssn: &mut Session,
+    placer: &mut Placer,
+    job: Id,
+    candidates: &[Id],
+    search: &SearchArgs,
+) -> bool {
+    let constraints = ssn
+        .snap
+        .jobs
+        .get(job)
+        .and_then(|j| j.group.as_ref())
+        .map(|g| g.policy.spread.clone())
+        .unwrap_or_default();
+    let mut used: Vec<BTreeSet<String>> = vec![BTreeSet::new(); constraints.len()];
+    let mut stmt = Statement::new();
+    let mut errs = FitErrors::default();
+    for &cluster in candidates {
+        let Some(c) = ssn.snap.clusters.get(cluster).cloned() else {
+            continue;
+        };
+        let over = constraints.iter().zip(&used).any(|(k, groups)| {
+            let key = c.group_key(k.field);
+            // maxGroups 0 means no upper bound.
+            k.max_groups > 0 && !groups.contains(&key) && groups.len() as u32 >= k.max_groups
+        });
+        if over {
+            continue;
+        }
+        let before = stmt.ops().len();
+        let groups = pending_groups(ssn, job, false);
+        place_job_in_cluster(
+            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
+        );
+        if stmt.ops().len() > before {
+            for (k, groups) in constraints.iter().zip(used.iter_mut()) {
+                groups.insert(c.group_key(k.field));
+            }
+        }
+        let spread_ok = constraints
+            .iter()
+            .zip(&used)
+            .all(|(k, groups)| groups.len() as u32 >= k.min_groups);
+        if spread_ok && !stmt.is_empty() && ssn.hooks().job_ready(job) {
+            finish(ssn, job, stmt, true, None);
+            return true;
+        }
+    }
+    ssn.discard(stmt);
+    false
+}
+
+pub fn cluster_name(ssn: &Session, cluster: Id) -> String {
+    ssn.snap
+        .clusters
+        .get(cluster)
+        .map(|c| c.name.clone())
+        .unwrap_or_default()
+}
+
+fn splittable(ssn: &Session, job: Id) -> bool {
+    ssn.snap
+        .jobs
+        .get(job)
+        .and_then(|j| j.group.as_ref())
+        .is_some_and(|g| g.policy.splittable)
+}
+
+/// Clusters that may take the job, best first, and the reasons the others were ruled out. With
+/// [`Room::Making`], a cluster is ruled out only by refusals that evictions cannot resolve.
+pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Rejected>) {
+    let mut rejected = Vec::new();
+    // A gang that already runs somewhere stays there unless it may be split.
+    let mut homes: Vec<Id> = Vec::new();
+    if let Some(j) = ssn.snap.jobs.get(job) {
+        for &t in &j.tasks {
+            let status = ssn.state.status(&ssn.snap, t);
+            if !(status.holds_node() || status == TaskStatus::Pipelined) {
+                continue;
+            }
+            // The node may be unknown (deleted, or not seen yet): the pod's own placement
+            // still names its cluster.
+            let home = match ssn
+                .state
+                .task_node(&ssn.snap, t)
+                .and_then(|n| ssn.snap.nodes.get(n))
+            {
+                Some(n) => Some(n.cluster),
+                None => ssn
+                    .snap
+                    .tasks
+                    .get(t)
+                    .and_then(|task| task.spec.placement.as_ref())
+                    .and_then(|(c, _)| ssn.snap.cluster_id(c)),
+            };
+            if let Some(h) = home
+                && !homes.contains(&h)
+            {
+                homes.push(h);
+            }
+        }
+    }
+    let pinned = !homes.is_empty() && !splittable(ssn, job);
+    let hooks = ssn.hooks();
+    let mut ok = Vec::new();
+    for (id, cluster) in ssn.snap.clusters.iter() {
+        if pinned && !homes.contains(&id) {
+            continue;
+        }
+        if !cluster.ready {
+            rejected.push(Rejected {
+                cluster: cluster.name.clone(),
+                why: "cluster is not ready".to_string(),
+            });
+            continue;
+        }
+        if let Err(why) = hooks.cluster_filter(job, id, room) {
+            rejected.push(Rejected {
+                cluster: cluster.name.clone(),
+                why: why.message,
+            });
+            continue;
+        }
+        ok.push(id);
+    }
+    let scores = hooks.cluster_scores(job, &ok);
+    let mut ranked: Vec<(f64, Id)> = scores.into_iter().zip(ok).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    (ranked.into_iter().map(|(_, c)| c).collect(), rejected)
+}
+
+/// Commits or keeps the statement and records what happened.
+pub fn finish(ssn: &mut Session, job: Id, stmt: Statement, ready: bool, cluster: Option<Id>) {
+    // Placements only: evictions in the same statement are reported by the caller.
+    let n = stmt.ops().iter().filter(|op| op.places()).count();
+    let where_ = match cluster {
+        Some(c) => format!("cluster {}", cluster_name(ssn, c)),
+        None => "several clusters".to_string(),
+    };
+    ssn.commit(stmt, ready);
+    let note = ssn.note(job);
+    note.attempted = true;
+    if ready {
+        note.scheduled = true;
+        note.reason = None;
+        note.message = Some(format!("{n} task(s) of the gang placed in {where_}"));
+        note.placed_in = Some(where_);
+    } else {
+        note.reason = Some(reasons::PIPELINED);
+        note.message = Some(format!(
+            "{n} task(s) of the gang reserved in {where_} on resources being released"
+        ));
+    }
+}

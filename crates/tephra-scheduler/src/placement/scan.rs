@@ -1,0 +1,207 @@
+//! The resumable node scan: place a role's replicas on the best nodes of one cluster.
+//!
+//! Replicas of one role share a shape, so their candidate nodes are found and scored once: the
+//! scan keeps a max-heap of (score, node); the best node takes a replica, is re-scored and goes
+//! back on the heap if another replica still fits. Only the chosen node changes between two
+//! replicas, so this gives the same answer as scoring every node for every replica, at the cost
+//! of one scan per role. As in kube-scheduler, the scan stops once enough feasible nodes are
+//! found (adaptively 5–50% of the cluster, at least 100) and starts where the last scan ended.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::classes::{NodeClass, Placer, extended_mask};
+use super::search::SearchArgs;
+use crate::framework::fit::{FitErrors, Unfit};
+use crate::framework::hooks::Dispatch;
+use crate::framework::session::Session;
+use crate::framework::statement::Statement;
+use crate::model::{Id, Task};
+
+#[derive(PartialEq)]
+struct Candidate {
+    /// The task fits the node's free resources now (not only once releasing pods are gone):
+    /// such nodes always go first, as in Volcano, so a gang is not held pipelined while a free
+    /// node could take it.
+    fits_idle: bool,
+    score: f64,
+    node: Id,
+}
+
+impl Candidate {
+    fn new(hooks: &Dispatch, task: &Task, node: Id) -> Self {
+        Self {
+            fits_idle: task
+                .spec
+                .shape
+                .request
+                .fits_in(&hooks.view().idle(node))
+                .is_ok(),
+            score: hooks.node_score(task, node),
+            node,
+        }
+    }
+}
+
+impl Eq for Candidate {}
+
+impl Ord for Candidate {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.fits_idle
+            .cmp(&o.fits_idle)
+            .then_with(|| self.score.total_cmp(&o.score))
+            .then_with(|| o.node.cmp(&self.node))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// A resumable scan over the eligible node classes of one cluster, feeding a heap of scored
+/// feasible nodes.
+struct Scan {
+    /// (class index, number of nodes, first position)
+    plan: Vec<(usize, usize, usize)>,
+    scanned_in: Vec<usize>,
+    pos: usize,
+    scanned: usize,
+    heap: BinaryHeap<Candidate>,
+}
+
+impl Scan {
+    /// Scans on until the heap holds `until` feasible nodes or every node was looked at.
+    fn fill(
+        &mut self,
+        hooks: &Dispatch,
+        classes: &[NodeClass],
+        task: &Task,
+        errs: &mut FitErrors,
+        until: usize,
+    ) {
+        while self.pos < self.plan.len() && self.heap.len() < until {
+            let (ci, len, start) = self.plan[self.pos];
+            if self.scanned_in[self.pos] >= len {
+                self.pos += 1;
+                continue;
+            }
+            let node = classes[ci].nodes[(start + self.scanned_in[self.pos]) % len];
+            self.scanned_in[self.pos] += 1;
+            self.scanned += 1;
+            match hooks.predicate(task, node) {
+                Ok(()) => self.heap.push(Candidate::new(hooks, task, node)),
+                Err(u) => errs.add(u),
+            }
+        }
+    }
+}
+
+/// Places up to `want` of `tasks` (one shape) in `cluster`. Returns how many were placed and
+/// records why nodes were rejected.
+///
+/// Only node classes that offer every extended resource the task asks for are scanned; the
+/// others are counted as rejected in bulk. Classes without extended resources come first, so a
+/// CPU task finds CPU nodes before GPU nodes. A negative best score (a plugin discouraging every
+/// node found so far) widens the scan to the whole cluster.
+#[allow(clippy::too_many_arguments)]
+pub fn place_group(
+    ssn: &mut Session,
+    placer: &mut Placer,
+    stmt: &mut Statement,
+    tasks: &[Id],
+    want: usize,
+    cluster: Id,
+    search: &SearchArgs,
+    errs: &mut FitErrors,
+) -> usize {
+    let snap = ssn.snap.clone();
+    if want == 0 || tasks.is_empty() {
+        return 0;
+    }
+    let Some(first) = snap.tasks.get(tasks[0]) else {
+        return 0;
+    };
+    let Some(classes) = placer.classes_mut(cluster) else {
+        return 0;
+    };
+    let queue = snap
+        .jobs
+        .get(first.job)
+        .map(|j| j.queue().to_string())
+        .unwrap_or_default();
+    let need = extended_mask(&first.spec.shape.request);
+    let mut bulk = 0usize;
+    // (class index, number of nodes, first position)
+    let mut plan: Vec<(usize, usize, usize)> = Vec::new();
+    for (ci, class) in classes.iter().enumerate() {
+        let len = class.nodes.len();
+        if class.mask & need == need {
+            if len > 0 {
+                plan.push((ci, len, class.start % len));
+            }
+        } else {
+            let missing = (need & !class.mask).trailing_zeros() as usize;
+            errs.add_n(Unfit::Insufficient(missing), len as u32);
+            bulk += len;
+        }
+    }
+    let total: usize = plan.iter().map(|p| p.1).sum();
+    let mut scan = Scan {
+        scanned_in: vec![0; plan.len()],
+        plan,
+        pos: 0,
+        scanned: 0,
+        heap: BinaryHeap::new(),
+    };
+    let target = search.to_find(total).max(1);
+    scan.fill(&ssn.hooks(), classes, first, errs, target);
+    if scan.heap.peek().is_some_and(|c| c.score < 0.0) {
+        scan.fill(&ssn.hooks(), classes, first, errs, usize::MAX);
+    }
+    let mut placed = 0usize;
+    let mut next = 0usize;
+    while placed < want && next < tasks.len() {
+        if scan.heap.is_empty() {
+            if scan.scanned >= total {
+                break;
+            }
+            scan.fill(&ssn.hooks(), classes, first, errs, 1);
+            continue;
+        }
+        let Some(best) = scan.heap.pop() else { break };
+        let task_id = tasks[next];
+        let Some(task) = snap.tasks.get(task_id) else {
+            next += 1;
+            continue;
+        };
+        if !ssn.hooks().allocatable(&queue, task_id) {
+            errs.add(Unfit::QueueCapability);
+            break;
+        }
+        if ssn.hooks().predicate(task, best.node).is_err() {
+            continue;
+        }
+        let pipelined = task
+            .spec
+            .shape
+            .request
+            .fits_in(&ssn.state.nodes[best.node as usize].idle)
+            .is_err();
+        ssn.allocate(stmt, task_id, best.node, pipelined);
+        placed += 1;
+        next += 1;
+        if next < tasks.len()
+            && let Some(t) = snap.tasks.get(tasks[next])
+            && ssn.hooks().predicate(t, best.node).is_ok()
+        {
+            scan.heap.push(Candidate::new(&ssn.hooks(), t, best.node));
+        }
+    }
+    errs.nodes = errs.nodes.max((bulk + scan.scanned) as u32);
+    for (p, &(ci, len, start)) in scan.plan.iter().enumerate() {
+        classes[ci].start = (start + scan.scanned_in[p]) % len;
+    }
+    placed
+}

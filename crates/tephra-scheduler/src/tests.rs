@@ -1,0 +1,102 @@
+//! Configurations checked against the built-in registry.
+
+use crate::config::DEFAULT_CONFIG;
+use crate::{ConfigHolder, SchedulerConfig};
+
+/// Volcano's default config, byte for byte as the Volcano chart ships it.
+const VOLCANO_DEFAULT: &str = r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"#;
+
+#[test]
+fn volcano_default_config_loads_as_it_is() {
+    let c = SchedulerConfig::parse(VOLCANO_DEFAULT).unwrap();
+    assert_eq!(c.actions, ["enqueue", "allocate", "backfill"]);
+    assert_eq!(c.tiers.len(), 2);
+    assert_eq!(c.tiers[0][1].enables.preemptable, Some(false));
+}
+
+#[test]
+fn tephra_default_config_loads() {
+    let c = SchedulerConfig::parse(DEFAULT_CONFIG).unwrap();
+    assert_eq!(c, SchedulerConfig::default_config());
+    assert_eq!(c.tiers.len(), 3);
+}
+
+#[test]
+fn irregular_volcano_enable_keys_are_accepted() {
+    let text = r#"actions: "allocate"
+tiers:
+- plugins:
+  - name: proportion
+    enabledOverused: false
+    enabledAllocatable: true
+    enableQueueOrder: true
+  - name: gang
+    enabledVictim: false
+    enableJobStarving: false
+"#;
+    let c = SchedulerConfig::parse(text).unwrap();
+    assert_eq!(c.tiers[0][0].enables.overused, Some(false));
+    assert_eq!(c.tiers[0][1].enables.victim, Some(false));
+}
+
+#[test]
+fn unknown_names_are_errors_that_name_them() {
+    let e = SchedulerConfig::parse("actions: \"enqueue, alocate\"").unwrap_err();
+    assert!(e.to_string().contains("unknown action \"alocate\""), "{e}");
+    let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: gangg\n")
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("tiers[0].plugins[0].name: unknown plugin \"gangg\""),
+        "{e}"
+    );
+    let e = SchedulerConfig::parse(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("enableJobOrdr"), "{e}");
+    let e = SchedulerConfig::parse("actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.cpuu: 2\n").unwrap_err();
+    assert!(
+        e.to_string().contains("(binpack).arguments.binpack.cpuu"),
+        "{e}"
+    );
+    let e = SchedulerConfig::parse("actoins: allocate\n").unwrap_err();
+    assert!(e.to_string().contains("actoins"), "{e}");
+}
+
+#[test]
+fn drf_hierarchy_and_proportion_cannot_both_order_queues() {
+    let text = "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n  - name: proportion\n";
+    let e = SchedulerConfig::parse(text).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("drf and proportion all order queues"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hot_reload_keeps_the_last_good_config() {
+    let mut h = ConfigHolder::new(SchedulerConfig::parse(VOLCANO_DEFAULT).unwrap());
+    assert!(h.reload("actions: \"enqueue, bogus\"").is_err());
+    assert_eq!(h.current().actions, ["enqueue", "allocate", "backfill"]);
+    assert!(h.last_error().is_some());
+    h.reload("actions: \"allocate\"").unwrap();
+    assert_eq!(h.current().actions, ["allocate"]);
+    assert!(h.last_error().is_none());
+}

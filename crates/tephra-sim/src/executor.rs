@@ -1,0 +1,150 @@
+//! The executor: runs a scheduling session on the period and carries out its decisions, as the
+//! runtime's executor does against the API servers: binds (each checked independently),
+//! evictions (the pod terminates over the grace period) and PodGroup phases.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tephra_scheduler::cache::Event;
+use tephra_scheduler::model::TaskStatus;
+use tephra_scheduler::schedule;
+
+use crate::checker::CheckBind;
+use crate::error::SimError;
+use crate::record::Record;
+use crate::state::{Ev, PodState, Sim};
+
+impl Sim<'_> {
+    /// Runs a session if anything changed since the last one, and carries out its decisions:
+    /// binds (checked independently), evictions, and PodGroup phases.
+    pub(crate) fn tick(&mut self, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
+        self.tick_pending = false;
+        self.last_tick = Some(self.now);
+        if !self.dirty {
+            return Ok(());
+        }
+        self.dirty = false;
+        self.session += 1;
+        let started = Instant::now();
+        let d = schedule(
+            self.cache.snapshot(),
+            Arc::clone(&self.config),
+            self.now / 1000,
+            self.session,
+        );
+        self.stats.session(started.elapsed().as_secs_f64() * 1000.0);
+        let mut checks = Vec::new();
+        for b in &d.binds {
+            let Some(p) = self.pods.get_mut(&b.task) else {
+                continue;
+            };
+            if p.state != PodState::Pending {
+                continue;
+            }
+            p.state = PodState::Bound;
+            p.node = Some((b.cluster.clone(), b.node.clone()));
+            let generation = p.generation;
+            checks.push(CheckBind {
+                job: b.job.clone(),
+                pod: b.task.clone(),
+                cluster: b.cluster.clone(),
+                node: b.node.clone(),
+                request: p.request.clone(),
+            });
+            let queue = self
+                .jobs
+                .get(&b.job)
+                .map(|j| j.queue.clone())
+                .unwrap_or_default();
+            out(&Record::placed(
+                "bind", self.now, &b.job, &queue, b, &p.request,
+            ));
+            self.stats
+                .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.now);
+            self.pod_event(&b.task.clone(), TaskStatus::Bound)?;
+            self.push(
+                self.now + self.start_delay,
+                Ev::Start(b.task.clone(), generation),
+            );
+        }
+        self.checker.binds(&checks);
+        // Preemption and reclaim: evicted pods terminate over the grace period, then go
+        // back to Pending (see `release_pod`).
+        for e in &d.evictions {
+            let kind = if e.reason.starts_with("reclaimed") {
+                "reclaim"
+            } else {
+                "preempt"
+            };
+            self.evict_pod(&e.task, &e.reason, kind, out)?;
+        }
+        if !d.evictions.is_empty() {
+            self.mark_dirty();
+        }
+        // Decisions are applied below; the next session only revisits jobs that change.
+        self.cache.clear_changed();
+        for g in &d.groups {
+            let Some(job) = self.jobs.get_mut(&g.job) else {
+                continue;
+            };
+            if job.group.phase != g.phase {
+                job.group.phase = g.phase;
+                let spec = job.group.clone();
+                self.apply(Event::PodGroupUpsert(spec))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts one bound or running pod. A pod lost to a fault is gone at once; a preempted or
+    /// reclaimed one terminates over `run.evictionGracePeriod`, holding its node meanwhile.
+    /// Returns whether it held a node.
+    pub(crate) fn evict_pod(
+        &mut self,
+        pod: &str,
+        reason: &str,
+        kind: &'static str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<bool, SimError> {
+        let Some(p) = self.pods.get_mut(pod) else {
+            return Ok(false);
+        };
+        if !matches!(p.state, PodState::Bound | PodState::Running) {
+            return Ok(false);
+        }
+        let node = p.node.clone().unwrap_or_default();
+        let request = p.request.clone();
+        let job_key = p.job.clone();
+        let generation = p.generation;
+        let queue = self
+            .jobs
+            .get(&job_key)
+            .map(|j| j.queue.clone())
+            .unwrap_or_default();
+        self.stats.evicted(kind);
+        out(&Record::pod(
+            "evict",
+            self.now,
+            &job_key,
+            &queue,
+            pod,
+            &node,
+            &request,
+            Some(reason.to_string()),
+        ));
+        if kind == "fault" || self.grace == 0 {
+            self.release_pod(pod)?;
+        } else {
+            if let Some(p) = self.pods.get_mut(pod) {
+                p.releasing_from = p.state;
+                p.state = PodState::Releasing;
+            }
+            self.pod_event(pod, TaskStatus::Releasing)?;
+            self.push(
+                self.now + self.grace,
+                Ev::Released(pod.to_string(), generation),
+            );
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,148 @@
+//! The simulated kubelets: a bound pod starts `run.podStartDelay` later and runs for its
+//! duration; a finished job leaves the cache (memory follows jobs in flight); a pod that stops
+//! holding its node goes back to Pending, and a gang with nothing left placed is re-queued.
+
+use tephra_scheduler::cache::Event;
+use tephra_scheduler::model::TaskStatus;
+
+use crate::error::SimError;
+use crate::record::Record;
+use crate::state::{Ev, PodState, Sim};
+
+impl Sim<'_> {
+    pub(crate) fn start(
+        &mut self,
+        pod: &str,
+        generation: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(p) = self.current_pod(pod, generation, PodState::Bound) else {
+            return Ok(());
+        };
+        p.state = PodState::Running;
+        p.started_ms = now;
+        let finish = now + p.duration_ms;
+        let job_key = p.job.clone();
+        let node = p.node.clone().unwrap_or_default();
+        let request = p.request.clone();
+        self.pod_event(pod, TaskStatus::Running)?;
+        self.push(finish, Ev::Finish(pod.to_string(), generation));
+        if let Some(j) = self.jobs.get_mut(&job_key) {
+            j.started += 1;
+            if !j.waited && j.started >= j.min {
+                j.waited = true;
+                self.stats
+                    .waited(&j.queue, (self.now - j.submit_ms) as f64 / 1000.0);
+            }
+            out(&Record::pod(
+                "start", self.now, &job_key, &j.queue, pod, &node, &request, None,
+            ));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(
+        &mut self,
+        pod: &str,
+        generation: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(p) = self.current_pod(pod, generation, PodState::Running) else {
+            return Ok(());
+        };
+        p.state = PodState::Done;
+        let job_key = p.job.clone();
+        let node = p.node.clone().unwrap_or_default();
+        let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, now - p.started_ms);
+        let request = p.request.clone();
+        self.pod_event(pod, TaskStatus::Succeeded)?;
+        self.checker.released(&job_key, pod, true);
+        let Some(j) = self.jobs.get_mut(&job_key) else {
+            return Ok(());
+        };
+        let queue = j.queue.clone();
+        self.stats.released(&node.0, &queue, gpus, cpu, self.now);
+        self.stats.gpu_time(&queue, gpus, ran);
+        out(&Record::pod(
+            "finish", self.now, &job_key, &queue, pod, &node, &request, None,
+        ));
+        j.done += 1;
+        if j.done as usize == j.pods.len() {
+            self.complete(&job_key)?;
+        }
+        self.mark_dirty();
+        Ok(())
+    }
+
+    /// A finished job leaves the cache and the engine: memory follows jobs in flight.
+    fn complete(&mut self, key: &str) -> Result<(), SimError> {
+        let Some(j) = self.jobs.remove(key) else {
+            return Ok(());
+        };
+        for pod in &j.pods {
+            self.pods.remove(pod);
+            let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
+            self.apply(Event::PodDelete {
+                namespace: ns.into(),
+                name: name.into(),
+            })?;
+        }
+        self.apply(Event::PodGroupDelete {
+            namespace: j.group.namespace.clone(),
+            name: j.group.name.clone(),
+        })?;
+        self.checker.job_done(key);
+        self.stats.completed(&j.queue);
+        Ok(())
+    }
+
+    /// A pod stops holding its node and goes back to Pending; a gang with nothing left on a
+    /// node is Inqueue again.
+    pub(crate) fn release_pod(&mut self, pod: &str) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(p) = self.pods.get_mut(pod) else {
+            return Ok(());
+        };
+        let node = p.node.take().unwrap_or_default();
+        let was_running = p.state == PodState::Running
+            || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
+        let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, now - p.started_ms);
+        p.state = PodState::Pending;
+        p.generation += 1;
+        let job_key = p.job.clone();
+        let queue = self
+            .jobs
+            .get(&job_key)
+            .map(|j| j.queue.clone())
+            .unwrap_or_default();
+        self.checker.released(&job_key, pod, false);
+        self.stats.released(&node.0, &queue, gpus, cpu, now);
+        if was_running {
+            self.stats.gpu_time(&queue, gpus, ran);
+            if let Some(j) = self.jobs.get_mut(&job_key) {
+                j.started = j.started.saturating_sub(1);
+            }
+        }
+        self.pod_event(pod, TaskStatus::Pending)?;
+        let placed = self.jobs.get(&job_key).map_or(0, |j| {
+            j.pods
+                .iter()
+                .filter(|p| {
+                    self.pods.get(*p).is_some_and(|p| {
+                        matches!(
+                            p.state,
+                            PodState::Bound | PodState::Running | PodState::Releasing
+                        )
+                    })
+                })
+                .count()
+        });
+        if placed == 0 {
+            self.requeue_group(&job_key)?;
+        }
+        self.mark_dirty();
+        Ok(())
+    }
+}

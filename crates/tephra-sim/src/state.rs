@@ -1,0 +1,182 @@
+//! The state of a simulation: the virtual clock and its agenda of events, the cache the
+//! scheduler reads, the jobs and pods in flight, and the checker and statistics that watch
+//! them. The other parts of the simulator (world, kubelet, executor, faults, the event loop)
+//! each add their own methods to [`Sim`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tephra_controllers::podgroup;
+use tephra_scheduler::SchedulerConfig;
+use tephra_scheduler::cache::{Cache, Event};
+use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskStatus};
+
+use crate::checker::Checker;
+use crate::error::{SimError, build_err};
+use crate::report::Stats;
+use crate::scenario::Scenario;
+use crate::workload::Merged;
+
+/// Resource quantities as (name, quantity).
+pub(crate) type Quantities = Vec<(String, String)>;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Ev {
+    Fault(usize),
+    FaultEnd(usize),
+    Released(String, u32),
+    Finish(String, u32),
+    Start(String, u32),
+    Arrival,
+    Tick,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PodState {
+    Pending,
+    Bound,
+    Running,
+    /// Evicted, terminating: still holds its node until the grace period ends.
+    Releasing,
+    Done,
+}
+
+pub(crate) struct PodRt {
+    pub(crate) job: String,
+    pub(crate) shape: Arc<TaskShape>,
+    pub(crate) request: Vec<(String, String)>,
+    pub(crate) index: u32,
+    pub(crate) duration_ms: i64,
+    pub(crate) state: PodState,
+    /// The state a Releasing pod was in when evicted.
+    pub(crate) releasing_from: PodState,
+    pub(crate) node: Option<(String, String)>,
+    pub(crate) generation: u32,
+    pub(crate) started_ms: i64,
+    pub(crate) gpus: i64,
+    pub(crate) cpu_milli: i64,
+}
+
+pub(crate) struct JobRt {
+    pub(crate) queue: String,
+    pub(crate) min: u32,
+    pub(crate) pods: Vec<String>,
+    pub(crate) submit_ms: i64,
+    pub(crate) started: u32,
+    pub(crate) waited: bool,
+    pub(crate) done: u32,
+    pub(crate) group: PodGroupSpec,
+}
+
+/// A simulation in progress: the virtual clock and its agenda, the scheduler's cache and
+/// configuration, the jobs and pods in flight, and the checker and statistics watching them.
+pub struct Sim<'s> {
+    pub(crate) scenario: &'s Scenario,
+    pub(crate) cache: Cache,
+    pub(crate) config: Arc<SchedulerConfig>,
+    pub(crate) now: i64,
+    pub(crate) seq: u64,
+    pub(crate) queue: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    pub(crate) sources: Merged,
+    pub(crate) jobs: HashMap<String, JobRt>,
+    pub(crate) pods: HashMap<String, PodRt>,
+    pub(crate) tick_pending: bool,
+    pub(crate) last_tick: Option<i64>,
+    pub(crate) dirty: bool,
+    pub(crate) session: u64,
+    pub(crate) until_ms: Option<i64>,
+    pub(crate) period: i64,
+    pub(crate) start_delay: i64,
+    pub(crate) grace: i64,
+    pub(crate) checker: Checker,
+    pub(crate) stats: Stats,
+    /// Nodes of each cluster in scenario order, with their capacity.
+    pub(crate) nodes: BTreeMap<String, Vec<(String, Quantities)>>,
+    pub(crate) clusters: BTreeMap<String, Cluster>,
+    pub(crate) down_nodes: BTreeMap<(String, String), u32>,
+    pub(crate) wall: Instant,
+}
+
+/// A quantity of `name` in `list`, scaled (cpu in millicores), or 0.
+pub(crate) fn scaled(list: &[(String, String)], name: &str) -> i64 {
+    let scale = if name == "cpu" { 1000 } else { 1 };
+    list.iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| tephra_scheduler::quantity::parse_scaled(v, scale).ok())
+        .unwrap_or(0)
+}
+
+impl Sim<'_> {
+    pub(crate) fn apply(&mut self, e: Event) -> Result<(), SimError> {
+        self.cache
+            .apply(e)
+            .map_err(build_err(&self.scenario.source))
+    }
+
+    pub(crate) fn push(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, self.seq, ev)));
+    }
+
+    pub(crate) fn mark_dirty(&mut self) {
+        self.dirty = true;
+        if !self.tick_pending {
+            let next = (self.now + self.period - 1) / self.period * self.period;
+            let next = if next < self.now { self.now } else { next };
+            // A change made by a session waits for the next period, never the same instant.
+            let next = if self.last_tick == Some(next) {
+                next + self.period
+            } else {
+                next
+            };
+            self.tick_pending = true;
+            self.push(next, Ev::Tick);
+        }
+    }
+
+    pub(crate) fn pod_event(&mut self, key: &str, status: TaskStatus) -> Result<(), SimError> {
+        let Some(p) = self.pods.get(key) else {
+            return Ok(());
+        };
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let group = self.jobs.get(&p.job).map(|j| j.group.name.clone());
+        let spec = PodSpec {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            group,
+            shape: Arc::clone(&p.shape),
+            index: p.index,
+            status,
+            placement: p.node.clone(),
+            created: 0,
+        };
+        self.apply(Event::PodUpsert(spec))
+    }
+
+    /// The pod, if an event of this `generation` still applies to it and it is in `state`
+    /// (a re-queued pod's old start and finish events are stale).
+    pub(crate) fn current_pod(
+        &mut self,
+        pod: &str,
+        generation: u32,
+        state: PodState,
+    ) -> Option<&mut PodRt> {
+        self.pods
+            .get_mut(pod)
+            .filter(|p| p.generation == generation && p.state == state)
+    }
+
+    /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.
+    pub(crate) fn requeue_group(&mut self, job_key: &str) -> Result<(), SimError> {
+        if let Some(j) = self.jobs.get_mut(job_key)
+            && podgroup::requeue(&mut j.group)
+        {
+            j.started = 0;
+            let spec = j.group.clone();
+            self.apply(Event::PodGroupUpsert(spec))?;
+        }
+        Ok(())
+    }
+}

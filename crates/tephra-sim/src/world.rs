@@ -1,0 +1,215 @@
+//! Building the simulated world from a scenario: clusters and node pools (or a trace's node
+//! list), queues, and the scheduler configuration. Every object reaches the scheduler through
+//! the cache's event API, and the checker and statistics learn the capacity too.
+
+use tephra_scheduler::SchedulerConfig;
+use tephra_scheduler::cache::{Cache, Event};
+use tephra_scheduler::model::{Cluster, Dequeue, NodeSpec, QueueSpec, QueueState, Taint};
+use tephra_scheduler::resources::{ResourceError, Resources};
+
+use crate::checker::CheckCluster;
+use crate::error::{SimError, build_err};
+use crate::scenario::{ConfigRef, Scenario, ScenarioError, TraceFormat};
+use crate::state::{Sim, scaled};
+use crate::workload::effect;
+
+/// The scheduler configuration a scenario names (a file, inline, or tephra's default).
+pub(crate) fn load_config(s: &Scenario) -> Result<SchedulerConfig, SimError> {
+    let text = match &s.scheduler.config {
+        None => return Ok(SchedulerConfig::default_config()),
+        Some(ConfigRef::Path(p)) => {
+            let path = s.resolve(p);
+            std::fs::read_to_string(&path).map_err(|e| {
+                SimError::Scenario(ScenarioError::Invalid {
+                    path: s.source.clone(),
+                    message: format!("scheduler.config: {}: {e}", path.display()),
+                })
+            })?
+        }
+        Some(ConfigRef::Inline(v)) => serde_saphyr::to_string(v).map_err(|e| {
+            SimError::Scenario(ScenarioError::Invalid {
+                path: s.source.clone(),
+                message: format!("scheduler.config: {e}"),
+            })
+        })?,
+    };
+    SchedulerConfig::parse(&text).map_err(|e| {
+        SimError::Scenario(ScenarioError::Invalid {
+            path: s.source.clone(),
+            message: format!("scheduler.config: {e}"),
+        })
+    })
+}
+
+fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resources, ResourceError> {
+    cache
+        .names_mut()
+        .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+impl Sim<'_> {
+    fn add_cluster(&mut self, c: Cluster) -> Result<(), SimError> {
+        self.checker.cluster(
+            &c.name,
+            CheckCluster {
+                labels: c.labels.clone(),
+                provider: c.provider.clone(),
+                region: c.region.clone(),
+                zone: c.zones.first().cloned(),
+                taints: c.taints.clone(),
+                ready: true,
+            },
+        );
+        self.stats.cluster(&c.name);
+        self.clusters.insert(c.name.clone(), c.clone());
+        self.apply(Event::ClusterUpsert(c))
+    }
+
+    fn add_node(
+        &mut self,
+        spec: NodeSpec,
+        capacity: Vec<(String, String)>,
+    ) -> Result<(), SimError> {
+        self.checker.node(&spec.cluster, &spec.name, &capacity);
+        self.stats.capacity(
+            &spec.cluster,
+            scaled(&capacity, "nvidia.com/gpu"),
+            scaled(&capacity, "cpu"),
+        );
+        self.nodes
+            .entry(spec.cluster.clone())
+            .or_default()
+            .push((spec.name.clone(), capacity));
+        self.apply(Event::NodeUpsert(spec))
+    }
+
+    pub(crate) fn build_fleet(&mut self) -> Result<(), SimError> {
+        let s = self.scenario;
+        for c in &s.fleet.clusters {
+            let mut cluster = Cluster::named(&c.name);
+            cluster.labels = c.labels.clone();
+            cluster.provider = c.provider.clone();
+            cluster.region = c.region.clone();
+            cluster.zones = c.zone.clone().into_iter().collect();
+            cluster.price = c.price.clone();
+            cluster.taints = c
+                .taints
+                .iter()
+                .map(|t| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: effect(t.effect),
+                })
+                .collect();
+            self.add_cluster(cluster)?;
+            for pool in &c.node_pools {
+                let capacity: Vec<(String, String)> = pool
+                    .capacity
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.0.clone()))
+                    .collect();
+                let alloc =
+                    resources_of(&mut self.cache, &capacity).map_err(build_err(&s.source))?;
+                let taints: Vec<Taint> = pool
+                    .taints
+                    .iter()
+                    .map(|t| Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: effect(t.effect),
+                    })
+                    .collect();
+                for i in 0..pool.count {
+                    self.add_node(
+                        NodeSpec {
+                            name: format!("{}-{}-{i}", c.name, pool.name),
+                            cluster: c.name.clone(),
+                            labels: pool.labels.clone(),
+                            taints: taints.clone(),
+                            allocatable: alloc,
+                            unschedulable: false,
+                            ready: true,
+                        },
+                        capacity.clone(),
+                    )?;
+                }
+            }
+        }
+        if let Some(ft) = &s.fleet.from_trace {
+            if ft.format != TraceFormat::AlibabaGpu2023 {
+                return Err(SimError::Scenario(ScenarioError::Invalid {
+                    path: s.source.clone(),
+                    message: "fleet.fromTrace.format: only alibaba-gpu-2023 has a node list".into(),
+                }));
+            }
+            let path = s.resolve(&ft.path);
+            let nodes = crate::traces::openb_nodes(&path).map_err(|message| {
+                SimError::Scenario(ScenarioError::Invalid {
+                    path: s.source.clone(),
+                    message: format!("fleet.fromTrace.path: {message}"),
+                })
+            })?;
+            let n = ft.clusters.max(1);
+            for c in 0..n {
+                self.add_cluster(Cluster::named(&format!("openb-{c}")))?;
+            }
+            for (i, node) in nodes.into_iter().enumerate() {
+                let cluster = format!("openb-{}", i % n);
+                let alloc =
+                    resources_of(&mut self.cache, &node.capacity).map_err(build_err(&s.source))?;
+                self.add_node(
+                    NodeSpec {
+                        name: node.name,
+                        cluster,
+                        labels: node.labels,
+                        taints: Vec::new(),
+                        allocatable: alloc,
+                        unschedulable: false,
+                        ready: true,
+                    },
+                    node.capacity,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn build_queues(&mut self) -> Result<(), SimError> {
+        let s = self.scenario;
+        for q in &s.queues {
+            let list = |r: &Option<crate::scenario::Resources>| -> Option<Vec<(String, String)>> {
+                r.as_ref()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            };
+            let mut spec = QueueSpec::named(&q.name);
+            spec.weight = q.weight.unwrap_or(1);
+            if let Some(l) = list(&q.capability) {
+                spec.capability =
+                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+            }
+            if let Some(l) = list(&q.guarantee) {
+                spec.guarantee =
+                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+            }
+            if let Some(l) = list(&q.deserved) {
+                spec.deserved =
+                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+            }
+            spec.reclaimable = q.reclaimable.unwrap_or(true);
+            spec.parent = q.parent.clone();
+            spec.priority = q.priority.unwrap_or(0);
+            spec.dequeue = match q.dequeue_strategy.as_deref() {
+                Some("fifo") => Dequeue::Fifo,
+                _ => Dequeue::Traverse,
+            };
+            spec.state = match q.state.as_deref() {
+                Some("Closed") => QueueState::Closed,
+                Some("Closing") => QueueState::Closing,
+                _ => QueueState::Open,
+            };
+            self.stats.queue(&q.name, spec.weight);
+            self.apply(Event::QueueUpsert(spec))?;
+        }
+        Ok(())
+    }
+}

@@ -105,14 +105,31 @@ fn setup(what: impl Into<String>) -> impl FnOnce(crate::status::ApiError) -> Err
     move |source| Error::Setup { what, source }
 }
 
+/// tephra's CRDs as JSON, generated once per process.
+fn tephra_crds() -> Result<&'static [(&'static str, Value)], Error> {
+    static CRDS: std::sync::OnceLock<Result<Vec<(&'static str, Value)>, String>> =
+        std::sync::OnceLock::new();
+    CRDS.get_or_init(|| {
+        tephra_api::crds()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|(file, crd)| {
+                serde_json::to_value(&crd)
+                    .map(|v| (file, v))
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    })
+    .as_deref()
+    .map_err(|e| Error::Fleet(e.clone()))
+}
+
 /// Installs tephra's CRDs on a server.
 pub fn install_crds(api: &ApiServer) -> Result<(), Error> {
-    let crds = tephra_api::crds().map_err(|e| Error::Fleet(e.to_string()))?;
     let def = api.builtin(Builtin::Crd);
-    for (file, crd) in crds {
-        let value = serde_json::to_value(&crd).map_err(|e| Error::Fleet(e.to_string()))?;
-        api.create(&def, None, value, &WriteOpts::default())
-            .map_err(setup(file))?;
+    for (file, crd) in tephra_crds()? {
+        api.create(&def, None, crd.clone(), &WriteOpts::default())
+            .map_err(setup(*file))?;
     }
     Ok(())
 }

@@ -348,9 +348,45 @@ fn strings_at(v: &Value, ptr: &str) -> Vec<String> {
         .collect()
 }
 
+/// What checking one CRD spec found, kept per spec: the CEL cost estimate and compiling the
+/// admission are the slow part of starting a server, and every test server installs the same
+/// CRDs.
+struct Checked {
+    result: Result<CustomResourceDefinition, ApiError>,
+    admission: std::sync::OnceLock<Result<Arc<Admission>, String>>,
+}
+
+fn checked(crd: &Value) -> Arc<Checked> {
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Checked>>>> = OnceLock::new();
+    let key = serde_json::to_string(&serde_json::json!([
+        crd.get("metadata").and_then(|m| m.get("name")),
+        crd.get("spec")
+    ]))
+    .unwrap_or_default();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let entry = Arc::new(Checked {
+        result: check_crd_uncached(crd),
+        admission: std::sync::OnceLock::new(),
+    });
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() > 256 {
+        map.clear();
+    }
+    map.insert(key, entry.clone());
+    entry
+}
+
 /// Checks a CRD as the API server does before it serves it: names, versions, and the CEL rules
 /// kube-apiserver 1.34 would refuse (`tephra_api::celcheck`), with its messages.
 pub fn check_crd(crd: &Value) -> Result<CustomResourceDefinition, ApiError> {
+    checked(crd).result.clone()
+}
+
+fn check_crd_uncached(crd: &Value) -> Result<CustomResourceDefinition, ApiError> {
     let name = str_at(crd, "/metadata/name").to_string();
     let invalid = |causes: Vec<Cause>| {
         ApiError::invalid(
@@ -438,10 +474,17 @@ pub fn check_crd(crd: &Value) -> Result<CustomResourceDefinition, ApiError> {
 }
 
 fn defs_from_crd(crd: &Value) -> Result<Vec<Arc<ResourceDef>>, ApiError> {
-    let typed = check_crd(crd)?;
-    let admission = Admission::from_crds(std::slice::from_ref(&typed))
+    let entry = checked(crd);
+    let typed = entry.result.clone()?;
+    let admission = entry
+        .admission
+        .get_or_init(|| {
+            Admission::from_crds(std::slice::from_ref(&typed))
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
         .map_err(|e| ApiError::internal(format!("building admission: {e}")))?;
-    let admission = Arc::new(admission);
     let group = str_at(crd, "/spec/group").to_string();
     let kind = str_at(crd, "/spec/names/kind").to_string();
     let plural = str_at(crd, "/spec/names/plural").to_string();

@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use crate::api::{ApiServer, Scope, ServerOptions, WriteOpts};
+use crate::api::{ApiServer, ServerOptions, WriteOpts};
 use crate::error::Error;
 use crate::fleet::{FleetSpec, MemberSpec};
 use crate::kubeconfig;
@@ -333,8 +333,8 @@ impl Handle {
     }
 
     /// Fault: the member stops answering (connection refused).
-    pub fn stop_member(&self, name: &str) -> Result<(), Error> {
-        self.member(name)?.server.stop();
+    pub async fn stop_member(&self, name: &str) -> Result<(), Error> {
+        self.member(name)?.server.stop().await;
         Ok(())
     }
 
@@ -382,7 +382,6 @@ impl Handle {
             &Default::default(),
         )
         .map_err(setup(format!("node {node}")))?;
-        let _ = Scope::All;
         Ok(())
     }
 
@@ -392,10 +391,10 @@ impl Handle {
             if let Some(k) = &m.kubelet {
                 k.shutdown();
             }
-            m.server.stop();
+            m.server.stop_now();
         }
         if let Some(cp) = &self.control_plane {
-            cp.stop();
+            cp.stop_now();
         }
     }
 }

@@ -148,7 +148,22 @@ impl Server {
     }
 
     /// Stops answering: the port is closed (connection refused) and open connections drop.
-    pub fn stop(&self) {
+    pub async fn stop(&self) {
+        let task = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.connections.send_modify(|g| *g += 1);
+        if let Some(task) = task {
+            task.abort();
+            // Returns once the accept loop, and with it the listening socket, is dropped.
+            let _ = task.await;
+        }
+    }
+
+    /// Like [`Server::stop`], without waiting for the socket to close.
+    pub fn stop_now(&self) {
         if let Some(task) = self
             .listener
             .lock()

@@ -44,6 +44,15 @@ impl Cache {
     }
 }
 
+/// `/openapi/v2`: an empty OpenAPI v2 document in protobuf (the only encoding client-go reads).
+/// kubectl releases before 1.27 fetch it before `apply` and validate only the kinds it
+/// describes; with no kinds described they leave validation to the server, as newer ones do
+/// through `/openapi/v3`, and compute patches from their compiled-in types.
+pub fn v2_document() -> Bytes {
+    // Field 1 (`swagger`), a string: "2.0".
+    Bytes::from_static(&[0x0a, 0x03, b'2', b'.', b'0'])
+}
+
 fn fnv(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {

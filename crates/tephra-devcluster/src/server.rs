@@ -296,7 +296,10 @@ async fn route_request(
             Some(b) => bytes_reply(200, b.clone(), "application/json", &[]),
             None => error_reply(&ApiError::no_route()),
         },
-        Route::OpenApiV2 | Route::Unknown => error_reply(&ApiError::no_route()),
+        Route::OpenApiV2 => {
+            bytes_reply(200, openapi::v2_document(), "application/octet-stream", &[])
+        }
+        Route::Unknown => error_reply(&ApiError::no_route()),
         Route::Resource(path) => {
             let query = http::parse_query(req.uri().query().unwrap_or_default());
             let accept = header(&req, "accept");

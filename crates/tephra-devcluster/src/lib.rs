@@ -11,6 +11,7 @@ pub mod api;
 pub mod cluster;
 pub mod discovery;
 pub mod error;
+pub mod faults;
 pub mod fleet;
 pub mod handlers;
 pub mod http;

@@ -881,3 +881,28 @@ fn the_store_is_reachable_for_in_process_setup() {
     let api = ApiServer::new("x", ServerOptions::default());
     assert!(api.store.count("/namespaces") >= 4);
 }
+
+#[tokio::test]
+async fn health_checks_answer_and_streaming_lists_end_with_the_initial_events_bookmark() {
+    let h = common::single().await;
+    let client = common::client(&h, "local").await;
+    for path in ["/healthz", "/readyz", "/livez"] {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        assert_eq!(client.request_text(req).await.unwrap(), "ok");
+    }
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    for i in 0..3 {
+        cms.create(&PostParams::default(), &cm(&format!("s{i}"), json!({}))).await.unwrap();
+    }
+    let config = kube::runtime::watcher::Config::default().streaming_lists();
+    let mut events = kube::runtime::watcher(cms, config).boxed();
+    let mut initial = 0;
+    loop {
+        match events.try_next().await.unwrap().unwrap() {
+            kube::runtime::watcher::Event::InitApply(_) => initial += 1,
+            kube::runtime::watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, 3);
+}

@@ -300,3 +300,59 @@ async fn the_control_plane_holds_a_cluster_and_a_token_secret_per_member() {
         h.server("east").unwrap().token()
     );
 }
+
+#[tokio::test]
+async fn faults_follow_annotations_for_tephra_dev_users() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let h = std::sync::Arc::new(common::fleet().await);
+    let watcher = tephra_devcluster::faults::watch_annotations(h.clone());
+    let cp = common::client(&h, "control-plane").await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.tephra.io", "v1alpha1", "Cluster"),
+        "clusters",
+    );
+    let clusters: Api<DynamicObject> = Api::all_with(cp, &ar);
+    let annotate = |v: Option<&str>| {
+        Patch::Merge(json!({"metadata": {"annotations": {"tephra.io/dev-fault": v}}}))
+    };
+    clusters
+        .patch("east", &PatchParams::default(), &annotate(Some("503")))
+        .await
+        .unwrap();
+    let east: Api<Node> = Api::all(common::client(&h, "east").await);
+    common::eventually(10, "east answers 503", || async {
+        match east.list(&ListParams::default()).await {
+            Err(kube::Error::Api(s)) if s.code == 503 => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    clusters
+        .patch("east", &PatchParams::default(), &annotate(None))
+        .await
+        .unwrap();
+    common::eventually(10, "east answers again", || async {
+        east.list(&ListParams::default()).await.ok().map(|_| ())
+    })
+    .await;
+
+    let west: Api<Node> = Api::all(common::client(&h, "west").await);
+    west.patch(
+        "west-0",
+        &PatchParams::default(),
+        &annotate(Some("not-ready")),
+    )
+    .await
+    .unwrap();
+    common::eventually(10, "west-0 NotReady", || async {
+        let n = west.get("west-0").await.unwrap();
+        let ready = n
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.status == "False").then_some(())
+    })
+    .await;
+    watcher.abort();
+}

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use tephra_devcluster::{DevCluster, Options, fleet};
+use std::sync::Arc;
+
+use tephra_devcluster::{DevCluster, Options, faults, fleet};
 
 /// The fleet used when no scenario is given.
 const DEFAULT_FLEET: &str = include_str!("../../../examples/dev/fleet.yaml");
@@ -37,7 +39,8 @@ pub fn run(
             k.speed = speed;
         }
         let nodes: usize = options.members.iter().map(|m| m.nodes.len()).sum();
-        let handle = DevCluster::start(options).await?;
+        let handle = Arc::new(DevCluster::start(options).await?);
+        let fault_watch = faults::watch_annotations(handle.clone());
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -70,6 +73,7 @@ pub fn run(
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
+        fault_watch.abort();
         handle.shutdown();
         tokio::time::sleep(Duration::from_millis(50)).await;
         Ok(())

@@ -48,10 +48,15 @@ struct Writer {
     headers_sent: bool,
     tx: mpsc::Sender<Bytes>,
     last_rv: u64,
+    /// Lines not yet handed to the connection; events that arrive together go out as one chunk.
+    buf: BytesMut,
 }
 
+/// Flush the pending lines once they reach this size, even if more events are waiting.
+const FLUSH_AT: usize = 256 * 1024;
+
 impl Writer {
-    fn line(&mut self, type_: &str, obj: &Obj) -> Bytes {
+    fn line(&mut self, type_: &str, obj: &Obj) {
         let body = match &self.table {
             Some(include) => {
                 let t = table::table(
@@ -67,25 +72,34 @@ impl Writer {
             }
             None => object_bytes(&self.def, obj),
         };
-        let mut buf = BytesMut::with_capacity(body.len() + 32);
-        buf.put_slice(b"{\"type\":\"");
-        buf.put_slice(type_.as_bytes());
-        buf.put_slice(b"\",\"object\":");
-        buf.put_slice(&body);
-        buf.put_slice(b"}\n");
-        buf.freeze()
+        self.buf.reserve(body.len() + 32);
+        self.buf.put_slice(b"{\"type\":\"");
+        self.buf.put_slice(type_.as_bytes());
+        self.buf.put_slice(b"\",\"object\":");
+        self.buf.put_slice(&body);
+        self.buf.put_slice(b"}\n");
+    }
+
+    /// Hands the pending lines to the connection.
+    async fn flush(&mut self) -> bool {
+        if self.buf.is_empty() {
+            return true;
+        }
+        let chunk = self.buf.split().freeze();
+        self.tx.send(chunk).await.is_ok()
     }
 
     async fn send(&mut self, type_: &str, obj: &Obj) -> bool {
-        let line = self.line(type_, obj);
+        self.line(type_, obj);
         self.last_rv = self.last_rv.max(obj.rv);
-        self.tx.send(line).await.is_ok()
+        self.buf.len() < FLUSH_AT || self.flush().await
     }
 
     async fn raw(&mut self, value: &Value) -> bool {
-        let mut bytes = serde_json::to_vec(value).unwrap_or_default();
-        bytes.push(b'\n');
-        self.tx.send(Bytes::from(bytes)).await.is_ok()
+        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        self.buf.put_slice(&bytes);
+        self.buf.put_u8(b'\n');
+        self.flush().await
     }
 
     async fn bookmark(&mut self, rv: u64, initial_end: bool) -> bool {
@@ -172,6 +186,7 @@ pub fn serve(
         headers_sent: false,
         tx,
         last_rv: from.unwrap_or(0),
+        buf: BytesMut::new(),
     };
     let api = api.clone();
     let interval = api.options.bookmark_interval;
@@ -206,13 +221,28 @@ pub fn serve(
                 return;
             }
         }
+        if !writer.flush().await {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         loop {
             tokio::select! {
                 ev = events.recv() => {
-                    let Some(ev) = ev else { return };
+                    let Some(ev) = ev else {
+                        writer.flush().await;
+                        return;
+                    };
                     if !writer.event(&filter, &ev).await {
+                        return;
+                    }
+                    // Whatever else is already queued goes out in the same chunk.
+                    while let Ok(ev) = events.try_recv() {
+                        if !writer.event(&filter, &ev).await {
+                            return;
+                        }
+                    }
+                    if !writer.flush().await {
                         return;
                     }
                 }

@@ -892,7 +892,9 @@ async fn health_checks_answer_and_streaming_lists_end_with_the_initial_events_bo
     }
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
     for i in 0..3 {
-        cms.create(&PostParams::default(), &cm(&format!("s{i}"), json!({}))).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("s{i}"), json!({})))
+            .await
+            .unwrap();
     }
     let config = kube::runtime::watcher::Config::default().streaming_lists();
     let mut events = kube::runtime::watcher(cms, config).boxed();

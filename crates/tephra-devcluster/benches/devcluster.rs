@@ -81,7 +81,7 @@ async fn watch_fan_out() {
         api.create(
             &cm_def,
             Some("default"),
-            json!({"metadata": {"name": name}, "data": {"v": "0"}}),
+            json!({"metadata": {"name": name}, "data": {"v": "initial"}}),
             &WriteOpts::default(),
         )
         .unwrap();

@@ -410,8 +410,7 @@ pub fn admit_custom(
     Ok(warnings)
 }
 
-fn required(def: &ResourceDef, obj: &Value, field: &str) -> Cause {
-    let _ = (def, obj);
+fn required(field: &str) -> Cause {
     Cause {
         reason: "FieldValueRequired".into(),
         message: "Required value".into(),
@@ -426,17 +425,13 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
         Some(Builtin::Pod) => {
             let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
             match containers {
-                None => causes.push(required(def, obj, "spec.containers")),
-                Some(list) if list.is_empty() => causes.push(required(def, obj, "spec.containers")),
+                None => causes.push(required("spec.containers")),
+                Some(list) if list.is_empty() => causes.push(required("spec.containers")),
                 Some(list) => {
                     for (i, c) in list.iter().enumerate() {
                         for f in ["name", "image"] {
                             if c.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                                causes.push(required(
-                                    def,
-                                    obj,
-                                    &format!("spec.containers[{i}].{f}"),
-                                ));
+                                causes.push(required(&format!("spec.containers[{i}].{f}")));
                             }
                         }
                     }
@@ -444,7 +439,7 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
             }
         }
         Some(Builtin::PriorityClass) if !obj.get("value").is_some_and(Value::is_i64) => {
-            causes.push(required(def, obj, "value"));
+            causes.push(required("value"));
         }
         Some(Builtin::Pdb) => {
             let min = obj.pointer("/spec/minAvailable").is_some();

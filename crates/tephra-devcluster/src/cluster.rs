@@ -312,6 +312,11 @@ impl Handle {
         kubeconfig::yaml(&entries, &current)
     }
 
+    /// The kubeconfig of every server, for kube-rs.
+    pub fn kubeconfig(&self) -> Result<kube::config::Kubeconfig, Error> {
+        kubeconfig::parse(&self.kubeconfig_yaml())
+    }
+
     /// A kubeconfig for one server only.
     pub fn kubeconfig_for(&self, name: &str) -> Result<String, Error> {
         let server = self.server(name).ok_or_else(|| Error::Unknown {

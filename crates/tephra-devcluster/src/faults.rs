@@ -34,7 +34,8 @@ fn name(obj: &Value) -> String {
 }
 
 /// Watches the fault annotations of every Cluster (on the control plane) and Node (on each
-/// member) and applies them, until the task is aborted.
+/// member) and applies them, until the returned task is aborted (abort it before dropping the
+/// handle: it holds one).
 pub fn watch_annotations(handle: Arc<Handle>) -> JoinHandle<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Option<String>, EventType, Value)>();
     // Clusters on the control plane: member faults.

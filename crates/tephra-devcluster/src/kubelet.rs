@@ -241,14 +241,8 @@ impl Kubelet {
         let mut st = self.state();
         if type_ == EventType::Deleted {
             st.nodes.remove(&name);
-            let lost: Vec<String> = st
-                .running
-                .iter()
-                .filter(|(_, (n, _))| *n == name)
-                .map(|(uid, _)| uid.clone())
-                .collect();
             drop(st);
-            self.node_lost(&name, &lost);
+            self.node_lost(&name);
             return;
         }
         let alloc = node
@@ -283,7 +277,9 @@ impl Kubelet {
         }
     }
 
-    fn node_lost(self: &Arc<Self>, node: &str, uids: &[String]) {
+    /// The pod garbage collector's part: pods bound to a node that is gone fail with
+    /// `NodeLost` and are removed.
+    fn node_lost(self: &Arc<Self>, node: &str) {
         let api = self.api.clone();
         let pods = self.api.builtin(Builtin::Pod);
         let (all, _) = api.store.list("/pods", None, None);
@@ -292,7 +288,6 @@ impl Kubelet {
             .into_iter()
             .filter(|p| str_at(&p.value, "/spec/nodeName") == node)
             .collect();
-        let _ = uids;
         let task = tokio::spawn(async move {
             for p in targets {
                 let key = p.key();

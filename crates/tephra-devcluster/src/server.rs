@@ -200,7 +200,10 @@ impl Server {
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        Err(last.unwrap_or(Error::Tls("could not listen again".into())))
+        Err(last.unwrap_or_else(|| Error::Bind {
+            addr: self.addr.to_string(),
+            source: std::io::Error::other("the port stayed busy"),
+        }))
     }
 
     /// Answers every request with `code` (a 5xx) until [`Server::clear_failure`].

@@ -65,6 +65,12 @@ pub fn run(
         );
         println!();
         println!(
+            "Faults: annotate a Cluster with {0}=unreachable (or a 5xx code such as 503), a \
+             member's Node with {0}=not-ready, or delete a Node; remove the annotation to restore.",
+            faults::FAULT_ANNOTATION
+        );
+        println!();
+        println!(
             "The scheduler and controllers do not run inside `tephra dev` yet: it serves the API"
         );
         println!("and runs bound pods on the simulated kubelets. Ctrl-C stops it.");

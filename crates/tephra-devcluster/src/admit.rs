@@ -337,6 +337,51 @@ pub fn check_finalizers(def: &ResourceDef, old: &Value, new: &Value) -> Result<(
     ))
 }
 
+/// What became of the unknown fields an object came with: a 400 with `Strict` (as the API
+/// server's strict decoding answers), warnings with `Warn`, nothing with `Ignore`.
+fn unknown_fields(
+    def: &ResourceDef,
+    pruned: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if pruned.is_empty() {
+        return Ok(Vec::new());
+    }
+    match validation {
+        FieldValidation::Strict => {
+            let list = pruned
+                .iter()
+                .map(|p| format!("unknown field {p:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            Err(ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: strict decoding error: {list}",
+                def.kind, def.version, def.kind
+            )))
+        }
+        FieldValidation::Warn => Ok(pruned
+            .iter()
+            .map(|p| format!("unknown field {p:?}"))
+            .collect()),
+        FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// Built-in kinds: drops the fields the kind's type does not have (or refuses them with
+/// `Strict`), as decoding into the typed object does on a real server. Returns warnings.
+pub fn prune_builtin(
+    def: &ResourceDef,
+    obj: &mut Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = def.builtin.and_then(crate::builtin_schema::schema) else {
+        return Ok(Vec::new());
+    };
+    let mut pruned = crate::prune::prune_metadata(obj);
+    pruned.extend(schema.prune(obj));
+    unknown_fields(def, &pruned, validation)
+}
+
 /// Custom resources: prune (or refuse unknown fields), apply schema defaults, then check the
 /// schema and CEL rules. Returns warnings.
 pub fn admit_custom(
@@ -344,30 +389,11 @@ pub fn admit_custom(
     obj: &mut Value,
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
-    let mut warnings = Vec::new();
     let Some(schema) = &def.schema else {
-        return Ok(warnings);
+        return Ok(Vec::new());
     };
     let pruned = crate::prune::prune(obj, schema);
-    if !pruned.is_empty() {
-        match validation {
-            FieldValidation::Strict => {
-                let list = pruned
-                    .iter()
-                    .map(|p| format!("unknown field {p:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(ApiError::bad_request(format!(
-                    "{} in version {:?} cannot be handled as a {}: strict decoding error: {list}",
-                    def.kind, def.version, def.kind
-                )));
-            }
-            FieldValidation::Warn => {
-                warnings.extend(pruned.iter().map(|p| format!("unknown field {p:?}")));
-            }
-            FieldValidation::Ignore => {}
-        }
-    }
+    let mut warnings = unknown_fields(def, &pruned, validation)?;
     let status = obj.get("status").cloned();
     let mut defaulted = kube_cel::apply_defaults(schema, obj);
     // Defaults apply to what the request carries; a status kept from storage stays as it was.

@@ -213,7 +213,7 @@ impl ApiServer {
             }
         }
         admit::stamp_new(def, &mut obj)?;
-        let mut warnings = Vec::new();
+        let mut warnings = admit::prune_builtin(def, &mut obj, opts.validation)?;
         match def.builtin {
             Some(Builtin::Pod) => {
                 admit::validate_builtin(def, &obj)?;
@@ -299,7 +299,7 @@ impl ApiServer {
             }
             let status_only = scope == Scope::Status;
             admit::carry_over(def, &cur.value, &mut new, status_only, scope == Scope::Main);
-            let mut warnings = Vec::new();
+            let mut warnings = admit::prune_builtin(def, &mut new, opts.validation)?;
             if !status_only {
                 admit::check_finalizers(def, &cur.value, &new)?;
             }

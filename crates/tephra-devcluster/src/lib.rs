@@ -8,6 +8,7 @@
 
 pub mod admit;
 pub mod api;
+pub mod builtin_schema;
 pub mod cluster;
 pub mod discovery;
 pub mod error;

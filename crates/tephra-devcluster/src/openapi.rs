@@ -70,7 +70,9 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> String {
+/// Registers a built-in kind's schema (and everything it refers to) with `generator`; returns
+/// the kind's schema name.
+pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> String {
     macro_rules! reg {
         ($t:ty) => {{
             generator.subschema_for::<$t>();

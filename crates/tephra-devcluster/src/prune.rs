@@ -25,6 +25,13 @@ const OBJECT_META: &[&str] = &[
 
 /// Drops undeclared fields from `object`; returns their paths (`spec.tasks[0].replica`).
 pub fn prune(object: &mut Value, schema: &Value) -> Vec<String> {
+    let mut pruned = prune_metadata(object);
+    walk(object, schema, "", true, &mut pruned);
+    pruned
+}
+
+/// Drops what `metadata` may not hold (ObjectMeta's fields only); returns their paths.
+pub fn prune_metadata(object: &mut Value) -> Vec<String> {
     let mut pruned = Vec::new();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         let unknown: Vec<String> = meta
@@ -37,7 +44,6 @@ pub fn prune(object: &mut Value, schema: &Value) -> Vec<String> {
             pruned.push(format!("metadata.{k}"));
         }
     }
-    walk(object, schema, "", true, &mut pruned);
     pruned
 }
 

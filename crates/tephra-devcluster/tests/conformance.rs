@@ -908,3 +908,42 @@ async fn health_checks_answer_and_streaming_lists_end_with_the_initial_events_bo
     }
     assert_eq!(initial, 3);
 }
+
+#[tokio::test]
+async fn built_in_kinds_drop_or_refuse_fields_their_type_does_not_have() {
+    let h = common::single().await;
+    let client = common::client(&h, "local").await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Pod"), "pods");
+    let pods: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let typo = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typo"},
+        "spec": {"containers": [{"name": "c", "image": "i", "resource": {"requests": {"cpu": "1"}}}]}});
+    let err = api_err(
+        pods.patch(
+            "typo",
+            &PatchParams::apply("t").validation_strict(),
+            &Patch::Apply(typo.clone()),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+    assert!(
+        err.message
+            .contains("unknown field \"spec.containers[0].resource\""),
+        "{}",
+        err.message
+    );
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(typo).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        created.data["spec"]["containers"][0]
+            .get("resource")
+            .is_none()
+    );
+    assert_eq!(created.data["spec"]["containers"][0]["image"], "i");
+}

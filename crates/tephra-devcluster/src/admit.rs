@@ -494,6 +494,56 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
     }
 }
 
+/// A pod's spec with what an update may change masked out: container images, the active
+/// deadline, tolerations (additions) and scheduling gates (removals).
+fn pod_spec_fixed_part(pod: &Value) -> Value {
+    let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(s) = spec.as_object_mut() {
+        for k in [
+            "activeDeadlineSeconds",
+            "tolerations",
+            "schedulingGates",
+            "terminationGracePeriodSeconds",
+        ] {
+            s.remove(k);
+        }
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(cs)) = s.get_mut(list) {
+                for c in cs {
+                    if let Some(c) = c.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+    }
+    spec
+}
+
+/// Refuses a pod update that changes its spec beyond what Kubernetes allows (a pod's spec is
+/// immutable but for images, the active deadline, added tolerations and removed scheduling
+/// gates; `spec.nodeName` is set only through the binding subresource).
+pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    if pod_spec_fixed_part(old) == pod_spec_fixed_part(new) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "",
+        "Pod",
+        name_of(new),
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: pod updates may not change fields other than \
+                      `spec.containers[*].image`,`spec.initContainers[*].image`,\
+                      `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
+                      tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
+                      it was previously negative)"
+                .into(),
+            field: "spec".into(),
+        }],
+    ))
+}
+
 /// The QoS class of a pod's resources.
 pub fn qos_class(pod: &Value) -> &'static str {
     let containers: Vec<&Value> = pod

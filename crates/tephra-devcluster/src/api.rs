@@ -303,6 +303,9 @@ impl ApiServer {
             if !status_only {
                 admit::check_finalizers(def, &cur.value, &new)?;
             }
+            if scope == Scope::Main && def.builtin == Some(Builtin::Pod) {
+                admit::check_pod_update(&cur.value, &new)?;
+            }
             match def.builtin {
                 Some(Builtin::Secret) => admit::fold_string_data(&mut new),
                 Some(Builtin::Crd) if !status_only => {

@@ -947,3 +947,41 @@ async fn built_in_kinds_drop_or_refuse_fields_their_type_does_not_have() {
     );
     assert_eq!(created.data["spec"]["containers"][0]["image"], "i");
 }
+
+#[tokio::test]
+async fn a_pods_spec_is_immutable_but_for_images_and_nodes_come_through_binding() {
+    let h = common::single().await;
+    let pods: Api<Pod> = Api::default_namespaced(common::client(&h, "local").await);
+    pods.create(&PostParams::default(), &pod("fixed", json!({})))
+        .await
+        .unwrap();
+    let err = api_err(
+        pods.patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"nodeName": "n1"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains("pod updates may not change fields"),
+        "{}",
+        err.message
+    );
+    let image = pods
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        image.spec.unwrap().containers[0].image.as_deref(),
+        Some("busybox:2")
+    );
+}

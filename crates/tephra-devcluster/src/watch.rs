@@ -50,6 +50,8 @@ struct Writer {
     last_rv: u64,
     /// Lines not yet handed to the connection; events that arrive together go out as one chunk.
     buf: BytesMut,
+    /// The resourceVersion the watch starts after.
+    after: u64,
 }
 
 /// Flush the pending lines once they reach this size, even if more events are waiting.
@@ -115,6 +117,11 @@ impl Writer {
 
     /// Sends one change as this watcher sees it through its selectors.
     async fn event(&mut self, filter: &Filter, ev: &Event) -> bool {
+        // A client that asked for a resourceVersion the server has not reached yet gets only
+        // the changes after it.
+        if ev.rv() <= self.after {
+            return true;
+        }
         let now = filter.matches(&ev.object);
         let before = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
         let type_ = match ev.type_ {
@@ -187,6 +194,7 @@ pub fn serve(
         tx,
         last_rv: from.unwrap_or(0),
         buf: BytesMut::new(),
+        after: from.unwrap_or(0),
     };
     let api = api.clone();
     let interval = api.options.bookmark_interval;

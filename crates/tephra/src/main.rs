@@ -1,6 +1,7 @@
 //! The tephra binary. Subcommands land as their features do; see README.md.
 
 mod crds;
+mod dev;
 mod sim;
 mod validate;
 
@@ -46,6 +47,23 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Start a Kubernetes API server per member cluster of a fleet, with simulated kubelets, and
+    /// a control plane with tephra's CRDs and queues; write a kubeconfig and serve until Ctrl-C.
+    Dev {
+        /// A simulator scenario whose fleet, queues and podStartDelay to use (default: a
+        /// built-in fleet of three members with GPU and CPU pools).
+        scenario: Option<PathBuf>,
+        /// Where to write the kubeconfig (default: <tmp>/tephra-dev/kubeconfig).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// Serve the control plane on this port and the members on the next ones (default:
+        /// free ports).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Run simulated time this many times faster than the wall clock.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+    },
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -55,11 +73,29 @@ enum Command {
     },
 }
 
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds { out } => crds::run(out.as_deref()),
         Command::Validate { files } => validate::run(&files),
+        Command::Dev {
+            scenario,
+            kubeconfig,
+            port,
+            speed,
+        } => {
+            init_logging();
+            dev::run(scenario.as_deref(), kubeconfig.as_deref(), port, speed)
+        }
         Command::Sim {
             scenario,
             out,

@@ -1,0 +1,640 @@
+//! What the API server does to an object between the request and storage: server-set metadata
+//! (uid, creationTimestamp, generation), the status subresource rules, per-kind defaults and
+//! checks of the built-in kinds, and, for custom resources, pruning, schema defaults and the
+//! CRD's schema and CEL rules through tephra's own admission.
+
+use serde_json::{Value, json};
+use tephra_api::admission::AdmissionError;
+
+use crate::resource::{Builtin, ResourceDef};
+use crate::status::{ApiError, Cause};
+use crate::time;
+
+/// How unknown fields are treated (`fieldValidation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Refuse (400), as `kubectl` asks by default.
+    Strict,
+    /// Drop and warn (the server's default).
+    #[default]
+    Warn,
+    /// Drop silently.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// From the query parameter.
+    pub fn parse(text: Option<&str>) -> Self {
+        match text {
+            Some("Strict") => Self::Strict,
+            Some("Ignore") => Self::Ignore,
+            _ => Self::Warn,
+        }
+    }
+}
+
+/// A fresh UUID (version 4).
+pub fn uuid() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        b = (time::now_millis() as u128 ^ 0x5a5a_1234_abcd_ef01_u128).to_le_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// `generateName` plus five characters, as the API server picks them.
+pub fn generate_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut b = [0u8; 5];
+    if getrandom::fill(&mut b).is_err() {
+        b = (time::now_millis() as u64).to_le_bytes()[..5]
+            .try_into()
+            .unwrap_or([0; 5]);
+    }
+    let suffix: String = b
+        .iter()
+        .map(|x| ALPHABET[*x as usize % ALPHABET.len()] as char)
+        .collect();
+    let prefix = if prefix.len() > 58 {
+        &prefix[..58]
+    } else {
+        prefix
+    };
+    format!("{prefix}{suffix}")
+}
+
+fn meta_mut(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
+    let slot = &mut obj["metadata"];
+    if !slot.is_object() {
+        *slot = Value::Object(serde_json::Map::new());
+    }
+    match slot {
+        Value::Object(m) => m,
+        // Made an object just above.
+        _ => unreachable!("metadata is an object"),
+    }
+}
+
+/// The name of an object.
+pub fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Sets `apiVersion` and `kind` from the resource, refusing a body of another kind.
+pub fn set_type(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if !kind.is_empty() && kind != def.kind {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({})",
+            obj.get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            def.api_version()
+        )));
+    }
+    obj["apiVersion"] = json!(def.api_version());
+    obj["kind"] = json!(def.kind);
+    Ok(())
+}
+
+/// Places the object in the request's namespace (or none, for cluster-scoped kinds).
+pub fn set_namespace(
+    def: &ResourceDef,
+    obj: &mut Value,
+    namespace: Option<&str>,
+) -> Result<(), ApiError> {
+    let meta = meta_mut(obj);
+    if def.namespaced {
+        let ns = namespace.unwrap_or("default");
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(given) if !given.is_empty() && given != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on \
+                     the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn has_generation(def: &ResourceDef) -> bool {
+    def.is_custom()
+        || matches!(
+            def.builtin,
+            Some(Builtin::Pod | Builtin::Pdb | Builtin::Service | Builtin::Crd)
+        )
+}
+
+/// Server-set metadata of a new object.
+pub fn stamp_new(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    let meta = meta_mut(obj);
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
+    if name.is_empty() {
+        let prefix = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if prefix.is_empty() {
+            return Err(ApiError::invalid_field(
+                &def.group,
+                &def.kind,
+                "",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            ));
+        }
+        meta.insert("name".into(), json!(generate_name(&prefix)));
+    }
+    meta.insert("uid".into(), json!(uuid()));
+    meta.insert("creationTimestamp".into(), json!(time::now_rfc3339()));
+    for k in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        meta.remove(k);
+    }
+    if has_generation(def) {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    let name = name_of(obj).to_string();
+    check_name(def, &name)?;
+    Ok(())
+}
+
+fn check_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_field(
+            &def.group,
+            &def.kind,
+            name,
+            "metadata.name",
+            &format!(
+                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower \
+                 case alphanumeric characters, '-' or '.', and must start and end with an \
+                 alphanumeric character"
+            ),
+        ))
+    }
+}
+
+/// Keeps what an update may not change: identity, creation, deletion state, generation, and
+/// (outside the status subresource) the status; on the status subresource, everything but the
+/// status.
+pub fn carry_over(
+    def: &ResourceDef,
+    old: &Value,
+    new: &mut Value,
+    status_only: bool,
+    keep_status: bool,
+) {
+    if status_only {
+        let status = new.get("status").cloned();
+        let mut merged = old.clone();
+        match status {
+            Some(s) => merged["status"] = s,
+            None => {
+                if let Some(m) = merged.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+        *new = merged;
+        return;
+    }
+    if def.status && keep_status {
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(m) = new.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
+    let meta = meta_mut(new);
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "name",
+        "namespace",
+    ] {
+        match old_meta.get(k) {
+            Some(v) => {
+                meta.insert(k.into(), v.clone());
+            }
+            None => {
+                meta.remove(k);
+            }
+        }
+    }
+}
+
+fn without_meta_and_status(v: &Value, status_too: bool) -> Value {
+    let mut c = v.clone();
+    if let Some(m) = c.as_object_mut() {
+        m.remove("metadata");
+        if status_too {
+            m.remove("status");
+        }
+    }
+    c
+}
+
+/// Bumps `metadata.generation` when anything outside metadata (and outside status, for kinds
+/// with a status subresource) changed.
+pub fn bump_generation(def: &ResourceDef, old: &Value, new: &mut Value) {
+    if !has_generation(def) {
+        return;
+    }
+    if without_meta_and_status(old, def.status) != without_meta_and_status(new, def.status) {
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta_mut(new).insert("generation".into(), json!(g + 1));
+    }
+}
+
+/// Refuses new finalizers on an object being deleted.
+pub fn check_finalizers(def: &ResourceDef, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if old.pointer("/metadata/deletionTimestamp").is_none() {
+        return Ok(());
+    }
+    let list = |v: &Value| -> Vec<String> {
+        v.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(String::from))
+            .collect()
+    };
+    let before = list(old);
+    let added: Vec<String> = list(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &def.group,
+        &def.kind,
+        name_of(new),
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found \
+                 new finalizers []string{{{}}}",
+                added
+                    .iter()
+                    .map(|f| format!("{f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            field: "metadata.finalizers".into(),
+        }],
+    ))
+}
+
+/// What became of the unknown fields an object came with: a 400 with `Strict` (as the API
+/// server's strict decoding answers), warnings with `Warn`, nothing with `Ignore`.
+fn unknown_fields(
+    def: &ResourceDef,
+    pruned: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if pruned.is_empty() {
+        return Ok(Vec::new());
+    }
+    match validation {
+        FieldValidation::Strict => {
+            let list = pruned
+                .iter()
+                .map(|p| format!("unknown field {p:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            Err(ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: strict decoding error: {list}",
+                def.kind, def.version, def.kind
+            )))
+        }
+        FieldValidation::Warn => Ok(pruned
+            .iter()
+            .map(|p| format!("unknown field {p:?}"))
+            .collect()),
+        FieldValidation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// Built-in kinds: drops the fields the kind's type does not have (or refuses them with
+/// `Strict`), as decoding into the typed object does on a real server. Returns warnings.
+pub fn prune_builtin(
+    def: &ResourceDef,
+    obj: &mut Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = def.builtin.and_then(crate::builtin_schema::schema) else {
+        return Ok(Vec::new());
+    };
+    let mut pruned = crate::prune::prune_metadata(obj);
+    pruned.extend(schema.prune(obj));
+    unknown_fields(def, &pruned, validation)
+}
+
+/// Custom resources: prune (or refuse unknown fields), apply schema defaults, then check the
+/// schema and CEL rules. Returns warnings.
+pub fn admit_custom(
+    def: &ResourceDef,
+    obj: &mut Value,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = &def.schema else {
+        return Ok(Vec::new());
+    };
+    let pruned = crate::prune::prune(obj, schema);
+    let mut warnings = unknown_fields(def, &pruned, validation)?;
+    let status = obj.get("status").cloned();
+    let mut defaulted = kube_cel::apply_defaults(schema, obj);
+    // Defaults apply to what the request carries; a status kept from storage stays as it was.
+    if def.status
+        && let Some(s) = status
+    {
+        defaulted["status"] = s;
+    }
+    *obj = defaulted;
+    if let Some(admission) = &def.admission {
+        match admission.admit(obj) {
+            Ok(admitted) => warnings.extend(admitted.warnings),
+            Err(AdmissionError::Invalid { errors, .. }) => {
+                let causes = errors
+                    .into_iter()
+                    .map(|e| Cause {
+                        reason: if e.message == "is required" {
+                            "FieldValueRequired".into()
+                        } else {
+                            "FieldValueInvalid".into()
+                        },
+                        message: if e.message == "is required" {
+                            "Required value".into()
+                        } else {
+                            e.message
+                        },
+                        field: e.field,
+                    })
+                    .collect();
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.kind,
+                    name_of(obj),
+                    causes,
+                ));
+            }
+            Err(other) => return Err(ApiError::bad_request(other.to_string())),
+        }
+    }
+    Ok(warnings)
+}
+
+fn required(field: &str) -> Cause {
+    Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}
+
+/// Checks of the built-in kinds, as far as clients depend on them.
+pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    match def.builtin {
+        Some(Builtin::Pod) => {
+            let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
+            match containers {
+                None => causes.push(required("spec.containers")),
+                Some(list) if list.is_empty() => causes.push(required("spec.containers")),
+                Some(list) => {
+                    for (i, c) in list.iter().enumerate() {
+                        for f in ["name", "image"] {
+                            if c.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                                causes.push(required(&format!("spec.containers[{i}].{f}")));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Some(Builtin::PriorityClass) if !obj.get("value").is_some_and(Value::is_i64) => {
+            causes.push(required("value"));
+        }
+        Some(Builtin::Pdb) => {
+            let min = obj.pointer("/spec/minAvailable").is_some();
+            let max = obj.pointer("/spec/maxUnavailable").is_some();
+            if min && max {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message:
+                        "Invalid value: \"\": minAvailable and maxUnavailable cannot be both set"
+                            .into(),
+                    field: "spec".into(),
+                });
+            }
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name_of(obj),
+            causes,
+        ))
+    }
+}
+
+/// A pod's spec with what an update may change masked out: container images, the active
+/// deadline, tolerations (additions) and scheduling gates (removals).
+fn pod_spec_fixed_part(pod: &Value) -> Value {
+    let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(s) = spec.as_object_mut() {
+        for k in [
+            "activeDeadlineSeconds",
+            "tolerations",
+            "schedulingGates",
+            "terminationGracePeriodSeconds",
+        ] {
+            s.remove(k);
+        }
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(cs)) = s.get_mut(list) {
+                for c in cs {
+                    if let Some(c) = c.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+    }
+    spec
+}
+
+/// Refuses a pod update that changes its spec beyond what Kubernetes allows (a pod's spec is
+/// immutable but for images, the active deadline, added tolerations and removed scheduling
+/// gates; `spec.nodeName` is set only through the binding subresource).
+pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    if pod_spec_fixed_part(old) == pod_spec_fixed_part(new) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "",
+        "Pod",
+        name_of(new),
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: pod updates may not change fields other than \
+                      `spec.containers[*].image`,`spec.initContainers[*].image`,\
+                      `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
+                      tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
+                      it was previously negative)"
+                .into(),
+            field: "spec".into(),
+        }],
+    ))
+}
+
+/// The QoS class of a pod's resources.
+pub fn qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for r in ["cpu", "memory"] {
+            let l = lim.and_then(|l| l.get(r));
+            let q = req.and_then(|q| q.get(r)).or(l);
+            if l.is_none() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Defaults of a new pod (scheduler, restart policy, grace period) and its initial status.
+pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
+    let spec = &mut pod["spec"];
+    for (k, v) in [
+        ("schedulerName", json!("default-scheduler")),
+        ("restartPolicy", json!("Always")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = v;
+        }
+    }
+    if let Some(p) = priority {
+        spec["priority"] = json!(p);
+    }
+    let qos = qos_class(pod);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+}
+
+/// A Secret's `stringData` folded into `data`, as the API server stores it.
+pub fn fold_string_data(secret: &mut Value) {
+    use base64::Engine;
+    let Some(string_data) = secret.as_object_mut().and_then(|m| m.remove("stringData")) else {
+        return;
+    };
+    if !secret.get("data").is_some_and(Value::is_object) {
+        secret["data"] = json!({});
+    }
+    for (k, v) in string_data.as_object().into_iter().flatten() {
+        let text = v.as_str().unwrap_or_default();
+        secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+    if secret.get("type").is_none() {
+        secret["type"] = json!("Opaque");
+    }
+}
+
+/// A CRD's status once it is served: names accepted, established, stored versions.
+pub fn crd_status(crd: &mut Value) {
+    let now = time::now_rfc3339();
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let condition = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
+    crd["status"] = json!({
+        "acceptedNames": names,
+        "storedVersions": storage,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    });
+}

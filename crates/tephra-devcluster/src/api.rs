@@ -1,0 +1,640 @@
+//! One API server's state and its write paths: create, update (with optimistic concurrency and
+//! the status subresource), and delete (grace periods, finalizers, namespaces, CRDs). HTTP
+//! handlers and the simulated kubelet both write through here, so every write follows the same
+//! rules and reaches watchers the same way.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::admit::{self, FieldValidation};
+use crate::patch::apply::record_update;
+use crate::resource::{Builtin, Registry, ResourceDef};
+use crate::selector::LabelSelector;
+use crate::status::ApiError;
+use crate::store::{Key, Obj, Store, StoreError, Stored};
+use crate::time;
+
+/// Settings of one API server.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Changes kept per kind for watches that resume from a resourceVersion; older ones get
+    /// 410 Gone.
+    pub history_limit: usize,
+    /// Events buffered per watcher before a slow watcher is dropped (it then resumes).
+    pub watch_buffer: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// How long a watch without `timeoutSeconds` stays open.
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            history_limit: 10_000,
+            watch_buffer: 100_000,
+            bookmark_interval: Duration::from_secs(5),
+            default_watch_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// How a write is made.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOpts {
+    /// `fieldManager` (or the client's user agent).
+    pub manager: Option<String>,
+    /// `fieldValidation`.
+    pub validation: FieldValidation,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// Which part of an object an update may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The main resource: everything but the status (for kinds with a status subresource).
+    Main,
+    /// The status subresource: only the status.
+    Status,
+    /// Both at once (the server's own writes, such as a binding).
+    All,
+}
+
+/// A write's result.
+pub struct Written {
+    /// The object as stored (or as it would be, for a dry run).
+    pub obj: Obj,
+    /// Warnings for the client.
+    pub warnings: Vec<String>,
+    /// Whether the write removed the object (an update that cleared the last finalizer).
+    pub removed: bool,
+}
+
+/// Delete options.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOpts {
+    /// `gracePeriodSeconds`.
+    pub grace: Option<i64>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// A delete's result.
+pub struct Deleted {
+    /// The object: removed (with the deletion's resourceVersion) or marked for deletion.
+    pub obj: Obj,
+    /// Whether it is gone now (false: waiting for finalizers or a grace period).
+    pub removed: bool,
+}
+
+/// One API server.
+pub struct ApiServer {
+    /// Its name (the member cluster's, or `control-plane`).
+    pub name: String,
+    /// Its objects.
+    pub store: Store,
+    registry: RwLock<Arc<Registry>>,
+    /// Settings.
+    pub options: ServerOptions,
+    /// An injected failure: every request is answered with this 5xx code while non-zero.
+    pub(crate) fault: AtomicU16,
+    service_ips: AtomicU32,
+}
+
+fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found(&def.group, &def.plural, name),
+        StoreError::AlreadyExists => ApiError::already_exists(&def.group, &def.plural, name),
+        StoreError::Conflict => ApiError::stale(&def.group, &def.plural, name),
+    }
+}
+
+impl ApiServer {
+    /// A server with the built-in kinds, the usual namespaces and the system priority classes.
+    pub fn new(name: &str, options: ServerOptions) -> Arc<Self> {
+        let api = Arc::new(Self {
+            name: name.to_string(),
+            store: Store::new(options.history_limit),
+            registry: RwLock::new(Arc::new(Registry::new())),
+            options,
+            fault: AtomicU16::new(0),
+            service_ips: AtomicU32::new(1),
+        });
+        let opts = WriteOpts::default();
+        let ns = api.builtin(Builtin::Namespace);
+        for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let _ = api.create(&ns, None, json!({"metadata": {"name": n}}), &opts);
+        }
+        let pc = api.builtin(Builtin::PriorityClass);
+        for (n, v) in [
+            ("system-cluster-critical", 2_000_000_000i64),
+            ("system-node-critical", 2_000_001_000),
+        ] {
+            let _ = api.create(
+                &pc,
+                None,
+                json!({"metadata": {"name": n}, "value": v,
+                       "description": "Used for system critical pods that must not be moved from their current node."}),
+                &opts,
+            );
+        }
+        api
+    }
+
+    /// What is served now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn edit_registry(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<(), ApiError>,
+    ) -> Result<(), ApiError> {
+        let mut guard = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**guard).clone();
+        f(&mut next)?;
+        *guard = Arc::new(next);
+        Ok(())
+    }
+
+    /// The resource served at `group/version/plural`.
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.registry().lookup(group, version, plural)
+    }
+
+    /// A built-in resource.
+    pub fn builtin(&self, which: Builtin) -> Arc<ResourceDef> {
+        let reg = self.registry();
+        let found = reg
+            .resources()
+            .iter()
+            .find(|r| r.builtin == Some(which))
+            .cloned();
+        // Every built-in is always registered.
+        found.unwrap_or_else(|| reg.resources()[0].clone())
+    }
+
+    /// One object.
+    pub fn get(&self, def: &ResourceDef, key: &Key) -> Option<Obj> {
+        self.store.get(&def.storage_key(), key)
+    }
+
+    fn namespace_exists(&self, ns: &str) -> bool {
+        self.store
+            .get("/namespaces", &(String::new(), ns.to_string()))
+            .is_some()
+    }
+
+    /// Creates an object.
+    pub fn create(
+        &self,
+        def: &Arc<ResourceDef>,
+        namespace: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Written, ApiError> {
+        admit::set_type(def, &mut obj)?;
+        admit::set_namespace(def, &mut obj, namespace)?;
+        if def.namespaced {
+            let ns = namespace.unwrap_or("default");
+            if !self.namespace_exists(ns) {
+                return Err(ApiError::not_found("", "namespaces", ns));
+            }
+        }
+        admit::stamp_new(def, &mut obj)?;
+        let mut warnings = admit::prune_builtin(def, &mut obj, opts.validation)?;
+        match def.builtin {
+            Some(Builtin::Pod) => {
+                admit::validate_builtin(def, &obj)?;
+                let priority = self.pod_priority(&obj)?;
+                admit::default_pod(&mut obj, priority);
+            }
+            Some(Builtin::Namespace) => obj["status"] = json!({"phase": "Active"}),
+            Some(Builtin::Secret) => admit::fold_string_data(&mut obj),
+            Some(Builtin::Service) => self.default_service(&mut obj),
+            Some(Builtin::Pdb) => {
+                admit::validate_builtin(def, &obj)?;
+                obj["status"] = self.pdb_status(&obj);
+            }
+            Some(Builtin::Crd) => {
+                crate::resource::check_crd(&obj)?;
+                admit::crd_status(&mut obj);
+            }
+            Some(_) => admit::validate_builtin(def, &obj)?,
+            None => {
+                if def.status
+                    && let Some(m) = obj.as_object_mut()
+                {
+                    m.remove("status");
+                }
+                warnings = admit::admit_custom(def, &mut obj, opts.validation)?;
+            }
+        }
+        if let Some(manager) = &opts.manager {
+            record_update(
+                None,
+                &mut obj,
+                manager,
+                !def.is_custom(),
+                &time::now_rfc3339(),
+            );
+        }
+        if opts.dry_run {
+            return Ok(Written {
+                obj: Stored::detached(obj),
+                warnings,
+                removed: false,
+            });
+        }
+        let name = admit::name_of(&obj).to_string();
+        let stored = self
+            .store
+            .create(&def.storage_key(), obj)
+            .map_err(|e| storage_error(def, &name, e))?;
+        if def.builtin == Some(Builtin::Crd) {
+            self.edit_registry(|r| r.put_crd(&stored.value))?;
+        }
+        Ok(Written {
+            obj: stored,
+            warnings,
+            removed: false,
+        })
+    }
+
+    /// Updates an object: `f` turns the current object into the new one (it may run again if
+    /// another writer got in first). `scope` says which part it may change.
+    pub fn update(
+        &self,
+        def: &Arc<ResourceDef>,
+        key: &Key,
+        scope: Scope,
+        opts: &WriteOpts,
+        f: &mut dyn FnMut(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Written, ApiError> {
+        let kind = def.storage_key();
+        loop {
+            let cur = self
+                .store
+                .get(&kind, key)
+                .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
+            let mut new = f(&cur.value)?;
+            admit::set_type(def, &mut new)?;
+            let body_name = admit::name_of(&new);
+            if !body_name.is_empty() && body_name != key.1 {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({})",
+                    key.1
+                )));
+            }
+            let status_only = scope == Scope::Status;
+            admit::carry_over(def, &cur.value, &mut new, status_only, scope == Scope::Main);
+            let mut warnings = admit::prune_builtin(def, &mut new, opts.validation)?;
+            if !status_only {
+                admit::check_finalizers(def, &cur.value, &new)?;
+            }
+            if scope == Scope::Main && def.builtin == Some(Builtin::Pod) {
+                admit::check_pod_update(&cur.value, &new)?;
+            }
+            match def.builtin {
+                Some(Builtin::Secret) => admit::fold_string_data(&mut new),
+                Some(Builtin::Crd) if !status_only => {
+                    crate::resource::check_crd(&new)?;
+                    admit::crd_status(&mut new);
+                }
+                Some(_) => admit::validate_builtin(def, &new)?,
+                None => warnings = admit::admit_custom(def, &mut new, opts.validation)?,
+            }
+            if !status_only {
+                admit::bump_generation(def, &cur.value, &mut new);
+                if let Some(manager) = &opts.manager {
+                    record_update(
+                        Some(&cur.value),
+                        &mut new,
+                        manager,
+                        !def.is_custom(),
+                        &time::now_rfc3339(),
+                    );
+                }
+            }
+            new["metadata"]["resourceVersion"] = json!(cur.rv.to_string());
+            if new == cur.value {
+                return Ok(Written {
+                    obj: cur,
+                    warnings,
+                    removed: false,
+                });
+            }
+            if opts.dry_run {
+                return Ok(Written {
+                    obj: Stored::detached(new),
+                    warnings,
+                    removed: false,
+                });
+            }
+            let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
+                && new
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+                && new
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    == 0;
+            let result = if finalized {
+                self.store
+                    .remove(&kind, key, Some(cur.rv))
+                    .map(|obj| (obj, true))
+            } else {
+                self.store
+                    .replace(&kind, key, cur.rv, new)
+                    .map(|obj| (obj, false))
+            };
+            match result {
+                Ok((obj, removed)) => {
+                    if def.builtin == Some(Builtin::Crd) {
+                        if removed {
+                            self.forget_crd(&obj);
+                        } else {
+                            self.edit_registry(|r| r.put_crd(&obj.value))?;
+                        }
+                    }
+                    return Ok(Written {
+                        obj,
+                        warnings,
+                        removed,
+                    });
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(storage_error(def, &key.1, e)),
+            }
+        }
+    }
+
+    /// Deletes an object, honouring preconditions, finalizers and (for pods on a node) the
+    /// grace period.
+    pub fn delete(
+        &self,
+        def: &Arc<ResourceDef>,
+        key: &Key,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
+        let kind = def.storage_key();
+        loop {
+            let cur = self
+                .store
+                .get(&kind, key)
+                .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
+            if let Some(uid) = &opts.uid
+                && uid != cur.uid()
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    &key.1,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        cur.uid()
+                    ),
+                ));
+            }
+            if let Some(rv) = &opts.resource_version
+                && *rv != cur.rv.to_string()
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    &key.1,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, \
+                         ResourceVersion in object meta: {}",
+                        cur.rv
+                    ),
+                ));
+            }
+            let grace = if def.builtin == Some(Builtin::Pod) {
+                let bound = cur
+                    .value
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty());
+                let phase = cur
+                    .value
+                    .pointer("/status/phase")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !bound || matches!(phase, "Succeeded" | "Failed") {
+                    0
+                } else {
+                    opts.grace
+                        .or_else(|| {
+                            cur.value
+                                .pointer("/spec/terminationGracePeriodSeconds")
+                                .and_then(Value::as_i64)
+                        })
+                        .unwrap_or(30)
+                        .max(0)
+                }
+            } else {
+                0
+            };
+            let has_finalizers = cur
+                .value
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            let terminating = cur.value.pointer("/metadata/deletionTimestamp").is_some();
+            if opts.dry_run {
+                return Ok(Deleted {
+                    obj: cur,
+                    removed: false,
+                });
+            }
+            if has_finalizers || grace > 0 {
+                let current_grace = cur
+                    .value
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64);
+                if terminating && current_grace.is_none_or(|g| g <= grace) {
+                    return Ok(Deleted {
+                        obj: cur,
+                        removed: false,
+                    });
+                }
+                let mut new = cur.value.clone();
+                new["metadata"]["deletionTimestamp"] =
+                    json!(time::format_rfc3339(time::now_secs() + grace));
+                new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+                if let Some(g) = new.pointer("/metadata/generation").and_then(Value::as_i64) {
+                    new["metadata"]["generation"] = json!(g + 1);
+                }
+                match self.store.replace(&kind, key, cur.rv, new) {
+                    Ok(obj) => {
+                        return Ok(Deleted {
+                            obj,
+                            removed: false,
+                        });
+                    }
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(storage_error(def, &key.1, e)),
+                }
+            }
+            match self.store.remove(&kind, key, Some(cur.rv)) {
+                Ok(obj) => {
+                    match def.builtin {
+                        Some(Builtin::Namespace) => self.empty_namespace(&key.1),
+                        Some(Builtin::Crd) => self.forget_crd(&obj),
+                        _ => {}
+                    }
+                    return Ok(Deleted { obj, removed: true });
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(storage_error(def, &key.1, e)),
+            }
+        }
+    }
+
+    fn forget_crd(&self, crd: &Obj) {
+        let name = admit::name_of(&crd.value).to_string();
+        let mut removed = None;
+        let _ = self.edit_registry(|r| {
+            removed = r.remove_crd(&name);
+            Ok(())
+        });
+        if let Some(defs) = removed
+            && let Some(first) = defs.first()
+        {
+            self.store.drop_kind(&first.storage_key());
+        }
+    }
+
+    fn empty_namespace(&self, ns: &str) {
+        let reg = self.registry();
+        let mut seen = std::collections::BTreeSet::new();
+        for def in reg.resources().iter().filter(|d| d.namespaced) {
+            let kind = def.storage_key();
+            if !seen.insert(kind.clone()) {
+                continue;
+            }
+            let (objs, _) = self.store.list(&kind, Some(ns), None);
+            for o in objs {
+                let _ = self.store.remove(&kind, &o.key(), None);
+            }
+        }
+    }
+
+    fn pod_priority(&self, pod: &Value) -> Result<Option<i64>, ApiError> {
+        let classes = "scheduling.k8s.io/priorityclasses";
+        match pod
+            .pointer("/spec/priorityClassName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            Some(name) => {
+                let pc = self
+                    .store
+                    .get(classes, &(String::new(), name.to_string()))
+                    .ok_or_else(|| {
+                        ApiError::forbidden(
+                            "",
+                            "pods",
+                            admit::name_of(pod),
+                            &format!("no PriorityClass with name {name} was found"),
+                        )
+                    })?;
+                Ok(pc.value.get("value").and_then(Value::as_i64))
+            }
+            None => {
+                let (all, _) = self.store.list(classes, None, None);
+                let default = all
+                    .iter()
+                    .find(|pc| pc.value.get("globalDefault").and_then(Value::as_bool) == Some(true))
+                    .and_then(|pc| pc.value.get("value").and_then(Value::as_i64));
+                Ok(Some(default.unwrap_or(0)))
+            }
+        }
+    }
+
+    fn default_service(&self, svc: &mut Value) {
+        if svc.pointer("/spec/type").is_none() {
+            svc["spec"]["type"] = json!("ClusterIP");
+        }
+        let ip = svc
+            .pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if ip.is_empty() {
+            let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
+            let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+            svc["spec"]["clusterIP"] = json!(ip);
+            svc["spec"]["clusterIPs"] = json!([ip]);
+        }
+        svc["status"] = json!({"loadBalancer": {}});
+    }
+
+    /// A PodDisruptionBudget's status from the pods it selects now.
+    pub fn pdb_status(&self, pdb: &Value) -> Value {
+        let ns = pdb
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let selector = LabelSelector::from_object(pdb.pointer("/spec/selector"));
+        let (pods, _) = self.store.list("/pods", Some(ns), None);
+        let matched: Vec<&Obj> = pods.iter().filter(|p| selector.matches(&p.value)).collect();
+        let expected = matched.len() as i64;
+        let healthy = matched.iter().filter(|p| pod_healthy(&p.value)).count() as i64;
+        let resolve = |v: &Value, round_up: bool| -> i64 {
+            match v {
+                Value::Number(n) => n.as_i64().unwrap_or(0),
+                Value::String(s) if s.ends_with('%') => {
+                    let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+                    let x = pct * expected;
+                    if round_up { (x + 99) / 100 } else { x / 100 }
+                }
+                Value::String(s) => s.parse().unwrap_or(0),
+                _ => 0,
+            }
+        };
+        let desired = if let Some(min) = pdb.pointer("/spec/minAvailable") {
+            resolve(min, true)
+        } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
+            (expected - resolve(max, true)).max(0)
+        } else {
+            0
+        };
+        json!({
+            "observedGeneration": pdb.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1),
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "disruptionsAllowed": (healthy - desired).max(0),
+            "expectedPods": expected,
+        })
+    }
+}
+
+/// Whether a pod counts as healthy for a disruption budget: running, ready, not terminating.
+pub fn pod_healthy(pod: &Value) -> bool {
+    let running = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
+    let ready = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        });
+    running && ready && pod.pointer("/metadata/deletionTimestamp").is_none()
+}

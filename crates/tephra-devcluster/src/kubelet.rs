@@ -1,0 +1,740 @@
+//! Simulated kubelets: one task per API server plays the kubelet of every node it stores.
+//!
+//! A pod bound to a node is admitted if its requests fit in what the node's allocatable leaves
+//! free (otherwise it fails with `OutOf<resource>`, as the kubelet refuses it), starts after the
+//! start delay (IP, conditions, container statuses), and finishes after its
+//! `tephra.io/sim-duration` with the exit code in `tephra.io/sim-exit-code` (0: Succeeded,
+//! otherwise Failed); without a duration it runs until deleted. A pod being deleted stops within
+//! its grace period and is then removed. Nodes renew a Lease in `kube-node-lease`; faults make a
+//! node NotReady or remove it (its pods fail with `NodeLost` and are removed, as the pod
+//! garbage collector does). Durations are wall-clock time divided by a speed factor.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
+use crate::quantity;
+use crate::resource::Builtin;
+use crate::status::ApiError;
+use crate::store::{Event, EventType, Obj, Subscriber};
+use crate::subresource::set_condition;
+use crate::time;
+
+/// The pod annotation giving how long a simulated pod runs.
+pub const SIM_DURATION: &str = "tephra.io/sim-duration";
+/// The pod annotation giving the exit code a simulated pod finishes with.
+pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
+
+/// How the simulated kubelets behave.
+#[derive(Clone, Debug)]
+pub struct KubeletOptions {
+    /// From bind to Running.
+    pub start_delay: Duration,
+    /// How long a pod takes to stop once deleted (never more than its grace period).
+    pub stop_delay: Duration,
+    /// How often nodes renew their Lease.
+    pub heartbeat: Duration,
+    /// Simulated durations are divided by this (1.0: real time).
+    pub speed: f64,
+}
+
+impl Default for KubeletOptions {
+    fn default() -> Self {
+        Self {
+            start_delay: Duration::from_secs(1),
+            stop_delay: Duration::from_secs(1),
+            heartbeat: Duration::from_secs(10),
+            speed: 1.0,
+        }
+    }
+}
+
+/// A node to register.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSpec {
+    /// Name.
+    pub name: String,
+    /// Labels (hostname and OS labels are added).
+    pub labels: BTreeMap<String, String>,
+    /// Taints, as Kubernetes objects (`{key, value, effect}`).
+    pub taints: Vec<Value>,
+    /// Capacity (also the allocatable), as quantities.
+    pub capacity: BTreeMap<String, String>,
+}
+
+#[derive(Default)]
+struct NodeState {
+    allocatable: HashMap<String, i128>,
+    index: usize,
+    next_ip: u32,
+}
+
+#[derive(Default)]
+struct State {
+    nodes: HashMap<String, NodeState>,
+    /// Admitted, not finished pods: uid → (node, requests).
+    running: HashMap<String, (String, HashMap<String, i128>)>,
+    /// Pods whose admission was decided.
+    seen: HashSet<String>,
+    /// Pods whose stop is scheduled.
+    stopping: HashSet<String>,
+    not_ready: HashSet<String>,
+    node_count: usize,
+}
+
+/// The kubelets of one API server.
+pub struct Kubelet {
+    api: Arc<ApiServer>,
+    opts: KubeletOptions,
+    state: Mutex<State>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn scaled(d: Duration, speed: f64) -> Duration {
+    if speed > 0.0 && speed.is_finite() {
+        d.div_f64(speed)
+    } else {
+        d
+    }
+}
+
+/// A pod's requests: the sum over its containers (limits stand in for missing requests), the
+/// larger of that and any init container, plus one `pods` slot.
+pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
+    let of = |c: &Value| -> HashMap<String, i128> {
+        let mut out = HashMap::new();
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        for map in [lim, req].into_iter().flatten() {
+            for (k, v) in map {
+                if let Some(q) = v
+                    .as_str()
+                    .map(String::from)
+                    .or_else(|| v.as_i64().map(|n| n.to_string()))
+                    .and_then(|s| quantity::parse_milli(&s))
+                {
+                    out.insert(k.clone(), q);
+                }
+            }
+        }
+        out
+    };
+    let mut total: HashMap<String, i128> = HashMap::new();
+    for c in pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in of(c) {
+            *total.entry(k).or_default() += v;
+        }
+    }
+    for c in pod
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in of(c) {
+            let e = total.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    total.insert("pods".into(), 1000);
+    total
+}
+
+fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
+    v.pointer(p).and_then(Value::as_str).unwrap_or_default()
+}
+
+impl Kubelet {
+    /// Starts the kubelets of `api`'s nodes.
+    pub fn start(api: Arc<ApiServer>, opts: KubeletOptions) -> Arc<Self> {
+        let k = Arc::new(Self {
+            api,
+            opts,
+            state: Mutex::new(State::default()),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let (pods_tx, pods_rx) = mpsc::unbounded_channel();
+        let (nodes_tx, nodes_rx) = mpsc::unbounded_channel();
+        let nodes_start = k
+            .api
+            .store
+            .watch("/nodes", None, Subscriber::Unbounded(nodes_tx));
+        let pods_start = k
+            .api
+            .store
+            .watch("/pods", None, Subscriber::Unbounded(pods_tx));
+        let initial_nodes = nodes_start.map(|s| s.initial).unwrap_or_default();
+        let initial_pods = pods_start.map(|s| s.initial).unwrap_or_default();
+        let me = k.clone();
+        let main = tokio::spawn(async move {
+            me.run(initial_nodes, initial_pods, nodes_rx, pods_rx).await;
+        });
+        let me = k.clone();
+        let heartbeat = tokio::spawn(async move { me.heartbeats().await });
+        k.tasks_push(main);
+        k.tasks_push(heartbeat);
+        k
+    }
+
+    fn tasks_push(&self, t: JoinHandle<()>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(t);
+    }
+
+    /// Stops every kubelet task.
+    pub fn shutdown(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        nodes: Vec<Obj>,
+        pods: Vec<Obj>,
+        mut nodes_rx: mpsc::UnboundedReceiver<Arc<Event>>,
+        mut pods_rx: mpsc::UnboundedReceiver<Arc<Event>>,
+    ) {
+        for n in &nodes {
+            self.on_node(EventType::Added, n);
+        }
+        for p in &pods {
+            self.on_pod(EventType::Added, p);
+        }
+        loop {
+            tokio::select! {
+                biased;
+                ev = nodes_rx.recv() => match ev {
+                    Some(ev) => self.on_node(ev.type_, &ev.object),
+                    None => return,
+                },
+                ev = pods_rx.recv() => match ev {
+                    Some(ev) => self.on_pod(ev.type_, &ev.object),
+                    None => return,
+                },
+            }
+        }
+    }
+
+    fn on_node(self: &Arc<Self>, type_: EventType, node: &Obj) {
+        let name = str_at(&node.value, "/metadata/name").to_string();
+        let mut st = self.state();
+        if type_ == EventType::Deleted {
+            st.nodes.remove(&name);
+            drop(st);
+            self.node_lost(&name);
+            return;
+        }
+        let alloc = node
+            .value
+            .pointer("/status/allocatable")
+            .or_else(|| node.value.pointer("/status/capacity"))
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| {
+                        v.as_str()
+                            .and_then(quantity::parse_milli)
+                            .map(|q| (k.clone(), q))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !st.nodes.contains_key(&name) {
+            let index = st.node_count;
+            st.node_count += 1;
+            st.nodes.insert(
+                name.clone(),
+                NodeState {
+                    index,
+                    next_ip: 2,
+                    ..NodeState::default()
+                },
+            );
+        }
+        if let Some(n) = st.nodes.get_mut(&name) {
+            n.allocatable = alloc;
+        }
+    }
+
+    /// The pod garbage collector's part: pods bound to a node that is gone fail with
+    /// `NodeLost` and are removed.
+    fn node_lost(self: &Arc<Self>, node: &str) {
+        let api = self.api.clone();
+        let pods = self.api.builtin(Builtin::Pod);
+        let (all, _) = api.store.list("/pods", None, None);
+        let node = node.to_string();
+        let targets: Vec<Obj> = all
+            .into_iter()
+            .filter(|p| str_at(&p.value, "/spec/nodeName") == node)
+            .collect();
+        let task = tokio::spawn(async move {
+            for p in targets {
+                let key = p.key();
+                let uid = p.uid().to_string();
+                let _ = api.update(
+                    &pods,
+                    &key,
+                    Scope::Status,
+                    &WriteOpts::default(),
+                    &mut |cur| {
+                        let mut v = cur.clone();
+                        if str_at(cur, "/metadata/uid") != uid
+                            || matches!(str_at(cur, "/status/phase"), "Succeeded" | "Failed")
+                        {
+                            return Ok(v);
+                        }
+                        v["status"]["phase"] = json!("Failed");
+                        v["status"]["reason"] = json!("NodeLost");
+                        v["status"]["message"] = json!(format!(
+                            "Node {node} which was running pod {} is unresponsive",
+                            key.1
+                        ));
+                        Ok(v)
+                    },
+                );
+                let _ = api.delete(
+                    &pods,
+                    &key,
+                    &DeleteOpts {
+                        grace: Some(0),
+                        uid: Some(uid),
+                        ..DeleteOpts::default()
+                    },
+                );
+            }
+        });
+        self.tasks_push(task);
+    }
+
+    fn on_pod(self: &Arc<Self>, type_: EventType, pod: &Obj) {
+        let uid = pod.uid().to_string();
+        let v = &pod.value;
+        let mut st = self.state();
+        if type_ == EventType::Deleted {
+            st.running.remove(&uid);
+            st.seen.remove(&uid);
+            st.stopping.remove(&uid);
+            return;
+        }
+        let node = str_at(v, "/spec/nodeName").to_string();
+        if node.is_empty() || !st.nodes.contains_key(&node) {
+            return;
+        }
+        let phase = str_at(v, "/status/phase");
+        if matches!(phase, "Succeeded" | "Failed") {
+            st.running.remove(&uid);
+        }
+        let terminating = v.pointer("/metadata/deletionTimestamp").is_some();
+        if terminating {
+            if st.stopping.insert(uid.clone()) {
+                let grace = v
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    .max(0) as u64;
+                let delay = if st.running.contains_key(&uid) {
+                    scaled(self.opts.stop_delay, self.opts.speed).min(Duration::from_secs(grace))
+                } else {
+                    Duration::ZERO
+                };
+                drop(st);
+                self.later(delay, pod.key(), uid, Action::Remove);
+            }
+            return;
+        }
+        if !st.seen.insert(uid.clone()) || phase != "Pending" {
+            return;
+        }
+        // Admission: the pod's requests against what the node has left.
+        let requests = pod_requests(v);
+        let mut used: HashMap<String, i128> = HashMap::new();
+        for (n, reqs) in st.running.values() {
+            if *n == node {
+                for (k, q) in reqs {
+                    *used.entry(k.clone()).or_default() += q;
+                }
+            }
+        }
+        let alloc = st
+            .nodes
+            .get(&node)
+            .map(|n| n.allocatable.clone())
+            .unwrap_or_default();
+        let mut refusal = None;
+        let mut names: Vec<&String> = requests.keys().collect();
+        names.sort_by_key(|k| {
+            (
+                k.as_str() != "cpu",
+                k.as_str() != "memory",
+                k.as_str() != "pods",
+                (*k).clone(),
+            )
+        });
+        for k in names {
+            let want = requests[k];
+            if want <= 0 {
+                continue;
+            }
+            let capacity = alloc.get(k).copied().unwrap_or(0);
+            let in_use = used.get(k).copied().unwrap_or(0);
+            if in_use + want > capacity {
+                refusal = Some((k.clone(), want, in_use, capacity));
+                break;
+            }
+        }
+        match refusal {
+            Some((resource, want, in_use, capacity)) => {
+                drop(st);
+                let message = format!(
+                    "Pod was rejected: Node didn't have enough resource: {resource}, requested: {}, used: {}, capacity: {}",
+                    quantity::display(&resource, want),
+                    quantity::display(&resource, in_use),
+                    quantity::display(&resource, capacity)
+                );
+                tracing::info!(server = %self.api.name, pod = %pod.key().1, node = %node, %resource, "kubelet refused pod");
+                self.later(
+                    Duration::ZERO,
+                    pod.key(),
+                    uid,
+                    Action::Reject(format!("OutOf{resource}"), message),
+                );
+            }
+            None => {
+                let ip = st.nodes.get_mut(&node).map(|n| {
+                    n.next_ip += 1;
+                    format!(
+                        "10.{}.{}.{}",
+                        64 + (n.index >> 8) % 64,
+                        n.index & 0xff,
+                        n.next_ip % 250 + 2
+                    )
+                });
+                st.running.insert(uid.clone(), (node, requests));
+                drop(st);
+                let delay = scaled(self.opts.start_delay, self.opts.speed);
+                self.later(delay, pod.key(), uid, Action::Start(ip.unwrap_or_default()));
+            }
+        }
+    }
+
+    fn later(
+        self: &Arc<Self>,
+        delay: Duration,
+        key: (String, String),
+        uid: String,
+        action: Action,
+    ) {
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if let Err(e) = me.act(&key, &uid, action)
+                && e.code != 404
+            {
+                tracing::warn!(server = %me.api.name, pod = %key.1, error = %e, "kubelet write failed");
+            }
+        });
+        self.tasks_push(task);
+    }
+
+    fn act(
+        self: &Arc<Self>,
+        key: &(String, String),
+        uid: &str,
+        action: Action,
+    ) -> Result<(), ApiError> {
+        let pods = self.api.builtin(Builtin::Pod);
+        let same = |cur: &Value| str_at(cur, "/metadata/uid") == uid;
+        let opts = WriteOpts::default();
+        match action {
+            Action::Remove => {
+                self.api.delete(
+                    &pods,
+                    key,
+                    &DeleteOpts {
+                        grace: Some(0),
+                        uid: Some(uid.to_string()),
+                        ..DeleteOpts::default()
+                    },
+                )?;
+            }
+            Action::Reject(reason, message) => {
+                self.api
+                    .update(&pods, key, Scope::Status, &opts, &mut |cur| {
+                        let mut v = cur.clone();
+                        if same(cur) && str_at(cur, "/status/phase") == "Pending" {
+                            v["status"]["phase"] = json!("Failed");
+                            v["status"]["reason"] = json!(reason);
+                            v["status"]["message"] = json!(message);
+                            v["status"]["startTime"] = json!(time::now_rfc3339());
+                        }
+                        Ok(v)
+                    })?;
+            }
+            Action::Start(ip) => {
+                let mut started = false;
+                let w = self.api.update(&pods, key, Scope::Status, &opts, &mut |cur| {
+                    let mut v = cur.clone();
+                    started = false;
+                    if !same(cur) || str_at(cur, "/status/phase") != "Pending" || cur.pointer("/metadata/deletionTimestamp").is_some() {
+                        return Ok(v);
+                    }
+                    started = true;
+                    let now = time::now_rfc3339();
+                    v["status"]["phase"] = json!("Running");
+                    v["status"]["podIP"] = json!(ip);
+                    v["status"]["podIPs"] = json!([{"ip": ip}]);
+                    v["status"]["hostIP"] = json!(format!("192.168.0.{}", 1));
+                    v["status"]["startTime"] = json!(now);
+                    for t in ["PodScheduled", "Initialized", "PodReadyToStartContainers", "ContainersReady", "Ready"] {
+                        set_condition(&mut v, json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
+                    }
+                    let statuses: Vec<Value> = cur
+                        .pointer("/spec/containers")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(|c| {
+                            let name = str_at(c, "/name");
+                            json!({"name": name, "image": str_at(c, "/image"), "imageID": "",
+                                   "containerID": format!("sim://{uid}/{name}"), "ready": true, "started": true,
+                                   "restartCount": 0, "state": {"running": {"startedAt": now}}})
+                        })
+                        .collect();
+                    v["status"]["containerStatuses"] = json!(statuses);
+                    Ok(v)
+                })?;
+                if started {
+                    let annotations = w.obj.value.pointer("/metadata/annotations");
+                    let duration = annotations
+                        .and_then(|a| a.get(SIM_DURATION))
+                        .and_then(Value::as_str)
+                        .and_then(time::parse_duration);
+                    if let Some(d) = duration {
+                        let code = annotations
+                            .and_then(|a| a.get(SIM_EXIT_CODE))
+                            .and_then(|c| {
+                                c.as_str()
+                                    .and_then(|s| s.trim().parse().ok())
+                                    .or_else(|| c.as_i64())
+                            })
+                            .unwrap_or(0);
+                        self.later(
+                            scaled(d, self.opts.speed),
+                            key.clone(),
+                            uid.to_string(),
+                            Action::Finish(code),
+                        );
+                    }
+                }
+            }
+            Action::Finish(code) => {
+                self.api.update(&pods, key, Scope::Status, &opts, &mut |cur| {
+                    let mut v = cur.clone();
+                    if !same(cur) || str_at(cur, "/status/phase") != "Running" {
+                        return Ok(v);
+                    }
+                    let now = time::now_rfc3339();
+                    let ok = code == 0;
+                    v["status"]["phase"] = json!(if ok { "Succeeded" } else { "Failed" });
+                    let reason = if ok { "PodCompleted" } else { "PodFailed" };
+                    for t in ["Ready", "ContainersReady"] {
+                        set_condition(&mut v, json!({"type": t, "status": "False", "reason": reason, "lastProbeTime": null, "lastTransitionTime": now}));
+                    }
+                    if let Some(list) = v.pointer_mut("/status/containerStatuses").and_then(Value::as_array_mut) {
+                        for cs in list {
+                            let started = cs.pointer("/state/running/startedAt").cloned().unwrap_or(json!(now));
+                            cs["ready"] = json!(false);
+                            cs["started"] = json!(false);
+                            cs["state"] = json!({"terminated": {"exitCode": code, "reason": if ok { "Completed" } else { "Error" },
+                                                               "startedAt": started, "finishedAt": now,
+                                                               "containerID": cs.get("containerID").cloned().unwrap_or(Value::Null)}});
+                        }
+                    }
+                    Ok(v)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers a node: the Node object (capacity, allocatable, Ready) and its Lease.
+    pub fn register(&self, spec: &NodeSpec) -> Result<(), ApiError> {
+        let nodes = self.api.builtin(Builtin::Node);
+        let now = time::now_rfc3339();
+        let mut labels: BTreeMap<String, String> = spec.labels.clone();
+        labels
+            .entry("kubernetes.io/hostname".into())
+            .or_insert_with(|| spec.name.clone());
+        labels
+            .entry("kubernetes.io/os".into())
+            .or_insert_with(|| "linux".into());
+        labels
+            .entry("kubernetes.io/arch".into())
+            .or_insert_with(|| "amd64".into());
+        let index = self.api.store.count("/nodes");
+        let node = json!({
+            "metadata": {"name": spec.name, "labels": labels},
+            "spec": {"taints": spec.taints},
+            "status": {
+                "capacity": spec.capacity,
+                "allocatable": spec.capacity,
+                "conditions": [ready_condition(true, &now)],
+                "addresses": [{"type": "InternalIP", "address": format!("10.0.{}.{}", index / 250, index % 250 + 1)},
+                              {"type": "Hostname", "address": spec.name}],
+                "nodeInfo": {"kubeletVersion": "v1.32.0-tephra", "kubeProxyVersion": "", "osImage": "tephra simulated node",
+                             "kernelVersion": "", "containerRuntimeVersion": "sim://1", "operatingSystem": "linux",
+                             "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": ""},
+            },
+        });
+        let mut node = node;
+        if spec.taints.is_empty()
+            && let Some(s) = node.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            s.remove("taints");
+        }
+        self.api.create(&nodes, None, node, &WriteOpts::default())?;
+        let leases = self.api.builtin(Builtin::Lease);
+        self.api.create(
+            &leases,
+            Some("kube-node-lease"),
+            json!({"metadata": {"name": spec.name},
+                   "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40,
+                            "renewTime": time::now_rfc3339_micro()}}),
+            &WriteOpts::default(),
+        )?;
+        Ok(())
+    }
+
+    async fn heartbeats(self: Arc<Self>) {
+        let leases = self.api.builtin(Builtin::Lease);
+        let mut tick = tokio::time::interval(self.opts.heartbeat.max(Duration::from_millis(100)));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let (nodes, not_ready): (Vec<String>, HashSet<String>) = {
+                let st = self.state();
+                (st.nodes.keys().cloned().collect(), st.not_ready.clone())
+            };
+            for n in nodes.iter().filter(|n| !not_ready.contains(*n)) {
+                let key = ("kube-node-lease".to_string(), n.clone());
+                let _ = self.api.update(
+                    &leases,
+                    &key,
+                    Scope::Main,
+                    &WriteOpts::default(),
+                    &mut |cur| {
+                        let mut v = cur.clone();
+                        v["spec"]["renewTime"] = json!(time::now_rfc3339_micro());
+                        Ok(v)
+                    },
+                );
+            }
+        }
+    }
+
+    /// Marks a node NotReady (its Ready condition False, the `node.kubernetes.io/not-ready`
+    /// NoSchedule taint, no more Lease renewals) or Ready again.
+    pub fn set_ready(&self, node: &str, ready: bool) -> Result<(), ApiError> {
+        {
+            let mut st = self.state();
+            if ready {
+                st.not_ready.remove(node);
+            } else {
+                st.not_ready.insert(node.to_string());
+            }
+        }
+        let nodes = self.api.builtin(Builtin::Node);
+        let key = (String::new(), node.to_string());
+        self.api.update(&nodes, &key, Scope::All, &WriteOpts::default(), &mut |cur| {
+            let mut v = cur.clone();
+            let now = time::now_rfc3339();
+            set_condition(&mut v, ready_condition(ready, &now));
+            let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": now});
+            let mut taints: Vec<Value> = cur.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+            taints.retain(|t| t.get("key").and_then(Value::as_str) != Some("node.kubernetes.io/not-ready"));
+            if !ready {
+                taints.push(taint);
+            }
+            if taints.is_empty() {
+                if let Some(s) = v.get_mut("spec").and_then(Value::as_object_mut) {
+                    s.remove("taints");
+                }
+            } else {
+                v["spec"]["taints"] = json!(taints);
+            }
+            Ok(v)
+        })?;
+        Ok(())
+    }
+}
+
+fn ready_condition(ready: bool, now: &str) -> Value {
+    if ready {
+        json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    } else {
+        json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "kubelet stopped posting node status (tephra-devcluster fault)",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    }
+}
+
+enum Action {
+    Start(String),
+    Reject(String, String),
+    Finish(i64),
+    Remove,
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_sum_containers_and_take_limits_for_missing_requests() {
+        let pod = json!({"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}});
+        let r = pod_requests(&pod);
+        assert_eq!(r["cpu"], 4000);
+        assert_eq!(r["nvidia.com/gpu"], 2000);
+        assert_eq!(r["memory"], 1_073_741_824_000);
+        assert_eq!(r["pods"], 1000);
+    }
+}

@@ -1,0 +1,42 @@
+//! tephra-devcluster: a small Kubernetes on one machine, for integration tests and `tephra dev`.
+//!
+//! An in-memory API server that real clients (kube-rs, `kubectl`) talk to over HTTPS with a
+//! bearer token: discovery, openapi, built-in kinds and CRDs (with their schema defaults,
+//! pruning and CEL rules, through `tephra_api::admission`), list and watch with resource
+//! versions, every patch type, the status, binding and eviction subresources. Simulated kubelets
+//! run the pods bound to a fleet's nodes. See README, "A Kubernetes on one machine".
+
+pub mod admit;
+pub mod api;
+pub mod builtin_schema;
+pub mod cluster;
+pub mod discovery;
+pub mod error;
+pub mod faults;
+pub mod fleet;
+pub mod handlers;
+pub mod http;
+pub mod jsonpath;
+pub mod kubeconfig;
+pub mod kubelet;
+pub mod openapi;
+pub mod pagination;
+pub mod patch;
+pub mod prune;
+pub mod quantity;
+pub mod resource;
+pub mod router;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod subresource;
+pub mod table;
+pub mod time;
+pub mod tls;
+pub mod watch;
+
+pub use api::{ApiServer, ServerOptions};
+pub use cluster::{DevCluster, Handle, Options};
+pub use error::Error;
+pub use server::Server;

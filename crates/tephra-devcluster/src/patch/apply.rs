@@ -1,0 +1,336 @@
+//! Server-side apply, as a field-manager-aware merge: the applied configuration is merged into
+//! the live object (lists by their merge keys for built-in kinds, atomically for custom
+//! resources); a field another manager owns with a different value is a conflict (409) unless
+//! `force`; fields this manager applied before and no longer applies are removed unless someone
+//! else owns them; and `metadata.managedFields` records each manager's fields. Ordinary writes
+//! (create, update, patch) move the fields they change to their manager, with operation
+//! `Update`.
+
+use serde_json::Value;
+
+use super::fields::{self, FieldSet};
+use super::strategic::{ListStrategy, list_strategy};
+use crate::status::{ApiError, Cause};
+
+/// One manager's entry, parsed.
+#[derive(Clone, Debug)]
+struct Managed {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: String,
+    set: FieldSet,
+}
+
+fn read_managed(object: &Value) -> Vec<Managed> {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.get("subresource").is_none())
+        .map(|e| {
+            let s = |k: &str| {
+                e.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            Managed {
+                manager: s("manager"),
+                operation: s("operation"),
+                api_version: s("apiVersion"),
+                time: s("time"),
+                set: e
+                    .get("fieldsV1")
+                    .map(fields::from_fields_v1)
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+fn write_managed(object: &mut Value, managed: &[Managed]) {
+    let entries: Vec<Value> = managed
+        .iter()
+        .filter(|m| !m.set.is_empty())
+        .map(|m| fields::entry(&m.manager, &m.operation, &m.api_version, &m.time, &m.set))
+        .collect();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+}
+
+/// Records an ordinary write by `manager`: the fields that changed from `old` to `new` move to
+/// it (operation `Update`); fields that disappeared leave every manager.
+pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, keyed: bool, time: &str) {
+    let mut managed = old.map(read_managed).unwrap_or_default();
+    let new_set = fields::field_set(new, keyed);
+    let changed: FieldSet = match old {
+        None => new_set.clone(),
+        Some(o) => new_set
+            .iter()
+            .filter(|p| fields::lookup(o, p) != fields::lookup(new, p))
+            .cloned()
+            .collect(),
+    };
+    for m in &mut managed {
+        m.set
+            .retain(|p| new_set.contains(p) && !changed.contains(p));
+    }
+    if !changed.is_empty() {
+        let api_version = new
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match managed
+            .iter_mut()
+            .find(|m| m.manager == manager && m.operation == "Update")
+        {
+            Some(m) => {
+                m.set.extend(changed);
+                m.time = time.to_string();
+            }
+            None => managed.push(Managed {
+                manager: manager.to_string(),
+                operation: "Update".into(),
+                api_version,
+                time: time.to_string(),
+                set: changed,
+            }),
+        }
+    }
+    write_managed(new, &managed);
+}
+
+/// Applies `applied` as `manager` to `live` (absent: the object is created from it).
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    keyed: bool,
+    time: &str,
+) -> Result<Value, ApiError> {
+    let applied_set = fields::field_set(applied, keyed);
+    let api_version = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let Some(live) = live else {
+        let mut obj = applied.clone();
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
+        write_managed(
+            &mut obj,
+            &[Managed {
+                manager: manager.into(),
+                operation: "Apply".into(),
+                api_version,
+                time: time.into(),
+                set: applied_set,
+            }],
+        );
+        return Ok(obj);
+    };
+    let mut managed = read_managed(live);
+    // Conflicts: a field someone else owns, applied with a different value.
+    let mut conflicts: Vec<(String, String)> = Vec::new();
+    for m in managed.iter().filter(|m| m.manager != manager) {
+        for p in m.set.intersection(&applied_set) {
+            if p.last().is_some_and(|e| e == ".") {
+                continue;
+            }
+            if fields::lookup(applied, p) != fields::lookup(live, p) {
+                conflicts.push((m.manager.clone(), fields::display(p)));
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflict_error(&conflicts));
+    }
+    if force {
+        for m in managed.iter_mut().filter(|m| m.manager != manager) {
+            m.set
+                .retain(|p| !applied_set.contains(p) || p.last().is_some_and(|e| e == "."));
+        }
+    }
+    let mut out = live.clone();
+    // Fields this manager applied before but no longer does, that nobody else owns.
+    let previous: FieldSet = managed
+        .iter()
+        .filter(|m| m.manager == manager && m.operation == "Apply")
+        .flat_map(|m| m.set.iter().cloned())
+        .collect();
+    let others: FieldSet = managed
+        .iter()
+        .filter(|m| !(m.manager == manager && m.operation == "Apply"))
+        .flat_map(|m| m.set.iter().cloned())
+        .collect();
+    let mut dropped: Vec<_> = previous
+        .difference(&applied_set)
+        .filter(|p| !others.contains(*p))
+        .cloned()
+        .collect();
+    dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in &dropped {
+        fields::remove(&mut out, p);
+    }
+    let mut parents = Vec::new();
+    merge_applied(&mut out, applied, keyed, &mut parents);
+    managed.retain(|m| !(m.manager == manager && m.operation == "Apply"));
+    managed.push(Managed {
+        manager: manager.into(),
+        operation: "Apply".into(),
+        api_version,
+        time: time.into(),
+        set: applied_set,
+    });
+    write_managed(&mut out, &managed);
+    Ok(out)
+}
+
+fn conflict_error(conflicts: &[(String, String)]) -> ApiError {
+    let n = conflicts.len();
+    let message = if let [(mgr, path)] = conflicts {
+        format!("Apply failed with 1 conflict: conflict with {mgr:?}: {path}")
+    } else {
+        let mut s = format!("Apply failed with {n} conflicts: ");
+        let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
+        managers.dedup();
+        for mgr in managers {
+            s.push_str(&format!("conflicts with {mgr:?}:"));
+            for (_, p) in conflicts.iter().filter(|(m, _)| m == mgr) {
+                s.push_str(&format!("\n- {p}"));
+            }
+            s.push('\n');
+        }
+        s.trim_end().to_string()
+    };
+    let causes = conflicts
+        .iter()
+        .map(|(m, p)| Cause {
+            reason: "FieldManagerConflict".into(),
+            message: format!("conflict with {m:?}"),
+            field: p.clone(),
+        })
+        .collect();
+    let mut e = ApiError::invalid("", "", "", causes);
+    e.code = 409;
+    e.reason = "Conflict";
+    e.message = message;
+    if let Some(d) = e.details.as_mut().and_then(Value::as_object_mut) {
+        d.remove("name");
+        d.remove("group");
+        d.remove("kind");
+    }
+    e
+}
+
+fn merge_applied(live: &mut Value, applied: &Value, keyed: bool, parents: &mut Vec<String>) {
+    let (Some(l), Some(a)) = (live.as_object_mut(), applied.as_object()) else {
+        *live = applied.clone();
+        return;
+    };
+    for (k, v) in a {
+        if parents.is_empty() && k == "status" {
+            continue;
+        }
+        if parents.len() == 1 && parents[0] == "metadata" && k == "managedFields" {
+            continue;
+        }
+        match (l.get_mut(k), v) {
+            (Some(lv @ Value::Object(_)), Value::Object(_)) => {
+                parents.push(k.clone());
+                merge_applied(lv, v, keyed, parents);
+                parents.pop();
+            }
+            (Some(Value::Array(li)), Value::Array(ai)) => {
+                let strategy = if keyed || k == "finalizers" {
+                    list_strategy(parents, k)
+                } else {
+                    ListStrategy::Atomic
+                };
+                match strategy {
+                    ListStrategy::Key(key) => {
+                        parents.push(k.clone());
+                        for item in ai {
+                            match item
+                                .get(key)
+                                .and_then(|id| li.iter_mut().find(|x| x.get(key) == Some(id)))
+                            {
+                                Some(existing) => merge_applied(existing, item, keyed, parents),
+                                None => li.push(item.clone()),
+                            }
+                        }
+                        parents.pop();
+                    }
+                    ListStrategy::Set => {
+                        for item in ai {
+                            if !li.contains(item) {
+                                li.push(item.clone());
+                            }
+                        }
+                    }
+                    ListStrategy::Atomic => *li = ai.clone(),
+                }
+            }
+            _ => {
+                l.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(queue: &str) -> Value {
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j"}, "spec": {"queue": queue, "minAvailable": 1}})
+    }
+
+    #[test]
+    fn apply_creates_merges_and_conflicts_with_other_managers() {
+        let created = apply(None, &job("a"), "alice", false, false, "t").expect("created");
+        assert_eq!(created["metadata"]["managedFields"][0]["manager"], "alice");
+        // Same value from another manager: shared ownership, no conflict.
+        let shared = apply(Some(&created), &job("a"), "bob", false, false, "t").expect("shared");
+        // A different value: conflict naming the field and the manager.
+        let err =
+            apply(Some(&shared), &job("b"), "carol", false, false, "t").expect_err("conflict");
+        assert_eq!(err.code, 409);
+        assert!(err.message.contains(".spec.queue"), "{}", err.message);
+        let forced = apply(Some(&shared), &job("b"), "carol", true, false, "t").expect("forced");
+        assert_eq!(forced["spec"]["queue"], "b");
+    }
+
+    #[test]
+    fn fields_a_manager_stops_applying_are_removed() {
+        let mut first = job("a");
+        first["spec"]["priorityClassName"] = json!("high");
+        let live = apply(None, &first, "alice", false, false, "t").expect("created");
+        let again = apply(Some(&live), &job("a"), "alice", false, false, "t").expect("applied");
+        assert!(again["spec"].get("priorityClassName").is_none());
+        assert_eq!(again["spec"]["minAvailable"], 1);
+    }
+
+    #[test]
+    fn updates_take_over_the_fields_they_change() {
+        let live = apply(None, &job("a"), "alice", false, false, "t").expect("created");
+        let mut new = live.clone();
+        new["spec"]["queue"] = json!("z");
+        record_update(Some(&live), &mut new, "kubectl-edit", false, "t");
+        let err = apply(Some(&new), &job("a"), "alice", false, false, "t").expect_err("conflict");
+        assert!(err.message.contains("kubectl-edit"), "{}", err.message);
+    }
+}

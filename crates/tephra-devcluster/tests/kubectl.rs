@@ -1,0 +1,290 @@
+//! The same flows with the real `kubectl` (Debian's `kubernetes-client`; `.ci/run` installs it):
+//! `apply -f examples/`, `get` with the CRDs' printer columns, `explain`, `patch`, `delete`,
+//! `get -w`, and a refused manifest printed as kubectl prints the API server's 422.
+//!
+//! `TEPHRA_KUBECTL` names another kubectl binary to run them with. kubectl before 1.27 reads
+//! only OpenAPI v2 (protobuf), which the devcluster serves empty, so with such a kubectl
+//! (Debian 12's `kubernetes-client` is 1.20) `explain` is not checked; everything else is.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+fn binary() -> String {
+    std::env::var("TEPHRA_KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+struct Kubectl {
+    /// The client's minor version.
+    minor: u32,
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+impl Kubectl {
+    fn new(kubeconfig_yaml: &str) -> Self {
+        let found = Command::new(binary())
+            .args(["version", "--client", "-o", "json"])
+            .output();
+        let out = match found {
+            Ok(o) if o.status.success() => o.stdout,
+            _ => panic!(
+                "kubectl is not installed: install Debian's kubernetes-client package \
+                 (`apt-get install kubernetes-client`; bash .ci/run does this)"
+            ),
+        };
+        let version: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let minor = version["clientVersion"]["minor"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_end_matches('+')
+            .parse()
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tephra-kubectl-{}-{}",
+            std::process::id(),
+            tephra_devcluster::kubeconfig::token()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_yaml).unwrap();
+        Self {
+            minor,
+            kubeconfig,
+            cache: dir.join("cache"),
+            _dir: TempDir(dir),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(binary());
+        c.env("KUBECONFIG", &self.kubeconfig)
+            .arg(format!("--cache-dir={}", self.cache.display()))
+            .args(args)
+            .current_dir(repo());
+        c
+    }
+
+    /// Runs kubectl on a blocking thread (the servers run on this test's runtime).
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let mut cmd = self.command(args);
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_gets_explains_patches_and_deletes() {
+    let h = common::fleet().await;
+    let k = Kubectl::new(&h.kubeconfig_yaml());
+
+    let out = k.ok(&["apply", "-f", "examples/"]).await;
+    for line in [
+        "job.batch.volcano.sh/llama-finetune created",
+        "podgroup.scheduling.volcano.sh/ray-cluster-a created",
+        "queue.scheduling.volcano.sh/org-ml created",
+        "propagationpolicy.policy.tephra.io/gpu-jobs-us-east created",
+        "pod/ray-cluster-a-head created",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    let again = k
+        .ok(&["apply", "-f", "examples/pytorch-distributed.yaml"])
+        .await;
+    assert!(again.contains("unchanged"), "{again}");
+
+    // Printer columns from the CRDs, short names from discovery.
+    let jobs = k.ok(&["get", "vcjob", "-A"]).await;
+    let header = jobs.lines().next().unwrap();
+    for col in [
+        "NAMESPACE",
+        "NAME",
+        "STATUS",
+        "MINAVAILABLE",
+        "RUNNINGS",
+        "AGE",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(jobs.contains("llama-finetune"), "{jobs}");
+    let wide = k.ok(&["get", "queue", "research", "-o", "wide"]).await;
+    assert!(wide.lines().next().unwrap().contains("WEIGHT"), "{wide}");
+
+    if k.minor >= 27 {
+        let explain = k.ok(&["explain", "vcjob.spec.tasks"]).await;
+        assert!(explain.contains("FIELD: tasks"), "{explain}");
+        let explain = k.ok(&["explain", "pods.spec.nodeName"]).await;
+        assert!(explain.contains("nodeName"), "{explain}");
+    } else {
+        eprintln!(
+            "kubectl 1.{} reads only OpenAPI v2: explain not checked",
+            k.minor
+        );
+    }
+
+    let patched = k
+        .ok(&[
+            "patch",
+            "queue",
+            "research",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"weight":7}}"#,
+        ])
+        .await;
+    assert!(
+        patched.contains("queue.scheduling.volcano.sh/research patched"),
+        "{patched}"
+    );
+    let weight = k
+        .ok(&["get", "queue", "research", "-o", "jsonpath={.spec.weight}"])
+        .await;
+    assert_eq!(weight, "7");
+    k.ok(&[
+        "patch",
+        "queue",
+        "research",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/weight","value":8}]"#,
+    ])
+    .await;
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "queue",
+            "research",
+            "-p",
+            r#"{"spec":{"weight":9}}"#,
+        ])
+        .await;
+    assert!(
+        !ok && err.contains("the body of the request was in an unknown format"),
+        "{err}"
+    );
+
+    // A manifest the CRD refuses: kubectl prints the 422 with the field.
+    let (ok, _, err) = k
+        .run(&["apply", "-f", "tests/broken/job-negative-replicas.yaml"])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("The Job \"broken\" is invalid: spec.tasks[0].replicas"),
+        "{err}"
+    );
+
+    let deleted = k
+        .ok(&["delete", "vcjob", "-n", "ml", "llama-finetune"])
+        .await;
+    assert!(
+        deleted.contains("job.batch.volcano.sh \"llama-finetune\" deleted"),
+        "{deleted}"
+    );
+    let (ok, _, err) = k.run(&["get", "vcjob", "-n", "ml", "llama-finetune"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
+    // Server-side apply and a member context.
+    let ssa = k
+        .ok(&[
+            "apply",
+            "--server-side",
+            "-f",
+            "examples/podgroup-with-pods.yaml",
+        ])
+        .await;
+    assert!(ssa.contains("serverside-applied"), "{ssa}");
+    let nodes = k.ok(&["--context", "east", "get", "nodes"]).await;
+    assert!(
+        nodes.contains("east-0") && nodes.contains("Ready"),
+        "{nodes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_prints_pods_as_they_start() {
+    let h = common::fleet().await;
+    let k = Kubectl::new(&h.kubeconfig_yaml());
+    k.ok(&["--context", "east", "get", "pods"]).await;
+    let mut child = k
+        .command(&["--context", "east", "get", "pods", "-w", "-o", "wide"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pods: Api<Pod> = Api::default_namespaced(common::client(&h, "east").await);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "watched"},
+        "spec": {"nodeName": "east-0", "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let mut lines = Vec::new();
+    let saw_running = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = rx.recv().await {
+            let running =
+                line.contains("watched") && line.contains("Running") && line.contains("east-0");
+            lines.push(line);
+            if running {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(saw_running, "kubectl get -w printed:\n{}", lines.join("\n"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("watched") && l.contains("Pending")),
+        "{lines:?}"
+    );
+}

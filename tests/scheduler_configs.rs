@@ -44,3 +44,54 @@ fn tuned_arguments_are_read() {
     let binpack = c.tiers[1].iter().find(|p| p.name == "binpack").unwrap();
     assert_eq!(binpack.arguments.len(), 5);
 }
+
+fn corpus_confs() -> Option<Vec<std::path::PathBuf>> {
+    let root = common::repo_root().join("../shared/volcano-corpus/volcano");
+    if !root.is_dir() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for dir in [
+        "extracted-confs",
+        "docs-extracted/confs",
+        "installer/helm/chart/volcano/config",
+    ] {
+        for entry in std::fs::read_dir(root.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "conf") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Some(out)
+}
+
+/// Every scheduler configuration Volcano ships (in its installer and Helm chart) and every one
+/// in its user guide loads: Volcano plugins tephra does not implement load with a warning, and
+/// arguments that have no effect here are accepted with one.
+#[test]
+fn every_volcano_shipped_and_documented_config_loads() {
+    let Some(files) = corpus_confs() else {
+        eprintln!("skipped: ../shared/volcano-corpus is absent");
+        return;
+    };
+    assert!(files.len() >= 25, "corpus lost configs: {}", files.len());
+    let mut failures = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        match SchedulerConfig::parse(&text) {
+            Ok(c) => {
+                for w in &c.warnings {
+                    println!("{}: warning: {w}", path.display());
+                }
+            }
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}

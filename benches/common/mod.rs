@@ -66,7 +66,8 @@ fn fleet_20x500() -> Cache {
 pub fn world_d() -> Cache {
     let mut c = fleet_20x500();
     for q in ["research", "prod"] {
-        c.apply(Event::QueueUpsert(QueueSpec::named(q))).unwrap();
+        c.apply(Event::QueueUpsert(Box::new(QueueSpec::named(q))))
+            .unwrap();
     }
     let fill = |c: &mut Cache, namespace, request, per_node, gang, gpu| {
         fill_running(

@@ -196,6 +196,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
         preemptable: true,
         namespace: fill.namespace.into(),
         priority_class: None,
+        rules: Default::default(),
     });
     let nodes: Vec<(String, String)> = cache
         .world()

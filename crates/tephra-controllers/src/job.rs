@@ -11,15 +11,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tephra_api::Job;
-use tephra_api::well_known::PREEMPTABLE;
-use tephra_scheduler::model::{
-    JobPolicy, Labels, Requirement, SelectorOp, TaintEffect, TaskShape, Toleration,
-};
+use tephra_api::well_known::{JOB_NAME, JOB_NAMESPACE, PREEMPTABLE, QUEUE_NAME, TASK_SPEC};
+use tephra_scheduler::model::{JobPolicy, Labels, PodRules, Requirement, TaskShape, Toleration};
 use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
+use crate::pod::{self, UnknownValue};
 use crate::podgroup::{Gang, GangSpec, GangTask, gang};
 
 /// Why a Job cannot become a gang. Each names the field.
@@ -56,15 +54,8 @@ pub enum JobError {
     },
     /// A value the scheduler has no meaning for (an affinity operator, a toleration operator
     /// or effect).
-    #[error("{field}: unknown value {value:?} (known: {known})")]
-    Unknown {
-        /// Field path.
-        field: String,
-        /// The value.
-        value: String,
-        /// The values that are known.
-        known: &'static str,
-    },
+    #[error(transparent)]
+    Unknown(#[from] UnknownValue),
     /// A pod's requests cannot be read.
     #[error("spec.tasks[{index}] ({task}): {source}")]
     Resources {
@@ -97,6 +88,8 @@ pub struct TaskPlan {
     pub tolerations: Vec<Toleration>,
     /// Priority class of the pods.
     pub priority_class: Option<String>,
+    /// Labels, preferred node affinity and inter-pod (anti-)affinity of the pods.
+    pub rules: PodRules,
     /// Whether the pods may be preempted or reclaimed (`volcano.sh/preemptable`, default true).
     pub preemptable: bool,
 }
@@ -145,6 +138,7 @@ impl GangPlan {
                     preemptable: t.preemptable,
                     namespace: self.namespace.clone(),
                     priority_class: t.priority_class.clone(),
+                    rules: t.rules.clone(),
                 }),
                 replicas: t.replicas,
                 min_available: Some(t.min_available),
@@ -170,131 +164,21 @@ fn non_negative(field: String, v: i32) -> Result<u32, JobError> {
     u32::try_from(v).map_err(|_| JobError::Negative { field, value: v })
 }
 
-/// Adds quantities of the same resource exactly, keeping Kubernetes text form.
-fn add_quantity(a: &Quantity, b: &Quantity) -> Quantity {
-    // Both are valid quantities (the API server checked them); summing their millis keeps it
-    // exact for every unit the scheduler uses.
-    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
-    Quantity(format!("{}m", milli(a) + milli(b)))
-}
-
-fn max_quantity(a: &Quantity, b: &Quantity) -> Quantity {
-    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
-    if milli(b) > milli(a) {
-        b.clone()
-    } else {
-        a.clone()
-    }
-}
-
-/// A quantity in thousandths of its unit (exact; rounds up below that).
-fn parse_milli(text: &str) -> Option<i64> {
-    tephra_scheduler::quantity::parse_scaled(text, 1000).ok()
-}
-
-fn container_requests(c: &Container) -> BTreeMap<String, Quantity> {
-    let mut out = BTreeMap::new();
-    if let Some(r) = &c.resources {
-        // Kubernetes defaults a missing request to the limit.
-        if let Some(limits) = &r.limits {
-            out.extend(limits.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        if let Some(requests) = &r.requests {
-            out.extend(requests.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-    }
-    out
-}
-
-/// The effective requests of a pod, as kube-scheduler computes them.
-pub fn pod_requests(spec: &PodSpec) -> BTreeMap<String, Quantity> {
-    let mut sum: BTreeMap<String, Quantity> = BTreeMap::new();
-    for c in &spec.containers {
-        for (k, v) in container_requests(c) {
-            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
-            *e = add_quantity(e, &v);
-        }
-    }
-    for c in spec.init_containers.iter().flatten() {
-        for (k, v) in container_requests(c) {
-            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
-            *e = max_quantity(e, &v);
-        }
-    }
-    for (k, v) in spec.overhead.iter().flatten() {
-        let e = sum.entry(k.clone()).or_insert_with(|| Quantity("0".into()));
-        *e = add_quantity(e, v);
-    }
-    sum
-}
-
-/// Required node affinity: node selector terms ORed, the match expressions of a term ANDed.
-fn node_affinity(pod: &PodSpec, at: &str) -> Result<Vec<Vec<Requirement>>, JobError> {
-    let Some(required) = pod
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-    else {
-        return Ok(Vec::new());
-    };
-    let mut terms = Vec::new();
-    for (t, term) in required.node_selector_terms.iter().enumerate() {
-        let mut reqs = Vec::new();
-        for (e, expr) in term.match_expressions.iter().flatten().enumerate() {
-            let op = SelectorOp::parse(&expr.operator).ok_or_else(|| JobError::Unknown {
-                field: format!(
-                    "{at}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}].matchExpressions[{e}].operator"
-                ),
-                value: expr.operator.clone(),
-                known: "In, NotIn, Exists, DoesNotExist, Gt, Lt",
-            })?;
-            reqs.push(Requirement {
-                key: expr.key.clone(),
-                op,
-                values: expr.values.clone().unwrap_or_default(),
-            });
-        }
-        terms.push(reqs);
-    }
-    Ok(terms)
-}
-
-/// Tolerations as the scheduler models them: an empty operator is `Equal`, an empty effect
-/// tolerates every effect.
-fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, JobError> {
-    let mut out = Vec::new();
-    for (i, t) in pod.tolerations.iter().flatten().enumerate() {
-        let exists = match t.operator.as_deref() {
-            None | Some("") | Some("Equal") => false,
-            Some("Exists") => true,
-            Some(other) => {
-                return Err(JobError::Unknown {
-                    field: format!("{at}.spec.tolerations[{i}].operator"),
-                    value: other.to_string(),
-                    known: "Equal, Exists",
-                });
-            }
-        };
-        let effect = match t.effect.as_deref() {
-            None | Some("") => None,
-            Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| JobError::Unknown {
-                field: format!("{at}.spec.tolerations[{i}].effect"),
-                value: e.to_string(),
-                known: "NoSchedule, PreferNoSchedule, NoExecute",
-            })?),
-        };
-        out.push(Toleration {
-            key: t.key.clone().unwrap_or_default(),
-            exists,
-            value: t.value.clone().unwrap_or_default(),
-            effect,
-        });
-    }
-    Ok(out)
+/// The labels of a task's pods, as Volcano's job controller sets them: the template's labels
+/// plus the job name, namespace, queue and task.
+fn pod_labels(
+    job: &Job,
+    task: &str,
+    meta: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+) -> Labels {
+    let mut labels = meta.and_then(|m| m.labels.clone()).unwrap_or_default();
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    labels.insert(JOB_NAME.into(), name);
+    labels.insert(JOB_NAMESPACE.into(), namespace);
+    labels.insert(QUEUE_NAME.into(), job.spec.queue.clone());
+    labels.insert(TASK_SPEC.into(), task.to_string());
+    labels
 }
 
 /// Turns a Job into its gang plan.
@@ -338,14 +222,16 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
             .and_then(|m| m.annotations.as_ref())
             .and_then(|a| a.get(PREEMPTABLE))
             .is_none_or(|v| v != "false");
+        let labels = pod_labels(job, &name, t.template.metadata.as_ref());
         tasks.push(TaskPlan {
+            requests: pod::requests(&pod),
+            node_selector: pod.node_selector.clone().unwrap_or_default(),
+            affinity: pod::node_affinity(&pod, &at)?,
+            tolerations: pod::tolerations(&pod, &at)?,
+            rules: pod::rules(&pod, &labels, &at)?,
             name,
             replicas,
             min_available: min,
-            requests: pod_requests(&pod),
-            node_selector: pod.node_selector.clone().unwrap_or_default(),
-            affinity: node_affinity(&pod, &at)?,
-            tolerations: tolerations(&pod, &at)?,
             priority_class: pod
                 .priority_class_name
                 .clone()
@@ -393,6 +279,7 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tephra_scheduler::model::TaintEffect;
 
     fn job(yaml_json: serde_json::Value) -> Job {
         serde_json::from_value(yaml_json).expect("valid job")
@@ -430,13 +317,13 @@ mod tests {
         }));
         let r = &plan(&j).unwrap().tasks[0].requests;
         assert_eq!(
-            parse_milli(&r["cpu"].0),
+            pod::parse_milli(&r["cpu"].0),
             Some(4000),
             "init container's 4 cpu beat 1.5"
         );
-        assert_eq!(parse_milli(&r["memory"].0), Some(1_073_741_824_000));
+        assert_eq!(pod::parse_milli(&r["memory"].0), Some(1_073_741_824_000));
         assert_eq!(
-            parse_milli(&r["nvidia.com/gpu"].0),
+            pod::parse_milli(&r["nvidia.com/gpu"].0),
             Some(2000),
             "limit stands in for the request"
         );

@@ -42,7 +42,9 @@ pub use config::SchedulerConfig;
 pub use decisions::Decisions;
 pub use framework::session::Session;
 
-use config::{ArgError, Args, Catalog, ConfigError, PluginConfig, PluginTraits};
+use config::{
+    ArgErrors, ArgSpec, Args, Catalog, ConfigError, ParseOptions, PluginConfig, PluginTraits,
+};
 use framework::hooks::Hooks;
 use framework::plugin::Plugin;
 use placement::Placer;
@@ -52,7 +54,9 @@ pub struct PluginEntry {
     /// The name a configuration gives it.
     pub name: &'static str,
     /// Builds an instance (one per session), checking its arguments.
-    pub build: fn(&PluginConfig) -> Result<Box<dyn Plugin>, ArgError>,
+    pub build: fn(&PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors>,
+    /// The arguments it reads (and those it accepts without effect).
+    pub args: &'static ArgSpec,
 }
 
 /// A built-in action: its name, how to check its arguments, and how to run it.
@@ -60,7 +64,9 @@ pub struct ActionEntry {
     /// The name a configuration gives it.
     pub name: &'static str,
     /// Checks its arguments.
-    pub check: fn(&Args) -> Result<(), ArgError>,
+    pub check: fn(&Args) -> Result<(), ArgErrors>,
+    /// The arguments it reads (and those it accepts without effect).
+    pub args: &'static ArgSpec,
     /// Runs it on a session.
     pub execute: fn(&mut Session, &mut Placer, &Args),
 }
@@ -70,70 +76,97 @@ pub const PLUGINS: &[PluginEntry] = &[
     PluginEntry {
         name: "gang",
         build: plugins::gang::build,
+        args: &plugins::gang::ARGS,
     },
     PluginEntry {
         name: "priority",
         build: plugins::priority::build,
+        args: &plugins::priority::ARGS,
     },
     PluginEntry {
         name: "conformance",
         build: plugins::conformance::build,
+        args: &plugins::conformance::ARGS,
     },
     PluginEntry {
         name: "predicates",
         build: plugins::predicates::build,
+        args: &plugins::predicates::ARGS,
     },
     PluginEntry {
         name: "nodeorder",
         build: plugins::nodeorder::build,
+        args: &plugins::nodeorder::ARGS,
     },
     PluginEntry {
         name: "binpack",
         build: plugins::binpack::build,
+        args: &plugins::binpack::ARGS,
     },
     PluginEntry {
         name: "drf",
         build: plugins::drf::build,
+        args: &plugins::drf::ARGS,
     },
     PluginEntry {
         name: "proportion",
         build: plugins::proportion::build,
+        args: &plugins::proportion::ARGS,
     },
     PluginEntry {
         name: "capacity",
         build: plugins::capacity::build,
+        args: &plugins::capacity::ARGS,
     },
     PluginEntry {
         name: "overcommit",
         build: plugins::overcommit::build,
+        args: &plugins::overcommit::ARGS,
     },
     PluginEntry {
         name: "sla",
         build: plugins::sla::build,
+        args: &plugins::sla::ARGS,
+    },
+    PluginEntry {
+        name: "nodegroup",
+        build: plugins::nodegroup::build,
+        args: &plugins::nodegroup::ARGS,
+    },
+    PluginEntry {
+        name: "pdb",
+        build: plugins::pdb::build,
+        args: &plugins::pdb::ARGS,
     },
     PluginEntry {
         name: "gpupack",
         build: plugins::gpupack::build,
+        args: &plugins::gpupack::ARGS,
     },
     PluginEntry {
         name: "clusteraffinity",
         build: plugins::clusteraffinity::build,
+        args: &plugins::clusteraffinity::ARGS,
     },
     PluginEntry {
         name: "clustertaint",
         build: plugins::clustertaint::build,
+        args: &plugins::clustertaint::ARGS,
     },
     PluginEntry {
         name: "spread",
         build: plugins::spread::build,
+        args: &plugins::spread::ARGS,
     },
     PluginEntry {
         name: "clusterresource",
         build: plugins::clusterresource::build,
+        args: &plugins::clusterresource::ARGS,
     },
     PluginEntry {
         name: "cost",
         build: plugins::cost::build,
+        args: &plugins::cost::ARGS,
     },
 ];
 
@@ -143,32 +176,66 @@ pub const ACTIONS: &[ActionEntry] = &[
         name: "enqueue",
         check: actions::enqueue::check,
         execute: actions::enqueue::execute,
+        args: &actions::enqueue::ARGS,
     },
     ActionEntry {
         name: "allocate",
         check: actions::allocate::check,
         execute: actions::allocate::execute,
+        args: &actions::allocate::ARGS,
     },
     ActionEntry {
         name: "backfill",
         check: actions::backfill::check,
         execute: actions::backfill::execute,
+        args: &actions::backfill::ARGS,
     },
     ActionEntry {
         name: "preempt",
         check: actions::preempt::check,
         execute: actions::preempt::execute,
+        args: &actions::preempt::ARGS,
     },
     ActionEntry {
         name: "reclaim",
         check: actions::reclaim::check,
         execute: actions::reclaim::execute,
+        args: &actions::reclaim::ARGS,
+    },
+    ActionEntry {
+        name: "gangpreempt",
+        check: actions::gang::check,
+        execute: actions::gang::preempt,
+        args: &actions::gang::ARGS,
+    },
+    ActionEntry {
+        name: "gangreclaim",
+        check: actions::gang::check,
+        execute: actions::gang::reclaim,
+        args: &actions::gang::ARGS,
     },
 ];
 
 /// Volcano actions that tephra does not provide yet. Naming one is an explicit error rather
 /// than a silent no-op.
 pub const UNAVAILABLE_ACTIONS: &[&str] = &["shuffle"];
+
+/// Volcano plugins that tephra does not implement. A configuration that names one loads, with a
+/// warning and a `tephra_config_inert_plugins` metric, so that a Volcano configuration migrates
+/// as it is; the plugin has no effect. `--strict-config` refuses them instead.
+pub const INERT_PLUGINS: &[&str] = &[
+    "numa-aware",
+    "task-topology",
+    "tdm",
+    "rescheduling",
+    "usage",
+    "deviceshare",
+    "resource-strategy-fit",
+    "extender",
+    "cdp",
+    "resourcequota",
+    "network-topology-aware",
+];
 
 fn plugin(name: &str) -> Option<&'static PluginEntry> {
     PLUGINS.iter().find(|p| p.name == name)
@@ -195,22 +262,38 @@ impl Catalog for Registry {
         UNAVAILABLE_ACTIONS.contains(&name)
     }
 
-    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgError>> {
+    fn is_inert_plugin(&self, name: &str) -> bool {
+        INERT_PLUGINS.contains(&name)
+    }
+
+    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgErrors>> {
         let entry = plugin(&cfg.name)?;
         Some((entry.build)(cfg).map(|p| PluginTraits {
             orders_queues: p.queue_order().is_some(),
+            inert_args: entry.args.inert_keys(&cfg.arguments),
         }))
     }
 
-    fn check_action(&self, name: &str, args: &Args) -> Option<Result<(), ArgError>> {
-        action(name).map(|a| (a.check)(args))
+    fn check_action(
+        &self,
+        name: &str,
+        args: &Args,
+    ) -> Option<Result<Vec<(String, &'static str)>, ArgErrors>> {
+        action(name).map(|a| (a.check)(args).map(|()| a.args.inert_keys(args)))
     }
 }
 
 impl SchedulerConfig {
-    /// Parses a configuration and checks it against the built-in plugins and actions.
+    /// Parses a configuration and checks it against the built-in plugins and actions. Volcano
+    /// plugins tephra does not implement load with a warning ([`SchedulerConfig::warnings`]).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        Self::parse_with(text, &Registry)
+        Self::parse_with(text, &Registry, ParseOptions::default())
+    }
+
+    /// Parses a configuration as [`SchedulerConfig::parse`] does, but refuses Volcano plugins
+    /// tephra does not implement (`--strict-config`).
+    pub fn parse_strict(text: &str) -> Result<Self, ConfigError> {
+        Self::parse_with(text, &Registry, ParseOptions { strict: true })
     }
 
     /// Tephra's default configuration ([`config::DEFAULT_CONFIG`]).
@@ -222,6 +305,8 @@ impl SchedulerConfig {
                 actions: vec![],
                 tiers: vec![],
                 action_args: Default::default(),
+                inert_plugins: vec![],
+                warnings: vec![],
             },
         }
     }

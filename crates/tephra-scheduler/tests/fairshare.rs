@@ -208,7 +208,7 @@ fn two_queues(reclaimable: bool) -> Cache {
     for (name, r) in [("q1", true), ("q2", reclaimable)] {
         let mut q = QueueSpec::named(name);
         q.reclaimable = r;
-        c.apply(Event::QueueUpsert(q)).unwrap();
+        c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
     }
     // q2 takes the whole cluster while q1 is idle.
     add_job(&mut c, &gpu_job("hog", 4, "8").min_member(1).queue("q2")).unwrap();

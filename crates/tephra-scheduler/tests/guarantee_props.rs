@@ -43,11 +43,11 @@ proptest! {
         let mut owner = QueueSpec::named("owner");
         owner.guarantee = Some(resources(&mut c, &[("nvidia.com/gpu", &guarantee)]).unwrap());
         owner.deserved = owner.guarantee;
-        c.apply(Event::QueueUpsert(owner)).unwrap();
+        c.apply(Event::QueueUpsert(Box::new(owner))).unwrap();
         let rest = ((nodes - guaranteed_nodes) * 8).to_string();
         let mut borrower = QueueSpec::named("borrower");
         borrower.deserved = Some(resources(&mut c, &[("nvidia.com/gpu", &rest)]).unwrap());
-        c.apply(Event::QueueUpsert(borrower)).unwrap();
+        c.apply(Event::QueueUpsert(Box::new(borrower))).unwrap();
         // The borrower fills the fleet (8-GPU pods, gangs of borrower_gang).
         for i in 0..borrower_jobs {
             let j = GangJob::new(&format!("b{i}"), vec![Role::new("w", borrower_gang, &[("cpu", "8"), ("nvidia.com/gpu", "8")])])

@@ -40,7 +40,7 @@ fn queue(c: &mut Cache, name: &str, parent: &str, f: impl FnOnce(&mut Cache, &mu
     let mut q = QueueSpec::named(name);
     q.parent = Some(parent.to_string());
     f(c, &mut q);
-    c.apply(Event::QueueUpsert(q)).unwrap();
+    c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
 }
 
 fn fleet(nodes: usize) -> Cache {

@@ -83,9 +83,9 @@ const TAINT_KEY: &str = "example.com/maintenance";
 
 fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache, Vec<GangJob>) {
     let mut c = Cache::new();
-    c.apply(Event::QueueUpsert(
+    c.apply(Event::QueueUpsert(Box::new(
         tephra_scheduler::model::QueueSpec::named("q1"),
-    ))
+    )))
     .unwrap();
     for (i, cg) in clusters.iter().enumerate() {
         let name = format!("c{i}");

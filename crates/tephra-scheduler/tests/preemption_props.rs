@@ -69,7 +69,7 @@ proptest! {
             if q == "q1" && cap_gpus > 0 {
                 spec.capability = Some(resources(&mut c, &[("nvidia.com/gpu", &cap_gpus.to_string())]).unwrap());
             }
-            c.apply(Event::QueueUpsert(spec)).unwrap();
+            c.apply(Event::QueueUpsert(Box::new(spec))).unwrap();
         }
         let gang = |name: String, j: &J, created: i64| {
             GangJob::new(&name, vec![Role::new("w", j.replicas, &[("cpu", "4"), ("memory", "16Gi"), ("nvidia.com/gpu", &j.gpus.to_string())])])

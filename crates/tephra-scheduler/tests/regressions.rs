@@ -60,6 +60,7 @@ fn pod(
             preemptable: true,
             namespace: "default".into(),
             priority_class: None,
+            rules: Default::default(),
         }),
         index: 0,
         status,
@@ -245,7 +246,7 @@ fn a_fifo_queue_is_not_blocked_by_a_podgroup_without_pods() {
     .unwrap();
     let mut q = QueueSpec::named("default");
     q.dequeue = Dequeue::Fifo;
-    c.apply(Event::QueueUpsert(q)).unwrap();
+    c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
     // empty group, created first
     c.apply(Event::PodGroupUpsert(PodGroupSpec {
         namespace: "default".into(),
@@ -348,6 +349,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
                 preemptable: true,
                 namespace: "default".into(),
                 priority_class: None,
+                rules: Default::default(),
             }),
             index: i.parse().unwrap(),
             status: TaskStatus::Pending,

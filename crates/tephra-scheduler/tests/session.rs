@@ -399,7 +399,7 @@ fn enqueue_admits_pending_jobs_only_through_open_queues() {
     let mut c = gpu_cluster(2);
     let mut closed = QueueSpec::named("closed");
     closed.state = QueueState::Closed;
-    c.apply(Event::QueueUpsert(closed)).unwrap();
+    c.apply(Event::QueueUpsert(Box::new(closed))).unwrap();
     add_job(
         &mut c,
         &GangJob::new("open-job", vec![gpu_role("w", 1, "8")]).phase(GroupPhase::Pending),
@@ -456,7 +456,7 @@ fn a_fifo_queue_blocks_behind_its_head_and_a_traverse_queue_does_not() {
         add_nodes(&mut c, "east", "gpu", 1, GPU8, &[]).unwrap();
         let mut q = QueueSpec::named("team");
         q.dequeue = strategy;
-        c.apply(Event::QueueUpsert(q)).unwrap();
+        c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
         add_job(
             &mut c,
             &GangJob::new("head", vec![gpu_role("w", 2, "8")])

@@ -208,7 +208,7 @@ impl Sim<'_> {
                 _ => QueueState::Open,
             };
             self.stats.queue(&q.name, spec.weight);
-            self.apply(Event::QueueUpsert(spec))?;
+            self.apply(Event::QueueUpsert(Box::new(spec)))?;
         }
         Ok(())
     }

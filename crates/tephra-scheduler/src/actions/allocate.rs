@@ -4,20 +4,24 @@
 
 use tephra_api::reasons;
 
-use crate::config::{ArgError, Args};
+use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::order::{jobs_by_queue, next_queue};
 use crate::framework::session::Session;
 use crate::model::{Dequeue, GroupPhase};
+use crate::placement::search::SEARCH_ONLY;
 use crate::placement::{Outcome, Placer, SearchArgs, allocate_job};
 
-/// Reads the node-search arguments.
-pub fn check(args: &Args) -> Result<(), ArgError> {
-    SearchArgs::from_args(args).map(|_| ())
+/// What `allocate` reads: the node-search arguments.
+pub const ARGS: ArgSpec = SEARCH_ONLY;
+
+/// Checks the arguments.
+pub fn check(args: &Args) -> Result<(), ArgErrors> {
+    SearchArgs::read(args, &ARGS).map(|_| ())
 }
 
 /// Runs `allocate`.
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
-    let search = SearchArgs::from_args(args).unwrap_or_default();
+    let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
     let mut by_queue = jobs_by_queue(ssn, |ssn, job| {
         matches!(
             ssn.state.phase(&ssn.snap, job),

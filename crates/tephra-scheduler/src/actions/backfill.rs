@@ -1,20 +1,24 @@
 //! `backfill`: place best-effort pods (no requests beyond a pod slot) of admitted jobs, still
 //! gang by gang.
 
-use crate::config::{ArgError, Args};
+use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::session::Session;
 use crate::model::{GroupPhase, Id};
 use crate::placement::gang::pending_groups;
+use crate::placement::search::SEARCH_ONLY;
 use crate::placement::{Placer, SearchArgs, place_job};
 
-/// Reads the node-search arguments.
-pub fn check(args: &Args) -> Result<(), ArgError> {
-    SearchArgs::from_args(args).map(|_| ())
+/// What `backfill` reads: the node-search arguments.
+pub const ARGS: ArgSpec = SEARCH_ONLY;
+
+/// Checks the arguments.
+pub fn check(args: &Args) -> Result<(), ArgErrors> {
+    SearchArgs::read(args, &ARGS).map(|_| ())
 }
 
 /// Runs `backfill`.
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
-    let search = SearchArgs::from_args(args).unwrap_or_default();
+    let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
     let jobs: Vec<Id> = ssn
         .snap
         .active_jobs

@@ -3,18 +3,18 @@
 
 use tephra_api::reasons;
 
-use crate::config::{ArgError, Args};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, Args};
 use crate::framework::order::{jobs_by_queue, next_queue};
 use crate::framework::session::{Session, queue_open};
 use crate::model::GroupPhase;
 use crate::placement::Placer;
 
 /// `enqueue` takes no arguments.
-pub fn check(args: &Args) -> Result<(), ArgError> {
-    match args.keys().next() {
-        Some(k) => Err(ArgError::new(k.clone(), "unknown argument")),
-        None => Ok(()),
-    }
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
+/// Checks the arguments.
+pub fn check(args: &Args) -> Result<(), ArgErrors> {
+    ArgReader::new(args, &ARGS).finish()
 }
 
 /// Runs `enqueue`.

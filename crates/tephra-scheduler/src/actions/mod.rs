@@ -9,5 +9,6 @@
 pub mod allocate;
 pub mod backfill;
 pub mod enqueue;
+pub mod gang;
 pub mod preempt;
 pub mod reclaim;

@@ -2,18 +2,48 @@
 //! priority to fit, gang-aware (see [`crate::placement::room`]). The preemptor is pipelined onto
 //! what is freed in the same statement, which commits only if its gang then fits.
 
-use crate::config::{ArgError, Args};
+use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::session::Session;
 use crate::placement::room::{Mode, run};
+use crate::placement::search::{PREDICATE_CACHE, SEARCH_KEYS};
 use crate::placement::{Placer, SearchArgs};
 
-/// Reads the node-search arguments.
-pub fn check(args: &Args) -> Result<(), ArgError> {
-    SearchArgs::from_args(args).map(|_| ())
+/// What `preempt` reads: the node-search arguments.
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: SEARCH_KEYS,
+    prefixes: &[],
+    inert: &[
+        PREDICATE_CACHE,
+        (
+            "enableTopologyAwarePreemption",
+            "there are no HyperNodes in tephra's model",
+        ),
+        (
+            "topologyAwarePreemptWorkerNum",
+            "there are no HyperNodes in tephra's model",
+        ),
+        (
+            "minCandidateNodesPercentage",
+            "preempt looks at every node holding what the preemptor is short of",
+        ),
+        (
+            "minCandidateNodesAbsolute",
+            "preempt looks at every node holding what the preemptor is short of",
+        ),
+        (
+            "maxCandidateNodesAbsolute",
+            "preempt looks at every node holding what the preemptor is short of",
+        ),
+    ],
+};
+
+/// Checks the arguments.
+pub fn check(args: &Args) -> Result<(), ArgErrors> {
+    SearchArgs::read(args, &ARGS).map(|_| ())
 }
 
 /// Runs `preempt`.
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
-    let search = SearchArgs::from_args(args).unwrap_or_default();
+    let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
     run(ssn, placer, &search, Mode::Preempt);
 }

@@ -1,7 +1,7 @@
 //! What the cache is fed: one change of one object, as an informer or the simulator reports it,
 //! and why an event may be refused.
 
-use crate::model::{Cluster, NodeSpec, PodGroupSpec, PodSpec, QueueSpec};
+use crate::model::{Cluster, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec};
 
 /// One change reported by an informer or the simulator.
 #[derive(Clone, Debug)]
@@ -38,7 +38,7 @@ pub enum Event {
         name: String,
     },
     /// A queue appeared or changed.
-    QueueUpsert(QueueSpec),
+    QueueUpsert(Box<QueueSpec>),
     /// A queue was removed.
     QueueDelete(String),
     /// A PriorityClass appeared or changed.
@@ -50,6 +50,15 @@ pub enum Event {
     },
     /// A PriorityClass was removed.
     PriorityClassDelete(String),
+    /// A PodDisruptionBudget appeared or changed.
+    PdbUpsert(PdbSpec),
+    /// A PodDisruptionBudget was removed.
+    PdbDelete {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
 }
 
 /// Errors applying an event. The cache is unchanged when one is returned.

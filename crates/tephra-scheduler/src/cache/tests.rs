@@ -44,6 +44,7 @@ fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
             preemptable: true,
             namespace: "ns".into(),
             priority_class: None,
+            rules: Default::default(),
         }),
         index: 0,
         status,

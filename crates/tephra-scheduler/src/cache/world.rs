@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
 use crate::model::{
-    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PodGroupSpec, PodSpec, QueueSpec,
-    Task, TaskStatus, TaskTally,
+    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PodGroupSpec, PodSpec,
+    QueueSpec, Task, TaskStatus, TaskTally,
 };
 use crate::resources::{ResourceNames, Resources};
 
@@ -45,6 +45,11 @@ pub struct World {
     /// Jobs whose pods or PodGroup changed since the caller last cleared the set
     /// ([`Cache::clear_changed`]); a session recomputes their PodGroup status.
     pub changed_jobs: BTreeSet<Id>,
+    /// PodDisruptionBudgets, by `namespace/name`.
+    pub pdbs: BTreeMap<String, PdbSpec>,
+    /// Tasks whose pods carry required pod anti-affinity: a newcomer must keep out of their
+    /// topology domains, so the scheduler looks at them without walking every pod.
+    pub repelling: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
 }
@@ -75,6 +80,8 @@ impl Default for World {
             priority_classes: BTreeMap::new(),
             active_jobs: BTreeSet::new(),
             changed_jobs: BTreeSet::new(),
+            repelling: BTreeSet::new(),
+            pdbs: BTreeMap::new(),
             generation: 0,
         }
     }
@@ -250,6 +257,7 @@ impl World {
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
             self.tally(id, 1);
+            self.track_repelling(id);
             self.refresh_active(job);
             if let Some(old) = old_job.filter(|o| *o != job) {
                 self.refresh_active(old);
@@ -274,7 +282,20 @@ impl World {
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
             self.tally(id, 1);
+            self.track_repelling(id);
             self.refresh_active(job);
+        }
+    }
+
+    fn track_repelling(&mut self, id: Id) {
+        let repels = self
+            .tasks
+            .get(id)
+            .is_some_and(|t| !t.spec.shape.rules.anti_affinity.is_empty());
+        if repels {
+            self.repelling.insert(id);
+        } else {
+            self.repelling.remove(&id);
         }
     }
 
@@ -355,6 +376,7 @@ impl World {
         self.tally(id, -1);
         self.unorphan(id);
         self.task_index.remove(key);
+        self.repelling.remove(&id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
         }
@@ -526,9 +548,9 @@ impl World {
             }
             Event::QueueUpsert(q) => {
                 if q.parent.as_deref() == Some(q.name.as_str()) {
-                    return Err(CacheError::QueueOwnParent(q.name));
+                    return Err(CacheError::QueueOwnParent(q.name.clone()));
                 }
-                self.queues.insert(q.name.clone(), Arc::new(q));
+                self.queues.insert(q.name.clone(), Arc::new(*q));
             }
             Event::QueueDelete(name) => {
                 self.queues.remove(&name);
@@ -538,6 +560,13 @@ impl World {
             }
             Event::PriorityClassDelete(name) => {
                 self.priority_classes.remove(&name);
+            }
+            Event::PdbUpsert(pdb) => {
+                self.pdbs
+                    .insert(format!("{}/{}", pdb.namespace, pdb.name), pdb);
+            }
+            Event::PdbDelete { namespace, name } => {
+                self.pdbs.remove(&format!("{namespace}/{name}"));
             }
         }
         self.generation += 1;

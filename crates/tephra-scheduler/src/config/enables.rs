@@ -76,6 +76,10 @@ impl Enables {
     }
 }
 
+/// Switches older Volcano configurations carry that Volcano no longer reads
+/// (`enableNamespaceOrder` was removed in 2023): accepted with a warning.
+pub const OBSOLETE: &[&str] = &["enableNamespaceOrder"];
+
 /// Whether an optional switch is on (absent means on).
 pub fn on(switch: Option<bool>) -> bool {
     switch.unwrap_or(true)

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-pub use args::{ArgError, ArgReader, ArgValue, Args};
+pub use args::{ArgError, ArgErrors, ArgReader, ArgSpec, ArgValue, Args};
 pub use enables::{Enables, on};
 
 /// A bad configuration.
@@ -61,6 +61,19 @@ pub enum ConfigError {
         /// The known plugins, comma separated.
         known: String,
     },
+    /// A Volcano plugin tephra does not implement, refused because the configuration is checked
+    /// strictly (`--strict-config`).
+    #[error(
+        "scheduler config: tiers[{tier}].plugins[{index}].name: {name:?} is a Volcano plugin that tephra does not implement (refused under --strict-config; without it, it loads with a warning and has no effect)"
+    )]
+    InertPlugin {
+        /// Tier index.
+        tier: usize,
+        /// Plugin index within the tier.
+        index: usize,
+        /// The name.
+        name: String,
+    },
     /// A plugin argument is not known or has a bad value.
     #[error(
         "scheduler config: tiers[{tier}].plugins[{index}] ({plugin}).arguments.{key}: {reason}"
@@ -90,6 +103,9 @@ pub enum ConfigError {
     /// Two plugins both claim to order queues, which cannot be combined.
     #[error("scheduler config: {0}")]
     Conflict(String),
+    /// Several of the above.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<ConfigError>),
 }
 
 /// What a configuration is checked against: the plugins and actions a registry provides.
@@ -101,24 +117,43 @@ pub trait Catalog {
     /// Whether `name` is a Volcano action that is not available yet (naming one is an error,
     /// not a silent no-op).
     fn is_unavailable_action(&self, name: &str) -> bool;
+    /// Whether `name` is a Volcano plugin this catalog does not implement: a configuration that
+    /// names one loads with a warning (or is refused when checked strictly).
+    fn is_inert_plugin(&self, name: &str) -> bool;
     /// Checks a configured plugin's arguments; `None` when no plugin has its name.
-    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgError>>;
-    /// Checks an action's arguments; `None` when no action has that name.
-    fn check_action(&self, name: &str, args: &Args) -> Option<Result<(), ArgError>>;
+    fn check_plugin(&self, cfg: &PluginConfig) -> Option<Result<PluginTraits, ArgErrors>>;
+    /// Checks an action's arguments; `None` when no action has that name. `Ok` carries the
+    /// arguments accepted without effect, with why.
+    #[allow(clippy::type_complexity)]
+    fn check_action(
+        &self,
+        name: &str,
+        args: &Args,
+    ) -> Option<Result<Vec<(String, &'static str)>, ArgErrors>>;
 }
 
 /// What the configuration needs to know about a configured plugin to check it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PluginTraits {
     /// It orders queues (at most one plugin may).
     pub orders_queues: bool,
+    /// Arguments accepted without effect, with why.
+    pub inert_args: Vec<(String, &'static str)>,
+}
+
+/// How strictly a configuration is checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Refuse Volcano plugins tephra does not implement, instead of loading them with a
+    /// warning (`--strict-config`).
+    pub strict: bool,
 }
 
 #[derive(Deserialize)]
 struct RawPlugin {
     name: String,
     #[serde(default)]
-    arguments: Args,
+    arguments: Option<Args>,
     #[serde(flatten)]
     switches: BTreeMap<String, ArgValue>,
 }
@@ -127,7 +162,7 @@ struct RawPlugin {
 #[serde(deny_unknown_fields)]
 struct RawTier {
     #[serde(default)]
-    plugins: Vec<RawPlugin>,
+    plugins: Option<Vec<RawPlugin>>,
 }
 
 #[derive(Deserialize)]
@@ -135,18 +170,18 @@ struct RawTier {
 struct RawConfiguration {
     name: String,
     #[serde(default)]
-    arguments: Args,
+    arguments: Option<Args>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
-    actions: String,
+    actions: Option<String>,
     #[serde(default)]
-    tiers: Vec<RawTier>,
+    tiers: Option<Vec<RawTier>>,
     #[serde(default)]
-    configurations: Vec<RawConfiguration>,
+    configurations: Option<Vec<RawConfiguration>>,
     /// Volcano accepts (and ignores) a `metrics` block in the same file.
     #[serde(default)]
     #[allow(dead_code)]
@@ -169,112 +204,210 @@ pub struct PluginConfig {
 pub struct SchedulerConfig {
     /// Actions, in order.
     pub actions: Vec<String>,
-    /// Tiers of plugins.
+    /// Tiers of plugins (the plugins tephra runs).
     pub tiers: Vec<Vec<PluginConfig>>,
     /// Action arguments by action name.
     pub action_args: BTreeMap<String, Args>,
+    /// Volcano plugins the configuration names that tephra does not implement: loaded, with
+    /// no effect.
+    pub inert_plugins: Vec<String>,
+    /// What loading the configuration has to say: inert plugins, arguments with no effect.
+    pub warnings: Vec<String>,
 }
 
 /// Volcano's default `volcano-scheduler.conf`, as Volcano ships it, extended with tephra's GPU
 /// and cluster-level plugins in a third tier.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/scheduler/tephra-default.conf");
 
+/// Reads the YAML of a configuration. Like Volcano (which reads the file with yaml.v2's
+/// `Unmarshal`), only the first document of a file counts; a YAML error names its line and
+/// column.
+fn read_raw(text: &str, warnings: &mut Vec<String>) -> Result<RawConfig, ConfigError> {
+    match serde_saphyr::from_str::<RawConfig>(text) {
+        Ok(raw) => Ok(raw),
+        Err(first) => {
+            let head = first_document(text).ok_or_else(|| ConfigError::Yaml(first.to_string()))?;
+            let raw = serde_saphyr::from_str::<RawConfig>(head)
+                .map_err(|_| ConfigError::Yaml(first.to_string()))?;
+            warnings.push(
+                "the file holds more than one YAML document; only the first is read, as Volcano does"
+                    .into(),
+            );
+            Ok(raw)
+        }
+    }
+}
+
+/// The text of the first YAML document when another follows it (after a `---` or `...` line).
+fn first_document(text: &str) -> Option<&str> {
+    let mut offset = 0;
+    let mut content = false;
+    for line in text.split_inclusive('\n') {
+        let l = line.trim_end();
+        if content && (l == "---" || l == "...") {
+            return Some(&text[..offset]);
+        }
+        let body = l.trim_start();
+        if !body.is_empty() && !body.starts_with('#') && l != "---" {
+            content = true;
+        }
+        offset += line.len();
+    }
+    None
+}
+
 impl SchedulerConfig {
-    /// Parses a configuration and checks every name and argument against `catalog`.
-    pub fn parse_with(text: &str, catalog: &dyn Catalog) -> Result<Self, ConfigError> {
-        let raw: RawConfig =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
-        let unknown_action = |name: String| ConfigError::UnknownAction {
-            name,
-            known: catalog.action_names().join(", "),
-        };
+    /// Parses a configuration and checks every name and argument against `catalog`. Every
+    /// problem is reported, not only the first.
+    pub fn parse_with(
+        text: &str,
+        catalog: &dyn Catalog,
+        options: ParseOptions,
+    ) -> Result<Self, ConfigError> {
+        let mut warnings = Vec::new();
+        let raw = read_raw(text, &mut warnings)?;
+        let mut errors = Vec::new();
         let mut actions = Vec::new();
         for name in raw
             .actions
+            .unwrap_or_default()
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
             if catalog.is_unavailable_action(name) {
-                return Err(ConfigError::UnavailableAction(name.to_string()));
+                errors.push(ConfigError::UnavailableAction(name.to_string()));
+            } else if !catalog.action_names().contains(&name) {
+                errors.push(ConfigError::UnknownAction {
+                    name: name.to_string(),
+                    known: catalog.action_names().join(", "),
+                });
+            } else {
+                actions.push(name.to_string());
             }
-            if !catalog.action_names().contains(&name) {
-                return Err(unknown_action(name.to_string()));
-            }
-            actions.push(name.to_string());
         }
         let mut tiers = Vec::new();
-        for (t, tier) in raw.tiers.into_iter().enumerate() {
+        let mut inert_plugins = Vec::new();
+        for (t, tier) in raw.tiers.unwrap_or_default().into_iter().enumerate() {
             let mut plugins = Vec::new();
-            for (i, p) in tier.plugins.into_iter().enumerate() {
+            for (i, p) in tier.plugins.unwrap_or_default().into_iter().enumerate() {
+                if catalog.is_inert_plugin(&p.name) {
+                    if options.strict {
+                        errors.push(ConfigError::InertPlugin {
+                            tier: t,
+                            index: i,
+                            name: p.name,
+                        });
+                    } else {
+                        warnings.push(format!(
+                            "tiers[{t}].plugins[{i}]: {:?} is a Volcano plugin that tephra does not implement; it is loaded and has no effect",
+                            p.name
+                        ));
+                        inert_plugins.push(p.name);
+                    }
+                    continue;
+                }
                 if !catalog.plugin_names().contains(&p.name.as_str()) {
-                    return Err(ConfigError::UnknownPlugin {
+                    errors.push(ConfigError::UnknownPlugin {
                         tier: t,
                         index: i,
                         name: p.name,
                         known: catalog.plugin_names().join(", "),
                     });
+                    continue;
                 }
-                let enables = enables_from(&p.switches, t, i)?;
-                plugins.push(PluginConfig {
-                    name: p.name,
-                    enables,
-                    arguments: p.arguments,
-                });
+                match enables_from(&p.switches, t, i) {
+                    Ok((enables, obsolete)) => {
+                        warnings.extend(obsolete);
+                        plugins.push((
+                            i,
+                            PluginConfig {
+                                name: p.name,
+                                enables,
+                                arguments: p.arguments.unwrap_or_default(),
+                            },
+                        ));
+                    }
+                    Err(e) => errors.extend(e),
+                }
             }
             tiers.push(plugins);
         }
-        let mut checked = Vec::new();
+        let mut queue_orderers = Vec::new();
         for (t, tier) in tiers.iter().enumerate() {
-            for (i, cfg) in tier.iter().enumerate() {
-                let Some(result) = catalog.check_plugin(cfg) else {
-                    continue;
-                };
-                checked.push((t, i, cfg, result));
+            for (i, cfg) in tier {
+                match catalog.check_plugin(cfg) {
+                    None => {}
+                    Some(Ok(traits)) => {
+                        if traits.orders_queues && on(cfg.enables.queue_order) {
+                            queue_orderers.push(cfg.name.clone());
+                        }
+                        for (key, why) in traits.inert_args {
+                            warnings.push(format!(
+                                "tiers[{t}].plugins[{i}] ({}).arguments.{key}: accepted, no effect in tephra ({why})",
+                                cfg.name
+                            ));
+                        }
+                    }
+                    Some(Err(ArgErrors(list))) => {
+                        errors.extend(list.into_iter().map(|e| ConfigError::BadArgument {
+                            tier: t,
+                            index: *i,
+                            plugin: cfg.name.clone(),
+                            key: e.key,
+                            reason: e.reason,
+                        }))
+                    }
+                }
             }
         }
-        let queue_orderers: Vec<&str> = checked
-            .iter()
-            .filter(|(_, _, cfg, r)| {
-                r.as_ref().is_ok_and(|p| p.orders_queues) && on(cfg.enables.queue_order)
-            })
-            .map(|(_, _, cfg, _)| cfg.name.as_str())
-            .collect();
         if queue_orderers.len() > 1 {
-            return Err(ConfigError::Conflict(format!(
+            errors.push(ConfigError::Conflict(format!(
                 "plugins {} all order queues; enable queue order on only one of them \
                  (set enableQueueOrder: false on the others)",
                 queue_orderers.join(" and ")
             )));
         }
-        for (t, i, cfg, result) in checked {
-            if let Err(e) = result {
-                return Err(ConfigError::BadArgument {
-                    tier: t,
-                    index: i,
-                    plugin: cfg.name.clone(),
-                    key: e.key,
-                    reason: e.reason,
-                });
+        let mut action_args = BTreeMap::new();
+        for c in raw.configurations.unwrap_or_default() {
+            let args = c.arguments.unwrap_or_default();
+            match catalog.check_action(&c.name, &args) {
+                None => errors.push(ConfigError::UnknownAction {
+                    name: c.name,
+                    known: catalog.action_names().join(", "),
+                }),
+                Some(Err(ArgErrors(list))) => {
+                    errors.extend(list.into_iter().map(|e| ConfigError::BadActionArgument {
+                        action: c.name.clone(),
+                        key: e.key,
+                        reason: e.reason,
+                    }))
+                }
+                Some(Ok(inert)) => {
+                    for (key, why) in inert {
+                        warnings.push(format!(
+                            "configurations ({}).arguments.{key}: accepted, no effect in tephra ({why})",
+                            c.name
+                        ));
+                    }
+                    action_args.insert(c.name, args);
+                }
             }
         }
-        let mut action_args = BTreeMap::new();
-        for c in raw.configurations {
-            let Some(checked) = catalog.check_action(&c.name, &c.arguments) else {
-                return Err(unknown_action(c.name));
-            };
-            checked.map_err(|e| ConfigError::BadActionArgument {
-                action: c.name.clone(),
-                key: e.key,
-                reason: e.reason,
-            })?;
-            action_args.insert(c.name, c.arguments);
+        match errors.len() {
+            0 => Ok(Self {
+                actions,
+                tiers: tiers
+                    .into_iter()
+                    .map(|tier| tier.into_iter().map(|(_, p)| p).collect())
+                    .collect(),
+                action_args,
+                inert_plugins,
+                warnings,
+            }),
+            1 => Err(errors.remove(0)),
+            _ => Err(ConfigError::Several(errors)),
         }
-        Ok(Self {
-            actions,
-            tiers,
-            action_args,
-        })
     }
 
     /// Arguments of an action (empty if none were configured).
@@ -283,25 +416,39 @@ impl SchedulerConfig {
     }
 }
 
+/// The enable switches of a plugin, and warnings for switches Volcano no longer reads.
 fn enables_from(
     switches: &BTreeMap<String, ArgValue>,
     tier: usize,
     index: usize,
-) -> Result<Enables, ConfigError> {
+) -> Result<(Enables, Vec<String>), Vec<ConfigError>> {
     let mut enables = Enables::default();
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     for (key, value) in switches {
+        if enables::OBSOLETE.contains(&key.as_str()) {
+            warnings.push(format!(
+                "tiers[{tier}].plugins[{index}].{key}: Volcano no longer reads this switch; it has no effect"
+            ));
+            continue;
+        }
         let Some(slot) = enables.slot(key) else {
-            return Err(ConfigError::Yaml(format!(
+            errors.push(ConfigError::Yaml(format!(
                 "tiers[{tier}].plugins[{index}]: unknown key {key:?}"
             )));
+            continue;
         };
-        let Some(b) = value.as_bool() else {
-            return Err(ConfigError::Yaml(format!(
+        match value.as_bool() {
+            Some(b) => *slot = Some(b),
+            None => errors.push(ConfigError::Yaml(format!(
                 "tiers[{tier}].plugins[{index}].{key}: must be true or false, got {:?}",
                 value.as_string()
-            )));
-        };
-        *slot = Some(b);
+            ))),
+        }
     }
-    Ok(enables)
+    if errors.is_empty() {
+        Ok((enables, warnings))
+    } else {
+        Err(errors)
+    }
 }

@@ -28,16 +28,30 @@ pub enum Unfit {
     TooManyPods,
     /// The job's queue may not take more (its capability, or an ancestor's).
     QueueCapability,
+    /// Required pod affinity is not met in the node's topology domain.
+    PodAffinity,
+    /// The pod's required anti-affinity selects a pod in the node's topology domain.
+    PodAntiAffinity,
+    /// A pod placed in the node's topology domain has anti-affinity that selects this pod.
+    ExistingAntiAffinity,
+    /// A plugin's own reason, and whether evicting pods could resolve it.
+    Plugin(&'static str, bool),
 }
 
 impl Unfit {
     /// Whether evicting pods could resolve this failure: a shortage of resources or pod slots,
-    /// or a queue at its limit. The node's own state, labels and taints are not resolvable.
+    /// a queue at its limit, or pods whose anti-affinity conflicts. The node's own state,
+    /// labels and taints are not resolvable, nor is a missing pod that affinity asks for.
     pub fn resolvable(&self) -> bool {
-        matches!(
-            self,
-            Self::Insufficient(_) | Self::TooManyPods | Self::QueueCapability
-        )
+        match self {
+            Self::Insufficient(_)
+            | Self::TooManyPods
+            | Self::QueueCapability
+            | Self::PodAntiAffinity
+            | Self::ExistingAntiAffinity => true,
+            Self::Plugin(_, resolvable) => *resolvable,
+            _ => false,
+        }
     }
 
     /// Human-readable reason in kube-scheduler's words.
@@ -50,6 +64,12 @@ impl Unfit {
             Self::Insufficient(slot) => format!("Insufficient {}", names.name(*slot)),
             Self::TooManyPods => "Too many pods".into(),
             Self::QueueCapability => "queue capability reached".into(),
+            Self::PodAffinity => "node(s) didn't match pod affinity rules".into(),
+            Self::PodAntiAffinity => "node(s) didn't match pod anti-affinity rules".into(),
+            Self::ExistingAntiAffinity => {
+                "node(s) didn't satisfy existing pods anti-affinity rules".into()
+            }
+            Self::Plugin(why, _) => (*why).to_string(),
         }
     }
 }

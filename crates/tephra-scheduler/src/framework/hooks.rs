@@ -389,6 +389,17 @@ impl<'a> Dispatch<'a> {
             })
             .all(|yes| yes)
     }
+
+    /// Whether all of `tasks` may be evicted together (a budget may allow each alone but not
+    /// all at once).
+    pub fn victims_allowed(&self, tasks: &[Id]) -> bool {
+        let v = &self.view;
+        self.hooks
+            .each(Kind::Victim, |p| {
+                p.victim_filter().map(|f| f.allows_together(v, tasks))
+            })
+            .all(|yes| yes)
+    }
 }
 
 /// Yes when at least one plugin says yes and none says no.

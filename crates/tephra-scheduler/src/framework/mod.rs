@@ -9,6 +9,7 @@
 //! | `plugin.rs` | [`Plugin`] and the hooks a plugin may implement, one small trait each |
 //! | `hooks.rs` | [`Hooks`] and [`Dispatch`]: where every hook is called from |
 //! | `view.rs` | [`View`]: the read-only view every hook gets |
+//! | `affinity.rs` | [`AffinityIndex`]: where the pods that inter-pod affinity terms select are |
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
@@ -16,6 +17,7 @@
 //! It depends only on the bottom layer (`model`, `resources`, `cache`, `config`, `decisions`);
 //! placement, plugins and actions build on it.
 
+pub mod affinity;
 pub mod fit;
 pub mod hooks;
 pub mod order;
@@ -27,6 +29,7 @@ pub mod statement;
 pub mod status;
 pub mod view;
 
+pub use affinity::AffinityIndex;
 pub use fit::{ClusterUnfit, FitErrors, Room, Unfit};
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};

@@ -132,6 +132,11 @@ pub trait ClusterScorer {
 pub trait VictimFilter {
     /// Whether `victim` may be evicted.
     fn allows(&self, view: &View, victim: Id) -> bool;
+    /// Whether `victims` may all be evicted together (each was allowed alone).
+    fn allows_together(&self, view: &View, victims: &[Id]) -> bool {
+        let _ = (view, victims);
+        true
+    }
 }
 
 /// What happens in a session, for plugins that keep state. Each event has a no-op default: a

@@ -1,8 +1,12 @@
 //! The scheduler's model of the fleet: clusters, nodes, queues, jobs (one per PodGroup) and
 //! tasks (pods). Plain data, fed by the cache's event API. How labels, selectors, taints and
-//! tolerations match is in `selectors.rs`.
+//! tolerations match is in `selectors.rs`; inter-pod affinity and node preferences in
+//! `affinity.rs`.
 
+pub mod affinity;
 pub mod selectors;
+
+pub use affinity::{LabelSelector, Namespaces, PodRules, PodTerm, Weighted};
 
 pub use selectors::{
     Labels, Requirement, SelectorOp, Taint, TaintEffect, Toleration, affinity_matches,
@@ -247,6 +251,8 @@ pub struct TaskShape {
     pub namespace: String,
     /// Priority class name, if any.
     pub priority_class: Option<String>,
+    /// Labels, preferred node affinity and inter-pod (anti-)affinity.
+    pub rules: PodRules,
 }
 
 impl TaskShape {
@@ -467,6 +473,61 @@ pub struct QueueSpec {
     pub priority: i32,
     /// Dequeue strategy.
     pub dequeue: Dequeue,
+    /// Node groups its pods must, should, must not or should not use (Volcano's
+    /// `spec.affinity`, for the `nodegroup` plugin); `None` when the queue sets none.
+    pub node_groups: Option<NodeGroups>,
+    /// Volcano's hierarchy annotations (`volcano.sh/hierarchy`, `volcano.sh/hierarchy-weights`):
+    /// the queue's path from the root and a weight per level, for `drf` with `enableHierarchy`.
+    pub hierarchy: Option<Hierarchy>,
+}
+
+/// A queue's node-group affinity: group names (values of the `volcano.sh/nodegroup-name` node
+/// label).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeGroups {
+    /// Groups the pods must use (any of them).
+    pub required: Vec<String>,
+    /// Groups the pods should use, most preferred first.
+    pub preferred: Vec<String>,
+    /// Groups the pods must not use.
+    pub anti_required: Vec<String>,
+    /// Groups the pods should not use.
+    pub anti_preferred: Vec<String>,
+}
+
+impl NodeGroups {
+    /// Whether no group is named at all.
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty()
+            && self.preferred.is_empty()
+            && self.anti_required.is_empty()
+            && self.anti_preferred.is_empty()
+    }
+}
+
+/// A queue's place in Volcano's annotation hierarchy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hierarchy {
+    /// The path from the root, root first (`root/eng/prod` → `[root, eng, prod]`).
+    pub path: Vec<String>,
+    /// The weight of each level of the path.
+    pub weights: Vec<f64>,
+}
+
+/// A PodDisruptionBudget as the scheduler needs it: which pods it covers and how many more may
+/// be disrupted now (its `status.disruptionsAllowed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdbSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The pods it covers; an empty or missing selector covers none, as in Volcano.
+    pub selector: Option<LabelSelector>,
+    /// How many of its pods may be disrupted now.
+    pub disruptions_allowed: i32,
+    /// Pods already being disrupted (they do not count against the budget again).
+    pub disrupted_pods: std::collections::BTreeSet<String>,
 }
 
 impl QueueSpec {
@@ -483,6 +544,8 @@ impl QueueSpec {
             reclaimable: true,
             priority: 0,
             dequeue: Dequeue::Traverse,
+            node_groups: None,
+            hierarchy: None,
         }
     }
 }

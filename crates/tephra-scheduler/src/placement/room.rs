@@ -137,9 +137,13 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                         "reclaimed by {key} for queue {queue}, which is below its deserved share"
                     ),
                 };
-                let allowed = |ssn: &Session, tasks: &[Id]| match mode {
-                    Mode::Preempt => true,
-                    Mode::Reclaim => ssn.hooks().reclaimable(tasks),
+                let allowed = |ssn: &Session, tasks: &[Id]| {
+                    let hooks = ssn.hooks();
+                    hooks.victims_allowed(tasks)
+                        && match mode {
+                            Mode::Preempt => true,
+                            Mode::Reclaim => hooks.reclaimable(tasks),
+                        }
                 };
                 if let Some(n) = make_room(
                     ssn, placer, job, cluster, &victims, &reason, search, &allowed,

@@ -180,7 +180,10 @@ pub fn place_group(
             errs.add(Unfit::QueueCapability);
             break;
         }
-        if ssn.hooks().predicate(task, best.node).is_err() {
+        if let Err(u) = ssn.hooks().predicate(task, best.node) {
+            // Feasible for an earlier replica, not for this one (pod anti-affinity, a port):
+            // that is why the gang may end up short.
+            errs.add(u);
             continue;
         }
         let pipelined = task
@@ -194,9 +197,12 @@ pub fn place_group(
         next += 1;
         if next < tasks.len()
             && let Some(t) = snap.tasks.get(tasks[next])
-            && ssn.hooks().predicate(t, best.node).is_ok()
         {
-            scan.heap.push(Candidate::new(&ssn.hooks(), t, best.node));
+            match ssn.hooks().predicate(t, best.node) {
+                Ok(()) => scan.heap.push(Candidate::new(&ssn.hooks(), t, best.node)),
+                Err(u) if placed < want => errs.add(u),
+                Err(_) => {}
+            }
         }
     }
     errs.nodes = errs.nodes.max((bulk + scan.scanned) as u32);

@@ -1,6 +1,6 @@
 //! How far node search goes, from an action's arguments (`configurations:` in the config).
 
-use crate::config::{ArgError, Args};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, Args};
 
 /// Tuning of node search, from the allocate action's arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,24 +34,47 @@ pub const SEARCH_KEYS: &[&str] = &[
     "maxClustersToSimulate",
 ];
 
+/// Volcano's `predicateErrorCacheEnable`, read by every action that places: tephra keeps no
+/// predicate results between sessions, so the switch changes nothing.
+pub const PREDICATE_CACHE: (&str, &str) = (
+    "predicateErrorCacheEnable",
+    "tephra keeps no predicate results between sessions",
+);
+
+/// The arguments of an action that reads only the node search (`allocate`, `backfill`,
+/// `reclaim`).
+pub const SEARCH_ONLY: ArgSpec = ArgSpec {
+    keys: SEARCH_KEYS,
+    prefixes: &[],
+    inert: &[PREDICATE_CACHE],
+};
+
 impl SearchArgs {
-    /// Reads the arguments, checking them.
-    pub fn from_args(args: &Args) -> Result<Self, ArgError> {
+    /// Reads the node-search arguments of an action whose arguments are `spec`, checking them
+    /// (every problem is reported).
+    pub fn read(args: &Args, spec: &ArgSpec) -> Result<Self, ArgErrors> {
+        let r = ArgReader::new(args, spec);
         let mut s = Self::default();
-        for (key, value) in args {
-            let n = value
+        for key in SEARCH_KEYS {
+            let Some(value) = args.get(*key) else {
+                continue;
+            };
+            let Some(n) = value
                 .as_f64()
-                .filter(|v| *v >= 0.0 && v.fract() == 0.0)
-                .ok_or_else(|| ArgError::new(key.clone(), "must be a non-negative integer"))?
-                as usize;
-            match key.as_str() {
+                .filter(|v| *v >= 0.0 && v.fract() == 0.0 && *v <= 1e9)
+            else {
+                r.refuse(*key, "must be a non-negative integer");
+                continue;
+            };
+            let n = n as usize;
+            match *key {
                 "minimumFeasibleNodes" => s.min_feasible_nodes = n,
                 "minimumPercentageNodesToFind" => s.min_percentage = n.min(100),
                 "percentageNodesToFind" => s.percentage = n.min(100),
-                "maxClustersToSimulate" => s.max_clusters = n.max(1),
-                _ => return Err(ArgError::new(key.clone(), "unknown argument")),
+                _ => s.max_clusters = n.max(1),
             }
         }
+        r.finish()?;
         Ok(s)
     }
 

@@ -3,7 +3,7 @@
 //! `binpack.resources` (extra resource names, comma separated) and
 //! `binpack.resources.<name>` (their weights, default 1).
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
 use crate::framework::view::View;
 use crate::model::{Id, Task};
@@ -17,26 +17,29 @@ pub struct Binpack {
     slots: Vec<(usize, f64)>,
 }
 
+/// What the plugin reads (Volcano's keys).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &[
+        "binpack.weight",
+        "binpack.cpu",
+        "binpack.memory",
+        "binpack.resources",
+    ],
+    prefixes: &["binpack.resources."],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     Ok(Box::new(Binpack::new(cfg)?))
 }
 
 impl Binpack {
-    fn new(cfg: &PluginConfig) -> Result<Self, ArgError> {
-        let r = ArgReader::new(
-            &cfg.arguments,
-            &[
-                "binpack.weight",
-                "binpack.cpu",
-                "binpack.memory",
-                "binpack.resources",
-            ],
-            &["binpack.resources."],
-        )?;
+    fn new(cfg: &PluginConfig) -> Result<Self, ArgErrors> {
+        let r = ArgReader::new(&cfg.arguments, &ARGS);
         let mut resources = vec![
-            ("cpu".to_string(), r.f64_or("binpack.cpu", 1.0)?),
-            ("memory".to_string(), r.f64_or("binpack.memory", 1.0)?),
+            ("cpu".to_string(), r.f64_or("binpack.cpu", 1.0)),
+            ("memory".to_string(), r.f64_or("binpack.memory", 1.0)),
         ];
         let named: Vec<String> = r
             .string("binpack.resources")
@@ -48,29 +51,26 @@ impl Binpack {
                     .collect()
             })
             .unwrap_or_default();
-        let weights = r.with_prefix("binpack.resources.");
-        for (name, value) in &weights {
-            if !named.contains(name) {
-                return Err(ArgError::new(
-                    format!("binpack.resources.{name}"),
-                    format!("{name} is not listed in binpack.resources"),
-                ));
+        for (name, value) in r.with_prefix("binpack.resources.") {
+            let key = format!("binpack.resources.{name}");
+            if !named.contains(&name) {
+                r.refuse(key, format!("{name} is not listed in binpack.resources"));
+                continue;
             }
-            let w = value.as_f64().filter(|f| *f >= 0.0).ok_or_else(|| {
-                ArgError::new(
-                    format!("binpack.resources.{name}"),
-                    "must be a non-negative number",
-                )
-            })?;
-            resources.push((name.clone(), w));
+            match value.as_f64().filter(|f| *f >= 0.0) {
+                Some(w) => resources.push((name, w)),
+                None => r.refuse(key, "must be a non-negative number"),
+            }
         }
         for name in named {
             if !resources.iter().any(|(n, _)| *n == name) {
                 resources.push((name, 1.0));
             }
         }
+        let weight = r.f64_or("binpack.weight", 1.0);
+        r.finish()?;
         Ok(Self {
-            weight: r.f64_or("binpack.weight", 1.0)?,
+            weight,
             resources,
             slots: Vec::new(),
         })

@@ -15,7 +15,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{
     EnqueueVote, Entitlement, Plugin, QueueOrder, QueueShare, SessionEvents, Vote,
 };
@@ -43,9 +43,29 @@ pub struct Capacity {
     queues: BTreeMap<String, Attr>,
 }
 
+/// The plugin reads no arguments; Volcano's are accepted without effect.
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &[],
+    prefixes: &[],
+    inert: &[
+        (
+            "ancestorReclaimLevel",
+            "reclaim already keeps every queue at or above its guarantee and takes only from queues above their deserved share; ancestors are not checked level by level",
+        ),
+        (
+            "capacity.DynamicResourceAllocationEnable",
+            "dynamic resource allocation is not part of tephra's model",
+        ),
+        (
+            "capacity.DRAConsumableCapacityEnable",
+            "dynamic resource allocation is not part of tephra's model",
+        ),
+    ],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Capacity {
         total: Resources::ZERO,
         queues: BTreeMap::new(),

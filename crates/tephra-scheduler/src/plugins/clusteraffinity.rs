@@ -1,7 +1,7 @@
 //! `clusteraffinity`: a job goes only to clusters its PropagationPolicy allows: listed names,
 //! not excluded, matching cluster labels, and matching provider/region/zone field selectors.
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, Plugin};
 use crate::framework::view::View;
@@ -10,9 +10,12 @@ use crate::model::{Cluster, Id, JobPolicy, SelectorOp};
 /// The `clusteraffinity` plugin.
 pub struct ClusterAffinity;
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(ClusterAffinity))
 }
 

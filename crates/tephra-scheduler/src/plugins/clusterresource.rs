@@ -5,7 +5,7 @@
 //!
 //! Arguments: `clusterresource.weight` (default 1).
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
@@ -18,12 +18,19 @@ pub struct ClusterResource {
     weight: f64,
 }
 
+/// The plugin reads `clusterresource.weight` (default 1.0).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["clusterresource.weight"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["clusterresource.weight"], &[])?;
-    Ok(Box::new(ClusterResource {
-        weight: r.f64_or("clusterresource.weight", 1.0)?,
-    }))
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let weight = r.f64_or("clusterresource.weight", 1.0);
+    r.finish()?;
+    Ok(Box::new(ClusterResource { weight }))
 }
 
 impl Plugin for ClusterResource {

@@ -2,7 +2,7 @@
 //! policy does not tolerate (as set on unhealthy members: `cluster.tephra.io/not-ready`,
 //! `cluster.tephra.io/unreachable`).
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, Plugin};
 use crate::framework::view::View;
@@ -11,9 +11,12 @@ use crate::model::{Id, TaintEffect, tolerated};
 /// The `clustertaint` plugin.
 pub struct ClusterTaint;
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(ClusterTaint))
 }
 

@@ -1,7 +1,7 @@
 //! `conformance`: never evict critical pods: those in `kube-system` or with the
 //! `system-cluster-critical` / `system-node-critical` priority classes.
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{Plugin, VictimFilter};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -9,9 +9,12 @@ use crate::model::Id;
 /// The `conformance` plugin.
 pub struct Conformance;
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Conformance))
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Arguments: `cost.weight` (default 1).
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{ClusterScorer, Plugin};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -16,12 +16,19 @@ pub struct Cost {
     weight: f64,
 }
 
+/// The plugin reads `cost.weight` (default 1.0).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["cost.weight"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["cost.weight"], &[])?;
-    Ok(Box::new(Cost {
-        weight: r.f64_or("cost.weight", 1.0)?,
-    }))
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let weight = r.f64_or("cost.weight", 1.0);
+    r.finish()?;
+    Ok(Box::new(Cost { weight }))
 }
 
 impl Plugin for Cost {

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{JobOrder, Plugin, QueueOrder, SessionEvents};
 use crate::framework::queues::{ancestry, order_in_tree, queue_parents};
 use crate::framework::view::View;
@@ -27,9 +27,12 @@ pub struct Drf {
     queue_alloc: BTreeMap<String, Resources>,
 }
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration (`enableHierarchy` makes it order queues).
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Drf {
         total: Resources::ZERO,
         job_alloc: HashMap::new(),

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use tephra_api::reasons;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{GangRules, Invalid, JobOrder, Plugin, Vote};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -14,9 +14,12 @@ use crate::model::Id;
 /// The `gang` plugin.
 pub struct Gang;
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Gang))
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
 use crate::framework::view::View;
 use crate::model::{Id, Task};
@@ -22,11 +22,20 @@ pub struct GpuPack {
     job_nodes: HashMap<(Id, Id), u32>,
 }
 
+/// The plugin reads `gpupack.weight` (default 10.0).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["gpupack.weight"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["gpupack.weight"], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let weight = r.f64_or("gpupack.weight", 10.0);
+    r.finish()?;
     Ok(Box::new(GpuPack {
-        weight: r.f64_or("gpupack.weight", 10.0)?,
+        weight,
         gpu_slots: Vec::new(),
         job_nodes: HashMap::new(),
     }))

@@ -2,7 +2,7 @@
 //! `overcommit-factor` (default 1.2), still has room for its minResources after what is used
 //! and what admitted-but-not-started jobs have claimed.
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{EnqueueVote, Plugin, SessionEvents, Vote};
 use crate::framework::view::View;
 use crate::model::{GroupPhase, Id};
@@ -15,16 +15,24 @@ pub struct Overcommit {
     inqueue: Resources,
 }
 
+/// The plugin reads `overcommit-factor` (default 1.2, at least 1).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["overcommit-factor"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["overcommit-factor"], &[])?;
-    let factor = r.f64_or("overcommit-factor", 1.2)?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let factor = r.f64_or("overcommit-factor", 1.2);
     if factor < 1.0 {
-        return Err(ArgError::new(
+        r.refuse(
             "overcommit-factor",
             format!("must be at least 1.0, got {factor}"),
-        ));
+        );
     }
+    r.finish()?;
     Ok(Box::new(Overcommit {
         factor,
         idle: Resources::ZERO,

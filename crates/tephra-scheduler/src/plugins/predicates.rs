@@ -1,21 +1,102 @@
-//! `predicates`: whether a pod can run on a node: node Ready and not cordoned, nodeSelector and
-//! required node affinity, NoSchedule/NoExecute taints against tolerations, pod slots, and
-//! resource fit against what the node will have free (idle plus releasing, less pipelined).
+//! `predicates`: whether a pod can run on a node, as kube-scheduler's filters (and Volcano's
+//! `predicates` plugin) decide it: node Ready and not cordoned, nodeSelector and required node
+//! affinity, NoSchedule/NoExecute taints against tolerations, required inter-pod affinity and
+//! anti-affinity (the pod's own terms, and the anti-affinity of pods already placed), pod slots,
+//! and resource fit against what the node will have free (idle plus releasing, less pipelined).
+//!
+//! Volcano's switches `predicate.NodeAffinityEnable`, `predicate.TaintTolerationEnable` and
+//! `predicate.PodAffinityEnable` (default true) turn those checks off. Its other keys are
+//! accepted without effect, each with the reason ([`ARGS`]).
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
+use crate::framework::affinity::{AffinityIndex, Terms};
 use crate::framework::fit::Unfit;
-use crate::framework::plugin::{Plugin, Predicate};
+use crate::framework::plugin::{Plugin, Predicate, SessionEvents};
 use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated};
 use crate::resources::PODS;
 
 /// The `predicates` plugin.
-pub struct Predicates;
+pub struct Predicates {
+    node_affinity: bool,
+    taints: bool,
+    pod_affinity: bool,
+    index: AffinityIndex,
+}
+
+const VOLUMES: &str = "volumes are not part of tephra's model";
+
+/// What the plugin reads (Volcano's keys).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &[
+        "predicate.NodeAffinityEnable",
+        "predicate.TaintTolerationEnable",
+        "predicate.PodAffinityEnable",
+    ],
+    prefixes: &[],
+    inert: &[
+        (
+            "predicate.NodePortsEnable",
+            "host ports are not part of tephra's model",
+        ),
+        ("predicate.NodeVolumeLimitsEnable", VOLUMES),
+        ("predicate.VolumeZoneEnable", VOLUMES),
+        ("predicate.VolumeBindingEnable", VOLUMES),
+        ("volumebinding.weight", VOLUMES),
+        ("volumebinding.bindTimeoutSeconds", VOLUMES),
+        ("volumebinding.shape", VOLUMES),
+        (
+            "predicate.PodTopologySpreadEnable",
+            "pod topology spread constraints are not part of tephra's model",
+        ),
+        (
+            "predicate.CacheEnable",
+            "tephra keeps no predicate results between sessions",
+        ),
+        (
+            "predicate.DynamicResourceAllocationEnable",
+            "dynamic resource allocation is not part of tephra's model; Volcano no longer reads it either",
+        ),
+        (
+            "dynamicresources.filterTimeoutSeconds",
+            "dynamic resource allocation is not part of tephra's model",
+        ),
+        (
+            "predicate.GPUSharingEnable",
+            "GPU sharing moved to Volcano's deviceshare plugin; tephra places whole GPUs",
+        ),
+        (
+            "predicate.GPUNumberEnable",
+            "moved to Volcano's deviceshare plugin; tephra counts GPUs as a resource",
+        ),
+        (
+            "predicate.ProportionalEnable",
+            "moved to Volcano's resource-strategy-fit plugin",
+        ),
+        (
+            "predicate.resources",
+            "moved to Volcano's resource-strategy-fit plugin",
+        ),
+        (
+            "predicate.resources.",
+            "moved to Volcano's resource-strategy-fit plugin",
+        ),
+    ],
+};
 
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
-    Ok(Box::new(Predicates))
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let node_affinity = r.bool_or("predicate.NodeAffinityEnable", true);
+    let taints = r.bool_or("predicate.TaintTolerationEnable", true);
+    let pod_affinity = r.bool_or("predicate.PodAffinityEnable", true);
+    r.finish()?;
+    Ok(Box::new(Predicates {
+        node_affinity,
+        taints,
+        pod_affinity,
+        index: AffinityIndex::default(),
+    }))
 }
 
 impl Plugin for Predicates {
@@ -25,6 +106,66 @@ impl Plugin for Predicates {
 
     fn predicate(&self) -> Option<&dyn Predicate> {
         Some(self)
+    }
+
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Predicates {
+    fn opened(&mut self, view: &View) {
+        if self.pod_affinity {
+            self.index = AffinityIndex::build(view, Terms::Required);
+        }
+    }
+
+    fn allocated(&mut self, view: &View, task: Id) {
+        if self.pod_affinity {
+            self.index.placed(view, task);
+        }
+    }
+
+    fn deallocated(&mut self, view: &View, task: Id) {
+        if self.pod_affinity {
+            self.index.removed(view, task);
+        }
+    }
+}
+
+impl Predicates {
+    /// Required inter-pod affinity and anti-affinity of `task` on `node`.
+    fn pod_affinity(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
+        let shape = &task.spec.shape;
+        let ns = shape.namespace.as_str();
+        for term in &shape.rules.affinity {
+            match self.index.count(view, ns, term, node) {
+                None => return Err(Unfit::PodAffinity),
+                Some(n) if n > 0 => {}
+                Some(_) => {
+                    // No pod it wants is in this domain. As kube-scheduler does, the first pod
+                    // of a group that selects itself may go anywhere while no such pod exists.
+                    let first = self.index.total(ns, term) == 0
+                        && term.selects(ns, ns, &shape.rules.labels);
+                    if !first {
+                        return Err(Unfit::PodAffinity);
+                    }
+                }
+            }
+        }
+        for term in &shape.rules.anti_affinity {
+            if self
+                .index
+                .count(view, ns, term, node)
+                .is_some_and(|n| n > 0)
+            {
+                return Err(Unfit::PodAntiAffinity);
+            }
+        }
+        if self.index.repelled(view, ns, &shape.rules.labels, node) {
+            return Err(Unfit::ExistingAntiAffinity);
+        }
+        Ok(())
     }
 }
 
@@ -41,15 +182,21 @@ impl Predicate for Predicates {
             return Err(Unfit::Unschedulable);
         }
         let shape = &task.spec.shape;
-        if !selector_matches(&shape.node_selector, &n.spec.labels)
-            || !affinity_matches(&shape.affinity, &n.spec.labels)
+        if self.node_affinity
+            && (!selector_matches(&shape.node_selector, &n.spec.labels)
+                || !affinity_matches(&shape.affinity, &n.spec.labels))
         {
             return Err(Unfit::Selector);
         }
-        for t in &n.spec.taints {
-            if t.effect != TaintEffect::PreferNoSchedule && !tolerated(&shape.tolerations, t) {
-                return Err(Unfit::Taint(format!("{}: {}", t.key, t.value)));
+        if self.taints {
+            for t in &n.spec.taints {
+                if t.effect != TaintEffect::PreferNoSchedule && !tolerated(&shape.tolerations, t) {
+                    return Err(Unfit::Taint(format!("{}: {}", t.key, t.value)));
+                }
             }
+        }
+        if self.pod_affinity && !self.index.is_empty() {
+            self.pod_affinity(view, task, node)?;
         }
         let free = view.state.nodes[node as usize].future_idle();
         match shape.request.fits_in(&free) {

@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{Entitlement, JobOrder, Plugin, TaskOrder};
 use crate::framework::view::View;
 use crate::model::Id;
@@ -18,9 +18,12 @@ pub struct Priority {
     held: std::cell::OnceCell<BTreeMap<String, Vec<(i32, Resources)>>>,
 }
 
+/// The plugin reads no arguments.
+pub const ARGS: ArgSpec = ArgSpec::NONE;
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    ArgReader::new(&cfg.arguments, &[], &[])?;
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Priority {
         held: std::cell::OnceCell::new(),
     }))

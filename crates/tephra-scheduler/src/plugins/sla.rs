@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::duration::Duration;
 use crate::framework::plugin::{Entitlement, JobOrder, Plugin, Reservation};
 use crate::framework::view::View;
@@ -28,18 +28,27 @@ fn parse_duration(text: &str) -> Option<i64> {
         .map(Duration::as_secs)
 }
 
+/// The plugin reads `sla-waiting-time`.
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["sla-waiting-time"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["sla-waiting-time"], &[])?;
-    let waiting_s = match r.string("sla-waiting-time") {
-        None => None,
-        Some(s) => Some(parse_duration(&s).ok_or_else(|| {
-            ArgError::new(
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let waiting_s = r.string("sla-waiting-time").and_then(|s| {
+        let parsed = parse_duration(&s);
+        if parsed.is_none() {
+            r.refuse(
                 "sla-waiting-time",
                 format!("{s:?} is not a duration such as 30m or 2h"),
-            )
-        })?),
-    };
+            );
+        }
+        parsed
+    });
+    r.finish()?;
     Ok(Box::new(Sla { waiting_s }))
 }
 

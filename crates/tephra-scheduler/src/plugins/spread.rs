@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{ArgError, ArgReader, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
@@ -18,12 +18,19 @@ pub struct Spread {
     weight: f64,
 }
 
+/// The plugin reads `spread.weight` (default 1.0).
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["spread.weight"],
+    prefixes: &[],
+    inert: &[],
+};
+
 /// Builds the plugin from its configuration.
-pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgError> {
-    let r = ArgReader::new(&cfg.arguments, &["spread.weight"], &[])?;
-    Ok(Box::new(Spread {
-        weight: r.f64_or("spread.weight", 1.0)?,
-    }))
+pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
+    let r = ArgReader::new(&cfg.arguments, &ARGS);
+    let weight = r.f64_or("spread.weight", 1.0);
+    r.finish()?;
+    Ok(Box::new(Spread { weight }))
 }
 
 impl Plugin for Spread {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::cache::{Cache, CacheError, Event};
 use crate::decisions::Decisions;
 use crate::model::{
-    Cluster, GroupPhase, JobPolicy, Labels, NodeSpec, PodGroupSpec, PodSpec, TaskShape, TaskStatus,
-    Toleration,
+    Cluster, GroupPhase, JobPolicy, Labels, NodeSpec, PodGroupSpec, PodRules, PodSpec, TaskShape,
+    TaskStatus, Toleration,
 };
 use crate::resources::{PODS, ResourceError, Resources};
 
@@ -79,6 +79,8 @@ pub struct Role {
     pub min: Option<u32>,
     /// Pod priority.
     pub priority: i32,
+    /// Labels and (anti-)affinity of the role's pods.
+    pub rules: PodRules,
 }
 
 impl Role {
@@ -95,7 +97,14 @@ impl Role {
             tolerations: Vec::new(),
             min: None,
             priority: 0,
+            rules: PodRules::default(),
         }
+    }
+
+    /// Sets the pods' labels and (anti-)affinity.
+    pub fn rules(mut self, rules: PodRules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// Requires node labels.
@@ -220,6 +229,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
             preemptable: true,
             namespace: job.namespace.clone(),
             priority_class: None,
+            rules: role.rules.clone(),
         }));
     }
     // minResources: the cheapest min_member pods, role minimums first (as the job controller

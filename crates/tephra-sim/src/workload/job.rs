@@ -103,6 +103,7 @@ impl SimJob {
                     preemptable: true,
                     namespace: self.namespace.clone(),
                     priority_class: None,
+                    rules: Default::default(),
                 }),
                 replicas: t.replicas,
                 min_available: t.min,

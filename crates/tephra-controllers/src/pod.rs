@@ -1,0 +1,363 @@
+//! What one pod asks of the scheduler, read from its Kubernetes spec: effective requests (as
+//! kube-scheduler computes them), node selector, required and preferred node affinity,
+//! tolerations, inter-pod affinity and anti-affinity, and its labels. The job controller reads a
+//! task's pod template with it; the Kubernetes runtime reads pods that integrations create.
+//!
+//! Anything the scheduler has no meaning for (an unknown operator or effect) is an error that
+//! names the field, never silently dropped.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, NodeSelectorRequirement, PodAffinityTerm, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sLabelSelector;
+use tephra_scheduler::model::{
+    LabelSelector, Labels, Namespaces, PodRules, PodTerm, Requirement, SelectorOp, TaintEffect,
+    Toleration, Weighted,
+};
+
+/// A value the scheduler has no meaning for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: unknown value {value:?} (known: {known})")]
+pub struct UnknownValue {
+    /// Field path.
+    pub field: String,
+    /// The value.
+    pub value: String,
+    /// The values that are known.
+    pub known: &'static str,
+}
+
+/// Adds quantities of the same resource exactly, keeping Kubernetes text form.
+fn add_quantity(a: &Quantity, b: &Quantity) -> Quantity {
+    // Both are valid quantities (the API server checked them); summing their millis keeps it
+    // exact for every unit the scheduler uses.
+    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
+    Quantity(format!("{}m", milli(a) + milli(b)))
+}
+
+fn max_quantity(a: &Quantity, b: &Quantity) -> Quantity {
+    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
+    if milli(b) > milli(a) {
+        b.clone()
+    } else {
+        a.clone()
+    }
+}
+
+/// A quantity in thousandths of its unit (exact; rounds up below that).
+pub(crate) fn parse_milli(text: &str) -> Option<i64> {
+    tephra_scheduler::quantity::parse_scaled(text, 1000).ok()
+}
+
+fn container_requests(c: &Container) -> BTreeMap<String, Quantity> {
+    let mut out = BTreeMap::new();
+    if let Some(r) = &c.resources {
+        // Kubernetes defaults a missing request to the limit.
+        if let Some(limits) = &r.limits {
+            out.extend(limits.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        if let Some(requests) = &r.requests {
+            out.extend(requests.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    out
+}
+
+/// The effective requests of a pod, as kube-scheduler computes them: containers summed, the
+/// largest init container, limits standing in for missing requests, pod overhead added.
+pub fn requests(spec: &PodSpec) -> BTreeMap<String, Quantity> {
+    let mut sum: BTreeMap<String, Quantity> = BTreeMap::new();
+    for c in &spec.containers {
+        for (k, v) in container_requests(c) {
+            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
+            *e = add_quantity(e, &v);
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (k, v) in container_requests(c) {
+            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
+            *e = max_quantity(e, &v);
+        }
+    }
+    for (k, v) in spec.overhead.iter().flatten() {
+        let e = sum.entry(k.clone()).or_insert_with(|| Quantity("0".into()));
+        *e = add_quantity(e, v);
+    }
+    sum
+}
+
+fn requirement(r: &NodeSelectorRequirement, field: String) -> Result<Requirement, UnknownValue> {
+    let op = SelectorOp::parse(&r.operator).ok_or_else(|| UnknownValue {
+        field,
+        value: r.operator.clone(),
+        known: "In, NotIn, Exists, DoesNotExist, Gt, Lt",
+    })?;
+    Ok(Requirement {
+        key: r.key.clone(),
+        op,
+        values: r.values.clone().unwrap_or_default(),
+    })
+}
+
+/// Required node affinity: node selector terms ORed, the match expressions of a term ANDed.
+pub fn node_affinity(pod: &PodSpec, at: &str) -> Result<Vec<Vec<Requirement>>, UnknownValue> {
+    let Some(required) = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return Ok(Vec::new());
+    };
+    let base = format!(
+        "{at}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    );
+    required
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(t, term)| {
+            term.match_expressions
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(e, expr)| {
+                    requirement(expr, format!("{base}[{t}].matchExpressions[{e}].operator"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Tolerations as the scheduler models them: an empty operator is `Equal`, an empty effect
+/// tolerates every effect.
+pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownValue> {
+    let mut out = Vec::new();
+    for (i, t) in pod.tolerations.iter().flatten().enumerate() {
+        let exists = match t.operator.as_deref() {
+            None | Some("") | Some("Equal") => false,
+            Some("Exists") => true,
+            Some(other) => {
+                return Err(UnknownValue {
+                    field: format!("{at}.spec.tolerations[{i}].operator"),
+                    value: other.to_string(),
+                    known: "Equal, Exists",
+                });
+            }
+        };
+        let effect = match t.effect.as_deref() {
+            None | Some("") => None,
+            Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| UnknownValue {
+                field: format!("{at}.spec.tolerations[{i}].effect"),
+                value: e.to_string(),
+                known: "NoSchedule, PreferNoSchedule, NoExecute",
+            })?),
+        };
+        out.push(Toleration {
+            key: t.key.clone().unwrap_or_default(),
+            exists,
+            value: t.value.clone().unwrap_or_default(),
+            effect,
+        });
+    }
+    Ok(out)
+}
+
+fn label_selector(s: &K8sLabelSelector, at: &str) -> Result<LabelSelector, UnknownValue> {
+    let expressions = s
+        .match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(e, r)| {
+            let op = match r.operator.as_str() {
+                "In" => SelectorOp::In,
+                "NotIn" => SelectorOp::NotIn,
+                "Exists" => SelectorOp::Exists,
+                "DoesNotExist" => SelectorOp::DoesNotExist,
+                other => {
+                    return Err(UnknownValue {
+                        field: format!("{at}.labelSelector.matchExpressions[{e}].operator"),
+                        value: other.to_string(),
+                        known: "In, NotIn, Exists, DoesNotExist",
+                    });
+                }
+            };
+            Ok(Requirement {
+                key: r.key.clone(),
+                op,
+                values: r.values.clone().unwrap_or_default(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        expressions,
+    })
+}
+
+fn pod_term(t: &PodAffinityTerm, at: &str) -> Result<PodTerm, UnknownValue> {
+    let namespaces = if t.namespace_selector.is_some() {
+        Namespaces::All
+    } else {
+        match &t.namespaces {
+            Some(list) if !list.is_empty() => Namespaces::Listed(list.clone()),
+            _ => Namespaces::Own,
+        }
+    };
+    Ok(PodTerm {
+        selector: t
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(s, at))
+            .transpose()?,
+        topology_key: t.topology_key.clone(),
+        namespaces,
+    })
+}
+
+/// Labels, preferred node affinity and inter-pod affinity of a pod with `labels`.
+pub fn rules(pod: &PodSpec, labels: &Labels, at: &str) -> Result<PodRules, UnknownValue> {
+    let mut rules = PodRules {
+        labels: labels.clone(),
+        ..PodRules::default()
+    };
+    let Some(affinity) = &pod.affinity else {
+        return Ok(rules);
+    };
+    let base = format!("{at}.spec.affinity");
+    if let Some(preferred) = affinity.node_affinity.as_ref().and_then(|n| {
+        n.preferred_during_scheduling_ignored_during_execution
+            .as_ref()
+    }) {
+        for (i, p) in preferred.iter().enumerate() {
+            let term = p
+                .preference
+                .match_expressions
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(e, expr)| {
+                    requirement(
+                        expr,
+                        format!(
+                            "{base}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference.matchExpressions[{e}].operator"
+                        ),
+                    )
+                })
+                .collect::<Result<_, _>>()?;
+            rules.preferred_nodes.push(Weighted {
+                weight: p.weight,
+                term,
+            });
+        }
+    }
+    for (kind, source, required, preferred) in [
+        (
+            "podAffinity",
+            affinity.pod_affinity.as_ref().map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
+            &mut rules.affinity,
+            &mut rules.preferred_affinity,
+        ),
+        (
+            "podAntiAffinity",
+            affinity.pod_anti_affinity.as_ref().map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
+            &mut rules.anti_affinity,
+            &mut rules.preferred_anti_affinity,
+        ),
+    ] {
+        let Some((req, pref)) = source else {
+            continue;
+        };
+        for (i, t) in req.iter().flatten().enumerate() {
+            required.push(pod_term(
+                t,
+                &format!("{base}.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )?);
+        }
+        for (i, w) in pref.iter().flatten().enumerate() {
+            preferred.push(Weighted {
+                weight: w.weight,
+                term: pod_term(
+                    &w.pod_affinity_term,
+                    &format!(
+                        "{base}.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+                    ),
+                )?,
+            });
+        }
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> PodSpec {
+        serde_json::from_value(json).expect("a pod spec")
+    }
+
+    #[test]
+    fn pod_affinity_terms_are_read_with_their_namespaces_and_weights() {
+        let pod = spec(serde_json::json!({
+            "containers": [{"name": "c"}],
+            "affinity": {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+                ]},
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 50, "podAffinityTerm": {
+                        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["db"]}]},
+                        "topologyKey": "zone", "namespaces": ["data"]}}
+                ]},
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}
+                ]}
+            }
+        }));
+        let labels = Labels::from([("app".to_string(), "web".to_string())]);
+        let r = rules(&pod, &labels, "pod").expect("reads");
+        assert_eq!(r.labels, labels);
+        assert_eq!(r.anti_affinity[0].topology_key, "kubernetes.io/hostname");
+        assert_eq!(r.anti_affinity[0].namespaces, Namespaces::Own);
+        assert_eq!(r.preferred_affinity[0].weight, 50);
+        assert_eq!(
+            r.preferred_affinity[0].term.namespaces,
+            Namespaces::Listed(vec!["data".into()])
+        );
+        assert_eq!(r.preferred_nodes[0].weight, 10);
+    }
+
+    #[test]
+    fn an_unknown_selector_operator_names_the_field() {
+        let pod = spec(serde_json::json!({
+            "containers": [{"name": "c"}],
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
+                 "topologyKey": "zone"}
+            ]}}
+        }));
+        let e = rules(&pod, &Labels::new(), "pod").expect_err("Gt is not a label operator");
+        assert!(
+            e.field.ends_with(
+                "podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator"
+            ),
+            "{e}"
+        );
+    }
+}

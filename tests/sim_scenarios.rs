@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::assert_clean;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use tephra_sim::{Record, Report, RunOptions, Scenario};
@@ -18,7 +20,7 @@ fn run_with(s: &Scenario, seed: Option<u64>) -> (Report, Vec<Record>) {
         s,
         RunOptions {
             seed,
-            until_ms: None,
+            ..RunOptions::default()
         },
         &mut |r| events.push(r.clone()),
         &mut |_| {},
@@ -29,22 +31,6 @@ fn run_with(s: &Scenario, seed: Option<u64>) -> (Report, Vec<Record>) {
 
 fn run(name: &str) -> (Report, Vec<Record>) {
     run_with(&load(name), None)
-}
-
-fn assert_clean(r: &Report) {
-    let i = &r.invariants;
-    assert_eq!(
-        (
-            i.node_overcommits,
-            i.partial_gangs,
-            i.gangs_split_across_clusters,
-            i.policy_violations
-        ),
-        (0, 0, 0, 0),
-        "checker found violations: {:?}",
-        r.violations
-    );
-    assert_eq!(r.jobs.lost, 0, "jobs lost");
 }
 
 fn binds<'a>(events: &'a [Record], job: &str) -> Vec<&'a Record> {

@@ -45,3 +45,20 @@ pub fn expectations(path: &Path) -> Vec<String> {
     );
     expected
 }
+
+/// A simulation's checker found nothing wrong and no job was lost.
+pub fn assert_clean(r: &tephra_sim::Report) {
+    let i = &r.invariants;
+    assert_eq!(
+        (
+            i.node_overcommits,
+            i.partial_gangs,
+            i.gangs_split_across_clusters,
+            i.policy_violations
+        ),
+        (0, 0, 0, 0),
+        "checker found violations: {:?}",
+        r.violations
+    );
+    assert_eq!(r.jobs.lost, 0, "jobs lost");
+}

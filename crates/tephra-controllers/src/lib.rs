@@ -2,11 +2,15 @@
 //! runtime and the simulator call the same functions.
 //!
 //! - [`job`]: a Volcano Job's gang plan (Volcano's defaults), and the gang the scheduler sees;
+//! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
 //! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;
+//! - [`queue`]: a Queue as the scheduler sees it (Volcano's defaults and hierarchy annotations);
 //! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
 pub mod job;
+pub mod members;
 pub mod pod;
 pub mod podgroup;
+pub mod queue;
 pub mod requeue_on_fault;

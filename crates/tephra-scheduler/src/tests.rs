@@ -100,3 +100,79 @@ fn hot_reload_keeps_the_last_good_config() {
     assert_eq!(h.current().actions, ["allocate"]);
     assert!(h.last_error().is_none());
 }
+
+#[test]
+fn every_unknown_argument_is_reported_not_only_the_first() {
+    let text = "actions: allocate\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.cpuu: 2\n      binpack.memry: 3\n  - name: drf\n    arguments:\n      bogus: 1\n";
+    let e = SchedulerConfig::parse(text).unwrap_err().to_string();
+    for key in ["binpack.cpuu", "binpack.memry", "(drf).arguments.bogus"] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+}
+
+#[test]
+fn an_inert_volcano_plugin_with_nested_arguments_loads_with_a_warning() {
+    let text = r#"actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: gang
+  - name: resource-strategy-fit
+    arguments:
+      resourceStrategyFitWeight: 10
+      resources:
+        nvidia.com/gpu:
+          type: MostAllocated
+          weight: 2
+"#;
+    let c = SchedulerConfig::parse(text).unwrap();
+    assert_eq!(c.inert_plugins, ["resource-strategy-fit"]);
+    assert_eq!(c.tiers[0].len(), 1, "only gang runs");
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("resource-strategy-fit") && w.contains("no effect")),
+        "{:?}",
+        c.warnings
+    );
+    let e = SchedulerConfig::parse_strict(text).unwrap_err().to_string();
+    assert!(
+        e.contains("tiers[0].plugins[1].name") && e.contains("--strict-config"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_yaml_error_names_line_and_column() {
+    let text = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n   - name: drf\n";
+    let e = SchedulerConfig::parse(text).unwrap_err().to_string();
+    assert!(e.contains("line 5"), "{e}");
+    assert!(e.contains("column"), "{e}");
+}
+
+#[test]
+fn volcano_keys_without_effect_here_are_accepted_with_a_warning() {
+    let text = "actions: allocate\ntiers:\n- plugins:\n  - name: nodeorder\n    arguments:\n      imagelocality.weight: 2\n      nodeaffinity.weight: 3\n  - name: gang\n    enableJobStarving: false\n";
+    let c = SchedulerConfig::parse(text).unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("(nodeorder).arguments.imagelocality.weight")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        !c.warnings.iter().any(|w| w.contains("nodeaffinity.weight")),
+        "nodeaffinity.weight is honoured, not inert: {:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn gang_preempt_and_gang_reclaim_actions_are_accepted() {
+    let c = SchedulerConfig::parse("actions: \"enqueue, allocate, gangpreempt, gangreclaim\"\n")
+        .unwrap();
+    assert_eq!(
+        c.actions,
+        ["enqueue", "allocate", "gangpreempt", "gangreclaim"]
+    );
+}

@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Overrides `run.until`, in ms.
     pub until_ms: Option<i64>,
+    /// Refuse Volcano plugins tephra does not implement instead of loading them inert.
+    pub strict_config: bool,
 }
 
 /// Progress, reported now and then during a run.
@@ -61,7 +63,7 @@ pub struct Progress {
 impl<'s> Sim<'s> {
     /// Builds the fleet, queues and sources. Nothing runs yet.
     pub fn new(scenario: &'s Scenario, opts: RunOptions) -> Result<Self, SimError> {
-        let config = Arc::new(load_config(scenario)?);
+        let config = Arc::new(load_config(scenario, opts.strict_config)?);
         let mut s = scenario.clone();
         if let Some(seed) = opts.seed {
             s.run.seed = seed;
@@ -94,7 +96,13 @@ impl<'s> Sim<'s> {
         };
         sim.build_fleet()?;
         sim.build_queues()?;
-        for (name, value) in &scenario.scheduler.priority_classes {
+        let manifest_classes = std::mem::take(&mut sim.sources.classes);
+        for (name, value) in scenario
+            .scheduler
+            .priority_classes
+            .iter()
+            .chain(&manifest_classes)
+        {
             sim.apply(Event::PriorityClassUpsert {
                 name: name.clone(),
                 value: *value,
@@ -167,8 +175,9 @@ impl<'s> Sim<'s> {
                 pod_names.push(pod_key);
             }
         }
+        let empty = pod_names.is_empty();
         self.jobs.insert(
-            key,
+            key.clone(),
             JobRt {
                 queue: job.queue.clone(),
                 min,
@@ -178,8 +187,14 @@ impl<'s> Sim<'s> {
                 waited: false,
                 done: 0,
                 group,
+                why: None,
             },
         );
+        if empty {
+            // A job with no replicas has nothing to wait for: Volcano's job controller moves
+            // it to Completed at once (succeeded + failed = 0 = replicas).
+            self.complete(&key)?;
+        }
         self.mark_dirty();
         Ok(())
     }
@@ -278,6 +293,35 @@ impl<'s> Sim<'s> {
         report.trace_skipped = self.sources.skipped();
         report.notes = self.sources.notes();
         report.notes.push(requeue_on_fault::note());
+        report.notes.extend(
+            self.config
+                .warnings
+                .iter()
+                .map(|w| format!("scheduler.config: {w}")),
+        );
+        if pending > 0 && self.until_ms.is_none() {
+            // Nothing more could happen, yet jobs wait: say which, so a run that ends with
+            // work left is never mistaken for one that finished it.
+            let mut waiting: Vec<&String> = self
+                .jobs
+                .iter()
+                .filter(|(_, j)| j.started == 0)
+                .map(|(k, _)| k)
+                .collect();
+            waiting.sort();
+            let shown: Vec<String> = waiting
+                .iter()
+                .take(5)
+                .map(|k| match self.jobs.get(*k).and_then(|j| j.why.as_ref()) {
+                    Some(why) => format!("{k} ({why})"),
+                    None => k.to_string(),
+                })
+                .collect();
+            report.notes.push(format!(
+                "{pending} job(s) still pending when nothing more could happen: {}",
+                shown.join("; ")
+            ));
+        }
         report.violations = self.checker.details.clone();
         Ok(report)
     }

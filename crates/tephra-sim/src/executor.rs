@@ -87,6 +87,14 @@ impl Sim<'_> {
             let Some(job) = self.jobs.get_mut(&g.job) else {
                 continue;
             };
+            if let Some(c) = g
+                .conditions
+                .iter()
+                .rev()
+                .find(|c| c.kind == "Unschedulable")
+            {
+                job.why = Some(format!("{}: {}", c.reason, c.message));
+            }
             if job.group.phase != g.phase {
                 job.group.phase = g.phase;
                 let spec = job.group.clone();

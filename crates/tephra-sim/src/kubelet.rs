@@ -77,7 +77,7 @@ impl Sim<'_> {
     }
 
     /// A finished job leaves the cache and the engine: memory follows jobs in flight.
-    fn complete(&mut self, key: &str) -> Result<(), SimError> {
+    pub(crate) fn complete(&mut self, key: &str) -> Result<(), SimError> {
         let Some(j) = self.jobs.remove(key) else {
             return Ok(());
         };

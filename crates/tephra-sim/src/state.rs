@@ -68,6 +68,8 @@ pub(crate) struct JobRt {
     pub(crate) waited: bool,
     pub(crate) done: u32,
     pub(crate) group: PodGroupSpec,
+    /// The last reason the scheduler gave for not placing the gang (`reason: message`).
+    pub(crate) why: Option<String>,
 }
 
 /// A simulation in progress: the virtual clock and its agenda, the scheduler's cache and

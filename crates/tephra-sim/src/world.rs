@@ -14,7 +14,8 @@ use crate::state::{Sim, scaled};
 use crate::workload::effect;
 
 /// The scheduler configuration a scenario names (a file, inline, or tephra's default).
-pub(crate) fn load_config(s: &Scenario) -> Result<SchedulerConfig, SimError> {
+/// With `strict`, Volcano plugins tephra does not implement are refused instead of loaded inert.
+pub(crate) fn load_config(s: &Scenario, strict: bool) -> Result<SchedulerConfig, SimError> {
     let text = match &s.scheduler.config {
         None => return Ok(SchedulerConfig::default_config()),
         Some(ConfigRef::Path(p)) => {
@@ -33,7 +34,12 @@ pub(crate) fn load_config(s: &Scenario) -> Result<SchedulerConfig, SimError> {
             })
         })?,
     };
-    SchedulerConfig::parse(&text).map_err(|e| {
+    let parsed = if strict {
+        SchedulerConfig::parse_strict(&text)
+    } else {
+        SchedulerConfig::parse(&text)
+    };
+    parsed.map_err(|e| {
         SimError::Scenario(ScenarioError::Invalid {
             path: s.source.clone(),
             message: format!("scheduler.config: {e}"),
@@ -208,6 +214,21 @@ impl Sim<'_> {
                 _ => QueueState::Open,
             };
             self.stats.queue(&q.name, spec.weight);
+            self.apply(Event::QueueUpsert(Box::new(spec)))?;
+        }
+        // Queue documents among the manifests, read as the Kubernetes runtime reads them.
+        for q in std::mem::take(&mut self.sources.queues) {
+            let spec =
+                tephra_controllers::queue::spec(&q, self.cache.names_mut()).map_err(|e| {
+                    SimError::Scenario(ScenarioError::Invalid {
+                        path: s.source.clone(),
+                        message: format!(
+                            "workload.manifests: Queue {}: {e}",
+                            q.metadata.name.as_deref().unwrap_or_default()
+                        ),
+                    })
+                })?;
+            self.stats.queue(&spec.name, spec.weight);
             self.apply(Event::QueueUpsert(Box::new(spec)))?;
         }
         Ok(())

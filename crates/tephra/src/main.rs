@@ -46,6 +46,10 @@ enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Refuse a scheduler config that names Volcano plugins tephra does not implement,
+        /// instead of loading them with a warning and no effect.
+        #[arg(long)]
+        strict_config: bool,
     },
     /// Start a Kubernetes API server per member cluster of a fleet, with simulated kubelets, and
     /// a control plane with tephra's CRDs and queues; write a kubeconfig and serve until Ctrl-C.
@@ -102,7 +106,15 @@ fn main() -> ExitCode {
             seed,
             until,
             quiet,
-        } => sim::run(&scenario, &out, seed, until.as_deref(), quiet),
+            strict_config,
+        } => sim::run(
+            &scenario,
+            &out,
+            seed,
+            until.as_deref(),
+            quiet,
+            strict_config,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ pub fn run(
     seed: Option<u64>,
     until: Option<&str>,
     quiet: bool,
+    strict_config: bool,
 ) -> anyhow::Result<()> {
     let scenario = Scenario::load(path)?;
     let until_ms = match until {
@@ -55,7 +56,11 @@ pub fn run(
     };
     let report = tephra_sim::run(
         &scenario,
-        RunOptions { seed, until_ms },
+        RunOptions {
+            seed,
+            until_ms,
+            strict_config,
+        },
         &mut sink,
         &mut progress,
     )?;

@@ -4,7 +4,9 @@
 //!
 //! With `enableHierarchy: true` (Volcano's hdrf) it also orders queues: over the queue tree
 //! (`parent`, rooted at `root`), the children of the closest common ancestor are compared by
-//! their subtree's dominant share divided by their weight. It then cannot be combined with
+//! their subtree's dominant share divided by their weight. The tree comes from each queue's
+//! `spec.parent` and weight, or from Volcano's `volcano.sh/hierarchy` and
+//! `volcano.sh/hierarchy-weights` annotations when it has them. It then cannot be combined with
 //! another plugin that orders queues (proportion, capacity).
 
 use std::cmp::Ordering;
@@ -41,6 +43,36 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     }))
 }
 
+/// Adds a queue placed by Volcano's hierarchy annotations: each level of its path above the
+/// queue is a node of the tree named by the path so far (`root`, `root/eng`), weighted as the
+/// annotation says (the first queue to name a level sets its weight); the queue itself hangs
+/// under the last of them with the last weight.
+fn add_annotated(
+    tree: &mut BTreeMap<String, (Option<String>, f64)>,
+    queue: &str,
+    h: &crate::model::Hierarchy,
+) {
+    let weight = |i: usize| {
+        h.weights
+            .get(i)
+            .copied()
+            .unwrap_or(1.0)
+            .max(f64::MIN_POSITIVE)
+    };
+    let levels = h.path.len();
+    let mut parent: Option<String> = None;
+    for i in 0..levels.saturating_sub(1) {
+        let node = h.path[..=i].join("/");
+        tree.entry(node.clone())
+            .or_insert_with(|| (parent.clone(), weight(i)));
+        parent = Some(node);
+    }
+    tree.insert(
+        queue.to_string(),
+        (parent, weight(levels.saturating_sub(1))),
+    );
+}
+
 impl Drf {
     /// The queue and its ancestors, leaf first.
     fn chain(&self, queue: &str) -> Vec<String> {
@@ -58,7 +90,7 @@ impl Drf {
             .and_then(|t| t.get(queue))
             .map_or(1.0, |(_, w)| *w);
         let alloc = self.queue_alloc.get(queue).copied().unwrap_or_default();
-        dominant_share(&alloc, &self.total) / weight.max(1.0)
+        dominant_share(&alloc, &self.total) / weight
     }
 
     fn adjust_queue(&mut self, queue: &str, amount: &Resources, sign: i64) {
@@ -104,8 +136,13 @@ impl SessionEvents for Drf {
         if let Some(tree) = &mut self.hierarchy {
             let parents = queue_parents(view);
             for (name, q) in &view.snap.queues {
-                let parent = parents.get(name).cloned().flatten();
-                tree.insert(name.clone(), (parent, f64::from(q.weight.max(1))));
+                match &q.hierarchy {
+                    Some(h) => add_annotated(tree, name, h),
+                    None => {
+                        let parent = parents.get(name).cloned().flatten();
+                        tree.insert(name.clone(), (parent, f64::from(q.weight.max(1))));
+                    }
+                }
             }
             let held: Vec<(String, Resources)> = view
                 .state

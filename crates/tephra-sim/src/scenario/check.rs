@@ -61,12 +61,15 @@ pub(super) fn check(scenario: &Scenario) -> Result<(), String> {
             ));
         }
     }
+    // Queue documents among the manifests declare queues too; with manifests, the queues are
+    // checked once those are read (`workload::Merged::open`).
+    let deferred = !scenario.workload.manifests.is_empty();
     let check_queue = |field: String, q: &str| -> Result<(), String> {
-        if queues.contains(q) {
+        if deferred || queues.contains(q) {
             Ok(())
         } else {
             Err(format!(
-                "{field}: unknown queue {q:?} (declare it under queues)"
+                "{field}: unknown queue {q:?} (declare it under queues, or ship a Queue document in workload.manifests)"
             ))
         }
     };
@@ -139,4 +142,30 @@ pub(super) fn check(scenario: &Scenario) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The queues that explicit, generated and trace jobs name, with the field that names each.
+pub(crate) fn named_queues(scenario: &Scenario) -> Vec<(String, &str)> {
+    let w = &scenario.workload;
+    let mut out = Vec::new();
+    for (i, j) in w.jobs.iter().enumerate() {
+        if let Some(q) = &j.queue {
+            out.push((format!("workload.jobs[{i}] ({}).queue", j.name), q.as_str()));
+        }
+    }
+    for (i, g) in w.generate.iter().enumerate() {
+        out.extend(
+            g.queue
+                .keys()
+                .map(|q| (format!("workload.generate[{i}].queue"), q.as_str())),
+        );
+    }
+    for (i, t) in w.traces.iter().enumerate() {
+        out.extend(
+            t.queues
+                .keys()
+                .map(|q| (format!("workload.traces[{i}].queues"), q.as_str())),
+        );
+    }
+    out
 }

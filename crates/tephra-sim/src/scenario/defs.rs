@@ -209,9 +209,13 @@ pub struct Workload {
     /// Explicit jobs.
     #[serde(default)]
     pub jobs: Vec<JobDef>,
-    /// Volcano Job manifests (paths).
+    /// Volcano manifests (paths): Jobs, Queues, PodGroups and their pods.
     #[serde(default)]
     pub manifests: Vec<String>,
+    /// Run time of manifest pods that carry no `tephra.io/sim-duration` annotation (nor their
+    /// Job or PodGroup).
+    #[serde(default, rename = "manifestDuration")]
+    pub manifest_duration: Option<Dur>,
     /// Synthetic arrivals.
     #[serde(default)]
     pub generate: Vec<GenerateDef>,

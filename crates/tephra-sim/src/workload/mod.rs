@@ -22,6 +22,10 @@ use trace::Trace;
 pub struct Merged {
     sources: Vec<Box<dyn JobSource>>,
     labels: Vec<String>,
+    /// Queue documents among the manifests, to create before anything runs.
+    pub queues: Vec<tephra_api::Queue>,
+    /// PriorityClass documents among the manifests.
+    pub classes: BTreeMap<String, i32>,
 }
 
 impl Merged {
@@ -31,9 +35,13 @@ impl Merged {
         let mut sources: Vec<Box<dyn JobSource>> =
             vec![Box::new(explicit(&s.workload.jobs, classes))];
         let mut labels = vec!["jobs".to_string()];
+        let (mut queues, mut manifest_classes) = (Vec::new(), BTreeMap::new());
         if !s.workload.manifests.is_empty() {
-            sources.push(Box::new(manifests(s)?));
+            let m = manifests(s)?;
+            sources.push(Box::new(m.jobs));
             labels.push("manifests".to_string());
+            queues = m.queues;
+            manifest_classes = m.classes;
         }
         for (i, g) in s.workload.generate.iter().enumerate() {
             let seed = s.run.seed.wrapping_add(i as u64 * 7919);
@@ -50,7 +58,12 @@ impl Merged {
             sources.push(Box::new(trace));
             labels.push(t.path.clone());
         }
-        Ok(Self { sources, labels })
+        Ok(Self {
+            sources,
+            labels,
+            queues,
+            classes: manifest_classes,
+        })
     }
 
     /// Arrival time of the next job.

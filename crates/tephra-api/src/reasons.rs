@@ -30,5 +30,6 @@ pub const QUEUE_BLOCKED: &str = "QueueBlocked";
 /// The job's queue does not exist, or is Closed or Closing.
 pub const QUEUE_NOT_OPEN: &str = "QueueNotOpen";
 /// Enqueue did not admit the job: its minResources do not fit what the fleet and its queue
-/// have free. (Volcano's enqueue says `NotInqueueable` for the same wait.)
-pub const NOT_ENQUEUEABLE: &str = "NotEnqueueable";
+/// have free. Volcano's reason, spelled as Volcano spells it, so that tooling written for
+/// Volcano's PodGroup conditions keeps working.
+pub const NOT_ENQUEUEABLE: &str = "NotInqueueable";

@@ -444,7 +444,7 @@ fn enqueue_holds_back_jobs_whose_min_resources_exceed_the_overcommitted_fleet() 
     assert_eq!(d.group("default/huge").unwrap().phase, GroupPhase::Pending);
     assert_eq!(
         d.event_for("default/huge").unwrap().reason,
-        "NotEnqueueable"
+        "NotInqueueable"
     );
 }
 

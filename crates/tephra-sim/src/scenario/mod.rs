@@ -12,7 +12,7 @@ pub mod values;
 use std::path::{Path, PathBuf};
 
 pub use defs::*;
-pub use values::{Dur, Qty, Resources};
+pub use values::{Dur, DurError, Qty, Resources};
 
 /// A bad scenario. Nothing runs when one is returned.
 #[derive(Debug, thiserror::Error)]
@@ -87,8 +87,19 @@ mod tests {
         assert_eq!(Dur::parse("2d"), Ok(Dur(172_800_000)));
         assert_eq!(Dur::parse("500ms"), Ok(Dur(500)));
         assert_eq!(Dur::parse("1.5h"), Ok(Dur(5_400_000)));
-        assert!(Dur::parse("5x").unwrap_err().contains("unknown unit \"x\""));
-        assert!(Dur::parse("10").unwrap_err().contains("missing unit"));
+        assert!(
+            Dur::parse("5x")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown unit \"x\"")
+        );
+        assert!(
+            Dur::parse("10")
+                .unwrap_err()
+                .to_string()
+                .contains("missing unit")
+        );
+        assert!(matches!(Dur::parse("-1s"), Err(DurError::Negative(_))));
     }
 
     #[test]

@@ -5,8 +5,19 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer};
-use tephra_scheduler::duration::Duration;
+use tephra_scheduler::duration::{Duration, DurationError};
 use tephra_scheduler::quantity::parse_scaled;
+
+/// Why a scenario duration is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurError {
+    /// Not a Go duration.
+    #[error(transparent)]
+    Syntax(#[from] DurationError),
+    /// Negative.
+    #[error("invalid duration {0:?}: must not be negative")]
+    Negative(String),
+}
 
 /// A duration in milliseconds, written in Go's syntax (`90s`, `10m`, `6h`, `1h30m`, `500ms`),
 /// plus `d` for days: the project's one duration grammar ([`tephra_scheduler::duration`]).
@@ -21,10 +32,10 @@ impl Dur {
 
     /// Parses a duration in Go's syntax (days allowed); durations in a scenario are never
     /// negative.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let d = Duration::parse(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, DurError> {
+        let d = Duration::parse(text)?;
         if d.is_negative() {
-            return Err(format!("invalid duration {text:?}: must not be negative"));
+            return Err(DurError::Negative(text.to_string()));
         }
         Ok(Dur(d.as_millis()))
     }

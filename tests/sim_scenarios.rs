@@ -320,9 +320,14 @@ fn queues_weighted_one_two_three_get_their_deserved_gpu_share() {
             q.jobs_submitted > q.jobs_completed,
             "queue {name} must stay saturated for the test to mean anything"
         );
-        let off = (q.actual_share - q.deserved_share).abs() / q.deserved_share;
+        // Within 5%, or within half a pod of it: reclaim never takes a queue below its
+        // deserved share, so a queue of 2-GPU pods may keep up to one pod above a deserved
+        // share that is not a whole number of pods (10.7 of 64 GPUs for weight 1).
+        let half_pod = 1.0 / 64.0;
+        let off_abs = (q.actual_share - q.deserved_share).abs();
+        let off = off_abs / q.deserved_share;
         assert!(
-            off <= 0.05,
+            off <= 0.05 || off_abs <= half_pod,
             "queue {name}: actual {:.3} vs deserved {:.3}",
             q.actual_share,
             q.deserved_share

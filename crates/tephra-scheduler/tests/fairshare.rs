@@ -253,7 +253,18 @@ fn reclaim_never_pushes_a_queue_below_its_deserved_share() {
     let mut c = two_queues(true);
     add_job(&mut c, &gpu_job("more", 1, "8").queue("q1").created(6)).unwrap();
     let d = run(&c);
-    assert!(d.evictions.len() <= 2, "{:?}", d.evictions);
+    assert_eq!(
+        d.evictions.len(),
+        2,
+        "exactly q2's two nodes above its share: {:?}",
+        d.evictions
+    );
+    assert!(d.evictions.iter().all(|e| e.job == "default/hog"));
+    assert!(
+        d.pipelined.iter().all(|b| b.job == "default/back"),
+        "only back fits in q1's share: {:?}",
+        d.pipelined
+    );
 }
 
 fn sla_config() -> Arc<SchedulerConfig> {

@@ -67,7 +67,24 @@ proptest! {
         let d = schedule(c.snapshot(), config(), 0, 2);
         let placed = d.binds.iter().chain(&d.pipelined).filter(|b| b.job == "default/back").count();
         prop_assert_eq!(placed, want as usize, "guarantee not honoured: {:?} {:?}", d.events, d.evictions);
-        // And the borrower is never pushed below its own deserved share by it.
-        prop_assert!(d.evictions.iter().all(|e| e.job.starts_with("default/b")));
+        // Only the borrower gives back, no more than the owner needs (rounded up to whole
+        // gangs, since a gang at its minimum goes whole), and single-pod jobs never below the
+        // borrower's own deserved share.
+        prop_assert!(d.evictions.iter().all(|e| e.job.starts_with("default/b") && e.job != "default/back"));
+        let held_pods = c.world().tasks.iter().filter(|(_, t)| t.spec.placement.is_some()).count();
+        let needed = (want as usize).saturating_sub(nodes - held_pods);
+        let gang = borrower_gang as usize;
+        prop_assert!(
+            d.evictions.len() <= needed.div_ceil(gang) * gang,
+            "{} pods evicted for {} needed: {:?}", d.evictions.len(), needed, d.evictions
+        );
+        if gang == 1 {
+            let (held, after) = (held_pods * 8, (held_pods - d.evictions.len()) * 8);
+            let deserved = (nodes - guaranteed_nodes) * 8;
+            prop_assert!(
+                after >= deserved.min(held),
+                "borrower pushed to {} GPUs, below its deserved {} (held {})", after, deserved, held
+            );
+        }
     }
 }

@@ -185,6 +185,60 @@ fn run(c: &Cache) -> Decisions {
     )
 }
 
+/// The default configuration with preempt and reclaim.
+fn run_evicting(c: &Cache) -> Decisions {
+    let text = tephra_scheduler::config::DEFAULT_CONFIG.replace(
+        "actions: \"enqueue, allocate, backfill\"",
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"",
+    );
+    schedule(
+        c.snapshot(),
+        Arc::new(SchedulerConfig::parse(&text).unwrap()),
+        0,
+        2,
+    )
+}
+
+/// Pipelined reservations never over-commit a node: what runs there, less what is evicted,
+/// plus what is bound and pipelined, fits its allocatable.
+fn check_pipelined(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    let mut after: BTreeMap<(String, String), Resources> = w
+        .nodes
+        .iter()
+        .map(|(_, n)| ((n.spec.cluster.clone(), n.spec.name.clone()), n.used))
+        .collect();
+    let request = |task: &str| w.tasks.get(w.task_id(task).unwrap()).unwrap();
+    for b in d.binds.iter().chain(&d.pipelined) {
+        after
+            .get_mut(&(b.cluster.clone(), b.node.clone()))
+            .unwrap()
+            .add(&request(&b.task).spec.shape.request);
+    }
+    for e in &d.evictions {
+        let t = request(&e.task);
+        let (cluster, node) = t.spec.placement.clone().unwrap();
+        after
+            .get_mut(&(cluster, node))
+            .unwrap()
+            .sub(&t.spec.shape.request);
+    }
+    for ((cluster, node), used) in &after {
+        let n = w.nodes.get(w.node_id(cluster, node).unwrap()).unwrap();
+        for i in 0..MAX_RESOURCES {
+            if i == tephra_scheduler::resources::PODS && n.spec.allocatable.get(i) == 0 {
+                continue;
+            }
+            prop_assert!(
+                used.get(i) <= n.spec.allocatable.get(i),
+                "node {cluster}/{node} over-committed with pipelined pods on {}",
+                w.names.name(i)
+            );
+        }
+    }
+    Ok(())
+}
+
 fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
     let w = c.world();
     // 1. No node over-committed, on any resource.
@@ -292,6 +346,35 @@ proptest! {
         tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
         let d2 = run(&c);
         check_invariants(&c, &d2)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn with_preempt_and_reclaim_sessions_never_overcommit_split_or_misplace_a_gang(
+        clusters in prop::collection::vec(cluster_gen(), 1..4),
+        jobs in prop::collection::vec(job_gen(), 1..7),
+        later in prop::collection::vec(job_gen(), 1..4),
+    ) {
+        let (mut c, _) = build(&clusters, &jobs, false);
+        let d = run_evicting(&c);
+        check_invariants(&c, &d)?;
+        check_pipelined(&c, &d)?;
+        // Running work, then new and higher-priority jobs that evict some of it.
+        tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
+        c.clear_changed();
+        let (_, more) = build(&clusters, &later, true);
+        for (i, j) in more.iter().enumerate() {
+            let mut g = j.clone();
+            g.name = format!("late{i}");
+            let g = g.priority(j.priority + 2).created(100 + i as i64);
+            add_job(&mut c, &g).unwrap();
+        }
+        let d2 = run_evicting(&c);
+        check_invariants(&c, &d2)?;
+        check_pipelined(&c, &d2)?;
     }
 }
 

@@ -118,8 +118,42 @@ proptest! {
             let left = ready - n;
             prop_assert!(left == 0 || left >= j.min_member() as usize, "{job} cut to {left} below its gang of {}", j.min_member());
         }
+        let gpu = w.names.get("nvidia.com/gpu").unwrap();
+        let request = |task: &str| w.tasks.get(w.task_id(task).unwrap()).unwrap().spec.shape.request;
+        // Binds and pipelined reservations together never over-commit a node, counting the
+        // room evictions free.
+        let mut node_after: BTreeMap<(String, String), tephra_scheduler::resources::Resources> = BTreeMap::new();
+        for (_, n) in w.nodes.iter() {
+            node_after.insert((n.spec.cluster.clone(), n.spec.name.clone()), n.used);
+        }
+        for b in d.binds.iter().chain(&d.pipelined) {
+            node_after.get_mut(&(b.cluster.clone(), b.node.clone())).unwrap().add(&request(&b.task));
+        }
+        for e in &d.evictions {
+            let t = w.tasks.get(w.task_id(&e.task).unwrap()).unwrap();
+            let (cluster, node) = t.spec.placement.clone().unwrap();
+            node_after.get_mut(&(cluster, node)).unwrap().sub(&t.spec.shape.request);
+        }
+        for ((cluster, node), after) in &node_after {
+            let n = w.nodes.get(w.node_id(cluster, node).unwrap()).unwrap();
+            prop_assert!(after.get(gpu) <= n.spec.allocatable.get(gpu), "node {cluster}/{node} over-committed with pipelined pods: {} GPUs", after.get(gpu));
+        }
+        // Reclaim never takes a queue below its deserved share: with two queues of equal
+        // weight, each deserves at least half the fleet or all it asks for.
+        let total = (clusters * nodes * 8) as i64;
+        for q in ["q0", "q1"] {
+            // What the queue holds apart from reclaim: before the session, plus what this
+            // session placed for it (bound or pipelined), less what preempt took within it.
+            let before = w.queue_used.get(q).map_or(0, |r| r.get(gpu))
+                + d.binds.iter().chain(&d.pipelined).filter(|b| job_of(&b.job).queue() == q).map(|b| request(&b.task).get(gpu)).sum::<i64>()
+                - d.evictions.iter().filter(|e| e.reason.starts_with("preempted") && job_of(&e.job).queue() == q).map(|e| request(&e.task).get(gpu)).sum::<i64>();
+            let reclaimed: i64 = d.evictions.iter()
+                .filter(|e| e.reason.starts_with("reclaimed") && job_of(&e.job).queue() == q)
+                .map(|e| request(&e.task).get(gpu))
+                .sum();
+            prop_assert!(before - reclaimed >= before.min(total / 2), "queue {q} reclaimed from {before} to {} GPUs, below half of {total}: {:?} {:?}", before - reclaimed, d.evictions, d.pipelined);
+        }
         if cap_gpus > 0 {
-            let gpu = w.names.get("nvidia.com/gpu").unwrap();
             let mut held: i64 = w.queue_used.get("q1").map_or(0, |r| r.get(gpu));
             for b in &d.binds {
                 let j = job_of(&b.job);

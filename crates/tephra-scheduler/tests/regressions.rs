@@ -174,7 +174,17 @@ fn a_pod_that_leaves_its_podgroup_is_scheduled_like_a_bare_pod() {
     .unwrap();
     c2.apply(Event::PodUpsert(spec)).unwrap();
     let d2 = run(&c2);
-    assert_eq!(d.binds.len(), d2.binds.len());
+    assert_eq!(
+        d2.binds.len(),
+        1,
+        "a bare pod is scheduled: {:?}",
+        d2.events
+    );
+    assert_eq!(
+        d.binds.iter().map(|b| &b.task).collect::<Vec<_>>(),
+        d2.binds.iter().map(|b| &b.task).collect::<Vec<_>>(),
+        "the pod that left its group is scheduled as the bare pod is"
+    );
 }
 
 // F: a node over-used (allocatable shrank) hides free room on another node of the cluster.

@@ -22,7 +22,7 @@ use super::classes::Placer;
 use super::gang::{job_needs, pending_groups, place_job_in_cluster, shortfall};
 use super::job::{candidate_clusters, finish};
 use super::search::SearchArgs;
-use super::victims::{Victim, running_jobs, victim};
+use super::victims::{Running, Victim, running_jobs, victim};
 use crate::framework::fit::{FitErrors, Room};
 use crate::framework::hooks::Dispatch;
 use crate::framework::order::jobs_by_queue;
@@ -40,8 +40,9 @@ pub enum Mode {
     Reclaim,
 }
 
-/// The most victim jobs looked at for one preemptor in one cluster.
-const MAX_VICTIM_JOBS: usize = 64;
+/// The most victim jobs looked at for one preemptor in one cluster: enough to free several
+/// whole nodes of small pods for big tasks.
+const MAX_VICTIM_JOBS: usize = 256;
 
 /// After this many preemptors of one queue found no room, the queue's others wait for the
 /// next session: later jobs rarely fit where earlier ones did not, and the search is costly.
@@ -110,7 +111,7 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                                 .is_some_and(|n| might_help(&hooks, &probes, n))
                         })
                 };
-                let victims: Vec<Victim> = running
+                let mut eligible: Vec<&Running> = running
                     .iter()
                     .filter(|r| r.cluster == cluster && r.job != job)
                     .filter(|r| short.is_empty() || short.iter().any(|&s| r.held.get(s) > 0))
@@ -121,10 +122,19 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                                 && ssn.snap.queues.get(&r.queue).is_some_and(|q| q.reclaimable)
                         }
                     })
+                    .collect();
+                if mode == Mode::Reclaim {
+                    // From the queue furthest above its share first (the reverse of the
+                    // order in which queues are served); within a queue, as before.
+                    eligible.sort_by(|a, b| hooks.queue_order(&b.queue, &a.queue));
+                }
+                let victims: Vec<Victim> = eligible
+                    .into_iter()
                     .filter_map(|r| victim(ssn, r.job, cluster))
                     .filter(|v| helps(v))
                     .take(MAX_VICTIM_JOBS)
                     .collect();
+                let victims = node_by_node(ssn, &probes, victims);
                 if victims.is_empty() {
                     continue;
                 }
@@ -187,6 +197,59 @@ fn might_help(hooks: &Dispatch, probes: &[Id], node: Id) -> bool {
                 Err(why) => why.resolvable(),
             })
     })
+}
+
+/// Victims regrouped node by node, so that growing the set in order frees whole nodes: a task
+/// that needs a whole node is helped only by every victim on one node, not by one victim on
+/// each of many. Nodes come cheapest first: those where the fewest victims (in the given
+/// order) make room for one of the gang's task shapes (`probes`), ties broken by the
+/// preference of their first victim; each node's victims keep the given order. A victim
+/// belongs to the node of the task it would lose first. Nodes where no victim set makes room
+/// come last.
+fn node_by_node(ssn: &Session, probes: &[Id], victims: Vec<Victim>) -> Vec<Victim> {
+    let view = ssn.view();
+    let request = |t: Id| {
+        view.task(t)
+            .map_or(Resources::ZERO, |t| t.spec.shape.request)
+    };
+    let mut nodes: Vec<(Id, Vec<usize>)> = Vec::new();
+    for (i, v) in victims.iter().enumerate() {
+        let Some(node) = v.tasks.first().and_then(|&t| view.task_node(t)) else {
+            continue;
+        };
+        match nodes.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, list)) => list.push(i),
+            None => nodes.push((node, vec![i])),
+        }
+    }
+    let cost = |node: Id, list: &[usize]| -> usize {
+        let mut avail = view.future_idle(node);
+        for (k, &i) in list.iter().enumerate() {
+            for &t in victims[i]
+                .tasks
+                .iter()
+                .filter(|&&t| view.task_node(t) == Some(node))
+            {
+                avail.add(&request(t));
+            }
+            if probes.iter().any(|&p| request(p).fits_in(&avail).is_ok()) {
+                return k + 1;
+            }
+        }
+        usize::MAX
+    };
+    let mut ranked: Vec<(usize, usize, &Vec<usize>)> = nodes
+        .iter()
+        .map(|(node, list)| (cost(*node, list), list[0], list))
+        .collect();
+    ranked.sort_by_key(|&(c, first, _)| (c, first));
+    let mut slots: Vec<Option<Victim>> = victims.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    for (_, _, list) in ranked {
+        out.extend(list.iter().filter_map(|&i| slots[i].take()));
+    }
+    out.extend(slots.into_iter().flatten());
+    out
 }
 
 /// The first `n` of a victim's tasks: `n` is at most its spare tasks, or all of them.

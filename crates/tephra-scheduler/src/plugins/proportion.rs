@@ -264,10 +264,12 @@ impl QueueShare for Proportion {
     }
 
     fn reclaimable(&self, view: &View, victims: &[Id]) -> bool {
-        // Victim queues never drop below their deserved share.
+        // A victim's queue gives back only what it holds above its deserved share, and never
+        // drops below that share of a resource it competes for. Where a queue deserves all it
+        // asks for of a resource, no one competes for it: freeing it is no loss to the queue,
+        // but it is never a reason to take from the queue either (`above` is the full share).
         victims_keep_floors(view, victims, |q| {
             self.queues.get(q).map(|a| {
-                // Where a queue deserves all it asks for, the resource is not contended.
                 let mut floor = a.deserved;
                 for r in 0..MAX_RESOURCES {
                     if a.deserved.0[r] >= a.request.0[r] {
@@ -276,7 +278,7 @@ impl QueueShare for Proportion {
                 }
                 VictimQueue {
                     allocated: a.allocated,
-                    above: floor,
+                    above: a.deserved,
                     floor,
                 }
             })

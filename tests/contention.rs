@@ -1,0 +1,73 @@
+//! Fairness under contention, end to end through the simulator: reclaim and preempt free whole
+//! nodes for big tasks, never take a queue below its share, admission never holds a queue
+//! forever, and impossible jobs cannot starve possible ones.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::assert_clean;
+use tephra_sim::{Record, Report, RunOptions, Scenario};
+
+fn run(name: &str) -> (Report, Vec<Record>) {
+    let path = common::repo_root()
+        .join("tests/scenarios/contention")
+        .join(name);
+    let s = Scenario::load(&path).unwrap();
+    let mut events = Vec::new();
+    let report = tephra_sim::run(
+        &s,
+        RunOptions::default(),
+        &mut |r| events.push(r.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_clean(&report);
+    (report, events)
+}
+
+/// Evicted pods per job.
+fn evictions(events: &[Record]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "evict") {
+        *out.entry(e.job.clone().unwrap()).or_default() += 1;
+    }
+    out
+}
+
+fn first_bind(events: &[Record], job: &str) -> Option<f64> {
+    events
+        .iter()
+        .find(|e| e.kind == "bind" && e.job.as_deref() == Some(job))
+        .map(|e| e.t)
+}
+
+#[test]
+fn reclaim_frees_whole_nodes_of_small_tasks_for_a_big_gang() {
+    let (_, events) = run("reclaim-whole-nodes.yaml");
+    let bound = first_bind(&events, "default/big").expect("b's gang never ran");
+    assert!(
+        bound <= 600.0 + 120.0,
+        "b's gang waited until t={bound}s (submitted at 600s)"
+    );
+    let evicted: usize = evictions(&events).values().sum();
+    assert_eq!(
+        evicted,
+        32,
+        "exactly 8 nodes' worth of a's 2-GPU pods: {:?}",
+        evictions(&events)
+    );
+}
+
+#[test]
+fn reclaim_takes_from_the_queue_furthest_above_its_share_never_below_a_share() {
+    let (_, events) = run("reclaim-from-the-most-overused.yaml");
+    let victims = evictions(&events);
+    assert!(
+        !victims.contains_key("default/a1"),
+        "qa is at its deserved share: {victims:?}"
+    );
+    assert_eq!(victims.values().sum::<usize>(), 1, "{victims:?}");
+    assert!(first_bind(&events, "default/b1").is_some(), "b1 never ran");
+}

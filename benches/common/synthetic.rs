@@ -220,6 +220,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                     priority_class: None,
                     priority: Some(fill.priority),
                     phase: GroupPhase::Running,
+                    phase_since: 0,
                     created: 0,
                     policy: Arc::new(JobPolicy::default()),
                 }))?;

@@ -33,3 +33,6 @@ pub const QUEUE_NOT_OPEN: &str = "QueueNotOpen";
 /// have free. Volcano's reason, spelled as Volcano spells it, so that tooling written for
 /// Volcano's PodGroup conditions keeps working.
 pub const NOT_ENQUEUEABLE: &str = "NotInqueueable";
+/// An admitted job could not be placed for longer than enqueue's `inqueueTimeout`: it goes
+/// back to Pending, so that it stops holding its queue's admission budget.
+pub const INQUEUE_TIMEOUT: &str = "InqueueTimeout";

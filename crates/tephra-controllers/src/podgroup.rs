@@ -88,6 +88,7 @@ pub fn gang(spec: GangSpec, created: i64) -> Gang {
         priority_class: spec.priority_class,
         priority: spec.priority,
         phase: GroupPhase::Pending,
+        phase_since: created,
         created,
         policy: spec.policy,
     };

@@ -370,7 +370,9 @@ pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: 
                 .collect()
         })
         .collect();
-    Session::open(snapshot, Hooks::new(tiers), now, id)
+    let mut ssn = Session::open(snapshot, Hooks::new(tiers), now, id);
+    ssn.allocate_admits = !config.actions.iter().any(|a| a == "enqueue");
+    ssn
 }
 
 /// Opens a session on `snapshot`, runs every configured action and returns the decisions.

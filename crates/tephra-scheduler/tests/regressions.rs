@@ -268,6 +268,7 @@ fn a_fifo_queue_is_not_blocked_by_a_podgroup_without_pods() {
         priority_class: None,
         priority: None,
         phase: GroupPhase::Inqueue,
+        phase_since: 0,
         created: 0,
         policy: Arc::new(JobPolicy::default()),
     }))
@@ -338,6 +339,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
         priority_class: None,
         priority: None,
         phase: GroupPhase::Inqueue,
+        phase_since: 0,
         created: 0,
         policy: Arc::new(JobPolicy::default()),
     }))

@@ -97,6 +97,7 @@ impl Sim<'_> {
             }
             if job.group.phase != g.phase {
                 job.group.phase = g.phase;
+                job.group.phase_since = self.now / 1000;
                 let spec = job.group.clone();
                 self.apply(Event::PodGroupUpsert(spec))?;
             }

@@ -175,6 +175,7 @@ impl Sim<'_> {
         if let Some(j) = self.jobs.get_mut(job_key)
             && podgroup::requeue(&mut j.group)
         {
+            j.group.phase_since = self.now / 1000;
             j.started = 0;
             let spec = j.group.clone();
             self.apply(Event::PodGroupUpsert(spec))?;

@@ -1,12 +1,13 @@
 //! `allocate`: place admitted gangs, queue by queue in queue order, job by job in job order
 //! (see [`crate::placement::job`] for how one job is placed). An overused queue waits; a fifo
-//! queue waits behind its first job that does not fit.
+//! queue waits behind its first job that does not fit. Without an `enqueue` action in the
+//! configuration, allocate admits Pending jobs of Open queues itself, as Volcano's does.
 
 use tephra_api::reasons;
 
 use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::order::{jobs_by_queue, next_queue};
-use crate::framework::session::Session;
+use crate::framework::session::{Session, queue_open};
 use crate::model::{Dequeue, GroupPhase};
 use crate::placement::search::SEARCH_ONLY;
 use crate::placement::{Outcome, Placer, SearchArgs, allocate_job};
@@ -22,11 +23,11 @@ pub fn check(args: &Args) -> Result<(), ArgErrors> {
 /// Runs `allocate`.
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
     let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
-    let mut by_queue = jobs_by_queue(ssn, |ssn, job| {
-        matches!(
-            ssn.state.phase(&ssn.snap, job),
-            Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown)
-        )
+    let admits = ssn.allocate_admits;
+    let mut by_queue = jobs_by_queue(ssn, |ssn, job| match ssn.state.phase(&ssn.snap, job) {
+        Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown) => true,
+        Some(GroupPhase::Pending) => admits,
+        _ => false,
     });
     while let Some(queue) = next_queue(ssn, by_queue.keys()) {
         let Some(jobs) = by_queue.get_mut(&queue) else {
@@ -48,6 +49,17 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
             continue;
         }
         let job = jobs.remove(0);
+        if ssn.state.phase(&ssn.snap, job) == Some(GroupPhase::Pending) {
+            // No enqueue action: admitted here, as long as the queue is Open.
+            if let Err(closed) = queue_open(&ssn.snap, &queue) {
+                let note = ssn.note(job);
+                note.reason = Some(reasons::QUEUE_NOT_OPEN);
+                note.message = Some(closed.to_string());
+                continue;
+            }
+            ssn.set_phase(job, GroupPhase::Inqueue);
+            ssn.job_enqueued(job);
+        }
         let outcome = allocate_job(ssn, placer, job, &search);
         let fifo = ssn
             .snap

@@ -1,27 +1,81 @@
 //! `enqueue`: admit Pending PodGroups (Pending → Inqueue) when their queue is Open, the job is
-//! valid, and the plugins' votes (overcommit, proportion, ...) allow its minResources in.
+//! valid, some eligible cluster could ever hold the gang ([`never_fits`]), and the plugins'
+//! votes (overcommit, proportion, ...) allow its minResources in.
+//!
+//! An admitted job that still cannot be placed `inqueueTimeout` after its admission (default
+//! 5m; a Go duration) goes back to Pending when the session closes, with a condition that says
+//! so, so that it stops holding its queue's admission budget (Volcano moves such PodGroups back
+//! too); a job that reserves room (sla) or was pipelined keeps its place.
 
 use tephra_api::reasons;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, Args};
+use crate::duration::Duration;
 use crate::framework::order::{jobs_by_queue, next_queue};
 use crate::framework::session::{Session, queue_open};
 use crate::model::GroupPhase;
 use crate::placement::Placer;
+use crate::placement::capacity::{capacities, never_fits};
 
-/// `enqueue` takes no arguments.
-pub const ARGS: ArgSpec = ArgSpec::NONE;
+/// What `enqueue` reads.
+pub const ARGS: ArgSpec = ArgSpec {
+    keys: &["inqueueTimeout"],
+    prefixes: &[],
+    inert: &[],
+};
+
+/// How long an admitted job may wait to be placed before it goes back to Pending, by default.
+pub const DEFAULT_INQUEUE_TIMEOUT_S: i64 = 300;
+
+/// The `inqueueTimeout` argument, in seconds.
+fn read(args: &Args) -> Result<i64, ArgErrors> {
+    let r = ArgReader::new(args, &ARGS);
+    let timeout = match r.string("inqueueTimeout") {
+        None => DEFAULT_INQUEUE_TIMEOUT_S,
+        Some(text) => match Duration::parse(&text) {
+            Ok(d) if !d.is_negative() => d.as_secs(),
+            _ => {
+                r.refuse(
+                    "inqueueTimeout",
+                    format!("{text:?} is not a duration such as 5m or 1h"),
+                );
+                0
+            }
+        },
+    };
+    r.finish()?;
+    Ok(timeout)
+}
 
 /// Checks the arguments.
 pub fn check(args: &Args) -> Result<(), ArgErrors> {
-    ArgReader::new(args, &ARGS).finish()
+    read(args).map(|_| ())
 }
 
 /// Runs `enqueue`.
-pub fn execute(ssn: &mut Session, _placer: &mut Placer, _args: &Args) {
+pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
+    // Applied when the session closes, to admitted jobs this session could not place either.
+    ssn.inqueue_timeout = Some(read(args).unwrap_or(DEFAULT_INQUEUE_TIMEOUT_S));
     let mut by_queue = jobs_by_queue(ssn, |ssn, job| {
         ssn.state.phase(&ssn.snap, job) == Some(GroupPhase::Pending)
     });
+    // A job back from an admission that did not lead to a placement (its phase changed after
+    // it was created) is admitted after the jobs of its queue that never had their chance, so
+    // that the budget it gave back is not simply taken by itself again.
+    for jobs in by_queue.values_mut() {
+        jobs.sort_by_key(|&job| {
+            ssn.snap
+                .jobs
+                .get(job)
+                .and_then(|j| j.group.as_ref())
+                .is_some_and(|g| g.phase_since > g.created)
+        });
+    }
+    let caps = if by_queue.is_empty() {
+        Vec::new()
+    } else {
+        capacities(ssn)
+    };
     while let Some(queue) = next_queue(ssn, by_queue.keys()) {
         let Some(jobs) = by_queue.get_mut(&queue) else {
             break;
@@ -42,6 +96,12 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, _args: &Args) {
             note.reason = Some(invalid.reason);
             note.message = Some(invalid.message.clone());
             note.invalid = Some(invalid);
+            continue;
+        }
+        if let Some(why) = never_fits(ssn, job, &caps) {
+            let note = ssn.note(job);
+            note.reason = Some(reasons::NOT_ENQUEUEABLE);
+            note.message = Some(why);
             continue;
         }
         if ssn.hooks().job_enqueueable(job) {

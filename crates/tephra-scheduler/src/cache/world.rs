@@ -322,6 +322,7 @@ impl World {
             } else {
                 GroupPhase::Inqueue
             },
+            phase_since: spec.created,
             created: spec.created,
             policy: Arc::new(JobPolicy::default()),
         });

@@ -147,6 +147,8 @@ pub trait SessionEvents {
     fn opened(&mut self, view: &View) {}
     /// A Pending job was admitted (Inqueue).
     fn job_enqueued(&mut self, view: &View, job: Id) {}
+    /// An admitted job went back to Pending: it no longer holds admission budget.
+    fn job_dequeued(&mut self, view: &View, job: Id) {}
     /// A task was allocated or pipelined (the view shows it on its node).
     fn allocated(&mut self, view: &View, task: Id) {}
     /// An allocation was undone, or a running task evicted (the view still shows it on its

@@ -42,6 +42,12 @@ pub struct Session {
     pub now: i64,
     /// Session number, used as the PodGroup condition transition ID.
     pub id: u64,
+    /// Whether `allocate` admits Pending jobs itself: true when the configuration has no
+    /// `enqueue` action (Volcano's allocate does the same).
+    pub allocate_admits: bool,
+    /// Set by `enqueue`: seconds after which an admitted job that still cannot be placed goes
+    /// back to Pending when the session closes.
+    pub inqueue_timeout: Option<i64>,
     pub(super) hooks: Hooks,
     pub(super) binds: Vec<Bind>,
     pub(super) pipelined: Vec<Bind>,
@@ -60,6 +66,8 @@ impl Session {
             state,
             now,
             id,
+            allocate_admits: false,
+            inqueue_timeout: None,
             hooks,
             binds: Vec::new(),
             pipelined: Vec::new(),
@@ -100,6 +108,11 @@ impl Session {
     /// Tells the plugins a job was admitted.
     pub fn job_enqueued(&mut self, job: Id) {
         self.notify(|p, v| p.job_enqueued(v, job));
+    }
+
+    /// Tells the plugins an admitted job went back to Pending.
+    pub fn job_dequeued(&mut self, job: Id) {
+        self.notify(|p, v| p.job_dequeued(v, job));
     }
 
     /// Tells every plugin that follows session events about one, with the current view.

@@ -21,6 +21,8 @@ impl Session {
         touched.extend(self.snap.changed_jobs.iter().copied());
         touched.sort_unstable();
         touched.dedup();
+        let pipelined: std::collections::HashSet<&str> =
+            self.pipelined.iter().map(|b| b.job.as_str()).collect();
         for job_id in touched {
             let Some(job) = self.snap.jobs.get(job_id) else {
                 continue;
@@ -51,11 +53,50 @@ impl Session {
                 GroupPhase::Running
             } else if matches!(old, GroupPhase::Running | GroupPhase::Unknown) && running > 0 {
                 GroupPhase::Unknown
+            } else if matches!(old, GroupPhase::Running | GroupPhase::Unknown) {
+                // Below its gang with nothing running (its pods are gone or back to
+                // Pending): Pending again, as Volcano does, to be admitted anew.
+                GroupPhase::Pending
             } else {
                 old
             };
+            // Admitted long ago and still not placed, even this session: back to Pending.
+            let expired = self.inqueue_timeout.and_then(|timeout| {
+                let waited = self.now - group.phase_since;
+                (phase == GroupPhase::Inqueue
+                    && old == group.phase
+                    && waited >= timeout
+                    && allocated == 0
+                    && !pipelined.contains(job.key.as_str())
+                    && !self.hooks().job_reserves(job_id))
+                .then_some(waited)
+            });
+            let phase = if expired.is_some() {
+                GroupPhase::Pending
+            } else {
+                phase
+            };
             let note = self.notes.get(&job_id);
             let mut conditions = Vec::new();
+            if let Some(waited) = expired {
+                let message = format!(
+                    "admitted {waited}s ago but still not placed: back to Pending so that it \
+                     stops holding queue {}'s admission budget",
+                    group.queue
+                );
+                conditions.push(Condition {
+                    kind: conditions::UNSCHEDULABLE,
+                    status: true,
+                    reason: reasons::INQUEUE_TIMEOUT.into(),
+                    message: message.clone(),
+                    transition_id: self.id,
+                });
+                events.push(JobEvent {
+                    job: job.key.clone(),
+                    reason: reasons::INQUEUE_TIMEOUT,
+                    message,
+                });
+            }
             if let Some(note) = note {
                 if note.scheduled {
                     conditions.push(Condition {

@@ -393,6 +393,9 @@ pub struct PodGroupSpec {
     pub priority: Option<i32>,
     /// Current phase.
     pub phase: GroupPhase,
+    /// When it entered its current phase (the last transition of its phase), in seconds of
+    /// the caller's clock: how long an admitted job has held its queue's admission budget.
+    pub phase_since: i64,
     /// Creation time, in seconds of the caller's clock.
     pub created: i64,
     /// Placement policy across clusters.

@@ -4,6 +4,7 @@
 //! | file | what it holds |
 //! | --- | --- |
 //! | `search.rs` | [`SearchArgs`]: how many feasible nodes and clusters to look at |
+//! | `capacity.rs` | what each cluster could ever hold, so that admission refuses gangs that never fit |
 //! | `classes.rs` | [`Placer`]: the node classes of each cluster (by extended resources) and their scan positions |
 //! | `scan.rs` | the resumable scan: feasible nodes into a scored heap, one role's replicas placed from it |
 //! | `gang.rs` | gang fitting in one cluster: pending groups, role minimums first, what a gang still needs, aggregate fit |
@@ -17,6 +18,7 @@
 //! enough feasible nodes are found (adaptively 5–50% of the cluster, at least 100) and starts
 //! where the last scan ended.
 
+pub mod capacity;
 pub mod classes;
 pub mod gang;
 pub mod job;

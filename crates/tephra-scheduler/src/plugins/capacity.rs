@@ -73,6 +73,21 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
 }
 
 impl Capacity {
+    /// Adds (`sign` 1) or removes (-1) a job's minResources from what its queue and its
+    /// ancestors have admitted.
+    fn count_inqueue(&mut self, view: &View, job: Id, sign: i64) {
+        let Some(j) = view.job(job) else { return };
+        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
+            return;
+        };
+        let delta = min.times(sign);
+        for name in self.chain(j.queue()) {
+            if let Some(q) = self.queues.get_mut(&name) {
+                q.inqueue.add(&delta);
+            }
+        }
+    }
+
     /// The queue and its ancestors, leaf first (cycles are cut).
     fn chain(&self, queue: &str) -> Vec<String> {
         ancestry(|q| self.queues.get(q).and_then(|a| a.parent.clone()), queue)
@@ -222,15 +237,11 @@ impl SessionEvents for Capacity {
     }
 
     fn job_enqueued(&mut self, view: &View, job: Id) {
-        let Some(j) = view.job(job) else { return };
-        let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
-            return;
-        };
-        for name in self.chain(j.queue()) {
-            if let Some(q) = self.queues.get_mut(&name) {
-                q.inqueue.add(&min);
-            }
-        }
+        self.count_inqueue(view, job, 1);
+    }
+
+    fn job_dequeued(&mut self, view: &View, job: Id) {
+        self.count_inqueue(view, job, -1);
     }
 
     fn allocated(&mut self, view: &View, task: Id) {

@@ -86,6 +86,12 @@ impl SessionEvents for Overcommit {
             self.inqueue.add(&min);
         }
     }
+
+    fn job_dequeued(&mut self, view: &View, job: Id) {
+        if let Some(min) = min_resources(view, job) {
+            self.inqueue.sub(&min);
+        }
+    }
 }
 
 impl EnqueueVote for Overcommit {

@@ -64,6 +64,17 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
 }
 
 impl Proportion {
+    /// Adds (`sign` 1) or removes (-1) a job's minResources from what its queue admitted.
+    fn count_inqueue(&mut self, view: &View, job: Id, sign: i64) {
+        let Some(j) = view.job(job) else { return };
+        if let (Some(q), Some(min)) = (
+            self.queues.get_mut(j.queue()),
+            j.group.as_ref().and_then(|g| g.min_resources),
+        ) {
+            q.inqueue.add(&min.times(sign));
+        }
+    }
+
     /// Share of a queue: its largest allocated/deserved ratio.
     fn share(&self, name: &str) -> f64 {
         let Some(q) = self.queues.get(name) else {
@@ -207,13 +218,11 @@ impl SessionEvents for Proportion {
     }
 
     fn job_enqueued(&mut self, view: &View, job: Id) {
-        let Some(j) = view.job(job) else { return };
-        if let (Some(q), Some(min)) = (
-            self.queues.get_mut(j.queue()),
-            j.group.as_ref().and_then(|g| g.min_resources),
-        ) {
-            q.inqueue.add(&min);
-        }
+        self.count_inqueue(view, job, 1);
+    }
+
+    fn job_dequeued(&mut self, view: &View, job: Id) {
+        self.count_inqueue(view, job, -1);
     }
 
     fn allocated(&mut self, view: &View, task: Id) {

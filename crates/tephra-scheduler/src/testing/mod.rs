@@ -266,6 +266,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
         priority_class: None,
         priority: Some(job.priority),
         phase: job.phase,
+        phase_since: job.created,
         created: job.created,
         policy: Arc::new(job.policy.clone()),
     }))?;

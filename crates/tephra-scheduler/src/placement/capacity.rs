@@ -1,0 +1,113 @@
+//! What each cluster could ever hold, whatever runs on it now: the sum of its usable nodes'
+//! allocatable and, per resource, the most one node has. Admission uses it so that no gang is
+//! admitted that no eligible cluster can ever hold (fleet-wide totals would admit a gang that
+//! fits only across clusters it may not span).
+
+use super::job::candidate_clusters;
+use crate::framework::fit::Room;
+use crate::framework::session::Session;
+use crate::model::Id;
+use crate::resources::{MAX_RESOURCES, Resources};
+
+/// One cluster's capacity.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Capacity {
+    /// Sum of its schedulable nodes' allocatable.
+    pub total: Resources,
+    /// The most of each resource on one node.
+    pub node_max: Resources,
+}
+
+/// Every cluster's capacity, by cluster id: O(nodes), once per session.
+pub fn capacities(ssn: &Session) -> Vec<Capacity> {
+    let mut out = vec![Capacity::default(); ssn.snap.cluster_nodes.len()];
+    for (cluster, nodes) in ssn.snap.cluster_nodes.iter().enumerate() {
+        let cap = &mut out[cluster];
+        for &n in nodes {
+            let Some(node) = ssn.snap.nodes.get(n) else {
+                continue;
+            };
+            if node.spec.unschedulable || !node.spec.ready {
+                continue;
+            }
+            let a = node.allocatable();
+            cap.total.add(&a);
+            for r in 0..MAX_RESOURCES {
+                cap.node_max.0[r] = cap.node_max.0[r].max(a.0[r]);
+            }
+        }
+    }
+    out
+}
+
+/// Why `job` can never be placed, if that is so: its gang (minResources) fits no eligible
+/// cluster in total (all eligible clusters together when it may be split), or its largest task
+/// fits no node of an eligible cluster. `None` when it could fit somewhere once room is made.
+pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
+    let j = ssn.snap.jobs.get(job)?;
+    let g = j.group.as_ref()?;
+    let min = g.min_resources?;
+    let largest = j
+        .tasks
+        .iter()
+        .filter_map(|&t| ssn.snap.tasks.get(t))
+        .map(|t| t.spec.shape.request)
+        .fold(Resources::ZERO, |acc, r| {
+            let mut m = acc;
+            for i in 0..MAX_RESOURCES {
+                m.0[i] = m.0[i].max(r.0[i]);
+            }
+            m
+        });
+    let (eligible, _) = candidate_clusters(ssn, job, Room::Making);
+    if eligible.is_empty() {
+        // The cluster filters explain this themselves when placement is tried.
+        return None;
+    }
+    let cap = |c: Id| caps.get(c as usize).copied().unwrap_or_default();
+    let task_fits = |c: Id| largest.fits_in(&cap(c).node_max).is_ok();
+    let fits = if g.policy.splittable {
+        let total = eligible
+            .iter()
+            .fold(Resources::ZERO, |acc, &c| acc.plus(&cap(c).total));
+        min.fits_in(&total).is_ok() && eligible.iter().any(|&c| task_fits(c))
+    } else {
+        eligible
+            .iter()
+            .any(|&c| min.fits_in(&cap(c).total).is_ok() && task_fits(c))
+    };
+    if fits {
+        return None;
+    }
+    let names = &ssn.snap.names;
+    let short = |avail: &Resources, need: &Resources| match need.fits_in(avail) {
+        Err(r) => names.name(r).to_string(),
+        Ok(()) => String::new(),
+    };
+    let sum = eligible
+        .iter()
+        .fold(Resources::ZERO, |acc, &c| acc.plus(&cap(c).total));
+    let biggest = eligible
+        .iter()
+        .copied()
+        .max_by_key(|&c| cap(c).total.0.iter().sum::<i64>())
+        .unwrap_or(eligible[0]);
+    let what = if g.policy.splittable && min.fits_in(&sum).is_err() {
+        format!(
+            "its minResources exceed the {} of all eligible clusters together",
+            short(&sum, &min)
+        )
+    } else if !g.policy.splittable && min.fits_in(&cap(biggest).total).is_err() {
+        format!(
+            "its minResources exceed the {} of every eligible cluster, and a gang that may \
+             not be split must fit in one",
+            short(&cap(biggest).total, &min)
+        )
+    } else {
+        format!(
+            "its largest task needs more {} than any node of an eligible cluster has",
+            short(&cap(biggest).node_max, &largest)
+        )
+    };
+    Some(format!("the job can never be placed: {what}"))
+}

@@ -1,0 +1,224 @@
+//! Admission (Pending → Inqueue): never a gang that can never be placed, never held forever by
+//! one that cannot be placed now, and done by allocate itself when no `enqueue` is configured.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use tephra_scheduler::config::DEFAULT_CONFIG;
+use tephra_scheduler::model::{Cluster, GroupPhase, PodGroupSpec};
+use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, add_nodes};
+use tephra_scheduler::{Cache, Decisions, SchedulerConfig, schedule};
+
+const GPU8: &[(&str, &str)] = &[
+    ("cpu", "96"),
+    ("memory", "1Ti"),
+    ("pods", "110"),
+    ("nvidia.com/gpu", "8"),
+];
+
+fn gpu_job(name: &str, replicas: u32, gpus: &str) -> GangJob {
+    GangJob::new(
+        name,
+        vec![Role::new(
+            "w",
+            replicas,
+            &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", gpus)],
+        )],
+    )
+    .phase(GroupPhase::Pending)
+}
+
+/// `clusters` clusters of `nodes` 8-GPU nodes each.
+fn fleet(clusters: usize, nodes: usize) -> Cache {
+    let mut c = Cache::new();
+    for i in 0..clusters {
+        let name = format!("c{i}");
+        add_cluster(&mut c, Cluster::named(&name)).unwrap();
+        add_nodes(&mut c, &name, "gpu", nodes, GPU8, &[]).unwrap();
+    }
+    c
+}
+
+fn run_with(c: &Cache, config: &str) -> Decisions {
+    schedule(
+        c.snapshot(),
+        Arc::new(SchedulerConfig::parse(config).unwrap()),
+        0,
+        1,
+    )
+}
+
+#[test]
+fn a_gang_that_fits_only_across_clusters_is_never_admitted_and_does_not_block_others() {
+    let mut c = fleet(2, 1);
+    add_job(&mut c, &gpu_job("a", 3, "4").created(0)).unwrap();
+    add_job(&mut c, &gpu_job("b", 1, "8").created(1)).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert!(
+        d.group("default/a")
+            .is_none_or(|g| g.phase == GroupPhase::Pending),
+        "a must stay Pending: {:?}",
+        d.group("default/a")
+    );
+    let why = d.event_for("default/a").unwrap();
+    assert_eq!(why.reason, "NotInqueueable");
+    assert!(
+        why.message.contains("can never be placed")
+            && why.message.contains("nvidia.com/gpu")
+            && why.message.contains("must fit in one"),
+        "{}",
+        why.message
+    );
+    assert_eq!(
+        d.binds.iter().filter(|b| b.job == "default/b").count(),
+        1,
+        "b runs: {:?}",
+        d.events
+    );
+}
+
+#[test]
+fn a_splittable_gang_is_admitted_on_the_clusters_together() {
+    let mut c = fleet(2, 1);
+    let mut a = gpu_job("a", 3, "4");
+    a.policy.splittable = true;
+    add_job(&mut c, &a).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert_ne!(
+        d.event_for("default/a").map(|e| e.reason),
+        Some("NotInqueueable"),
+        "{:?}",
+        d.events
+    );
+}
+
+#[test]
+fn a_task_larger_than_any_node_is_never_admitted() {
+    let mut c = fleet(1, 4);
+    add_job(&mut c, &gpu_job("huge", 1, "16")).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    let why = d.event_for("default/huge").unwrap();
+    assert!(
+        why.message
+            .contains("largest task needs more nvidia.com/gpu than any node"),
+        "{}",
+        why.message
+    );
+}
+
+#[test]
+fn without_an_enqueue_action_allocate_admits_pending_jobs_itself() {
+    // Volcano's own agent scheduler config has `actions: "allocate"`.
+    let config = DEFAULT_CONFIG.replace(
+        "actions: \"enqueue, allocate, backfill\"",
+        "actions: \"allocate\"",
+    );
+    let mut c = fleet(1, 1);
+    add_job(&mut c, &gpu_job("j", 1, "8")).unwrap();
+    let d = run_with(&c, &config);
+    assert_eq!(d.binds.len(), 1, "{:?}", d.events);
+    assert_eq!(d.group("default/j").unwrap().phase, GroupPhase::Running);
+}
+
+#[test]
+fn an_admitted_job_that_cannot_be_placed_goes_back_to_pending_and_frees_the_budget() {
+    // Two 8-GPU nodes, one half taken by a long job. A (2 x 6 GPUs) was admitted on the
+    // cluster's free total (12) but fits no node; while it holds the admission budget, C
+    // (4 GPUs, which would fit) is not admitted.
+    let mut c = fleet(1, 2);
+    add_job(&mut c, &gpu_job("long", 1, "4").phase(GroupPhase::Inqueue)).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
+    c.clear_changed();
+    add_job(
+        &mut c,
+        &gpu_job("a", 2, "6").phase(GroupPhase::Inqueue).created(0),
+    )
+    .unwrap();
+    add_job(&mut c, &gpu_job("c", 1, "4").created(10)).unwrap();
+    let at = |c: &Cache, now: i64| {
+        schedule(
+            c.snapshot(),
+            Arc::new(SchedulerConfig::parse(DEFAULT_CONFIG).unwrap()),
+            now,
+            2,
+        )
+    };
+    let early = at(&c, 100);
+    assert!(
+        early.binds.iter().all(|b| b.job != "default/c"),
+        "{:?}",
+        early.binds
+    );
+    assert_eq!(
+        early.event_for("default/c").unwrap().reason,
+        "NotInqueueable"
+    );
+
+    // Still not placed at 400s, even this session: back to Pending when the session closes.
+    let late = at(&c, 400);
+    let a = late.group("default/a").unwrap();
+    assert_eq!(a.phase, GroupPhase::Pending);
+    assert_eq!(a.conditions[0].reason, "InqueueTimeout");
+    assert!(
+        a.conditions[0].message.contains("admitted 400s ago"),
+        "{}",
+        a.conditions[0].message
+    );
+    // The next session admits c before a (which just gave its admission back), and c runs.
+    let w = c.world();
+    let group = w
+        .jobs
+        .get(w.job_id("default/a").unwrap())
+        .unwrap()
+        .group
+        .clone()
+        .unwrap();
+    c.apply(tephra_scheduler::Event::PodGroupUpsert(PodGroupSpec {
+        phase: GroupPhase::Pending,
+        phase_since: 400,
+        ..group
+    }))
+    .unwrap();
+    let next = at(&c, 401);
+    assert_eq!(
+        next.binds.iter().filter(|b| b.job == "default/c").count(),
+        1,
+        "c is admitted and runs once a stops holding the budget: {:?}",
+        next.events
+    );
+}
+
+#[test]
+fn a_podgroup_whose_pods_are_all_gone_goes_back_to_pending() {
+    let mut c = fleet(1, 1);
+    add_job(&mut c, &gpu_job("j", 2, "2").phase(GroupPhase::Inqueue)).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
+    c.clear_changed();
+    assert_eq!(
+        c.world()
+            .jobs
+            .get(c.world().job_id("default/j").unwrap())
+            .unwrap()
+            .group
+            .as_ref()
+            .unwrap()
+            .phase,
+        GroupPhase::Running
+    );
+    for i in 0..2 {
+        c.apply(tephra_scheduler::Event::PodDelete {
+            namespace: "default".into(),
+            name: format!("j-w-{i}"),
+        })
+        .unwrap();
+    }
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert_eq!(
+        d.group("default/j").map(|g| g.phase),
+        Some(GroupPhase::Pending),
+        "{:?}",
+        d.groups
+    );
+}

@@ -222,3 +222,59 @@ fn a_podgroup_whose_pods_are_all_gone_goes_back_to_pending() {
         d.groups
     );
 }
+
+/// One full 8-GPU node (low-priority work) and three high-priority 8-GPU jobs waiting.
+fn full_node_and_three_urgent_jobs() -> Cache {
+    let mut c = fleet(1, 1);
+    add_job(
+        &mut c,
+        &gpu_job("low", 1, "8")
+            .priority(1)
+            .phase(GroupPhase::Inqueue),
+    )
+    .unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
+    c.clear_changed();
+    for i in 0..3 {
+        add_job(
+            &mut c,
+            &gpu_job(&format!("urgent{i}"), 1, "8")
+                .priority(100)
+                .created(10 + i),
+        )
+        .unwrap();
+    }
+    c
+}
+
+fn admitted(d: &Decisions) -> usize {
+    d.groups
+        .iter()
+        .filter(|g| g.job.starts_with("default/urgent") && g.phase == GroupPhase::Inqueue)
+        .count()
+}
+
+#[test]
+fn priority_entitlement_counts_what_it_already_granted() {
+    let c = full_node_and_three_urgent_jobs();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert_eq!(
+        admitted(&d),
+        1,
+        "one node of lower-priority work makes room for one job, not three: {:?}",
+        d.groups
+    );
+}
+
+#[test]
+fn priority_entitlement_honours_the_enqueue_switches() {
+    let c = full_node_and_three_urgent_jobs();
+    let config = DEFAULT_CONFIG.replace(
+        "  - name: priority\n",
+        "  - name: priority\n    enableJobEnqueued: false\n",
+    );
+    assert_ne!(config, DEFAULT_CONFIG);
+    let d = run_with(&c, &config);
+    assert_eq!(admitted(&d), 0, "{:?}", d.groups);
+}

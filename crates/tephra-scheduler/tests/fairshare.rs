@@ -316,3 +316,33 @@ fn a_gang_past_its_sla_reserves_room_so_small_jobs_cannot_starve_it() {
         1
     );
 }
+
+#[test]
+fn impossible_preemptors_ahead_do_not_starve_a_possible_one() {
+    // Two 8-GPU nodes full of low-priority work. Five high-priority gangs ahead in job order
+    // need three whole nodes each and can never fit; the sixth needs one node.
+    let mut c = running(
+        2,
+        &[
+            gpu_job("low0", 1, "8").priority(1),
+            gpu_job("low1", 1, "8").priority(1).created(1),
+        ],
+    );
+    for i in 0..5 {
+        add_job(
+            &mut c,
+            &gpu_job(&format!("wide{i}"), 3, "8")
+                .priority(100)
+                .created(10 + i),
+        )
+        .unwrap();
+    }
+    add_job(&mut c, &gpu_job("fits", 1, "8").priority(100).created(20)).unwrap();
+    let d = run(&c);
+    assert_eq!(d.evictions.len(), 1, "{:?} {:?}", d.evictions, d.events);
+    assert!(
+        d.pipelined.iter().any(|b| b.job == "default/fits"),
+        "{:?}",
+        d.pipelined
+    );
+}

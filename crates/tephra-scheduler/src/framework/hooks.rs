@@ -60,7 +60,9 @@ fn kinds(p: &mut dyn Plugin, e: &Enables) -> [bool; KINDS] {
     k[Kind::JobPipelined as usize] = gang && on(e.job_pipelined);
     k[Kind::EnqueueVote as usize] =
         p.enqueue_vote().is_some() && on(e.job_enqueued) && on(e.job_enqueueable);
-    k[Kind::Entitlement as usize] = p.entitlement().is_some();
+    // Entitlement is part of admission: the same switches turn it off.
+    k[Kind::Entitlement as usize] =
+        p.entitlement().is_some() && on(e.job_enqueued) && on(e.job_enqueueable);
     k[Kind::Reservation as usize] = p.reservation().is_some();
     k[Kind::Allocatable as usize] = share && on(e.allocatable);
     k[Kind::Overused as usize] = share && on(e.overused);

@@ -44,8 +44,10 @@ pub enum Mode {
 /// whole nodes of small pods for big tasks.
 const MAX_VICTIM_JOBS: usize = 256;
 
-/// After this many preemptors of one queue found no room, the queue's others wait for the
-/// next session: later jobs rarely fit where earlier ones did not, and the search is costly.
+/// After this many preemptors of one queue tried placements on evicted room and still found
+/// none, the queue's others wait for the next session: the search is costly. A preemptor whose
+/// victims cannot even cover what it needs fails without a placement and does not count, so
+/// impossible preemptors ahead in job order never starve a possible one.
 const MAX_FAILURES_PER_QUEUE: usize = 4;
 
 /// Makes room for waiting gangs by evicting running work, by `mode`'s rule: queue by queue in
@@ -94,7 +96,7 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
             // Only clusters where the gang is refused for reasons evictions can resolve.
             let (candidates, _) = candidate_clusters(ssn, job, Room::Making);
             let mut made_room = false;
-            let mut tried = false;
+            let mut searched = false;
             let probes = probes(ssn, job);
             let (need, _) = job_needs(&ssn.view(), job);
             for cluster in candidates.into_iter().take(search.max_clusters) {
@@ -138,7 +140,6 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                 if victims.is_empty() {
                     continue;
                 }
-                tried = true;
                 let reason = match mode {
                     Mode::Preempt => {
                         format!("preempted by {key} (priority {priority}) in queue {queue}")
@@ -155,9 +156,13 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                             Mode::Reclaim => hooks.reclaimable(tasks),
                         }
                 };
-                if let Some(n) = make_room(
+                let made = make_room(
                     ssn, placer, job, cluster, &victims, &reason, search, &allowed,
-                ) {
+                );
+                if made.is_err_and(|placed_tried| placed_tried) {
+                    searched = true;
+                }
+                if let Ok(n) = made {
                     let note = ssn.note(job);
                     let verb = if mode == Mode::Preempt {
                         "preempting"
@@ -170,7 +175,7 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
                     break;
                 }
             }
-            if tried && !made_room {
+            if searched && !made_room {
                 failures += 1;
             }
         }
@@ -308,7 +313,8 @@ fn attempt(
 /// Finds the fewest victims (in the given order) that let `job` fit in `cluster`, and commits
 /// their eviction together with the job's placement. `allowed` vets a candidate set as a whole
 /// (reclaim uses it to keep victim queues at their deserved share). Returns the number of
-/// tasks evicted, or `None` if no set of victims makes room.
+/// tasks evicted, or whether a placement was tried (the costly part) when no set of victims
+/// makes room.
 #[allow(clippy::too_many_arguments)]
 fn make_room(
     ssn: &mut Session,
@@ -319,7 +325,7 @@ fn make_room(
     reason: &str,
     search: &SearchArgs,
     allowed: &dyn Fn(&Session, &[Id]) -> bool,
-) -> Option<usize> {
+) -> Result<usize, bool> {
     let starts = placer.starts(cluster);
     let evicted = |chosen: &[(usize, usize)]| -> Vec<Id> {
         chosen
@@ -345,6 +351,7 @@ fn make_room(
     // Grow the set in victim order: each job one spare task at a time, then whole.
     let mut chosen: Vec<(usize, usize)> = Vec::new();
     let mut found = false;
+    let mut tried = false;
     'grow: for (i, v) in victims.iter().enumerate() {
         let mut kept = 0usize;
         for n in sizes(v) {
@@ -362,6 +369,7 @@ fn make_room(
             if need.fits_in(&held(&evicted(&chosen))).is_err() {
                 continue;
             }
+            tried = true;
             if let Some(stmt) = attempt(
                 ssn, placer, job, cluster, victims, &chosen, reason, search, &starts,
             ) {
@@ -372,7 +380,7 @@ fn make_room(
         }
     }
     if !found {
-        return None;
+        return Err(tried);
     }
     // Drop what is not needed, latest choice first, one size step at a time: no pointless
     // evictions.
@@ -406,9 +414,10 @@ fn make_room(
     }
     let stmt = attempt(
         ssn, placer, job, cluster, victims, &chosen, reason, search, &starts,
-    )?;
+    )
+    .ok_or(true)?;
     let n = evicted(&chosen).len();
     let ready = ssn.hooks().job_ready(job);
     finish(ssn, job, stmt, ready, Some(cluster));
-    Some(n)
+    Ok(n)
 }

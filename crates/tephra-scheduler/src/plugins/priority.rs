@@ -1,12 +1,13 @@
 //! `priority`: higher PriorityClass value first, for jobs and for tasks within a job. A
 //! Pending job is admitted whatever the fleet's fill when lower-priority work of its queue
-//! holds enough to make room for it by preemption.
+//! holds enough to make room for it by preemption, less what jobs admitted earlier in the
+//! session already count on.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
-use crate::framework::plugin::{Entitlement, JobOrder, Plugin, TaskOrder};
+use crate::framework::plugin::{Entitlement, JobOrder, Plugin, SessionEvents, TaskOrder};
 use crate::framework::view::View;
 use crate::model::Id;
 use crate::resources::Resources;
@@ -16,6 +17,9 @@ pub struct Priority {
     /// Per queue: (job priority, resources its placed tasks hold), lowest priority first.
     /// Built on first use: a session with nothing to admit never walks the running pods.
     held: std::cell::OnceCell<BTreeMap<String, Vec<(i32, Resources)>>>,
+    /// Per queue: the minResources of the jobs admitted this session, which may claim the
+    /// same lower-priority work.
+    granted: BTreeMap<String, Resources>,
 }
 
 /// The plugin reads no arguments.
@@ -26,6 +30,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Priority {
         held: std::cell::OnceCell::new(),
+        granted: BTreeMap::new(),
     }))
 }
 
@@ -72,6 +77,32 @@ impl Plugin for Priority {
     fn entitlement(&self) -> Option<&dyn Entitlement> {
         Some(self)
     }
+
+    fn events(&mut self) -> Option<&mut dyn SessionEvents> {
+        Some(self)
+    }
+}
+
+impl SessionEvents for Priority {
+    fn job_enqueued(&mut self, view: &View, job: Id) {
+        if let Some(j) = view.job(job)
+            && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
+        {
+            self.granted
+                .entry(j.queue().to_string())
+                .or_default()
+                .add(&min);
+        }
+    }
+
+    fn job_dequeued(&mut self, view: &View, job: Id) {
+        if let Some(j) = view.job(job)
+            && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
+            && let Some(g) = self.granted.get_mut(j.queue())
+        {
+            g.sub(&min);
+        }
+    }
 }
 
 impl Entitlement for Priority {
@@ -94,6 +125,9 @@ impl Entitlement for Priority {
                 break;
             }
             lower.add(held);
+        }
+        if let Some(granted) = self.granted.get(j.queue()) {
+            lower = lower.minus(granted);
         }
         min.fits_in(&lower).is_ok()
     }

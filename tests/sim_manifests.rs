@@ -240,3 +240,45 @@ fn a_run_that_ends_with_work_left_says_which_job_waits_and_why() {
         r.notes
     );
 }
+
+fn job_asking(name: &str, resources: &str) -> String {
+    format!(
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n  name: {name}\n  annotations: {{tephra.io/sim-duration: 10m}}\nspec:\n  tasks:\n    - name: w\n      replicas: 1\n      template:\n        spec:\n          containers:\n            - {{name: a, image: busybox, resources: {{requests: {{cpu: \"1\"}}}}}}\n            - {{name: b, image: busybox, resources: {resources}}}\n"
+    )
+}
+
+#[test]
+fn a_job_whose_quantity_does_not_parse_is_refused_naming_the_field() {
+    // Admission (the CRD schema's quantity pattern) refuses these first in the simulator; the
+    // job controller's own refusal is tested in tephra-controllers.
+    for (bad, field, value) in [
+        ("{requests: {memory: lots}}", "requests.memory", "\"lots\""),
+        ("{limits: {cpu: 1.5.5}}", "limits.cpu", "\"1.5.5\""),
+        ("{requests: {cpu: \"-1\"}}", "requests.cpu", "\"-1\""),
+    ] {
+        let dir = dir_with("badqty", &[("job.yaml", &job_asking("j", bad))]);
+        let e =
+            run(&scenario(&dir, "workload:\n  manifests: [job.yaml]\n").unwrap()).expect_err(bad);
+        let at = format!("spec.tasks[0].template.spec.containers[1].resources.{field}");
+        assert!(e.contains(&at) && e.contains(value), "{e}");
+    }
+}
+
+#[test]
+fn a_job_asking_more_than_any_node_waits_with_its_reason() {
+    let dir = dir_with(
+        "9pi",
+        &[("job.yaml", &job_asking("big", "{requests: {memory: 9Pi}}"))],
+    );
+    let s = scenario(&dir, "workload:\n  manifests: [job.yaml]\n").unwrap();
+    let (r, events) = run(&s).unwrap();
+    assert_eq!(r.jobs.pending_at_end, 1, "{:?}", r.jobs);
+    assert!(!events.iter().any(|e| e.kind == "bind"));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("default/big (") && n.contains("minResources")),
+        "{:?}",
+        r.notes
+    );
+}

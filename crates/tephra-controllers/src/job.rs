@@ -17,7 +17,7 @@ use tephra_api::well_known::{JOB_NAME, JOB_NAMESPACE, PREEMPTABLE, QUEUE_NAME, T
 use tephra_scheduler::model::{JobPolicy, Labels, PodRules, Requirement, TaskShape, Toleration};
 use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
-use crate::pod::{self, UnknownValue};
+use crate::pod::{self, RequestError, UnknownValue};
 use crate::podgroup::{Gang, GangSpec, GangTask, gang};
 
 /// Why a Job cannot become a gang. Each names the field.
@@ -56,6 +56,16 @@ pub enum JobError {
     /// or effect).
     #[error(transparent)]
     Unknown(#[from] UnknownValue),
+    /// A resource amount in a task's pod template is not a quantity, or is negative.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The tasks' replicas sum past int32, which Kubernetes counts them in (a PodGroup's
+    /// minMember is an int32).
+    #[error("spec.tasks: the replicas sum to {total}, more than int32 holds")]
+    TooManyReplicas {
+        /// The sum.
+        total: i64,
+    },
     /// A pod's requests cannot be read.
     #[error("spec.tasks[{index}] ({task}): {source}")]
     Resources {
@@ -224,7 +234,7 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
             .is_none_or(|v| v != "false");
         let labels = pod_labels(job, &name, t.template.metadata.as_ref());
         tasks.push(TaskPlan {
-            requests: pod::requests(&pod),
+            requests: pod::requests(&pod, &at)?,
             node_selector: pod.node_selector.clone().unwrap_or_default(),
             affinity: pod::node_affinity(&pod, &at)?,
             tolerations: pod::tolerations(&pod, &at)?,
@@ -238,6 +248,9 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
                 .or_else(|| spec.priority_class_name.clone()),
             preemptable,
         });
+    }
+    if total > i64::from(i32::MAX) {
+        return Err(JobError::TooManyReplicas { total });
     }
     let min_member = match spec.min_available {
         Some(m) if m > 0 => {
@@ -327,6 +340,81 @@ mod tests {
             Some(2000),
             "limit stands in for the request"
         );
+    }
+
+    fn one_task_job(containers: serde_json::Value) -> Job {
+        job(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"tasks": [{"name": "w", "replicas": 2, "template": {"spec": {
+                "containers": containers}}}]}
+        }))
+    }
+
+    #[test]
+    fn a_quantity_that_does_not_parse_is_refused_naming_the_field() {
+        let j = one_task_job(serde_json::json!([
+            {"name": "a", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"memory": "lots"}}}
+        ]));
+        assert_eq!(
+            plan(&j).unwrap_err().to_string(),
+            "spec.tasks[0].template.spec.containers[1].resources.requests.memory: \"lots\" is not a Kubernetes quantity"
+        );
+        let j = one_task_job(serde_json::json!([
+            {"name": "a", "resources": {"limits": {"cpu": "1.5.5"}}}
+        ]));
+        let e = plan(&j).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "spec.tasks[0].template.spec.containers[0].resources.limits.cpu: \"1.5.5\""
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_negative_request_is_refused_naming_the_field() {
+        let j = one_task_job(serde_json::json!([
+            {"name": "a", "resources": {"requests": {"cpu": "2"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "-1"}}}
+        ]));
+        let e = plan(&j).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "spec.tasks[0].template.spec.containers[1].resources.requests.cpu: \"-1\""
+            ),
+            "{e}"
+        );
+        assert!(e.contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn a_request_larger_than_any_node_is_kept_exactly() {
+        let j = one_task_job(serde_json::json!([
+            {"name": "a", "resources": {"requests": {"memory": "9Pi"}}},
+            {"name": "b", "resources": {"requests": {"memory": "1Ei"}}}
+        ]));
+        let mut names = ResourceNames::default();
+        let g = plan(&j).unwrap().gang(&mut names, 0).unwrap();
+        let memory = g.tasks[0]
+            .shape
+            .request
+            .get(tephra_scheduler::resources::MEMORY);
+        assert_eq!(memory, (9 << 50) + (1 << 60));
+    }
+
+    #[test]
+    fn replicas_summing_past_int32_are_refused_not_wrapped() {
+        let task = |n: &str| serde_json::json!({"name": n, "replicas": i32::MAX, "template": {}});
+        let j = job(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"tasks": [task("a"), task("b"), task("c")]}
+        }));
+        let e = plan(&j).unwrap_err().to_string();
+        assert!(e.starts_with("spec.tasks"), "{e}");
+        assert!(e.contains("int32"), "{e}");
     }
 
     #[test]

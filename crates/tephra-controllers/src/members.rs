@@ -12,7 +12,7 @@ use tephra_api::PodGroup;
 use tephra_api::well_known::{PREEMPTABLE, QUEUE_NAME, TASK_SPEC};
 
 use crate::job::{GangPlan, TaskPlan};
-use crate::pod::{self, UnknownValue};
+use crate::pod::{self, RequestError, UnknownValue};
 
 /// Volcano's pod annotation naming the queue of a pod that has no PodGroup.
 pub const POD_QUEUE_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
@@ -33,6 +33,14 @@ pub enum MembersError {
     NoSpec {
         /// The pod's name.
         pod: String,
+    },
+    /// A resource amount is not a quantity, or is negative.
+    #[error("pod {pod}: {source}")]
+    Request {
+        /// The pod's name.
+        pod: String,
+        /// What.
+        source: RequestError,
     },
     /// A value the scheduler has no meaning for.
     #[error("pod {pod}: {source}")]
@@ -76,7 +84,10 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
         .or_else(|| labels.get(PREEMPTABLE))
         .is_none_or(|v| v != "false");
     Ok(TaskPlan {
-        requests: pod::requests(spec),
+        requests: pod::requests(spec, "").map_err(|source| MembersError::Request {
+            pod: name.clone(),
+            source,
+        })?,
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         affinity: pod::node_affinity(spec, "spec").map_err(unknown)?,
         tolerations: pod::tolerations(spec, "spec").map_err(unknown)?,

@@ -28,63 +28,147 @@ pub struct UnknownValue {
     pub known: &'static str,
 }
 
-/// Adds quantities of the same resource exactly, keeping Kubernetes text form.
-fn add_quantity(a: &Quantity, b: &Quantity) -> Quantity {
-    // Both are valid quantities (the API server checked them); summing their millis keeps it
-    // exact for every unit the scheduler uses.
-    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
-    Quantity(format!("{}m", milli(a) + milli(b)))
+/// A resource amount of a pod that the scheduler cannot use. Each names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// Not a Kubernetes quantity.
+    #[error("{field}: {value:?} is not a Kubernetes quantity")]
+    Malformed {
+        /// Field path.
+        field: String,
+        /// The text.
+        value: String,
+    },
+    /// Below zero.
+    #[error("{field}: {value:?} must not be negative")]
+    Negative {
+        /// Field path.
+        field: String,
+        /// The text.
+        value: String,
+    },
+    /// So large that the pod's total does not fit in 128 bits of thousandths.
+    #[error("{field}: {value:?} brings the pod's total past what can be counted")]
+    TooLarge {
+        /// Field path.
+        field: String,
+        /// The text.
+        value: String,
+    },
 }
 
-fn max_quantity(a: &Quantity, b: &Quantity) -> Quantity {
-    let milli = |q: &Quantity| parse_milli(&q.0).unwrap_or(0);
-    if milli(b) > milli(a) {
-        b.clone()
-    } else {
-        a.clone()
+/// One amount of a pod's effective requests, in thousandths of its unit (exact: 9Pi of memory
+/// is more millibytes than `i64` holds), with its Kubernetes text.
+#[derive(Clone)]
+struct Amount {
+    milli: i128,
+    text: Quantity,
+}
+
+/// Reads one amount, refusing text that is not a quantity and negative values.
+fn amount(q: &Quantity, field: String) -> Result<Amount, RequestError> {
+    let milli = tephra_scheduler::quantity::parse_scaled_wide(&q.0, 1000).map_err(|_| {
+        RequestError::Malformed {
+            field: field.clone(),
+            value: q.0.clone(),
+        }
+    })?;
+    if milli < 0 {
+        return Err(RequestError::Negative {
+            field,
+            value: q.0.clone(),
+        });
     }
+    Ok(Amount {
+        milli,
+        text: q.clone(),
+    })
 }
 
 /// A quantity in thousandths of its unit (exact; rounds up below that).
+#[cfg(test)]
 pub(crate) fn parse_milli(text: &str) -> Option<i64> {
     tephra_scheduler::quantity::parse_scaled(text, 1000).ok()
 }
 
-fn container_requests(c: &Container) -> BTreeMap<String, Quantity> {
+/// A container's requests, each with the field it comes from: a missing request defaults to
+/// the limit, as in Kubernetes.
+fn container_requests(c: &Container, at: &str) -> Result<BTreeMap<String, Amount>, RequestError> {
     let mut out = BTreeMap::new();
     if let Some(r) = &c.resources {
-        // Kubernetes defaults a missing request to the limit.
-        if let Some(limits) = &r.limits {
-            out.extend(limits.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        if let Some(requests) = &r.requests {
-            out.extend(requests.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for (kind, list) in [("limits", &r.limits), ("requests", &r.requests)] {
+            for (k, v) in list.iter().flatten() {
+                let field = format!("{at}.resources.{kind}.{k}");
+                out.insert(k.clone(), amount(v, field)?);
+            }
         }
     }
-    out
+    Ok(out)
+}
+
+/// Adds `v` to the amount of `name` in `sum`, keeping Kubernetes text form (thousandths).
+fn add(
+    sum: &mut BTreeMap<String, Amount>,
+    name: &str,
+    v: &Amount,
+    field: impl FnOnce() -> String,
+) -> Result<(), RequestError> {
+    let e = sum.entry(name.to_string()).or_insert_with(zero);
+    let milli = e
+        .milli
+        .checked_add(v.milli)
+        .ok_or_else(|| RequestError::TooLarge {
+            field: field(),
+            value: v.text.0.clone(),
+        })?;
+    *e = Amount {
+        milli,
+        text: Quantity(format!("{milli}m")),
+    };
+    Ok(())
+}
+
+fn zero() -> Amount {
+    Amount {
+        milli: 0,
+        text: Quantity("0".into()),
+    }
 }
 
 /// The effective requests of a pod, as kube-scheduler computes them: containers summed, the
-/// largest init container, limits standing in for missing requests, pod overhead added.
-pub fn requests(spec: &PodSpec) -> BTreeMap<String, Quantity> {
-    let mut sum: BTreeMap<String, Quantity> = BTreeMap::new();
-    for c in &spec.containers {
-        for (k, v) in container_requests(c) {
-            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
-            *e = add_quantity(e, &v);
+/// largest init container, limits standing in for missing requests, pod overhead added. An
+/// amount that is not a quantity, or is negative, is an error naming its field under `at`
+/// (`spec.tasks[0].template.spec.containers[1].resources.requests.memory`).
+/// An empty `at` is a pod of its own (`spec.containers[0]...`).
+pub fn requests(spec: &PodSpec, at: &str) -> Result<BTreeMap<String, Quantity>, RequestError> {
+    let at = if at.is_empty() {
+        "spec".to_string()
+    } else {
+        format!("{at}.spec")
+    };
+    let mut sum: BTreeMap<String, Amount> = BTreeMap::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        let base = format!("{at}.containers[{i}]");
+        for (k, v) in container_requests(c, &base)? {
+            add(&mut sum, &k, &v, || {
+                format!("{base}.resources.requests.{k}")
+            })?;
         }
     }
-    for c in spec.init_containers.iter().flatten() {
-        for (k, v) in container_requests(c) {
-            let e = sum.entry(k).or_insert_with(|| Quantity("0".into()));
-            *e = max_quantity(e, &v);
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        for (k, v) in container_requests(c, &format!("{at}.initContainers[{i}]"))? {
+            let e = sum.entry(k).or_insert_with(zero);
+            if v.milli > e.milli {
+                *e = v;
+            }
         }
     }
     for (k, v) in spec.overhead.iter().flatten() {
-        let e = sum.entry(k.clone()).or_insert_with(|| Quantity("0".into()));
-        *e = add_quantity(e, v);
+        let field = format!("{at}.overhead.{k}");
+        let v = amount(v, field.clone())?;
+        add(&mut sum, k, &v, || field)?;
     }
-    sum
+    Ok(sum.into_iter().map(|(k, v)| (k, v.text)).collect())
 }
 
 fn requirement(r: &NodeSelectorRequirement, field: String) -> Result<Requirement, UnknownValue> {

@@ -163,11 +163,15 @@ impl Duration {
 
     /// Milliseconds, rounded to the nearest (half away from zero).
     pub fn as_millis(self) -> i64 {
+        // Quotient and remainder, so that the largest durations do not overflow on the way.
+        let (q, r) = (self.0 / NANOS_PER_MILLI, self.0 % NANOS_PER_MILLI);
         let half = NANOS_PER_MILLI / 2;
-        if self.0 >= 0 {
-            (self.0 + half) / NANOS_PER_MILLI
+        if r >= half {
+            q + 1
+        } else if r <= -half {
+            q - 1
         } else {
-            (self.0 - half) / NANOS_PER_MILLI
+            q
         }
     }
 
@@ -221,5 +225,18 @@ mod tests {
         assert!(e("h").contains("invalid duration"), "{}", e("h"));
         assert!(e(".h").contains("invalid duration"), "{}", e(".h"));
         assert!(e("3000000h").contains("out of range"), "{}", e("3000000h"));
+    }
+
+    #[test]
+    fn huge_durations_are_refused_and_the_largest_converts_without_overflow() {
+        for text in ["999999999999999999h", "99999999999999999999s", "106752d"] {
+            let e = Duration::parse(text).expect_err(text);
+            assert!(matches!(e, DurationError::OutOfRange(_)), "{text}: {e}");
+        }
+        let max = Duration::parse("9223372036854775807ns").unwrap();
+        assert_eq!(max.as_millis(), 9_223_372_036_855);
+        assert_eq!(max.as_secs(), 9_223_372_036);
+        let min = Duration::parse("-9223372036854775807ns").unwrap();
+        assert_eq!(min.as_millis(), -9_223_372_036_855);
     }
 }

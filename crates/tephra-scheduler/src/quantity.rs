@@ -15,6 +15,16 @@ pub struct QuantityError {
 /// Parses `text` and returns its value multiplied by `scale` (1000 for millicores, 1 for whole
 /// units), rounded up to an integer.
 pub fn parse_scaled(text: &str, scale: i64) -> Result<i64, QuantityError> {
+    let value = parse_scaled_wide(text, scale)?;
+    i64::try_from(value).map_err(|_| QuantityError {
+        text: text.to_string(),
+        reason: "out of range",
+    })
+}
+
+/// As [`parse_scaled`], in 128 bits: for sums of quantities that only fit `i64` once scaled
+/// back (9Pi of memory is 9Pi bytes, but more millibytes than `i64` holds).
+pub fn parse_scaled_wide(text: &str, scale: i64) -> Result<i128, QuantityError> {
     let err = |reason| QuantityError {
         text: text.to_string(),
         reason,
@@ -95,7 +105,7 @@ pub fn parse_scaled(text: &str, scale: i64) -> Result<i64, QuantityError> {
         }
         other if other.starts_with(['e', 'E']) => {
             let exp: i32 = other[1..].parse().map_err(|_| err("malformed exponent"))?;
-            if exp.abs() > 40 {
+            if exp.unsigned_abs() > 40 {
                 return Err(err("exponent out of range"));
             }
             apply_pow10(exp, &mut num, &mut den_pow10)?;
@@ -113,8 +123,7 @@ pub fn parse_scaled(text: &str, scale: i64) -> Result<i64, QuantityError> {
     if num % den != 0 && !negative {
         value += 1;
     }
-    let value = if negative { -value } else { value };
-    i64::try_from(value).map_err(|_| err("out of range"))
+    Ok(if negative { -value } else { value })
 }
 
 #[cfg(test)]
@@ -154,5 +163,25 @@ mod tests {
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
         assert!(parse_scaled("10Ei", 1).is_err(), "overflows i64");
+    }
+
+    #[test]
+    fn any_exponent_is_refused_or_parsed_never_panics() {
+        for text in [
+            "1e-2147483648",
+            "1e2147483647",
+            "1e-2147483647",
+            "1E-2147483648",
+            "-1e-2147483648",
+            "1e99999999999",
+        ] {
+            let e = parse_scaled(text, 1000).expect_err(text);
+            assert!(e.to_string().contains("exponent"), "{text}: {e}");
+        }
+        assert_eq!(
+            parse_scaled("1e-40", 1),
+            Ok(1),
+            "tiny but positive rounds up"
+        );
     }
 }

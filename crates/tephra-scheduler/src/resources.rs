@@ -192,19 +192,23 @@ impl Resources {
         self.0[slot] = v;
     }
 
-    /// Element-wise sum.
+    /// Element-wise sum. Like every operation here it saturates at the ends of `i64` rather
+    /// than wrapping: a sum that large (pending demand of a million pods asking 9Pi each) is
+    /// "more than any fleet has", which is what the comparisons then see. Inputs that the
+    /// project reads are bounded so that sums of what exists (capacity, what is bound) are
+    /// exact: the simulator refuses a fleet whose total does not fit.
     #[inline]
     pub fn add(&mut self, o: &Resources) {
         for i in 0..MAX_RESOURCES {
-            self.0[i] += o.0[i];
+            self.0[i] = self.0[i].saturating_add(o.0[i]);
         }
     }
 
-    /// Element-wise difference.
+    /// Element-wise difference (saturating, see [`Resources::add`]).
     #[inline]
     pub fn sub(&mut self, o: &Resources) {
         for i in 0..MAX_RESOURCES {
-            self.0[i] -= o.0[i];
+            self.0[i] = self.0[i].saturating_sub(o.0[i]);
         }
     }
 
@@ -222,11 +226,11 @@ impl Resources {
         self
     }
 
-    /// Element-wise `self * k`.
+    /// Element-wise `self * k` (saturating, see [`Resources::add`]).
     #[inline]
     pub fn times(mut self, k: i64) -> Resources {
         for v in &mut self.0 {
-            *v *= k;
+            *v = v.saturating_mul(k);
         }
         self
     }
@@ -323,6 +327,26 @@ mod tests {
             err.to_string()
                 .starts_with("resource memory: invalid quantity \"4Gx\""),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn arithmetic_saturates_instead_of_wrapping() {
+        let big = Resources::of(MEMORY, i64::MAX - 1);
+        let sum = big.plus(&Resources::of(MEMORY, 8));
+        assert_eq!(sum.get(MEMORY), i64::MAX, "a sum past i64 stays at the top");
+        let product = Resources::of(MEMORY, 9 << 50).times(1_000_000);
+        assert_eq!(product.get(MEMORY), i64::MAX);
+        let diff = Resources::of(CPU, i64::MIN + 1).minus(&Resources::of(CPU, 5));
+        assert_eq!(diff.get(CPU), i64::MIN);
+        let mut acc = Resources::ZERO;
+        acc.add(&Resources::of(PODS, 3));
+        acc.sub(&Resources::of(PODS, 1));
+        assert_eq!(acc.get(PODS), 2, "in range it stays exact");
+        assert!(
+            Resources::of(MEMORY, 1 << 40)
+                .fits_in(&Resources::of(MEMORY, i64::MAX).plus(&big))
+                .is_ok()
         );
     }
 

@@ -119,6 +119,13 @@ impl<'s> Sim<'s> {
 
     fn submit(&mut self, job: SimJob, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
         let key = job.key();
+        let job_pods = job.tasks.iter().map(|t| u64::from(t.replicas)).sum();
+        crate::scenario::check::admit_pods(self.pods.len() as u64, job_pods).map_err(|m| {
+            SimError::Build {
+                source_name: self.scenario.source.clone(),
+                message: format!("job {key}, submitted at {}s: {m}", self.now / 1000),
+            }
+        })?;
         // The job controller's work: the PodGroup (with minResources) and each task's pods.
         let gang = job
             .gang(self.cache.names_mut(), self.now / 1000)

@@ -155,6 +155,16 @@ impl Sim<'_> {
                     message: format!("fleet.fromTrace.path: {message}"),
                 })
             })?;
+            let max = crate::scenario::check::MAX_NODES;
+            if nodes.len() as u64 > max {
+                return Err(SimError::Scenario(ScenarioError::Invalid {
+                    path: s.source.clone(),
+                    message: format!(
+                        "fleet.fromTrace.path: {} nodes; a scenario has at most {max}",
+                        nodes.len()
+                    ),
+                }));
+            }
             let n = ft.clusters.max(1);
             for c in 0..n {
                 self.add_cluster(Cluster::named(&format!("openb-{c}")))?;

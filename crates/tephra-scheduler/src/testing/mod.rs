@@ -321,3 +321,29 @@ pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), Build
     }
     Ok(())
 }
+
+/// One edit of a fuzz input: at `at` (modulo the length), `op` 0 replaces the byte, 1 inserts
+/// `byte`, 2 deletes, 3 duplicates the next 16 bytes (which grows nesting and repeats keys).
+pub type Edit = (usize, u8, u8);
+
+/// Applies `edits` to a copy of `seed`: the byte-level mutations the fuzz tests run over their
+/// seed corpus. Pure, so that both the scheduler's and the simulator's fuzz tests share it.
+pub fn mutate(seed: &[u8], edits: &[Edit]) -> Vec<u8> {
+    let mut out = seed.to_vec();
+    for &(at, op, byte) in edits {
+        let i = if out.is_empty() { 0 } else { at % out.len() };
+        match op % 4 {
+            0 if !out.is_empty() => out[i] = byte,
+            2 if !out.is_empty() => {
+                out.remove(i);
+            }
+            3 => {
+                let end = (i + 16).min(out.len());
+                let copy = out[i..end].to_vec();
+                out.splice(i..i, copy);
+            }
+            _ => out.insert(i, byte),
+        }
+    }
+    out
+}

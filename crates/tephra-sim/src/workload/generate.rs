@@ -7,6 +7,10 @@ use super::job::{JobSource, SimJob, SimTask, policy, request, weighted};
 use crate::rng::Rng;
 use crate::scenario::{Arrival, Count, CountDist, GenerateDef, Span, SpanDist};
 
+/// The last moment a generated job may arrive: Go's largest duration (about 292 years), in ms.
+/// Arrivals spaced further apart than that end the source, rather than overflow the clock.
+pub const MAX_ARRIVAL_MS: i64 = i64::MAX / 1_000_000;
+
 /// Synthetic arrivals from a template.
 pub struct Generator {
     def: GenerateDef,
@@ -82,17 +86,17 @@ impl Generator {
             }
             Arrival::Every(d) => d.0,
         };
-        self.next_ms += gap.max(0);
+        self.next_ms = self.next_ms.saturating_add(gap.max(0));
     }
 }
 
 impl JobSource for Generator {
     fn peek(&mut self) -> Option<i64> {
-        (self.index < self.def.count).then_some(self.next_ms)
+        (self.index < self.def.count && self.next_ms <= MAX_ARRIVAL_MS).then_some(self.next_ms)
     }
 
     fn next_job(&mut self) -> Option<SimJob> {
-        if self.index >= self.def.count {
+        if self.index >= self.def.count || self.next_ms > MAX_ARRIVAL_MS {
             return None;
         }
         let t = self.def.template.clone();
@@ -144,5 +148,45 @@ impl JobSource for Generator {
         self.index += 1;
         self.advance();
         Some(job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::Scenario;
+
+    fn generator(generate: &str) -> Generator {
+        let text = format!(
+            "fleet:\n  clusters:\n    - name: a\n      nodePools:\n        - {{name: p, count: 1, capacity: {{cpu: \"4\"}}}}\nworkload:\n  generate:\n    - {generate}\n"
+        );
+        let s = Scenario::parse(&text, "s.yaml", Path::new(".")).expect("a scenario");
+        Generator::new(&s.workload.generate[0], 1, &BTreeMap::new(), 0)
+    }
+
+    fn drain(mut g: Generator) -> Vec<i64> {
+        let mut times = Vec::new();
+        while let Some(t) = g.peek() {
+            times.push(t);
+            g.next_job();
+        }
+        times
+    }
+
+    #[test]
+    fn arrivals_past_the_largest_duration_never_come_and_never_overflow() {
+        let template =
+            "template: {tasks: [{name: w, replicas: 1, resources: {cpu: \"1\"}, duration: 1s}]}";
+        let times = drain(generator(&format!(
+            "{{count: 5000, arrival: {{every: 106751d}}, {template}}}"
+        )));
+        assert!(!times.is_empty() && times.len() < 5000, "{}", times.len());
+        assert!(times.iter().all(|&t| t <= MAX_ARRIVAL_MS));
+        let times = drain(generator(&format!(
+            "{{count: 5, arrival: {{poisson: {{perHour: 1e-300}}}}, {template}}}"
+        )));
+        assert!(times.is_empty(), "{times:?}");
     }
 }

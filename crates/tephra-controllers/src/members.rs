@@ -89,9 +89,9 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
             source,
         })?,
         node_selector: spec.node_selector.clone().unwrap_or_default(),
-        affinity: pod::node_affinity(spec, "spec").map_err(unknown)?,
-        tolerations: pod::tolerations(spec, "spec").map_err(unknown)?,
-        rules: pod::rules(spec, &labels, "spec").map_err(unknown)?,
+        affinity: pod::node_affinity(spec, "").map_err(unknown)?,
+        tolerations: pod::tolerations(spec, "").map_err(unknown)?,
+        rules: pod::rules(spec, &labels, "").map_err(unknown)?,
         name: role,
         replicas: 1,
         min_available: 0,
@@ -260,6 +260,19 @@ mod tests {
         let g = standalone(&p).unwrap();
         assert_eq!(g.name, "podgroup-solo");
         assert_eq!((g.queue.as_str(), g.min_member), ("q", 1));
+    }
+
+    #[test]
+    fn an_unknown_operator_names_the_pods_own_field() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "solo"},
+            "spec": {"containers": [{"name": "c"}],
+                     "tolerations": [{"key": "k", "operator": "Sometimes"}]}
+        }))
+        .unwrap();
+        let e = standalone(&p).unwrap_err().to_string();
+        assert!(e.contains("pod solo: spec.tolerations[0].operator"), "{e}");
     }
 
     #[test]

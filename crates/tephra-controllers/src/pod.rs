@@ -135,17 +135,23 @@ fn zero() -> Amount {
     }
 }
 
+/// The path of a pod spec under `at` (a Job's task template), or of a pod's own spec when `at`
+/// is empty.
+fn spec_path(at: &str) -> String {
+    if at.is_empty() {
+        "spec".to_string()
+    } else {
+        format!("{at}.spec")
+    }
+}
+
 /// The effective requests of a pod, as kube-scheduler computes them: containers summed, the
 /// largest init container, limits standing in for missing requests, pod overhead added. An
 /// amount that is not a quantity, or is negative, is an error naming its field under `at`
 /// (`spec.tasks[0].template.spec.containers[1].resources.requests.memory`).
 /// An empty `at` is a pod of its own (`spec.containers[0]...`).
 pub fn requests(spec: &PodSpec, at: &str) -> Result<BTreeMap<String, Quantity>, RequestError> {
-    let at = if at.is_empty() {
-        "spec".to_string()
-    } else {
-        format!("{at}.spec")
-    };
+    let at = spec_path(at);
     let mut sum: BTreeMap<String, Amount> = BTreeMap::new();
     for (i, c) in spec.containers.iter().enumerate() {
         let base = format!("{at}.containers[{i}]");
@@ -198,7 +204,8 @@ pub fn node_affinity(pod: &PodSpec, at: &str) -> Result<Vec<Vec<Requirement>>, U
         return Ok(Vec::new());
     };
     let base = format!(
-        "{at}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        "{}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        spec_path(at)
     );
     required
         .node_selector_terms
@@ -227,7 +234,7 @@ pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownVa
             Some("Exists") => true,
             Some(other) => {
                 return Err(UnknownValue {
-                    field: format!("{at}.spec.tolerations[{i}].operator"),
+                    field: format!("{}.tolerations[{i}].operator", spec_path(at)),
                     value: other.to_string(),
                     known: "Equal, Exists",
                 });
@@ -236,7 +243,7 @@ pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownVa
         let effect = match t.effect.as_deref() {
             None | Some("") => None,
             Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| UnknownValue {
-                field: format!("{at}.spec.tolerations[{i}].effect"),
+                field: format!("{}.tolerations[{i}].effect", spec_path(at)),
                 value: e.to_string(),
                 known: "NoSchedule, PreferNoSchedule, NoExecute",
             })?),
@@ -313,7 +320,7 @@ pub fn rules(pod: &PodSpec, labels: &Labels, at: &str) -> Result<PodRules, Unkno
     let Some(affinity) = &pod.affinity else {
         return Ok(rules);
     };
-    let base = format!("{at}.spec.affinity");
+    let base = format!("{}.affinity", spec_path(at));
     if let Some(preferred) = affinity.node_affinity.as_ref().and_then(|n| {
         n.preferred_during_scheduling_ignored_during_execution
             .as_ref()

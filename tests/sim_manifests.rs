@@ -282,3 +282,41 @@ fn a_job_asking_more_than_any_node_waits_with_its_reason() {
         r.notes
     );
 }
+
+#[test]
+fn pending_reasons_group_waiting_jobs_and_explain_tells_one_jobs_history() {
+    let dir = dir_with("reasons", &[]);
+    let rest = "workload:\n  jobs:\n    - {name: ok, tasks: [{name: w, replicas: 1, resources: {cpu: \"2\"}, duration: 1m}]}\n    - {name: big1, tasks: [{name: w, replicas: 1, resources: {cpu: \"16\"}, duration: 1m}]}\n    - {name: big2, tasks: [{name: w, replicas: 1, resources: {cpu: \"16\"}, duration: 1m}]}\n    - {name: big3, tasks: [{name: w, replicas: 1, resources: {cpu: \"16\"}, duration: 1m}]}\n";
+    let s = scenario(&dir, rest).unwrap();
+    let (r, _) = run_opts(
+        &s,
+        RunOptions {
+            explain: Some("default/big2".into()),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.jobs.pending_at_end, 3);
+    let top = &r.jobs.pending_reasons[0];
+    assert_eq!(top.count, 3, "{:?}", r.jobs.pending_reasons);
+    assert_eq!(top.jobs, ["default/big1", "default/big2", "default/big3"]);
+    assert!(
+        top.reason
+            .contains("largest task needs more cpu than any node"),
+        "{}",
+        top.reason
+    );
+    assert!(
+        r.explain[0].contains("submitted to queue default"),
+        "{:?}",
+        r.explain
+    );
+    assert!(
+        r.explain
+            .iter()
+            .any(|l| l.contains("waits: NotInqueueable")),
+        "{:?}",
+        r.explain
+    );
+    assert!(r.explain.last().unwrap().starts_with("at the end: Pending"));
+}

@@ -33,7 +33,7 @@ use crate::workload::{Merged, SimJob};
 use crate::world::load_config;
 
 /// How the run is driven.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Overrides `run.seed`.
     pub seed: Option<u64>,
@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub until_ms: Option<i64>,
     /// Refuse Volcano plugins tephra does not implement instead of loading them inert.
     pub strict_config: bool,
+    /// Keep the history of this job (`namespace/name`) for [`Report::explain`].
+    pub explain: Option<String>,
 }
 
 /// Progress, reported now and then during a run.
@@ -84,6 +86,7 @@ impl<'s> Sim<'s> {
             dirty: false,
             session: 0,
             until_ms: opts.until_ms.or(scenario.run.until.map(|d| d.0)),
+            explain: opts.explain.clone().map(|k| (k, Vec::new())),
             period: scenario.scheduler.period.0.max(1),
             start_delay: scenario.run.pod_start_delay.0.max(0),
             grace: scenario.run.eviction_grace_period.0.max(0),
@@ -146,6 +149,13 @@ impl<'s> Sim<'s> {
             group.policy.splittable,
         ));
         self.apply(Event::PodGroupUpsert(group.clone()))?;
+        self.explain(&key, || {
+            format!(
+                "submitted to queue {}: {} pod(s), gang of {min}",
+                job.queue,
+                job.tasks.iter().map(|t| t.replicas).sum::<u32>()
+            )
+        });
         let mut pod_names = Vec::new();
         for (t, g) in job.tasks.iter().zip(&gang.tasks) {
             let shape = &g.shape;
@@ -328,6 +338,27 @@ impl<'s> Sim<'s> {
                 "{pending} job(s) still pending when nothing more could happen: {}",
                 shown.join("; ")
             ));
+        }
+        report.jobs.pending_reasons = crate::report::pending_reasons(
+            self.jobs
+                .iter()
+                .filter(|(_, j)| j.started == 0)
+                .map(|(k, j)| (k.as_str(), j.why.as_deref())),
+        );
+        if let Some((key, mut lines)) = self.explain.take() {
+            if lines.is_empty() {
+                lines.push(format!("{key}: no such job was submitted"));
+            } else if let Some(j) = self.jobs.get(&key) {
+                lines.push(format!(
+                    "at the end: {:?}{}",
+                    j.group.phase,
+                    j.why
+                        .as_ref()
+                        .map(|w| format!(", last reason {w}"))
+                        .unwrap_or_default()
+                ));
+            }
+            report.explain = lines;
         }
         report.violations = self.checker.details.clone();
         Ok(report)

@@ -87,19 +87,34 @@ impl Sim<'_> {
             let Some(job) = self.jobs.get_mut(&g.job) else {
                 continue;
             };
+            let mut said = Vec::new();
             if let Some(c) = g
                 .conditions
                 .iter()
                 .rev()
                 .find(|c| c.kind == "Unschedulable")
             {
-                job.why = Some(format!("{}: {}", c.reason, c.message));
+                let why = format!("{}: {}", c.reason, c.message);
+                if job.why.as_deref() != Some(why.as_str()) {
+                    said.push(format!("waits: {why}"));
+                }
+                job.why = Some(why);
             }
-            if job.group.phase != g.phase {
+            if let Some(c) = g.conditions.iter().find(|c| c.kind == "Scheduled") {
+                said.push(format!("{}: {}", c.reason, c.message));
+            }
+            let changed = job.group.phase != g.phase;
+            if changed {
+                said.push(format!("PodGroup {:?} -> {:?}", job.group.phase, g.phase));
+            }
+            if changed {
                 job.group.phase = g.phase;
                 job.group.phase_since = self.now / 1000;
                 let spec = job.group.clone();
                 self.apply(Event::PodGroupUpsert(spec))?;
+            }
+            for line in said {
+                self.explain(&g.job, || line);
             }
         }
         Ok(())
@@ -131,6 +146,9 @@ impl Sim<'_> {
             .map(|j| j.queue.clone())
             .unwrap_or_default();
         self.stats.evicted(kind);
+        self.explain(&job_key, || {
+            format!("pod {pod} evicted from {node:?}: {reason}")
+        });
         out(&Record::pod(
             "evict",
             self.now,

@@ -81,6 +81,7 @@ impl Sim<'_> {
         let Some(j) = self.jobs.remove(key) else {
             return Ok(());
         };
+        self.explain(key, || "completed".to_string());
         for pod in &j.pods {
             self.pods.remove(pod);
             let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));

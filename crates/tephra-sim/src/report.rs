@@ -386,6 +386,7 @@ impl Stats {
                 completed,
                 failed: 0,
                 pending_at_end: pending,
+                pending_reasons: Vec::new(),
                 running_at_end: running,
                 lost: submitted.saturating_sub(completed + pending + running),
             },
@@ -430,6 +431,7 @@ impl Stats {
             notes: Vec::new(),
             trace_skipped: BTreeMap::new(),
             violations: Vec::new(),
+            explain: Vec::new(),
             series: self.samples,
             wait_histogram: wait_all,
         }
@@ -467,6 +469,10 @@ pub struct Report {
     pub trace_skipped: BTreeMap<String, BTreeMap<String, u64>>,
     /// The first violations, described.
     pub violations: Vec<String>,
+    /// With `--explain JOB`: that job's history (submission, each new reason, binds,
+    /// evictions, completion), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub explain: Vec<String>,
     /// Time series behind the charts (not in report.json).
     #[serde(skip)]
     pub series: Vec<Sample>,
@@ -490,6 +496,70 @@ pub struct Jobs {
     pub running_at_end: u64,
     /// Submitted but neither finished, running nor pending. Must be 0.
     pub lost: u64,
+    /// Why the jobs still waiting at the end wait: each distinct last reason the scheduler
+    /// gave, most common first, with how many jobs and up to 5 of them.
+    pub pending_reasons: Vec<PendingReason>,
+}
+
+/// One reason jobs wait, with how many and which.
+#[derive(Clone, Debug, Serialize)]
+pub struct PendingReason {
+    /// The scheduler's reason and message, without the per-job task count.
+    pub reason: String,
+    /// Jobs waiting for it.
+    pub count: u64,
+    /// Up to 5 of them.
+    pub jobs: Vec<String>,
+}
+
+/// Groups waiting jobs by their last reason (`None`: none given yet), most common first.
+pub fn pending_reasons<'a>(
+    waiting: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> Vec<PendingReason> {
+    let mut by: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
+    for (job, why) in waiting {
+        let key = match why {
+            Some(w) => strip_task_count(w),
+            None => "no reason given yet (not looked at by a session)".to_string(),
+        };
+        let e = by.entry(key).or_default();
+        e.0 += 1;
+        if e.1.len() < 5 {
+            e.1.push(job.to_string());
+        }
+    }
+    let mut out: Vec<PendingReason> = by
+        .into_iter()
+        .map(|(reason, (count, mut jobs))| {
+            jobs.sort();
+            PendingReason {
+                reason,
+                count,
+                jobs,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    out
+}
+
+/// `NotEnoughResources: 3/4 tasks in gang unschedulable: ...` without the `3/4 tasks in gang
+/// unschedulable: ` part, which differs between jobs of one cause.
+fn strip_task_count(why: &str) -> String {
+    const MARK: &str = " tasks in gang unschedulable: ";
+    match why.find(MARK) {
+        Some(i) => {
+            let head = &why[..i];
+            let reason = head.rsplit_once(": ").map_or("", |(r, _)| r);
+            let rest = &why[i + MARK.len()..];
+            if reason.is_empty() {
+                rest.to_string()
+            } else {
+                format!("{reason}: {rest}")
+            }
+        }
+        None => why.to_string(),
+    }
 }
 
 /// Pod counts.

@@ -89,6 +89,8 @@ pub struct Sim<'s> {
     pub(crate) dirty: bool,
     pub(crate) session: u64,
     pub(crate) until_ms: Option<i64>,
+    /// With `--explain JOB`: that job's key and its history so far.
+    pub(crate) explain: Option<(String, Vec<String>)>,
     pub(crate) period: i64,
     pub(crate) start_delay: i64,
     pub(crate) grace: i64,
@@ -168,6 +170,15 @@ impl Sim<'_> {
         self.pods
             .get_mut(pod)
             .filter(|p| p.generation == generation && p.state == state)
+    }
+
+    /// Adds a line to the history of the job being explained (`--explain`), if it is `job`.
+    pub(crate) fn explain(&mut self, job: &str, line: impl FnOnce() -> String) {
+        if let Some((key, lines)) = &mut self.explain
+            && key == job
+        {
+            lines.push(format!("{:>10.1}s  {}", self.now as f64 / 1000.0, line()));
+        }
     }
 
     /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.

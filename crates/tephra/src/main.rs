@@ -50,6 +50,10 @@ enum Command {
         /// instead of loading them with a warning and no effect.
         #[arg(long)]
         strict_config: bool,
+        /// Print the history of one job (`namespace/name`): submission, every new reason it
+        /// waited for, binds, evictions and completion.
+        #[arg(long, value_name = "JOB")]
+        explain: Option<String>,
     },
     /// Start a Kubernetes API server per member cluster of a fleet, with simulated kubelets, and
     /// a control plane with tephra's CRDs and queues; write a kubeconfig and serve until Ctrl-C.
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             until,
             quiet,
             strict_config,
+            explain,
         } => sim::run(
             &scenario,
             &out,
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
             until.as_deref(),
             quiet,
             strict_config,
+            explain.as_deref(),
         ),
     };
     match result {

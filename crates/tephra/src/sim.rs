@@ -15,6 +15,7 @@ pub fn run(
     until: Option<&str>,
     quiet: bool,
     strict_config: bool,
+    explain: Option<&str>,
 ) -> anyhow::Result<()> {
     let scenario = Scenario::load(path)?;
     let until_ms = match until {
@@ -60,6 +61,7 @@ pub fn run(
             seed,
             until_ms,
             strict_config,
+            explain: explain.map(str::to_string),
         },
         &mut sink,
         &mut progress,
@@ -189,8 +191,22 @@ fn summary(r: &Report, out: &Path) -> String {
             c.cpu * 100.0
         );
     }
+    for p in r.jobs.pending_reasons.iter().take(3) {
+        s += &format!(
+            "pending    {} job(s): {} (e.g. {})\n",
+            p.count,
+            p.reason,
+            p.jobs.join(", ")
+        );
+    }
     for n in &r.notes {
         s += &format!("note: {n}\n");
+    }
+    if !r.explain.is_empty() {
+        s += "\nexplain\n";
+        for line in &r.explain {
+            s += &format!("  {line}\n");
+        }
     }
     for (src, skipped) in &r.trace_skipped {
         for (why, n) in skipped {

@@ -180,6 +180,15 @@ fn sat_add(a: i64, b: i64) -> i64 {
     (s & !overflow) | (limit & overflow)
 }
 
+/// `a - b`, saturating at the ends of `i64`, branch-free (see [`sat_add`]).
+#[inline(always)]
+fn sat_sub(a: i64, b: i64) -> i64 {
+    let s = a.wrapping_sub(b);
+    let overflow = ((a ^ b) & (a ^ s)) >> 63;
+    let limit = (a >> 63) ^ i64::MAX;
+    (s & !overflow) | (limit & overflow)
+}
+
 impl Resources {
     /// The zero vector.
     pub const ZERO: Resources = Resources([0; MAX_RESOURCES]);
@@ -208,7 +217,7 @@ impl Resources {
     /// "more than any fleet has", which is what the comparisons then see. Inputs that the
     /// project reads are bounded so that sums of what exists (capacity, what is bound) are
     /// exact: the simulator refuses a fleet whose total does not fit.
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, o: &Resources) {
         for i in 0..MAX_RESOURCES {
             self.0[i] = sat_add(self.0[i], o.0[i]);
@@ -216,22 +225,22 @@ impl Resources {
     }
 
     /// Element-wise difference (saturating, see [`Resources::add`]).
-    #[inline]
+    #[inline(always)]
     pub fn sub(&mut self, o: &Resources) {
         for i in 0..MAX_RESOURCES {
-            self.0[i] = sat_add(self.0[i], o.0[i].saturating_neg());
+            self.0[i] = sat_sub(self.0[i], o.0[i]);
         }
     }
 
     /// `self + o`.
-    #[inline]
+    #[inline(always)]
     pub fn plus(mut self, o: &Resources) -> Resources {
         self.add(o);
         self
     }
 
     /// `self - o`.
-    #[inline]
+    #[inline(always)]
     pub fn minus(mut self, o: &Resources) -> Resources {
         self.sub(o);
         self
@@ -354,8 +363,16 @@ mod tests {
         acc.add(&Resources::of(PODS, 3));
         acc.sub(&Resources::of(PODS, 1));
         assert_eq!(acc.get(PODS), 2, "in range it stays exact");
-        for (a, b) in [(i64::MAX, 1), (i64::MIN, -1), (i64::MIN, i64::MIN), (-5, 3), (7, -9)] {
+        for (a, b) in [
+            (i64::MAX, 1),
+            (i64::MIN, -1),
+            (i64::MIN, i64::MIN),
+            (-5, 3),
+            (7, -9),
+        ] {
             assert_eq!(super::sat_add(a, b), a.saturating_add(b), "{a} + {b}");
+            assert_eq!(super::sat_sub(a, b), a.saturating_sub(b), "{a} - {b}");
+            assert_eq!(super::sat_sub(b, a), b.saturating_sub(a), "{b} - {a}");
         }
         assert!(
             Resources::of(MEMORY, 1 << 40)

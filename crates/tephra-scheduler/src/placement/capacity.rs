@@ -3,7 +3,7 @@
 //! admitted that no eligible cluster can ever hold (fleet-wide totals would admit a gang that
 //! fits only across clusters it may not span).
 
-use super::job::candidate_clusters;
+use super::job::eligible_clusters;
 use crate::framework::fit::Room;
 use crate::framework::session::Session;
 use crate::model::Id;
@@ -59,7 +59,7 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
             }
             m
         });
-    let (eligible, _) = candidate_clusters(ssn, job, Room::Making);
+    let (eligible, _) = eligible_clusters(ssn, job, Room::Making);
     if eligible.is_empty() {
         // The cluster filters explain this themselves when placement is tried.
         return None;

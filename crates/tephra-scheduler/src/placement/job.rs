@@ -242,6 +242,15 @@ fn splittable(ssn: &Session, job: Id) -> bool {
 /// Clusters that may take the job, best first, and the reasons the others were ruled out. With
 /// [`Room::Making`], a cluster is ruled out only by refusals that evictions cannot resolve.
 pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Rejected>) {
+    let (ok, rejected) = eligible_clusters(ssn, job, room);
+    let scores = ssn.hooks().cluster_scores(job, &ok);
+    let mut ranked: Vec<(f64, Id)> = scores.into_iter().zip(ok).collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    (ranked.into_iter().map(|(_, c)| c).collect(), rejected)
+}
+
+/// Clusters that may take the job, unranked, and the reasons the others were ruled out.
+pub fn eligible_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Rejected>) {
     let mut rejected = Vec::new();
     // A gang that already runs somewhere stays there unless it may be split.
     let mut homes: Vec<Id> = Vec::new();
@@ -296,10 +305,7 @@ pub fn candidate_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<R
         }
         ok.push(id);
     }
-    let scores = hooks.cluster_scores(job, &ok);
-    let mut ranked: Vec<(f64, Id)> = scores.into_iter().zip(ok).collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    (ranked.into_iter().map(|(_, c)| c).collect(), rejected)
+    (ok, rejected)
 }
 
 /// Commits or keeps the statement and records what happened.

@@ -278,3 +278,22 @@ fn priority_entitlement_honours_the_enqueue_switches() {
     let d = run_with(&c, &config);
     assert_eq!(admitted(&d), 0, "{:?}", d.groups);
 }
+
+#[test]
+fn a_gang_that_only_a_cluster_now_down_can_hold_is_not_called_impossible() {
+    let mut c = Cache::new();
+    let mut down = Cluster::named("big");
+    down.ready = false;
+    add_cluster(&mut c, down).unwrap();
+    add_nodes(&mut c, "big", "gpu", 2, GPU8, &[]).unwrap();
+    add_cluster(&mut c, Cluster::named("small")).unwrap();
+    add_nodes(&mut c, "small", "gpu", 1, GPU8, &[]).unwrap();
+    add_job(&mut c, &gpu_job("wide", 2, "8")).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert!(
+        d.event_for("default/wide")
+            .is_none_or(|e| !e.message.contains("can never be placed")),
+        "{:?}",
+        d.events
+    );
+}

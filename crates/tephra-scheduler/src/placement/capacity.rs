@@ -1,4 +1,4 @@
-//! What each cluster could ever hold, whatever runs on it now: the sum of its usable nodes'
+//! What each cluster could ever hold, whatever runs on it now: the sum of its nodes'
 //! allocatable and, per resource, the most one node has. Admission uses it so that no gang is
 //! admitted that no eligible cluster can ever hold (fleet-wide totals would admit a gang that
 //! fits only across clusters it may not span).
@@ -12,7 +12,7 @@ use crate::resources::{MAX_RESOURCES, Resources};
 /// One cluster's capacity.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Capacity {
-    /// Sum of its schedulable nodes' allocatable.
+    /// Sum of its nodes' allocatable.
     pub total: Resources,
     /// The most of each resource on one node.
     pub node_max: Resources,
@@ -24,12 +24,11 @@ pub fn capacities(ssn: &Session) -> Vec<Capacity> {
     for (cluster, nodes) in ssn.snap.cluster_nodes.iter().enumerate() {
         let cap = &mut out[cluster];
         for &n in nodes {
+            // Every node counts, cordoned or not ready too: they may come back, and "never"
+            // must not follow an outage.
             let Some(node) = ssn.snap.nodes.get(n) else {
                 continue;
             };
-            if node.spec.unschedulable || !node.spec.ready {
-                continue;
-            }
             let a = node.allocatable();
             cap.total.add(&a);
             for r in 0..MAX_RESOURCES {
@@ -59,6 +58,11 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
             }
             m
         });
+    if ssn.snap.clusters.iter().any(|(_, c)| !c.ready) {
+        // A cluster that is down may be the one that can hold the gang: no verdict until it
+        // is back.
+        return None;
+    }
     let (eligible, _) = eligible_clusters(ssn, job, Room::Making);
     if eligible.is_empty() {
         // The cluster filters explain this themselves when placement is tried.

@@ -199,7 +199,7 @@ fn type_field<'a>(object: &'a Value, field: &'static str) -> Result<&'a str, Adm
 }
 
 /// The fields of `metadata` a manifest may set (ObjectMeta's, as the API server decodes it).
-const OBJECT_META_FIELDS: &[&str] = &[
+pub const OBJECT_META_FIELDS: &[&str] = &[
     "name",
     "generateName",
     "namespace",

@@ -5,23 +5,7 @@
 
 use serde_json::Value;
 
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "labels",
-    "annotations",
-    "finalizers",
-    "ownerReferences",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-];
+use tephra_api::admission::OBJECT_META_FIELDS as OBJECT_META;
 
 /// Drops undeclared fields from `object`; returns their paths (`spec.tasks[0].replica`).
 pub fn prune(object: &mut Value, schema: &Value) -> Vec<String> {

@@ -51,8 +51,10 @@ pub struct State {
     pub queue_allocated: BTreeMap<String, Resources>,
     /// PodGroup phases changed in this session (enqueue).
     pub phases: HashMap<Id, GroupPhase>,
-    /// Sum of allocatable per cluster slot.
+    /// Sum of allocatable per cluster slot (every node, ready or not).
     pub cluster_allocatable: Vec<Resources>,
+    /// The most of each resource one node of the cluster has (every node, ready or not).
+    pub cluster_node_max: Vec<Resources>,
     /// Sum of allocatable over ready nodes of ready clusters: what fair-share plugins divide.
     pub fleet_total: Resources,
 }
@@ -67,6 +69,7 @@ impl State {
             cluster_max_node_idle: vec![Resources::ZERO; snap.clusters.capacity()],
             queue_allocated: snap.queue_used.clone(),
             cluster_allocatable: vec![Resources::ZERO; snap.clusters.capacity()],
+            cluster_node_max: vec![Resources::ZERO; snap.clusters.capacity()],
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {
@@ -78,6 +81,7 @@ impl State {
             };
             let c = node.cluster as usize;
             state.cluster_allocatable[c].add(&alloc);
+            state.cluster_node_max[c] = state.cluster_node_max[c].max(&alloc);
             if node.spec.ready && snap.clusters.get(node.cluster).is_some_and(|c| c.ready) {
                 state.fleet_total.add(&alloc);
             }

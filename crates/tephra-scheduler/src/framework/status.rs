@@ -21,8 +21,12 @@ impl Session {
         touched.extend(self.snap.changed_jobs.iter().copied());
         touched.sort_unstable();
         touched.dedup();
-        let pipelined: std::collections::HashSet<&str> =
-            self.pipelined.iter().map(|b| b.job.as_str()).collect();
+        // Only needed to spare pipelined jobs the inqueue timeout (set when enqueue ran).
+        let pipelined: std::collections::HashSet<&str> = if self.inqueue_timeout.is_some() {
+            self.pipelined.iter().map(|b| b.job.as_str()).collect()
+        } else {
+            std::collections::HashSet::new()
+        };
         for job_id in touched {
             let Some(job) = self.snap.jobs.get(job_id) else {
                 continue;

@@ -7,7 +7,7 @@ use super::job::eligible_clusters;
 use crate::framework::fit::Room;
 use crate::framework::session::Session;
 use crate::model::Id;
-use crate::resources::{MAX_RESOURCES, Resources};
+use crate::resources::Resources;
 
 /// One cluster's capacity.
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,25 +18,14 @@ pub struct Capacity {
     pub node_max: Resources,
 }
 
-/// Every cluster's capacity, by cluster id: O(nodes), once per session.
+/// Every cluster's capacity, by cluster id, from the totals the session state keeps.
 pub fn capacities(ssn: &Session) -> Vec<Capacity> {
-    let mut out = vec![Capacity::default(); ssn.snap.cluster_nodes.len()];
-    for (cluster, nodes) in ssn.snap.cluster_nodes.iter().enumerate() {
-        let cap = &mut out[cluster];
-        for &n in nodes {
-            // Every node counts, cordoned or not ready too: they may come back, and "never"
-            // must not follow an outage.
-            let Some(node) = ssn.snap.nodes.get(n) else {
-                continue;
-            };
-            let a = node.allocatable();
-            cap.total.add(&a);
-            for r in 0..MAX_RESOURCES {
-                cap.node_max.0[r] = cap.node_max.0[r].max(a.0[r]);
-            }
-        }
-    }
-    out
+    ssn.state
+        .cluster_allocatable
+        .iter()
+        .zip(&ssn.state.cluster_node_max)
+        .map(|(&total, &node_max)| Capacity { total, node_max })
+        .collect()
 }
 
 /// Why `job` can never be placed, if that is so: its gang (minResources) fits no eligible
@@ -51,13 +40,7 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
         .iter()
         .filter_map(|&t| ssn.snap.tasks.get(t))
         .map(|t| t.spec.shape.request)
-        .fold(Resources::ZERO, |acc, r| {
-            let mut m = acc;
-            for i in 0..MAX_RESOURCES {
-                m.0[i] = m.0[i].max(r.0[i]);
-            }
-            m
-        });
+        .fold(Resources::ZERO, |acc, r| acc.max(&r));
     if ssn.snap.clusters.iter().any(|(_, c)| !c.ready) {
         // A cluster that is down may be the one that can hold the gang: no verdict until it
         // is back.

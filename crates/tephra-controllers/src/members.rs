@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use tephra_api::PodGroup;
 use tephra_api::well_known::{PREEMPTABLE, QUEUE_NAME, TASK_SPEC};
+use tephra_scheduler::model::TaskShape;
+use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
 use crate::job::{GangPlan, TaskPlan};
 use crate::pod::{self, RequestError, UnknownValue};
@@ -49,6 +51,14 @@ pub enum MembersError {
         pod: String,
         /// What.
         source: UnknownValue,
+    },
+    /// The pod's requests name more resources than the scheduler can track.
+    #[error("pod {pod}: {source}")]
+    Resources {
+        /// The pod's name.
+        pod: String,
+        /// Why.
+        source: ResourceError,
     },
 }
 
@@ -100,6 +110,36 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
             .clone()
             .or_else(|| group_class.cloned()),
         preemptable,
+    })
+}
+
+/// What one running cluster's pod asks of the scheduler: its role, effective requests (with
+/// its pod slot), selectors, affinity, tolerations, priority and preemptability, with resource
+/// names interned in `names`. The runtime's informers feed pods one by one through this.
+pub fn shape(pod: &Pod, names: &mut ResourceNames) -> Result<TaskShape, MembersError> {
+    let t = task(pod, role(pod), None)?;
+    let mut request = names
+        .parse(t.requests.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+        .map_err(|source| MembersError::Resources {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            source,
+        })?;
+    request.set(PODS, 1);
+    Ok(TaskShape {
+        role: t.name,
+        request,
+        node_selector: t.node_selector,
+        affinity: t.affinity,
+        tolerations: t.tolerations,
+        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        preemptable: t.preemptable,
+        namespace: pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        priority_class: t.priority_class,
+        rules: t.rules,
     })
 }
 

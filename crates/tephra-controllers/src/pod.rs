@@ -258,7 +258,8 @@ pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownVa
     Ok(out)
 }
 
-fn label_selector(s: &K8sLabelSelector, at: &str) -> Result<LabelSelector, UnknownValue> {
+/// A Kubernetes label selector as the scheduler matches it; `at` prefixes field paths in errors.
+pub fn label_selector(s: &K8sLabelSelector, at: &str) -> Result<LabelSelector, UnknownValue> {
     let expressions = s
         .match_expressions
         .iter()

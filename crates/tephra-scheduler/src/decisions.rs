@@ -66,8 +66,19 @@ pub struct GroupStatus {
     pub failed: u32,
 }
 
+/// A queue share provider's figures for one queue.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct QueueFigures {
+    /// What the queue's jobs ask for in all.
+    pub request: Resources,
+    /// The queue's deserved share.
+    pub deserved: Resources,
+    /// Its share: the largest ratio of allocated to deserved over the resources.
+    pub share: f64,
+}
+
 /// New status of a queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct QueueStatus {
     /// Queue name.
     pub name: String,
@@ -87,6 +98,9 @@ pub struct QueueStatus {
     pub unknown: u32,
     /// PodGroups Completed.
     pub completed: u32,
+    /// The queue share provider's figures (proportion or capacity) and whether the queue is
+    /// overused, when one is configured.
+    pub figures: Option<(QueueFigures, bool)>,
 }
 
 /// An event on a job, explaining a decision.
@@ -101,7 +115,7 @@ pub struct JobEvent {
 }
 
 /// Everything a session decided.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Decisions {
     /// Session number.
     pub session: u64,

@@ -375,6 +375,18 @@ pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: 
     ssn
 }
 
+/// A step of a session, reported to an observer before and after it runs, so that a runtime
+/// can time each phase (the core reads no clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Opening the session: plugins' `OnSessionOpen`.
+    Open,
+    /// One configured action.
+    Action(&'a str),
+    /// Closing the session: plugins' `OnSessionClose` and the decisions.
+    Close,
+}
+
 /// Opens a session on `snapshot`, runs every configured action and returns the decisions.
 pub fn schedule(
     snapshot: Snapshot,
@@ -382,12 +394,31 @@ pub fn schedule(
     now: i64,
     session_id: u64,
 ) -> Decisions {
+    schedule_observed(snapshot, config, now, session_id, &mut |_, _| {})
+}
+
+/// [`schedule`], calling `observe(step, true)` before and `observe(step, false)` after each
+/// step of the session.
+pub fn schedule_observed(
+    snapshot: Snapshot,
+    config: Arc<SchedulerConfig>,
+    now: i64,
+    session_id: u64,
+    observe: &mut dyn FnMut(Step<'_>, bool),
+) -> Decisions {
+    observe(Step::Open, true);
     let mut ssn = open_session(snapshot, &config, now, session_id);
     let mut placer = Placer::new(&ssn);
+    observe(Step::Open, false);
     for name in &config.actions {
         if let Some(a) = action(name) {
+            observe(Step::Action(name), true);
             (a.execute)(&mut ssn, &mut placer, &config.action_args(name));
+            observe(Step::Action(name), false);
         }
     }
-    ssn.close()
+    observe(Step::Close, true);
+    let d = ssn.close();
+    observe(Step::Close, false);
+    d
 }

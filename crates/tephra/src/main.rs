@@ -2,6 +2,7 @@
 
 mod crds;
 mod dev;
+mod scheduler;
 mod sim;
 mod validate;
 
@@ -72,6 +73,9 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
     },
+    /// Run the scheduler against a Kubernetes cluster: watch PodGroups, Queues, Nodes and
+    /// Pods, gang-schedule every period and bind (a drop-in for vc-scheduler).
+    Scheduler(scheduler::Flags),
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds { out } => crds::run(out.as_deref()),
         Command::Validate { files } => validate::run(&files),
+        Command::Scheduler(flags) => scheduler::run(flags),
         Command::Dev {
             scenario,
             kubeconfig,

@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 use super::fit::{ClusterUnfit, Room, Unfit};
-use super::plugin::{Invalid, Plugin, SessionEvents, Vote};
+use super::plugin::{Invalid, Plugin, QueueFigures, SessionEvents, Vote};
 use super::view::View;
 use crate::config::{Enables, on};
 use crate::model::{Id, Task};
@@ -292,6 +292,18 @@ impl<'a> Dispatch<'a> {
                 p.gang_rules().map(|g| g.job_ready(v, job))
             })
             .all(|yes| yes)
+    }
+
+    /// The first queue share provider's figures for `queue`, with whether it is overused.
+    pub fn queue_figures(&self, queue: &str) -> Option<(QueueFigures, bool)> {
+        let v = &self.view;
+        let figures = self
+            .hooks
+            .each(Kind::Overused, |p| {
+                p.queue_share().and_then(|s| s.figures(v, queue))
+            })
+            .next()?;
+        Some((figures, self.overused(queue)))
     }
 
     /// Whether the queue may take the task now.

@@ -16,6 +16,7 @@ use std::cmp::Ordering;
 
 use super::fit::{ClusterUnfit, Room, Unfit};
 use super::view::View;
+pub use crate::decisions::QueueFigures;
 use crate::model::{Id, Task};
 
 /// A vote on a yes/no question.
@@ -113,6 +114,11 @@ pub trait QueueShare {
     fn reclaimable(&self, view: &View, victims: &[Id]) -> bool;
     /// Whether `job`'s queue may reclaim for it (`None`: no opinion).
     fn may_reclaim(&self, view: &View, job: Id) -> Option<bool>;
+    /// What this provider computed for `queue` (for queue status and metrics). `None`: it
+    /// keeps no such figures.
+    fn figures(&self, _view: &View, _queue: &str) -> Option<QueueFigures> {
+        None
+    }
 }
 
 /// Whether a job may be placed in a cluster.

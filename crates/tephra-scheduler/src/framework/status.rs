@@ -174,6 +174,7 @@ impl Session {
                 running: c[2],
                 unknown: c[3],
                 completed: c[4],
+                figures: self.hooks().queue_figures(name),
             });
         }
         Decisions {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{
-    EnqueueVote, Entitlement, Plugin, QueueOrder, QueueShare, SessionEvents, Vote,
+    EnqueueVote, Entitlement, Plugin, QueueFigures, QueueOrder, QueueShare, SessionEvents, Vote,
 };
 use crate::framework::queues::{VictimQueue, victims_keep_floors};
 use crate::framework::view::View;
@@ -262,6 +262,15 @@ impl QueueShare for Proportion {
         let req = &t.spec.shape.request;
         let after = q.allocated.plus(req);
         (0..MAX_RESOURCES).all(|i| cap.0[i] <= 0 || req.0[i] <= 0 || after.0[i] <= cap.0[i])
+    }
+
+    fn figures(&self, _view: &View, queue: &str) -> Option<QueueFigures> {
+        let q = self.queues.get(queue)?;
+        Some(QueueFigures {
+            request: q.request,
+            deserved: q.deserved,
+            share: self.share(queue),
+        })
     }
 
     fn overused(&self, _view: &View, queue: &str) -> Option<bool> {

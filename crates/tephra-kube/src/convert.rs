@@ -1,0 +1,459 @@
+//! Kubernetes objects as the scheduler cache sees them. Pure functions, one per kind: a Node,
+//! a Pod, a PodGroup, a Queue, a PriorityClass or a PodDisruptionBudget read from a member or
+//! the control plane becomes the core's model, or an error that names the object and field.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tephra_api::scheduling::PodGroupPhase;
+use tephra_api::well_known::GROUP_NAME_ANNOTATION;
+use tephra_api::{PodGroup, Queue};
+use tephra_controllers::members::{self, MembersError};
+use tephra_controllers::pod::{UnknownValue, label_selector};
+use tephra_controllers::queue::{self, QueueError};
+use tephra_scheduler::model::{
+    GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, Taint, TaintEffect,
+    TaskStatus,
+};
+use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
+
+/// Why an object cannot be read into the scheduler's model. Each names the object.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// A node's allocatable cannot be read.
+    #[error("node {node}: status.allocatable: {source}")]
+    NodeResources {
+        /// Node.
+        node: String,
+        /// Why.
+        source: ResourceError,
+    },
+    /// A pod cannot become a task.
+    #[error("pod {namespace}/{source}")]
+    Pod {
+        /// Namespace.
+        namespace: String,
+        /// Why (names the pod).
+        source: MembersError,
+    },
+    /// A PodGroup field cannot be read.
+    #[error("podgroup {key}: {field}: {message}")]
+    PodGroup {
+        /// `namespace/name`.
+        key: String,
+        /// Field path.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// A Queue cannot be read.
+    #[error("queue {name}: {source}")]
+    Queue {
+        /// Queue.
+        name: String,
+        /// Why.
+        source: QueueError,
+    },
+    /// A PodDisruptionBudget's selector cannot be read.
+    #[error("poddisruptionbudget {key}: {source}")]
+    Pdb {
+        /// `namespace/name`.
+        key: String,
+        /// Why.
+        source: UnknownValue,
+    },
+}
+
+/// Seconds since the epoch of a Kubernetes timestamp.
+pub fn seconds(t: &Time) -> i64 {
+    t.0.as_second()
+}
+
+fn created(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> i64 {
+    meta.creation_timestamp.as_ref().map_or(0, seconds)
+}
+
+/// `namespace/name` of an object.
+pub fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// A member's Node: allocatable (pod slots default to kubelet's 110), labels, taints,
+/// cordon and the Ready condition.
+pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSpec, ConvertError> {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let status = n.status.as_ref();
+    let list = status
+        .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
+        .cloned()
+        .unwrap_or_default();
+    let mut allocatable = names
+        .parse(list.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+        .map_err(|source| ConvertError::NodeResources {
+            node: name.clone(),
+            source,
+        })?;
+    if !list.contains_key("pods") {
+        allocatable.set(PODS, tephra_scheduler::model::DEFAULT_MAX_PODS);
+    }
+    let spec = n.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| {
+                    Some(Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone().unwrap_or_default(),
+                        effect: TaintEffect::parse(&t.effect)?,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    Ok(NodeSpec {
+        name,
+        cluster: cluster.to_string(),
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        allocatable,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        ready,
+    })
+}
+
+/// Whether a pod is the scheduler's to place: its `schedulerName` is one of `ours`.
+pub fn is_ours(p: &Pod, ours: &[String]) -> bool {
+    let name = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler");
+    ours.iter().any(|o| o == name)
+}
+
+/// The PodGroup a pod names (`scheduling.k8s.io/group-name`).
+pub fn group_of(p: &Pod) -> Option<String> {
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GROUP_NAME_ANNOTATION))
+        .filter(|g| !g.is_empty())
+        .cloned()
+}
+
+/// The task status a pod's phase, node and deletion give.
+pub fn status(p: &Pod) -> TaskStatus {
+    if p.metadata.deletion_timestamp.is_some() {
+        return TaskStatus::Releasing;
+    }
+    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+    match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Running") => TaskStatus::Running,
+        Some("Succeeded") => TaskStatus::Succeeded,
+        Some("Failed") => TaskStatus::Failed,
+        Some("Unknown") => TaskStatus::Unknown,
+        _ if bound => TaskStatus::Bound,
+        _ => TaskStatus::Pending,
+    }
+}
+
+/// The trailing number of a pod's name (`job-worker-3` → 3): its index within its role.
+fn index(name: &str) -> u32 {
+    name.rsplit('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A member's pod as a task, or `None` when it is not the scheduler's to place and holds no
+/// node (another scheduler's pending pod). Another scheduler's bound pod is kept, without its
+/// group: it is not ours to move, but it consumes the node's capacity.
+pub fn pod(
+    cluster: &str,
+    p: &Pod,
+    ours: &[String],
+    names: &mut ResourceNames,
+) -> Result<Option<PodSpec>, ConvertError> {
+    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let mine = is_ours(p, ours);
+    if !mine && node.is_none() {
+        return Ok(None);
+    }
+    let namespace = p
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let shape = members::shape(p, names).map_err(|source| ConvertError::Pod {
+        namespace: namespace.clone(),
+        source,
+    })?;
+    let name = p.metadata.name.clone().unwrap_or_default();
+    Ok(Some(PodSpec {
+        index: index(&name),
+        group: if mine { group_of(p) } else { None },
+        shape: Arc::new(shape),
+        status: status(p),
+        placement: node.map(|n| (cluster.to_string(), n)),
+        created: created(&p.metadata),
+        namespace,
+        name,
+    }))
+}
+
+/// The scheduler's phase of a PodGroup's status phase.
+pub fn phase(p: Option<PodGroupPhase>) -> GroupPhase {
+    match p {
+        None | Some(PodGroupPhase::Pending) => GroupPhase::Pending,
+        Some(PodGroupPhase::Inqueue) => GroupPhase::Inqueue,
+        Some(PodGroupPhase::Running) => GroupPhase::Running,
+        Some(PodGroupPhase::Unknown) => GroupPhase::Unknown,
+        Some(PodGroupPhase::Completed) => GroupPhase::Completed,
+    }
+}
+
+/// The API's phase of a scheduler phase.
+pub fn api_phase(p: GroupPhase) -> PodGroupPhase {
+    match p {
+        GroupPhase::Pending => PodGroupPhase::Pending,
+        GroupPhase::Inqueue => PodGroupPhase::Inqueue,
+        GroupPhase::Running => PodGroupPhase::Running,
+        GroupPhase::Unknown => PodGroupPhase::Unknown,
+        GroupPhase::Completed => PodGroupPhase::Completed,
+    }
+}
+
+/// A PodGroup: minMember, minTaskMember, minResources, priority class and phase. Its phase
+/// started at `phase_since` (the caller remembers when it saw the phase change).
+pub fn pod_group(
+    g: &PodGroup,
+    names: &mut ResourceNames,
+    phase_since: Option<i64>,
+    policy: Arc<JobPolicy>,
+) -> Result<PodGroupSpec, ConvertError> {
+    let key = key(&g.metadata);
+    let bad = |field, message: String| ConvertError::PodGroup {
+        key: key.clone(),
+        field,
+        message,
+    };
+    let spec = &g.spec;
+    let min_member = match spec.min_member {
+        Some(m) => {
+            u32::try_from(m).map_err(|_| bad("spec.minMember", "must not be negative".into()))?
+        }
+        None => 1,
+    };
+    let mut min_task_member = BTreeMap::new();
+    for (role, &m) in &spec.min_task_member {
+        let m = u32::try_from(m).map_err(|_| {
+            bad(
+                "spec.minTaskMember",
+                format!("{role}: must not be negative"),
+            )
+        })?;
+        min_task_member.insert(role.clone(), m);
+    }
+    let min_resources = match &spec.min_resources {
+        Some(list) => Some(
+            names
+                .parse(list.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+                .map_err(|e| bad("spec.minResources", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let status = g.status.as_ref();
+    let created = created(&g.metadata);
+    let since = phase_since.unwrap_or_else(|| {
+        status
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .filter_map(|c| c.last_transition_time.as_ref().map(seconds))
+                    .max()
+            })
+            .unwrap_or(created)
+    });
+    Ok(PodGroupSpec {
+        namespace: g
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        name: g.metadata.name.clone().unwrap_or_default(),
+        queue: if spec.queue.is_empty() {
+            tephra_api::defaults::DEFAULT_QUEUE.to_string()
+        } else {
+            spec.queue.clone()
+        },
+        min_member,
+        min_task_member,
+        min_resources,
+        priority_class: spec.priority_class_name.clone(),
+        priority: None,
+        phase: phase(status.and_then(|s| s.phase)),
+        phase_since: since,
+        created,
+        policy,
+    })
+}
+
+/// A Queue: weight, capability, guarantee, deserved, hierarchy and state.
+pub fn queue(q: &Queue, names: &mut ResourceNames) -> Result<QueueSpec, ConvertError> {
+    queue::spec(q, names).map_err(|source| ConvertError::Queue {
+        name: q.metadata.name.clone().unwrap_or_default(),
+        source,
+    })
+}
+
+/// A PodDisruptionBudget: its selector and how many of its pods may be disrupted now.
+pub fn pdb(p: &PodDisruptionBudget) -> Result<PdbSpec, ConvertError> {
+    let selector = match p.spec.as_ref().and_then(|s| s.selector.as_ref()) {
+        Some(s) => {
+            Some(
+                label_selector(s, "spec.selector").map_err(|source| ConvertError::Pdb {
+                    key: key(&p.metadata),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
+    let status = p.status.as_ref();
+    Ok(PdbSpec {
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        selector,
+        disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+        disrupted_pods: status
+            .and_then(|s| s.disrupted_pods.as_ref())
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn ours() -> Vec<String> {
+        vec!["volcano".to_string()]
+    }
+
+    fn pod_json(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_pending_pod_of_ours_becomes_a_pending_task_of_its_podgroup() {
+        let p = pod_json(json!({
+            "metadata": {"name": "job-worker-3", "namespace": "ns",
+                         "annotations": {"scheduling.k8s.io/group-name": "job"},
+                         "creationTimestamp": "2026-01-01T00:00:10Z"},
+            "spec": {"schedulerName": "volcano", "priority": 7, "containers": [
+                {"name": "c", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": "1"}}}]}
+        }));
+        let mut names = ResourceNames::default();
+        let spec = pod("local", &p, &ours(), &mut names).unwrap().unwrap();
+        assert_eq!(spec.group.as_deref(), Some("job"));
+        assert_eq!(spec.status, TaskStatus::Pending);
+        assert_eq!(spec.placement, None);
+        assert_eq!(spec.index, 3);
+        assert_eq!(spec.shape.priority, 7);
+        let gpu = names.intern("nvidia.com/gpu").unwrap();
+        assert_eq!(spec.shape.request.0[gpu], 1);
+        assert_eq!(spec.shape.request.0[0], 2000);
+        assert_eq!(spec.shape.request.0[PODS], 1);
+    }
+
+    #[test]
+    fn another_schedulers_pod_counts_only_once_it_holds_a_node() {
+        let mut names = ResourceNames::default();
+        let pending = pod_json(json!({"metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"containers": [{"name": "c"}]}}));
+        assert!(
+            pod("local", &pending, &ours(), &mut names)
+                .unwrap()
+                .is_none()
+        );
+        let running = pod_json(json!({"metadata": {"name": "web", "namespace": "ns",
+                "annotations": {"scheduling.k8s.io/group-name": "theirs"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"}}));
+        let spec = pod("local", &running, &ours(), &mut names)
+            .unwrap()
+            .unwrap();
+        assert_eq!(spec.group, None);
+        assert_eq!(spec.status, TaskStatus::Running);
+        assert_eq!(spec.placement, Some(("local".into(), "n1".into())));
+    }
+
+    #[test]
+    fn a_pod_with_a_bad_quantity_is_refused_with_its_name() {
+        let p = pod_json(json!({"metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"schedulerName": "volcano", "containers": [
+                {"name": "c", "resources": {"requests": {"memory": "lots"}}}]}}));
+        let e = pod("local", &p, &ours(), &mut ResourceNames::default()).unwrap_err();
+        let s = e.to_string();
+        assert!(
+            s.contains("ns/") && s.contains("pod p") && s.contains("memory"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_node_reports_allocatable_taints_cordon_and_readiness() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"zone": "a"}},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "gpu", "value": "yes", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let mut names = ResourceNames::default();
+        let spec = node("east", &n, &mut names).unwrap();
+        assert_eq!(spec.cluster, "east");
+        assert!(spec.ready && spec.unschedulable);
+        assert_eq!(spec.taints.len(), 1);
+        assert_eq!(spec.allocatable.0[PODS], 110);
+        assert_eq!(spec.labels.get("zone").map(String::as_str), Some("a"));
+    }
+
+    #[test]
+    fn a_podgroup_keeps_its_gang_minimums_and_phase() {
+        let g: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns"},
+            "spec": {"minMember": 4, "queue": "q", "minTaskMember": {"worker": 3},
+                     "minResources": {"cpu": "4"}},
+            "status": {"phase": "Inqueue"}
+        }))
+        .unwrap();
+        let spec = pod_group(&g, &mut ResourceNames::default(), Some(5), Arc::default()).unwrap();
+        assert_eq!(spec.min_member, 4);
+        assert_eq!(spec.min_task_member.get("worker"), Some(&3));
+        assert_eq!(spec.phase, GroupPhase::Inqueue);
+        assert_eq!(spec.phase_since, 5);
+        assert_eq!(spec.queue, "q");
+        assert!(spec.min_resources.is_some());
+    }
+}

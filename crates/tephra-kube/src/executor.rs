@@ -1,0 +1,361 @@
+//! The executor: carries out planned writes against the right API server, with bounded
+//! concurrency and a client-side rate limit, retrying throttling and server errors with
+//! backoff. It never blocks the session loop: a batch is handed over and each result comes
+//! back on a channel. Before each batch it checks that this replica still leads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Client;
+use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tephra_api::{PodGroup, Queue};
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::time::Instant;
+
+use crate::leader::Leadership;
+use crate::metrics::{Metrics, ms};
+use crate::writes::Write;
+
+/// How a write ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done.
+    Ok,
+    /// Refused or failed after retries, with the HTTP code (0: no response) and message.
+    Failed {
+        /// HTTP code.
+        code: u16,
+        /// Message.
+        message: String,
+    },
+    /// Not attempted: this replica no longer leads.
+    NotLeader,
+}
+
+/// The result of one write, sent back to the state loop.
+#[derive(Clone, Debug)]
+pub struct Done {
+    /// The write.
+    pub write: Write,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// A token bucket: `qps` tokens a second, at most `burst` at once.
+pub struct RateLimiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimiter {
+    /// A limiter; a `qps` of 0 or less means no limit.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            qps,
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Waits for a token.
+    pub async fn acquire(&self) {
+        if self.qps <= 0.0 {
+            return;
+        }
+        loop {
+            let wait = {
+                let mut s = self.state.lock().await;
+                let now = Instant::now();
+                let refill = now.duration_since(s.1).as_secs_f64() * self.qps;
+                s.0 = (s.0 + refill).min(self.burst);
+                s.1 = now;
+                if s.0 >= 1.0 {
+                    s.0 -= 1.0;
+                    return;
+                }
+                Duration::from_secs_f64((1.0 - s.0) / self.qps)
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// The clients of the clusters writes go to: the control plane (PodGroups, Queues, Events)
+/// and each member by name (binds, evictions).
+#[derive(Clone)]
+pub struct Clients {
+    /// The control plane.
+    pub control: Client,
+    /// Members by name.
+    pub members: Arc<std::sync::RwLock<BTreeMap<String, Client>>>,
+}
+
+impl Clients {
+    fn member(&self, name: &str) -> Option<Client> {
+        self.members.read().ok()?.get(name).cloned()
+    }
+
+    fn for_write(&self, w: &Write) -> Option<Client> {
+        match w {
+            Write::Bind { cluster, .. } | Write::Evict { cluster, .. } => self.member(cluster),
+            Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
+                self.member(cluster).or_else(|| Some(self.control.clone()))
+            }
+            Write::QueueStatus { .. } => Some(self.control.clone()),
+        }
+    }
+}
+
+/// The executor.
+#[derive(Clone)]
+pub struct Executor {
+    clients: Clients,
+    permits: Arc<Semaphore>,
+    limiter: Arc<RateLimiter>,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    done: mpsc::UnboundedSender<Done>,
+    identity: String,
+}
+
+const RETRIES: u32 = 4;
+
+impl Executor {
+    /// An executor with `concurrency` writes in flight at most, `qps`/`burst` its rate limit.
+    pub fn new(
+        clients: Clients,
+        concurrency: usize,
+        limiter: RateLimiter,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+        done: mpsc::UnboundedSender<Done>,
+        identity: String,
+    ) -> Self {
+        Self {
+            clients,
+            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            limiter: Arc::new(limiter),
+            leadership,
+            metrics,
+            done,
+            identity,
+        }
+    }
+
+    /// Hands a batch over. Binds go first, then evictions, then status and events.
+    pub fn submit(&self, batch: Vec<Write>) {
+        if batch.is_empty() {
+            return;
+        }
+        if !self.leadership.is_leader() {
+            for write in batch {
+                let _ = self.done.send(Done {
+                    write,
+                    outcome: Outcome::NotLeader,
+                });
+            }
+            return;
+        }
+        self.metrics
+            .executor_depth
+            .add(i64::try_from(batch.len()).unwrap_or(i64::MAX));
+        for write in batch {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let outcome = match me.permits.clone().acquire_owned().await {
+                    Ok(_permit) => me.run(&write).await,
+                    Err(_) => Outcome::Failed {
+                        code: 0,
+                        message: "executor closed".into(),
+                    },
+                };
+                me.metrics.executor_depth.dec();
+                let _ = me.done.send(Done { write, outcome });
+            });
+        }
+    }
+
+    async fn run(&self, w: &Write) -> Outcome {
+        let Some(client) = self.clients.for_write(w) else {
+            return Outcome::Failed {
+                code: 0,
+                message: "no client for the cluster (it left the fleet)".into(),
+            };
+        };
+        let cluster = match w {
+            Write::Bind { cluster, .. }
+            | Write::Evict { cluster, .. }
+            | Write::GroupStatus { cluster, .. }
+            | Write::Event { cluster, .. } => cluster.as_str(),
+            Write::QueueStatus { .. } => "control-plane",
+        };
+        let mut delay = Duration::from_millis(50);
+        for attempt in 0..=RETRIES {
+            self.limiter.acquire().await;
+            let started = Instant::now();
+            let result = self.once(client.clone(), w).await;
+            self.metrics
+                .write_latency
+                .with_label_values(&[w.verb()])
+                .observe(ms(started.elapsed()));
+            let e = match result {
+                Ok(()) => return Outcome::Ok,
+                Err(e) => e,
+            };
+            let (code, message) = match &e {
+                kube::Error::Api(s) => (s.code, s.message.clone()),
+                other => (0, other.to_string()),
+            };
+            self.metrics.api_error(cluster, w.verb(), code);
+            // A bind that conflicts means the pod is bound already (or gone): retrying cannot
+            // help. Throttling, server errors and lost connections are retried.
+            let retry = matches!(code, 0 | 429 | 500..=599)
+                || (code == 409 && !matches!(w, Write::Bind { .. }));
+            if !retry || attempt == RETRIES {
+                tracing::warn!(cluster, verb = w.verb(), code, error = %message, "write failed");
+                return Outcome::Failed { code, message };
+            }
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+        }
+        Outcome::Failed {
+            code: 0,
+            message: "retries exhausted".into(),
+        }
+    }
+
+    async fn once(&self, client: Client, w: &Write) -> Result<(), kube::Error> {
+        match w {
+            Write::Bind {
+                namespace,
+                name,
+                node,
+                ..
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                let body = json!({
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                });
+                pods.create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await?;
+                Ok(())
+            }
+            Write::Evict {
+                namespace,
+                name,
+                reason,
+                ..
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                let condition = json!({"status": {"conditions": [{
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": reason,
+                    "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+                }]}});
+                // The condition is best effort; the eviction is what matters.
+                if let Err(e) = pods
+                    .patch_status(name, &PatchParams::default(), &Patch::Strategic(condition))
+                    .await
+                {
+                    tracing::debug!(pod = %name, error = %e, "could not mark the pod DisruptionTarget");
+                }
+                match pods.evict(name, &EvictParams::default()).await {
+                    Ok(_) => Ok(()),
+                    // Gone already: evicted.
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::GroupStatus {
+                namespace,
+                name,
+                status,
+                ..
+            } => {
+                let api: Api<PodGroup> = Api::namespaced(client, namespace);
+                let patch = json!({"status": status});
+                // Volcano's PodGroup CRD has no status subresource: the status is part of the
+                // object, as Volcano's scheduler writes it.
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await?;
+                Ok(())
+            }
+            Write::QueueStatus { name, status } => {
+                let api: Api<Queue> = Api::all(client);
+                match api
+                    .patch_status(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": status})),
+                    )
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::Event {
+                namespace,
+                group,
+                uid,
+                reason,
+                message,
+                warning,
+                ..
+            } => {
+                let api: Api<Event> = Api::namespaced(client, namespace);
+                let now = k8s_openapi::jiff::Timestamp::now();
+                let name = format!("{group}.{:x}", now.as_nanosecond());
+                let event = Event {
+                    metadata: ObjectMeta {
+                        name: Some(name),
+                        namespace: Some(namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    involved_object: ObjectReference {
+                        api_version: Some("scheduling.volcano.sh/v1beta1".into()),
+                        kind: Some("PodGroup".into()),
+                        name: Some(group.clone()),
+                        namespace: Some(namespace.clone()),
+                        uid: uid.clone(),
+                        ..ObjectReference::default()
+                    },
+                    reason: Some(reason.clone()),
+                    message: Some(message.clone()),
+                    type_: Some(if *warning { "Warning" } else { "Normal" }.into()),
+                    count: Some(1),
+                    first_timestamp: Some(Time(now)),
+                    last_timestamp: Some(Time(now)),
+                    event_time: Some(MicroTime(now)),
+                    action: Some("Scheduling".into()),
+                    reporting_component: Some("volcano".into()),
+                    reporting_instance: Some(self.identity.clone()),
+                    source: Some(k8s_openapi::api::core::v1::EventSource {
+                        component: Some("volcano".into()),
+                        host: None,
+                    }),
+                    ..Event::default()
+                };
+                api.create(&PostParams::default(), &event).await?;
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! tephra-kube: tephra's runtime on Kubernetes (see DESIGN.md, "The runtime around the core").
+//!
+//! Watchers ([`watch`]) feed every Node, Pod, PodGroup, Queue, PriorityClass and
+//! PodDisruptionBudget into the state ([`state`]), which holds the core cache. Every period, as
+//! leader ([`leader`]), the loop ([`run`]) runs a session on a snapshot, plans the writes its
+//! decisions call for ([`writes`]) and hands them to the executor ([`executor`]): binds,
+//! evictions, PodGroup and Queue status, Events. [`metrics`] carries Volcano's metric names, [`report`] fills
+//! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
+//! objects into the core's model.
+
+pub mod convert;
+pub mod executor;
+pub mod leader;
+pub mod metrics;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod state;
+pub mod watch;
+pub mod writes;
+
+pub use run::{Options, Running, StartError, start};

@@ -1,0 +1,447 @@
+//! The scheduler's Prometheus metrics: Volcano's names, labels and buckets (so that existing
+//! dashboards keep working), and `tephra_*` metrics for what Volcano has no name for: member
+//! clusters, session phases, the executor, API errors, leadership and the configuration.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder, exponential_buckets,
+};
+
+/// Every metric the scheduler exports, in one registry.
+pub struct Metrics {
+    registry: Registry,
+    /// `volcano_e2e_scheduling_latency_milliseconds`.
+    pub e2e: Histogram,
+    /// `volcano_e2e_job_scheduling_latency_milliseconds`.
+    pub e2e_job: Histogram,
+    /// `volcano_e2e_job_scheduling_duration{job_name,queue,job_namespace}`.
+    pub e2e_job_duration: GaugeVec,
+    /// `volcano_action_scheduling_latency_milliseconds{action}`.
+    pub action: HistogramVec,
+    /// `volcano_plugin_scheduling_latency_milliseconds{plugin,OnSession}`.
+    pub plugin: HistogramVec,
+    /// `volcano_task_scheduling_latency_milliseconds`.
+    pub task: Histogram,
+    /// `volcano_schedule_attempts_total{result}`.
+    pub attempts: IntCounterVec,
+    /// `volcano_pod_preemption_victims`.
+    pub victims: IntGauge,
+    /// `volcano_total_preemption_attempts`.
+    pub preemption_attempts: IntCounter,
+    /// `volcano_unschedule_task_count{job_id}`.
+    pub unschedule_tasks: IntGaugeVec,
+    /// `volcano_unschedule_job_count`.
+    pub unschedule_jobs: IntGauge,
+    /// `volcano_queue_*` gauges by queue (and resource for scalars).
+    pub queue: QueueMetrics,
+    /// `tephra_cluster_ready{cluster}`.
+    pub cluster_ready: IntGaugeVec,
+    /// `tephra_cluster_nodes{cluster}`.
+    pub cluster_nodes: IntGaugeVec,
+    /// `tephra_cluster_allocatable{cluster,resource}`.
+    pub cluster_allocatable: GaugeVec,
+    /// `tephra_cluster_allocated{cluster,resource}`.
+    pub cluster_allocated: GaugeVec,
+    /// `tephra_session_phase_duration_milliseconds{phase}`.
+    pub phase: HistogramVec,
+    /// `tephra_executor_queue_depth`.
+    pub executor_depth: IntGauge,
+    /// `tephra_executor_write_latency_milliseconds{verb}`.
+    pub write_latency: HistogramVec,
+    /// `tephra_api_errors_total{cluster,verb,code}`.
+    pub api_errors: IntCounterVec,
+    /// `tephra_leader`.
+    pub leader: IntGauge,
+    /// `tephra_config_inert_plugins{plugin}`.
+    pub inert_plugins: IntGaugeVec,
+    /// `tephra_config_reload_errors_total`.
+    pub reload_errors: IntCounter,
+    /// `tephra_config_last_reload_successful`.
+    pub reload_ok: IntGauge,
+    /// `tephra_cache_refused_objects`.
+    pub refused: IntGauge,
+}
+
+/// Volcano's per-queue gauges.
+pub struct QueueMetrics {
+    /// `volcano_queue_allocated_milli_cpu`, `_memory_bytes`, `_scalar_resources`.
+    pub allocated: ResourceGauges,
+    /// `volcano_queue_request_*`.
+    pub request: ResourceGauges,
+    /// `volcano_queue_deserved_*`.
+    pub deserved: ResourceGauges,
+    /// `volcano_queue_capacity_*`.
+    pub capacity: ResourceGauges,
+    /// `volcano_queue_share`.
+    pub share: GaugeVec,
+    /// `volcano_queue_weight`.
+    pub weight: GaugeVec,
+    /// `volcano_queue_overused`.
+    pub overused: GaugeVec,
+    /// `volcano_queue_pod_group_{inqueue,pending,running,unknown,completed}_count`.
+    pub groups: [GaugeVec; 5],
+}
+
+/// The three gauges Volcano splits a resource list into.
+pub struct ResourceGauges {
+    /// `..._milli_cpu{queue_name}`.
+    pub milli_cpu: GaugeVec,
+    /// `..._memory_bytes{queue_name}`.
+    pub memory: GaugeVec,
+    /// `..._scalar_resources{queue_name,resource}`.
+    pub scalar: GaugeVec,
+}
+
+impl ResourceGauges {
+    fn new(r: &Registry, what: &str) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            milli_cpu: gauge_vec(
+                r,
+                &format!("volcano_queue_{what}_milli_cpu"),
+                &format!("{what} CPU in millicores for one queue"),
+                &["queue_name"],
+            )?,
+            memory: gauge_vec(
+                r,
+                &format!("volcano_queue_{what}_memory_bytes"),
+                &format!("{what} memory in bytes for one queue"),
+                &["queue_name"],
+            )?,
+            scalar: gauge_vec(
+                r,
+                &format!("volcano_queue_{what}_scalar_resources"),
+                &format!("{what} scalar resources for one queue"),
+                &["queue_name", "resource"],
+            )?,
+        })
+    }
+
+    /// Sets a queue's resource list (`name → amount in the API's units scaled as Volcano
+    /// does: cpu in millicores, memory in bytes, others as counts × 1000`).
+    pub fn set(&self, queue: &str, list: &[(String, f64)]) {
+        for (name, v) in list {
+            match name.as_str() {
+                "cpu" => self.milli_cpu.with_label_values(&[queue]).set(*v),
+                "memory" => self.memory.with_label_values(&[queue]).set(*v),
+                "pods" => {}
+                other => self.scalar.with_label_values(&[queue, other]).set(*v),
+            }
+        }
+    }
+
+    fn remove(&self, queue: &str) {
+        let _ = self.milli_cpu.remove_label_values(&[queue]);
+        let _ = self.memory.remove_label_values(&[queue]);
+    }
+}
+
+fn gauge_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<GaugeVec, prometheus::Error> {
+    let g = GaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn int_gauge_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntGaugeVec, prometheus::Error> {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn int_gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+    let g = IntGauge::new(name, help)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn histogram(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    start: f64,
+    count: usize,
+) -> Result<Histogram, prometheus::Error> {
+    let h = Histogram::with_opts(
+        HistogramOpts::new(name, help).buckets(exponential_buckets(start, 2.0, count)?),
+    )?;
+    r.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+fn histogram_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    start: f64,
+    count: usize,
+) -> Result<HistogramVec, prometheus::Error> {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(exponential_buckets(start, 2.0, count)?),
+        labels,
+    )?;
+    r.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+fn counter_vec(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntCounterVec, prometheus::Error> {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> Result<IntCounter, prometheus::Error> {
+    let c = IntCounter::new(name, help)?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+/// Milliseconds of a duration, as Volcano reports latencies.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let r = Registry::new();
+        let groups = ["inqueue", "pending", "running", "unknown", "completed"].map(|p| {
+            gauge_vec(
+                &r,
+                &format!("volcano_queue_pod_group_{p}_count"),
+                &format!("The number of {p} PodGroups in this queue"),
+                &["queue_name"],
+            )
+        });
+        let [g0, g1, g2, g3, g4] = groups;
+        let queue = QueueMetrics {
+            allocated: ResourceGauges::new(&r, "allocated")?,
+            request: ResourceGauges::new(&r, "request")?,
+            deserved: ResourceGauges::new(&r, "deserved")?,
+            capacity: ResourceGauges::new(&r, "capacity")?,
+            share: gauge_vec(
+                &r,
+                "volcano_queue_share",
+                "Share for one queue",
+                &["queue_name"],
+            )?,
+            weight: gauge_vec(
+                &r,
+                "volcano_queue_weight",
+                "Weight for one queue",
+                &["queue_name"],
+            )?,
+            overused: gauge_vec(
+                &r,
+                "volcano_queue_overused",
+                "Whether one queue is overused",
+                &["queue_name"],
+            )?,
+            groups: [g0?, g1?, g2?, g3?, g4?],
+        };
+        Ok(Self {
+            e2e: histogram(
+                &r,
+                "volcano_e2e_scheduling_latency_milliseconds",
+                "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
+                5.0,
+                15,
+            )?,
+            e2e_job: histogram(
+                &r,
+                "volcano_e2e_job_scheduling_latency_milliseconds",
+                "E2e job scheduling latency in milliseconds",
+                32.0,
+                10,
+            )?,
+            e2e_job_duration: gauge_vec(
+                &r,
+                "volcano_e2e_job_scheduling_duration",
+                "E2E job scheduling duration",
+                &["job_name", "queue", "job_namespace"],
+            )?,
+            action: histogram_vec(
+                &r,
+                "volcano_action_scheduling_latency_milliseconds",
+                "Action scheduling latency in milliseconds",
+                &["action"],
+                5.0,
+                15,
+            )?,
+            plugin: histogram_vec(
+                &r,
+                "volcano_plugin_scheduling_latency_milliseconds",
+                "Plugin scheduling latency in milliseconds",
+                &["plugin", "OnSession"],
+                5.0,
+                15,
+            )?,
+            task: histogram(
+                &r,
+                "volcano_task_scheduling_latency_milliseconds",
+                "Task scheduling latency in milliseconds (task create to task bound to a node)",
+                5.0,
+                15,
+            )?,
+            attempts: counter_vec(
+                &r,
+                "volcano_schedule_attempts_total",
+                "Number of attempts to schedule pods, by the result",
+                &["result"],
+            )?,
+            victims: int_gauge(
+                &r,
+                "volcano_pod_preemption_victims",
+                "Number of selected preemption victims",
+            )?,
+            preemption_attempts: counter(
+                &r,
+                "volcano_total_preemption_attempts",
+                "Total preemption attempts in the cluster till now",
+            )?,
+            unschedule_tasks: int_gauge_vec(
+                &r,
+                "volcano_unschedule_task_count",
+                "Number of tasks could not be scheduled",
+                &["job_id"],
+            )?,
+            unschedule_jobs: int_gauge(
+                &r,
+                "volcano_unschedule_job_count",
+                "Number of jobs could not be scheduled",
+            )?,
+            queue,
+            cluster_ready: int_gauge_vec(
+                &r,
+                "tephra_cluster_ready",
+                "Whether a member cluster is ready",
+                &["cluster"],
+            )?,
+            cluster_nodes: int_gauge_vec(
+                &r,
+                "tephra_cluster_nodes",
+                "Nodes of a member cluster",
+                &["cluster"],
+            )?,
+            cluster_allocatable: gauge_vec(
+                &r,
+                "tephra_cluster_allocatable",
+                "Allocatable of a member cluster (cpu in millicores, memory in bytes)",
+                &["cluster", "resource"],
+            )?,
+            cluster_allocated: gauge_vec(
+                &r,
+                "tephra_cluster_allocated",
+                "Requests held on a member cluster (cpu in millicores, memory in bytes)",
+                &["cluster", "resource"],
+            )?,
+            phase: histogram_vec(
+                &r,
+                "tephra_session_phase_duration_milliseconds",
+                "Duration of each phase of a session: open, each action, close",
+                &["phase"],
+                0.25,
+                16,
+            )?,
+            executor_depth: int_gauge(
+                &r,
+                "tephra_executor_queue_depth",
+                "Writes queued or in flight",
+            )?,
+            write_latency: histogram_vec(
+                &r,
+                "tephra_executor_write_latency_milliseconds",
+                "Latency of the executor's writes, by verb",
+                &["verb"],
+                1.0,
+                14,
+            )?,
+            api_errors: counter_vec(
+                &r,
+                "tephra_api_errors_total",
+                "Failed API requests, by cluster, verb and HTTP code (0: no response)",
+                &["cluster", "verb", "code"],
+            )?,
+            leader: int_gauge(
+                &r,
+                "tephra_leader",
+                "1 while this replica leads and may write",
+            )?,
+            inert_plugins: int_gauge_vec(
+                &r,
+                "tephra_config_inert_plugins",
+                "Volcano plugins the configuration names that tephra loads with no effect",
+                &["plugin"],
+            )?,
+            reload_errors: counter(
+                &r,
+                "tephra_config_reload_errors_total",
+                "Scheduler configuration reloads refused (the last good configuration stays)",
+            )?,
+            reload_ok: int_gauge(
+                &r,
+                "tephra_config_last_reload_successful",
+                "1 when the configuration file in force is the one on disk",
+            )?,
+            refused: int_gauge(
+                &r,
+                "tephra_cache_refused_objects",
+                "Watched objects the scheduler cannot read (see the logs for each one)",
+            )?,
+            registry: r,
+        })
+    }
+
+    /// Counts a failed API request.
+    pub fn api_error(&self, cluster: &str, verb: &str, code: u16) {
+        self.api_errors
+            .with_label_values(&[cluster, verb, &code.to_string()])
+            .inc();
+    }
+
+    /// Sets the inert plugins of the configuration in force.
+    pub fn set_inert(&self, plugins: &[String]) {
+        self.inert_plugins.reset();
+        for p in plugins {
+            self.inert_plugins.with_label_values(&[p]).set(1);
+        }
+    }
+
+    /// Drops a deleted queue's series.
+    pub fn forget_queue(&self, queue: &str) {
+        let q = &self.queue;
+        for g in [&q.allocated, &q.request, &q.deserved, &q.capacity] {
+            g.remove(queue);
+        }
+        for g in [&q.share, &q.weight, &q.overused] {
+            let _ = g.remove_label_values(&[queue]);
+        }
+        for g in &q.groups {
+            let _ = g.remove_label_values(&[queue]);
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for text.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

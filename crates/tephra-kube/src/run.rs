@@ -1,0 +1,501 @@
+//! `tephra scheduler`: wires watchers → state → session loop → executor, the elector and
+//! the HTTP endpoints, and runs until stopped. The loop owns the state; watchers and the
+//! executor talk to it over channels, so a session never waits on the network.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use tephra_scheduler::config::{ConfigError, ParseOptions};
+use tephra_scheduler::model::Cluster;
+use tephra_scheduler::{SchedulerConfig, Step};
+use tokio::sync::{mpsc, watch as signal};
+use tokio::task::JoinHandle;
+
+use crate::executor::{Clients, Done, Executor, Outcome, RateLimiter};
+use crate::leader::{self, LeaderOptions, Leadership};
+use crate::metrics::{Metrics, ms};
+use crate::report;
+use crate::serve::{self, Health};
+use crate::state::State;
+use crate::watch::{self, Kind};
+use crate::writes::{Planner, Write};
+
+/// The name of the local cluster as a member.
+pub const LOCAL: &str = "local";
+
+/// How the scheduler runs (the `tephra scheduler` flags).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Pods with one of these `schedulerName`s are placed (`--scheduler-name`).
+    pub scheduler_names: Vec<String>,
+    /// Time between sessions (`--schedule-period`).
+    pub period: Duration,
+    /// The `volcano-scheduler.conf` file (`--scheduler-conf`); tephra's default without one.
+    pub config_path: Option<PathBuf>,
+    /// Refuse Volcano plugins tephra does not implement (`--strict-config`).
+    pub strict_config: bool,
+    /// The queue of PodGroups that name none, or name `default` (`--default-queue`).
+    pub default_queue: String,
+    /// Where `/metrics` is served (`--listen-address`).
+    pub listen: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served (`--healthz-address`); with `listen` when
+    /// absent.
+    pub healthz: Option<SocketAddr>,
+    /// Leader election (`--leader-elect`); without it this replica always leads.
+    pub leader: Option<LeaderOptions>,
+    /// Client-side write rate (`--kube-api-qps`, `--kube-api-burst`); 0 means unlimited.
+    pub qps: f64,
+    /// Burst of the rate limit.
+    pub burst: u32,
+    /// Writes in flight at most.
+    pub concurrency: usize,
+    /// This replica's name, in Events and the Lease.
+    pub identity: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            scheduler_names: vec!["volcano".into()],
+            period: Duration::from_secs(1),
+            config_path: None,
+            strict_config: false,
+            default_queue: tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+            listen: None,
+            healthz: None,
+            leader: None,
+            qps: 2000.0,
+            burst: 4000,
+            concurrency: 64,
+            identity: "tephra-scheduler".into(),
+        }
+    }
+}
+
+/// Why the scheduler could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration file cannot be read.
+    #[error("--scheduler-conf {path}: {source}")]
+    ConfigFile {
+        /// Path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration is refused.
+    #[error("--scheduler-conf {path}: {source}")]
+    Config {
+        /// Path.
+        path: String,
+        /// Why.
+        source: ConfigError,
+    },
+    /// The metrics could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// An address could not be bound.
+    #[error("{what} {addr}: {source}")]
+    Bind {
+        /// Which flag.
+        what: &'static str,
+        /// Address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running scheduler.
+pub struct Running {
+    /// Where `/metrics` is served, if it is.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served, if they are.
+    pub health_addr: Option<SocketAddr>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// Whether this replica leads.
+    pub leadership: Leadership,
+    /// Whether every watcher has synced.
+    pub ready: Arc<AtomicBool>,
+    stop: signal::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    main: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops every task: no write starts after this returns.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = self.main.await;
+    }
+
+    /// Stops at once, as a crash would (for tests of failover).
+    pub fn kill(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.main.abort();
+    }
+}
+
+fn read_config(path: &PathBuf, strict: bool) -> Result<(String, SchedulerConfig), StartError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StartError::ConfigFile {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let parsed =
+        SchedulerConfig::parse_with(&text, &tephra_scheduler::Registry, ParseOptions { strict })
+            .map_err(|source| StartError::Config {
+                path: path.display().to_string(),
+                source,
+            })?;
+    Ok((text, parsed))
+}
+
+fn announce(config: &SchedulerConfig, metrics: &Metrics) {
+    for w in &config.warnings {
+        tracing::warn!(warning = %w, "scheduler configuration");
+    }
+    metrics.set_inert(&config.inert_plugins);
+}
+
+/// Starts the scheduler against `client`, the local cluster (member `local` and control plane).
+pub async fn start(client: Client, options: Options) -> Result<Running, StartError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let (config_text, config) = match &options.config_path {
+        Some(p) => {
+            let (t, c) = read_config(p, options.strict_config)?;
+            (Some(t), c)
+        }
+        None => (None, SchedulerConfig::default_config()),
+    };
+    announce(&config, &metrics);
+    metrics.reload_ok.set(1);
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    let health = Health {
+        ready: Arc::clone(&ready),
+        metrics: Arc::clone(&metrics),
+    };
+    let mut metrics_addr = None;
+    let mut health_addr = None;
+    if let Some(addr) = options.listen {
+        let (a, t) =
+            serve::start(addr, health.clone())
+                .await
+                .map_err(|source| StartError::Bind {
+                    what: "--listen-address",
+                    addr,
+                    source,
+                })?;
+        metrics_addr = Some(a);
+        health_addr = Some(a);
+        tasks.push(t);
+    }
+    if let Some(addr) = options.healthz.filter(|h| Some(*h) != options.listen) {
+        let (a, t) = serve::start(addr, health)
+            .await
+            .map_err(|source| StartError::Bind {
+                what: "--healthz-address",
+                addr,
+                source,
+            })?;
+        health_addr = Some(a);
+        tasks.push(t);
+    }
+    let leadership = match &options.leader {
+        Some(o) => {
+            let l = Leadership::candidate();
+            tasks.push(leader::spawn(
+                client.clone(),
+                o.clone(),
+                l.clone(),
+                Arc::clone(&metrics),
+            ));
+            l
+        }
+        None => {
+            metrics.leader.set(1);
+            Leadership::always()
+        }
+    };
+    let (tx, updates) = mpsc::channel(1024);
+    let local: Arc<str> = Arc::from(LOCAL);
+    tasks.extend(watch::spawn_member(&client, &local, &tx, &metrics));
+    tasks.extend(watch::spawn_control(&client, &local, &tx, &metrics));
+    let expected: BTreeSet<(String, Kind)> = watch::MEMBER_KINDS
+        .into_iter()
+        .chain(watch::CONTROL_KINDS)
+        .map(|k| (LOCAL.to_string(), k))
+        .collect();
+
+    let (done_tx, done) = mpsc::unbounded_channel();
+    let clients = Clients {
+        control: client.clone(),
+        members: Arc::new(std::sync::RwLock::new(BTreeMap::from([(
+            LOCAL.to_string(),
+            client,
+        )]))),
+    };
+    let executor = Executor::new(
+        clients,
+        options.concurrency,
+        RateLimiter::new(options.qps, options.burst),
+        leadership.clone(),
+        Arc::clone(&metrics),
+        done_tx,
+        options.identity.clone(),
+    );
+    let mut state = State::new(
+        options.scheduler_names.clone(),
+        options.default_queue.clone(),
+    );
+    // The local cluster is known from the start, so that its nodes have a cluster to join.
+    let _ = state.upsert_cluster(Cluster::named(LOCAL));
+    let (stop, stop_rx) = signal::channel(false);
+    let lp = Loop {
+        state,
+        planner: Planner::default(),
+        executor,
+        metrics: Arc::clone(&metrics),
+        leadership: leadership.clone(),
+        ready: Arc::clone(&ready),
+        expected,
+        config: Arc::new(config),
+        config_text,
+        options,
+        session: 0,
+        was_leader: false,
+    };
+    let main = tokio::spawn(lp.run(updates, done, stop_rx));
+    Ok(Running {
+        metrics_addr,
+        health_addr,
+        metrics,
+        leadership,
+        ready,
+        stop,
+        tasks,
+        main,
+    })
+}
+
+struct Loop {
+    state: State,
+    planner: Planner,
+    executor: Executor,
+    metrics: Arc<Metrics>,
+    leadership: Leadership,
+    ready: Arc<AtomicBool>,
+    expected: BTreeSet<(String, Kind)>,
+    config: Arc<SchedulerConfig>,
+    config_text: Option<String>,
+    options: Options,
+    session: u64,
+    was_leader: bool,
+}
+
+fn unix_now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+impl Loop {
+    async fn run(
+        mut self,
+        mut updates: mpsc::Receiver<watch::Update>,
+        mut done: mpsc::UnboundedReceiver<Done>,
+        mut stop: signal::Receiver<bool>,
+    ) {
+        let mut ticker = tokio::time::interval(self.options.period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                u = updates.recv() => {
+                    let Some(u) = u else { return };
+                    self.take(u);
+                    // Take whatever else is waiting before the next session.
+                    while let Ok(u) = updates.try_recv() {
+                        self.take(u);
+                    }
+                }
+                d = done.recv() => {
+                    if let Some(d) = d {
+                        self.finished(d);
+                    }
+                }
+                _ = ticker.tick() => self.tick(),
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    fn take(&mut self, u: watch::Update) {
+        let (cluster, kind) = (u.cluster.to_string(), u.kind);
+        let deleted_group = match (&u.change, kind) {
+            (watch::Change::Delete(o), Kind::PodGroup) => Some(o.key()),
+            _ => None,
+        };
+        let deleted_queue = match (&u.change, kind) {
+            (watch::Change::Delete(o), Kind::Queue) => Some(o.key()),
+            _ => None,
+        };
+        for e in self.state.apply(unix_now(), u) {
+            tracing::warn!(cluster = %cluster, kind = kind.as_str(), error = %e, "object not taken into the cache");
+        }
+        if let Some(g) = deleted_group {
+            self.planner.forget_group(&g);
+            let _ = self.metrics.unschedule_tasks.remove_label_values(&[&g]);
+        }
+        if let Some(q) = deleted_queue {
+            self.metrics.forget_queue(&q);
+        }
+        self.metrics
+            .refused
+            .set(i64::try_from(self.state.refused().len()).unwrap_or(i64::MAX));
+        if !self.ready.load(Ordering::SeqCst)
+            && self
+                .expected
+                .iter()
+                .all(|(c, k)| self.state.is_synced(c, *k))
+        {
+            tracing::info!("every watcher has synced; ready");
+            self.ready.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn finished(&mut self, d: Done) {
+        match (&d.write, &d.outcome) {
+            (
+                Write::Bind {
+                    namespace, name, ..
+                },
+                Outcome::Ok,
+            ) => {
+                tracing::debug!(pod = %format!("{namespace}/{name}"), "bound");
+            }
+            (
+                Write::Bind {
+                    namespace,
+                    name,
+                    node,
+                    ..
+                },
+                outcome,
+            ) => {
+                let pod = format!("{namespace}/{name}");
+                tracing::warn!(pod = %pod, node = %node, outcome = ?outcome, "bind failed; the pod is placed again next session");
+                self.state.bind_failed(&pod);
+            }
+            (w, Outcome::Failed { code, message }) => {
+                tracing::warn!(verb = w.verb(), code, error = %message, "write failed");
+            }
+            (w, outcome) => tracing::debug!(verb = w.verb(), outcome = ?outcome, "written"),
+        }
+    }
+
+    fn reload(&mut self) {
+        let Some(path) = &self.options.config_path else {
+            return;
+        };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            // A mounted ConfigMap is briefly absent while it is swapped; keep the config.
+            return;
+        };
+        if self.config_text.as_deref() == Some(text.as_str()) {
+            return;
+        }
+        self.config_text = Some(text.clone());
+        let options = ParseOptions {
+            strict: self.options.strict_config,
+        };
+        match SchedulerConfig::parse_with(&text, &tephra_scheduler::Registry, options) {
+            Ok(c) => {
+                tracing::info!(path = %path.display(), actions = ?c.actions, "scheduler configuration reloaded");
+                announce(&c, &self.metrics);
+                self.config = Arc::new(c);
+                self.metrics.reload_ok.set(1);
+            }
+            Err(e) => {
+                tracing::error!(path = %path.display(), error = %e, "scheduler configuration refused; the last good one stays in force");
+                self.metrics.reload_errors.inc();
+                self.metrics.reload_ok.set(0);
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        self.reload();
+        let leading = self.leadership.is_leader();
+        if leading != self.was_leader {
+            self.was_leader = leading;
+            if leading {
+                tracing::info!("leading: sessions start");
+            }
+        }
+        if !leading || !self.ready.load(Ordering::SeqCst) {
+            return;
+        }
+        self.session += 1;
+        let started = Instant::now();
+        let mut marks: Vec<(String, Instant)> = Vec::new();
+        let metrics = Arc::clone(&self.metrics);
+        let mut observe = |step: Step<'_>, begin: bool| {
+            let name = match step {
+                Step::Open => "open".to_string(),
+                Step::Action(a) => a.to_string(),
+                Step::Close => "close".to_string(),
+            };
+            if begin {
+                marks.push((name, Instant::now()));
+            } else if let Some((n, t)) = marks.pop() {
+                let took = ms(t.elapsed());
+                metrics.phase.with_label_values(&[&n]).observe(took);
+                match step {
+                    Step::Action(a) => metrics.action.with_label_values(&[a]).observe(took),
+                    Step::Open => metrics
+                        .plugin
+                        .with_label_values(&["session", "OnSessionOpen"])
+                        .observe(took),
+                    Step::Close => metrics
+                        .plugin
+                        .with_label_values(&["session", "OnSessionClose"])
+                        .observe(took),
+                }
+            }
+        };
+        let now = unix_now();
+        let d = self
+            .state
+            .session(Arc::clone(&self.config), now, self.session, &mut observe);
+        let stamp = Time(k8s_openapi::jiff::Timestamp::now());
+        let state = &self.state;
+        let writes = self
+            .planner
+            .plan(&d, &|job| state.group(job).cloned(), &stamp);
+        for w in &writes {
+            tracing::debug!(session = self.session, write = ?w, "planned");
+        }
+        self.executor.submit(writes);
+        self.metrics.e2e.observe(ms(started.elapsed()));
+        report::session(&self.metrics, self.state.cache().world(), &d, now);
+        if !d.binds.is_empty() || !d.evictions.is_empty() {
+            tracing::info!(
+                session = self.session,
+                binds = d.binds.len(),
+                evictions = d.evictions.len(),
+                took_ms = ms(started.elapsed()),
+                "session"
+            );
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The scheduler's picture of the world between sessions: the core [`Cache`] fed by the
+//! watchers' updates, plus what the runtime knows that the API servers do not show yet: binds
+//! it issued whose pods still look pending (assumed, as kube-scheduler assumes a pod), and when
+//! each PodGroup entered its phase. No IO: the run loop feeds it updates and write results.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use tephra_api::PodGroupStatus;
+use tephra_scheduler::cache::{Cache, CacheError, Event};
+use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
+use tephra_scheduler::{Decisions, SchedulerConfig, Step};
+
+use crate::convert::{self, ConvertError};
+use crate::watch::{Change, Kind, Obj, Update};
+
+/// Why an update was not taken into the cache. The cache is unchanged for that object.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The object could not be read.
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
+    /// The cache refused the event.
+    #[error("{0}")]
+    Cache(#[from] CacheError),
+}
+
+/// What the state loop knows of one PodGroup beyond the cache: its uid (for Events) and its
+/// status as last observed (conditions are merged into it when the status is written).
+#[derive(Clone, Debug, Default)]
+pub struct GroupSeen {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `status`, as last observed.
+    pub status: PodGroupStatus,
+    /// The cluster whose API holds the PodGroup.
+    pub cluster: Arc<str>,
+}
+
+/// The state loop's world.
+pub struct State {
+    cache: Cache,
+    ours: Vec<String>,
+    default_queue: String,
+    known: HashMap<(Arc<str>, Kind), HashSet<String>>,
+    assumed: HashMap<String, (String, String)>,
+    phases: HashMap<String, (GroupPhase, i64)>,
+    groups: HashMap<String, GroupSeen>,
+    synced: BTreeSet<(Arc<str>, Kind)>,
+    refused: HashMap<String, String>,
+}
+
+impl State {
+    /// An empty world that places pods whose `schedulerName` is one of `ours`; PodGroups that
+    /// name no queue (or `default`) go to `default_queue`.
+    pub fn new(ours: Vec<String>, default_queue: String) -> Self {
+        Self {
+            cache: Cache::new(),
+            ours,
+            default_queue,
+            known: HashMap::new(),
+            assumed: HashMap::new(),
+            phases: HashMap::new(),
+            groups: HashMap::new(),
+            synced: BTreeSet::new(),
+            refused: HashMap::new(),
+        }
+    }
+
+    /// The core cache.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Adds or changes a member cluster.
+    pub fn upsert_cluster(&mut self, cluster: Cluster) -> Result<(), StateError> {
+        Ok(self.cache.apply(Event::ClusterUpsert(cluster))?)
+    }
+
+    /// Whether a watcher of `kind` in `cluster` has delivered its first full list.
+    pub fn is_synced(&self, cluster: &str, kind: Kind) -> bool {
+        self.synced
+            .iter()
+            .any(|(c, k)| &**c == cluster && *k == kind)
+    }
+
+    /// What the runtime knows of a PodGroup (`namespace/name`).
+    pub fn group(&self, job: &str) -> Option<&GroupSeen> {
+        self.groups.get(job)
+    }
+
+    /// Objects the cache refused, by `kind namespace/name`, with why.
+    pub fn refused(&self) -> &HashMap<String, String> {
+        &self.refused
+    }
+
+    /// Pods bound by this scheduler that the watchers do not show bound yet.
+    pub fn assumed(&self) -> usize {
+        self.assumed.len()
+    }
+
+    /// Takes one watcher update into the cache. Returns the errors of objects it could not
+    /// take (each leaves the cache as it was for that object).
+    pub fn apply(&mut self, now: i64, update: Update) -> Vec<StateError> {
+        let Update {
+            cluster,
+            kind,
+            change,
+        } = update;
+        let mut errors = Vec::new();
+        match change {
+            Change::Apply(obj) => {
+                self.known
+                    .entry((Arc::clone(&cluster), kind))
+                    .or_default()
+                    .insert(obj.key());
+                if let Err(e) = self.upsert(now, &cluster, obj) {
+                    errors.push(e);
+                }
+            }
+            Change::Delete(obj) => {
+                let key = obj.key();
+                if let Some(k) = self.known.get_mut(&(Arc::clone(&cluster), kind)) {
+                    k.remove(&key);
+                }
+                if let Err(e) = self.delete(&cluster, kind, &key) {
+                    errors.push(e);
+                }
+            }
+            Change::Relisted(objs) => {
+                let fresh: HashSet<String> = objs.iter().map(Obj::key).collect();
+                let old = self
+                    .known
+                    .insert((Arc::clone(&cluster), kind), fresh.clone())
+                    .unwrap_or_default();
+                for gone in old.difference(&fresh) {
+                    if let Err(e) = self.delete(&cluster, kind, gone) {
+                        errors.push(e);
+                    }
+                }
+                for obj in objs {
+                    if let Err(e) = self.upsert(now, &cluster, obj) {
+                        errors.push(e);
+                    }
+                }
+                self.synced.insert((cluster, kind));
+            }
+        }
+        errors
+    }
+
+    fn refuse(&mut self, what: String, e: StateError) -> StateError {
+        self.refused.insert(what, e.to_string());
+        e
+    }
+
+    fn upsert(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
+        let label = format!("{:?} {}", kind_of(&obj), obj.key());
+        let result = self.upsert_inner(now, cluster, obj);
+        match result {
+            Ok(()) => {
+                self.refused.remove(&label);
+                Ok(())
+            }
+            Err(e) => Err(self.refuse(label, e)),
+        }
+    }
+
+    fn upsert_inner(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
+        let event = match obj {
+            Obj::Node(n) => Event::NodeUpsert(convert::node(cluster, &n, self.cache.names_mut())?),
+            Obj::Pod(p) => {
+                let key = convert::key(&p.metadata);
+                let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
+                else {
+                    // Another scheduler's pending pod: not ours, and it holds nothing yet.
+                    if self.cache.world().task_id(&key).is_some() {
+                        self.delete(cluster, Kind::Pod, &key)?;
+                    }
+                    return Ok(());
+                };
+                if spec.placement.is_some() {
+                    self.assumed.remove(&key);
+                } else if spec.status == TaskStatus::Pending
+                    && let Some(at) = self.assumed.get(&key)
+                {
+                    // The bind is in flight: the pod keeps the node it was given.
+                    spec.status = TaskStatus::Binding;
+                    spec.placement = Some(at.clone());
+                }
+                Event::PodUpsert(spec)
+            }
+            Obj::PodGroup(g) => {
+                let key = convert::key(&g.metadata);
+                let observed = convert::phase(g.status.as_ref().and_then(|s| s.phase));
+                let since = match self.phases.get(&key) {
+                    Some((p, since)) if *p == observed => Some(*since),
+                    Some(_) => Some(now),
+                    None => None,
+                };
+                let mut spec = convert::pod_group(
+                    &g,
+                    self.cache.names_mut(),
+                    since,
+                    Arc::new(JobPolicy::default()),
+                )?;
+                if spec.queue == tephra_api::defaults::DEFAULT_QUEUE {
+                    spec.queue.clone_from(&self.default_queue);
+                }
+                self.phases
+                    .insert(key.clone(), (spec.phase, spec.phase_since));
+                self.groups.insert(
+                    key,
+                    GroupSeen {
+                        uid: g.metadata.uid.clone(),
+                        status: g.status.clone().unwrap_or_default(),
+                        cluster: Arc::clone(cluster),
+                    },
+                );
+                Event::PodGroupUpsert(spec)
+            }
+            Obj::Queue(q) => {
+                Event::QueueUpsert(Box::new(convert::queue(&q, self.cache.names_mut())?))
+            }
+            Obj::PriorityClass(pc) => Event::PriorityClassUpsert {
+                name: pc.metadata.name.clone().unwrap_or_default(),
+                value: pc.value,
+            },
+            Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
+        };
+        Ok(self.cache.apply(event)?)
+    }
+
+    fn delete(&mut self, cluster: &str, kind: Kind, key: &str) -> Result<(), StateError> {
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, n)) => (ns.to_string(), n.to_string()),
+            None => (String::new(), key.to_string()),
+        };
+        self.refused.retain(|k, _| !k.ends_with(&format!(" {key}")));
+        let event = match kind {
+            Kind::Node => Event::NodeDelete {
+                cluster: cluster.to_string(),
+                name,
+            },
+            Kind::Pod => {
+                self.assumed.remove(key);
+                Event::PodDelete { namespace, name }
+            }
+            Kind::PodGroup => {
+                self.phases.remove(key);
+                self.groups.remove(key);
+                Event::PodGroupDelete { namespace, name }
+            }
+            Kind::Queue => Event::QueueDelete(name),
+            Kind::PriorityClass => Event::PriorityClassDelete(name),
+            Kind::Pdb => Event::PdbDelete { namespace, name },
+        };
+        Ok(self.cache.apply(event)?)
+    }
+
+    /// Runs one session at `now` and takes its decisions into the cache at once, as the
+    /// writes will make them true: bound pods hold their nodes (assumed until the watchers
+    /// show them bound), evicted pods are releasing, PodGroups are in their new phase.
+    pub fn session(
+        &mut self,
+        config: Arc<SchedulerConfig>,
+        now: i64,
+        id: u64,
+        observe: &mut dyn FnMut(Step<'_>, bool),
+    ) -> Decisions {
+        let d =
+            tephra_scheduler::schedule_observed(self.cache.snapshot(), config, now, id, observe);
+        self.cache.clear_changed();
+        for b in &d.binds {
+            self.set_task(
+                &b.task,
+                TaskStatus::Binding,
+                Some((b.cluster.clone(), b.node.clone())),
+            );
+            self.assumed
+                .insert(b.task.clone(), (b.cluster.clone(), b.node.clone()));
+        }
+        for e in &d.evictions {
+            if let Some(t) = self.task(&e.task)
+                && matches!(t.status, TaskStatus::Bound | TaskStatus::Running)
+            {
+                let at = t.placement.clone();
+                self.set_task(&e.task, TaskStatus::Releasing, at);
+            }
+        }
+        for g in &d.groups {
+            let Some(id) = self.cache.world().job_id(&g.job) else {
+                continue;
+            };
+            let Some(mut spec) = self
+                .cache
+                .world()
+                .jobs
+                .get(id)
+                .and_then(|j| j.group.clone())
+            else {
+                continue;
+            };
+            if spec.phase != g.phase {
+                spec.phase = g.phase;
+                spec.phase_since = now;
+                self.phases.insert(g.job.clone(), (g.phase, now));
+                // A refusal here leaves the phase as observed; the next session decides again.
+                let _ = self.cache.apply(Event::PodGroupUpsert(spec));
+            }
+        }
+        d
+    }
+
+    fn task(&self, key: &str) -> Option<tephra_scheduler::model::PodSpec> {
+        let id = self.cache.world().task_id(key)?;
+        self.cache.world().tasks.get(id).map(|t| t.spec.clone())
+    }
+
+    fn set_task(&mut self, key: &str, status: TaskStatus, placement: Option<(String, String)>) {
+        if let Some(mut spec) = self.task(key) {
+            spec.status = status;
+            spec.placement = placement;
+            // The pod is known to the cache, so the upsert cannot name an unknown cluster.
+            let _ = self.cache.apply(Event::PodUpsert(spec));
+        }
+    }
+
+    /// A bind failed: the pod is pending again, for the next session to place.
+    pub fn bind_failed(&mut self, pod: &str) {
+        if self.assumed.remove(pod).is_some()
+            && self
+                .task(pod)
+                .is_some_and(|t| t.status == TaskStatus::Binding)
+        {
+            self.set_task(pod, TaskStatus::Pending, None);
+        }
+    }
+}
+
+fn kind_of(obj: &Obj) -> Kind {
+    match obj {
+        Obj::Node(_) => Kind::Node,
+        Obj::Pod(_) => Kind::Pod,
+        Obj::PodGroup(_) => Kind::PodGroup,
+        Obj::Queue(_) => Kind::Queue,
+        Obj::PriorityClass(_) => Kind::PriorityClass,
+        Obj::Pdb(_) => Kind::Pdb,
+    }
+}

@@ -1,0 +1,222 @@
+//! The watchers: one per kind per cluster, each a `kube::runtime::watcher` stream turned into
+//! [`Update`]s for the state loop. A (re)list arrives as one [`Change::Relisted`] carrying every
+//! object, so that the state loop replaces what it knew of that kind in that cluster instead of
+//! adding to it: after a watch error or a 410 nothing is lost or counted twice.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tephra_api::{PodGroup, Queue};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+
+/// The kinds the scheduler watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Nodes, on each member.
+    Node,
+    /// Pods, on each member.
+    Pod,
+    /// PodGroups, on the control plane.
+    PodGroup,
+    /// Queues, on the control plane.
+    Queue,
+    /// PriorityClasses, on the control plane.
+    PriorityClass,
+    /// PodDisruptionBudgets, on the control plane.
+    Pdb,
+}
+
+impl Kind {
+    /// The kind's name in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::PodGroup => "podgroups",
+            Kind::Queue => "queues",
+            Kind::PriorityClass => "priorityclasses",
+            Kind::Pdb => "poddisruptionbudgets",
+        }
+    }
+}
+
+/// One watched object.
+#[derive(Clone, Debug)]
+pub enum Obj {
+    /// A Node.
+    Node(Box<Node>),
+    /// A Pod.
+    Pod(Box<Pod>),
+    /// A PodGroup.
+    PodGroup(Box<PodGroup>),
+    /// A Queue.
+    Queue(Box<Queue>),
+    /// A PriorityClass.
+    PriorityClass(Box<PriorityClass>),
+    /// A PodDisruptionBudget.
+    Pdb(Box<PodDisruptionBudget>),
+}
+
+impl Obj {
+    /// The object's key within its kind and cluster: `namespace/name`, or `name` when
+    /// cluster-scoped.
+    pub fn key(&self) -> String {
+        let meta = match self {
+            Obj::Node(o) => &o.metadata,
+            Obj::Pod(o) => &o.metadata,
+            Obj::PodGroup(o) => &o.metadata,
+            Obj::Queue(o) => &o.metadata,
+            Obj::PriorityClass(o) => &o.metadata,
+            Obj::Pdb(o) => &o.metadata,
+        };
+        match &meta.namespace {
+            Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+            None => meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// What happened to objects of one kind in one cluster.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// An object appeared or changed.
+    Apply(Obj),
+    /// An object was deleted.
+    Delete(Obj),
+    /// A full (re)list: these are all the objects there are.
+    Relisted(Vec<Obj>),
+}
+
+/// A change reported by one watcher.
+#[derive(Clone, Debug)]
+pub struct Update {
+    /// The cluster the watcher watches.
+    pub cluster: Arc<str>,
+    /// The kind it watches.
+    pub kind: Kind,
+    /// What happened.
+    pub change: Change,
+}
+
+/// Starts a watcher of `api` that sends its updates to `tx` until the receiver is gone.
+/// Errors are retried with kube-runtime's default backoff, logged and counted.
+pub fn spawn<K>(
+    api: Api<K>,
+    (cluster, kind, tx, metrics): (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
+    wrap: fn(K) -> Obj,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api).default_backoff().boxed();
+        let mut listing: Vec<Obj> = Vec::new();
+        while let Some(event) = stream.next().await {
+            let change = match event {
+                Ok(WatchEvent::Init) => {
+                    listing.clear();
+                    continue;
+                }
+                Ok(WatchEvent::InitApply(o)) => {
+                    listing.push(wrap(o));
+                    continue;
+                }
+                Ok(WatchEvent::InitDone) => Change::Relisted(std::mem::take(&mut listing)),
+                Ok(WatchEvent::Apply(o)) => Change::Apply(wrap(o)),
+                Ok(WatchEvent::Delete(o)) => Change::Delete(wrap(o)),
+                Err(e) => {
+                    let code = match &e {
+                        watcher::Error::InitialListFailed(kube::Error::Api(s))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code,
+                        watcher::Error::WatchError(s) => s.code,
+                        _ => 0,
+                    };
+                    metrics.api_error(&cluster, "watch", code);
+                    tracing::warn!(cluster = %cluster, kind = kind.as_str(), error = %e, "watch failed; retrying");
+                    continue;
+                }
+            };
+            let update = Update {
+                cluster: Arc::clone(&cluster),
+                kind,
+                change,
+            };
+            if tx.send(update).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// The watchers of one member cluster: its Nodes and Pods.
+pub fn spawn_member(
+    client: &Client,
+    cluster: &Arc<str>,
+    tx: &mpsc::Sender<Update>,
+    metrics: &Arc<Metrics>,
+) -> Vec<JoinHandle<()>> {
+    let go = |kind| (Arc::clone(cluster), kind, tx.clone(), Arc::clone(metrics));
+    vec![
+        spawn(Api::<Node>::all(client.clone()), go(Kind::Node), |o| {
+            Obj::Node(Box::new(o))
+        }),
+        spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
+            Obj::Pod(Box::new(o))
+        }),
+    ]
+}
+
+/// The watchers of the control plane: PodGroups, Queues, PriorityClasses and
+/// PodDisruptionBudgets.
+pub fn spawn_control(
+    client: &Client,
+    cluster: &Arc<str>,
+    tx: &mpsc::Sender<Update>,
+    metrics: &Arc<Metrics>,
+) -> Vec<JoinHandle<()>> {
+    let go = |kind| (Arc::clone(cluster), kind, tx.clone(), Arc::clone(metrics));
+    vec![
+        spawn(
+            Api::<PodGroup>::all(client.clone()),
+            go(Kind::PodGroup),
+            |o| Obj::PodGroup(Box::new(o)),
+        ),
+        spawn(Api::<Queue>::all(client.clone()), go(Kind::Queue), |o| {
+            Obj::Queue(Box::new(o))
+        }),
+        spawn(
+            Api::<PriorityClass>::all(client.clone()),
+            go(Kind::PriorityClass),
+            |o| Obj::PriorityClass(Box::new(o)),
+        ),
+        spawn(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            go(Kind::Pdb),
+            |o| Obj::Pdb(Box::new(o)),
+        ),
+    ]
+}
+
+/// The kinds [`spawn_member`] watches.
+pub const MEMBER_KINDS: [Kind; 2] = [Kind::Node, Kind::Pod];
+/// The kinds [`spawn_control`] watches.
+pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];
+
+fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = watcher::Result<WatchEvent<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, watcher::Config::default())
+}

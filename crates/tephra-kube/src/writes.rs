@@ -1,0 +1,358 @@
+//! What a session's decisions mean for the API servers: the writes, planned without IO.
+//! Binds and evictions go out as decided. PodGroup and Queue status are written only when
+//! they differ from what was last written, and an Event on a PodGroup only when the reason its
+//! job waits changes, so that a waiting job does not produce a write every session.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tephra_api::PodGroupStatus;
+use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
+use tephra_scheduler::Decisions;
+use tephra_scheduler::decisions::GroupStatus;
+
+use crate::convert::api_phase;
+use crate::state::GroupSeen;
+
+/// One write to an API server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Bind a pod to a node (`pods/binding`).
+    Bind {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Node.
+        node: String,
+        /// Job (`namespace/podgroup`).
+        job: String,
+    },
+    /// Evict a pod (`pods/eviction`), after marking it with a `DisruptionTarget` condition.
+    Evict {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Why, for the condition.
+        reason: String,
+    },
+    /// Replace a PodGroup's status.
+    GroupStatus {
+        /// The cluster holding the PodGroup.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The status.
+        status: PodGroupStatus,
+    },
+    /// Set a Queue's status counts and allocation.
+    QueueStatus {
+        /// Queue.
+        name: String,
+        /// `status` fields to merge.
+        status: serde_json::Value,
+    },
+    /// Record an Event on a PodGroup.
+    Event {
+        /// The cluster holding the PodGroup.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// PodGroup name.
+        group: String,
+        /// PodGroup uid.
+        uid: Option<String>,
+        /// One-word reason.
+        reason: String,
+        /// Message.
+        message: String,
+        /// Warning (else Normal).
+        warning: bool,
+    },
+}
+
+impl Write {
+    /// The API verb, for metrics.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Write::Bind { .. } => "bind",
+            Write::Evict { .. } => "evict",
+            Write::GroupStatus { .. } => "podgroup_status",
+            Write::QueueStatus { .. } => "queue_status",
+            Write::Event { .. } => "event",
+        }
+    }
+}
+
+/// Remembers what was written, to write only changes.
+#[derive(Default)]
+pub struct Planner {
+    groups: HashMap<String, PodGroupStatus>,
+    queues: HashMap<String, serde_json::Value>,
+    reasons: HashMap<String, (String, String)>,
+}
+
+fn split(key: &str) -> (String, String) {
+    match key.split_once('/') {
+        Some((ns, n)) => (ns.to_string(), n.to_string()),
+        None => ("default".to_string(), key.to_string()),
+    }
+}
+
+/// Two statuses say the same when phase, counts and each condition's type, status, reason
+/// and message agree (timestamps and transition ids aside).
+fn same(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
+    let conds = |s: &PodGroupStatus| {
+        s.conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_,
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    a.phase == b.phase
+        && a.running == b.running
+        && a.succeeded == b.succeeded
+        && a.failed == b.failed
+        && conds(a) == conds(b)
+}
+
+/// The PodGroup status a session's decision gives, merged into the status last observed: one
+/// condition per type, replaced when it says something new.
+pub fn group_status(seen: &PodGroupStatus, g: &GroupStatus, now: &Time) -> PodGroupStatus {
+    let mut out = seen.clone();
+    out.phase = Some(api_phase(g.phase));
+    out.running = i32::try_from(g.running).unwrap_or(i32::MAX);
+    out.succeeded = i32::try_from(g.succeeded).unwrap_or(i32::MAX);
+    out.failed = i32::try_from(g.failed).unwrap_or(i32::MAX);
+    for c in &g.conditions {
+        let type_ = match c.kind {
+            "Scheduled" => PodGroupConditionType::Scheduled,
+            _ => PodGroupConditionType::Unschedulable,
+        };
+        let status = if c.status { "True" } else { "False" }.to_string();
+        let fresh = PodGroupCondition {
+            type_,
+            status: status.clone(),
+            transition_id: Some(c.transition_id.to_string()),
+            last_transition_time: Some(now.clone()),
+            reason: Some(c.reason.clone()),
+            message: Some(c.message.clone()),
+        };
+        match out.conditions.iter_mut().find(|o| o.type_ == type_) {
+            Some(old)
+                if old.status == status
+                    && old.reason.as_deref() == Some(c.reason.as_str())
+                    && old.message.as_deref() == Some(c.message.as_str()) => {}
+            Some(old) => *old = fresh,
+            None => out.conditions.push(fresh),
+        }
+    }
+    // Scheduled and Unschedulable cannot both be true: the newer one wins.
+    if let Some(newest) = g.conditions.last() {
+        let newest_type = if newest.kind == "Scheduled" {
+            PodGroupConditionType::Scheduled
+        } else {
+            PodGroupConditionType::Unschedulable
+        };
+        for o in &mut out.conditions {
+            if o.type_ != newest_type && newest.status && o.status == "True" {
+                o.status = "False".into();
+                o.last_transition_time = Some(now.clone());
+            }
+        }
+    }
+    out
+}
+
+impl Planner {
+    /// Forgets a PodGroup that is gone.
+    pub fn forget_group(&mut self, job: &str) {
+        self.groups.remove(job);
+        self.reasons.remove(job);
+    }
+
+    /// The writes `d` calls for. `seen` gives what is known of each PodGroup.
+    pub fn plan(
+        &mut self,
+        d: &Decisions,
+        seen: &dyn Fn(&str) -> Option<GroupSeen>,
+        now: &Time,
+    ) -> Vec<Write> {
+        let mut out = Vec::new();
+        for b in &d.binds {
+            let (namespace, name) = split(&b.task);
+            out.push(Write::Bind {
+                cluster: b.cluster.clone(),
+                namespace,
+                name,
+                node: b.node.clone(),
+                job: b.job.clone(),
+            });
+        }
+        for e in &d.evictions {
+            let (namespace, name) = split(&e.task);
+            out.push(Write::Evict {
+                cluster: e.cluster.clone(),
+                namespace,
+                name,
+                reason: e.reason.clone(),
+            });
+        }
+        for g in &d.groups {
+            let Some(known) = seen(&g.job) else {
+                // An implicit job (a pod without a PodGroup) has no object to write to.
+                continue;
+            };
+            let written = self.groups.get(&g.job);
+            let base = written.unwrap_or(&known.status);
+            let status = group_status(base, g, now);
+            if same(&status, base) {
+                continue;
+            }
+            self.groups.insert(g.job.clone(), status.clone());
+            let (namespace, name) = split(&g.job);
+            out.push(Write::GroupStatus {
+                cluster: known.cluster.to_string(),
+                namespace,
+                name,
+                status,
+            });
+        }
+        for e in &d.events {
+            let Some(known) = seen(&e.job) else {
+                continue;
+            };
+            let said = (e.reason.to_string(), e.message.clone());
+            if self.reasons.get(&e.job) == Some(&said) {
+                continue;
+            }
+            self.reasons.insert(e.job.clone(), said);
+            let (namespace, group) = split(&e.job);
+            out.push(Write::Event {
+                cluster: known.cluster.to_string(),
+                namespace,
+                group,
+                uid: known.uid.clone(),
+                reason: e.reason.to_string(),
+                message: e.message.clone(),
+                warning: true,
+            });
+        }
+        for q in &d.queues {
+            let allocated: BTreeMap<String, Quantity> = q
+                .allocated
+                .iter()
+                .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+                .collect();
+            let status = serde_json::json!({
+                "allocated": allocated,
+                "pending": q.pending,
+                "inqueue": q.inqueue,
+                "running": q.running,
+                "unknown": q.unknown,
+                "completed": q.completed,
+            });
+            if self.queues.get(&q.name) == Some(&status) {
+                continue;
+            }
+            self.queues.insert(q.name.clone(), status.clone());
+            out.push(Write::QueueStatus {
+                name: q.name.clone(),
+                status,
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use tephra_scheduler::decisions::{Condition, JobEvent};
+    use tephra_scheduler::model::GroupPhase;
+
+    fn waiting(msg: &str) -> GroupStatus {
+        GroupStatus {
+            job: "ns/pg".into(),
+            phase: GroupPhase::Inqueue,
+            conditions: vec![Condition {
+                kind: "Unschedulable",
+                status: true,
+                reason: "NotEnoughResources".into(),
+                message: msg.into(),
+                transition_id: 3,
+            }],
+            running: 0,
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+
+    fn seen(_: &str) -> Option<GroupSeen> {
+        Some(GroupSeen::default())
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_job_that_keeps_waiting_for_the_same_reason_is_written_once() {
+        let mut p = Planner::default();
+        let d = Decisions {
+            groups: vec![waiting("0/1 nodes are available")],
+            events: vec![JobEvent {
+                job: "ns/pg".into(),
+                reason: "Unschedulable",
+                message: "0/1 nodes are available".into(),
+            }],
+            ..Decisions::default()
+        };
+        let first = p.plan(&d, &seen, &now());
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(p.plan(&d, &seen, &now()).is_empty());
+        let changed = Decisions {
+            groups: vec![waiting("0/2 nodes are available")],
+            ..d.clone()
+        };
+        let again = p.plan(&changed, &seen, &now());
+        assert_eq!(again.len(), 1, "only the status changed: {again:?}");
+    }
+
+    #[test]
+    fn scheduled_clears_an_old_unschedulable_condition() {
+        let mut g = waiting("no room");
+        let first = group_status(&PodGroupStatus::default(), &g, &now());
+        g.phase = GroupPhase::Running;
+        g.conditions = vec![Condition {
+            kind: "Scheduled",
+            status: true,
+            reason: "tasks in gang are ready to be scheduled".into(),
+            message: String::new(),
+            transition_id: 4,
+        }];
+        let second = group_status(&first, &g, &now());
+        let unsched = second
+            .conditions
+            .iter()
+            .find(|c| c.type_ == PodGroupConditionType::Unschedulable)
+            .unwrap();
+        assert_eq!(unsched.status, "False");
+        assert_eq!(second.conditions.len(), 2);
+    }
+}

@@ -1,0 +1,232 @@
+//! Helpers for the runtime's tests against the devcluster: a one-member cluster with nodes,
+//! Volcano-shaped PodGroups and pods, the scheduler started on it, and waiting for a condition.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use tephra_api::{PodGroup, Queue};
+use tephra_devcluster::kubelet::{KubeletOptions, NodeSpec};
+use tephra_devcluster::{DevCluster, Handle, Options};
+use tephra_kube::run::Options as SchedulerOptions;
+
+/// A node with `cpu` cores, 64Gi of memory and `gpus` GPUs.
+pub fn node(name: &str, cpu: &str, gpus: u32) -> NodeSpec {
+    let mut capacity = BTreeMap::from([
+        ("cpu".to_string(), cpu.to_string()),
+        ("memory".to_string(), "64Gi".to_string()),
+        ("pods".to_string(), "110".to_string()),
+    ]);
+    if gpus > 0 {
+        capacity.insert("nvidia.com/gpu".into(), gpus.to_string());
+    }
+    NodeSpec {
+        name: name.into(),
+        capacity,
+        ..NodeSpec::default()
+    }
+}
+
+/// One member named `local` with these nodes, fast kubelets and a `default` queue.
+pub async fn cluster(nodes: Vec<NodeSpec>) -> Handle {
+    let mut options = Options::single();
+    options.members[0].nodes = nodes;
+    options.kubelet = Some(KubeletOptions {
+        start_delay: Duration::from_millis(100),
+        stop_delay: Duration::from_millis(100),
+        heartbeat: Duration::from_millis(200),
+        speed: 1.0,
+    });
+    options.queues = vec![queue_json("default", 1)];
+    DevCluster::start(options).await.expect("devcluster starts")
+}
+
+/// A Queue manifest.
+pub fn queue_json(name: &str, weight: i32) -> Value {
+    json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight, "reclaimable": true}
+    })
+}
+
+/// A kube-rs client for the member.
+pub async fn client(handle: &Handle) -> kube::Client {
+    handle.client("local").await.expect("client")
+}
+
+/// Scheduler options for tests: a short period and metrics on a free port.
+pub fn scheduler_options() -> SchedulerOptions {
+    SchedulerOptions {
+        period: Duration::from_millis(200),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..SchedulerOptions::default()
+    }
+}
+
+/// Creates a PodGroup and `n` pods of it (`<group>-worker-<i>`), each asking `gpus` GPUs and
+/// one CPU, as training-operator does: the PodGroup first, then pods naming it.
+pub async fn gang(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    queue: &str,
+    min: i32,
+    n: usize,
+    gpus: u32,
+) {
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": group, "namespace": ns},
+        "spec": {"minMember": min, "queue": queue}
+    }))
+    .unwrap();
+    pgs.create(&PostParams::default(), &pg)
+        .await
+        .expect("podgroup created");
+    for i in 0..n {
+        create_pod(
+            client,
+            ns,
+            &format!("{group}-worker-{i}"),
+            Some(group),
+            gpus,
+            "volcano",
+        )
+        .await;
+    }
+}
+
+/// Creates one pod asking one CPU and `gpus` GPUs, scheduled by `scheduler`.
+pub async fn create_pod(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    group: Option<&str>,
+    gpus: u32,
+    scheduler: &str,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut requests = json!({"cpu": "1"});
+    if gpus > 0 {
+        requests["nvidia.com/gpu"] = json!(gpus.to_string());
+    }
+    let mut annotations = json!({"volcano.sh/task-spec": "worker"});
+    if let Some(g) = group {
+        annotations["scheduling.k8s.io/group-name"] = json!(g);
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"schedulerName": scheduler, "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": requests}}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod created");
+}
+
+/// The node of every pod in `ns` whose name starts with `prefix` (None: not bound).
+pub async fn nodes_of(
+    client: &kube::Client,
+    ns: &str,
+    prefix: &str,
+) -> BTreeMap<String, Option<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            name.starts_with(prefix)
+                .then(|| (name, p.spec.and_then(|s| s.node_name)))
+        })
+        .collect()
+}
+
+/// A PodGroup as the API server has it.
+pub async fn podgroup(client: &kube::Client, ns: &str, name: &str) -> PodGroup {
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.get(name).await.expect("podgroup")
+}
+
+/// A Queue as the API server has it.
+pub async fn queue(client: &kube::Client, name: &str) -> Queue {
+    let qs: Api<Queue> = Api::all(client.clone());
+    qs.get(name).await.expect("queue")
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` seconds with
+/// `what`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// GETs a path from a plain-HTTP address and returns the status code and body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// Shows the scheduler's logs in a failing test's output (`RUST_LOG` filters them).
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("tephra_kube=info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// Waits until every pod in `ns` named `<prefix>…` is bound, and returns where each went.
+pub async fn all_bound(
+    c: &kube::Client,
+    ns: &str,
+    prefix: &str,
+    secs: u64,
+) -> BTreeMap<String, Option<String>> {
+    eventually(secs, &format!("every {prefix}* pod bound"), || async {
+        let nodes = nodes_of(c, ns, prefix).await;
+        (!nodes.is_empty() && nodes.values().all(Option::is_some)).then_some(nodes)
+    })
+    .await
+}

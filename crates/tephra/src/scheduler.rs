@@ -1,0 +1,218 @@
+//! `tephra scheduler`: the flags a `vc-scheduler` user knows, turned into the runtime's
+//! options; runs until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use tephra_kube::leader::LeaderOptions;
+
+/// Where member clusters come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Members {
+    /// The cluster the scheduler runs in, as member `local`.
+    Local,
+    /// Every `Cluster` object of the control plane.
+    Clusters,
+    /// Both.
+    Both,
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// The flags of `tephra scheduler`.
+#[derive(Args, Debug)]
+pub struct Flags {
+    /// Kubeconfig of the control plane (default: in-cluster, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    context: Option<String>,
+    /// The volcano-scheduler.conf file (reloaded when it changes; a bad file keeps the last
+    /// good configuration). Default: tephra's built-in configuration.
+    #[arg(long)]
+    scheduler_conf: Option<PathBuf>,
+    /// Refuse Volcano plugins tephra does not implement instead of loading them inert.
+    #[arg(long)]
+    strict_config: bool,
+    /// Time between scheduling sessions (Go duration: 1s, 500ms).
+    #[arg(long, default_value = "1s")]
+    schedule_period: String,
+    /// Pods with this schedulerName are placed (repeatable).
+    #[arg(long = "scheduler-name", default_value = "volcano")]
+    scheduler_names: Vec<String>,
+    /// The queue of PodGroups that name none.
+    #[arg(long, default_value = "default")]
+    default_queue: String,
+    /// Run only while holding the leader Lease.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, default_value = "volcano-system")]
+    lock_object_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "vc-scheduler")]
+    lock_object_name: String,
+    /// Where /metrics (and /healthz, /readyz unless --healthz-address) are served.
+    #[arg(long, default_value = ":8080")]
+    listen_address: String,
+    /// Where /healthz and /readyz are served.
+    #[arg(long)]
+    healthz_address: Option<String>,
+    /// Accepted for vc-scheduler compatibility; tephra always considers every feasible node.
+    #[arg(long, default_value_t = 100)]
+    percentage_nodes_to_find: u32,
+    /// Client-side write rate limit in requests a second (0: none).
+    #[arg(long, default_value_t = 2000.0)]
+    kube_api_qps: f64,
+    /// Burst of the write rate limit.
+    #[arg(long, default_value_t = 4000)]
+    kube_api_burst: u32,
+    /// Writes in flight at most.
+    #[arg(long, default_value_t = 64)]
+    write_concurrency: usize,
+    /// Where member clusters come from.
+    #[arg(long, value_enum, default_value = "local")]
+    members: Members,
+    /// Log line format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// `:8080` and `0.0.0.0:8080` both listen on every interface.
+fn address(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
+    let full = if text.starts_with(':') {
+        format!("0.0.0.0{text}")
+    } else {
+        text.to_string()
+    };
+    full.parse()
+        .with_context(|| format!("{flag} {text:?}: not a host:port address"))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("tephra-scheduler-{}", std::process::id()))
+}
+
+/// Runs the scheduler until interrupted.
+pub fn run(f: Flags) -> anyhow::Result<()> {
+    init_logging(f.log_format);
+    if f.members != Members::Local {
+        bail!(
+            "--members {:?}: member clusters from Cluster objects are not supported yet; use --members local",
+            f.members
+        );
+    }
+    let period = tephra_scheduler::duration::Duration::parse(&f.schedule_period)
+        .with_context(|| format!("--schedule-period {:?}", f.schedule_period))?;
+    if period.as_millis() <= 0 {
+        bail!(
+            "--schedule-period {:?}: must be positive",
+            f.schedule_period
+        );
+    }
+    if f.percentage_nodes_to_find != 100 {
+        tracing::warn!(
+            value = f.percentage_nodes_to_find,
+            "--percentage-nodes-to-find has no effect: tephra considers every feasible node"
+        );
+    }
+    let listen = address("--listen-address", &f.listen_address)?;
+    let healthz = f
+        .healthz_address
+        .as_deref()
+        .map(|h| address("--healthz-address", h))
+        .transpose()?;
+    let identity = identity();
+    let options = tephra_kube::Options {
+        scheduler_names: f.scheduler_names,
+        period: Duration::from_millis(u64::try_from(period.as_millis()).unwrap_or(1000)),
+        config_path: f.scheduler_conf,
+        strict_config: f.strict_config,
+        default_queue: f.default_queue,
+        listen: Some(listen),
+        healthz,
+        leader: f
+            .leader_elect
+            .then(|| LeaderOptions::new(&f.lock_object_namespace, &f.lock_object_name, &identity)),
+        qps: f.kube_api_qps,
+        burst: f.kube_api_burst,
+        concurrency: f.write_concurrency,
+        identity,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let config = match &f.kubeconfig {
+            Some(path) => {
+                let kc = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
+                let o = kube::config::KubeConfigOptions {
+                    context: f.context.clone(),
+                    ..Default::default()
+                };
+                kube::Config::from_custom_kubeconfig(kc, &o)
+                    .await
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?
+            }
+            None => kube::Config::infer()
+                .await
+                .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG or run in a cluster")?,
+        };
+        let client = kube::Client::try_from(config).context("building the API client")?;
+        let running = tephra_kube::start(client, options).await?;
+        tracing::info!(metrics = ?running.metrics_addr, "tephra scheduler started");
+        shutdown().await;
+        tracing::info!("stopping");
+        running.stop().await;
+        anyhow::Ok(())
+    })
+}
+
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

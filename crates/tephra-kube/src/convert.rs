@@ -10,13 +10,13 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra_api::scheduling::PodGroupPhase;
 use tephra_api::well_known::GROUP_NAME_ANNOTATION;
-use tephra_api::{PodGroup, Queue};
+use tephra_api::{Cluster as ApiCluster, PodGroup, Queue};
 use tephra_controllers::members::{self, MembersError};
 use tephra_controllers::pod::{UnknownValue, label_selector};
 use tephra_controllers::queue::{self, QueueError};
 use tephra_scheduler::model::{
-    GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, Taint, TaintEffect,
-    TaskStatus,
+    Cluster, GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, Taint,
+    TaintEffect, TaskStatus,
 };
 use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
@@ -316,6 +316,42 @@ pub fn queue(q: &Queue, names: &mut ResourceNames) -> Result<QueueSpec, ConvertE
         name: q.metadata.name.clone().unwrap_or_default(),
         source,
     })
+}
+
+/// A `Cluster` object as a member: labels, provider, region, zones, taints, prices, and
+/// readiness from its `Ready` condition (a member without one yet counts as ready: nothing
+/// has found it unhealthy). `reachable` is what the scheduler's own watchers see.
+pub fn cluster(c: &ApiCluster, reachable: bool) -> Cluster {
+    let spec = &c.spec;
+    let ready = c
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .is_none_or(|c| c.status == "True");
+    Cluster {
+        name: c.metadata.name.clone().unwrap_or_default(),
+        labels: c.metadata.labels.clone().unwrap_or_default(),
+        provider: spec.provider.clone(),
+        region: spec.region.clone(),
+        zones: spec.zones.clone(),
+        taints: spec
+            .taints
+            .iter()
+            .filter_map(|t| {
+                Some(Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: TaintEffect::parse(&t.effect)?,
+                })
+            })
+            .collect(),
+        ready: ready && reachable,
+        price: spec
+            .price
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.0.parse::<f64>().ok()?)))
+            .collect(),
+    }
 }
 
 /// A PodDisruptionBudget: its selector and how many of its pods may be disrupted now.

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tephra_api::{PodGroup, Queue};
+use tephra_api::{PodGroup, Queue, ResourceBinding};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use tokio::time::Instant;
 
@@ -103,7 +103,10 @@ impl Clients {
 
     fn for_write(&self, w: &Write) -> Option<Client> {
         match w {
-            Write::Bind { cluster, .. } | Write::Evict { cluster, .. } => self.member(cluster),
+            Write::Bind { cluster, .. }
+            | Write::Evict { cluster, .. }
+            | Write::Place { cluster, .. } => self.member(cluster),
+            Write::Binding { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }
@@ -190,10 +193,11 @@ impl Executor {
         };
         let cluster = match w {
             Write::Bind { cluster, .. }
+            | Write::Place { cluster, .. }
             | Write::Evict { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
-            Write::QueueStatus { .. } => "control-plane",
+            Write::QueueStatus { .. } | Write::Binding { .. } => "control-plane",
         };
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
@@ -252,6 +256,21 @@ impl Executor {
                     &body,
                 )
                 .await?;
+                Ok(())
+            }
+            Write::Place { namespace, pod, .. } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                pods.create(&PostParams::default(), pod).await?;
+                Ok(())
+            }
+            Write::Binding {
+                namespace,
+                name,
+                object,
+            } => {
+                let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
+                let params = PatchParams::apply("tephra-scheduler").force();
+                api.patch(name, &params, &Patch::Apply(&**object)).await?;
                 Ok(())
             }
             Write::Evict {

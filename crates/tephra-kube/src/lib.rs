@@ -11,6 +11,7 @@
 pub mod convert;
 pub mod executor;
 pub mod leader;
+pub mod members;
 pub mod metrics;
 pub mod report;
 pub mod run;
@@ -19,4 +20,4 @@ pub mod state;
 pub mod watch;
 pub mod writes;
 
-pub use run::{Options, Running, StartError, start};
+pub use run::{MemberSource, Options, Running, StartError, start};

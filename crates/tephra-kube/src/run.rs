@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use tephra_scheduler::config::{ConfigError, ParseOptions};
-use tephra_scheduler::model::Cluster;
 use tephra_scheduler::{SchedulerConfig, Step};
 use tokio::sync::{mpsc, watch as signal};
 use tokio::task::JoinHandle;
 
 use crate::executor::{Clients, Done, Executor, Outcome, RateLimiter};
 use crate::leader::{self, LeaderOptions, Leadership};
+use crate::members;
 use crate::metrics::{Metrics, ms};
 use crate::report;
 use crate::serve::{self, Health};
@@ -28,6 +28,20 @@ use crate::writes::{Planner, Write};
 
 /// The name of the local cluster as a member.
 pub const LOCAL: &str = "local";
+/// The name the control plane goes by in logs and metrics when members come from Clusters.
+pub const CONTROL_PLANE: &str = "control-plane";
+
+/// Where member clusters come from (`--members`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberSource {
+    /// The cluster the scheduler runs in, as member `local` (Volcano's one-cluster setup).
+    Local,
+    /// Every `Cluster` object of the control plane. Pods declared on the control plane are
+    /// placed in a member and created there.
+    Clusters,
+    /// Both: the local cluster and the Clusters.
+    Both,
+}
 
 /// How the scheduler runs (the `tephra scheduler` flags).
 #[derive(Clone, Debug)]
@@ -57,6 +71,8 @@ pub struct Options {
     pub concurrency: usize,
     /// This replica's name, in Events and the Lease.
     pub identity: String,
+    /// Where member clusters come from (`--members`).
+    pub members: MemberSource,
 }
 
 impl Default for Options {
@@ -74,6 +90,7 @@ impl Default for Options {
             burst: 4000,
             concurrency: 64,
             identity: "tephra-scheduler".into(),
+            members: MemberSource::Local,
         }
     }
 }
@@ -230,25 +247,42 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         }
     };
     let (tx, updates) = mpsc::channel(1024);
-    let local: Arc<str> = Arc::from(LOCAL);
-    tasks.extend(watch::spawn_member(&client, &local, &tx, &metrics));
-    tasks.extend(watch::spawn_control(&client, &local, &tx, &metrics));
-    let expected: BTreeSet<(String, Kind)> = watch::MEMBER_KINDS
-        .into_iter()
-        .chain(watch::CONTROL_KINDS)
-        .map(|k| (LOCAL.to_string(), k))
-        .collect();
-
+    let local_member = matches!(options.members, MemberSource::Local | MemberSource::Both);
+    let fleet = matches!(options.members, MemberSource::Clusters | MemberSource::Both);
+    // The control plane is the local cluster in a one-cluster setup.
+    let control: Arc<str> = Arc::from(if fleet { CONTROL_PLANE } else { LOCAL });
+    let mut expected: BTreeSet<(String, Kind)> = BTreeSet::new();
+    let mut state = State::new(
+        options.scheduler_names.clone(),
+        options.default_queue.clone(),
+    );
+    let mut members = BTreeMap::new();
+    if local_member {
+        let local: Arc<str> = Arc::from(LOCAL);
+        tasks.extend(watch::spawn_member(&client, &local, &tx, &metrics));
+        expected.extend(watch::MEMBER_KINDS.map(|k| (LOCAL.to_string(), k)));
+        members.insert(LOCAL.to_string(), client.clone());
+        // Known from the start, so that its nodes have a cluster to join.
+        let _ = state.add_local(LOCAL);
+    }
+    tasks.extend(watch::spawn_control(&client, &control, &tx, &metrics));
+    expected.extend(watch::CONTROL_KINDS.map(|k| (control.to_string(), k)));
+    if fleet {
+        tasks.push(watch::spawn_clusters(&client, &control, &tx, &metrics));
+        expected.insert((control.to_string(), Kind::Cluster));
+    }
+    if options.members == MemberSource::Clusters {
+        tasks.push(watch::spawn_declared(&client, &control, &tx, &metrics));
+        expected.insert((control.to_string(), Kind::Pod));
+        state.declare_from(Arc::clone(&control));
+    }
     let (done_tx, done) = mpsc::unbounded_channel();
     let clients = Clients {
         control: client.clone(),
-        members: Arc::new(std::sync::RwLock::new(BTreeMap::from([(
-            LOCAL.to_string(),
-            client,
-        )]))),
+        members: Arc::new(std::sync::RwLock::new(members)),
     };
     let executor = Executor::new(
-        clients,
+        clients.clone(),
         options.concurrency,
         RateLimiter::new(options.qps, options.burst),
         leadership.clone(),
@@ -256,12 +290,6 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         done_tx,
         options.identity.clone(),
     );
-    let mut state = State::new(
-        options.scheduler_names.clone(),
-        options.default_queue.clone(),
-    );
-    // The local cluster is known from the start, so that its nodes have a cluster to join.
-    let _ = state.upsert_cluster(Cluster::named(LOCAL));
     let (stop, stop_rx) = signal::channel(false);
     let lp = Loop {
         state,
@@ -276,6 +304,10 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         options,
         session: 0,
         was_leader: false,
+        control_client: client,
+        clients,
+        tx,
+        members: members::Running::default(),
     };
     let main = tokio::spawn(lp.run(updates, done, stop_rx));
     Ok(Running {
@@ -303,6 +335,10 @@ struct Loop {
     options: Options,
     session: u64,
     was_leader: bool,
+    control_client: Client,
+    clients: Clients,
+    tx: mpsc::Sender<watch::Update>,
+    members: members::Running,
 }
 
 fn unix_now() -> i64 {
@@ -345,6 +381,7 @@ impl Loop {
             (watch::Change::Delete(o), Kind::PodGroup) => Some(o.key()),
             _ => None,
         };
+        let clusters_changed = kind == Kind::Cluster;
         let deleted_queue = match (&u.change, kind) {
             (watch::Change::Delete(o), Kind::Queue) => Some(o.key()),
             _ => None,
@@ -359,6 +396,9 @@ impl Loop {
         if let Some(q) = deleted_queue {
             self.metrics.forget_queue(&q);
         }
+        if clusters_changed {
+            self.reconcile_members();
+        }
         self.metrics
             .refused
             .set(i64::try_from(self.state.refused().len()).unwrap_or(i64::MAX));
@@ -370,6 +410,43 @@ impl Loop {
         {
             tracing::info!("every watcher has synced; ready");
             self.ready.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts, restarts or stops member watchers to match the Cluster objects.
+    fn reconcile_members(&mut self) {
+        let wanted = self.state.member_endpoints();
+        let (control, tx, metrics, clients) = (
+            self.control_client.clone(),
+            self.tx.clone(),
+            Arc::clone(&self.metrics),
+            self.clients.clone(),
+        );
+        let (started, stopped) = self.members.reconcile(&wanted, &mut |name, e| {
+            members::spawn(
+                control.clone(),
+                Arc::from(name),
+                e.clone(),
+                tx.clone(),
+                Arc::clone(&metrics),
+                clients.clone(),
+            )
+        });
+        for name in stopped {
+            tracing::info!(cluster = %name, "member stopped");
+            if let Ok(mut m) = self.clients.members.write() {
+                m.remove(&name);
+            }
+            for k in watch::MEMBER_KINDS {
+                self.expected.remove(&(name.clone(), k));
+            }
+        }
+        for name in started {
+            tracing::info!(cluster = %name, "member started");
+            if !self.ready.load(Ordering::SeqCst) {
+                self.expected
+                    .extend(watch::MEMBER_KINDS.map(|k| (name.clone(), k)));
+            }
         }
     }
 
@@ -479,9 +556,13 @@ impl Loop {
             .session(Arc::clone(&self.config), now, self.session, &mut observe);
         let stamp = Time(k8s_openapi::jiff::Timestamp::now());
         let state = &self.state;
-        let writes = self
-            .planner
-            .plan(&d, &|job| state.group(job).cloned(), &stamp);
+        let mut writes = self.planner.plan(
+            &d,
+            &|job| state.group(job).cloned(),
+            &|pod| state.declared(pod).cloned(),
+            &stamp,
+        );
+        writes.extend(state.bindings(&d));
         for w in &writes {
             tracing::debug!(session = self.session, write = ?w, "planned");
         }

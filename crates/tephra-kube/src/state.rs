@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use tephra_api::PodGroupStatus;
+use tephra_api::{Cluster as ApiCluster, PodGroupStatus};
 use tephra_scheduler::cache::{Cache, CacheError, Event};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 use tephra_scheduler::{Decisions, SchedulerConfig, Step};
@@ -48,6 +48,14 @@ pub struct State {
     groups: HashMap<String, GroupSeen>,
     synced: BTreeSet<(Arc<str>, Kind)>,
     refused: HashMap<String, String>,
+    /// The cluster whose pods are declared for placement in a member (fleet mode).
+    control: Option<Arc<str>>,
+    /// Pods declared on the control plane, by key.
+    declared: HashMap<String, Arc<k8s_openapi::api::core::v1::Pod>>,
+    /// Keys of pods some member has: the member's copy is the one that counts.
+    mirrored: HashSet<String>,
+    /// Members: the Cluster object (none for `local`) and whether its watchers reach it.
+    members: HashMap<String, (Option<Arc<ApiCluster>>, bool)>,
 }
 
 impl State {
@@ -64,6 +72,96 @@ impl State {
             groups: HashMap::new(),
             synced: BTreeSet::new(),
             refused: HashMap::new(),
+            control: None,
+            declared: HashMap::new(),
+            mirrored: HashSet::new(),
+            members: HashMap::new(),
+        }
+    }
+
+    /// Fleet mode: pods of `control` are declared there and placed in a member.
+    pub fn declare_from(&mut self, control: Arc<str>) {
+        self.control = Some(control);
+    }
+
+    /// The declared pod `key` (fleet mode), unless a member already has it.
+    pub fn declared(&self, key: &str) -> Option<&k8s_openapi::api::core::v1::Pod> {
+        if self.mirrored.contains(key) {
+            return None;
+        }
+        self.declared.get(key).map(|p| &**p)
+    }
+
+    /// The endpoints of the members that come from Cluster objects.
+    pub fn member_endpoints(&self) -> std::collections::BTreeMap<String, crate::members::Endpoint> {
+        self.members
+            .iter()
+            .filter_map(|(name, (obj, _))| {
+                Some((name.clone(), crate::members::Endpoint::of(obj.as_ref()?)?))
+            })
+            .collect()
+    }
+
+    /// A ResourceBinding write for every job that got binds in `d`: every placed task of the
+    /// job, with its cluster and node.
+    pub fn bindings(&self, d: &Decisions) -> Vec<crate::writes::Write> {
+        let world = self.cache.world();
+        let jobs: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+        let mut out = Vec::new();
+        for job in jobs {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                continue;
+            };
+            if j.implicit {
+                continue;
+            }
+            let placed: Vec<(String, String, String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter_map(|t| {
+                    let (c, n) = t.spec.placement.clone()?;
+                    Some((t.key.clone(), t.spec.shape.role.clone(), c, n))
+                })
+                .collect();
+            let uid = self.groups.get(job).and_then(|g| g.uid.clone());
+            out.push(crate::writes::resource_binding(job, uid, &placed));
+        }
+        out
+    }
+
+    /// Adds the local cluster as member `name`.
+    pub fn add_local(&mut self, name: &str) -> Result<(), StateError> {
+        self.members.insert(name.to_string(), (None, true));
+        self.upsert_cluster(Cluster::named(name))
+    }
+
+    fn member_model(&self, name: &str) -> Option<Cluster> {
+        let (obj, reachable) = self.members.get(name)?;
+        Some(match obj {
+            Some(c) => convert::cluster(c, *reachable),
+            None => Cluster {
+                ready: *reachable,
+                ..Cluster::named(name)
+            },
+        })
+    }
+
+    /// Records whether `cluster`'s watchers reach it; an unreachable member's nodes take no
+    /// new pods, and its last known pods still count.
+    fn set_reachable(&mut self, cluster: &str, reachable: bool) -> Result<(), StateError> {
+        match self.members.get_mut(cluster) {
+            Some((_, r)) if *r != reachable => *r = reachable,
+            _ => return Ok(()),
+        }
+        if !reachable {
+            tracing::warn!(cluster, "member unreachable: its nodes take no new pods");
+        } else {
+            tracing::info!(cluster, "member reachable again");
+        }
+        match self.member_model(cluster) {
+            Some(c) => self.upsert_cluster(c),
+            None => Ok(()),
         }
     }
 
@@ -108,7 +206,16 @@ impl State {
             change,
         } = update;
         let mut errors = Vec::new();
+        let member_kind =
+            matches!(kind, Kind::Node | Kind::Pod) && self.control.as_deref() != Some(&*cluster);
+        if member_kind {
+            let reachable = !matches!(change, Change::Failed);
+            if let Err(e) = self.set_reachable(&cluster, reachable) {
+                errors.push(e);
+            }
+        }
         match change {
+            Change::Failed | Change::Reachable => {}
             Change::Apply(obj) => {
                 self.known
                     .entry((Arc::clone(&cluster), kind))
@@ -169,8 +276,40 @@ impl State {
     fn upsert_inner(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
         let event = match obj {
             Obj::Node(n) => Event::NodeUpsert(convert::node(cluster, &n, self.cache.names_mut())?),
+            Obj::Cluster(c) => {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                let reachable = self.members.get(&name).is_none_or(|(_, r)| *r);
+                self.members
+                    .insert(name, (Some(Arc::new(*c.clone())), reachable));
+                Event::ClusterUpsert(convert::cluster(&c, reachable))
+            }
+            Obj::Pod(p) if self.control.as_deref() == Some(&**cluster) => {
+                let key = convert::key(&p.metadata);
+                let p: Arc<k8s_openapi::api::core::v1::Pod> = Arc::new(*p);
+                self.declared.insert(key.clone(), Arc::clone(&p));
+                if self.mirrored.contains(&key) {
+                    return Ok(());
+                }
+                let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
+                else {
+                    return Ok(());
+                };
+                // A declared pod runs nowhere until a member has it.
+                spec.placement = None;
+                if spec.status == TaskStatus::Bound {
+                    spec.status = TaskStatus::Pending;
+                }
+                if let Some(at) = self.assumed.get(&key) {
+                    spec.status = TaskStatus::Binding;
+                    spec.placement = Some(at.clone());
+                }
+                Event::PodUpsert(spec)
+            }
             Obj::Pod(p) => {
                 let key = convert::key(&p.metadata);
+                if self.control.is_some() {
+                    self.mirrored.insert(key.clone());
+                }
                 let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
                 else {
                     // Another scheduler's pending pod: not ours, and it holds nothing yet.
@@ -242,9 +381,30 @@ impl State {
                 cluster: cluster.to_string(),
                 name,
             },
-            Kind::Pod => {
+            Kind::Pod if self.control.as_deref() == Some(cluster) => {
+                self.declared.remove(key);
+                if self.mirrored.contains(key) {
+                    return Ok(());
+                }
                 self.assumed.remove(key);
                 Event::PodDelete { namespace, name }
+            }
+            Kind::Pod => {
+                self.assumed.remove(key);
+                self.mirrored.remove(key);
+                self.cache.apply(Event::PodDelete { namespace, name })?;
+                // Still declared: the job wants it, so it is placed again.
+                return match self.declared.get(key).cloned() {
+                    Some(p) => {
+                        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
+                        self.upsert(0, &control, Obj::Pod(Box::new((*p).clone())))
+                    }
+                    None => Ok(()),
+                };
+            }
+            Kind::Cluster => {
+                self.members.remove(&name);
+                Event::ClusterDelete(name)
             }
             Kind::PodGroup => {
                 self.phases.remove(key);
@@ -346,5 +506,6 @@ fn kind_of(obj: &Obj) -> Kind {
         Obj::Queue(_) => Kind::Queue,
         Obj::PriorityClass(_) => Kind::PriorityClass,
         Obj::Pdb(_) => Kind::Pdb,
+        Obj::Cluster(_) => Kind::Cluster,
     }
 }

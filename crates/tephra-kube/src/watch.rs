@@ -15,7 +15,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tephra_api::{PodGroup, Queue};
+use tephra_api::{Cluster as ApiCluster, PodGroup, Queue};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -36,6 +36,8 @@ pub enum Kind {
     PriorityClass,
     /// PodDisruptionBudgets, on the control plane.
     Pdb,
+    /// Member clusters (`Cluster` objects), on the control plane.
+    Cluster,
 }
 
 impl Kind {
@@ -48,6 +50,7 @@ impl Kind {
             Kind::Queue => "queues",
             Kind::PriorityClass => "priorityclasses",
             Kind::Pdb => "poddisruptionbudgets",
+            Kind::Cluster => "clusters",
         }
     }
 }
@@ -67,6 +70,8 @@ pub enum Obj {
     PriorityClass(Box<PriorityClass>),
     /// A PodDisruptionBudget.
     Pdb(Box<PodDisruptionBudget>),
+    /// A member cluster.
+    Cluster(Box<ApiCluster>),
 }
 
 impl Obj {
@@ -80,6 +85,7 @@ impl Obj {
             Obj::Queue(o) => &o.metadata,
             Obj::PriorityClass(o) => &o.metadata,
             Obj::Pdb(o) => &o.metadata,
+            Obj::Cluster(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -97,6 +103,10 @@ pub enum Change {
     Delete(Obj),
     /// A full (re)list: these are all the objects there are.
     Relisted(Vec<Obj>),
+    /// The watch failed: the cluster may be unreachable (its last known objects still count).
+    Failed,
+    /// A probe of the cluster succeeded: it answers again.
+    Reachable,
 }
 
 /// A change reported by one watcher.
@@ -137,6 +147,13 @@ where
                 Ok(WatchEvent::Apply(o)) => Change::Apply(wrap(o)),
                 Ok(WatchEvent::Delete(o)) => Change::Delete(wrap(o)),
                 Err(e) => {
+                    let _ = tx
+                        .send(Update {
+                            cluster: Arc::clone(&cluster),
+                            kind,
+                            change: Change::Failed,
+                        })
+                        .await;
                     let code = match &e {
                         watcher::Error::InitialListFailed(kube::Error::Api(s))
                         | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code,
@@ -207,6 +224,43 @@ pub fn spawn_control(
             |o| Obj::Pdb(Box::new(o)),
         ),
     ]
+}
+
+/// The watcher of the control plane's `Cluster` objects.
+pub fn spawn_clusters(
+    client: &Client,
+    control: &Arc<str>,
+    tx: &mpsc::Sender<Update>,
+    metrics: &Arc<Metrics>,
+) -> JoinHandle<()> {
+    let go = (
+        Arc::clone(control),
+        Kind::Cluster,
+        tx.clone(),
+        Arc::clone(metrics),
+    );
+    spawn(Api::<ApiCluster>::all(client.clone()), go, |o| {
+        Obj::Cluster(Box::new(o))
+    })
+}
+
+/// The watcher of the control plane's Pods, in fleet mode: the pods jobs declare there, for
+/// the scheduler to place in a member.
+pub fn spawn_declared(
+    client: &Client,
+    control: &Arc<str>,
+    tx: &mpsc::Sender<Update>,
+    metrics: &Arc<Metrics>,
+) -> JoinHandle<()> {
+    let go = (
+        Arc::clone(control),
+        Kind::Pod,
+        tx.clone(),
+        Arc::clone(metrics),
+    );
+    spawn(Api::<Pod>::all(client.clone()), go, |o| {
+        Obj::Pod(Box::new(o))
+    })
 }
 
 /// The kinds [`spawn_member`] watches.

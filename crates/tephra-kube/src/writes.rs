@@ -5,10 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use tephra_api::PodGroupStatus;
 use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
+use tephra_api::well_known::{PLANNED_CLUSTER, PLANNED_NODE};
+use tephra_api::work::{ObjectReference, TargetCluster};
+use tephra_api::{PodGroupStatus, ResourceBinding, ResourceBindingSpec};
 use tephra_scheduler::Decisions;
 use tephra_scheduler::decisions::GroupStatus;
 
@@ -16,7 +19,7 @@ use crate::convert::api_phase;
 use crate::state::GroupSeen;
 
 /// One write to an API server.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Write {
     /// Bind a pod to a node (`pods/binding`).
     Bind {
@@ -30,6 +33,27 @@ pub enum Write {
         node: String,
         /// Job (`namespace/podgroup`).
         job: String,
+    },
+    /// Create a declared pod in the member it was placed in, on its node (fleet mode, Direct
+    /// binding).
+    Place {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// The pod to create.
+        pod: Box<Pod>,
+    },
+    /// Create or update a job's ResourceBinding (server-side apply).
+    Binding {
+        /// Namespace.
+        namespace: String,
+        /// Name (the job's).
+        name: String,
+        /// The object.
+        object: Box<ResourceBinding>,
     },
     /// Evict a pod (`pods/eviction`), after marking it with a `DisruptionTarget` condition.
     Evict {
@@ -84,6 +108,8 @@ impl Write {
     pub fn verb(&self) -> &'static str {
         match self {
             Write::Bind { .. } => "bind",
+            Write::Place { .. } => "place",
+            Write::Binding { .. } => "resourcebinding",
             Write::Evict { .. } => "evict",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
@@ -106,6 +132,79 @@ fn split(key: &str) -> (String, String) {
         None => ("default".to_string(), key.to_string()),
     }
 }
+
+/// The copy of a declared pod that a member runs: the same name, labels and annotations (plus
+/// the cluster and node it was planned on), bound to its node at creation.
+pub fn member_pod(mut p: Pod, cluster: &str, node: &str) -> Pod {
+    let meta = &mut p.metadata;
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.creation_timestamp = None;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.generate_name = None;
+    meta.deletion_timestamp = None;
+    meta.generation = None;
+    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(PLANNED_CLUSTER.into(), cluster.into());
+    annotations.insert(PLANNED_NODE.into(), node.into());
+    if let Some(spec) = p.spec.as_mut() {
+        spec.node_name = Some(node.into());
+    }
+    p.status = None;
+    p
+}
+
+/// A job's ResourceBinding: the clusters it runs in with each task's replicas there, and its
+/// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation.
+pub fn resource_binding(
+    job: &str,
+    uid: Option<String>,
+    placed: &[(String, String, String, String)],
+) -> Write {
+    let (namespace, name) = split(job);
+    let mut clusters: BTreeMap<String, BTreeMap<String, i32>> = BTreeMap::new();
+    let mut plan = BTreeMap::new();
+    for (pod, role, cluster, node) in placed {
+        *clusters
+            .entry(cluster.clone())
+            .or_default()
+            .entry(role.clone())
+            .or_default() += 1;
+        plan.insert(pod.clone(), format!("{cluster}/{node}"));
+    }
+    let mut rb = ResourceBinding::new(
+        &name,
+        ResourceBindingSpec {
+            resource: ObjectReference {
+                api_version: "scheduling.volcano.sh/v1beta1".into(),
+                kind: "PodGroup".into(),
+                namespace: Some(namespace.clone()),
+                name: name.clone(),
+                uid,
+            },
+            clusters: clusters
+                .into_iter()
+                .map(|(name, tasks)| TargetCluster { name, tasks })
+                .collect(),
+            graceful_eviction_tasks: Vec::new(),
+            reschedule_triggered_at: None,
+        },
+    );
+    rb.metadata.namespace = Some(namespace.clone());
+    rb.metadata.annotations = Some(BTreeMap::from([(
+        NODE_PLAN_ANNOTATION.to_string(),
+        serde_json::to_string(&plan).unwrap_or_default(),
+    )]));
+    Write::Binding {
+        namespace,
+        name,
+        object: Box::new(rb),
+    }
+}
+
+/// The annotation of a ResourceBinding that holds its node plan (`pod → cluster/node`, JSON).
+pub const NODE_PLAN_ANNOTATION: &str = "tephra.io/node-plan";
 
 /// Two statuses say the same when phase, counts and each condition's type, status, reason
 /// and message agree (timestamps and transition ids aside).
@@ -185,16 +284,27 @@ impl Planner {
         self.reasons.remove(job);
     }
 
-    /// The writes `d` calls for. `seen` gives what is known of each PodGroup.
+    /// The writes `d` calls for. `seen` gives what is known of each PodGroup, `declared` the
+    /// pods declared on the control plane that no member has yet (fleet mode).
     pub fn plan(
         &mut self,
         d: &Decisions,
         seen: &dyn Fn(&str) -> Option<GroupSeen>,
+        declared: &dyn Fn(&str) -> Option<Pod>,
         now: &Time,
     ) -> Vec<Write> {
         let mut out = Vec::new();
         for b in &d.binds {
             let (namespace, name) = split(&b.task);
+            if let Some(p) = declared(&b.task) {
+                out.push(Write::Place {
+                    pod: Box::new(member_pod(p, &b.cluster, &b.node)),
+                    cluster: b.cluster.clone(),
+                    namespace,
+                    name,
+                });
+                continue;
+            }
             out.push(Write::Bind {
                 cluster: b.cluster.clone(),
                 namespace,
@@ -323,14 +433,14 @@ mod tests {
             }],
             ..Decisions::default()
         };
-        let first = p.plan(&d, &seen, &now());
+        let first = p.plan(&d, &seen, &|_| None, &now());
         assert_eq!(first.len(), 2, "{first:?}");
-        assert!(p.plan(&d, &seen, &now()).is_empty());
+        assert!(p.plan(&d, &seen, &|_| None, &now()).is_empty());
         let changed = Decisions {
             groups: vec![waiting("0/2 nodes are available")],
             ..d.clone()
         };
-        let again = p.plan(&changed, &seen, &now());
+        let again = p.plan(&changed, &seen, &|_| None, &now());
         assert_eq!(again.len(), 1, "only the status changed: {again:?}");
     }
 

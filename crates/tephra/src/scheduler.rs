@@ -121,12 +121,6 @@ fn identity() -> String {
 /// Runs the scheduler until interrupted.
 pub fn run(f: Flags) -> anyhow::Result<()> {
     init_logging(f.log_format);
-    if f.members != Members::Local {
-        bail!(
-            "--members {:?}: member clusters from Cluster objects are not supported yet; use --members local",
-            f.members
-        );
-    }
     let period = tephra_scheduler::duration::Duration::parse(&f.schedule_period)
         .with_context(|| format!("--schedule-period {:?}", f.schedule_period))?;
     if period.as_millis() <= 0 {
@@ -163,6 +157,11 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         burst: f.kube_api_burst,
         concurrency: f.write_concurrency,
         identity,
+        members: match f.members {
+            Members::Local => tephra_kube::MemberSource::Local,
+            Members::Clusters => tephra_kube::MemberSource::Clusters,
+            Members::Both => tephra_kube::MemberSource::Both,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

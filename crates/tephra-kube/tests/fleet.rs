@@ -1,0 +1,142 @@
+//! Three members from Cluster objects: a gang declared on the control plane lands whole in the
+//! one member where it fits, its pods are created there on their nodes, and its
+//! ResourceBinding says so. A member whose Cluster is deleted stops being watched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use tephra_api::ResourceBinding;
+use tephra_devcluster::fleet::MemberSpec;
+use tephra_devcluster::{DevCluster, Options};
+
+async fn fleet() -> tephra_devcluster::Handle {
+    let member = |name: &str, gpus: u32| MemberSpec {
+        name: name.into(),
+        nodes: vec![
+            node(&format!("{name}-0"), "16", gpus),
+            node(&format!("{name}-1"), "16", gpus),
+        ],
+        ..MemberSpec::default()
+    };
+    let options = Options {
+        // Only west has nodes with 8 GPUs.
+        members: vec![member("east", 2), member("west", 8), member("north", 4)],
+        control_plane: true,
+        queues: vec![queue_json("default", 1)],
+        kubelet: Some(tephra_devcluster::kubelet::KubeletOptions {
+            start_delay: Duration::from_millis(100),
+            stop_delay: Duration::from_millis(100),
+            heartbeat: Duration::from_millis(200),
+            speed: 1.0,
+        }),
+        ..Options::default()
+    };
+    DevCluster::start(options).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = tephra_kube::start(
+        cp.clone(),
+        tephra_kube::Options {
+            members: tephra_kube::MemberSource::Clusters,
+            ..scheduler_options()
+        },
+    )
+    .await
+    .unwrap();
+    // Four pods of 4 GPUs need 16: only west has them (north has 8, east 4).
+    gang(&cp, "default", "llm", "default", 4, 4, 4).await;
+    let west = dev.client("west").await.unwrap();
+    let placed = all_bound(&west, "default", "llm-", 30).await;
+    assert_eq!(placed.len(), 4, "{placed:?}");
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with("west-")),
+        "{placed:?}"
+    );
+    for other in ["east", "north"] {
+        let c = dev.client(other).await.unwrap();
+        let pods: Api<Pod> = Api::namespaced(c, "default");
+        assert!(
+            pods.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty(),
+            "pods in {other}"
+        );
+    }
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let rb = eventually(10, "the ResourceBinding", || async {
+        rbs.get("llm").await.ok()
+    })
+    .await;
+    let clusters: Vec<(String, i32)> = rb
+        .spec
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), c.tasks.values().sum()))
+        .collect();
+    assert_eq!(clusters, vec![("west".to_string(), 4)]);
+    assert_eq!(rb.spec.resource.kind, "PodGroup");
+    // The pods run in west: the PodGroup on the control plane reaches Running.
+    eventually(20, "the PodGroup Running", || async {
+        let pg = podgroup(&cp, "default", "llm").await;
+        (pg.status.and_then(|s| s.phase) == Some(tephra_api::scheduling::PodGroupPhase::Running))
+            .then_some(())
+    })
+    .await;
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_member_takes_no_pods_until_it_answers_again() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = tephra_kube::start(
+        cp.clone(),
+        tephra_kube::Options {
+            members: tephra_kube::MemberSource::Clusters,
+            ..scheduler_options()
+        },
+    )
+    .await
+    .unwrap();
+    eventually(10, "ready", || async {
+        sched
+            .ready
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(())
+    })
+    .await;
+    dev.stop_member("west").await.unwrap();
+    let ready =
+        |m: &tephra_kube::metrics::Metrics| m.cluster_ready.with_label_values(&["west"]).get();
+    eventually(20, "west marked not ready", || async {
+        (ready(&sched.metrics) == 0).then_some(())
+    })
+    .await;
+    gang(&cp, "default", "waits", "default", 4, 4, 4).await;
+    // Only west could hold the gang; while it is down nothing is even tried there.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let places = sched
+        .metrics
+        .write_latency
+        .with_label_values(&["place"])
+        .get_sample_count();
+    assert_eq!(places, 0, "pods were sent to an unreachable member");
+    dev.restore_member("west").await.unwrap();
+    let west = dev.client("west").await.unwrap();
+    all_bound(&west, "default", "waits-", 40).await;
+    sched.stop().await;
+}

@@ -267,12 +267,14 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     }
     tasks.extend(watch::spawn_control(&client, &control, &tx, &metrics));
     expected.extend(watch::CONTROL_KINDS.map(|k| (control.to_string(), k)));
+    let declared = options.members == MemberSource::Clusters;
     if fleet {
-        tasks.push(watch::spawn_clusters(&client, &control, &tx, &metrics));
+        tasks.extend(watch::spawn_fleet(
+            &client, &control, &tx, &metrics, declared,
+        ));
         expected.insert((control.to_string(), Kind::Cluster));
     }
-    if options.members == MemberSource::Clusters {
-        tasks.push(watch::spawn_declared(&client, &control, &tx, &metrics));
+    if declared {
         expected.insert((control.to_string(), Kind::Pod));
         state.declare_from(Arc::clone(&control));
     }

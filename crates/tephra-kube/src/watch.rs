@@ -226,41 +226,27 @@ pub fn spawn_control(
     ]
 }
 
-/// The watcher of the control plane's `Cluster` objects.
-pub fn spawn_clusters(
+/// The watchers of a fleet's control plane: its `Cluster` objects and, with `declared`, its
+/// Pods (the pods jobs declare there, for the scheduler to place in a member).
+pub fn spawn_fleet(
     client: &Client,
     control: &Arc<str>,
     tx: &mpsc::Sender<Update>,
     metrics: &Arc<Metrics>,
-) -> JoinHandle<()> {
-    let go = (
-        Arc::clone(control),
-        Kind::Cluster,
-        tx.clone(),
-        Arc::clone(metrics),
-    );
-    spawn(Api::<ApiCluster>::all(client.clone()), go, |o| {
-        Obj::Cluster(Box::new(o))
-    })
-}
-
-/// The watcher of the control plane's Pods, in fleet mode: the pods jobs declare there, for
-/// the scheduler to place in a member.
-pub fn spawn_declared(
-    client: &Client,
-    control: &Arc<str>,
-    tx: &mpsc::Sender<Update>,
-    metrics: &Arc<Metrics>,
-) -> JoinHandle<()> {
-    let go = (
-        Arc::clone(control),
-        Kind::Pod,
-        tx.clone(),
-        Arc::clone(metrics),
-    );
-    spawn(Api::<Pod>::all(client.clone()), go, |o| {
-        Obj::Pod(Box::new(o))
-    })
+    declared: bool,
+) -> Vec<JoinHandle<()>> {
+    let go = |kind| (Arc::clone(control), kind, tx.clone(), Arc::clone(metrics));
+    let mut out = vec![spawn(
+        Api::<ApiCluster>::all(client.clone()),
+        go(Kind::Cluster),
+        |o| Obj::Cluster(Box::new(o)),
+    )];
+    if declared {
+        out.push(spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
+            Obj::Pod(Box::new(o))
+        }));
+    }
+    out
 }
 
 /// The kinds [`spawn_member`] watches.

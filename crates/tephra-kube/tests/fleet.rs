@@ -40,20 +40,21 @@ async fn fleet() -> tephra_devcluster::Handle {
     DevCluster::start(options).await.unwrap()
 }
 
+/// The scheduler on the control plane, with members from its Cluster objects.
+async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
+    let options = tephra_kube::Options {
+        members: tephra_kube::MemberSource::Clusters,
+        ..scheduler_options()
+    };
+    tephra_kube::start(cp.clone(), options).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
     logs();
     let dev = fleet().await;
     let cp = dev.client("control-plane").await.unwrap();
-    let sched = tephra_kube::start(
-        cp.clone(),
-        tephra_kube::Options {
-            members: tephra_kube::MemberSource::Clusters,
-            ..scheduler_options()
-        },
-    )
-    .await
-    .unwrap();
+    let sched = fleet_scheduler(&cp).await;
     // Four pods of 4 GPUs need 16: only west has them (north has 8, east 4).
     gang(&cp, "default", "llm", "default", 4, 4, 4).await;
     let west = dev.client("west").await.unwrap();
@@ -103,15 +104,7 @@ async fn an_unreachable_member_takes_no_pods_until_it_answers_again() {
     logs();
     let dev = fleet().await;
     let cp = dev.client("control-plane").await.unwrap();
-    let sched = tephra_kube::start(
-        cp.clone(),
-        tephra_kube::Options {
-            members: tephra_kube::MemberSource::Clusters,
-            ..scheduler_options()
-        },
-    )
-    .await
-    .unwrap();
+    let sched = fleet_scheduler(&cp).await;
     eventually(10, "ready", || async {
         sched
             .ready

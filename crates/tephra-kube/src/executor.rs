@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -259,9 +259,29 @@ impl Executor {
                 Ok(())
             }
             Write::Place { namespace, pod, .. } => {
-                let pods: Api<Pod> = Api::namespaced(client, namespace);
-                pods.create(&PostParams::default(), pod).await?;
-                Ok(())
+                let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+                match pods.create(&PostParams::default(), pod).await {
+                    // The member lacks the namespace the job lives in on the control plane.
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        let namespaces: Api<Namespace> = Api::all(client);
+                        let ns = Namespace {
+                            metadata: ObjectMeta {
+                                name: Some(namespace.clone()),
+                                ..ObjectMeta::default()
+                            },
+                            ..Namespace::default()
+                        };
+                        match namespaces.create(&PostParams::default(), &ns).await {
+                            Ok(_) => {}
+                            Err(kube::Error::Api(s)) if s.code == 409 => {}
+                            Err(e) => return Err(e),
+                        }
+                        pods.create(&PostParams::default(), pod).await?;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                    Ok(_) => Ok(()),
+                }
             }
             Write::Binding {
                 namespace,

@@ -564,6 +564,10 @@ impl Loop {
             &|pod| state.declared(pod).cloned(),
             &stamp,
         );
+        writes.extend(
+            self.planner
+                .recount(&d, state.recounted(), &|job| state.group(job).cloned()),
+        );
         writes.extend(state.bindings(&d));
         for w in &writes {
             tracing::debug!(session = self.session, write = ?w, "planned");

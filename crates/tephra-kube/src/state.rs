@@ -56,6 +56,8 @@ pub struct State {
     mirrored: HashSet<String>,
     /// Members: the Cluster object (none for `local`) and whether its watchers reach it.
     members: HashMap<String, (Option<Arc<ApiCluster>>, bool)>,
+    /// Jobs whose pod counts changed in the last session.
+    recounted: Vec<(String, [i32; 3])>,
 }
 
 impl State {
@@ -76,6 +78,7 @@ impl State {
             declared: HashMap::new(),
             mirrored: HashSet::new(),
             members: HashMap::new(),
+            recounted: Vec::new(),
         }
     }
 
@@ -430,6 +433,7 @@ impl State {
     ) -> Decisions {
         let d =
             tephra_scheduler::schedule_observed(self.cache.snapshot(), config, now, id, observe);
+        self.recount();
         self.cache.clear_changed();
         for b in &d.binds {
             self.set_task(
@@ -470,6 +474,40 @@ impl State {
             }
         }
         d
+    }
+
+    /// Jobs whose pods changed since the last session, with their running, succeeded and
+    /// failed counts where they differ from what their PodGroup's status says.
+    fn recount(&mut self) {
+        let world = self.cache.world();
+        let mut fresh = Vec::new();
+        for &id in &world.changed_jobs {
+            let Some(job) = world.jobs.get(id) else {
+                continue;
+            };
+            let Some(seen) = self.groups.get(&job.key) else {
+                continue;
+            };
+            let mut counts = [0i32; 3];
+            for t in job.tasks.iter().filter_map(|&t| world.tasks.get(t)) {
+                match t.spec.status {
+                    TaskStatus::Running => counts[0] += 1,
+                    TaskStatus::Succeeded => counts[1] += 1,
+                    TaskStatus::Failed => counts[2] += 1,
+                    _ => {}
+                }
+            }
+            let s = &seen.status;
+            if counts != [s.running, s.succeeded, s.failed] {
+                fresh.push((job.key.clone(), counts));
+            }
+        }
+        self.recounted = fresh;
+    }
+
+    /// The counts [`State::session`] found changed, for the planner.
+    pub fn recounted(&self) -> &[(String, [i32; 3])] {
+        &self.recounted
     }
 
     fn task(&self, key: &str) -> Option<tephra_scheduler::model::PodSpec> {

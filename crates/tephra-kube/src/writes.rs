@@ -342,6 +342,52 @@ impl Planner {
                 status,
             });
         }
+        self.said(d, seen, &mut out);
+        self.queues(d, &mut out);
+        out
+    }
+
+    /// Status writes for jobs whose running, succeeded or failed counts changed while their
+    /// phase did not (the session reports phase and condition changes only).
+    pub fn recount(
+        &mut self,
+        d: &Decisions,
+        changed: &[(String, [i32; 3])],
+        seen: &dyn Fn(&str) -> Option<GroupSeen>,
+    ) -> Vec<Write> {
+        let mut out = Vec::new();
+        for (job, [running, succeeded, failed]) in changed {
+            if d.groups.iter().any(|g| &g.job == job) {
+                continue;
+            }
+            let Some(known) = seen(job) else { continue };
+            let mut status = self.groups.get(job).unwrap_or(&known.status).clone();
+            if (status.running, status.succeeded, status.failed) == (*running, *succeeded, *failed)
+            {
+                continue;
+            }
+            status.running = *running;
+            status.succeeded = *succeeded;
+            status.failed = *failed;
+            self.groups.insert(job.clone(), status.clone());
+            let (namespace, name) = split(job);
+            out.push(Write::GroupStatus {
+                cluster: known.cluster.to_string(),
+                namespace,
+                name,
+                status,
+            });
+        }
+        out
+    }
+
+    /// An Event for each job whose reason to wait changed.
+    fn said(
+        &mut self,
+        d: &Decisions,
+        seen: &dyn Fn(&str) -> Option<GroupSeen>,
+        out: &mut Vec<Write>,
+    ) {
         for e in &d.events {
             let Some(known) = seen(&e.job) else {
                 continue;
@@ -362,6 +408,10 @@ impl Planner {
                 warning: true,
             });
         }
+    }
+
+    /// Each queue's status, when it changed.
+    fn queues(&mut self, d: &Decisions, out: &mut Vec<Write>) {
         for q in &d.queues {
             let allocated: BTreeMap<String, Quantity> = q
                 .allocated
@@ -385,7 +435,6 @@ impl Planner {
                 status,
             });
         }
-        out
     }
 }
 

@@ -32,9 +32,10 @@ async fn a_gang_that_fits_is_bound_whole_and_its_podgroup_runs() {
             "{bound:?}"
         );
     }
-    eventually(20, "the PodGroup Running", || async {
+    eventually(20, "the PodGroup Running with 3 running", || async {
         let pg = podgroup(&c, "default", "train").await;
-        (pg.status.and_then(|s| s.phase) == Some(PodGroupPhase::Running)).then_some(())
+        let s = pg.status?;
+        (s.phase == Some(PodGroupPhase::Running) && s.running == 3).then_some(())
     })
     .await;
     sched.stop().await;

@@ -1,6 +1,7 @@
 //! `tephra dev`: a control plane and simulated member clusters on this machine, for `kubectl`
-//! with no cluster at all. Serves the API and the simulated kubelets; the scheduler and the
-//! controllers will run inside it once they land.
+//! with no cluster at all. Serves the API and the simulated kubelets, and runs the scheduler
+//! against the control plane (members from its Cluster objects). The controllers will run
+//! inside it once they land.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +20,7 @@ pub fn run(
     kubeconfig: Option<&Path>,
     port: Option<u16>,
     speed: f64,
+    scheduler: bool,
 ) -> anyhow::Result<()> {
     let fleet = match scenario {
         Some(path) => fleet::load(path)?,
@@ -45,6 +47,18 @@ pub fn run(
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         write_private(&path, &handle.kubeconfig_yaml())?;
+        let running = if scheduler {
+            let client = handle.client(tephra_devcluster::cluster::CONTROL_PLANE).await?;
+            let options = tephra_kube::Options {
+                members: tephra_kube::MemberSource::Clusters,
+                listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+                identity: "tephra-dev".into(),
+                ..tephra_kube::Options::default()
+            };
+            Some(tephra_kube::start(client, options).await?)
+        } else {
+            None
+        };
         println!(
             "tephra dev: {} API servers, {nodes} simulated nodes (TLS on loopback, bearer tokens)",
             handle.servers().count()
@@ -70,15 +84,26 @@ pub fn run(
             faults::FAULT_ANNOTATION
         );
         println!();
-        println!(
-            "The scheduler and controllers do not run inside `tephra dev` yet: it serves the API"
-        );
-        println!("and runs bound pods on the simulated kubelets. Ctrl-C stops it.");
+        match running.as_ref().and_then(|r| r.metrics_addr) {
+            Some(addr) => {
+                println!(
+                    "The scheduler runs inside (metrics: http://{addr}/metrics): pods declared on the"
+                );
+                println!("control plane with schedulerName: volcano are gang-placed in a member:");
+                println!("  kubectl apply -f examples/podgroup-with-pods.yaml");
+                println!("  kubectl get podgroups -A; kubectl get resourcebindings -A");
+            }
+            None => println!("The scheduler does not run (--no-scheduler)."),
+        }
+        println!("The Volcano Job controller does not run inside yet. Ctrl-C stops it.");
         println!();
         println!("export KUBECONFIG={}", path.display());
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
+        if let Some(r) = running {
+            r.stop().await;
+        }
         fault_watch.abort();
         handle.shutdown();
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -72,6 +72,9 @@ enum Command {
         /// Run simulated time this many times faster than the wall clock.
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
+        /// Serve the API only: do not run the scheduler inside.
+        #[arg(long)]
+        no_scheduler: bool,
     },
     /// Run the scheduler against a Kubernetes cluster: watch PodGroups, Queues, Nodes and
     /// Pods, gang-schedule every period and bind (a drop-in for vc-scheduler).
@@ -105,9 +108,16 @@ fn main() -> ExitCode {
             kubeconfig,
             port,
             speed,
+            no_scheduler,
         } => {
             init_logging();
-            dev::run(scenario.as_deref(), kubeconfig.as_deref(), port, speed)
+            dev::run(
+                scenario.as_deref(),
+                kubeconfig.as_deref(),
+                port,
+                speed,
+                !no_scheduler,
+            )
         }
         Command::Sim {
             scenario,

@@ -1,0 +1,115 @@
+//! README's quick start with a Kubernetes API, run as a user would: `tephra dev` (with the
+//! scheduler inside, or serving the API only while `tephra scheduler --members clusters` runs
+//! against it), `kubectl apply` of a PodGroup with its pods, and the gang running in a member.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A child process killed when the test ends, passing or not.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(args: &[&str]) -> Killed {
+    Killed(
+        Command::new(env!("CARGO_BIN_EXE_tephra"))
+            .args(args)
+            .current_dir(repo())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tephra starts"),
+    )
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .current_dir(repo())
+        .output()
+        .expect("kubectl runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Applies the PodGroup example and waits until its three pods run in one member.
+fn apply_and_see_the_gang_run(kubeconfig: &Path) {
+    until(20, "the API answers", || {
+        kubectl(kubeconfig, &["get", "queues"]).0
+    });
+    let (ok, out) = kubectl(
+        kubeconfig,
+        &["apply", "-f", "examples/podgroup-with-pods.yaml"],
+    );
+    assert!(ok, "{out}");
+    let members = ["us-east-gpu", "us-west-gpu", "us-east-cpu"];
+    until(30, "three pods running in one member", || {
+        members.iter().any(|m| {
+            let (ok, out) = kubectl(
+                kubeconfig,
+                &["--context", m, "get", "pods", "-n", "ray", "--no-headers"],
+            );
+            ok && out.lines().filter(|l| l.contains("Running")).count() == 3
+        })
+    });
+    let (ok, out) = kubectl(
+        kubeconfig,
+        &["get", "resourcebindings", "-n", "ray", "-o", "name"],
+    );
+    assert!(ok && out.contains("ray-cluster-a"), "{out}");
+}
+
+fn kubeconfig(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tephra-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir.join("kubeconfig")
+}
+
+#[test]
+fn tephra_dev_schedules_a_podgroup_applied_with_kubectl() {
+    let k = kubeconfig("dev");
+    let _dev = start(&["dev", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    apply_and_see_the_gang_run(&k);
+}
+
+#[test]
+fn tephra_scheduler_runs_against_tephra_dev_from_its_kubeconfig() {
+    let k = kubeconfig("sched");
+    let _dev = start(&["dev", "--no-scheduler", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    let _scheduler = start(&[
+        "scheduler",
+        "--kubeconfig",
+        k.to_str().unwrap(),
+        "--members",
+        "clusters",
+        "--listen-address",
+        "127.0.0.1:0",
+        "--schedule-period",
+        "500ms",
+    ]);
+    apply_and_see_the_gang_run(&k);
+}

@@ -73,6 +73,9 @@ pub struct Options {
     pub identity: String,
     /// Where member clusters come from (`--members`).
     pub members: MemberSource,
+    /// How long a gang may stay below its minimum after failed binds before it is evicted
+    /// whole and placed again (`--gang-bind-timeout`).
+    pub gang_bind_timeout: Duration,
 }
 
 impl Default for Options {
@@ -91,6 +94,7 @@ impl Default for Options {
             concurrency: 64,
             identity: "tephra-scheduler".into(),
             members: MemberSource::Local,
+            gang_bind_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -473,7 +477,7 @@ impl Loop {
             ) => {
                 let pod = format!("{namespace}/{name}");
                 tracing::warn!(pod = %pod, node = %node, outcome = ?outcome, "bind failed; the pod is placed again next session");
-                self.state.bind_failed(&pod);
+                self.state.bind_failed(&pod, unix_now());
             }
             (w, Outcome::Failed { code, message }) => {
                 tracing::warn!(verb = w.verb(), code, error = %message, "write failed");
@@ -569,6 +573,16 @@ impl Loop {
                 .recount(&d, state.recounted(), &|job| state.group(job).cloned()),
         );
         writes.extend(state.bindings(&d));
+        let deadline = i64::try_from(self.options.gang_bind_timeout.as_secs()).unwrap_or(i64::MAX);
+        for (job, held) in self.state.expired_gangs(now, deadline) {
+            tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");
+            writes.extend(crate::writes::evict_gang(
+                &job,
+                &held,
+                self.state.group(&job).cloned(),
+                deadline,
+            ));
+        }
         for w in &writes {
             tracing::debug!(session = self.session, write = ?w, "planned");
         }

@@ -58,6 +58,8 @@ pub struct State {
     members: HashMap<String, (Option<Arc<ApiCluster>>, bool)>,
     /// Jobs whose pod counts changed in the last session.
     recounted: Vec<(String, [i32; 3])>,
+    /// Gangs left below their minimum by failed binds, since when.
+    partial: HashMap<String, i64>,
 }
 
 impl State {
@@ -79,6 +81,7 @@ impl State {
             mirrored: HashSet::new(),
             members: HashMap::new(),
             recounted: Vec::new(),
+            partial: HashMap::new(),
         }
     }
 
@@ -524,15 +527,66 @@ impl State {
         }
     }
 
-    /// A bind failed: the pod is pending again, for the next session to place.
-    pub fn bind_failed(&mut self, pod: &str) {
+    /// A bind failed at `now`: the pod is pending again, for the next session to place, and
+    /// its gang is watched until it is whole again or its deadline passes.
+    pub fn bind_failed(&mut self, pod: &str, now: i64) {
         if self.assumed.remove(pod).is_some()
-            && self
-                .task(pod)
-                .is_some_and(|t| t.status == TaskStatus::Binding)
+            && let Some(t) = self.task(pod)
+            && t.status == TaskStatus::Binding
         {
             self.set_task(pod, TaskStatus::Pending, None);
+            if let Some(group) = &t.group {
+                self.partial
+                    .entry(format!("{}/{group}", t.namespace))
+                    .or_insert(now);
+            }
         }
+    }
+
+    /// Gangs left partly bound by failed binds for longer than `deadline` seconds: each job
+    /// with the pods that hold a node, to evict whole so that the gang is placed again. A gang
+    /// that reached its minimum again, or is gone, is forgotten.
+    pub fn expired_gangs(
+        &mut self,
+        now: i64,
+        deadline: i64,
+    ) -> Vec<(String, Vec<(String, String)>)> {
+        let world = self.cache.world();
+        let mut expired = Vec::new();
+        self.partial.retain(|job, since| {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                return false;
+            };
+            if j.tally.ready >= i32::try_from(j.min_member()).unwrap_or(i32::MAX) {
+                return false;
+            }
+            if now - *since < deadline {
+                return true;
+            }
+            let held: Vec<(String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter(|t| {
+                    matches!(
+                        t.spec.status,
+                        TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
+                    )
+                })
+                .filter_map(|t| Some((t.key.clone(), t.spec.placement.clone()?.0)))
+                .collect();
+            expired.push((job.clone(), held));
+            false
+        });
+        for (_, held) in &expired {
+            for (task, _) in held {
+                if let Some(t) = self.task(task) {
+                    let at = t.placement.clone();
+                    self.set_task(task, TaskStatus::Releasing, at);
+                }
+            }
+        }
+        expired
     }
 }
 

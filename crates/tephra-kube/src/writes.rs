@@ -203,6 +203,44 @@ pub fn resource_binding(
     }
 }
 
+/// The writes that take a gang left below its minimum back whole: an eviction of every pod
+/// that holds a node, and an Event on its PodGroup saying why.
+pub fn evict_gang(
+    job: &str,
+    held: &[(String, String)],
+    seen: Option<GroupSeen>,
+    deadline: i64,
+) -> Vec<Write> {
+    let reason = format!(
+        "gang below minMember {deadline}s after failed binds: evicted whole to be placed again"
+    );
+    let mut out: Vec<Write> = held
+        .iter()
+        .map(|(task, cluster)| {
+            let (namespace, name) = split(task);
+            Write::Evict {
+                cluster: cluster.clone(),
+                namespace,
+                name,
+                reason: reason.clone(),
+            }
+        })
+        .collect();
+    if let Some(known) = seen {
+        let (namespace, group) = split(job);
+        out.push(Write::Event {
+            cluster: known.cluster.to_string(),
+            namespace,
+            group,
+            uid: known.uid,
+            reason: "GangBindTimeout".into(),
+            message: reason,
+            warning: true,
+        });
+    }
+    out
+}
+
 /// The annotation of a ResourceBinding that holds its node plan (`pod → cluster/node`, JSON).
 pub const NODE_PLAN_ANNOTATION: &str = "tephra.io/node-plan";
 

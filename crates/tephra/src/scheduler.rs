@@ -84,6 +84,10 @@ pub struct Flags {
     /// Where member clusters come from.
     #[arg(long, value_enum, default_value = "local")]
     members: Members,
+    /// How long a gang may stay below minMember after failed binds before it is evicted whole
+    /// and placed again (Go duration).
+    #[arg(long, default_value = "30s")]
+    gang_bind_timeout: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -135,6 +139,14 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             "--percentage-nodes-to-find has no effect: tephra considers every feasible node"
         );
     }
+    let gang_bind_timeout = tephra_scheduler::duration::Duration::parse(&f.gang_bind_timeout)
+        .with_context(|| format!("--gang-bind-timeout {:?}", f.gang_bind_timeout))?;
+    if gang_bind_timeout.is_negative() {
+        bail!(
+            "--gang-bind-timeout {:?}: must not be negative",
+            f.gang_bind_timeout
+        );
+    }
     let listen = address("--listen-address", &f.listen_address)?;
     let healthz = f
         .healthz_address
@@ -162,6 +174,9 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             Members::Clusters => tephra_kube::MemberSource::Clusters,
             Members::Both => tephra_kube::MemberSource::Both,
         },
+        gang_bind_timeout: Duration::from_secs(
+            u64::try_from(gang_bind_timeout.as_secs()).unwrap_or(30),
+        ),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,0 +1,159 @@
+//! The runtime's state without IO: watcher updates in, sessions run, bind results fed back.
+//! A gang left below its minimum by failed binds is evicted whole after the deadline, and a
+//! gang whose missing pods were placed again is left alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tephra_kube::state::State;
+use tephra_kube::watch::{Change, Kind, Obj, Update};
+use tephra_scheduler::SchedulerConfig;
+use tephra_scheduler::model::TaskStatus;
+
+fn update(kind: Kind, change: Change) -> Update {
+    Update {
+        cluster: Arc::from("local"),
+        kind,
+        change,
+    }
+}
+
+fn node(name: &str, cordoned: bool) -> Obj {
+    Obj::Node(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"unschedulable": cordoned},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap(),
+    ))
+}
+
+fn pod(name: &str, node: Option<&str>) -> Obj {
+    let mut spec = json!({"schedulerName": "volcano",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "4"}}}]});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    Obj::Pod(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name,
+                         "annotations": {"scheduling.k8s.io/group-name": "pg"}},
+            "spec": spec
+        }))
+        .unwrap(),
+    ))
+}
+
+/// One 8-CPU node, a queue, and a PodGroup of two 4-CPU pods (minMember 2).
+fn world() -> State {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.add_local("local").unwrap();
+    let q: tephra_api::Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "default"}, "spec": {"weight": 1}
+    }))
+    .unwrap();
+    let pg: tephra_api::PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns", "uid": "pg"},
+        "spec": {"minMember": 2, "queue": "default"}
+    }))
+    .unwrap();
+    for u in [
+        update(Kind::Node, Change::Relisted(vec![node("n0", false)])),
+        update(Kind::Queue, Change::Relisted(vec![Obj::Queue(Box::new(q))])),
+        update(
+            Kind::PodGroup,
+            Change::Relisted(vec![Obj::PodGroup(Box::new(pg))]),
+        ),
+        update(
+            Kind::Pod,
+            Change::Relisted(vec![pod("a", None), pod("b", None)]),
+        ),
+    ] {
+        assert!(s.apply(0, u).is_empty());
+    }
+    s
+}
+
+fn session(s: &mut State, now: i64) -> tephra_scheduler::Decisions {
+    s.session(
+        Arc::new(SchedulerConfig::default_config()),
+        now,
+        now as u64,
+        &mut |_, _| {},
+    )
+}
+
+fn status(s: &State, key: &str) -> TaskStatus {
+    let w = s.cache().world();
+    w.tasks.get(w.task_id(key).unwrap()).unwrap().spec.status
+}
+
+#[test]
+fn a_gang_left_partly_bound_is_evicted_whole_after_the_deadline() {
+    let mut s = world();
+    let d = session(&mut s, 10);
+    assert_eq!(d.binds.len(), 2, "{:?}", d.binds);
+    // a's bind succeeded (the watch shows it bound); b's failed, and the node is cordoned
+    // before b can be placed again.
+    assert!(
+        s.apply(11, update(Kind::Pod, Change::Apply(pod("a", Some("n0")))))
+            .is_empty()
+    );
+    s.bind_failed("ns/b", 11);
+    assert_eq!(status(&s, "ns/b"), TaskStatus::Pending);
+    assert!(
+        s.apply(11, update(Kind::Node, Change::Apply(node("n0", true))))
+            .is_empty()
+    );
+    session(&mut s, 12);
+    assert!(s.expired_gangs(20, 30).is_empty(), "before the deadline");
+    let expired = s.expired_gangs(42, 30);
+    assert_eq!(
+        expired,
+        vec![(
+            "ns/pg".to_string(),
+            vec![("ns/a".to_string(), "local".to_string())]
+        )]
+    );
+    assert_eq!(status(&s, "ns/a"), TaskStatus::Releasing);
+    assert!(s.expired_gangs(100, 30).is_empty(), "evicted once");
+}
+
+#[test]
+fn a_gang_whose_failed_pods_are_placed_again_is_left_alone() {
+    let mut s = world();
+    session(&mut s, 10);
+    assert!(
+        s.apply(11, update(Kind::Pod, Change::Apply(pod("a", Some("n0")))))
+            .is_empty()
+    );
+    s.bind_failed("ns/b", 11);
+    let d = session(&mut s, 12);
+    assert_eq!(
+        d.binds.len(),
+        1,
+        "the missing pod is placed again: {:?}",
+        d.binds
+    );
+    assert_eq!(d.binds[0].task, "ns/b");
+    assert_eq!(d.binds[0].node, "n0");
+    assert!(s.expired_gangs(100, 30).is_empty());
+}
+
+#[test]
+fn a_relist_forgets_what_is_gone_and_keeps_what_is_there() {
+    let mut s = world();
+    assert!(
+        s.apply(5, update(Kind::Pod, Change::Relisted(vec![pod("a", None)])))
+            .is_empty()
+    );
+    let w = s.cache().world();
+    assert!(w.task_id("ns/a").is_some());
+    assert!(w.task_id("ns/b").is_none(), "b was not in the relist");
+}

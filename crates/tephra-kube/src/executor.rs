@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tephra_api::{PodGroup, Queue, ResourceBinding};
-use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 
 use crate::leader::Leadership;
@@ -115,12 +115,17 @@ impl Clients {
     }
 }
 
-/// The executor.
+/// The executor: a queue of writes and a fixed pool of workers that carry them out.
 #[derive(Clone)]
 pub struct Executor {
+    inner: Arc<Inner>,
+    queue: mpsc::UnboundedSender<Write>,
+}
+
+/// What the workers share.
+struct Inner {
     clients: Clients,
-    permits: Arc<Semaphore>,
-    limiter: Arc<RateLimiter>,
+    limiter: RateLimiter,
     leadership: Leadership,
     metrics: Arc<Metrics>,
     done: mpsc::UnboundedSender<Done>,
@@ -130,7 +135,9 @@ pub struct Executor {
 const RETRIES: u32 = 4;
 
 impl Executor {
-    /// An executor with `concurrency` writes in flight at most, `qps`/`burst` its rate limit.
+    /// An executor with `concurrency` workers (writes in flight at most) and `limiter` as its
+    /// rate limit. Must be called inside a tokio runtime: the workers start at once and stop
+    /// when every handle to the executor is gone.
     pub fn new(
         clients: Clients,
         concurrency: usize,
@@ -140,50 +147,71 @@ impl Executor {
         done: mpsc::UnboundedSender<Done>,
         identity: String,
     ) -> Self {
-        Self {
+        let inner = Arc::new(Inner {
             clients,
-            permits: Arc::new(Semaphore::new(concurrency.max(1))),
-            limiter: Arc::new(limiter),
+            limiter,
             leadership,
             metrics,
             done,
             identity,
+        });
+        let (queue, rx) = mpsc::unbounded_channel::<Write>();
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..concurrency.max(1) {
+            let (inner, rx) = (Arc::clone(&inner), Arc::clone(&rx));
+            tokio::spawn(async move {
+                loop {
+                    let next = rx.lock().await.recv().await;
+                    let Some(write) = next else { return };
+                    // Checked before every write: a replica that lost the lease stops writing.
+                    let outcome = if inner.leadership.is_leader() {
+                        inner.run(&write).await
+                    } else {
+                        Outcome::NotLeader
+                    };
+                    inner.metrics.executor_depth.dec();
+                    let _ = inner.done.send(Done { write, outcome });
+                }
+            });
         }
+        Self { inner, queue }
     }
 
-    /// Hands a batch over. Binds go first, then evictions, then status and events.
+    /// Hands a batch over, in order: the workers take binds first when the planner put them
+    /// first.
     pub fn submit(&self, batch: Vec<Write>) {
         if batch.is_empty() {
             return;
         }
-        if !self.leadership.is_leader() {
+        if !self.inner.leadership.is_leader() {
             for write in batch {
-                let _ = self.done.send(Done {
+                let _ = self.inner.done.send(Done {
                     write,
                     outcome: Outcome::NotLeader,
                 });
             }
             return;
         }
-        self.metrics
+        self.inner
+            .metrics
             .executor_depth
             .add(i64::try_from(batch.len()).unwrap_or(i64::MAX));
         for write in batch {
-            let me = self.clone();
-            tokio::spawn(async move {
-                let outcome = match me.permits.clone().acquire_owned().await {
-                    Ok(_permit) => me.run(&write).await,
-                    Err(_) => Outcome::Failed {
+            if let Err(e) = self.queue.send(write) {
+                self.inner.metrics.executor_depth.dec();
+                let _ = self.inner.done.send(Done {
+                    write: e.0,
+                    outcome: Outcome::Failed {
                         code: 0,
-                        message: "executor closed".into(),
+                        message: "executor stopped".into(),
                     },
-                };
-                me.metrics.executor_depth.dec();
-                let _ = me.done.send(Done { write, outcome });
-            });
+                });
+            }
         }
     }
+}
 
+impl Inner {
     async fn run(&self, w: &Write) -> Outcome {
         let Some(client) = self.clients.for_write(w) else {
             return Outcome::Failed {

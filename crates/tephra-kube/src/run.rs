@@ -542,6 +542,9 @@ impl Loop {
                 marks.push((name, Instant::now()));
             } else if let Some((n, t)) = marks.pop() {
                 let took = ms(t.elapsed());
+                if took > 50.0 {
+                    tracing::debug!(phase = %n, took_ms = took, "slow session phase");
+                }
                 metrics.phase.with_label_values(&[&n]).observe(took);
                 match step {
                     Step::Action(a) => metrics.action.with_label_values(&[a]).observe(took),
@@ -560,6 +563,7 @@ impl Loop {
         let d = self
             .state
             .session(Arc::clone(&self.config), now, self.session, &mut observe);
+        let decided = started.elapsed();
         let stamp = Time(k8s_openapi::jiff::Timestamp::now());
         let state = &self.state;
         let mut writes = self.planner.plan(
@@ -583,12 +587,20 @@ impl Loop {
                 deadline,
             ));
         }
-        for w in &writes {
-            tracing::debug!(session = self.session, write = ?w, "planned");
-        }
+        let planned = started.elapsed();
+        let count = writes.len();
         self.executor.submit(writes);
         self.metrics.e2e.observe(ms(started.elapsed()));
         report::session(&self.metrics, self.state.cache().world(), &d, now);
+        tracing::debug!(
+            session = self.session,
+            core_ms = ms(decided),
+            planned_ms = ms(planned),
+            took_ms = ms(started.elapsed()),
+            binds = d.binds.len(),
+            writes = count,
+            "session done"
+        );
         if !d.binds.is_empty() || !d.evictions.is_empty() {
             tracing::info!(
                 session = self.session,

@@ -60,6 +60,8 @@ pub struct State {
     recounted: Vec<(String, [i32; 3])>,
     /// Gangs left below their minimum by failed binds, since when.
     partial: HashMap<String, i64>,
+    /// Keys named so far by each (re)list in progress.
+    listing: HashMap<(Arc<str>, Kind), HashSet<String>>,
 }
 
 impl State {
@@ -82,6 +84,7 @@ impl State {
             members: HashMap::new(),
             recounted: Vec::new(),
             partial: HashMap::new(),
+            listing: HashMap::new(),
         }
     }
 
@@ -240,25 +243,54 @@ impl State {
                     errors.push(e);
                 }
             }
-            Change::Relisted(objs) => {
-                let fresh: HashSet<String> = objs.iter().map(Obj::key).collect();
-                let old = self
-                    .known
-                    .insert((Arc::clone(&cluster), kind), fresh.clone())
-                    .unwrap_or_default();
-                for gone in old.difference(&fresh) {
-                    if let Err(e) = self.delete(&cluster, kind, gone) {
-                        errors.push(e);
-                    }
+            Change::ListStart => {
+                self.listing.insert((cluster, kind), HashSet::new());
+            }
+            Change::Listed(obj) => {
+                let key = (Arc::clone(&cluster), kind);
+                self.listing
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(obj.key());
+                self.known.entry(key).or_default().insert(obj.key());
+                if let Err(e) = self.upsert(now, &cluster, obj) {
+                    errors.push(e);
                 }
+            }
+            Change::ListDone => errors.extend(self.list_done(cluster, kind)),
+            Change::Relisted(objs) => {
+                self.listing
+                    .insert((Arc::clone(&cluster), kind), HashSet::new());
                 for obj in objs {
+                    let key = (Arc::clone(&cluster), kind);
+                    self.listing
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(obj.key());
+                    self.known.entry(key).or_default().insert(obj.key());
                     if let Err(e) = self.upsert(now, &cluster, obj) {
                         errors.push(e);
                     }
                 }
-                self.synced.insert((cluster, kind));
+                errors.extend(self.list_done(cluster, kind));
             }
         }
+        errors
+    }
+
+    /// A (re)list is complete: what the cache knew of `kind` in `cluster` that the list did
+    /// not name is deleted.
+    fn list_done(&mut self, cluster: Arc<str>, kind: Kind) -> Vec<StateError> {
+        let key = (Arc::clone(&cluster), kind);
+        let fresh = self.listing.remove(&key).unwrap_or_default();
+        let old = self.known.insert(key, fresh.clone()).unwrap_or_default();
+        let mut errors = Vec::new();
+        for gone in old.difference(&fresh) {
+            if let Err(e) = self.delete(&cluster, kind, gone) {
+                errors.push(e);
+            }
+        }
+        self.synced.insert((cluster, kind));
         errors
     }
 

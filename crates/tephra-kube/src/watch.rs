@@ -1,7 +1,8 @@
 //! The watchers: one per kind per cluster, each a `kube::runtime::watcher` stream turned into
-//! [`Update`]s for the state loop. A (re)list arrives as one [`Change::Relisted`] carrying every
-//! object, so that the state loop replaces what it knew of that kind in that cluster instead of
-//! adding to it: after a watch error or a 410 nothing is lost or counted twice.
+//! [`Update`]s for the state loop. A (re)list arrives object by object between
+//! [`Change::ListStart`] and [`Change::ListDone`], so that the state loop replaces what it knew
+//! of that kind in that cluster instead of adding to it (after a watch error or a 410 nothing
+//! is lost or counted twice), without holding the whole list in memory at once.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -101,7 +102,13 @@ pub enum Change {
     Apply(Obj),
     /// An object was deleted.
     Delete(Obj),
-    /// A full (re)list: these are all the objects there are.
+    /// A full (re)list begins: the objects that follow are all there are.
+    ListStart,
+    /// One object of a (re)list.
+    Listed(Obj),
+    /// The (re)list is complete: what it did not name is gone.
+    ListDone,
+    /// A whole (re)list at once (for callers that have it in hand).
     Relisted(Vec<Obj>),
     /// The watch failed: the cluster may be unreachable (its last known objects still count).
     Failed,
@@ -132,18 +139,11 @@ where
 {
     tokio::spawn(async move {
         let mut stream = watcher(api).default_backoff().boxed();
-        let mut listing: Vec<Obj> = Vec::new();
         while let Some(event) = stream.next().await {
             let change = match event {
-                Ok(WatchEvent::Init) => {
-                    listing.clear();
-                    continue;
-                }
-                Ok(WatchEvent::InitApply(o)) => {
-                    listing.push(wrap(o));
-                    continue;
-                }
-                Ok(WatchEvent::InitDone) => Change::Relisted(std::mem::take(&mut listing)),
+                Ok(WatchEvent::Init) => Change::ListStart,
+                Ok(WatchEvent::InitApply(o)) => Change::Listed(wrap(o)),
+                Ok(WatchEvent::InitDone) => Change::ListDone,
                 Ok(WatchEvent::Apply(o)) => Change::Apply(wrap(o)),
                 Ok(WatchEvent::Delete(o)) => Change::Delete(wrap(o)),
                 Err(e) => {

@@ -94,10 +94,32 @@ fn scheduler(kubeconfig: &std::path::Path, context: &str, fleet: bool) -> Killed
     if fleet {
         args.extend(["--members".into(), "clusters".into()]);
     }
+    // `TEPHRA_E2E_PERF=FILE` profiles the scheduler with `perf record` (its CPU figure is then
+    // perf's own process).
+    let mut command = match std::env::var("TEPHRA_E2E_PERF") {
+        Ok(out) => {
+            let mut c = Command::new("perf");
+            c.args([
+                "record",
+                "-F",
+                "499",
+                "-g",
+                "-o",
+                &out,
+                "--",
+                env!("CARGO_BIN_EXE_tephra"),
+            ]);
+            c
+        }
+        Err(_) => Command::new(env!("CARGO_BIN_EXE_tephra")),
+    };
     Killed(
-        Command::new(env!("CARGO_BIN_EXE_tephra"))
+        command
             .args(&args)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("TEPHRA_E2E_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

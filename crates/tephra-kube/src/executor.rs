@@ -286,9 +286,16 @@ impl Inner {
                 .await?;
                 Ok(())
             }
-            Write::Place { namespace, pod, .. } => {
+            Write::Place {
+                cluster,
+                namespace,
+                node,
+                pod,
+                ..
+            } => {
+                let pod = crate::writes::member_pod((**pod).clone(), cluster, node);
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-                match pods.create(&PostParams::default(), pod).await {
+                match pods.create(&PostParams::default(), &pod).await {
                     // The member lacks the namespace the job lives in on the control plane.
                     Err(kube::Error::Api(s)) if s.code == 404 => {
                         let namespaces: Api<Namespace> = Api::all(client);
@@ -304,7 +311,7 @@ impl Inner {
                             Err(kube::Error::Api(s)) if s.code == 409 => {}
                             Err(e) => return Err(e),
                         }
-                        pods.create(&PostParams::default(), pod).await?;
+                        pods.create(&PostParams::default(), &pod).await?;
                         Ok(())
                     }
                     Err(e) => Err(e),

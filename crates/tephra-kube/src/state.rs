@@ -94,11 +94,11 @@ impl State {
     }
 
     /// The declared pod `key` (fleet mode), unless a member already has it.
-    pub fn declared(&self, key: &str) -> Option<&k8s_openapi::api::core::v1::Pod> {
+    pub fn declared(&self, key: &str) -> Option<&Arc<k8s_openapi::api::core::v1::Pod>> {
         if self.mirrored.contains(key) {
             return None;
         }
-        self.declared.get(key).map(|p| &**p)
+        self.declared.get(key)
     }
 
     /// The endpoints of the members that come from Cluster objects.
@@ -323,7 +323,11 @@ impl State {
             }
             Obj::Pod(p) if self.control.as_deref() == Some(&**cluster) => {
                 let key = convert::key(&p.metadata);
-                let p: Arc<k8s_openapi::api::core::v1::Pod> = Arc::new(*p);
+                let mut p = *p;
+                // Kept until a member has the pod: only what its copy there needs.
+                p.metadata.managed_fields = None;
+                p.status = None;
+                let p: Arc<k8s_openapi::api::core::v1::Pod> = Arc::new(p);
                 self.declared.insert(key.clone(), Arc::clone(&p));
                 if self.mirrored.contains(&key) {
                     return Ok(());

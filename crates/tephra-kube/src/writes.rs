@@ -4,6 +4,7 @@
 //! job waits changes, so that a waiting job does not produce a write every session.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -43,8 +44,11 @@ pub enum Write {
         namespace: String,
         /// Pod name.
         name: String,
-        /// The pod to create.
-        pod: Box<Pod>,
+        /// Node.
+        node: String,
+        /// The pod as declared on the control plane (the member's copy is made when the write
+        /// runs: see [`member_pod`]).
+        pod: Arc<Pod>,
     },
     /// Create or update a job's ResourceBinding (server-side apply).
     Binding {
@@ -328,7 +332,7 @@ impl Planner {
         &mut self,
         d: &Decisions,
         seen: &dyn Fn(&str) -> Option<GroupSeen>,
-        declared: &dyn Fn(&str) -> Option<Pod>,
+        declared: &dyn Fn(&str) -> Option<Arc<Pod>>,
         now: &Time,
     ) -> Vec<Write> {
         let mut out = Vec::new();
@@ -336,7 +340,8 @@ impl Planner {
             let (namespace, name) = split(&b.task);
             if let Some(p) = declared(&b.task) {
                 out.push(Write::Place {
-                    pod: Box::new(member_pod(p, &b.cluster, &b.node)),
+                    pod: p,
+                    node: b.node.clone(),
                     cluster: b.cluster.clone(),
                     namespace,
                     name,

@@ -256,6 +256,8 @@ fn main() {
         std::thread::sleep(Duration::from_secs(2));
     }
     let mut t0 = Instant::now();
+    let self_cpu = cpu_seconds(std::process::id());
+    let live_cpu = sched.as_ref().map(|s| cpu_seconds(s.0.id()));
     rt.block_on(create_gangs(client.clone(), "default", "g", gangs));
     let created = Instant::now();
     if backlog {
@@ -264,7 +266,11 @@ fn main() {
     }
     let sched = sched.unwrap();
     let sched_pid = sched.0.id();
-    let cpu0 = (cpu_seconds(std::process::id()), cpu_seconds(sched_pid));
+    // Live: both processes' CPU from the first create; backlog: from the scheduler's start.
+    let cpu0 = match live_cpu {
+        Some(c) => (self_cpu, c),
+        None => (cpu_seconds(std::process::id()), cpu_seconds(sched_pid)),
+    };
     let total = gangs * 8;
     eprintln!(
         "created {total} pods in {gangs} PodGroups ({})",

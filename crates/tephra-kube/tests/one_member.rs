@@ -266,3 +266,38 @@ fn parse(body: &str) -> Vec<Sample> {
     }
     out
 }
+
+#[tokio::test]
+async fn two_queues_of_equal_weight_share_a_full_node_evenly() {
+    let mut options = tephra_devcluster::Options::single();
+    options.members[0].nodes = vec![node("n0", "16", 8)];
+    options.queues = vec![queue_json("a", 1), queue_json("b", 1)];
+    let dev = tephra_devcluster::DevCluster::start(options).await.unwrap();
+    let c = client(&dev).await;
+    // Eight one-GPU jobs in each queue, all waiting before the scheduler starts.
+    for q in ["a", "b"] {
+        for i in 0..8 {
+            gang(&c, "default", &format!("{q}{i}"), q, 1, 1, 1).await;
+        }
+    }
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let per_queue = eventually(20, "the node full", || async {
+        let nodes = nodes_of(&c, "default", "").await;
+        let bound: Vec<&String> = nodes
+            .iter()
+            .filter(|(_, n)| n.is_some())
+            .map(|(p, _)| p)
+            .collect();
+        (bound.len() == 8).then(|| {
+            (
+                bound.iter().filter(|p| p.starts_with('a')).count(),
+                bound.iter().filter(|p| p.starts_with('b')).count(),
+            )
+        })
+    })
+    .await;
+    assert_eq!(per_queue, (4, 4), "each queue deserves half of the 8 GPUs");
+    sched.stop().await;
+}

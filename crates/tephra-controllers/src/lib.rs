@@ -12,5 +12,6 @@ pub mod job;
 pub mod members;
 pub mod pod;
 pub mod podgroup;
+pub mod propagation;
 pub mod queue;
 pub mod requeue_on_fault;

@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorRequirement, PodAffinityTerm, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Container, NodeSelectorRequirement, PodAffinityTerm, PodSpec, Toleration as K8sToleration,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sLabelSelector;
 use tephra_scheduler::model::{
@@ -227,14 +229,26 @@ pub fn node_affinity(pod: &PodSpec, at: &str) -> Result<Vec<Vec<Requirement>>, U
 /// Tolerations as the scheduler models them: an empty operator is `Equal`, an empty effect
 /// tolerates every effect.
 pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownValue> {
+    toleration_list(
+        pod.tolerations.as_deref().unwrap_or_default(),
+        &format!("{}.tolerations", spec_path(at)),
+    )
+}
+
+/// A list of Kubernetes tolerations as the scheduler models them; `field` names the list in
+/// errors (`spec.tolerations`, `spec.placement.clusterTolerations`).
+pub fn toleration_list(
+    list: &[K8sToleration],
+    field: &str,
+) -> Result<Vec<Toleration>, UnknownValue> {
     let mut out = Vec::new();
-    for (i, t) in pod.tolerations.iter().flatten().enumerate() {
+    for (i, t) in list.iter().enumerate() {
         let exists = match t.operator.as_deref() {
             None | Some("") | Some("Equal") => false,
             Some("Exists") => true,
             Some(other) => {
                 return Err(UnknownValue {
-                    field: format!("{}.tolerations[{i}].operator", spec_path(at)),
+                    field: format!("{field}[{i}].operator"),
                     value: other.to_string(),
                     known: "Equal, Exists",
                 });
@@ -243,7 +257,7 @@ pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownVa
         let effect = match t.effect.as_deref() {
             None | Some("") => None,
             Some(e) => Some(TaintEffect::parse(e).ok_or_else(|| UnknownValue {
-                field: format!("{}.tolerations[{i}].effect", spec_path(at)),
+                field: format!("{field}[{i}].effect"),
                 value: e.to_string(),
                 known: "NoSchedule, PreferNoSchedule, NoExecute",
             })?),

@@ -277,6 +277,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
             &client, &control, &tx, &metrics, declared,
         ));
         expected.insert((control.to_string(), Kind::Cluster));
+        expected.insert((control.to_string(), Kind::Policy));
     }
     if declared {
         expected.insert((control.to_string(), Kind::Pod));

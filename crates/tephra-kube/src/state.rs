@@ -13,6 +13,7 @@ use tephra_scheduler::{Decisions, SchedulerConfig, Step};
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
+use tephra_controllers::propagation;
 
 /// Why an update was not taken into the cache. The cache is unchanged for that object.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +24,14 @@ pub enum StateError {
     /// The cache refused the event.
     #[error("{0}")]
     Cache(#[from] CacheError),
+    /// The PropagationPolicy that selects a PodGroup cannot be read.
+    #[error("propagationpolicy {policy}: {source}")]
+    Policy {
+        /// `namespace/name`.
+        policy: String,
+        /// Why.
+        source: tephra_controllers::pod::UnknownValue,
+    },
 }
 
 /// What the state loop knows of one PodGroup beyond the cache: its uid (for Events) and its
@@ -62,6 +71,10 @@ pub struct State {
     partial: HashMap<String, i64>,
     /// Keys named so far by each (re)list in progress.
     listing: HashMap<(Arc<str>, Kind), HashSet<String>>,
+    /// PropagationPolicies by `namespace/name`.
+    policies: std::collections::BTreeMap<String, Arc<tephra_api::PropagationPolicy>>,
+    /// PodGroups as last observed, to apply a changed policy to them.
+    group_objects: HashMap<String, Arc<tephra_api::PodGroup>>,
 }
 
 impl State {
@@ -85,6 +98,8 @@ impl State {
             recounted: Vec::new(),
             partial: HashMap::new(),
             listing: HashMap::new(),
+            policies: std::collections::BTreeMap::new(),
+            group_objects: HashMap::new(),
         }
     }
 
@@ -154,6 +169,30 @@ impl State {
                 ..Cluster::named(name)
             },
         })
+    }
+
+    /// Applies the policies again to every PodGroup of `namespace` (a policy there changed).
+    fn reselect(&mut self, now: i64, namespace: &str) -> Result<(), StateError> {
+        let groups: Vec<Arc<tephra_api::PodGroup>> = self
+            .group_objects
+            .iter()
+            .filter(|(k, _)| k.split_once('/').is_some_and(|(ns, _)| ns == namespace))
+            .map(|(_, g)| Arc::clone(g))
+            .collect();
+        let mut first = Ok(());
+        for g in groups {
+            let cluster = self
+                .groups
+                .get(&convert::key(&g.metadata))
+                .map(|s| Arc::clone(&s.cluster))
+                .unwrap_or_else(|| Arc::from(""));
+            if let Err(e) = self.upsert(now, &cluster, Obj::PodGroup(Box::new((*g).clone())))
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
     }
 
     /// Records whether `cluster`'s watchers reach it; an unreachable member's nodes take no
@@ -379,12 +418,19 @@ impl State {
                     Some(_) => Some(now),
                     None => None,
                 };
-                let mut spec = convert::pod_group(
-                    &g,
-                    self.cache.names_mut(),
-                    since,
-                    Arc::new(JobPolicy::default()),
-                )?;
+                let policy = match propagation::pick(self.policies.values().map(|p| &**p), &g) {
+                    Some(pp) => {
+                        propagation::job_policy(pp).map_err(|source| StateError::Policy {
+                            policy: convert::key(&pp.metadata),
+                            source,
+                        })?
+                    }
+                    None => JobPolicy::default(),
+                };
+                let mut spec =
+                    convert::pod_group(&g, self.cache.names_mut(), since, Arc::new(policy))?;
+                self.group_objects
+                    .insert(key.clone(), Arc::new((*g).clone()));
                 if spec.queue == tephra_api::defaults::DEFAULT_QUEUE {
                     spec.queue.clone_from(&self.default_queue);
                 }
@@ -399,6 +445,13 @@ impl State {
                     },
                 );
                 Event::PodGroupUpsert(spec)
+            }
+            Obj::Policy(pp) => {
+                let key = convert::key(&pp.metadata);
+                let ns = pp.metadata.namespace.clone().unwrap_or_default();
+                tracing::debug!(policy = %key, "propagation policy");
+                self.policies.insert(key, Arc::new(*pp));
+                return self.reselect(now, &ns);
             }
             Obj::Queue(q) => {
                 Event::QueueUpsert(Box::new(convert::queue(&q, self.cache.names_mut())?))
@@ -448,7 +501,12 @@ impl State {
                 self.members.remove(&name);
                 Event::ClusterDelete(name)
             }
+            Kind::Policy => {
+                self.policies.remove(key);
+                return self.reselect(0, &namespace);
+            }
             Kind::PodGroup => {
+                self.group_objects.remove(key);
                 self.phases.remove(key);
                 self.groups.remove(key);
                 Event::PodGroupDelete { namespace, name }
@@ -635,5 +693,6 @@ fn kind_of(obj: &Obj) -> Kind {
         Obj::PriorityClass(_) => Kind::PriorityClass,
         Obj::Pdb(_) => Kind::Pdb,
         Obj::Cluster(_) => Kind::Cluster,
+        Obj::Policy(_) => Kind::Policy,
     }
 }

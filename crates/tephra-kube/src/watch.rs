@@ -16,7 +16,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tephra_api::{Cluster as ApiCluster, PodGroup, Queue};
+use tephra_api::{Cluster as ApiCluster, PodGroup, PropagationPolicy, Queue};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -39,6 +39,8 @@ pub enum Kind {
     Pdb,
     /// Member clusters (`Cluster` objects), on the control plane.
     Cluster,
+    /// PropagationPolicies, on the control plane (fleet mode).
+    Policy,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             Kind::PriorityClass => "priorityclasses",
             Kind::Pdb => "poddisruptionbudgets",
             Kind::Cluster => "clusters",
+            Kind::Policy => "propagationpolicies",
         }
     }
 }
@@ -73,6 +76,8 @@ pub enum Obj {
     Pdb(Box<PodDisruptionBudget>),
     /// A member cluster.
     Cluster(Box<ApiCluster>),
+    /// A PropagationPolicy.
+    Policy(Box<PropagationPolicy>),
 }
 
 impl Obj {
@@ -87,6 +92,7 @@ impl Obj {
             Obj::PriorityClass(o) => &o.metadata,
             Obj::Pdb(o) => &o.metadata,
             Obj::Cluster(o) => &o.metadata,
+            Obj::Policy(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -226,8 +232,9 @@ pub fn spawn_control(
     ]
 }
 
-/// The watchers of a fleet's control plane: its `Cluster` objects and, with `declared`, its
-/// Pods (the pods jobs declare there, for the scheduler to place in a member).
+/// The watchers of a fleet's control plane: its `Cluster` objects, its PropagationPolicies
+/// and, with `declared`, its Pods (the pods jobs declare there, for the scheduler to place in a
+/// member).
 pub fn spawn_fleet(
     client: &Client,
     control: &Arc<str>,
@@ -236,11 +243,18 @@ pub fn spawn_fleet(
     declared: bool,
 ) -> Vec<JoinHandle<()>> {
     let go = |kind| (Arc::clone(control), kind, tx.clone(), Arc::clone(metrics));
-    let mut out = vec![spawn(
-        Api::<ApiCluster>::all(client.clone()),
-        go(Kind::Cluster),
-        |o| Obj::Cluster(Box::new(o)),
-    )];
+    let mut out = vec![
+        spawn(
+            Api::<ApiCluster>::all(client.clone()),
+            go(Kind::Cluster),
+            |o| Obj::Cluster(Box::new(o)),
+        ),
+        spawn(
+            Api::<PropagationPolicy>::all(client.clone()),
+            go(Kind::Policy),
+            |o| Obj::Policy(Box::new(o)),
+        ),
+    ];
     if declared {
         out.push(spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
             Obj::Pod(Box::new(o))

@@ -133,3 +133,56 @@ async fn an_unreachable_member_takes_no_pods_until_it_answers_again() {
     all_bound(&west, "default", "waits-", 40).await;
     sched.stop().await;
 }
+
+#[tokio::test]
+async fn a_propagation_policy_keeps_the_jobs_it_selects_in_its_clusters() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let policies: Api<tephra_api::PropagationPolicy> = Api::namespaced(cp.clone(), "default");
+    let pp: tephra_api::PropagationPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "team-a-east", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "labelSelector": {"matchLabels": {"team": "a"}}}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["east"]}}}
+    }))
+    .unwrap();
+    policies.create(&Default::default(), &pp).await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    let pgs: Api<tephra_api::PodGroup> = Api::namespaced(cp.clone(), "default");
+    for g in ["a0", "a1", "a2"] {
+        let pg: tephra_api::PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": g, "namespace": "default", "labels": {"team": "a"}},
+            "spec": {"minMember": 1, "queue": "default"}
+        }))
+        .unwrap();
+        pgs.create(&Default::default(), &pg).await.unwrap();
+        create_pod(
+            &cp,
+            "default",
+            &format!("{g}-worker-0"),
+            Some(g),
+            1,
+            "volcano",
+        )
+        .await;
+    }
+    let east = dev.client("east").await.unwrap();
+    let placed = all_bound(&east, "default", "a", 30).await;
+    assert_eq!(placed.len(), 3, "every team-a pod in east: {placed:?}");
+    for other in ["west", "north"] {
+        let c = dev.client(other).await.unwrap();
+        let pods: Api<Pod> = Api::namespaced(c, "default");
+        assert!(
+            pods.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty(),
+            "pods in {other}"
+        );
+    }
+    sched.stop().await;
+}

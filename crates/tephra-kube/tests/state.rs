@@ -157,3 +157,45 @@ fn a_relist_forgets_what_is_gone_and_keeps_what_is_there() {
     assert!(w.task_id("ns/a").is_some());
     assert!(w.task_id("ns/b").is_none(), "b was not in the relist");
 }
+
+#[test]
+fn a_propagation_policy_gives_the_podgroups_it_selects_their_placement() {
+    let mut s = world();
+    let pp: tephra_api::PropagationPolicy = serde_json::from_value(json!({
+        "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "name": "pg"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["east"]}}}
+    }))
+    .unwrap();
+    let policy = |s: &State| {
+        let w = s.cache().world();
+        let j = w.jobs.get(w.job_id("ns/pg").unwrap()).unwrap();
+        j.group.as_ref().unwrap().policy.cluster_names.clone()
+    };
+    assert!(policy(&s).is_empty());
+    assert!(
+        s.apply(
+            1,
+            update(
+                Kind::Policy,
+                Change::Apply(Obj::Policy(Box::new(pp.clone())))
+            )
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        policy(&s),
+        vec!["east".to_string()],
+        "applied to a PodGroup seen before it"
+    );
+    assert!(
+        s.apply(
+            2,
+            update(Kind::Policy, Change::Delete(Obj::Policy(Box::new(pp))))
+        )
+        .is_empty()
+    );
+    assert!(policy(&s).is_empty(), "gone with the policy");
+}

@@ -40,6 +40,15 @@ async fn fleet() -> tephra_devcluster::Handle {
     DevCluster::start(options).await.unwrap()
 }
 
+/// Asserts that these members run no pod.
+async fn no_pods_in(dev: &tephra_devcluster::Handle, members: &[&str]) {
+    for m in members {
+        let pods: Api<Pod> = Api::namespaced(dev.client(m).await.unwrap(), "default");
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        assert!(list.items.is_empty(), "pods in {m}");
+    }
+}
+
 /// The scheduler on the control plane, with members from its Cluster objects.
 async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
     let options = tephra_kube::Options {
@@ -64,18 +73,7 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
         placed.values().flatten().all(|n| n.starts_with("west-")),
         "{placed:?}"
     );
-    for other in ["east", "north"] {
-        let c = dev.client(other).await.unwrap();
-        let pods: Api<Pod> = Api::namespaced(c, "default");
-        assert!(
-            pods.list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty(),
-            "pods in {other}"
-        );
-    }
+    no_pods_in(&dev, &["east", "north"]).await;
     let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
     let rb = eventually(10, "the ResourceBinding", || async {
         rbs.get("llm").await.ok()
@@ -172,17 +170,6 @@ async fn a_propagation_policy_keeps_the_jobs_it_selects_in_its_clusters() {
     let east = dev.client("east").await.unwrap();
     let placed = all_bound(&east, "default", "a", 30).await;
     assert_eq!(placed.len(), 3, "every team-a pod in east: {placed:?}");
-    for other in ["west", "north"] {
-        let c = dev.client(other).await.unwrap();
-        let pods: Api<Pod> = Api::namespaced(c, "default");
-        assert!(
-            pods.list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty(),
-            "pods in {other}"
-        );
-    }
+    no_pods_in(&dev, &["west", "north"]).await;
     sched.stop().await;
 }

@@ -387,6 +387,7 @@ impl Inner {
             }
             Write::Event {
                 namespace,
+                kind,
                 group,
                 uid,
                 reason,
@@ -394,6 +395,7 @@ impl Inner {
                 warning,
                 ..
             } => {
+                let (api_version, kind) = kind.type_meta();
                 let api: Api<Event> = Api::namespaced(client, namespace);
                 let now = k8s_openapi::jiff::Timestamp::now();
                 let name = format!("{group}.{:x}", now.as_nanosecond());
@@ -404,8 +406,8 @@ impl Inner {
                         ..ObjectMeta::default()
                     },
                     involved_object: ObjectReference {
-                        api_version: Some("scheduling.volcano.sh/v1beta1".into()),
-                        kind: Some("PodGroup".into()),
+                        api_version: Some(api_version.into()),
+                        kind: Some(kind.into()),
                         name: Some(group.clone()),
                         namespace: Some(namespace.clone()),
                         uid: uid.clone(),

@@ -76,6 +76,9 @@ pub struct Options {
     /// How long a gang may stay below its minimum after failed binds before it is evicted
     /// whole and placed again (`--gang-bind-timeout`).
     pub gang_bind_timeout: Duration,
+    /// The scheduler's own Pod (`namespace`, `name`), for Events about the scheduler itself
+    /// (the binary takes it from the downward API's `POD_NAMESPACE` and `POD_NAME`).
+    pub pod: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -95,6 +98,7 @@ impl Default for Options {
             identity: "tephra-scheduler".into(),
             members: MemberSource::Local,
             gang_bind_timeout: Duration::from_secs(30),
+            pod: None,
         }
     }
 }
@@ -513,6 +517,22 @@ impl Loop {
                 tracing::error!(path = %path.display(), error = %e, "scheduler configuration refused; the last good one stays in force");
                 self.metrics.reload_errors.inc();
                 self.metrics.reload_ok.set(0);
+                // An Event on the scheduler's own Pod, when it knows it.
+                if let Some((namespace, pod)) = self.options.pod.clone() {
+                    self.executor.submit(vec![Write::Event {
+                        cluster: CONTROL_PLANE.into(),
+                        namespace,
+                        kind: crate::writes::Involved::Pod,
+                        group: pod,
+                        uid: None,
+                        reason: "ConfigRefused".into(),
+                        message: format!(
+                            "{}: {e}; the last good configuration stays in force",
+                            path.display()
+                        ),
+                        warning: true,
+                    }]);
+                }
             }
         }
     }

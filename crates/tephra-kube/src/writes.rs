@@ -90,13 +90,16 @@ pub enum Write {
     },
     /// Record an Event on a PodGroup.
     Event {
-        /// The cluster holding the PodGroup.
+        /// The cluster holding the object.
         cluster: String,
         /// Namespace.
         namespace: String,
-        /// PodGroup name.
+        /// What the Event is about: a PodGroup, or (for the scheduler's own troubles, such as a
+        /// refused configuration) the scheduler's Pod.
+        kind: Involved,
+        /// The object's name.
         group: String,
-        /// PodGroup uid.
+        /// The object's uid.
         uid: Option<String>,
         /// One-word reason.
         reason: String,
@@ -118,6 +121,25 @@ impl Write {
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
             Write::Event { .. } => "event",
+        }
+    }
+}
+
+/// The kind of object an Event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Involved {
+    /// A PodGroup (`scheduling.volcano.sh/v1beta1`).
+    PodGroup,
+    /// A Pod (`v1`).
+    Pod,
+}
+
+impl Involved {
+    /// `(apiVersion, kind)`.
+    pub fn type_meta(self) -> (&'static str, &'static str) {
+        match self {
+            Involved::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+            Involved::Pod => ("v1", "Pod"),
         }
     }
 }
@@ -233,6 +255,7 @@ pub fn evict_gang(
     if let Some(known) = seen {
         let (namespace, group) = split(job);
         out.push(Write::Event {
+            kind: Involved::PodGroup,
             cluster: known.cluster.to_string(),
             namespace,
             group,
@@ -442,6 +465,7 @@ impl Planner {
             self.reasons.insert(e.job.clone(), said);
             let (namespace, group) = split(&e.job);
             out.push(Write::Event {
+                kind: Involved::PodGroup,
                 cluster: known.cluster.to_string(),
                 namespace,
                 group,

@@ -35,6 +35,7 @@ async fn a_bad_config_on_reload_keeps_the_last_good_one_and_says_so() {
         c.clone(),
         tephra_kube::Options {
             config_path: Some(path.clone()),
+            pod: Some(("default".into(), "tephra-scheduler-0".into())),
             ..scheduler_options()
         },
     )
@@ -52,6 +53,17 @@ async fn a_bad_config_on_reload_keeps_the_last_good_one_and_says_so() {
     })
     .await;
     assert_eq!(m.reload_ok.get(), 0);
+    let events: kube::api::Api<k8s_openapi::api::core::v1::Event> =
+        kube::api::Api::namespaced(c.clone(), "default");
+    let said = eventually(10, "an Event on the scheduler's Pod", || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some("tephra-scheduler-0")
+                && e.reason.as_deref() == Some("ConfigRefused")
+        })
+    })
+    .await;
+    assert!(said.message.unwrap_or_default().contains("no-such-plugin"));
     // The last good configuration still schedules.
     gang(&c, "default", "after-bad", "default", 1, 1, 1).await;
     all_bound(&c, "default", "after-bad-", 20).await;

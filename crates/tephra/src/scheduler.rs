@@ -174,6 +174,9 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             Members::Clusters => tephra_kube::MemberSource::Clusters,
             Members::Both => tephra_kube::MemberSource::Both,
         },
+        pod: std::env::var("POD_NAMESPACE")
+            .ok()
+            .zip(std::env::var("POD_NAME").ok()),
         gang_bind_timeout: Duration::from_secs(
             u64::try_from(gang_bind_timeout.as_secs()).unwrap_or(30),
         ),

@@ -196,10 +196,14 @@ pub fn pod(
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
-    let shape = members::shape(p, names).map_err(|source| ConvertError::Pod {
+    let mut shape = members::shape(p, names).map_err(|source| ConvertError::Pod {
         namespace: namespace.clone(),
         source,
     })?;
+    if !mine {
+        // Another scheduler's pod is not ours to evict, for preemption or reclaim.
+        shape.preemptable = false;
+    }
     let name = p.metadata.name.clone().unwrap_or_default();
     Ok(Some(PodSpec {
         index: index(&name),
@@ -438,6 +442,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(spec.group, None);
+        assert!(!spec.shape.preemptable, "never a victim of ours");
         assert_eq!(spec.status, TaskStatus::Running);
         assert_eq!(spec.placement, Some(("local".into(), "n1".into())));
     }

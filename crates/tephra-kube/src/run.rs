@@ -421,6 +421,8 @@ impl Loop {
         {
             tracing::info!("every watcher has synced; ready");
             self.ready.store(true, Ordering::SeqCst);
+            // The first session need not wait for the next period (a restart binds sooner).
+            self.tick();
         }
     }
 

@@ -272,5 +272,6 @@ fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = watcher::Result<WatchE
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    watcher::watcher(api, watcher::Config::default())
+    // Large pages: a relist of 100,000 pods in 20 requests rather than 200.
+    watcher::watcher(api, watcher::Config::default().page_size(5000))
 }

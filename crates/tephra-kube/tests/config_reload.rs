@@ -66,7 +66,7 @@ async fn a_bad_config_on_reload_keeps_the_last_good_one_and_says_so() {
     assert!(said.message.unwrap_or_default().contains("no-such-plugin"));
     // The last good configuration still schedules.
     gang(&c, "default", "after-bad", "default", 1, 1, 1).await;
-    all_bound(&c, "default", "after-bad-", 20).await;
+    all_bound(&c, "default", "after-bad-", 1, 20).await;
     std::fs::write(&path, GOOD.replace("  - name: numa-aware\n", "")).unwrap();
     eventually(10, "the fixed file taken", || async {
         (m.reload_ok.get() == 1).then_some(())

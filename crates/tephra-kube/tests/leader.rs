@@ -45,7 +45,7 @@ async fn only_the_leader_binds_and_a_standby_takes_over_when_it_dies() {
     })
     .await;
     gang(&c, "default", "one", "default", 4, 4, 2).await;
-    all_bound(&c, "default", "one-", 20).await;
+    all_bound(&c, "default", "one-", 4, 20).await;
     let (leader, standby) = if first == "a" { (a, b) } else { (b, a) };
     assert!(
         !standby.leadership.is_leader(),
@@ -66,7 +66,7 @@ async fn only_the_leader_binds_and_a_standby_takes_over_when_it_dies() {
     leader.kill();
     let killed_at = tokio::time::Instant::now();
     gang(&c, "default", "two", "default", 4, 4, 2).await;
-    all_bound(&c, "default", "two-", 20).await;
+    all_bound(&c, "default", "two-", 4, 20).await;
     let took = killed_at.elapsed();
     assert!(standby.leadership.is_leader());
     assert_eq!(conflicts(&standby.metrics), 0, "a pod was bound twice");

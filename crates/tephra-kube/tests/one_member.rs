@@ -135,7 +135,7 @@ async fn metrics_carry_volcanos_names_and_labels() {
     let addr = sched.metrics_addr.unwrap();
     gang(&c, "default", "fits", "default", 1, 1, 1).await;
     gang(&c, "default", "waits", "default", 1, 1, 8).await;
-    all_bound(&c, "default", "fits-", 20).await;
+    all_bound(&c, "default", "fits-", 1, 20).await;
     eventually(20, "ready", || async {
         (http_get(addr, "/readyz").await.0 == 200).then_some(())
     })

@@ -33,7 +33,7 @@ async fn a_relist_after_410_replaces_state_without_losing_or_double_counting() {
         .unwrap();
     // a: two pods of 3 GPUs (6 of 8).
     gang(&c, "default", "a", "default", 2, 2, 3).await;
-    all_bound(&c, "default", "a-", 20).await;
+    all_bound(&c, "default", "a-", 2, 20).await;
     // The member goes away: every watch drops mid-stream.
     let server = dev.server("local").unwrap().clone();
     server.stop().await;
@@ -61,11 +61,11 @@ async fn a_relist_after_410_replaces_state_without_losing_or_double_counting() {
     }
     tephra_devcluster::cluster::create_objects(api, &objects).unwrap();
     server.resume().await.unwrap();
-    all_bound(&c, "default", "b-", 30).await;
+    all_bound(&c, "default", "b-", 1, 30).await;
     // 3 (a-worker-0) + 2 (b) of 8 GPUs are held: c's three GPUs fit only if the deleted pod
     // was forgotten and b was not counted twice.
     gang(&c, "default", "c", "default", 1, 1, 3).await;
-    all_bound(&c, "default", "c-", 20).await;
+    all_bound(&c, "default", "c-", 1, 20).await;
     let relists = sched
         .metrics
         .api_errors

@@ -217,16 +217,18 @@ pub fn logs() {
         .try_init();
 }
 
-/// Waits until every pod in `ns` named `<prefix>…` is bound, and returns where each went.
+/// Waits until `count` pods in `ns` are named `<prefix>…` and every one is bound, and returns
+/// where each went.
 pub async fn all_bound(
     c: &kube::Client,
     ns: &str,
     prefix: &str,
+    count: usize,
     secs: u64,
 ) -> BTreeMap<String, Option<String>> {
-    eventually(secs, &format!("every {prefix}* pod bound"), || async {
+    eventually(secs, &format!("{count} {prefix}* pods bound"), || async {
         let nodes = nodes_of(c, ns, prefix).await;
-        (!nodes.is_empty() && nodes.values().all(Option::is_some)).then_some(nodes)
+        (nodes.len() == count && nodes.values().all(Option::is_some)).then_some(nodes)
     })
     .await
 }

@@ -558,6 +558,7 @@ impl Loop {
         let mut observe = |step: Step<'_>, begin: bool| {
             let name = match step {
                 Step::Open => "open".to_string(),
+                Step::Plugin(p) => p.to_string(),
                 Step::Action(a) => a.to_string(),
                 Step::Close => "close".to_string(),
             };
@@ -568,17 +569,18 @@ impl Loop {
                 if took > 50.0 {
                     tracing::debug!(phase = %n, took_ms = took, "slow session phase");
                 }
-                metrics.phase.with_label_values(&[&n]).observe(took);
                 match step {
-                    Step::Action(a) => metrics.action.with_label_values(&[a]).observe(took),
-                    Step::Open => metrics
+                    Step::Action(a) => {
+                        metrics.phase.with_label_values(&[&n]).observe(took);
+                        metrics.action.with_label_values(&[a]).observe(took);
+                    }
+                    Step::Plugin(p) => metrics
                         .plugin
-                        .with_label_values(&["session", "OnSessionOpen"])
+                        .with_label_values(&[p, "OnSessionOpen"])
                         .observe(took),
-                    Step::Close => metrics
-                        .plugin
-                        .with_label_values(&["session", "OnSessionClose"])
-                        .observe(took),
+                    Step::Open | Step::Close => {
+                        metrics.phase.with_label_values(&[&n]).observe(took);
+                    }
                 }
             }
         };

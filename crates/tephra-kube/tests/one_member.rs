@@ -232,6 +232,12 @@ async fn metrics_carry_volcanos_names_and_labels() {
         value("tephra_cluster_nodes", ("cluster", "local")),
         Some(1.0)
     );
+    // One latency series per plugin that does work when a session opens.
+    let proportion = value(
+        "volcano_plugin_scheduling_latency_milliseconds_count",
+        ("plugin", "proportion"),
+    );
+    assert!(proportion.is_some_and(|v| v >= 1.0), "{proportion:?}");
     sched.stop().await;
 }
 

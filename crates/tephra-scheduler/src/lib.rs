@@ -357,6 +357,18 @@ impl ConfigHolder {
 
 /// Opens a session on `snapshot` with fresh instances of the configured plugins.
 pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: u64) -> Session {
+    open_session_observed(snapshot, config, now, id, &mut |_, _| {})
+}
+
+/// [`open_session`], calling `observe(plugin, true)` before and `observe(plugin, false)` after
+/// each plugin's `OnSessionOpen`.
+pub fn open_session_observed(
+    snapshot: Snapshot,
+    config: &SchedulerConfig,
+    now: i64,
+    id: u64,
+    observe: &mut dyn FnMut(&'static str, bool),
+) -> Session {
     let tiers = config
         .tiers
         .iter()
@@ -370,7 +382,7 @@ pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: 
                 .collect()
         })
         .collect();
-    let mut ssn = Session::open(snapshot, Hooks::new(tiers), now, id);
+    let mut ssn = Session::open_observed(snapshot, Hooks::new(tiers), now, id, observe);
     ssn.allocate_admits = !config.actions.iter().any(|a| a == "enqueue");
     ssn
 }
@@ -381,6 +393,8 @@ pub fn open_session(snapshot: Snapshot, config: &SchedulerConfig, now: i64, id: 
 pub enum Step<'a> {
     /// Opening the session: plugins' `OnSessionOpen`.
     Open,
+    /// One plugin's `OnSessionOpen`, within [`Step::Open`].
+    Plugin(&'static str),
     /// One configured action.
     Action(&'a str),
     /// Closing the session: plugins' `OnSessionClose` and the decisions.
@@ -407,7 +421,9 @@ pub fn schedule_observed(
     observe: &mut dyn FnMut(Step<'_>, bool),
 ) -> Decisions {
     observe(Step::Open, true);
-    let mut ssn = open_session(snapshot, &config, now, session_id);
+    let mut ssn = open_session_observed(snapshot, &config, now, session_id, &mut |name, begin| {
+        observe(Step::Plugin(name), begin)
+    });
     let mut placer = Placer::new(&ssn);
     observe(Step::Open, false);
     for name in &config.actions {

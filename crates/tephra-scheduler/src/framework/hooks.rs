@@ -138,6 +138,25 @@ impl Hooks {
         }
     }
 
+    /// [`Hooks::notify`], calling `observe(plugin, true)` before and `observe(plugin, false)`
+    /// after each plugin (for a runtime that times them).
+    pub fn notify_observed(
+        &mut self,
+        event: impl Fn(&mut dyn SessionEvents),
+        observe: &mut dyn FnMut(&'static str, bool),
+    ) {
+        let (a, b) = self.ranges[Kind::Events as usize];
+        for k in usize::from(a)..usize::from(b) {
+            let i = usize::from(self.order[k]);
+            let name = self.slots[i].plugin.name();
+            if let Some(e) = self.slots[i].plugin.events() {
+                observe(name, true);
+                event(e);
+                observe(name, false);
+            }
+        }
+    }
+
     /// The answers of the plugins taking part in `kind`, in tier order.
     fn each<'s, T: 's>(
         &'s self,

@@ -60,6 +60,18 @@ impl Session {
     /// Opens a session on `snap` with these plugins: O(nodes) to build the accounting vector,
     /// no copy of pods. Every plugin that follows session events is told it opened.
     pub fn open(snap: Snapshot, hooks: Hooks, now: i64, id: u64) -> Self {
+        Self::open_observed(snap, hooks, now, id, &mut |_, _| {})
+    }
+
+    /// [`Session::open`], calling `observe(plugin, true)` before and `observe(plugin, false)`
+    /// after each plugin's `opened`.
+    pub fn open_observed(
+        snap: Snapshot,
+        hooks: Hooks,
+        now: i64,
+        id: u64,
+        observe: &mut dyn FnMut(&'static str, bool),
+    ) -> Self {
         let state = State::open(&snap);
         let mut ssn = Self {
             snap,
@@ -75,7 +87,12 @@ impl Session {
             reasons: Vec::new(),
             notes: BTreeMap::new(),
         };
-        ssn.notify(|p, v| p.opened(v));
+        let view = View {
+            snap: &ssn.snap,
+            state: &ssn.state,
+            now: ssn.now,
+        };
+        ssn.hooks.notify_observed(|p| p.opened(&view), observe);
         ssn
     }
 

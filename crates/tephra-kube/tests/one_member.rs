@@ -307,3 +307,35 @@ async fn two_queues_of_equal_weight_share_a_full_node_evenly() {
     assert_eq!(per_queue, (4, 4), "each queue deserves half of the 8 GPUs");
     sched.stop().await;
 }
+
+#[tokio::test]
+async fn a_restarted_scheduler_rebuilds_from_lists_and_binds_nothing_twice() {
+    let dev = cluster(vec![node("n0", "16", 8), node("n1", "16", 8)]).await;
+    let c = client(&dev).await;
+    let first = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    gang(&c, "default", "before", "default", 4, 4, 2).await;
+    all_bound(&c, "default", "before-", 4, 20).await;
+    first.stop().await;
+    gang(&c, "default", "after", "default", 4, 4, 2).await;
+    let second = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    all_bound(&c, "default", "after-", 4, 20).await;
+    // Let a few more sessions run over the bound pods.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let m = &second.metrics;
+    let binds = m
+        .write_latency
+        .with_label_values(&["bind"])
+        .get_sample_count();
+    assert_eq!(binds, 4, "only the new gang's pods are bound");
+    assert_eq!(
+        m.api_errors
+            .with_label_values(&["local", "bind", "409"])
+            .get(),
+        0
+    );
+    second.stop().await;
+}

@@ -179,3 +179,33 @@ fn hierarchical_drf_orders_queues_by_weighted_dominant_share() {
         ["default/b-more"]
     );
 }
+
+#[test]
+fn queue_status_carries_what_each_queue_and_its_parent_ask_for_and_deserve() {
+    let mut c = fleet(2);
+    queue(&mut c, "org", "root", |c, q| q.deserved = gpus(c, "16"));
+    queue(&mut c, "team-a", "org", |c, q| q.deserved = gpus(c, "8"));
+    // Three 8-GPU pods asked for, on a fleet of two 8-GPU nodes: two fit, one waits.
+    add_job(&mut c, &job("a", "team-a", 1)).unwrap();
+    add_job(&mut c, &job("b", "team-a", 1).created(1)).unwrap();
+    add_job(&mut c, &job("c", "team-a", 1).created(2)).unwrap();
+    let d = run(&c);
+    let gpu = c.world().names.len() - 1;
+    let figures = |name: &str| {
+        d.queues
+            .iter()
+            .find(|q| q.name == name)
+            .and_then(|q| q.figures)
+            .map(|(f, _)| f)
+            .unwrap()
+    };
+    let team = figures("team-a");
+    assert_eq!(team.request.0[gpu], 24, "three 8-GPU pods pending at open");
+    assert_eq!(team.deserved.0[gpu], 8);
+    let org = figures("org");
+    assert_eq!(
+        org.request.0[gpu], 24,
+        "a parent asks for what its children ask for"
+    );
+    assert_eq!(org.deserved.0[gpu], 16);
+}

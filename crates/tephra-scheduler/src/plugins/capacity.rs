@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{
-    EnqueueVote, Entitlement, Plugin, QueueOrder, QueueShare, SessionEvents, Vote,
+    EnqueueVote, Entitlement, Plugin, QueueFigures, QueueOrder, QueueShare, SessionEvents, Vote,
 };
 use crate::framework::queues::{
     VictimQueue, ancestry, order_in_tree, queue_parents, victims_keep_floors,
 };
 use crate::framework::view::View;
-use crate::model::{GroupPhase, Id};
+use crate::model::{GroupPhase, Id, TaskStatus};
 use crate::placement::gang::job_needs;
 use crate::resources::{MAX_RESOURCES, PODS, Resources};
 
@@ -35,6 +35,9 @@ struct Attr {
     capability: Option<Resources>,
     allocated: Resources,
     inqueue: Resources,
+    /// What the queue's jobs (and its children's) ask for: held plus pending, at session open
+    /// (for status and metrics).
+    request: Resources,
 }
 
 /// The `capacity` plugin.
@@ -218,9 +221,28 @@ impl SessionEvents for Capacity {
                 self.adjust(&name, &amount, 1);
             }
         }
+        for q in self.queues.values_mut() {
+            q.request = q.allocated;
+        }
         let mut inqueue: Vec<(String, Resources)> = Vec::new();
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
+            let mut pending = Resources::ZERO;
+            for &t in &j.tasks {
+                if view.status(t) == TaskStatus::Pending
+                    && let Some(task) = view.task(t)
+                {
+                    pending.add(&task.spec.shape.request);
+                }
+            }
+            if !pending.is_zero() {
+                // A parent asks for what its children ask for, as it holds what they hold.
+                for name in self.chain(j.queue()) {
+                    if let Some(q) = self.queues.get_mut(&name) {
+                        q.request.add(&pending);
+                    }
+                }
+            }
             if view.state.phase(view.snap, job) == Some(GroupPhase::Inqueue)
                 && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
             {
@@ -275,6 +297,15 @@ impl QueueShare for Capacity {
             return true;
         };
         self.fits_capabilities(queue, &t.spec.shape.request)
+    }
+
+    fn figures(&self, _view: &View, queue: &str) -> Option<QueueFigures> {
+        let q = self.queues.get(queue)?;
+        Some(QueueFigures {
+            request: q.request,
+            deserved: q.deserved,
+            share: self.share(queue),
+        })
     }
 
     fn overused(&self, _view: &View, _queue: &str) -> Option<bool> {

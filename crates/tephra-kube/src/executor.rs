@@ -106,7 +106,7 @@ impl Clients {
             Write::Bind { cluster, .. }
             | Write::Evict { cluster, .. }
             | Write::Place { cluster, .. } => self.member(cluster),
-            Write::Binding { .. } => Some(self.control.clone()),
+            Write::Binding { .. } | Write::DeclaredStatus { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }
@@ -225,7 +225,9 @@ impl Inner {
             | Write::Evict { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
-            Write::QueueStatus { .. } | Write::Binding { .. } => "control-plane",
+            Write::QueueStatus { .. } | Write::Binding { .. } | Write::DeclaredStatus { .. } => {
+                "control-plane"
+            }
         };
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
@@ -316,6 +318,23 @@ impl Inner {
                     }
                     Err(e) => Err(e),
                     Ok(_) => Ok(()),
+                }
+            }
+            Write::DeclaredStatus {
+                namespace,
+                name,
+                status,
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                let patch = json!({"status": status});
+                match pods
+                    .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // The declared pod is gone: nothing to report on.
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
                 }
             }
             Write::Binding {

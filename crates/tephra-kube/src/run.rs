@@ -602,6 +602,7 @@ impl Loop {
                 .recount(&d, state.recounted(), &|job| state.group(job).cloned()),
         );
         writes.extend(state.bindings(&d));
+        writes.extend(self.state.take_status_writes());
         let deadline = i64::try_from(self.options.gang_bind_timeout.as_secs()).unwrap_or(i64::MAX);
         for (job, held) in self.state.expired_gangs(now, deadline) {
             tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");

@@ -75,6 +75,10 @@ pub struct State {
     policies: std::collections::BTreeMap<String, Arc<tephra_api::PropagationPolicy>>,
     /// PodGroups as last observed, to apply a changed policy to them.
     group_objects: HashMap<String, Arc<tephra_api::PodGroup>>,
+    /// What was last reported on each declared pod: phase and `cluster/node`.
+    aggregated: HashMap<String, (String, String)>,
+    /// Declared pods' status writes not handed out yet.
+    status_writes: Vec<crate::writes::Write>,
 }
 
 impl State {
@@ -100,6 +104,8 @@ impl State {
             listing: HashMap::new(),
             policies: std::collections::BTreeMap::new(),
             group_objects: HashMap::new(),
+            aggregated: HashMap::new(),
+            status_writes: Vec::new(),
         }
     }
 
@@ -193,6 +199,47 @@ impl State {
             }
         }
         first
+    }
+
+    /// A member's copy of a declared pod changed: its phase, cluster and node are reported on
+    /// the declared pod's status (once per change), so that the control plane shows where and
+    /// how it runs.
+    fn aggregate(&mut self, key: &str, cluster: &str, p: &k8s_openapi::api::core::v1::Pod) {
+        if !self.declared.contains_key(key) {
+            return;
+        }
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into());
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let seen = (phase.clone(), format!("{cluster}/{node}"));
+        if self.aggregated.get(key) == Some(&seen) {
+            return;
+        }
+        self.aggregated.insert(key.to_string(), seen);
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        let message = format!("running in member cluster {cluster} on node {node}");
+        self.status_writes
+            .push(crate::writes::Write::DeclaredStatus {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                status: serde_json::json!({
+                    "phase": phase,
+                    "conditions": [{"type": "PodScheduled", "status": "True",
+                                    "reason": "PlacedInMember", "message": message}],
+                }),
+            });
+    }
+
+    /// The status writes for declared pods that [`State::apply`] found due.
+    pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
+        std::mem::take(&mut self.status_writes)
     }
 
     /// Records whether `cluster`'s watchers reach it; an unreachable member's nodes take no
@@ -390,6 +437,7 @@ impl State {
                 let key = convert::key(&p.metadata);
                 if self.control.is_some() {
                     self.mirrored.insert(key.clone());
+                    self.aggregate(&key, cluster, &p);
                 }
                 let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
                 else {
@@ -478,6 +526,7 @@ impl State {
             },
             Kind::Pod if self.control.as_deref() == Some(cluster) => {
                 self.declared.remove(key);
+                self.aggregated.remove(key);
                 if self.mirrored.contains(key) {
                     return Ok(());
                 }
@@ -487,6 +536,18 @@ impl State {
             Kind::Pod => {
                 self.assumed.remove(key);
                 self.mirrored.remove(key);
+                if self.declared.contains_key(key) && self.aggregated.remove(key).is_some() {
+                    self.status_writes.push(crate::writes::Write::DeclaredStatus {
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        status: serde_json::json!({
+                            "phase": "Pending",
+                            "conditions": [{"type": "PodScheduled", "status": "False",
+                                "reason": "MemberCopyGone",
+                                "message": format!("its copy in member cluster {cluster} is gone; it waits to be placed again")}],
+                        }),
+                    });
+                }
                 self.cache.apply(Event::PodDelete { namespace, name })?;
                 // Still declared: the job wants it, so it is placed again.
                 return match self.declared.get(key).cloned() {

@@ -50,6 +50,16 @@ pub enum Write {
         /// runs: see [`member_pod`]).
         pod: Arc<Pod>,
     },
+    /// Report on a pod declared on the control plane how its member copy runs (`status`
+    /// fields to merge: phase and a `PodScheduled` condition naming the cluster and node).
+    DeclaredStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The status fields.
+        status: serde_json::Value,
+    },
     /// Create or update a job's ResourceBinding (server-side apply).
     Binding {
         /// Namespace.
@@ -117,6 +127,7 @@ impl Write {
             Write::Bind { .. } => "bind",
             Write::Place { .. } => "place",
             Write::Binding { .. } => "resourcebinding",
+            Write::DeclaredStatus { .. } => "declared_status",
             Write::Evict { .. } => "evict",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",

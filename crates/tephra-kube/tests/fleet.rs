@@ -87,6 +87,16 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
         .collect();
     assert_eq!(clusters, vec![("west".to_string(), 4)]);
     assert_eq!(rb.spec.resource.kind, "PodGroup");
+    // The pods declared on the control plane say where and how they run.
+    let declared: Api<Pod> = Api::namespaced(cp.clone(), "default");
+    eventually(20, "the declared pod Running, placed in west", || async {
+        let s = declared.get("llm-worker-0").await.ok()?.status?;
+        let placed = s.conditions.iter().flatten().any(|c| {
+            c.type_ == "PodScheduled" && c.message.as_deref().is_some_and(|m| m.contains("west"))
+        });
+        (s.phase.as_deref() == Some("Running") && placed).then_some(())
+    })
+    .await;
     // The pods run in west: the PodGroup on the control plane reaches Running.
     eventually(20, "the PodGroup Running", || async {
         let pg = podgroup(&cp, "default", "llm").await;

@@ -199,3 +199,57 @@ fn a_propagation_policy_gives_the_podgroups_it_selects_their_placement() {
     );
     assert!(policy(&s).is_empty(), "gone with the policy");
 }
+
+#[test]
+fn a_declared_pod_reports_how_its_member_copy_runs_and_waits_again_when_it_is_gone() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.declare_from(Arc::from("control-plane"));
+    s.add_local("east").unwrap();
+    let at = |cluster: &str, kind, change| Update {
+        cluster: Arc::from(cluster),
+        kind,
+        change,
+    };
+    let mut running = pod("a", Some("n0"));
+    if let Obj::Pod(p) = &mut running {
+        p.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    }
+    assert!(
+        s.apply(
+            0,
+            at("control-plane", Kind::Pod, Change::Apply(pod("a", None)))
+        )
+        .is_empty()
+    );
+    assert!(s.declared("ns/a").is_some());
+    assert!(
+        s.apply(1, at("east", Kind::Node, Change::Apply(node("n0", false))))
+            .is_empty()
+    );
+    assert!(
+        s.apply(1, at("east", Kind::Pod, Change::Apply(running)))
+            .is_empty()
+    );
+    assert!(s.declared("ns/a").is_none(), "east has it now");
+    assert_eq!(status(&s, "ns/a"), TaskStatus::Running);
+    let said = format!("{:?}", s.take_status_writes());
+    assert!(
+        said.contains("Running") && said.contains("member cluster east on node n0"),
+        "{said}"
+    );
+    assert!(s.take_status_writes().is_empty(), "once per change");
+    assert!(
+        s.apply(
+            2,
+            at("east", Kind::Pod, Change::Delete(pod("a", Some("n0"))))
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        status(&s, "ns/a"),
+        TaskStatus::Pending,
+        "declared again, to be placed anew"
+    );
+    let said = format!("{:?}", s.take_status_writes());
+    assert!(said.contains("MemberCopyGone"), "{said}");
+}

@@ -1,0 +1,207 @@
+//! What follows a session in the state: its decisions taken into the cache at once (binds
+//! assumed, evictions releasing, new phases), counts to report, bind failures and the deadline
+//! of gangs they leave short, and the ResourceBindings of placed jobs.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tephra_scheduler::cache::Event;
+use tephra_scheduler::model::TaskStatus;
+use tephra_scheduler::{Decisions, SchedulerConfig, Step};
+
+use super::State;
+
+impl State {
+    /// A ResourceBinding write for every job that got binds in `d`: every placed task of the
+    /// job, with its cluster and node.
+    pub fn bindings(&self, d: &Decisions) -> Vec<crate::writes::Write> {
+        let world = self.cache.world();
+        let jobs: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+        let mut out = Vec::new();
+        for job in jobs {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                continue;
+            };
+            if j.implicit {
+                continue;
+            }
+            let placed: Vec<(String, String, String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter_map(|t| {
+                    let (c, n) = t.spec.placement.clone()?;
+                    Some((t.key.clone(), t.spec.shape.role.clone(), c, n))
+                })
+                .collect();
+            let uid = self.groups.get(job).and_then(|g| g.uid.clone());
+            out.push(crate::writes::resource_binding(job, uid, &placed));
+        }
+        out
+    }
+
+    /// Runs one session at `now` and takes its decisions into the cache at once, as the
+    /// writes will make them true: bound pods hold their nodes (assumed until the watchers
+    /// show them bound), evicted pods are releasing, PodGroups are in their new phase.
+    pub fn session(
+        &mut self,
+        config: Arc<SchedulerConfig>,
+        now: i64,
+        id: u64,
+        observe: &mut dyn FnMut(Step<'_>, bool),
+    ) -> Decisions {
+        let d =
+            tephra_scheduler::schedule_observed(self.cache.snapshot(), config, now, id, observe);
+        self.recount();
+        self.cache.clear_changed();
+        for b in &d.binds {
+            self.set_task(
+                &b.task,
+                TaskStatus::Binding,
+                Some((b.cluster.clone(), b.node.clone())),
+            );
+            self.assumed
+                .insert(b.task.clone(), (b.cluster.clone(), b.node.clone()));
+        }
+        for e in &d.evictions {
+            if let Some(t) = self.task(&e.task)
+                && matches!(t.status, TaskStatus::Bound | TaskStatus::Running)
+            {
+                let at = t.placement.clone();
+                self.set_task(&e.task, TaskStatus::Releasing, at);
+            }
+        }
+        for g in &d.groups {
+            let Some(id) = self.cache.world().job_id(&g.job) else {
+                continue;
+            };
+            let Some(mut spec) = self
+                .cache
+                .world()
+                .jobs
+                .get(id)
+                .and_then(|j| j.group.clone())
+            else {
+                continue;
+            };
+            if spec.phase != g.phase {
+                spec.phase = g.phase;
+                spec.phase_since = now;
+                self.phases.insert(g.job.clone(), (g.phase, now));
+                // A refusal here leaves the phase as observed; the next session decides again.
+                let _ = self.cache.apply(Event::PodGroupUpsert(spec));
+            }
+        }
+        d
+    }
+
+    /// Jobs whose pods changed since the last session, with their running, succeeded and
+    /// failed counts where they differ from what their PodGroup's status says.
+    fn recount(&mut self) {
+        let world = self.cache.world();
+        let mut fresh = Vec::new();
+        for &id in &world.changed_jobs {
+            let Some(job) = world.jobs.get(id) else {
+                continue;
+            };
+            let Some(seen) = self.groups.get(&job.key) else {
+                continue;
+            };
+            let mut counts = [0i32; 3];
+            for t in job.tasks.iter().filter_map(|&t| world.tasks.get(t)) {
+                match t.spec.status {
+                    TaskStatus::Running => counts[0] += 1,
+                    TaskStatus::Succeeded => counts[1] += 1,
+                    TaskStatus::Failed => counts[2] += 1,
+                    _ => {}
+                }
+            }
+            let s = &seen.status;
+            if counts != [s.running, s.succeeded, s.failed] {
+                fresh.push((job.key.clone(), counts));
+            }
+        }
+        self.recounted = fresh;
+    }
+
+    /// The counts [`State::session`] found changed, for the planner.
+    pub fn recounted(&self) -> &[(String, [i32; 3])] {
+        &self.recounted
+    }
+
+    fn task(&self, key: &str) -> Option<tephra_scheduler::model::PodSpec> {
+        let id = self.cache.world().task_id(key)?;
+        self.cache.world().tasks.get(id).map(|t| t.spec.clone())
+    }
+
+    fn set_task(&mut self, key: &str, status: TaskStatus, placement: Option<(String, String)>) {
+        if let Some(mut spec) = self.task(key) {
+            spec.status = status;
+            spec.placement = placement;
+            // The pod is known to the cache, so the upsert cannot name an unknown cluster.
+            let _ = self.cache.apply(Event::PodUpsert(spec));
+        }
+    }
+
+    /// A bind failed at `now`: the pod is pending again, for the next session to place, and
+    /// its gang is watched until it is whole again or its deadline passes.
+    pub fn bind_failed(&mut self, pod: &str, now: i64) {
+        if self.assumed.remove(pod).is_some()
+            && let Some(t) = self.task(pod)
+            && t.status == TaskStatus::Binding
+        {
+            self.set_task(pod, TaskStatus::Pending, None);
+            if let Some(group) = &t.group {
+                self.partial
+                    .entry(format!("{}/{group}", t.namespace))
+                    .or_insert(now);
+            }
+        }
+    }
+
+    /// Gangs left partly bound by failed binds for longer than `deadline` seconds: each job
+    /// with the pods that hold a node, to evict whole so that the gang is placed again. A gang
+    /// that reached its minimum again, or is gone, is forgotten.
+    pub fn expired_gangs(
+        &mut self,
+        now: i64,
+        deadline: i64,
+    ) -> Vec<(String, Vec<(String, String)>)> {
+        let world = self.cache.world();
+        let mut expired = Vec::new();
+        self.partial.retain(|job, since| {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                return false;
+            };
+            if j.tally.ready >= i32::try_from(j.min_member()).unwrap_or(i32::MAX) {
+                return false;
+            }
+            if now - *since < deadline {
+                return true;
+            }
+            let held: Vec<(String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter(|t| {
+                    matches!(
+                        t.spec.status,
+                        TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
+                    )
+                })
+                .filter_map(|t| Some((t.key.clone(), t.spec.placement.clone()?.0)))
+                .collect();
+            expired.push((job.clone(), held));
+            false
+        });
+        for (_, held) in &expired {
+            for (task, _) in held {
+                if let Some(t) = self.task(task) {
+                    let at = t.placement.clone();
+                    self.set_task(task, TaskStatus::Releasing, at);
+                }
+            }
+        }
+        expired
+    }
+}

@@ -3,7 +3,7 @@
 //! it issued whose pods still look pending (assumed, as kube-scheduler assumes a pod), and when
 //! each PodGroup entered its phase; in fleet mode, the pods declared on the control plane, the
 //! members and their reachability, and the PropagationPolicies. No IO: the run loop feeds it
-//! updates and write results. What follows a session is in [`decided`].
+//! updates and write results. What follows a session is in `decided.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;

@@ -307,36 +307,29 @@ impl State {
             Change::ListStart => {
                 self.listing.insert((cluster, kind), HashSet::new());
             }
-            Change::Listed(obj) => {
-                let key = (Arc::clone(&cluster), kind);
-                self.listing
-                    .entry(key.clone())
-                    .or_default()
-                    .insert(obj.key());
-                self.known.entry(key).or_default().insert(obj.key());
-                if let Err(e) = self.upsert(now, &cluster, obj) {
-                    errors.push(e);
-                }
-            }
+            Change::Listed(obj) => errors.extend(self.listed(now, &cluster, kind, obj)),
             Change::ListDone => errors.extend(self.list_done(cluster, kind)),
             Change::Relisted(objs) => {
                 self.listing
                     .insert((Arc::clone(&cluster), kind), HashSet::new());
                 for obj in objs {
-                    let key = (Arc::clone(&cluster), kind);
-                    self.listing
-                        .entry(key.clone())
-                        .or_default()
-                        .insert(obj.key());
-                    self.known.entry(key).or_default().insert(obj.key());
-                    if let Err(e) = self.upsert(now, &cluster, obj) {
-                        errors.push(e);
-                    }
+                    errors.extend(self.listed(now, &cluster, kind, obj));
                 }
                 errors.extend(self.list_done(cluster, kind));
             }
         }
         errors
+    }
+
+    /// One object of a (re)list in progress: remembered as listed and known, and taken in.
+    fn listed(&mut self, now: i64, cluster: &Arc<str>, kind: Kind, obj: Obj) -> Option<StateError> {
+        let key = (Arc::clone(cluster), kind);
+        self.listing
+            .entry(key.clone())
+            .or_default()
+            .insert(obj.key());
+        self.known.entry(key).or_default().insert(obj.key());
+        self.upsert(now, cluster, obj).err()
     }
 
     /// A (re)list is complete: what the cache knew of `kind` in `cluster` that the list did

@@ -513,6 +513,8 @@ impl Loop {
                 tracing::info!(path = %path.display(), actions = ?c.actions, "scheduler configuration reloaded");
                 announce(&c, &self.metrics);
                 self.config = Arc::new(c);
+                // What can never be placed may differ under the new plugins.
+                self.state.config_changed();
                 self.metrics.reload_ok.set(1);
             }
             Err(e) => {

@@ -131,6 +131,19 @@ pub struct Decisions {
     pub queues: Vec<QueueStatus>,
     /// Explanations for waiting jobs.
     pub events: Vec<JobEvent>,
+    /// Jobs found to be never placeable, for [`Cache::park`](crate::Cache::park).
+    pub park: Park,
+}
+
+/// Jobs a session found can never be placed, and the snapshot that verdict rests on.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Park {
+    /// Jobs (`namespace/podgroup`).
+    pub jobs: Vec<String>,
+    /// The cache generation of the session's snapshot.
+    pub generation: u64,
+    /// The fleet generation of the session's snapshot.
+    pub fleet_generation: u64,
 }
 
 impl Decisions {

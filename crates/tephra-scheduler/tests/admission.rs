@@ -6,15 +6,8 @@ use std::sync::Arc;
 
 use tephra_scheduler::config::DEFAULT_CONFIG;
 use tephra_scheduler::model::{Cluster, GroupPhase, PodGroupSpec};
-use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, add_nodes};
+use tephra_scheduler::testing::{GPU8, GangJob, Role, add_cluster, add_job, add_nodes};
 use tephra_scheduler::{Cache, Decisions, SchedulerConfig, schedule};
-
-const GPU8: &[(&str, &str)] = &[
-    ("cpu", "96"),
-    ("memory", "1Ti"),
-    ("pods", "110"),
-    ("nvidia.com/gpu", "8"),
-];
 
 fn gpu_job(name: &str, replicas: u32, gpus: &str) -> GangJob {
     GangJob::new(

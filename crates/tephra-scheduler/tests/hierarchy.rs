@@ -7,16 +7,9 @@ use std::sync::Arc;
 use tephra_scheduler::config::DEFAULT_CONFIG;
 use tephra_scheduler::model::{Cluster, QueueSpec};
 use tephra_scheduler::testing::{
-    GangJob, Role, add_cluster, add_job, add_nodes, apply_binds, resources,
+    GPU8, GangJob, Role, add_cluster, add_job, add_nodes, apply_binds, resources,
 };
 use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
-
-const GPU8: &[(&str, &str)] = &[
-    ("cpu", "96"),
-    ("memory", "1Ti"),
-    ("pods", "110"),
-    ("nvidia.com/gpu", "8"),
-];
 
 fn config() -> Arc<SchedulerConfig> {
     let text = DEFAULT_CONFIG

@@ -312,9 +312,19 @@ fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
             }
         }
     }
-    // 5. Every job still waiting has an explanation.
+    // 5. Every job still waiting has an explanation: from this session, or, for a job an
+    // earlier session parked as never placeable, from that session (checked here when parked).
     let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
-    for (_, j) in w.jobs.iter() {
+    for job in &d.park.jobs {
+        prop_assert!(
+            d.event_for(job).is_some(),
+            "job {job} parked without an explanation"
+        );
+    }
+    for (id, j) in w.jobs.iter() {
+        if w.parked.contains(&id) {
+            continue;
+        }
         let waiting = j
             .tasks
             .iter()

@@ -5,13 +5,6 @@ use tephra_scheduler::model::*;
 use tephra_scheduler::testing::*;
 use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
 
-const GPU8: &[(&str, &str)] = &[
-    ("cpu", "96"),
-    ("memory", "1Ti"),
-    ("pods", "110"),
-    ("nvidia.com/gpu", "8"),
-];
-
 fn run(c: &Cache) -> Decisions {
     schedule(
         c.snapshot(),

@@ -117,6 +117,8 @@ impl Sim<'_> {
                 self.explain(&g.job, || line);
             }
         }
+        // Jobs that can never be placed cost nothing until they or the fleet change.
+        self.cache.park(&d.park);
         Ok(())
     }
 

@@ -92,6 +92,8 @@ impl State {
                 let _ = self.cache.apply(Event::PodGroupUpsert(spec));
             }
         }
+        // Jobs that can never be placed cost nothing until they or the fleet change.
+        self.cache.park(&d.park);
         d
     }
 
@@ -141,6 +143,11 @@ impl State {
             // The pod is known to the cache, so the upsert cannot name an unknown cluster.
             let _ = self.cache.apply(Event::PodUpsert(spec));
         }
+    }
+
+    /// The scheduler configuration changed: jobs set aside as never placeable are tried again.
+    pub fn config_changed(&mut self) {
+        self.cache.unpark_all();
     }
 
     /// A bind failed at `now`: the pod is pending again, for the next session to place, and

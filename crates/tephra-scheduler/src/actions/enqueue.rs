@@ -102,6 +102,7 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
             let note = ssn.note(job);
             note.reason = Some(reasons::NOT_ENQUEUEABLE);
             note.message = Some(why);
+            note.never_fits = true;
             continue;
         }
         if ssn.hooks().job_enqueueable(job) {

@@ -8,7 +8,9 @@
 //! objects the event touches. Derived state (node usage, queue usage, the set of jobs with work
 //! to place) is maintained incrementally, so opening a session never walks every pod.
 
+pub mod counts;
 pub mod event;
+mod parking;
 pub mod slab;
 pub mod world;
 
@@ -58,6 +60,22 @@ impl Cache {
     pub fn clear_changed(&mut self) {
         if !self.world.changed_jobs.is_empty() {
             Arc::make_mut(&mut self.world).changed_jobs.clear();
+        }
+    }
+
+    /// Sets aside the jobs a session found can never be placed (see `parking.rs`), unless
+    /// they or the fleet changed since its snapshot.
+    pub fn park(&mut self, park: &crate::decisions::Park) {
+        if !park.jobs.is_empty() {
+            Arc::make_mut(&mut self.world).park(park);
+        }
+    }
+
+    /// Brings every parked job back: call it when the scheduler configuration changes, as
+    /// that may change what can be placed.
+    pub fn unpark_all(&mut self) {
+        if !self.world.parked.is_empty() {
+            Arc::make_mut(&mut self.world).unpark_all();
         }
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
 use crate::model::{
-    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PodGroupSpec, PodSpec,
-    QueueSpec, Task, TaskStatus, TaskTally,
+    Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
+    PodSpec, QueueSpec, Task, TaskStatus, TaskTally,
 };
 use crate::resources::{ResourceNames, Resources};
 
@@ -52,6 +52,14 @@ pub struct World {
     pub repelling: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
+    /// Bumped when what the fleet could ever hold may have grown: a node added or its
+    /// allocatable, labels or taints changed, a cluster added, changed or removed.
+    pub fleet_generation: u64,
+    /// PodGroups by queue and phase.
+    pub queue_phases: BTreeMap<String, PhaseCounts>,
+    /// Jobs a session found can never be placed, set aside until they or the fleet change
+    /// (`parking.rs`); they are not in `active_jobs`.
+    pub parked: BTreeSet<Id>,
 }
 
 impl Default for World {
@@ -83,6 +91,9 @@ impl Default for World {
             repelling: BTreeSet::new(),
             pdbs: BTreeMap::new(),
             generation: 0,
+            fleet_generation: 0,
+            parked: BTreeSet::new(),
+            queue_phases: BTreeMap::new(),
         }
     }
 }
@@ -184,11 +195,16 @@ impl World {
     }
 
     fn refresh_active(&mut self, job_id: Id) {
-        let Some(job) = self.jobs.get(job_id) else {
+        self.parked.remove(&job_id);
+        self.recount_phase(job_id);
+        let changed_at = self.generation + 1;
+        let Some(job) = self.jobs.get_mut(job_id) else {
             self.active_jobs.remove(&job_id);
             self.changed_jobs.remove(&job_id);
             return;
         };
+        job.changed_at = changed_at;
+        let job = &*job;
         self.changed_jobs.insert(job_id);
         let phase_active = job
             .group
@@ -220,6 +236,8 @@ impl World {
             tasks: Vec::new(),
             implicit,
             tally: TaskTally::default(),
+            changed_at: 0,
+            counted_as: None,
         });
         self.job_index.insert(key, id);
         id
@@ -232,6 +250,10 @@ impl World {
             .as_ref()
             .and_then(|(c, n)| self.node_id(c, n));
         if let Some(&id) = self.task_index.get(&key) {
+            if self.tasks.get(id).is_some_and(|t| t.spec == spec) {
+                // Nothing changed (a resync, or a status write echoed back).
+                return;
+            }
             self.account(id, -1);
             self.tally(id, -1);
             self.unorphan(id);
@@ -365,6 +387,7 @@ impl World {
         }
         if empty && let Some(j) = self.jobs.remove(job) {
             self.job_index.remove(&j.key);
+            self.uncount(j.counted_as.clone());
         }
         self.refresh_active(job);
     }
@@ -394,12 +417,20 @@ impl World {
         let has_gpu = (3..self.names.len())
             .any(|i| self.names.name(i).ends_with("/gpu") && spec.allocatable.get(i) > 0);
         if let Some(&id) = self.node_index.get(&key) {
+            let mut grew = false;
             if let Some(n) = self.nodes.get_mut(id) {
+                grew = n.spec.allocatable != spec.allocatable
+                    || n.spec.labels != spec.labels
+                    || n.spec.taints != spec.taints;
                 n.spec = spec;
                 n.has_gpu = has_gpu;
             }
+            if grew {
+                self.fleet_changed();
+            }
             return Ok(());
         }
+        self.fleet_changed();
         let id = self.nodes.insert(Node {
             spec,
             cluster,
@@ -457,11 +488,20 @@ impl World {
                     tasks: Vec::new(),
                     implicit: false,
                     tally: TaskTally::default(),
+                    changed_at: 0,
+                    counted_as: None,
                 });
                 self.job_index.insert(key, id);
                 id
             }
         };
+        if self
+            .jobs
+            .get(id)
+            .is_some_and(|j| j.group.as_ref() == Some(&spec))
+        {
+            return;
+        }
         // The queue may change: move the job's usage.
         let tasks: Vec<Id> = self
             .jobs
@@ -502,7 +542,9 @@ impl World {
             self.account(*t, 1);
         }
         if orphaned {
-            self.jobs.remove(id);
+            if let Some(j) = self.jobs.remove(id) {
+                self.uncount(j.counted_as.clone());
+            }
             self.job_index.remove(key);
         }
         self.refresh_active(id);
@@ -512,11 +554,15 @@ impl World {
         match event {
             Event::ClusterUpsert(c) => match self.cluster_index.get(&c.name) {
                 Some(&id) => {
-                    if let Some(old) = self.clusters.get_mut(id) {
+                    if let Some(old) = self.clusters.get_mut(id)
+                        && *old != c
+                    {
                         *old = c;
+                        self.fleet_changed();
                     }
                 }
                 None => {
+                    self.fleet_changed();
                     let name = c.name.clone();
                     let id = self.clusters.insert(c);
                     self.cluster_index.insert(name, id);
@@ -537,6 +583,7 @@ impl World {
                     }
                     self.clusters.remove(id);
                     self.cluster_index.remove(&name);
+                    self.fleet_changed();
                 }
             }
             Event::NodeUpsert(spec) => self.upsert_node(spec)?,

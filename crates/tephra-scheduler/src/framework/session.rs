@@ -30,6 +30,8 @@ pub struct JobNote {
     pub placed_in: Option<String>,
     /// It was placed and will bind.
     pub scheduled: bool,
+    /// It can never be placed on the fleet as it is: it may be parked.
+    pub never_fits: bool,
 }
 
 /// A scheduling session.

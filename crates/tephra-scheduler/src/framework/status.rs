@@ -1,7 +1,7 @@
 //! Closing a session: the decisions, with each touched PodGroup's new phase and conditions (and
 //! an event for each waiting job), and every queue's status.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use tephra_api::reasons::{self, conditions};
 
@@ -16,6 +16,7 @@ impl Session {
         let mut groups = Vec::new();
         let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
         let mut events = Vec::new();
+        let mut park = Vec::new();
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
         touched.extend(self.snap.changed_jobs.iter().copied());
@@ -126,6 +127,9 @@ impl Session {
                     });
                 }
             }
+            if note.is_some_and(|n| n.never_fits) && phase == GroupPhase::Pending {
+                park.push(job.key.clone());
+            }
             new_phase.insert(job_id, phase);
             if phase != group.phase || !conditions.is_empty() {
                 groups.push(GroupStatus {
@@ -139,25 +143,27 @@ impl Session {
             }
         }
         let mut queues = Vec::new();
-        let mut counts: BTreeMap<&str, [u32; 5]> = BTreeMap::new();
-        for (id, job) in self.snap.jobs.iter() {
-            let Some(g) = &job.group else { continue };
-            let phase = new_phase
-                .get(&id)
-                .or_else(|| self.state.phases.get(&id))
-                .copied()
-                .unwrap_or(g.phase);
-            let idx = match phase {
-                GroupPhase::Pending => 0,
-                GroupPhase::Inqueue => 1,
-                GroupPhase::Running => 2,
-                GroupPhase::Unknown => 3,
-                GroupPhase::Completed => 4,
+        // The cache keeps every queue's counts; only the jobs whose phase this session
+        // changed move.
+        let mut counts = self.snap.queue_phases.clone();
+        let changed = new_phase.iter().chain(
+            self.state
+                .phases
+                .iter()
+                .filter(|(id, _)| !new_phase.contains_key(id)),
+        );
+        for (id, &phase) in changed {
+            let Some(g) = self.snap.jobs.get(*id).and_then(|j| j.group.as_ref()) else {
+                continue;
             };
-            counts.entry(g.queue.as_str()).or_default()[idx] += 1;
+            if phase != g.phase {
+                let c = counts.entry(g.queue.clone()).or_default();
+                c.count(g.phase, -1);
+                c.count(phase, 1);
+            }
         }
         for (name, q) in &self.snap.queues {
-            let c = counts.get(name.as_str()).copied().unwrap_or_default();
+            let c = counts.get(name).copied().unwrap_or_default();
             let allocated = self
                 .state
                 .queue_allocated
@@ -169,11 +175,11 @@ impl Session {
                 state: q.state,
                 allocated: self.snap.names.to_list(&allocated),
                 allocated_vec: allocated,
-                pending: c[0],
-                inqueue: c[1],
-                running: c[2],
-                unknown: c[3],
-                completed: c[4],
+                pending: c.get(GroupPhase::Pending),
+                inqueue: c.get(GroupPhase::Inqueue),
+                running: c.get(GroupPhase::Running),
+                unknown: c.get(GroupPhase::Unknown),
+                completed: c.get(GroupPhase::Completed),
                 figures: self.hooks().queue_figures(name),
             });
         }
@@ -185,6 +191,11 @@ impl Session {
             groups,
             queues,
             events,
+            park: crate::decisions::Park {
+                jobs: park,
+                generation: self.snap.generation,
+                fleet_generation: self.snap.fleet_generation,
+            },
         }
     }
 }

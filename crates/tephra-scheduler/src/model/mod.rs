@@ -359,6 +359,38 @@ pub enum GroupPhase {
     Completed,
 }
 
+/// How many PodGroups are in each phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhaseCounts([u32; 5]);
+
+impl PhaseCounts {
+    fn slot(phase: GroupPhase) -> usize {
+        match phase {
+            GroupPhase::Pending => 0,
+            GroupPhase::Inqueue => 1,
+            GroupPhase::Running => 2,
+            GroupPhase::Unknown => 3,
+            GroupPhase::Completed => 4,
+        }
+    }
+
+    /// PodGroups in `phase`.
+    pub fn get(&self, phase: GroupPhase) -> u32 {
+        self.0[Self::slot(phase)]
+    }
+
+    /// Counts one PodGroup in (`sign` 1) or out of (-1) `phase`.
+    pub fn count(&mut self, phase: GroupPhase, sign: i32) {
+        let n = &mut self.0[Self::slot(phase)];
+        *n = n.saturating_add_signed(sign);
+    }
+
+    /// Whether no PodGroup is counted.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|n| *n == 0)
+    }
+}
+
 impl GroupPhase {
     /// Volcano's spelling.
     pub fn as_str(self) -> &'static str {
@@ -415,6 +447,11 @@ pub struct Job {
     pub implicit: bool,
     /// Its tasks by reported status.
     pub tally: TaskTally,
+    /// The cache generation its PodGroup or pods last changed at: a session's verdict on the
+    /// job holds only if it saw this change.
+    pub changed_at: u64,
+    /// The queue and phase the cache counts its PodGroup under (`cache/counts.rs`).
+    pub(crate) counted_as: Option<(String, GroupPhase)>,
 }
 
 impl Job {

@@ -28,6 +28,14 @@ pub fn resources(cache: &mut Cache, list: &[(&str, &str)]) -> Result<Resources, 
     cache.names_mut().parse(list.iter().copied())
 }
 
+/// The capacity of the 8-GPU node most tests use: 96 cpu, 1Ti memory, 110 pods, 8 GPUs.
+pub const GPU8: &[(&str, &str)] = &[
+    ("cpu", "96"),
+    ("memory", "1Ti"),
+    ("pods", "110"),
+    ("nvidia.com/gpu", "8"),
+];
+
 /// Adds a ready cluster.
 pub fn add_cluster(cache: &mut Cache, cluster: Cluster) -> Result<(), BuildError> {
     cache.apply(Event::ClusterUpsert(cluster))?;
@@ -290,8 +298,9 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
     Ok(names)
 }
 
-/// Applies a session's binds to the cache as the executor would (pods become Running on their
-/// nodes), so that the next session sees them.
+/// Applies a session's decisions to the cache as the executor would (pods become Running on
+/// their nodes, PodGroups take their new phase, jobs that can never be placed are parked), so
+/// that the next session sees them.
 pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), BuildError> {
     for b in &decisions.binds {
         let Some(id) = cache.world().task_id(&b.task) else {
@@ -319,6 +328,7 @@ pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), Build
             }))?;
         }
     }
+    cache.park(&decisions.park);
     Ok(())
 }
 

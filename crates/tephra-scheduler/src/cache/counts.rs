@@ -1,0 +1,42 @@
+//! PodGroups by queue and phase, kept as events arrive, so that a session reports every
+//! queue's counts without walking every job (a parked backlog included).
+
+use std::collections::BTreeMap;
+
+use super::world::World;
+use crate::model::{GroupPhase, Id, PhaseCounts};
+
+impl World {
+    /// Counts `job` as it is now, in place of what it was counted as. A job removed from
+    /// the cache is uncounted by `uncount` instead.
+    pub(super) fn recount_phase(&mut self, job: Id) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        let now = j.group.as_ref().map(|g| (g.queue.clone(), g.phase));
+        if j.counted_as == now {
+            return;
+        }
+        let before = std::mem::replace(&mut j.counted_as, now.clone());
+        count(&mut self.queue_phases, before, -1);
+        count(&mut self.queue_phases, now, 1);
+    }
+
+    /// Uncounts a job leaving the cache.
+    pub(super) fn uncount(&mut self, counted_as: Option<(String, GroupPhase)>) {
+        count(&mut self.queue_phases, counted_as, -1);
+    }
+}
+
+fn count(
+    by_queue: &mut BTreeMap<String, PhaseCounts>,
+    what: Option<(String, GroupPhase)>,
+    sign: i32,
+) {
+    let Some((queue, phase)) = what else { return };
+    let c = by_queue.entry(queue).or_default();
+    c.count(phase, sign);
+    if c.is_empty() {
+        by_queue.retain(|_, c| !c.is_empty());
+    }
+}

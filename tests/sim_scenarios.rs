@@ -418,6 +418,24 @@ fn a_big_gang_is_not_starved_by_a_stream_of_small_jobs() {
 }
 
 #[test]
+fn a_late_gang_keeps_what_frees_up_across_sessions_against_other_queues_small_jobs() {
+    // Issue 9, item 6: the 64-GPU gang is submitted at 1h and is late at 2h (sla 1h). Without
+    // room held from one session to the next, the other queues' small jobs refill every node
+    // that starts to free, and it had not started 6 hours later.
+    let (r, events) = run("sla-other-queues.yaml");
+    assert_clean(&r);
+    let deadline = 2.0 * 3600.0;
+    let started = first_bind(&events, "default/big").expect("the gang never started");
+    assert!(
+        started <= deadline + 2.0 * 3600.0,
+        "the gang started {}s after its deadline",
+        started - deadline
+    );
+    // The stream kept running meanwhile: holding room for the gang did not stop the others.
+    assert!(r.jobs.completed > 500, "{:?}", r.jobs);
+}
+
+#[test]
 fn gangs_that_each_need_most_of_the_cluster_never_deadlock() {
     let (r, _) = run("deadlock.yaml");
     assert_clean(&r);

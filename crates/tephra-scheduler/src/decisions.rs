@@ -123,6 +123,10 @@ pub struct Decisions {
     pub binds: Vec<Bind>,
     /// Pods reserved on resources being released (not bound yet).
     pub pipelined: Vec<Bind>,
+    /// Room kept for the pods of gangs past their SLA (those reserved this session, and nodes
+    /// held as they free up): no other job may take it until the gang fits. The executor keeps
+    /// it for the next session ([`Cache::nominate`](crate::Cache::nominate)).
+    pub held: Vec<Bind>,
     /// Pods to evict.
     pub evictions: Vec<Eviction>,
     /// PodGroup status changes.
@@ -150,6 +154,11 @@ impl Decisions {
     /// The event explaining why `job` waits, if any.
     pub fn event_for(&self, job: &str) -> Option<&JobEvent> {
         self.events.iter().find(|e| e.job == job)
+    }
+
+    /// Everything reserved for the next session, for [`Cache::nominate`](crate::Cache::nominate).
+    pub fn nominations(&self) -> impl Iterator<Item = &Bind> {
+        self.held.iter()
     }
 
     /// The new status of `job`'s PodGroup, if it changed.

@@ -313,6 +313,106 @@ fn a_gang_past_its_sla_reserves_room_so_small_jobs_cannot_starve_it() {
 }
 
 #[test]
+fn a_late_gang_keeps_the_room_it_reserved_from_one_session_to_the_next() {
+    // Two 8-GPU nodes, each with a 5-GPU filler. The 2 x 8-GPU gang is two hours late: it
+    // holds both nodes as they drain.
+    let mut c = running(
+        2,
+        &[gpu_job("f0", 1, "5"), gpu_job("f1", 1, "5").created(1)],
+    );
+    add_job(&mut c, &gpu_job("big", 2, "8").created(10)).unwrap();
+    let d = schedule(c.snapshot(), sla_config(), 7200, 1);
+    assert!(d.binds.is_empty());
+    let held: Vec<&str> = d.held.iter().map(|b| b.node.as_str()).collect();
+    assert_eq!(held, ["gpu-0", "gpu-1"], "{:?}", d.held);
+    assert!(
+        d.event_for("default/big")
+            .unwrap()
+            .message
+            .contains("holding 2 node(s)"),
+        "{:?}",
+        d.events
+    );
+    apply_binds(&mut c, &d).unwrap();
+
+    // f0 finishes; a higher-priority 6-GPU job, which goes before the gang, arrives.
+    c.apply(Event::PodDelete {
+        namespace: "default".into(),
+        name: "f0-w-0".into(),
+    })
+    .unwrap();
+    add_job(&mut c, &gpu_job("grab", 1, "6").priority(10).created(7000)).unwrap();
+    // Had the room not been kept, the newcomer would take node 0.
+    let mut forgetful = c.clone();
+    forgetful.nominate(std::iter::empty());
+    let d = schedule(forgetful.snapshot(), sla_config(), 7300, 2);
+    assert!(d.binds.iter().any(|b| b.job == "default/grab"));
+    // It is kept: node 0 is the gang's, which reserves one task there and keeps node 1.
+    let d = schedule(c.snapshot(), sla_config(), 7300, 2);
+    assert!(d.binds.is_empty(), "{:?}", d.binds);
+    let mut held: Vec<(&str, &str)> = d
+        .held
+        .iter()
+        .map(|b| (b.job.as_str(), b.node.as_str()))
+        .collect();
+    held.sort();
+    assert_eq!(held, [("default/big", "gpu-0"), ("default/big", "gpu-1")]);
+    apply_binds(&mut c, &d).unwrap();
+
+    // f1 finishes too: the whole gang fits and binds, and nothing is held any more.
+    c.apply(Event::PodDelete {
+        namespace: "default".into(),
+        name: "f1-w-0".into(),
+    })
+    .unwrap();
+    let d = schedule(c.snapshot(), sla_config(), 7400, 3);
+    assert_eq!(
+        d.binds.iter().filter(|b| b.job == "default/big").count(),
+        2,
+        "{:?}",
+        d.binds
+    );
+    assert!(d.held.is_empty());
+    apply_binds(&mut c, &d).unwrap();
+    assert!(c.world().nominated.is_empty());
+}
+
+#[test]
+fn a_late_gang_does_not_hold_room_beyond_its_queues_share() {
+    // Two queues of equal weight on two 8-GPU nodes; the gang's queue already runs a 4-GPU
+    // job, so the 2 x 8-GPU gang could never run within its half while the other queue asks
+    // for room too: the gang keeps nothing for the next session and holds no node.
+    let mut c = running(1, &[gpu_job("f0", 1, "4").queue("other")]);
+    add_nodes(&mut c, "east", "more", 1, GPU8, &[]).unwrap();
+    for q in ["other", "mine"] {
+        c.apply(Event::QueueUpsert(Box::new(
+            tephra_scheduler::model::QueueSpec::named(q),
+        )))
+        .unwrap();
+    }
+    add_job(
+        &mut c,
+        &gpu_job("mine-run", 1, "4").queue("mine").created(1),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), sla_config(), 0, 1);
+    apply_binds(&mut c, &d).unwrap();
+    add_job(&mut c, &gpu_job("big", 2, "8").queue("mine").created(10)).unwrap();
+    add_job(
+        &mut c,
+        &gpu_job("wide", 1, "8").queue("other").created(7100),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), sla_config(), 7200, 2);
+    assert!(d.held.is_empty(), "{:?}", d.held);
+    let why = &d.event_for("default/big").unwrap().message;
+    assert!(
+        why.starts_with("waited past its SLA") && !why.contains("holding"),
+        "{why}"
+    );
+}
+
+#[test]
 fn impossible_preemptors_ahead_do_not_starve_a_possible_one() {
     // Two 8-GPU nodes full of low-priority work. Five high-priority gangs ahead in job order
     // need three whole nodes each and can never fit; the sixth needs one node.

@@ -119,6 +119,8 @@ impl Sim<'_> {
         }
         // Jobs that can never be placed cost nothing until they or the fleet change.
         self.cache.park(&d.park);
+        // Room reserved for waiting pods stays theirs in the next session.
+        self.cache.nominate(d.nominations());
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 
 pub mod counts;
 pub mod event;
+mod nominations;
 mod parking;
 pub mod slab;
 pub mod world;
@@ -69,6 +70,17 @@ impl Cache {
         if !park.jobs.is_empty() {
             Arc::make_mut(&mut self.world).park(park);
         }
+    }
+
+    /// Keeps the room a session reserved for late gangs
+    /// ([`Decisions::nominations`](crate::Decisions::nominations)) for the next session, in
+    /// place of the last one's.
+    pub fn nominate<'a>(&mut self, binds: impl Iterator<Item = &'a crate::decisions::Bind>) {
+        let binds: Vec<&crate::decisions::Bind> = binds.collect();
+        if binds.is_empty() && self.world.nominated.is_empty() {
+            return;
+        }
+        Arc::make_mut(&mut self.world).nominate(binds.into_iter());
     }
 
     /// Brings every parked job back: call it when the scheduler configuration changes, as

@@ -55,6 +55,8 @@ pub struct World {
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
     /// allocatable, labels or taints changed, a cluster added, changed or removed.
     pub fleet_generation: u64,
+    /// Pods a session reserved room for, and the node (`nominations.rs`).
+    pub nominated: BTreeMap<Id, Id>,
     /// PodGroups by queue and phase.
     pub queue_phases: BTreeMap<String, PhaseCounts>,
     /// Jobs a session found can never be placed, set aside until they or the fleet change
@@ -94,6 +96,7 @@ impl Default for World {
             fleet_generation: 0,
             parked: BTreeSet::new(),
             queue_phases: BTreeMap::new(),
+            nominated: BTreeMap::new(),
         }
     }
 }
@@ -401,6 +404,7 @@ impl World {
         self.unorphan(id);
         self.task_index.remove(key);
         self.repelling.remove(&id);
+        self.forget_nomination(id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
         }

@@ -4,6 +4,7 @@
 //! | --- | --- |
 //! | `session.rs` | [`Session`]: open on a snapshot with its plugins, the notes it keeps per job |
 //! | `state.rs` | [`State`]: per-node accounting, cluster aggregates, queue holdings, the task overlay |
+//! | `holds.rs` | holding room kept for a job on a node without placing its pod, across sessions through nominations |
 //! | `statement.rs` | [`Statement`]: allocate, pipeline, evict; commit or discard as a unit |
 //! | `status.rs` | closing a session: PodGroup phases and conditions, queue status |
 //! | `plugin.rs` | [`Plugin`] and the hooks a plugin may implement, one small trait each |
@@ -19,6 +20,7 @@
 
 pub mod affinity;
 pub mod fit;
+pub mod holds;
 pub mod hooks;
 pub mod order;
 pub mod plugin;
@@ -34,6 +36,6 @@ pub use fit::{ClusterUnfit, FitErrors, Room, Unfit};
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};
 pub use session::{JobNote, Session};
-pub use state::{NodeState, State};
+pub use state::{Hold, NodeState, State};
 pub use statement::{Op, Statement};
 pub use view::{JobCounts, View};

@@ -32,6 +32,8 @@ pub struct JobNote {
     pub scheduled: bool,
     /// It can never be placed on the fleet as it is: it may be parked.
     pub never_fits: bool,
+    /// The room it reserved is kept for it in the next session (`holds.rs`).
+    pub keeps_room: bool,
 }
 
 /// A scheduling session.
@@ -74,7 +76,8 @@ impl Session {
         id: u64,
         observe: &mut dyn FnMut(&'static str, bool),
     ) -> Self {
-        let state = State::open(&snap);
+        let mut state = State::open(&snap);
+        state.hold_nominations(&snap);
         let mut ssn = Self {
             snap,
             state,

@@ -31,6 +31,19 @@ impl NodeState {
     }
 }
 
+/// Room held on one node for one pod (`holds.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hold {
+    /// The pod.
+    pub task: Id,
+    /// The node.
+    pub node: Id,
+    /// Taken from the node's free resources.
+    pub idle: Resources,
+    /// Reserved against what frees up later.
+    pub later: Resources,
+}
+
 /// A task's place in the session's overlay: its status and node.
 pub type Placed = (TaskStatus, Option<Id>);
 
@@ -57,6 +70,8 @@ pub struct State {
     pub cluster_node_max: Vec<Resources>,
     /// Sum of allocatable over ready nodes of ready clusters: what fair-share plugins divide.
     pub fleet_total: Resources,
+    /// Room held for jobs, by job (`holds.rs`).
+    pub holds: BTreeMap<Id, Vec<Hold>>,
 }
 
 impl State {

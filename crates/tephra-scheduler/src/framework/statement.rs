@@ -222,30 +222,8 @@ impl Session {
                     continue;
                 }
             };
-            let Some(t) = self.snap.tasks.get(task) else {
+            let Some(decision) = self.bind_for(task, node) else {
                 continue;
-            };
-            let Some(n) = self.snap.nodes.get(node) else {
-                continue;
-            };
-            let cluster = self
-                .snap
-                .clusters
-                .get(n.cluster)
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            let job = self
-                .snap
-                .jobs
-                .get(t.job)
-                .map(|j| j.key.clone())
-                .unwrap_or_default();
-            let decision = Bind {
-                job,
-                task: t.key.clone(),
-                role: t.spec.shape.role.clone(),
-                cluster,
-                node: n.spec.name.clone(),
             };
             if bind && !was_pipelined {
                 self.state
@@ -259,10 +237,8 @@ impl Session {
         }
     }
 
-    fn record_eviction(&mut self, task: Id, node: Id, reason: usize) {
-        let Some(t) = self.snap.tasks.get(task) else {
-            return;
-        };
+    /// The names of `job` and of the cluster of `node` (empty when unknown).
+    fn job_and_cluster(&self, job: Id, node: Id) -> (String, String) {
         let cluster = self
             .snap
             .nodes
@@ -273,9 +249,31 @@ impl Session {
         let job = self
             .snap
             .jobs
-            .get(t.job)
+            .get(job)
             .map(|j| j.key.clone())
             .unwrap_or_default();
+        (job, cluster)
+    }
+
+    /// The decision that places `task` on `node`, named as the API servers name them.
+    pub(super) fn bind_for(&self, task: Id, node: Id) -> Option<Bind> {
+        let t = self.snap.tasks.get(task)?;
+        let n = self.snap.nodes.get(node)?;
+        let (job, cluster) = self.job_and_cluster(t.job, node);
+        Some(Bind {
+            job,
+            task: t.key.clone(),
+            role: t.spec.shape.role.clone(),
+            cluster,
+            node: n.spec.name.clone(),
+        })
+    }
+
+    fn record_eviction(&mut self, task: Id, node: Id, reason: usize) {
+        let Some(t) = self.snap.tasks.get(task) else {
+            return;
+        };
+        let (job, cluster) = self.job_and_cluster(t.job, node);
         self.evictions.push(Eviction {
             job,
             task: t.key.clone(),

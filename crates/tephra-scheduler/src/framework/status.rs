@@ -183,8 +183,10 @@ impl Session {
                 figures: self.hooks().queue_figures(name),
             });
         }
+        let held = self.held_decisions();
         Decisions {
             session: self.id,
+            held,
             binds: self.binds,
             pipelined: self.pipelined,
             evictions: self.evictions,

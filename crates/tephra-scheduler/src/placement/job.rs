@@ -9,11 +9,12 @@ use std::collections::BTreeSet;
 use tephra_api::reasons;
 
 use super::classes::Placer;
+use super::drain::{drain, may_hold};
 use super::gang::{pending_groups, place_job_in_cluster};
 use super::search::SearchArgs;
 use crate::framework::fit::{FitErrors, Room};
 use crate::framework::session::Session;
-use crate::framework::statement::Statement;
+use crate::framework::statement::{Op, Statement};
 use crate::model::{Id, TaskStatus};
 
 /// A cluster ruled out for a job, and why, in words a user can read.
@@ -69,6 +70,8 @@ pub fn place_job(
         return Outcome::Skipped;
     }
     let groups = groups.to_vec();
+    // The room held for it since the last session is its own to place into.
+    ssn.release_holds(job);
     let reserves = ssn.hooks().job_reserves(job);
     let (mut candidates, mut rejected) = candidate_clusters(ssn, job, Room::FreeNow);
     if reserves && candidates.is_empty() {
@@ -131,26 +134,17 @@ pub fn place_job(
         }
         ssn.discard(stmt);
     }
-    if let Some((_, cluster)) = reserve_at {
-        // Keep what fits as a reservation: later jobs cannot take it this session.
-        let mut stmt = Statement::new();
-        let mut errs = FitErrors::default();
-        place_job_in_cluster(
-            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
-        );
-        if !stmt.is_empty() {
-            let n = stmt.ops().len();
-            ssn.commit(stmt, false);
-            let name = cluster_name(ssn, cluster);
-            let note = ssn.note(job);
-            note.attempted = true;
-            note.reason = Some(reasons::RESERVING);
-            note.message = Some(format!(
-                "waited past its SLA: reserving room for {n} task(s) in cluster {name} until the whole gang fits"
-            ));
-            return Outcome::Placed;
+    if reserves {
+        // Where it reserved last time, else where most of it fits now, else the best candidate.
+        let cluster = nominated_cluster(ssn, job)
+            .filter(|c| candidates.contains(c))
+            .or(reserve_at.map(|r| r.1))
+            .or(candidates.first().copied());
+        if let Some(cluster) = cluster
+            && let Some(outcome) = reserve(ssn, placer, job, &groups, cluster, search)
+        {
+            return outcome;
         }
-        ssn.discard(stmt);
     }
     let pending: usize = groups.iter().map(Vec::len).sum();
     let detail = rejected
@@ -167,6 +161,75 @@ pub fn place_job(
         format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
     });
     Outcome::Failed
+}
+
+/// Keeps what fits of a job past its SLA as a reservation, and holds a node for each pod that
+/// does not fit yet ([`drain`]): later jobs cannot take any of it, this session or the next.
+fn reserve(
+    ssn: &mut Session,
+    placer: &mut Placer,
+    job: Id,
+    groups: &[Vec<Id>],
+    cluster: Id,
+    search: &SearchArgs,
+) -> Option<Outcome> {
+    let mut stmt = Statement::new();
+    let mut errs = FitErrors::default();
+    place_job_in_cluster(
+        ssn, placer, &mut stmt, job, groups, cluster, search, &mut errs,
+    );
+    let n = stmt.ops().len();
+    let used: BTreeSet<Id> = stmt
+        .ops()
+        .iter()
+        .filter_map(|op| match *op {
+            Op::Allocate { node, .. } | Op::Pipeline { node, .. } => Some(node),
+            Op::Evict { .. } => None,
+        })
+        .collect();
+    if n > 0 {
+        ssn.commit(stmt, false);
+    } else {
+        ssn.discard(stmt);
+    }
+    // Kept past this session, and grown by holding nodes as they drain, only where that
+    // takes from no queue under its share.
+    let keeps = may_hold(ssn, job);
+    let drained = if keeps {
+        drain(ssn, job, cluster, used)
+    } else {
+        0
+    };
+    if n == 0 && drained == 0 {
+        return None;
+    }
+    let name = cluster_name(ssn, cluster);
+    let note = ssn.note(job);
+    note.attempted = true;
+    note.keeps_room = keeps;
+    note.reason = Some(reasons::RESERVING);
+    note.message = Some(if drained > 0 {
+        format!(
+            "waited past its SLA: reserving room for {n} task(s) and holding {drained} node(s) \
+             as they free up in cluster {name}, until the whole gang fits"
+        )
+    } else {
+        format!(
+            "waited past its SLA: reserving room for {n} task(s) in cluster {name} until the \
+             whole gang fits"
+        )
+    });
+    Some(Outcome::Placed)
+}
+
+/// The cluster of the nodes the job held in the last session, if any.
+fn nominated_cluster(ssn: &Session, job: Id) -> Option<Id> {
+    ssn.snap
+        .nominated
+        .iter()
+        .find(|(t, _)| ssn.snap.tasks.get(**t).is_some_and(|t| t.job == job))
+        .and_then(|(_, n)| ssn.snap.nodes.get(*n))
+        .map(|n| n.cluster)
 }
 
 /// Places a splittable gang over several clusters in one statement, within its spread

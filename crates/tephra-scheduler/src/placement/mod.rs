@@ -8,6 +8,7 @@
 //! | `classes.rs` | [`Placer`]: the node classes of each cluster (by extended resources) and their scan positions |
 //! | `scan.rs` | the resumable scan: feasible nodes into a scored heap, one role's replicas placed from it |
 //! | `gang.rs` | gang fitting in one cluster: pending groups, role minimums first, what a gang still needs, aggregate fit |
+//! | `drain.rs` | nodes held for a gang past its SLA until what runs there finishes |
 //! | `job.rs` | a job two-level: candidate clusters, simulate on each, split, reserve, commit and note |
 //! | `victims.rs` | running jobs as victims, and the tasks each may lose without breaking its gang |
 //! | `room.rs` | making room by evicting (preempt and reclaim), where fit failures say eviction can help |
@@ -20,6 +21,7 @@
 
 pub mod capacity;
 pub mod classes;
+pub mod drain;
 pub mod gang;
 pub mod job;
 pub mod room;

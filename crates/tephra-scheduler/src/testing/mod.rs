@@ -329,6 +329,8 @@ pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), Build
         }
     }
     cache.park(&decisions.park);
+    // Room reserved for waiting pods stays theirs in the next session.
+    cache.nominate(decisions.nominations());
     Ok(())
 }
 

@@ -253,3 +253,54 @@ fn a_declared_pod_reports_how_its_member_copy_runs_and_waits_again_when_it_is_go
     let said = format!("{:?}", s.take_status_writes());
     assert!(said.contains("MemberCopyGone"), "{said}");
 }
+
+#[test]
+fn a_job_that_can_never_be_placed_is_parked_until_a_node_or_the_config_changes() {
+    let mut s = world();
+    let big: tephra_api::PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "big", "namespace": "ns", "uid": "big"},
+        "spec": {"minMember": 1, "queue": "default"}
+    }))
+    .unwrap();
+    let huge = Obj::Pod(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "huge", "namespace": "ns", "uid": "huge",
+                         "annotations": {"scheduling.k8s.io/group-name": "big"}},
+            "spec": {"schedulerName": "volcano",
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "16"}}}]}
+        }))
+        .unwrap(),
+    ));
+    s.apply(
+        0,
+        update(
+            Kind::PodGroup,
+            Change::Apply(Obj::PodGroup(Box::new(big.clone()))),
+        ),
+    );
+    s.apply(0, update(Kind::Pod, Change::Apply(huge)));
+    let parked = |s: &State| {
+        let w = s.cache().world();
+        w.parked.contains(&w.job_id("ns/big").unwrap())
+    };
+    let d = session(&mut s, 10);
+    assert_eq!(d.event_for("ns/big").unwrap().reason, "NotInqueueable");
+    assert!(parked(&s));
+    // The PodGroup's status write comes back unchanged in spec: still parked.
+    s.apply(
+        11,
+        update(Kind::PodGroup, Change::Apply(Obj::PodGroup(Box::new(big)))),
+    );
+    assert!(parked(&s));
+    let d = session(&mut s, 20);
+    assert!(d.event_for("ns/big").is_none(), "{:?}", d.events);
+    // A new configuration may change the verdict.
+    s.config_changed();
+    assert!(!parked(&s));
+    session(&mut s, 30);
+    assert!(parked(&s));
+    // So may a node.
+    s.apply(31, update(Kind::Node, Change::Apply(node("n1", false))));
+    assert!(!parked(&s));
+}

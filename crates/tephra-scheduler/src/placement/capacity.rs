@@ -34,7 +34,8 @@ pub fn capacities(ssn: &Session) -> Vec<Capacity> {
 pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
     let j = ssn.snap.jobs.get(job)?;
     let g = j.group.as_ref()?;
-    let min = g.min_resources?;
+    // Without minResources only the largest task is checked.
+    let min = g.min_resources.unwrap_or(Resources::ZERO);
     let largest = j
         .tasks
         .iter()

@@ -5,7 +5,8 @@
 //!
 //! A session opens with a hold for every nomination the last one left (`cache/nominations.rs`);
 //! the job gets its holds back when it is placed, and whatever it still holds when the session
-//! closes is nominated again if it still reserves room (`status.rs`).
+//! closes is nominated again if it may keep it (`Session::held_decisions`, called from
+//! `status.rs`).
 
 use super::session::Session;
 use super::state::{Hold, State};
@@ -79,11 +80,6 @@ impl State {
         self.holds
             .iter()
             .any(|(j, holds)| *j != job && holds.iter().any(|h| !h.later.is_zero()))
-    }
-
-    /// Whether anything is held on `node`.
-    pub fn held_on(&self, node: Id) -> bool {
-        self.holds.values().flatten().any(|h| h.node == node)
     }
 }
 

@@ -49,6 +49,8 @@ pub fn drain(ssn: &mut Session, job: Id, cluster: Id, mut taken: BTreeSet<Id>) -
         .get(cluster as usize)
         .cloned()
         .unwrap_or_default();
+    // Nodes something else is held on are not drained twice.
+    taken.extend(ssn.state.holds.values().flatten().map(|h| h.node));
     let mut held = 0;
     for task in waiting {
         let Some(t) = ssn.snap.tasks.get(task) else {
@@ -59,11 +61,7 @@ pub fn drain(ssn: &mut Session, job: Id, cluster: Id, mut taken: BTreeSet<Id>) -
         let best = nodes
             .iter()
             .copied()
-            .filter(|n| {
-                !taken.contains(n)
-                    && !ssn.state.held_on(*n)
-                    && ssn.state.nodes[*n as usize].pipelined.is_zero()
-            })
+            .filter(|n| !taken.contains(n) && ssn.state.nodes[*n as usize].pipelined.is_zero())
             .filter(|&n| {
                 // Large enough once drained, and refused now (if at all) only for room.
                 ssn.snap

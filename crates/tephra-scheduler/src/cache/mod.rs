@@ -76,11 +76,12 @@ impl Cache {
     /// ([`Decisions::nominations`](crate::Decisions::nominations)) for the next session, in
     /// place of the last one's.
     pub fn nominate<'a>(&mut self, binds: impl Iterator<Item = &'a crate::decisions::Bind>) {
-        let binds: Vec<&crate::decisions::Bind> = binds.collect();
-        if binds.is_empty() && self.world.nominated.is_empty() {
+        let mut binds = binds.peekable();
+        if binds.peek().is_none() && self.world.nominated.is_empty() {
+            // Nothing was nominated and nothing is: no copy of the world.
             return;
         }
-        Arc::make_mut(&mut self.world).nominate(binds.into_iter());
+        Arc::make_mut(&mut self.world).nominate(binds);
     }
 
     /// Brings every parked job back: call it when the scheduler configuration changes, as

@@ -18,6 +18,13 @@ pub const QUEUE_NAME: &str = "volcano.sh/queue-name";
 pub const PREEMPTABLE: &str = "volcano.sh/preemptable";
 /// Pod annotation: the Job version (restart count) the pod was created for.
 pub const JOB_VERSION: &str = "volcano.sh/job-version";
+/// Pod annotation: the Job's retry count when the pod was created.
+pub const JOB_RETRY_COUNT: &str = "volcano.sh/job-retry-count";
+/// Pod annotation: the pod's template (`<job>-<task>`), an equivalence class of pods.
+pub const TEMPLATE_UID: &str = "volcano.sh/template-uid";
+/// Pod annotation the job controller sets before it deletes a pod itself: the pod's failure or
+/// deletion is then not an event for the Job's lifecycle policies.
+pub const OUT_OF_SYNC: &str = "volcano.sh/controller-out-of-sync";
 /// Node label grouping nodes for queue affinity.
 pub const NODE_GROUP_NAME: &str = "volcano.sh/nodegroup-name";
 /// The scheduler name that Volcano workloads ask for.

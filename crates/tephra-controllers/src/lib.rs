@@ -1,7 +1,7 @@
 //! tephra's controllers, as pure functions over state (no IO, no clock). The Kubernetes
 //! runtime and the simulator call the same functions.
 //!
-//! - [`job`]: a Volcano Job's gang plan (Volcano's defaults), and the gang the scheduler sees;
+//! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
 //! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;

@@ -184,6 +184,41 @@ impl Duration {
     pub fn is_negative(self) -> bool {
         self.0 < 0
     }
+
+    /// A duration of `ms` milliseconds (saturating at the bounds).
+    pub fn from_millis(ms: i64) -> Self {
+        Self(ms.saturating_mul(NANOS_PER_MILLI))
+    }
+
+    /// Go's spelling (`time.Duration.String`), as Kubernetes writes a `metav1.Duration`:
+    /// `1h2m3.5s`, `750ms`, `0s`. Kept to millisecond precision.
+    pub fn go_string(self) -> String {
+        let ms = self.as_millis();
+        let (sign, ms) = if ms < 0 { ("-", -ms) } else { ("", ms) };
+        if ms == 0 {
+            return "0s".into();
+        }
+        if ms < 1000 {
+            return format!("{sign}{ms}ms");
+        }
+        let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
+        let (m, rest) = (rest / 60_000, rest % 60_000);
+        let (s, frac) = (rest / 1000, rest % 1000);
+        let mut out = sign.to_string();
+        if h > 0 {
+            out.push_str(&format!("{h}h"));
+        }
+        if h > 0 || m > 0 {
+            out.push_str(&format!("{m}m"));
+        }
+        if frac == 0 {
+            out.push_str(&format!("{s}s"));
+        } else {
+            let f = format!("{frac:03}");
+            out.push_str(&format!("{s}.{}s", f.trim_end_matches('0')));
+        }
+        out
+    }
 }
 
 impl fmt::Display for Duration {
@@ -195,6 +230,20 @@ impl fmt::Display for Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_string_spells_durations_as_go_does() {
+        for (ms, want) in [
+            (0, "0s"),
+            (750, "750ms"),
+            (1500, "1.5s"),
+            (62_000, "1m2s"),
+            (3_600_000, "1h0m0s"),
+            (3_723_250, "1h2m3.25s"),
+        ] {
+            assert_eq!(Duration::from_millis(ms).go_string(), want);
+        }
+    }
 
     fn ms(text: &str) -> i64 {
         Duration::parse(text).unwrap().as_millis()

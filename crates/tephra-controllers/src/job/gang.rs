@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use tephra_api::Job;
 use tephra_api::well_known::{JOB_NAME, JOB_NAMESPACE, PREEMPTABLE, QUEUE_NAME, TASK_SPEC};
 use tephra_scheduler::model::{JobPolicy, Labels, PodRules, Requirement, TaskShape, Toleration};
-use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
+use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames, Resources};
 
 use crate::pod::{self, RequestError, UnknownValue};
 use crate::podgroup::{Gang, GangSpec, GangTask, gang};
@@ -104,6 +104,24 @@ pub struct TaskPlan {
     pub preemptable: bool,
 }
 
+impl TaskPlan {
+    /// One pod's requests as a resource vector, names interned in `names`; `index` is the
+    /// task's place in the Job, for the error.
+    pub fn request(&self, index: usize, names: &mut ResourceNames) -> Result<Resources, JobError> {
+        names
+            .parse(
+                self.requests
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.0.as_str())),
+            )
+            .map_err(|source| JobError::Resources {
+                index,
+                task: self.name.clone(),
+                source,
+            })
+    }
+}
+
 /// The gang a Job becomes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GangPlan {
@@ -129,13 +147,7 @@ impl GangPlan {
     pub fn gang(&self, names: &mut ResourceNames, created: i64) -> Result<Gang, JobError> {
         let mut tasks = Vec::new();
         for (index, t) in self.tasks.iter().enumerate() {
-            let mut request = names
-                .parse(t.requests.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
-                .map_err(|source| JobError::Resources {
-                    index,
-                    task: t.name.clone(),
-                    source,
-                })?;
+            let mut request = t.request(index, names)?;
             request.set(PODS, 1);
             tasks.push(GangTask {
                 shape: Arc::new(TaskShape {

@@ -1,0 +1,303 @@
+//! The objects the job controller creates for a Job, as Volcano's makes them: the PodGroup
+//! (`<job>-<uid>`, minMember, minTaskMember, minResources, queue, priority class, the Job's
+//! labels and annotations) and each pod (`<job>-<task>-<index>`, Volcano's labels and
+//! annotations, the Job's scheduler name and priority class, its volumes, the `env` plugin's
+//! variables). Both are owned by the Job, so that deleting the Job deletes them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use tephra_api::well_known::{
+    GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION, PREEMPTABLE,
+    QUEUE_NAME, TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
+};
+use tephra_api::{Job, PodGroup, PodGroupSpec};
+use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
+
+use super::gang::{GangPlan, JobError};
+
+/// Job annotations and labels that Volcano copies onto every pod.
+const COPIED_TO_PODS: [&str; 5] = [
+    PREEMPTABLE,
+    "volcano.sh/cooldown-time",
+    "volcano.sh/revocable-zone",
+    "volcano.sh/jdb-min-available",
+    "volcano.sh/jdb-max-unavailable",
+];
+
+/// The name of a Job's PodGroup: `<job>-<uid>`, as Volcano names it (the Job's name alone
+/// while it has no uid, as in the simulator).
+pub fn podgroup_name(job: &Job) -> String {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    match job.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => format!("{name}-{uid}"),
+        _ => name,
+    }
+}
+
+/// The name of a task's pod: `<job>-<task>-<index>`.
+pub fn pod_name(job: &str, task: &str, index: u32) -> String {
+    format!("{job}-{task}-{index}")
+}
+
+/// The owner reference that ties an object to its Job (as the Job's controller).
+pub fn owner(job: &Job) -> OwnerReference {
+    OwnerReference {
+        api_version: "batch.volcano.sh/v1alpha1".into(),
+        kind: "Job".into(),
+        name: job.metadata.name.clone().unwrap_or_default(),
+        uid: job.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The PodGroup of a Job, from its gang plan.
+pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
+    let spec = PodGroupSpec {
+        min_member: Some(plan.min_member as i32),
+        min_task_member: plan
+            .min_task_member
+            .iter()
+            .map(|(k, v)| (k.clone(), *v as i32))
+            .collect(),
+        queue: plan.queue.clone(),
+        priority_class_name: plan.priority_class.clone(),
+        min_resources: Some(min_resources(plan)?),
+        ..PodGroupSpec::default()
+    };
+    let mut pg = PodGroup::new(&podgroup_name(job), spec);
+    pg.metadata.namespace = Some(plan.namespace.clone());
+    pg.metadata.labels = job.metadata.labels.clone();
+    pg.metadata.annotations = job.metadata.annotations.clone();
+    pg.metadata.owner_references = Some(vec![owner(job)]);
+    Ok(pg)
+}
+
+/// Whether an existing PodGroup needs its spec brought in line with `want` (Volcano updates
+/// minMember, minTaskMember, minResources and the priority class when the Job changes).
+pub fn podgroup_drifted(have: &PodGroup, want: &PodGroup) -> bool {
+    let (h, w) = (&have.spec, &want.spec);
+    h.min_member != w.min_member
+        || h.min_task_member != w.min_task_member
+        || h.priority_class_name != w.priority_class_name
+        || h.min_resources != w.min_resources
+}
+
+/// minResources as Volcano computes it: first each task's own minimum, up to minMember; then
+/// the tasks' remaining replicas until minMember pods are counted.
+fn min_resources(plan: &GangPlan) -> Result<BTreeMap<String, Quantity>, JobError> {
+    let mut names = ResourceNames::default();
+    let mut per_pod = Vec::new();
+    for (index, t) in plan.tasks.iter().enumerate() {
+        per_pod.push(t.request(index, &mut names)?);
+    }
+    let want = plan.min_member;
+    let mut total = Resources::ZERO;
+    let mut counted = 0u32;
+    for (t, r) in plan.tasks.iter().zip(&per_pod) {
+        let take = t.min_available.min(want.saturating_sub(counted));
+        total.add(&r.times(i64::from(take)));
+        counted += take;
+    }
+    for (t, r) in plan.tasks.iter().zip(&per_pod) {
+        if counted >= want {
+            break;
+        }
+        let rest = t.replicas - t.min_available;
+        let take = rest.min(want - counted);
+        total.add(&r.times(i64::from(take)));
+        counted += take;
+    }
+    Ok((0..names.len())
+        .filter(|&slot| total.get(slot) != 0)
+        .map(|slot| {
+            (
+                names.name(slot).to_string(),
+                Quantity(format_quantity(slot, total.get(slot))),
+            )
+        })
+        .collect())
+}
+
+/// Pod `index` of task number `task` (in spec order) of a Job at its current version.
+pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
+    let t = job.spec.tasks.get(task)?;
+    let name = &plan.tasks.get(task)?.name;
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let status = job.status.clone().unwrap_or_default();
+    let template = t.template.clone();
+    let tmeta = template.metadata.unwrap_or_default();
+    let mut spec = template.spec.unwrap_or_default();
+    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+        spec.scheduler_name = Some(
+            job.spec
+                .scheduler_name
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| VOLCANO_SCHEDULER_NAME.into()),
+        );
+    }
+    if spec
+        .priority_class_name
+        .as_deref()
+        .is_none_or(str::is_empty)
+    {
+        spec.priority_class_name = job.spec.priority_class_name.clone();
+    }
+    for (i, v) in job.spec.volumes.iter().enumerate() {
+        let Some(claim) = v.volume_claim_name.clone().filter(|c| !c.is_empty()) else {
+            continue;
+        };
+        let vname = format!("{job_name}-volume-{i}");
+        spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+            name: vname.clone(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim,
+                read_only: None,
+            }),
+            ..Volume::default()
+        });
+        for c in &mut spec.containers {
+            c.volume_mounts
+                .get_or_insert_with(Vec::new)
+                .push(VolumeMount {
+                    name: vname.clone(),
+                    mount_path: v.mount_path.clone(),
+                    ..VolumeMount::default()
+                });
+        }
+    }
+    if job.spec.plugins.contains_key("env") {
+        let idx = index.to_string();
+        let add = |c: &mut Container| {
+            let env = c.env.get_or_insert_with(Vec::new);
+            for key in ["VK_TASK_INDEX", "VC_TASK_INDEX"] {
+                env.push(EnvVar {
+                    name: key.into(),
+                    value: Some(idx.clone()),
+                    value_from: None,
+                });
+            }
+        };
+        spec.containers.iter_mut().for_each(add);
+        spec.init_containers.iter_mut().flatten().for_each(add);
+    }
+    let idx = index.to_string();
+    let mut annotations = tmeta.annotations.unwrap_or_default();
+    for (k, v) in [
+        (TASK_INDEX, idx.clone()),
+        (TASK_SPEC, name.clone()),
+        (GROUP_NAME_ANNOTATION, podgroup_name(job)),
+        (JOB_NAME, job_name.clone()),
+        (QUEUE_NAME, job.spec.queue.clone()),
+        (JOB_VERSION, status.version.to_string()),
+        (TEMPLATE_UID, format!("{job_name}-{name}")),
+        (JOB_RETRY_COUNT, status.retry_count.to_string()),
+    ] {
+        annotations.insert(k.to_string(), v);
+    }
+    let mut labels = tmeta.labels.unwrap_or_default();
+    for (k, v) in [
+        (TASK_INDEX, idx),
+        (JOB_NAME, job_name.clone()),
+        (TASK_SPEC, name.clone()),
+        (JOB_NAMESPACE, plan.namespace.clone()),
+        (QUEUE_NAME, job.spec.queue.clone()),
+    ] {
+        labels.insert(k.to_string(), v);
+    }
+    for key in COPIED_TO_PODS {
+        if let Some(v) = job.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
+            annotations.insert(key.into(), v.clone());
+        }
+    }
+    for key in &COPIED_TO_PODS[..2] {
+        if let Some(v) = job.metadata.labels.as_ref().and_then(|a| a.get(*key)) {
+            labels.insert((*key).into(), v.clone());
+        }
+    }
+    Some(Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&job_name, name, index)),
+            namespace: Some(plan.namespace.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner(job)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::plan;
+
+    fn job() -> Job {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "llm", "namespace": "ml", "uid": "u1",
+                "annotations": {"volcano.sh/preemptable": "false"}},
+            "spec": {"queue": "research", "minAvailable": 3, "plugins": {"env": []},
+                "priorityClassName": "high",
+                "tasks": [
+                    {"name": "ps", "replicas": 1, "template": {"spec": {"containers": [
+                        {"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}}}]}}},
+                    {"name": "worker", "replicas": 4, "minAvailable": 2, "template": {
+                        "metadata": {"labels": {"app": "w"}},
+                        "spec": {"containers": [
+                        {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}}
+                ]},
+            "status": {"version": 2, "retryCount": 1, "state": {"phase": "Running"}}
+        }))
+        .expect("valid job")
+    }
+
+    #[test]
+    fn the_podgroup_is_named_after_the_job_and_its_uid_with_volcanos_min_resources() {
+        let j = job();
+        let p = plan(&j).expect("plan");
+        let pg = podgroup(&j, &p).expect("podgroup");
+        assert_eq!(pg.metadata.name.as_deref(), Some("llm-u1"));
+        assert_eq!(pg.spec.min_member, Some(3));
+        assert_eq!(pg.spec.min_task_member.get("worker"), Some(&2));
+        let min = pg.spec.min_resources.expect("minResources");
+        assert_eq!(min.get("cpu").map(|q| q.0.as_str()), Some("4"));
+        assert_eq!(min.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"));
+        assert_eq!(pg.metadata.owner_references.expect("owner")[0].uid, "u1");
+    }
+
+    #[test]
+    fn a_pod_carries_volcanos_names_labels_annotations_and_env() {
+        let j = job();
+        let p = plan(&j).expect("plan");
+        let pod = pod(&j, &p, 1, 3).expect("pod");
+        let meta = &pod.metadata;
+        assert_eq!(meta.name.as_deref(), Some("llm-worker-3"));
+        let a = meta.annotations.as_ref().expect("annotations");
+        assert_eq!(a[GROUP_NAME_ANNOTATION], "llm-u1");
+        assert_eq!(a[JOB_VERSION], "2");
+        assert_eq!(a[JOB_RETRY_COUNT], "1");
+        assert_eq!(a[TASK_SPEC], "worker");
+        assert_eq!(a[PREEMPTABLE], "false");
+        let l = meta.labels.as_ref().expect("labels");
+        assert_eq!(l["app"], "w");
+        assert_eq!(l[JOB_NAMESPACE], "ml");
+        assert_eq!(l[TASK_INDEX], "3");
+        let spec = pod.spec.expect("spec");
+        assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+        assert_eq!(spec.priority_class_name.as_deref(), Some("high"));
+        let env = spec.containers[0].env.as_ref().expect("env");
+        assert!(
+            env.iter()
+                .any(|e| e.name == "VC_TASK_INDEX" && e.value.as_deref() == Some("3"))
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! One API server's state and its write paths: create, update (with optimistic concurrency and
-//! the status subresource), and delete (grace periods, finalizers, namespaces, CRDs). HTTP
+//! the status subresource), and delete (grace periods, finalizers, namespaces, CRDs, and the
+//! dependents of what is removed, in `gc`). HTTP
 //! handlers and the simulated kubelet both write through here, so every write follows the same
 //! rules and reaches watchers the same way.
 
@@ -495,7 +496,7 @@ impl ApiServer {
                     match def.builtin {
                         Some(Builtin::Namespace) => self.empty_namespace(&key.1),
                         Some(Builtin::Crd) => self.forget_crd(&obj),
-                        _ => {}
+                        b => self.collect_dependents(&obj, b),
                     }
                     return Ok(Deleted { obj, removed: true });
                 }

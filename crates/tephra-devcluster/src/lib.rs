@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod error;
 pub mod faults;
 pub mod fleet;
+mod gc;
 pub mod handlers;
 pub mod http;
 pub mod jsonpath;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Namespace, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -16,6 +16,7 @@ use tephra_api::{PodGroup, Queue, ResourceBinding};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 
+use crate::events::{EventFor, event};
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ms};
 use crate::writes::Write;
@@ -416,38 +417,21 @@ impl Inner {
             } => {
                 let (api_version, kind) = kind.type_meta();
                 let api: Api<Event> = Api::namespaced(client, namespace);
-                let now = k8s_openapi::jiff::Timestamp::now();
-                let name = format!("{group}.{:x}", now.as_nanosecond());
-                let event = Event {
-                    metadata: ObjectMeta {
-                        name: Some(name),
-                        namespace: Some(namespace.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    involved_object: ObjectReference {
-                        api_version: Some(api_version.into()),
-                        kind: Some(kind.into()),
-                        name: Some(group.clone()),
-                        namespace: Some(namespace.clone()),
+                let mut event = event(
+                    &EventFor {
+                        namespace,
+                        api_version,
+                        kind,
+                        name: group,
                         uid: uid.clone(),
-                        ..ObjectReference::default()
                     },
-                    reason: Some(reason.clone()),
-                    message: Some(message.clone()),
-                    type_: Some(if *warning { "Warning" } else { "Normal" }.into()),
-                    count: Some(1),
-                    first_timestamp: Some(Time(now)),
-                    last_timestamp: Some(Time(now)),
-                    event_time: Some(MicroTime(now)),
-                    action: Some("Scheduling".into()),
-                    reporting_component: Some("volcano".into()),
-                    reporting_instance: Some(self.identity.clone()),
-                    source: Some(k8s_openapi::api::core::v1::EventSource {
-                        component: Some("volcano".into()),
-                        host: None,
-                    }),
-                    ..Event::default()
-                };
+                    reason,
+                    message,
+                    *warning,
+                    "volcano",
+                    &self.identity,
+                );
+                event.action = Some("Scheduling".into());
                 api.create(&PostParams::default(), &event).await?;
                 Ok(())
             }

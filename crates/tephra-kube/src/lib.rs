@@ -6,10 +6,13 @@
 //! decisions call for ([`writes`]) and hands them to the executor ([`executor`]): binds,
 //! evictions, PodGroup and Queue status, Events. [`metrics`] carries Volcano's metric names, [`report`] fills
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
-//! objects into the core's model.
+//! objects into the core's model. [`jobs`] is the job controller's adapter (`tephra
+//! controller-manager`), and [`events`] builds the Events both record.
 
 pub mod convert;
+pub mod events;
 pub mod executor;
+pub mod jobs;
 pub mod leader;
 pub mod members;
 pub mod metrics;

@@ -1,7 +1,9 @@
 //! The tephra binary. Subcommands land as their features do; see README.md.
 
+mod controller_manager;
 mod crds;
 mod dev;
+mod runtime;
 mod scheduler;
 mod sim;
 mod validate;
@@ -79,6 +81,8 @@ enum Command {
     /// Run the scheduler against a Kubernetes cluster: watch PodGroups, Queues, Nodes and
     /// Pods, gang-schedule every period and bind (a drop-in for vc-scheduler).
     Scheduler(scheduler::Flags),
+    /// Run the controllers (the Volcano job lifecycle) against a cluster.
+    ControllerManager(controller_manager::Flags),
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Command::Crds { out } => crds::run(out.as_deref()),
         Command::Validate { files } => validate::run(&files),
         Command::Scheduler(flags) => scheduler::run(flags),
+        Command::ControllerManager(flags) => controller_manager::run(flags),
         Command::Dev {
             scenario,
             kubeconfig,

@@ -1,13 +1,14 @@
 //! `tephra scheduler`: the flags a `vc-scheduler` user knows, turned into the runtime's
 //! options; runs until Ctrl-C or SIGTERM.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use tephra_kube::leader::LeaderOptions;
+
+use crate::runtime;
 
 /// Where member clusters come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -20,24 +21,11 @@ pub enum Members {
     Both,
 }
 
-/// Log line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object a line.
-    Json,
-}
-
 /// The flags of `tephra scheduler`.
 #[derive(Args, Debug)]
 pub struct Flags {
-    /// Kubeconfig of the control plane (default: in-cluster, else $KUBECONFIG or ~/.kube/config).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use.
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    connection: runtime::Connection,
     /// The volcano-scheduler.conf file (reloaded when it changes; a bad file keeps the last
     /// good configuration). Default: tephra's built-in configuration.
     #[arg(long)]
@@ -90,49 +78,13 @@ pub struct Flags {
     gang_bind_timeout: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
-    log_format: LogFormat,
-}
-
-/// `:8080` and `0.0.0.0:8080` both listen on every interface.
-fn address(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
-    let full = if text.starts_with(':') {
-        format!("0.0.0.0{text}")
-    } else {
-        text.to_string()
-    };
-    full.parse()
-        .with_context(|| format!("{flag} {text:?}: not a host:port address"))
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-}
-
-fn identity() -> String {
-    std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| format!("tephra-scheduler-{}", std::process::id()))
+    log_format: runtime::LogFormat,
 }
 
 /// Runs the scheduler until interrupted.
 pub fn run(f: Flags) -> anyhow::Result<()> {
-    init_logging(f.log_format);
-    let period = tephra_scheduler::duration::Duration::parse(&f.schedule_period)
-        .with_context(|| format!("--schedule-period {:?}", f.schedule_period))?;
-    if period.as_millis() <= 0 {
-        bail!(
-            "--schedule-period {:?}: must be positive",
-            f.schedule_period
-        );
-    }
+    runtime::init_logging(f.log_format);
+    let period = runtime::positive_duration("--schedule-period", &f.schedule_period)?;
     if f.percentage_nodes_to_find != 100 {
         tracing::warn!(
             value = f.percentage_nodes_to_find,
@@ -147,16 +99,16 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             f.gang_bind_timeout
         );
     }
-    let listen = address("--listen-address", &f.listen_address)?;
+    let listen = runtime::address("--listen-address", &f.listen_address)?;
     let healthz = f
         .healthz_address
         .as_deref()
-        .map(|h| address("--healthz-address", h))
+        .map(|h| runtime::address("--healthz-address", h))
         .transpose()?;
-    let identity = identity();
+    let identity = runtime::identity("tephra-scheduler");
     let options = tephra_kube::Options {
         scheduler_names: f.scheduler_names,
-        period: Duration::from_millis(u64::try_from(period.as_millis()).unwrap_or(1000)),
+        period,
         config_path: f.scheduler_conf,
         strict_config: f.strict_config,
         default_queue: f.default_queue,
@@ -186,50 +138,12 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let config = match &f.kubeconfig {
-            Some(path) => {
-                let kc = kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
-                let o = kube::config::KubeConfigOptions {
-                    context: f.context.clone(),
-                    ..Default::default()
-                };
-                kube::Config::from_custom_kubeconfig(kc, &o)
-                    .await
-                    .with_context(|| format!("--kubeconfig {}", path.display()))?
-            }
-            None => kube::Config::infer()
-                .await
-                .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG or run in a cluster")?,
-        };
-        let client = kube::Client::try_from(config).context("building the API client")?;
+        let client = f.connection.client().await?;
         let running = tephra_kube::start(client, options).await?;
         tracing::info!(metrics = ?running.metrics_addr, "tephra scheduler started");
-        shutdown().await;
+        runtime::shutdown().await;
         tracing::info!("stopping");
         running.stop().await;
         anyhow::Ok(())
     })
-}
-
-async fn shutdown() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

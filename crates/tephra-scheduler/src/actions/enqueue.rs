@@ -1,5 +1,5 @@
-//! `enqueue`: admit Pending PodGroups (Pending → Inqueue) when their queue is Open, the job is
-//! valid, some eligible cluster could ever hold the gang ([`never_fits`]), and the plugins'
+//! `enqueue`: admit Pending PodGroups (Pending → Inqueue) when their queue is Open, some
+//! eligible cluster could ever hold the gang ([`never_fits`]), and the plugins'
 //! votes (overcommit, proportion, ...) allow its minResources in.
 //!
 //! An admitted job that still cannot be placed `inqueueTimeout` after its admission (default
@@ -91,13 +91,9 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
             note.message = Some(closed.to_string());
             continue;
         }
-        if let Err(invalid) = ssn.hooks().job_valid(job) {
-            let note = ssn.note(job);
-            note.reason = Some(invalid.reason);
-            note.message = Some(invalid.message.clone());
-            note.invalid = Some(invalid);
-            continue;
-        }
+        // No validity check here, as in Volcano: a Volcano Job's pods are created only once
+        // its PodGroup is Inqueue, so a PodGroup without its pods yet must be admissible.
+        // allocate checks validity before placing anything.
         if let Some(why) = never_fits(ssn, job, &caps) {
             let note = ssn.note(job);
             note.reason = Some(reasons::NOT_ENQUEUEABLE);

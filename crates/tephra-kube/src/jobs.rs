@@ -1,0 +1,482 @@
+//! The job controller's adapter: watches Volcano Jobs, the pods and PodGroups they own, and
+//! runs [`tephra_controllers::job::reconcile`] for a Job whenever any of them changes (or a
+//! policy's timeout or the Job's TTL falls due, and every resync period), then applies the
+//! writes it returns. Only the leader writes.
+//!
+//! One worker takes Jobs from a de-duplicated queue, so that two passes over one Job never
+//! overlap. The watch caches lag behind the controller's own writes; a pass reads the Job as
+//! the controller last wrote it when the cache is older, so that one pod failure cannot
+//! restart a Job twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
+use tephra_api::{Job, PodGroup};
+use tephra_controllers::job::pods::podgroup_name;
+use tephra_controllers::job::{Observed, Write, reconcile};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::events::{EventFor, event};
+use crate::leader::Leadership;
+
+/// How the job controller runs.
+#[derive(Clone, Debug)]
+pub struct JobControllerOptions {
+    /// This replica's name, on the Events it records.
+    pub identity: String,
+    /// How often every Job is looked at even if nothing changed.
+    pub resync: Duration,
+}
+
+impl Default for JobControllerOptions {
+    fn default() -> Self {
+        Self {
+            identity: "tephra-controller-manager".into(),
+            resync: Duration::from_secs(30),
+        }
+    }
+}
+
+type Key = (String, String);
+
+/// The queue of Jobs to look at: a key waits at most once.
+#[derive(Clone)]
+struct Queue {
+    tx: mpsc::UnboundedSender<Key>,
+    waiting: Arc<Mutex<HashSet<Key>>>,
+}
+
+impl Queue {
+    fn push(&self, key: Key) {
+        let fresh = self
+            .waiting
+            .lock()
+            .map(|mut w| w.insert(key.clone()))
+            .unwrap_or(true);
+        if fresh {
+            let _ = self.tx.send(key);
+        }
+    }
+
+    fn taken(&self, key: &Key) {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.remove(key);
+        }
+    }
+}
+
+/// The Job that owns an object, by its owner reference (else the `volcano.sh/job-name` label).
+fn owner_key<K: Resource>(o: &K) -> Option<Key> {
+    let meta = o.meta();
+    let ns = meta.namespace.clone()?;
+    let by_owner = meta.owner_references.iter().flatten().find(|r| {
+        r.kind == "Job"
+            && r.api_version.starts_with("batch.volcano.sh/")
+            && r.controller == Some(true)
+    });
+    let name = match by_owner {
+        Some(r) => r.name.clone(),
+        None => meta.labels.as_ref()?.get(JOB_NAME)?.clone(),
+    };
+    Some((ns, name))
+}
+
+/// Starts the job controller. It reconciles only while `leadership` leads.
+pub fn start(
+    client: Client,
+    options: JobControllerOptions,
+    leadership: Leadership,
+) -> Vec<JoinHandle<()>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queue = Queue {
+        tx,
+        waiting: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let jobs_api: Api<Job> = Api::all(client.clone());
+    let pods_api: Api<Pod> = Api::all(client.clone());
+    let pgs_api: Api<PodGroup> = Api::all(client.clone());
+    let (jobs, jobs_w) = reflector::store();
+    let (pods, pods_w) = reflector::store();
+    let (pgs, pgs_w) = reflector::store();
+    let mut tasks = Vec::new();
+    {
+        let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = reflector::reflector(
+                jobs_w,
+                watcher::watcher(jobs_api, watcher::Config::default()).default_backoff(),
+            )
+            .touched_objects();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(job) => {
+                        if let Some(ns) = job.namespace() {
+                            q.push((ns, job.name_any()));
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = "Job", error = %e, "watch error"),
+                }
+            }
+        }));
+    }
+    {
+        let q = queue.clone();
+        let cfg = watcher::Config::default().labels(JOB_NAME);
+        tasks.push(tokio::spawn(async move {
+            let stream =
+                reflector::reflector(pods_w, watcher::watcher(pods_api, cfg).default_backoff())
+                    .touched_objects();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(p) => {
+                        if let Some(k) = owner_key(&p) {
+                            q.push(k);
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = "Pod", error = %e, "watch error"),
+                }
+            }
+        }));
+    }
+    {
+        let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = reflector::reflector(
+                pgs_w,
+                watcher::watcher(pgs_api, watcher::Config::default()).default_backoff(),
+            )
+            .touched_objects();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(pg) => {
+                        if let Some(k) = owner_key(&pg) {
+                            q.push(k);
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = "PodGroup", error = %e, "watch error"),
+                }
+            }
+        }));
+    }
+    {
+        let q = queue.clone();
+        let jobs = jobs.clone();
+        let every = options.resync;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                for j in jobs.state() {
+                    if let Some(ns) = j.namespace() {
+                        q.push((ns, j.name_any()));
+                    }
+                }
+            }
+        }));
+    }
+    let worker = Worker {
+        client,
+        options,
+        jobs,
+        pods,
+        pgs,
+        queue,
+        written: HashMap::new(),
+        leadership,
+    };
+    tasks.push(tokio::spawn(worker.run(rx)));
+    tasks
+}
+
+struct Worker {
+    client: Client,
+    options: JobControllerOptions,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    pgs: Store<PodGroup>,
+    queue: Queue,
+    /// The Job as the controller last wrote it, for when the cache has not caught up.
+    written: HashMap<Key, Arc<Job>>,
+    leadership: Leadership,
+}
+
+/// Why applying a pass's writes stopped.
+#[derive(Debug, thiserror::Error)]
+enum ApplyError {
+    #[error("{what}: {source}")]
+    Api { what: String, source: kube::Error },
+}
+
+fn rv(j: &Job) -> Option<u64> {
+    j.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+fn now_ms() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond()
+}
+
+impl Worker {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Key>) {
+        let mut was_leader = false;
+        while let Some(key) = rx.recv().await {
+            self.queue.taken(&key);
+            let leading = self.leadership.is_leader();
+            if leading && !was_leader {
+                for j in self.jobs.state() {
+                    if let Some(ns) = j.namespace() {
+                        self.queue.push((ns, j.name_any()));
+                    }
+                }
+            }
+            was_leader = leading;
+            if !leading {
+                continue;
+            }
+            if let Err(e) = self.pass(&key).await {
+                tracing::warn!(namespace = %key.0, job = %key.1, error = %e, "job pass failed; retrying");
+                self.later(key, Duration::from_secs(1));
+            }
+        }
+    }
+
+    fn later(&self, key: Key, after: Duration) {
+        let q = self.queue.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            q.push(key);
+        });
+    }
+
+    fn job(&self, key: &Key) -> Option<Arc<Job>> {
+        let cached = self.jobs.get(&ObjectRef::new(&key.1).within(&key.0))?;
+        match self.written.get(key) {
+            Some(w) if w.metadata.uid == cached.metadata.uid && rv(w) > rv(&cached) => {
+                Some(Arc::clone(w))
+            }
+            _ => Some(cached),
+        }
+    }
+
+    async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
+        let Some(job) = self.job(key) else {
+            self.written.remove(key);
+            return Ok(());
+        };
+        let uid = job.metadata.uid.clone();
+        let pods: Vec<Pod> = self
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace().as_deref() == Some(key.0.as_str()))
+            .filter(|p| {
+                p.owner_references()
+                    .iter()
+                    .any(|r| Some(&r.uid) == uid.as_ref() && r.controller == Some(true))
+            })
+            .map(|p| (*p).clone())
+            .collect();
+        let pg = self
+            .pgs
+            .get(&ObjectRef::new(&podgroup_name(&job)).within(&key.0))
+            .filter(|pg| {
+                pg.owner_references()
+                    .iter()
+                    .any(|r| Some(&r.uid) == uid.as_ref())
+            });
+        let now = now_ms();
+        let out = reconcile(&Observed {
+            job: &job,
+            podgroup: pg.as_deref(),
+            pods: &pods,
+            command: None,
+            now_ms: now,
+        });
+        if out.action != tephra_api::batch::Action::SyncJob {
+            tracing::info!(namespace = %key.0, job = %key.1, action = ?out.action,
+                trigger = ?out.trigger.as_ref().map(|t| t.describe()), "job action");
+        }
+        for w in &out.writes {
+            self.apply(&job, w).await?;
+        }
+        if let Some(wake) = out.wake_ms {
+            let after = Duration::from_millis(u64::try_from(wake - now).unwrap_or(0) + 50);
+            self.later(key.clone(), after);
+        }
+        Ok(())
+    }
+
+    async fn apply(&mut self, job: &Job, w: &Write) -> Result<(), ApplyError> {
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let c = self.client.clone();
+        let api_err = |what: String| move |source| ApplyError::Api { what, source };
+        match w {
+            Write::CreatePodGroup(pg) => {
+                let api: Api<PodGroup> = Api::namespaced(c, &ns);
+                ok_if(
+                    api.create(&PostParams::default(), pg).await.map(|_| ()),
+                    409,
+                )
+                .map_err(api_err(format!("creating PodGroup for {ns}/{name}")))?;
+            }
+            Write::UpdatePodGroup(pg) => {
+                let api: Api<PodGroup> = Api::namespaced(c, &ns);
+                let patch = serde_json::json!({"spec": {
+                    "minMember": pg.spec.min_member,
+                    "minTaskMember": pg.spec.min_task_member,
+                    "minResources": pg.spec.min_resources,
+                    "priorityClassName": pg.spec.priority_class_name,
+                }});
+                api.patch(
+                    &pg.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(api_err(format!("updating PodGroup {ns}/{}", pg.name_any())))?;
+            }
+            Write::DeletePodGroup(pg) => {
+                let api: Api<PodGroup> = Api::namespaced(c, &ns);
+                ok_if(
+                    api.delete(pg, &DeleteParams::default()).await.map(|_| ()),
+                    404,
+                )
+                .map_err(api_err(format!("deleting PodGroup {ns}/{pg}")))?;
+            }
+            Write::CreatePod(p) => {
+                let api: Api<Pod> = Api::namespaced(c, &ns);
+                match api.create(&PostParams::default(), p).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                        // The API server refused the template: say so on the Job and retry
+                        // later (the user may fix the Job; nothing else is created meanwhile).
+                        let message = format!("Error creating pods: {}", s.message);
+                        self.record(job, true, "FailedCreatePod", &message).await;
+                        return Err(ApplyError::Api {
+                            what: format!("creating pod {}", p.name_any()),
+                            source: kube::Error::Api(s),
+                        });
+                    }
+                    Err(e) => {
+                        return Err(ApplyError::Api {
+                            what: format!("creating pod {}", p.name_any()),
+                            source: e,
+                        });
+                    }
+                }
+            }
+            Write::DeletePod(pod) => {
+                let api: Api<Pod> = Api::namespaced(c, &ns);
+                let mark = serde_json::json!({"metadata": {"annotations": {OUT_OF_SYNC: "true"}}});
+                ok_if(
+                    api.patch(pod, &PatchParams::default(), &Patch::Merge(&mark))
+                        .await
+                        .map(|_| ()),
+                    404,
+                )
+                .map_err(api_err(format!("marking pod {ns}/{pod}")))?;
+                ok_if(
+                    api.delete(pod, &DeleteParams::default()).await.map(|_| ()),
+                    404,
+                )
+                .map_err(api_err(format!("deleting pod {ns}/{pod}")))?;
+            }
+            Write::Status(status) => {
+                let api: Api<Job> = Api::namespaced(c, &ns);
+                let old = serde_json::to_value(job.status.clone().unwrap_or_default())
+                    .unwrap_or_default();
+                let new = serde_json::to_value(&**status).unwrap_or_default();
+                let patch = serde_json::json!({"status": merge_patch(&old, &new)});
+                let updated = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(api_err(format!("writing status of {ns}/{name}")))?;
+                self.written.insert((ns, name), Arc::new(updated));
+            }
+            Write::Event {
+                warning,
+                reason,
+                message,
+            } => self.record(job, *warning, reason, message).await,
+            Write::DeleteJob => {
+                let api: Api<Job> = Api::namespaced(c, &ns);
+                let dp = DeleteParams {
+                    propagation_policy: Some(PropagationPolicy::Background),
+                    ..DeleteParams::default()
+                };
+                ok_if(api.delete(&name, &dp).await.map(|_| ()), 404)
+                    .map_err(api_err(format!("deleting finished job {ns}/{name}")))?;
+                tracing::info!(namespace = %ns, job = %name, "deleted: ttlSecondsAfterFinished passed");
+            }
+        }
+        Ok(())
+    }
+
+    async fn record(&self, job: &Job, warning: bool, reason: &str, message: &str) {
+        let ns = job.namespace().unwrap_or_default();
+        let ev = event(
+            &EventFor {
+                namespace: &ns,
+                api_version: "batch.volcano.sh/v1alpha1",
+                kind: "Job",
+                name: &job.name_any(),
+                uid: job.metadata.uid.clone(),
+            },
+            reason,
+            message,
+            warning,
+            "vc-controller-manager",
+            &self.options.identity,
+        );
+        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), &ns);
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::warn!(namespace = %ns, job = %job.name_any(), error = %e, "recording an event failed");
+        }
+    }
+}
+
+/// A merge patch that takes `old` to `new`: all of `new` is set, what went away is null
+/// (a plain merge patch of `new` would keep a task's count that is gone).
+fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in n {
+                match o.get(k) {
+                    Some(ov) => {
+                        out.insert(k.clone(), merge_patch(ov, v));
+                    }
+                    None => {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                out.insert(k.clone(), Value::Null);
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
+}
+
+/// Treats one API status code (409 AlreadyExists, 404 NotFound) as success.
+fn ok_if<T: Default>(r: Result<T, kube::Error>, code: u16) -> Result<T, kube::Error> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == code => Ok(T::default()),
+        other => other,
+    }
+}

@@ -1,0 +1,175 @@
+//! The job controller against a one-member devcluster over real HTTP, with the scheduler
+//! running: a Volcano Job goes from create to Completed; a failing pod restarts the job under
+//! `RestartJob` until `maxRetry`, then the job is Failed; deleting a Job takes its PodGroup and
+//! pods with it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+use tephra_api::batch::JobPhase;
+use tephra_api::{Job, PodGroup};
+use tephra_kube::jobs::{self, JobControllerOptions};
+use tephra_kube::leader::Leadership;
+
+fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
+    let template = |cpu: &str| {
+        json!({"metadata": {"annotations": pod_annotations.clone()},
+               "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+                   "resources": {"requests": {"cpu": cpu}}}]}})
+    };
+    let mut j = json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "queue": "default", "plugins": {"env": []},
+            "tasks": [
+                {"name": "ps", "replicas": 1, "template": template("1")},
+                {"name": "worker", "replicas": 2, "template": template("2")}]}
+    });
+    if let (Some(s), Some(extra)) = (j["spec"].as_object_mut(), spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(j).unwrap()
+}
+
+async fn start(c: &kube::Client) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let ctl = jobs::start(
+        c.clone(),
+        JobControllerOptions::default(),
+        Leadership::always(),
+    );
+    (sched, ctl)
+}
+
+async fn phase(api: &Api<Job>, name: &str) -> Option<JobPhase> {
+    api.get(name).await.ok()?.status?.state.phase
+}
+
+#[tokio::test]
+async fn a_volcano_job_runs_from_create_to_completed() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let created = jobs
+        .create(
+            &PostParams::default(),
+            &job("tf", json!({"tephra.io/sim-duration": "1s"}), json!({})),
+        )
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let done = eventually(30, "the job Completed", || async {
+        let j = jobs.get("tf").await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(JobPhase::Completed)).then_some(j)
+    })
+    .await;
+    let s = done.status.unwrap();
+    assert_eq!(s.succeeded, 3);
+    assert_eq!(s.min_available, 3);
+    let seen: Vec<JobPhase> = s.conditions.iter().map(|c| c.status).collect();
+    assert_eq!(
+        seen,
+        [JobPhase::Pending, JobPhase::Running, JobPhase::Completed]
+    );
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    assert!(
+        pgs.get(&format!("tf-{uid}")).await.is_err(),
+        "a finished job's PodGroup is removed, as Volcano's killJob does"
+    );
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let w1 = pods.get("tf-worker-1").await.unwrap();
+    let annotations = w1.metadata.annotations.clone().unwrap();
+    assert_eq!(
+        annotations["scheduling.k8s.io/group-name"],
+        format!("tf-{uid}")
+    );
+    let labels = w1.metadata.labels.unwrap();
+    assert_eq!(labels["volcano.sh/job-name"], "tf");
+    assert_eq!(labels["volcano.sh/task-spec"], "worker");
+    let env = w1.spec.unwrap().containers[0].env.clone().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "VK_TASK_INDEX" && e.value.as_deref() == Some("1"))
+    );
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "flaky",
+            json!({"tephra.io/sim-duration": "300ms", "tephra.io/sim-exit-code": "3"}),
+            json!({"maxRetry": 2,
+                   "policies": [{"event": "PodFailed", "action": "RestartJob"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let failed = eventually(40, "the job Failed", || async {
+        let j = jobs.get("flaky").await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(JobPhase::Failed)).then_some(j)
+    })
+    .await;
+    let s = failed.status.unwrap();
+    assert_eq!(s.retry_count, 2, "{s:?}");
+    assert!(
+        s.conditions
+            .iter()
+            .any(|c| c.status == JobPhase::Restarting),
+        "it restarted on the way: {s:?}"
+    );
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_job_deletes_its_podgroup_and_pods() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(&PostParams::default(), &job("long", json!({}), json!({})))
+        .await
+        .unwrap();
+    eventually(30, "the job Running", || async {
+        (phase(&jobs, "long").await == Some(JobPhase::Running)).then_some(())
+    })
+    .await;
+    jobs.delete("long", &DeleteParams::default()).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    eventually(30, "pods and PodGroup gone", || async {
+        let p = pods.list(&ListParams::default()).await.ok()?;
+        let g = pgs.list(&ListParams::default()).await.ok()?;
+        (p.items.is_empty() && g.items.is_empty()).then_some(())
+    })
+    .await;
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}

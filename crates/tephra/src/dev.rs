@@ -1,7 +1,6 @@
 //! `tephra dev`: a control plane and simulated member clusters on this machine, for `kubectl`
 //! with no cluster at all. Serves the API and the simulated kubelets, and runs the scheduler
-//! against the control plane (members from its Cluster objects). The controllers will run
-//! inside it once they land.
+//! and the job controller against the control plane (members from its Cluster objects).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,7 +54,15 @@ pub fn run(
                 identity: "tephra-dev".into(),
                 ..tephra_kube::Options::default()
             };
-            Some(tephra_kube::start(client, options).await?)
+            let jobs = tephra_kube::jobs::start(
+                client.clone(),
+                tephra_kube::jobs::JobControllerOptions {
+                    identity: "tephra-dev".into(),
+                    ..Default::default()
+                },
+                tephra_kube::leader::Leadership::always(),
+            );
+            Some((tephra_kube::start(client, options).await?, jobs))
         } else {
             None
         };
@@ -84,7 +91,7 @@ pub fn run(
             faults::FAULT_ANNOTATION
         );
         println!();
-        match running.as_ref().and_then(|r| r.metrics_addr) {
+        match running.as_ref().and_then(|r| r.0.metrics_addr) {
             Some(addr) => {
                 println!(
                     "The scheduler runs inside (metrics: http://{addr}/metrics): pods declared on the"
@@ -95,13 +102,20 @@ pub fn run(
             }
             None => println!("The scheduler does not run (--no-scheduler)."),
         }
-        println!("The Volcano Job controller does not run inside yet. Ctrl-C stops it.");
+        if running.is_some() {
+            println!("The Volcano job controller runs inside too:");
+            println!("  kubectl apply -f examples/dev/hello-job.yaml; kubectl get vcjob hello -w");
+        }
+        println!("Ctrl-C stops it.");
         println!();
         println!("export KUBECONFIG={}", path.display());
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
-        if let Some(r) = running {
+        if let Some((r, jobs)) = running {
+            for t in jobs {
+                t.abort();
+            }
             r.stop().await;
         }
         fault_watch.abort();

@@ -1,6 +1,7 @@
 //! README's quick start with a Kubernetes API, run as a user would: `tephra dev` (with the
 //! scheduler inside, or serving the API only while `tephra scheduler --members clusters` runs
-//! against it), `kubectl apply` of a PodGroup with its pods, and the gang running in a member.
+//! against it), `kubectl apply` of a PodGroup with its pods, and the gang running in a member;
+//! `kubectl apply` of a Volcano Job, run by the job controller inside to Completed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -112,4 +113,37 @@ fn tephra_scheduler_runs_against_tephra_dev_from_its_kubeconfig() {
         "500ms",
     ]);
     apply_and_see_the_gang_run(&k);
+}
+
+#[test]
+fn tephra_dev_runs_a_volcano_job_applied_with_kubectl_to_completed() {
+    let k = kubeconfig("job");
+    let _dev = start(&["dev", "--speed", "20", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    until(20, "the API answers", || kubectl(&k, &["get", "queues"]).0);
+    let (ok, out) = kubectl(&k, &["apply", "-f", "examples/dev/hello-job.yaml"]);
+    assert!(ok, "{out}");
+    until(60, "the job Completed", || {
+        let (ok, out) = kubectl(
+            &k,
+            &[
+                "get",
+                "vcjob",
+                "hello",
+                "-o",
+                "jsonpath={.status.state.phase}",
+            ],
+        );
+        ok && out.trim() == "Completed"
+    });
+    let (ok, out) = kubectl(
+        &k,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=hello",
+        ],
+    );
+    assert!(ok && out.contains("CompleteJob"), "{out}");
 }

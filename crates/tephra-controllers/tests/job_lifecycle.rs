@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
@@ -25,6 +25,8 @@ struct World {
     created: Vec<String>,
     events: Vec<String>,
     wake_ms: Option<i64>,
+    services: Vec<Service>,
+    configs: Vec<ConfigMap>,
 }
 
 fn time(ms: i64) -> Time {
@@ -45,6 +47,8 @@ impl World {
             created: Vec::new(),
             events: Vec::new(),
             wake_ms: None,
+            services: Vec::new(),
+            configs: Vec::new(),
         }
     }
 
@@ -84,6 +88,8 @@ impl World {
                     reason, message, ..
                 } => self.events.push(format!("{reason}: {message}")),
                 Write::DeleteJob => self.deleted = true,
+                Write::CreateService(x) => self.services.push((**x).clone()),
+                Write::CreateConfigMap(x) => self.configs.push((**x).clone()),
             }
         }
         out.writes
@@ -429,6 +435,81 @@ fn an_invalid_job_stays_pending_with_the_field_named_and_creates_nothing() {
             .contains("spec.minAvailable")
     );
     assert!(w.events.iter().any(|e| e.starts_with("InvalidJob")));
+}
+
+fn env_of(w: &World, pod: &str) -> BTreeMap<String, String> {
+    let spec = w.pods[pod].spec.clone().expect("spec");
+    spec.containers[0]
+        .env
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let v = e.value.unwrap_or_else(|| {
+                e.value_from
+                    .and_then(|f| f.config_map_key_ref)
+                    .map(|r| format!("configmap:{}/{}", r.name, r.key))
+                    .unwrap_or_default()
+            });
+            (e.name, v)
+        })
+        .collect()
+}
+
+#[test]
+fn svc_pytorch_and_env_plugins_give_the_service_hosts_and_variables_once() {
+    let mut w = World::new(job(serde_json::json!({
+        "plugins": {"svc": [], "env": [], "pytorch": ["--master=ps", "--port=29500"]}})));
+    w.settle();
+    assert_eq!(w.services.len(), 1, "the Service is made once");
+    let svc = &w.services[0];
+    assert_eq!(svc.metadata.name.as_deref(), Some("tf"));
+    let spec = svc.spec.clone().expect("spec");
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(
+        spec.selector.expect("selector")["volcano.sh/job-name"],
+        "tf"
+    );
+    let data = w.configs[0].data.clone().expect("data");
+    assert_eq!(w.configs[0].metadata.name.as_deref(), Some("tf-svc"));
+    assert_eq!(data["worker.host"], "tf-worker-0.tf\ntf-worker-1.tf");
+    assert_eq!(data["VC_WORKER_HOSTS"], "tf-worker-0.tf,tf-worker-1.tf");
+    assert_eq!(data["VC_PS_NUM"], "1");
+    w.admit();
+    w.settle();
+    assert_eq!(w.configs.len(), 1);
+    let env = env_of(&w, "tf-worker-1");
+    assert_eq!(env["VC_TASK_INDEX"], "1");
+    assert_eq!(env["MASTER_ADDR"], "tf-ps-0.tf");
+    assert_eq!(env["MASTER_PORT"], "29500");
+    assert_eq!(env["WORLD_SIZE"], "3");
+    assert_eq!(env["RANK"], "2");
+    assert_eq!(env["VC_WORKER_HOSTS"], "configmap:tf-svc/VC_WORKER_HOSTS");
+    assert_eq!(env_of(&w, "tf-ps-0")["RANK"], "0");
+    let pod = w.pods["tf-worker-1"].spec.clone().expect("spec");
+    assert_eq!(pod.hostname.as_deref(), Some("tf-worker-1"));
+    assert_eq!(pod.subdomain.as_deref(), Some("tf"));
+    let mounts = pod.containers[0].volume_mounts.clone().expect("mounts");
+    assert!(mounts.iter().any(|m| m.mount_path == "/etc/volcano"));
+}
+
+#[test]
+fn the_mpi_plugin_tells_the_master_its_workers() {
+    let mut w = World::new(job(serde_json::json!({
+        "plugins": {"mpi": ["--master=ps"]}})));
+    w.settle();
+    w.admit();
+    w.settle();
+    assert_eq!(
+        env_of(&w, "tf-ps-0")["MPI_HOST"],
+        "tf-worker-0.tf,tf-worker-1.tf"
+    );
+    assert!(!env_of(&w, "tf-worker-0").contains_key("MPI_HOST"));
+    let ports = w.pods["tf-worker-0"].spec.clone().expect("spec").containers[0]
+        .ports
+        .clone()
+        .expect("ports");
+    assert!(ports.iter().any(|p| p.container_port == 22));
 }
 
 proptest! {

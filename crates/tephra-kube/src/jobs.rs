@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -353,6 +353,16 @@ impl Worker {
                     404,
                 )
                 .map_err(api_err(format!("deleting PodGroup {ns}/{pg}")))?;
+            }
+            Write::CreateService(x) => {
+                let api: Api<Service> = Api::namespaced(c, &ns);
+                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                    .map_err(api_err(format!("creating Service {ns}/{}", x.name_any())))?;
+            }
+            Write::CreateConfigMap(x) => {
+                let api: Api<ConfigMap> = Api::namespaced(c, &ns);
+                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                    .map_err(api_err(format!("creating ConfigMap {ns}/{}", x.name_any())))?;
             }
             Write::CreatePod(p) => {
                 let api: Api<Pod> = Api::namespaced(c, &ns);

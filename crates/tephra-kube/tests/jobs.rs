@@ -25,7 +25,7 @@ fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
     let mut j = json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"schedulerName": "volcano", "queue": "default", "plugins": {"env": []},
+        "spec": {"schedulerName": "volcano", "queue": "default", "plugins": {"env": [], "svc": []},
             "tasks": [
                 {"name": "ps", "replicas": 1, "template": template("1")},
                 {"name": "worker", "replicas": 2, "template": template("2")}]}
@@ -97,6 +97,14 @@ async fn a_volcano_job_runs_from_create_to_completed() {
     let labels = w1.metadata.labels.unwrap();
     assert_eq!(labels["volcano.sh/job-name"], "tf");
     assert_eq!(labels["volcano.sh/task-spec"], "worker");
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(c.clone(), "default");
+    assert!(
+        services.get("tf").await.is_ok(),
+        "svc plugin: the headless Service"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), "default");
+    let hosts = cms.get("tf-svc").await.unwrap().data.unwrap();
+    assert_eq!(hosts["VC_WORKER_HOSTS"], "tf-worker-0.tf,tf-worker-1.tf");
     let env = w1.spec.unwrap().containers[0].env.clone().unwrap();
     assert!(
         env.iter()

@@ -2,6 +2,7 @@
 //!
 //! - [`gang`]: the Job's gang plan (Volcano's defaults) and the gang the scheduler sees;
 //! - [`pods`]: the PodGroup and the pods the controller creates for a Job;
+//! - [`plugins`]: the job plugins (`env`, `svc`, `pytorch`, `mpi`);
 //! - [`observe`]: the Job's pods as the controller reads them, and the status counts;
 //! - [`policy`]: the events the pods show and the lifecycle policies' actions for them;
 //! - [`lifecycle`]: the state machine (phases, actions, how pods are killed);
@@ -10,6 +11,7 @@
 pub mod gang;
 pub mod lifecycle;
 pub mod observe;
+pub mod plugins;
 pub mod pods;
 pub mod policy;
 pub mod reconcile;

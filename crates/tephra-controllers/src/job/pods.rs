@@ -1,14 +1,12 @@
 //! The objects the job controller creates for a Job, as Volcano's makes them: the PodGroup
 //! (`<job>-<uid>`, minMember, minTaskMember, minResources, queue, priority class, the Job's
 //! labels and annotations) and each pod (`<job>-<task>-<index>`, Volcano's labels and
-//! annotations, the Job's scheduler name and priority class, its volumes, the `env` plugin's
-//! variables). Both are owned by the Job, so that deleting the Job deletes them.
+//! annotations, the Job's scheduler name and priority class, its volumes, and what the job
+//! plugins add). Both are owned by the Job, so that deleting the Job deletes them.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tephra_api::well_known::{
@@ -172,21 +170,14 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
                 });
         }
     }
-    if job.spec.plugins.contains_key("env") {
-        let idx = index.to_string();
-        let add = |c: &mut Container| {
-            let env = c.env.get_or_insert_with(Vec::new);
-            for key in ["VK_TASK_INDEX", "VC_TASK_INDEX"] {
-                env.push(EnvVar {
-                    name: key.into(),
-                    value: Some(idx.clone()),
-                    value_from: None,
-                });
-            }
-        };
-        spec.containers.iter_mut().for_each(add);
-        spec.init_containers.iter_mut().flatten().for_each(add);
-    }
+    super::plugins::on_pod(
+        job,
+        plan,
+        task,
+        index,
+        &pod_name(&job_name, name, index),
+        &mut spec,
+    );
     let idx = index.to_string();
     let mut annotations = tmeta.annotations.unwrap_or_default();
     for (k, v) in [

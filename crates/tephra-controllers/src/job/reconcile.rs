@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use tephra_api::batch::{Action, Iteration, JobCondition, JobPhase, JobStatus};
@@ -48,6 +48,10 @@ pub enum Write {
     UpdatePodGroup(Box<PodGroup>),
     /// Delete the PodGroup (the Job is killed; a restart makes a new one).
     DeletePodGroup(String),
+    /// Create a Service a plugin needs (`svc`); one that exists is left as it is.
+    CreateService(Box<Service>),
+    /// Create a ConfigMap a plugin needs (`svc`'s hosts); one that exists is left as it is.
+    CreateConfigMap(Box<ConfigMap>),
     /// Create a pod.
     CreatePod(Box<Pod>),
     /// Delete a pod, marking it first (`volcano.sh/controller-out-of-sync`) so that its end is
@@ -200,6 +204,11 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
         controlled_resources: old.controlled_resources.clone(),
         conditions: old.conditions.clone(),
     };
+    if matches!(step.pods, Pods::Sync) && job.spec.plugins.contains_key("svc") {
+        status
+            .controlled_resources
+            .insert(SVC_MADE.into(), "svc".into());
+    }
     if phase != Some(now_phase) {
         let at = time(o.now_ms);
         status.state.phase = Some(now_phase);
@@ -293,6 +302,19 @@ fn sync(
             message: e.to_string(),
         }),
     }
+    if !plugins_ready(job) {
+        let (services, configs) = super::plugins::objects(job, plan);
+        writes.extend(
+            services
+                .into_iter()
+                .map(|x| Write::CreateService(Box::new(x))),
+        );
+        writes.extend(
+            configs
+                .into_iter()
+                .map(|x| Write::CreateConfigMap(Box::new(x))),
+        );
+    }
     let admitted = o
         .podgroup
         .filter(|pg| pg.metadata.name.as_deref() == Some(podgroup_name(job).as_str()))
@@ -334,6 +356,17 @@ fn sync(
         }
         counts.terminating += 1;
     }
+}
+
+/// The `status.controlledResources` key that records a plugin's objects as made.
+const SVC_MADE: &str = "plugin-svc";
+
+/// Whether the plugins' objects are made (or no plugin needs any).
+fn plugins_ready(job: &Job) -> bool {
+    !job.spec.plugins.contains_key("svc")
+        || job.status.as_ref().is_some_and(|s| {
+            s.controlled_resources.get(SVC_MADE).map(String::as_str) == Some("svc")
+        })
 }
 
 /// Whether task `i` may start: every task it depends on (any one, with `iteration: any` and

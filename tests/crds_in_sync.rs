@@ -64,8 +64,11 @@ fn crds_carry_volcano_names_and_status_subresources() {
     for (_, crd) in &crds {
         let name = crd.metadata.name.clone().unwrap();
         // Volcano's PodGroup has no status subresource (integrations create PodGroups with a
-        // status); a PropagationPolicy has no status.
-        if name.starts_with("propagationpolicies") || name.starts_with("podgroups") {
+        // status); a PropagationPolicy and a Command have no status.
+        if name.starts_with("propagationpolicies")
+            || name.starts_with("podgroups")
+            || name.starts_with("commands")
+        {
             assert!(
                 crd.spec.versions[0]
                     .subresources

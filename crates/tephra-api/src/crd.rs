@@ -108,6 +108,33 @@ pub fn make_spec_optional(crd: &mut CustomResourceDefinition) {
     }
 }
 
+/// Moves the properties of `spec` to the top level of the schema and drops `spec`, for a kind
+/// whose fields sit beside `metadata` (the Command).
+pub fn hoist_spec(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let Some(props) = root.properties.as_mut() else {
+            continue;
+        };
+        if let Some(spec) = props.remove("spec") {
+            props.extend(spec.properties.unwrap_or_default());
+        }
+        if let Some(required) = root.required.as_mut() {
+            required.retain(|f| f != "spec");
+            if required.is_empty() {
+                root.required = None;
+            }
+        }
+        version.subresources = None;
+    }
+}
+
 /// Serves `status` as part of the main resource instead of a subresource.
 pub fn drop_status_subresource(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {

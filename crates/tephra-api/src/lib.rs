@@ -11,6 +11,7 @@
 #[cfg(feature = "validate")]
 pub mod admission;
 pub mod batch;
+pub mod bus;
 #[cfg(feature = "validate")]
 pub mod celcheck;
 pub mod checks;
@@ -28,6 +29,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use batch::{Job, JobSpec, JobStatus};
+pub use bus::Command;
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use policy::{PropagationPolicy, PropagationPolicySpec};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
@@ -56,6 +58,13 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
              through spec.parent, rooted at the queue named root.",
         ),
         (
+            "bus.volcano.sh_commands.yaml",
+            bus::CommandCrd::crd(),
+            "A command for the controller that owns its target: vcctl job suspend and resume \
+             (AbortJob, ResumeJob), queue open and close. The controller carries it out and \
+             deletes it.",
+        ),
+        (
             "cluster.tephra.io_clusters.yaml",
             Cluster::crd(),
             "A member cluster that tephra places jobs onto. The cluster tephra runs in is the \
@@ -79,6 +88,9 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
         .map(|(file, mut crd, doc)| {
             if matches!(crd.spec.names.kind.as_str(), "PodGroup" | "Queue") {
                 crd::make_spec_optional(&mut crd);
+            }
+            if crd.spec.names.kind == "Command" {
+                crd::hoist_spec(&mut crd);
             }
             if crd.spec.names.kind == "PodGroup" {
                 // Volcano's PodGroup has no status subresource: KubeRay and the Spark operator

@@ -18,8 +18,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPo
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
+use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
-use tephra_api::{Job, PodGroup};
+use tephra_api::{Command, Job, PodGroup};
 use tephra_controllers::job::pods::podgroup_name;
 use tephra_controllers::job::{Observed, Write, reconcile};
 use tokio::sync::mpsc;
@@ -90,6 +91,14 @@ fn owner_key<K: Resource>(o: &K) -> Option<Key> {
     Some((ns, name))
 }
 
+/// The Job a Command is for (`target` a `batch.volcano.sh` Job).
+fn command_target(c: &Command) -> Option<Key> {
+    let t = c.fields.target.as_ref()?;
+    (t.kind == "Job" && t.api_version.starts_with("batch.volcano.sh/"))
+        .then(|| Some((c.metadata.namespace.clone()?, t.name.clone())))
+        .flatten()
+}
+
 /// Starts the job controller. It reconciles only while `leadership` leads.
 pub fn start(
     client: Client,
@@ -107,6 +116,8 @@ pub fn start(
     let (jobs, jobs_w) = reflector::store();
     let (pods, pods_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
+    let (commands, commands_w) = reflector::store();
+    let commands_api: Api<Command> = Api::all(client.clone());
     let mut tasks = Vec::new();
     {
         let q = queue.clone();
@@ -172,6 +183,27 @@ pub fn start(
     }
     {
         let q = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = reflector::reflector(
+                commands_w,
+                watcher::watcher(commands_api, watcher::Config::default()).default_backoff(),
+            )
+            .applied_objects();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(c) => {
+                        if let Some(k) = command_target(&c) {
+                            q.push(k);
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = "Command", error = %e, "watch error"),
+                }
+            }
+        }));
+    }
+    {
+        let q = queue.clone();
         let jobs = jobs.clone();
         let every = options.resync;
         tasks.push(tokio::spawn(async move {
@@ -191,6 +223,7 @@ pub fn start(
         jobs,
         pods,
         pgs,
+        commands,
         queue,
         written: HashMap::new(),
         leadership,
@@ -205,6 +238,7 @@ struct Worker {
     jobs: Store<Job>,
     pods: Store<Pod>,
     pgs: Store<PodGroup>,
+    commands: Store<Command>,
     queue: Queue,
     /// The Job as the controller last wrote it, for when the cache has not caught up.
     written: HashMap<Key, Arc<Job>>,
@@ -294,12 +328,13 @@ impl Worker {
                     .iter()
                     .any(|r| Some(&r.uid) == uid.as_ref())
             });
+        let command = self.take_command(&job, key).await?;
         let now = now_ms();
         let out = reconcile(&Observed {
             job: &job,
             podgroup: pg.as_deref(),
             pods: &pods,
-            command: None,
+            command,
             now_ms: now,
         });
         if out.action != tephra_api::batch::Action::SyncJob {
@@ -314,6 +349,65 @@ impl Worker {
             self.later(key.clone(), after);
         }
         Ok(())
+    }
+
+    /// The oldest Command for this Job, deleted before it is carried out (as Volcano does:
+    /// a command runs at most once). An action a Job cannot take is refused with an Event.
+    async fn take_command(&self, job: &Job, key: &Key) -> Result<Option<Action>, ApplyError> {
+        let uid = job.metadata.uid.as_deref();
+        let mut mine: Vec<Arc<Command>> = self
+            .commands
+            .state()
+            .into_iter()
+            .filter(|c| command_target(c).as_ref() == Some(key))
+            .filter(|c| {
+                c.fields
+                    .target
+                    .as_ref()
+                    .is_some_and(|t| Some(t.uid.as_str()) == uid)
+            })
+            .collect();
+        mine.sort_by(|a, b| {
+            let at = |c: &Command| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            at(a)
+                .cmp(&at(b))
+                .then_with(|| a.name_any().cmp(&b.name_any()))
+        });
+        let Some(cmd) = mine.first() else {
+            return Ok(None);
+        };
+        let api: Api<Command> = Api::namespaced(self.client.clone(), &key.0);
+        match api.delete(&cmd.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            // Another pass (or replica) took it.
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(source) => {
+                return Err(ApplyError::Api {
+                    what: format!("deleting Command {}/{}", key.0, cmd.name_any()),
+                    source,
+                });
+            }
+        }
+        if mine.len() > 1 {
+            self.queue.push(key.clone());
+        }
+        let text = cmd.fields.action.clone().unwrap_or_default();
+        let action: Option<Action> =
+            serde_json::from_value(serde_json::Value::String(text.clone())).ok();
+        match action {
+            Some(a) if Action::POLICY_ACTIONS.contains(&a) => {
+                tracing::info!(namespace = %key.0, job = %key.1, action = ?a, command = %cmd.name_any(), "command");
+                Ok(Some(a))
+            }
+            _ => {
+                let message = format!(
+                    "Command {}: action {text:?} is not one a Job takes (AbortJob, ResumeJob, RestartJob, TerminateJob, CompleteJob, ...)",
+                    cmd.name_any()
+                );
+                self.record(job, true, "InvalidCommand", &message).await;
+                Ok(None)
+            }
+        }
     }
 
     async fn apply(&mut self, job: &Job, w: &Write) -> Result<(), ApplyError> {

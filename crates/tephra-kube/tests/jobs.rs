@@ -181,3 +181,76 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
     }
     sched.stop().await;
 }
+
+fn command(job: &Job, action: &str) -> tephra_api::Command {
+    let mut c = tephra_api::Command::default();
+    c.metadata.generate_name = Some(format!(
+        "{}-{}-",
+        job.metadata.name.clone().unwrap(),
+        action.to_lowercase()
+    ));
+    c.metadata.namespace = job.metadata.namespace.clone();
+    c.fields.action = Some(action.into());
+    c.fields.target = Some(tephra_controllers::job::pods::owner(job));
+    c
+}
+
+#[tokio::test]
+async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let job = jobs
+        .create(
+            &PostParams::default(),
+            &job("pausable", json!({}), json!({})),
+        )
+        .await
+        .unwrap();
+    eventually(30, "the job Running", || async {
+        (phase(&jobs, "pausable").await == Some(JobPhase::Running)).then_some(())
+    })
+    .await;
+    let commands: Api<tephra_api::Command> = Api::namespaced(c.clone(), "default");
+    commands
+        .create(&PostParams::default(), &command(&job, "AbortJob"))
+        .await
+        .unwrap();
+    eventually(30, "the job Aborted", || async {
+        (phase(&jobs, "pausable").await == Some(JobPhase::Aborted)).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(
+        commands
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "a command is deleted once carried out"
+    );
+    commands
+        .create(&PostParams::default(), &command(&job, "ResumeJob"))
+        .await
+        .unwrap();
+    let back = eventually(30, "the job Running again", || async {
+        let j = jobs.get("pausable").await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(JobPhase::Running)).then_some(j)
+    })
+    .await;
+    assert_eq!(back.status.unwrap().retry_count, 1);
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}

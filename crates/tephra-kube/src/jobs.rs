@@ -99,6 +99,48 @@ fn command_target(c: &Command) -> Option<Key> {
         .flatten()
 }
 
+/// A Job's own key.
+fn job_key(j: &Job) -> Option<Key> {
+    Some((j.namespace()?, j.name_any()))
+}
+
+/// Watches one kind everywhere into `writer`, queueing the Job each object touched (added,
+/// changed or deleted) concerns.
+fn watch<K>(
+    client: &Client,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    queue: &Queue,
+    key: fn(&K) -> Option<Key>,
+) -> JoinHandle<()>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let q = queue.clone();
+    tokio::spawn(async move {
+        let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff())
+            .touched_objects();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(o) => {
+                    if let Some(k) = key(&o) {
+                        q.push(k);
+                    }
+                }
+                Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch error"),
+            }
+        }
+    })
+}
+
 /// Starts the job controller. It reconciles only while `leadership` leads.
 pub fn start(
     client: Client,
@@ -110,98 +152,17 @@ pub fn start(
         tx,
         waiting: Arc::new(Mutex::new(HashSet::new())),
     };
-    let jobs_api: Api<Job> = Api::all(client.clone());
-    let pods_api: Api<Pod> = Api::all(client.clone());
-    let pgs_api: Api<PodGroup> = Api::all(client.clone());
     let (jobs, jobs_w) = reflector::store();
     let (pods, pods_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();
-    let commands_api: Api<Command> = Api::all(client.clone());
-    let mut tasks = Vec::new();
-    {
-        let q = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let stream = reflector::reflector(
-                jobs_w,
-                watcher::watcher(jobs_api, watcher::Config::default()).default_backoff(),
-            )
-            .touched_objects();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(job) => {
-                        if let Some(ns) = job.namespace() {
-                            q.push((ns, job.name_any()));
-                        }
-                    }
-                    Err(e) => tracing::warn!(kind = "Job", error = %e, "watch error"),
-                }
-            }
-        }));
-    }
-    {
-        let q = queue.clone();
-        let cfg = watcher::Config::default().labels(JOB_NAME);
-        tasks.push(tokio::spawn(async move {
-            let stream =
-                reflector::reflector(pods_w, watcher::watcher(pods_api, cfg).default_backoff())
-                    .touched_objects();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(p) => {
-                        if let Some(k) = owner_key(&p) {
-                            q.push(k);
-                        }
-                    }
-                    Err(e) => tracing::warn!(kind = "Pod", error = %e, "watch error"),
-                }
-            }
-        }));
-    }
-    {
-        let q = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let stream = reflector::reflector(
-                pgs_w,
-                watcher::watcher(pgs_api, watcher::Config::default()).default_backoff(),
-            )
-            .touched_objects();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(pg) => {
-                        if let Some(k) = owner_key(&pg) {
-                            q.push(k);
-                        }
-                    }
-                    Err(e) => tracing::warn!(kind = "PodGroup", error = %e, "watch error"),
-                }
-            }
-        }));
-    }
-    {
-        let q = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let stream = reflector::reflector(
-                commands_w,
-                watcher::watcher(commands_api, watcher::Config::default()).default_backoff(),
-            )
-            .applied_objects();
-            futures::pin_mut!(stream);
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Ok(c) => {
-                        if let Some(k) = command_target(&c) {
-                            q.push(k);
-                        }
-                    }
-                    Err(e) => tracing::warn!(kind = "Command", error = %e, "watch error"),
-                }
-            }
-        }));
-    }
+    let all = watcher::Config::default;
+    let mut tasks = vec![
+        watch(&client, all(), jobs_w, &queue, job_key),
+        watch(&client, all().labels(JOB_NAME), pods_w, &queue, owner_key),
+        watch(&client, all(), pgs_w, &queue, owner_key),
+        watch(&client, all(), commands_w, &queue, command_target),
+    ];
     {
         let q = queue.clone();
         let jobs = jobs.clone();

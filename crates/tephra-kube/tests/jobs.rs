@@ -50,8 +50,20 @@ async fn start(c: &kube::Client) -> (tephra_kube::Running, Vec<tokio::task::Join
     (sched, ctl)
 }
 
-async fn phase(api: &Api<Job>, name: &str) -> Option<JobPhase> {
-    api.get(name).await.ok()?.status?.state.phase
+async fn stop(sched: tephra_kube::Running, ctl: Vec<tokio::task::JoinHandle<()>>) {
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+/// Waits until the Job is in `want` and returns it.
+async fn reaches(jobs: &Api<Job>, name: &str, want: JobPhase) -> Job {
+    eventually(40, &format!("job {name} {want:?}"), || async {
+        let j = jobs.get(name).await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(want)).then_some(j)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -69,11 +81,7 @@ async fn a_volcano_job_runs_from_create_to_completed() {
         .await
         .unwrap();
     let uid = created.metadata.uid.clone().unwrap();
-    let done = eventually(30, "the job Completed", || async {
-        let j = jobs.get("tf").await.ok()?;
-        (j.status.as_ref()?.state.phase == Some(JobPhase::Completed)).then_some(j)
-    })
-    .await;
+    let done = reaches(&jobs, "tf", JobPhase::Completed).await;
     let s = done.status.unwrap();
     assert_eq!(s.succeeded, 3);
     assert_eq!(s.min_available, 3);
@@ -110,10 +118,7 @@ async fn a_volcano_job_runs_from_create_to_completed() {
         env.iter()
             .any(|e| e.name == "VK_TASK_INDEX" && e.value.as_deref() == Some("1"))
     );
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    stop(sched, ctl).await;
 }
 
 #[tokio::test]
@@ -134,11 +139,7 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
     )
     .await
     .unwrap();
-    let failed = eventually(40, "the job Failed", || async {
-        let j = jobs.get("flaky").await.ok()?;
-        (j.status.as_ref()?.state.phase == Some(JobPhase::Failed)).then_some(j)
-    })
-    .await;
+    let failed = reaches(&jobs, "flaky", JobPhase::Failed).await;
     let s = failed.status.unwrap();
     assert_eq!(s.retry_count, 2, "{s:?}");
     assert!(
@@ -147,10 +148,7 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
             .any(|c| c.status == JobPhase::Restarting),
         "it restarted on the way: {s:?}"
     );
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    stop(sched, ctl).await;
 }
 
 #[tokio::test]
@@ -163,10 +161,7 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
     jobs.create(&PostParams::default(), &job("long", json!({}), json!({})))
         .await
         .unwrap();
-    eventually(30, "the job Running", || async {
-        (phase(&jobs, "long").await == Some(JobPhase::Running)).then_some(())
-    })
-    .await;
+    reaches(&jobs, "long", JobPhase::Running).await;
     jobs.delete("long", &DeleteParams::default()).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
@@ -176,10 +171,7 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
         (p.items.is_empty() && g.items.is_empty()).then_some(())
     })
     .await;
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    stop(sched, ctl).await;
 }
 
 fn command(job: &Job, action: &str) -> tephra_api::Command {
@@ -209,19 +201,13 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
         )
         .await
         .unwrap();
-    eventually(30, "the job Running", || async {
-        (phase(&jobs, "pausable").await == Some(JobPhase::Running)).then_some(())
-    })
-    .await;
+    reaches(&jobs, "pausable", JobPhase::Running).await;
     let commands: Api<tephra_api::Command> = Api::namespaced(c.clone(), "default");
     commands
         .create(&PostParams::default(), &command(&job, "AbortJob"))
         .await
         .unwrap();
-    eventually(30, "the job Aborted", || async {
-        (phase(&jobs, "pausable").await == Some(JobPhase::Aborted)).then_some(())
-    })
-    .await;
+    reaches(&jobs, "pausable", JobPhase::Aborted).await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     assert!(
         pods.list(&ListParams::default())
@@ -243,14 +229,7 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
         .create(&PostParams::default(), &command(&job, "ResumeJob"))
         .await
         .unwrap();
-    let back = eventually(30, "the job Running again", || async {
-        let j = jobs.get("pausable").await.ok()?;
-        (j.status.as_ref()?.state.phase == Some(JobPhase::Running)).then_some(j)
-    })
-    .await;
+    let back = reaches(&jobs, "pausable", JobPhase::Running).await;
     assert_eq!(back.status.unwrap().retry_count, 1);
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    stop(sched, ctl).await;
 }

@@ -3,6 +3,7 @@
 //! several select one (the highest `priority`, then the name), and the placement it gives:
 //! cluster names, exclusions, cluster labels and fields, tolerations, spread and gang split.
 
+use crate::job::pods::{JOB_API_VERSION, names_a_job};
 use std::cmp::Reverse;
 
 use tephra_api::PodGroup;
@@ -13,7 +14,6 @@ use tephra_scheduler::model::{JobPolicy, Requirement, SelectorOp, SpreadConstrai
 use crate::pod::{UnknownValue, label_selector, toleration_list};
 
 const PODGROUP_API: &str = "scheduling.volcano.sh/v1beta1";
-const JOB_API: &str = "batch.volcano.sh/v1alpha1";
 
 /// Whether `pp` selects `group` (same namespace; a selector naming the PodGroup, or the Volcano
 /// Job that owns it, by name and labels).
@@ -28,12 +28,12 @@ pub fn selects(pp: &PropagationPolicy, group: &PodGroup) -> bool {
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.kind == "Job" && o.api_version == JOB_API)
+        .find(|o| names_a_job(o))
         .map(|o| o.name.as_str());
     pp.spec.resource_selectors.iter().any(|s| {
         let name = match (s.api_version.as_str(), s.kind.as_str()) {
             (PODGROUP_API, "PodGroup") => group.metadata.name.as_deref(),
-            (JOB_API, "Job") => owner_job,
+            (JOB_API_VERSION, "Job") => owner_job,
             _ => return false,
         };
         let Some(name) = name else { return false };

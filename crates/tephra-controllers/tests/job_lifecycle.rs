@@ -53,7 +53,7 @@ impl World {
     }
 
     fn pass_with(&mut self, command: Option<Action>) -> Vec<Write> {
-        let pods: Vec<Pod> = self.pods.values().cloned().collect();
+        let pods: Vec<&Pod> = self.pods.values().collect();
         let out = reconcile(&Observed {
             job: &self.job,
             podgroup: self.pg.as_ref(),

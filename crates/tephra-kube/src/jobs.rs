@@ -21,7 +21,7 @@ use kube::{Client, Resource, ResourceExt};
 use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
 use tephra_api::{Command, Job, PodGroup};
-use tephra_controllers::job::pods::podgroup_name;
+use tephra_controllers::job::pods::{names_a_job, podgroup_name};
 use tephra_controllers::job::{Observed, Write, reconcile};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -79,11 +79,11 @@ impl Queue {
 fn owner_key<K: Resource>(o: &K) -> Option<Key> {
     let meta = o.meta();
     let ns = meta.namespace.clone()?;
-    let by_owner = meta.owner_references.iter().flatten().find(|r| {
-        r.kind == "Job"
-            && r.api_version.starts_with("batch.volcano.sh/")
-            && r.controller == Some(true)
-    });
+    let by_owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| names_a_job(r) && r.controller == Some(true));
     let name = match by_owner {
         Some(r) => r.name.clone(),
         None => meta.labels.as_ref()?.get(JOB_NAME)?.clone(),
@@ -91,12 +91,20 @@ fn owner_key<K: Resource>(o: &K) -> Option<Key> {
     Some((ns, name))
 }
 
+/// Whether the object's controller is the object with `uid`.
+fn controlled_by<K: Resource>(o: &K, uid: Option<&String>) -> bool {
+    o.owner_references()
+        .iter()
+        .any(|r| Some(&r.uid) == uid && r.controller == Some(true))
+}
+
 /// The Job a Command is for (`target` a `batch.volcano.sh` Job).
 fn command_target(c: &Command) -> Option<Key> {
     let t = c.fields.target.as_ref()?;
-    (t.kind == "Job" && t.api_version.starts_with("batch.volcano.sh/"))
-        .then(|| Some((c.metadata.namespace.clone()?, t.name.clone())))
-        .flatten()
+    if !names_a_job(t) {
+        return None;
+    }
+    Some((c.metadata.namespace.clone()?, t.name.clone()))
 }
 
 /// A Job's own key.
@@ -187,6 +195,7 @@ pub fn start(
         commands,
         queue,
         written: HashMap::new(),
+        wakes: HashMap::new(),
         leadership,
     };
     tasks.push(tokio::spawn(worker.run(rx)));
@@ -203,6 +212,8 @@ struct Worker {
     queue: Queue,
     /// The Job as the controller last wrote it, for when the cache has not caught up.
     written: HashMap<Key, Arc<Job>>,
+    /// The earliest wake-up already armed per Job (ms since the epoch).
+    wakes: HashMap<Key, i64>,
     leadership: Leadership,
 }
 
@@ -266,29 +277,23 @@ impl Worker {
     async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
         let Some(job) = self.job(key) else {
             self.written.remove(key);
+            self.wakes.remove(key);
             return Ok(());
         };
-        let uid = job.metadata.uid.clone();
-        let pods: Vec<Pod> = self
+        let uid = job.metadata.uid.as_ref();
+        let pods: Vec<Arc<Pod>> = self
             .pods
             .state()
             .into_iter()
-            .filter(|p| p.namespace().as_deref() == Some(key.0.as_str()))
             .filter(|p| {
-                p.owner_references()
-                    .iter()
-                    .any(|r| Some(&r.uid) == uid.as_ref() && r.controller == Some(true))
+                p.namespace().as_deref() == Some(key.0.as_str()) && controlled_by(&**p, uid)
             })
-            .map(|p| (*p).clone())
             .collect();
+        let pods: Vec<&Pod> = pods.iter().map(|p| &**p).collect();
         let pg = self
             .pgs
             .get(&ObjectRef::new(&podgroup_name(&job)).within(&key.0))
-            .filter(|pg| {
-                pg.owner_references()
-                    .iter()
-                    .any(|r| Some(&r.uid) == uid.as_ref())
-            });
+            .filter(|pg| controlled_by(&**pg, uid));
         let command = self.take_command(&job, key).await?;
         let now = now_ms();
         let out = reconcile(&Observed {
@@ -306,8 +311,14 @@ impl Worker {
             self.apply(&job, w).await?;
         }
         if let Some(wake) = out.wake_ms {
-            let after = Duration::from_millis(u64::try_from(wake - now).unwrap_or(0) + 50);
-            self.later(key.clone(), after);
+            // One timer per Job and due time: a pass triggered by any pod change would
+            // otherwise start another for the same timeout.
+            let armed = self.wakes.get(key).is_some_and(|&w| w > now && w <= wake);
+            if !armed {
+                self.wakes.insert(key.clone(), wake);
+                let after = Duration::from_millis(u64::try_from(wake - now).unwrap_or(0) + 50);
+                self.later(key.clone(), after);
+            }
         }
         Ok(())
     }

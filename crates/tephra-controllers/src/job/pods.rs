@@ -42,10 +42,18 @@ pub fn pod_name(job: &str, task: &str, index: u32) -> String {
     format!("{job}-{task}-{index}")
 }
 
+/// The `apiVersion` of a Volcano Job.
+pub const JOB_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
+
+/// Whether a reference (an owner, a Command's target) names a Volcano Job.
+pub fn names_a_job(r: &OwnerReference) -> bool {
+    r.kind == "Job" && r.api_version.starts_with("batch.volcano.sh/")
+}
+
 /// The owner reference that ties an object to its Job (as the Job's controller).
 pub fn owner(job: &Job) -> OwnerReference {
     OwnerReference {
-        api_version: "batch.volcano.sh/v1alpha1".into(),
+        api_version: JOB_API_VERSION.into(),
         kind: "Job".into(),
         name: job.metadata.name.clone().unwrap_or_default(),
         uid: job.metadata.uid.clone().unwrap_or_default(),

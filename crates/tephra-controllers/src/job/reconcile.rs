@@ -32,7 +32,7 @@ pub struct Observed<'a> {
     /// Its PodGroup, if it exists.
     pub podgroup: Option<&'a PodGroup>,
     /// The pods it owns.
-    pub pods: &'a [Pod],
+    pub pods: &'a [&'a Pod],
     /// The action of a user's command (`vcctl job suspend` is AbortJob), if one waits.
     pub command: Option<Action>,
     /// Now, in ms since the epoch.
@@ -105,7 +105,7 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
             return out;
         }
     };
-    let pods: Vec<JobPod> = o.pods.iter().filter_map(JobPod::read).collect();
+    let pods: Vec<JobPod> = o.pods.iter().copied().filter_map(JobPod::read).collect();
     let tasks: Vec<(String, i32, i32)> = plan
         .tasks
         .iter()

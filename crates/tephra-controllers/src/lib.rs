@@ -1,17 +1,21 @@
 //! tephra's controllers, as pure functions over state (no IO, no clock). The Kubernetes
 //! runtime and the simulator call the same functions.
 //!
+//! - [`bare_pod`]: Volcano's PodGroup controller: a PodGroup for a pod that comes without one;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
 //! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;
 //! - [`queue`]: a Queue as the scheduler sees it (Volcano's defaults and hierarchy annotations);
+//! - [`queue_state`]: Volcano's queue controller: open, closing and closed, and the counts;
 //! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
+pub mod bare_pod;
 pub mod job;
 pub mod members;
 pub mod pod;
 pub mod podgroup;
 pub mod propagation;
 pub mod queue;
+pub mod queue_state;
 pub mod requeue_on_fault;

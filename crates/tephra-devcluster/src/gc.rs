@@ -1,6 +1,8 @@
 //! The garbage collector's part: when an object is removed, the objects that name it in their
 //! `ownerReferences` are deleted too (background propagation, Kubernetes' default), and theirs
-//! in turn. Pods, Events, Nodes and Leases own nothing here, so removing them looks no further.
+//! in turn. Events, Nodes and Leases own nothing here, so removing them looks no further; a pod
+//! owns at most the PodGroup Volcano's PodGroup controller made for it, which it names in
+//! `scheduling.k8s.io/group-name` (looked up directly, so that deleting pods stays cheap).
 
 use std::collections::BTreeSet;
 
@@ -15,14 +17,16 @@ impl ApiServer {
     pub(crate) fn collect_dependents(&self, owner: &Obj, builtin: Option<Builtin>) {
         if matches!(
             builtin,
-            Some(
-                Builtin::Pod | Builtin::Event | Builtin::EventsV1 | Builtin::Node | Builtin::Lease
-            )
+            Some(Builtin::Event | Builtin::EventsV1 | Builtin::Node | Builtin::Lease)
         ) {
             return;
         }
         let uid = owner.uid().to_string();
         if uid.is_empty() {
+            return;
+        }
+        if builtin == Some(Builtin::Pod) {
+            self.collect_pods_podgroup(owner, &uid);
             return;
         }
         let namespace = owner
@@ -52,6 +56,43 @@ impl ApiServer {
                     let _ = self.delete(def, &o.key(), &DeleteOpts::default());
                 }
             }
+        }
+    }
+
+    /// The PodGroup a removed pod names, if the pod owns it.
+    fn collect_pods_podgroup(&self, pod: &Obj, uid: &str) {
+        let Some(group) = pod
+            .value
+            .pointer("/metadata/annotations/scheduling.k8s.io~1group-name")
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let Some(def) = self
+            .registry()
+            .by_kind("scheduling.volcano.sh/v1beta1", "PodGroup")
+        else {
+            return;
+        };
+        let namespace = pod
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let key = (namespace.to_string(), group.to_string());
+        let Some(pg) = self.get(&def, &key) else {
+            return;
+        };
+        let owned = pg
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+            });
+        if owned {
+            let _ = self.delete(&def, &key, &DeleteOpts::default());
         }
     }
 }

@@ -61,3 +61,24 @@ pub fn event(
         ..Event::default()
     }
 }
+
+/// Records an Event about `on` from the controllers (`vc-controller-manager`); a failure to
+/// record is logged, never fatal.
+pub async fn record(
+    client: &kube::Client,
+    on: &EventFor<'_>,
+    reason: &str,
+    message: &str,
+    warning: bool,
+    identity: &str,
+) {
+    let ev = event(on, reason, message, warning, CONTROLLERS, identity);
+    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), on.namespace);
+    if let Err(e) = api.create(&kube::api::PostParams::default(), &ev).await {
+        tracing::warn!(namespace = %on.namespace, kind = %on.kind, name = %on.name, error = %e,
+            "recording an event failed");
+    }
+}
+
+/// The component the controllers' Events come from (Volcano's name for its controllers).
+pub const CONTROLLERS: &str = "vc-controller-manager";

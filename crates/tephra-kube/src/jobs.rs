@@ -8,26 +8,26 @@
 //! the controller last wrote it when the cache is older, so that one pod failure cannot
 //! restart a Job twice.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
 use tephra_api::{Command, Job, PodGroup};
 use tephra_controllers::job::pods::{names_a_job, podgroup_name};
 use tephra_controllers::job::{Observed, Write, reconcile};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::events::{EventFor, event};
+use crate::commands;
+use crate::events::{EventFor, record};
 use crate::leader::Leadership;
+use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync, watch};
 
 /// How the job controller runs.
 #[derive(Clone, Debug)]
@@ -48,32 +48,6 @@ impl Default for JobControllerOptions {
 }
 
 type Key = (String, String);
-
-/// The queue of Jobs to look at: a key waits at most once.
-#[derive(Clone)]
-struct Queue {
-    tx: mpsc::UnboundedSender<Key>,
-    waiting: Arc<Mutex<HashSet<Key>>>,
-}
-
-impl Queue {
-    fn push(&self, key: Key) {
-        let fresh = self
-            .waiting
-            .lock()
-            .map(|mut w| w.insert(key.clone()))
-            .unwrap_or(true);
-        if fresh {
-            let _ = self.tx.send(key);
-        }
-    }
-
-    fn taken(&self, key: &Key) {
-        if let Ok(mut w) = self.waiting.lock() {
-            w.remove(key);
-        }
-    }
-}
 
 /// The Job that owns an object, by its owner reference (else the `volcano.sh/job-name` label).
 fn owner_key<K: Resource>(o: &K) -> Option<Key> {
@@ -112,54 +86,13 @@ fn job_key(j: &Job) -> Option<Key> {
     Some((j.namespace()?, j.name_any()))
 }
 
-/// Watches one kind everywhere into `writer`, queueing the Job each object touched (added,
-/// changed or deleted) concerns.
-fn watch<K>(
-    client: &Client,
-    config: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    queue: &Queue,
-    key: fn(&K) -> Option<Key>,
-) -> JoinHandle<()>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let q = queue.clone();
-    tokio::spawn(async move {
-        let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff())
-            .touched_objects();
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(o) => {
-                    if let Some(k) = key(&o) {
-                        q.push(k);
-                    }
-                }
-                Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch error"),
-            }
-        }
-    })
-}
-
 /// Starts the job controller. It reconciles only while `leadership` leads.
 pub fn start(
     client: Client,
     options: JobControllerOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let queue = Queue {
-        tx,
-        waiting: Arc::new(Mutex::new(HashSet::new())),
-    };
+    let (queue, rx) = WorkQueue::new();
     let (jobs, jobs_w) = reflector::store();
     let (pods, pods_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
@@ -172,18 +105,9 @@ pub fn start(
         watch(&client, all(), commands_w, &queue, command_target),
     ];
     {
-        let q = queue.clone();
         let jobs = jobs.clone();
-        let every = options.resync;
-        tasks.push(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                for j in jobs.state() {
-                    if let Some(ns) = j.namespace() {
-                        q.push((ns, j.name_any()));
-                    }
-                }
-            }
+        tasks.push(resync(&queue, options.resync, move || {
+            jobs.state().iter().filter_map(|j| job_key(j)).collect()
         }));
     }
     let worker = Worker {
@@ -193,12 +117,11 @@ pub fn start(
         pods,
         pgs,
         commands,
-        queue,
+        queue: queue.clone(),
         written: HashMap::new(),
         wakes: HashMap::new(),
-        leadership,
     };
-    tasks.push(tokio::spawn(worker.run(rx)));
+    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
     tasks
 }
 
@@ -209,12 +132,11 @@ struct Worker {
     pods: Store<Pod>,
     pgs: Store<PodGroup>,
     commands: Store<Command>,
-    queue: Queue,
+    queue: WorkQueue<Key>,
     /// The Job as the controller last wrote it, for when the cache has not caught up.
     written: HashMap<Key, Arc<Job>>,
     /// The earliest wake-up already armed per Job (ms since the epoch).
     wakes: HashMap<Key, i64>,
-    leadership: Leadership,
 }
 
 /// Why applying a pass's writes stopped.
@@ -232,38 +154,25 @@ fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
+impl Reconciler for Worker {
+    type Key = Key;
+    type Error = ApplyError;
+    const NAME: &'static str = "job";
+
+    fn keys(&self) -> Vec<Key> {
+        self.jobs
+            .state()
+            .iter()
+            .filter_map(|j| job_key(j))
+            .collect()
+    }
+
+    async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
+        Worker::pass(self, key).await
+    }
+}
+
 impl Worker {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Key>) {
-        let mut was_leader = false;
-        while let Some(key) = rx.recv().await {
-            self.queue.taken(&key);
-            let leading = self.leadership.is_leader();
-            if leading && !was_leader {
-                for j in self.jobs.state() {
-                    if let Some(ns) = j.namespace() {
-                        self.queue.push((ns, j.name_any()));
-                    }
-                }
-            }
-            was_leader = leading;
-            if !leading {
-                continue;
-            }
-            if let Err(e) = self.pass(&key).await {
-                tracing::warn!(namespace = %key.0, job = %key.1, error = %e, "job pass failed; retrying");
-                self.later(key, Duration::from_secs(1));
-            }
-        }
-    }
-
-    fn later(&self, key: Key, after: Duration) {
-        let q = self.queue.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            q.push(key);
-        });
-    }
-
     fn job(&self, key: &Key) -> Option<Arc<Job>> {
         let cached = self.jobs.get(&ObjectRef::new(&key.1).within(&key.0))?;
         match self.written.get(key) {
@@ -317,7 +226,7 @@ impl Worker {
             if !armed {
                 self.wakes.insert(key.clone(), wake);
                 let after = Duration::from_millis(u64::try_from(wake - now).unwrap_or(0) + 50);
-                self.later(key.clone(), after);
+                self.queue.later(key.clone(), after);
             }
         }
         Ok(())
@@ -327,38 +236,24 @@ impl Worker {
     /// a command runs at most once). An action a Job cannot take is refused with an Event.
     async fn take_command(&self, job: &Job, key: &Key) -> Result<Option<Action>, ApplyError> {
         let uid = job.metadata.uid.as_deref();
-        let mut mine: Vec<Arc<Command>> = self
-            .commands
-            .state()
-            .into_iter()
-            .filter(|c| command_target(c).as_ref() == Some(key))
-            .filter(|c| {
-                c.fields
+        let mine = commands::oldest_first(&self.commands, |c| {
+            command_target(c).as_ref() == Some(key)
+                && c.fields
                     .target
                     .as_ref()
                     .is_some_and(|t| Some(t.uid.as_str()) == uid)
-            })
-            .collect();
-        mine.sort_by(|a, b| {
-            let at = |c: &Command| c.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            at(a)
-                .cmp(&at(b))
-                .then_with(|| a.name_any().cmp(&b.name_any()))
         });
         let Some(cmd) = mine.first() else {
             return Ok(None);
         };
-        let api: Api<Command> = Api::namespaced(self.client.clone(), &key.0);
-        match api.delete(&cmd.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {}
-            // Another pass (or replica) took it.
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-            Err(source) => {
-                return Err(ApplyError::Api {
-                    what: format!("deleting Command {}/{}", key.0, cmd.name_any()),
-                    source,
-                });
-            }
+        let taken = commands::take(&self.client, cmd)
+            .await
+            .map_err(|source| ApplyError::Api {
+                what: format!("deleting Command {}/{}", key.0, cmd.name_any()),
+                source,
+            })?;
+        if !taken {
+            return Ok(None);
         }
         if mine.len() > 1 {
             self.queue.push(key.clone());
@@ -502,24 +397,22 @@ impl Worker {
 
     async fn record(&self, job: &Job, warning: bool, reason: &str, message: &str) {
         let ns = job.namespace().unwrap_or_default();
-        let ev = event(
-            &EventFor {
-                namespace: &ns,
-                api_version: "batch.volcano.sh/v1alpha1",
-                kind: "Job",
-                name: &job.name_any(),
-                uid: job.metadata.uid.clone(),
-            },
+        let on = EventFor {
+            namespace: &ns,
+            api_version: "batch.volcano.sh/v1alpha1",
+            kind: "Job",
+            name: &job.name_any(),
+            uid: job.metadata.uid.clone(),
+        };
+        record(
+            &self.client,
+            &on,
             reason,
             message,
             warning,
-            "vc-controller-manager",
             &self.options.identity,
-        );
-        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), &ns);
-        if let Err(e) = api.create(&PostParams::default(), &ev).await {
-            tracing::warn!(namespace = %ns, job = %job.name_any(), error = %e, "recording an event failed");
-        }
+        )
+        .await;
     }
 }
 
@@ -546,13 +439,5 @@ fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::
             Value::Object(out)
         }
         _ => new.clone(),
-    }
-}
-
-/// Treats one API status code (409 AlreadyExists, 404 NotFound) as success.
-fn ok_if<T: Default>(r: Result<T, kube::Error>, code: u16) -> Result<T, kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == code => Ok(T::default()),
-        other => other,
     }
 }

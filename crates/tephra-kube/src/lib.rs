@@ -6,9 +6,13 @@
 //! decisions call for ([`writes`]) and hands them to the executor ([`executor`]): binds,
 //! evictions, PodGroup and Queue status, Events. [`metrics`] carries Volcano's metric names, [`report`] fills
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
-//! objects into the core's model. [`jobs`] is the job controller's adapter (`tephra
-//! controller-manager`), and [`events`] builds the Events both record.
+//! objects into the core's model. The controllers of `tephra controller-manager`
+//! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
+//! without one) and [`queues`] (queue state and counts), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
+//! [`events`] builds the Events the scheduler and controllers record.
 
+pub mod bare_pods;
+pub mod commands;
 pub mod convert;
 pub mod events;
 pub mod executor;
@@ -16,6 +20,8 @@ pub mod jobs;
 pub mod leader;
 pub mod members;
 pub mod metrics;
+pub mod queues;
+pub mod reconciler;
 pub mod report;
 pub mod run;
 pub mod serve;

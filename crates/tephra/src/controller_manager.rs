@@ -1,13 +1,16 @@
-//! `tephra controller-manager`: the controllers Volcano's `vc-controller-manager` runs (today
-//! the job controller), with leader election on a Lease; runs until Ctrl-C or SIGTERM.
+//! `tephra controller-manager`: the controllers Volcano's `vc-controller-manager` runs (the
+//! job, PodGroup and queue controllers, chosen with `--controllers` in Volcano's words), with
+//! leader election on a Lease; runs until Ctrl-C or SIGTERM.
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use tephra_kube::bare_pods::BarePodOptions;
 use tephra_kube::jobs::JobControllerOptions;
 use tephra_kube::leader::{self, LeaderOptions, Leadership};
 use tephra_kube::metrics::Metrics;
+use tephra_kube::queues::QueueControllerOptions;
 
 use crate::runtime;
 
@@ -25,9 +28,20 @@ pub struct Flags {
     /// Name of the Lease.
     #[arg(long, default_value = "vc-controller-manager")]
     lock_object_name: String,
-    /// How often every Job is looked at even if nothing changed.
+    /// How often every Job, pod and Queue is looked at even if nothing changed.
     #[arg(long, default_value = "30s")]
     resync_period: String,
+    /// Pods with this `schedulerName` get a PodGroup when they come without one (repeatable).
+    #[arg(long = "scheduler-name", default_value = "volcano")]
+    scheduler_names: Vec<String>,
+    /// Whether a pod's PodGroup inherits its owner's `volcano.sh/` annotations and
+    /// `scheduling.volcano.sh/group-min-member`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    inherit_owner_annotations: bool,
+    /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
+    /// leave one out (job-controller, pg-controller, queue-controller).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -58,8 +72,14 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         } else {
             Leadership::always()
         };
-        let options = JobControllerOptions { identity, resync };
-        tasks.extend(tephra_kube::jobs::start(client, options, leadership));
+        let which = Which::parse(&f.controllers)?;
+        let settings = Settings {
+            identity,
+            resync,
+            scheduler_names: f.scheduler_names,
+            inherit_owner_annotations: f.inherit_owner_annotations,
+        };
+        tasks.extend(start_all(&client, &settings, &which, &leadership));
         tracing::info!("tephra controller-manager started");
         runtime::shutdown().await;
         tracing::info!("stopping");
@@ -68,4 +88,133 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// The controllers one can name in `--controllers`.
+pub const KNOWN: [&str; 3] = ["job-controller", "pg-controller", "queue-controller"];
+
+/// Which controllers run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Which {
+    /// The Job controller.
+    pub job: bool,
+    /// The PodGroup controller.
+    pub pg: bool,
+    /// The queue controller.
+    pub queue: bool,
+}
+
+impl Which {
+    /// All of them.
+    pub const ALL: Which = Which {
+        job: true,
+        pg: true,
+        queue: true,
+    };
+
+    /// Reads `--controllers` as Volcano does: `*` turns all on, `name` one, `-name` one off.
+    pub fn parse(list: &[String]) -> anyhow::Result<Self> {
+        let star = list.iter().any(|c| c.trim() == "*");
+        for c in list {
+            let name = c.trim().trim_start_matches('-');
+            if name != "*" && !name.is_empty() && !KNOWN.contains(&name) {
+                anyhow::bail!(
+                    "--controllers: unknown controller {name:?} (known: {})",
+                    KNOWN.join(", ")
+                );
+            }
+        }
+        let on = |name: &str| {
+            if list.iter().any(|c| c.trim() == format!("-{name}")) {
+                false
+            } else {
+                star || list.iter().any(|c| c.trim() == name)
+            }
+        };
+        Ok(Self {
+            job: on("job-controller"),
+            pg: on("pg-controller"),
+            queue: on("queue-controller"),
+        })
+    }
+}
+
+/// What every controller is told.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This replica's name, on Events.
+    pub identity: String,
+    /// How often everything is looked at again.
+    pub resync: std::time::Duration,
+    /// The scheduler names whose pods get a PodGroup.
+    pub scheduler_names: Vec<String>,
+    /// Whether a PodGroup inherits its pod's owner's annotations.
+    pub inherit_owner_annotations: bool,
+}
+
+/// Starts the chosen controllers on `client`; they write only while `leadership` leads.
+pub fn start_all(
+    client: &kube::Client,
+    s: &Settings,
+    which: &Which,
+    leadership: &Leadership,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if which.job {
+        let options = JobControllerOptions {
+            identity: s.identity.clone(),
+            resync: s.resync,
+        };
+        tasks.extend(tephra_kube::jobs::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    }
+    if which.pg {
+        let options = BarePodOptions {
+            identity: s.identity.clone(),
+            scheduler_names: s.scheduler_names.clone(),
+            inherit_owner_annotations: s.inherit_owner_annotations,
+            resync: s.resync,
+        };
+        tasks.extend(tephra_kube::bare_pods::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    }
+    if which.queue {
+        let options = QueueControllerOptions {
+            identity: s.identity.clone(),
+            resync: s.resync,
+        };
+        tasks.extend(tephra_kube::queues::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    }
+    tasks
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn list(s: &str) -> Vec<String> {
+        s.split(',').map(String::from).collect()
+    }
+
+    #[test]
+    fn controllers_are_chosen_in_volcanos_words() {
+        assert_eq!(Which::parse(&list("*")).unwrap(), Which::ALL);
+        let w = Which::parse(&list("*,-pg-controller")).unwrap();
+        assert!(w.job && !w.pg && w.queue);
+        let w = Which::parse(&list("job-controller")).unwrap();
+        assert!(w.job && !w.pg && !w.queue);
+        let e = Which::parse(&list("*,-gc-controllr")).unwrap_err();
+        assert!(e.to_string().contains("gc-controllr"), "{e}");
+    }
 }

@@ -54,13 +54,16 @@ pub fn run(
                 identity: "tephra-dev".into(),
                 ..tephra_kube::Options::default()
             };
-            let jobs = tephra_kube::jobs::start(
-                client.clone(),
-                tephra_kube::jobs::JobControllerOptions {
+            let jobs = crate::controller_manager::start_all(
+                &client,
+                &crate::controller_manager::Settings {
                     identity: "tephra-dev".into(),
-                    ..Default::default()
+                    resync: std::time::Duration::from_secs(30),
+                    scheduler_names: vec![tephra_api::well_known::VOLCANO_SCHEDULER_NAME.into()],
+                    inherit_owner_annotations: true,
                 },
-                tephra_kube::leader::Leadership::always(),
+                &crate::controller_manager::Which::ALL,
+                &tephra_kube::leader::Leadership::always(),
             );
             Some((tephra_kube::start(client, options).await?, jobs))
         } else {

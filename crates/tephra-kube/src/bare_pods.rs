@@ -1,0 +1,208 @@
+//! The PodGroup controller's adapter: watches pods, and gives each pod of ours that names no
+//! PodGroup the one [`tephra_controllers::bare_pod`] makes for it (created if it does not
+//! exist, never rewritten), then annotates the pod with `scheduling.k8s.io/group-name`. The
+//! owner's annotations (a ReplicaSet's, a StatefulSet's, ...) are read from the API when the
+//! pod names one; an owner that cannot be read counts as having none, as in Volcano.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tephra_api::PodGroup;
+use tephra_api::well_known::GROUP_NAME_ANNOTATION;
+use tephra_controllers::bare_pod::{annotated_owner, group_name, needs_group, podgroup};
+use tokio::task::JoinHandle;
+
+use crate::events::{EventFor, record};
+use crate::leader::Leadership;
+use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync, watch};
+
+/// How the PodGroup controller runs.
+#[derive(Clone, Debug)]
+pub struct BarePodOptions {
+    /// This replica's name, on the Events it records.
+    pub identity: String,
+    /// The scheduler names whose pods get a PodGroup (`--scheduler-name`).
+    pub scheduler_names: Vec<String>,
+    /// Whether the PodGroup inherits its owner's `volcano.sh/` annotations and
+    /// `scheduling.volcano.sh/group-min-member` (Volcano's `--inherit-owner-annotations`).
+    pub inherit_owner_annotations: bool,
+    /// How often every pod is looked at even if nothing changed.
+    pub resync: Duration,
+}
+
+impl Default for BarePodOptions {
+    fn default() -> Self {
+        Self {
+            identity: "tephra-controller-manager".into(),
+            scheduler_names: vec![tephra_api::well_known::VOLCANO_SCHEDULER_NAME.into()],
+            inherit_owner_annotations: true,
+            resync: Duration::from_secs(30),
+        }
+    }
+}
+
+type Key = (String, String);
+
+fn pod_key(p: &Pod) -> Option<Key> {
+    Some((p.namespace()?, p.name_any()))
+}
+
+/// Starts the PodGroup controller. It writes only while `leadership` leads.
+pub fn start(
+    client: Client,
+    options: BarePodOptions,
+    leadership: Leadership,
+) -> Vec<JoinHandle<()>> {
+    let (queue, rx) = WorkQueue::new();
+    let (pods, pods_w) = reflector::store();
+    let ours = options.scheduler_names.clone();
+    let mut tasks = vec![watch(
+        &client,
+        watcher::Config::default(),
+        pods_w,
+        &queue,
+        move |p: &Pod| needs_group(p, &ours).then(|| pod_key(p)).flatten(),
+    )];
+    {
+        let pods = pods.clone();
+        let ours = options.scheduler_names.clone();
+        tasks.push(resync(&queue, options.resync, move || {
+            wanting(&pods, &ours)
+        }));
+    }
+    let worker = Worker {
+        client,
+        options,
+        pods,
+    };
+    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks
+}
+
+fn wanting(pods: &Store<Pod>, ours: &[String]) -> Vec<Key> {
+    pods.state()
+        .iter()
+        .filter(|p| needs_group(p, ours))
+        .filter_map(|p| pod_key(p))
+        .collect()
+}
+
+struct Worker {
+    client: Client,
+    options: BarePodOptions,
+    pods: Store<Pod>,
+}
+
+/// Why a pass stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct PassError {
+    what: String,
+    source: kube::Error,
+}
+
+impl Reconciler for Worker {
+    type Key = Key;
+    type Error = PassError;
+    const NAME: &'static str = "podgroup";
+
+    fn keys(&self) -> Vec<Key> {
+        wanting(&self.pods, &self.options.scheduler_names)
+    }
+
+    async fn pass(&mut self, key: &Key) -> Result<(), PassError> {
+        let (ns, name) = key;
+        let Some(pod) = self.pods.get(&ObjectRef::new(name).within(ns)) else {
+            return Ok(());
+        };
+        if !needs_group(&pod, &self.options.scheduler_names) {
+            return Ok(());
+        }
+        let owner = if self.options.inherit_owner_annotations {
+            self.owner_annotations(&pod).await
+        } else {
+            BTreeMap::new()
+        };
+        let pg = match podgroup(&pod, &owner) {
+            Ok(pg) => pg,
+            Err(e) => {
+                let on = EventFor {
+                    namespace: ns,
+                    api_version: "v1",
+                    kind: "Pod",
+                    name,
+                    uid: pod.metadata.uid.clone(),
+                };
+                let message = format!("cannot make a PodGroup for the pod: {e}");
+                record(
+                    &self.client,
+                    &on,
+                    "FailedCreatePodGroup",
+                    &message,
+                    true,
+                    &self.options.identity,
+                )
+                .await;
+                return Ok(());
+            }
+        };
+        let group = group_name(&pod);
+        let pgs: Api<PodGroup> = Api::namespaced(self.client.clone(), ns);
+        ok_if(
+            pgs.create(&PostParams::default(), &pg).await.map(|_| ()),
+            409,
+        )
+        .map_err(|source| PassError {
+            what: format!("creating PodGroup {ns}/{group} for pod {name}"),
+            source,
+        })?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {GROUP_NAME_ANNOTATION: group}}});
+        ok_if(
+            pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            404,
+        )
+        .map_err(|source| PassError {
+            what: format!("annotating pod {ns}/{name}"),
+            source,
+        })?;
+        tracing::info!(namespace = %ns, pod = %name, podgroup = %group, "pod joined its PodGroup");
+        Ok(())
+    }
+}
+
+impl Worker {
+    /// The annotations of the pod's ReplicaSet, StatefulSet, DaemonSet or batch Job; none when
+    /// it has no such owner or the owner cannot be read.
+    async fn owner_annotations(&self, pod: &Pod) -> BTreeMap<String, String> {
+        let Some((api_version, kind, owner)) = annotated_owner(pod) else {
+            return BTreeMap::new();
+        };
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let plural = format!("{}s", kind.to_ascii_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, kind),
+            &plural,
+        );
+        let ns = pod.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &ns, &ar);
+        match api.get(owner).await {
+            Ok(o) => o.metadata.annotations.unwrap_or_default(),
+            Err(e) => {
+                tracing::debug!(namespace = %ns, kind, owner, error = %e,
+                    "owner not readable; its annotations are not inherited");
+                BTreeMap::new()
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The PodGroup controller against a one-member devcluster over real HTTP, with the scheduler
+//! running: pods that come without a PodGroup (a Deployment's, through its ReplicaSet; a bare
+//! pod) get one as Volcano's controller makes it, and run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tephra_api::PodGroup;
+use tephra_kube::bare_pods::{self, BarePodOptions};
+use tephra_kube::leader::Leadership;
+
+fn pod(name: &str, owner: Option<&str>, scheduler: &str) -> Pod {
+    let mut p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+            "annotations": {"scheduling.volcano.sh/queue-name": "default",
+                "tephra.io/sim-duration": "1h"}},
+        "spec": {"schedulerName": scheduler, "priorityClassName": "",
+            "containers": [{"name": "web", "image": "nginx",
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}
+    });
+    if let Some(uid) = owner {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "name": "web-5d8f", "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
+    }
+    serde_json::from_value(p).unwrap()
+}
+
+fn group_of(p: &Pod) -> Option<String> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get("scheduling.k8s.io/group-name")
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_replica_sets_pods_get_one_podgroup_and_run() {
+    logs();
+    let dev = cluster(vec![node("n0", "4", 0)]).await;
+    let c = client(&dev).await;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let ctl = bare_pods::start(c.clone(), BarePodOptions::default(), Leadership::always());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for name in ["web-5d8f-a", "web-5d8f-b"] {
+        pods.create(&PostParams::default(), &pod(name, Some("rs-1"), "volcano"))
+            .await
+            .unwrap();
+    }
+    pods.create(
+        &PostParams::default(),
+        &pod("other", None, "default-scheduler"),
+    )
+    .await
+    .unwrap();
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    let pg = eventually(20, "the ReplicaSet's PodGroup", || async {
+        pgs.get("podgroup-rs-1").await.ok()
+    })
+    .await;
+    assert_eq!(pg.spec.min_member, Some(1));
+    assert_eq!(pg.spec.queue, "default");
+    let owner = &pg.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("ReplicaSet", "rs-1")
+    );
+    assert_eq!(pg.spec.min_resources.unwrap()["cpu"].0, "500m");
+    eventually(20, "both pods running in the PodGroup", || async {
+        let mut ok = true;
+        for name in ["web-5d8f-a", "web-5d8f-b"] {
+            let p = pods.get(name).await.ok()?;
+            let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+            ok &= running && group_of(&p).as_deref() == Some("podgroup-rs-1");
+        }
+        ok.then_some(())
+    })
+    .await;
+    let other = pods.get("other").await.unwrap();
+    assert_eq!(
+        group_of(&other),
+        None,
+        "another scheduler's pod is left alone"
+    );
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted() {
+    logs();
+    let dev = cluster(vec![node("n0", "4", 0)]).await;
+    let c = client(&dev).await;
+    let ctl = bare_pods::start(c.clone(), BarePodOptions::default(), Leadership::always());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("solo", None, "volcano"))
+        .await
+        .unwrap();
+    let want = format!("podgroup-{}", created.metadata.uid.unwrap());
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    eventually(20, "the pod's PodGroup, named in the pod", || async {
+        let p = pods.get("solo").await.ok()?;
+        let named = group_of(&p)?;
+        pgs.get(&named).await.ok()?;
+        (named == want).then_some(())
+    })
+    .await;
+    pods.delete("solo", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(20, "the PodGroup gone with its pod", || async {
+        pgs.get(&want).await.is_err().then_some(())
+    })
+    .await;
+    for t in ctl {
+        t.abort();
+    }
+}

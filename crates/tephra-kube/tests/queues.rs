@@ -1,0 +1,184 @@
+//! The queue controller against a one-member devcluster over real HTTP, with the scheduler and
+//! the job controller running: `CloseQueue` and `OpenQueue` Commands (as `vcctl queue operate`
+//! creates them) close and open a queue; a closing queue admits nothing new and keeps its
+//! running jobs, and settles as Closed when they are gone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tephra_api::batch::JobPhase;
+use tephra_api::scheduling::QueueState;
+use tephra_api::{Command, Job, Queue};
+use tephra_kube::jobs::{self, JobControllerOptions};
+use tephra_kube::leader::Leadership;
+use tephra_kube::queues::{self, QueueControllerOptions};
+
+fn job(name: &str, queue: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "queue": queue, "tasks": [{"name": "w", "replicas": 2,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c",
+                "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}
+    }))
+    .unwrap()
+}
+
+async fn operate(c: &kube::Client, q: &Queue, action: &str) {
+    let commands: Api<Command> = Api::namespaced(c.clone(), "default");
+    let mut cmd = Command::default();
+    cmd.metadata.generate_name = Some(format!(
+        "{}-{}-",
+        q.metadata.name.clone().unwrap(),
+        action.to_lowercase()
+    ));
+    cmd.fields.action = Some(action.into());
+    cmd.fields.target = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "scheduling.volcano.sh/v1beta1".into(),
+            kind: "Queue".into(),
+            name: q.metadata.name.clone().unwrap(),
+            uid: q.metadata.uid.clone().unwrap(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    );
+    commands.create(&PostParams::default(), &cmd).await.unwrap();
+}
+
+async fn state_is(c: &kube::Client, name: &str, want: QueueState) -> Queue {
+    eventually(20, &format!("queue {name} {want:?}"), || async {
+        let q = queue(c, name).await;
+        (q.status.as_ref()?.state == Some(want)).then_some(q)
+    })
+    .await
+}
+
+async fn phase_is(jobs: &Api<Job>, name: &str, want: JobPhase) -> Job {
+    eventually(30, &format!("job {name} {want:?}"), || async {
+        let j = jobs.get(name).await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(want)).then_some(j)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let queues_api: Api<Queue> = Api::all(c.clone());
+    let ml: Queue = serde_json::from_value(queue_json("ml", 1)).unwrap();
+    queues_api
+        .create(&PostParams::default(), &ml)
+        .await
+        .unwrap();
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let mut ctl = jobs::start(
+        c.clone(),
+        JobControllerOptions::default(),
+        Leadership::always(),
+    );
+    ctl.extend(queues::start(
+        c.clone(),
+        QueueControllerOptions::default(),
+        Leadership::always(),
+    ));
+    let jobs_api: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs_api
+        .create(&PostParams::default(), &job("old", "ml"))
+        .await
+        .unwrap();
+    phase_is(&jobs_api, "old", JobPhase::Running).await;
+
+    let ml = state_is(&c, "ml", QueueState::Open).await;
+    operate(&c, &ml, "CloseQueue").await;
+    let closing = state_is(&c, "ml", QueueState::Closing).await;
+    assert_eq!(
+        closing.status.unwrap().running,
+        1,
+        "the running job is counted"
+    );
+
+    jobs_api
+        .create(&PostParams::default(), &job("new", "ml"))
+        .await
+        .unwrap();
+    let held = phase_is(&jobs_api, "new", JobPhase::Pending).await;
+    assert!(held.status.is_some());
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let new = jobs_api.get("new").await.unwrap();
+    assert_eq!(
+        new.status.unwrap().state.phase,
+        Some(JobPhase::Pending),
+        "a closing queue admits nothing new"
+    );
+    let old = jobs_api.get("old").await.unwrap();
+    assert_eq!(
+        old.status.unwrap().state.phase,
+        Some(JobPhase::Running),
+        "its running job keeps running"
+    );
+
+    for name in ["old", "new"] {
+        jobs_api
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let closed = state_is(&c, "ml", QueueState::Closed).await;
+    operate(&c, &closed, "OpenQueue").await;
+    state_is(&c, "ml", QueueState::Open).await;
+    jobs_api
+        .create(&PostParams::default(), &job("after", "ml"))
+        .await
+        .unwrap();
+    phase_is(&jobs_api, "after", JobPhase::Running).await;
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_child_queue_closes_with_its_parent_and_reopens_with_it() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let queues_api: Api<Queue> = Api::all(c.clone());
+    let org: Queue = serde_json::from_value(queue_json("org", 1)).unwrap();
+    let mut team = queue_json("team", 1);
+    team["spec"]["parent"] = json!("org");
+    let team: Queue = serde_json::from_value(team).unwrap();
+    let org = queues_api
+        .create(&PostParams::default(), &org)
+        .await
+        .unwrap();
+    queues_api
+        .create(&PostParams::default(), &team)
+        .await
+        .unwrap();
+    let ctl = queues::start(
+        c.clone(),
+        QueueControllerOptions::default(),
+        Leadership::always(),
+    );
+    operate(&c, &org, "CloseQueue").await;
+    state_is(&c, "org", QueueState::Closed).await;
+    let team = state_is(&c, "team", QueueState::Closed).await;
+    assert_eq!(
+        team.metadata.annotations.unwrap()["volcano.sh/closed-by-parent"],
+        "true"
+    );
+    operate(&c, &org, "OpenQueue").await;
+    state_is(&c, "team", QueueState::Open).await;
+    for t in ctl {
+        t.abort();
+    }
+}

@@ -375,6 +375,29 @@ fn per_role_minimums_are_met_before_extra_replicas() {
 }
 
 #[test]
+fn role_minimums_beyond_min_member_are_ignored_as_volcano_does() {
+    // A Volcano Job with dependsOn: the driver runs first, the executors (minTaskMember 10,
+    // Volcano's default of all replicas) do not exist yet. minMember 1 is below the roles' sum,
+    // so the gang is held to minMember alone and the driver is placed.
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "cpu", 1, CPU64, &[]).unwrap();
+    let job = GangJob::new(
+        "etl",
+        vec![
+            Role::new("driver", 1, &[("cpu", "2")]).min(1),
+            Role::new("executor", 0, &[("cpu", "4")]).min(10),
+        ],
+    )
+    .min_member(1);
+    add_job(&mut c, &job).unwrap();
+    let d = run(&c);
+    let binds = binds_of(&d, "default/etl");
+    assert_eq!(binds.len(), 1, "{:?}", d.group("default/etl"));
+    assert_eq!(binds[0].role, "driver");
+}
+
+#[test]
 fn higher_priority_jobs_go_first_within_a_queue() {
     let mut c = gpu_cluster(1);
     add_job(

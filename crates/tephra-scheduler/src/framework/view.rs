@@ -101,7 +101,7 @@ impl<'a> View<'a> {
         let by_role = j
             .group
             .as_ref()
-            .is_some_and(|g| !g.min_task_member.is_empty());
+            .is_some_and(|g| !g.role_minimums().is_empty());
         if !by_role {
             let t = self.state.tally(j, job);
             let n = |v: i32| v.max(0) as u32;

@@ -434,6 +434,22 @@ pub struct PodGroupSpec {
     pub policy: Arc<JobPolicy>,
 }
 
+static NO_ROLE_MINIMUMS: BTreeMap<String, u32> = BTreeMap::new();
+
+impl PodGroupSpec {
+    /// The per-role minimums the gang is held to. As in Volcano, they count only while
+    /// minMember covers their sum: a gang whose minMember is smaller (a driver that must run
+    /// before its executors exist, `dependsOn`) is held to minMember alone.
+    pub fn role_minimums(&self) -> &BTreeMap<String, u32> {
+        let sum: u64 = self.min_task_member.values().map(|v| u64::from(*v)).sum();
+        if u64::from(self.min_member) < sum {
+            &NO_ROLE_MINIMUMS
+        } else {
+            &self.min_task_member
+        }
+    }
+}
+
 /// A job: one PodGroup and its tasks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {

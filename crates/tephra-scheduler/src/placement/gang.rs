@@ -71,7 +71,7 @@ pub fn place_job_in_cluster(
         .jobs
         .get(job)
         .and_then(|j| j.group.as_ref())
-        .map(|g| g.min_task_member.clone())
+        .map(|g| g.role_minimums().clone())
         .unwrap_or_default();
     let pending = |ssn: &Session, g: &[Id]| -> Vec<Id> {
         g.iter()
@@ -139,7 +139,7 @@ pub fn job_needs(view: &View, job: Id) -> (Resources, Resources) {
     let mins = j
         .group
         .as_ref()
-        .map(|g| g.min_task_member.clone())
+        .map(|g| g.role_minimums().clone())
         .unwrap_or_default();
     // Pending tasks by role: (request of the role's first task, number pending).
     let mut roles: BTreeMap<&str, (Resources, u32)> = BTreeMap::new();

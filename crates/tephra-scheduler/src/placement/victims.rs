@@ -126,7 +126,7 @@ pub fn victim(ssn: &Session, job: Id, cluster: Id) -> Option<Victim> {
         std::cmp::Reverse(ssn.snap.tasks.get(*t).map_or(0, |task| task.spec.index))
     });
     // Spare tasks: while the gang stays at minMember and each role at its minTaskMember.
-    let mins = j.group.as_ref().map(|g| &g.min_task_member);
+    let mins = j.group.as_ref().map(|g| g.role_minimums());
     let mut total = ready;
     let (mut spare, mut rest) = (Vec::new(), Vec::new());
     for t in here {

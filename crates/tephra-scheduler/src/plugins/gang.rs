@@ -27,7 +27,7 @@ fn role_mins(view: &View, job: Id) -> Vec<(String, u32)> {
     view.job(job)
         .and_then(|j| j.group.as_ref())
         .map(|g| {
-            g.min_task_member
+            g.role_minimums()
                 .iter()
                 .map(|(k, v)| (k.clone(), *v))
                 .collect()

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
@@ -14,6 +14,8 @@ use tephra_api::batch::{Action, JobPhase};
 use tephra_api::scheduling::PodGroupPhase;
 use tephra_api::well_known::OUT_OF_SYNC;
 use tephra_api::{Job, PodGroup, PodGroupStatus};
+use tephra_controllers::job::reconcile::needs_ssh_key;
+use tephra_controllers::job::ssh::SshKey;
 use tephra_controllers::job::{Observed, Write, reconcile};
 
 struct World {
@@ -27,6 +29,9 @@ struct World {
     wake_ms: Option<i64>,
     services: Vec<Service>,
     configs: Vec<ConfigMap>,
+    secrets: Vec<Secret>,
+    /// The key pair the caller would make when a pass needs one.
+    key: SshKey,
 }
 
 fn time(ms: i64) -> Time {
@@ -49,6 +54,8 @@ impl World {
             wake_ms: None,
             services: Vec::new(),
             configs: Vec::new(),
+            secrets: Vec::new(),
+            key: SshKey::ed25519(&[1; 32], &[2; 32], 7, "test"),
         }
     }
 
@@ -60,6 +67,7 @@ impl World {
             pods: &pods,
             command,
             now_ms: self.now_ms,
+            ssh_key: needs_ssh_key(&self.job).then_some(&self.key),
         });
         self.wake_ms = out.wake_ms;
         for w in &out.writes {
@@ -90,6 +98,7 @@ impl World {
                 Write::DeleteJob => self.deleted = true,
                 Write::CreateService(x) => self.services.push((**x).clone()),
                 Write::CreateConfigMap(x) => self.configs.push((**x).clone()),
+                Write::CreateSecret(x) => self.secrets.push((**x).clone()),
             }
         }
         out.writes
@@ -491,6 +500,32 @@ fn svc_pytorch_and_env_plugins_give_the_service_hosts_and_variables_once() {
     assert_eq!(pod.subdomain.as_deref(), Some("tf"));
     let mounts = pod.containers[0].volume_mounts.clone().expect("mounts");
     assert!(mounts.iter().any(|m| m.mount_path == "/etc/volcano"));
+}
+
+#[test]
+fn the_ssh_plugin_makes_one_secret_and_mounts_it_in_every_pod() {
+    let mut w = World::new(job(serde_json::json!({"plugins": {"ssh": [], "svc": []}})));
+    w.settle();
+    w.admit();
+    w.settle();
+    assert_eq!(w.secrets.len(), 1, "the key pair is made once");
+    let secret = &w.secrets[0];
+    assert_eq!(secret.metadata.name.as_deref(), Some("tf-ssh"));
+    let data = secret.data.clone().expect("data");
+    assert_eq!(data["id_rsa.pub"], data["authorized_keys"]);
+    assert_eq!(data["id_rsa.pub"].0, w.key.public.as_bytes());
+    let status = w.job.status.clone().expect("status");
+    assert_eq!(status.controlled_resources["plugin-ssh"], "ssh");
+    for name in ["tf-ps-0", "tf-worker-0", "tf-worker-1"] {
+        let spec = w.pods[name].spec.clone().expect("spec");
+        let mounts = spec.containers[0].volume_mounts.clone().expect("mounts");
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m.mount_path == "/root/.ssh" && m.name == "tf-ssh"),
+            "{name}: {mounts:?}"
+        );
+    }
 }
 
 #[test]

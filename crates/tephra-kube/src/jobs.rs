@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -21,6 +21,8 @@ use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
 use tephra_api::{Command, Job, PodGroup};
 use tephra_controllers::job::pods::{names_a_job, podgroup_name};
+use tephra_controllers::job::reconcile::needs_ssh_key;
+use tephra_controllers::job::ssh::SshKey;
 use tephra_controllers::job::{Observed, Write, reconcile};
 use tokio::task::JoinHandle;
 
@@ -144,6 +146,8 @@ struct Worker {
 enum ApplyError {
     #[error("{what}: {source}")]
     Api { what: String, source: kube::Error },
+    #[error("making the ssh plugin's key pair: {what}")]
+    Key { what: String },
 }
 
 fn rv(j: &Job) -> Option<u64> {
@@ -205,12 +209,18 @@ impl Worker {
             .filter(|pg| controlled_by(&**pg, uid));
         let command = self.take_command(&job, key).await?;
         let now = now_ms();
+        let key_pair = if needs_ssh_key(&job) {
+            Some(ssh_key(&job.name_any()).map_err(|what| ApplyError::Key { what })?)
+        } else {
+            None
+        };
         let out = reconcile(&Observed {
             job: &job,
             podgroup: pg.as_deref(),
             pods: &pods,
             command,
             now_ms: now,
+            ssh_key: key_pair.as_ref(),
         });
         if out.action != tephra_api::batch::Action::SyncJob {
             tracing::info!(namespace = %key.0, job = %key.1, action = ?out.action,
@@ -324,6 +334,11 @@ impl Worker {
                 let api: Api<ConfigMap> = Api::namespaced(c, &ns);
                 ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
                     .map_err(api_err(format!("creating ConfigMap {ns}/{}", x.name_any())))?;
+            }
+            Write::CreateSecret(x) => {
+                let api: Api<Secret> = Api::namespaced(c, &ns);
+                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                    .map_err(api_err(format!("creating Secret {ns}/{}", x.name_any())))?;
             }
             Write::CreatePod(p) => {
                 let api: Api<Pod> = Api::namespaced(c, &ns);
@@ -439,5 +454,70 @@ fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::
             Value::Object(out)
         }
         _ => new.clone(),
+    }
+}
+
+/// A fresh Ed25519 key pair for a Job's `ssh` plugin, from the system's randomness.
+fn ssh_key(job: &str) -> Result<SshKey, String> {
+    use ring::rand::{SecureRandom, SystemRandom};
+    use ring::signature::{Ed25519KeyPair, KeyPair};
+    let rng = SystemRandom::new();
+    let mut seed = [0u8; 32];
+    let mut check = [0u8; 4];
+    rng.fill(&mut seed)
+        .map_err(|_| "no randomness".to_string())?;
+    rng.fill(&mut check)
+        .map_err(|_| "no randomness".to_string())?;
+    let pair = Ed25519KeyPair::from_seed_unchecked(&seed).map_err(|e| e.to_string())?;
+    let public: [u8; 32] = pair
+        .public_key()
+        .as_ref()
+        .try_into()
+        .map_err(|_| "an Ed25519 public key is 32 bytes".to_string())?;
+    Ok(SshKey::ed25519(
+        &seed,
+        &public,
+        u32::from_be_bytes(check),
+        &format!("{job}@tephra"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// OpenSSH itself reads the key pair: `ssh-keygen -y` derives the same public key from the
+    /// private one (skipped where ssh-keygen is not installed).
+    #[test]
+    fn openssh_reads_the_ssh_plugins_key_pair() {
+        let key = ssh_key("mpi").unwrap();
+        let dir = std::env::temp_dir().join(format!("tephra-ssh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id_rsa");
+        std::fs::write(&path, &key.private).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        let out = std::process::Command::new("ssh-keygen")
+            .arg("-y")
+            .arg("-f")
+            .arg(&path)
+            .output();
+        let _ = std::fs::remove_dir_all(&dir);
+        let Ok(out) = out else {
+            eprintln!("ssh-keygen not installed; skipped");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let derived = String::from_utf8(out.stdout).unwrap();
+        let blob = |s: &str| s.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        assert_eq!(blob(&derived), blob(&key.public));
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`gang`]: the Job's gang plan (Volcano's defaults) and the gang the scheduler sees;
 //! - [`pods`]: the PodGroup and the pods the controller creates for a Job;
-//! - [`plugins`]: the job plugins (`env`, `svc`, `pytorch`, `mpi`);
+//! - [`plugins`]: the job plugins (`env`, `svc`, `pytorch`, `mpi`), and [`ssh`] (its key pair);
 //! - [`observe`]: the Job's pods as the controller reads them, and the status counts;
 //! - [`policy`]: the events the pods show and the lifecycle policies' actions for them;
 //! - [`lifecycle`]: the state machine (phases, actions, how pods are killed);
@@ -15,6 +15,7 @@ pub mod plugins;
 pub mod pods;
 pub mod policy;
 pub mod reconcile;
+pub mod ssh;
 
 pub use gang::{GangPlan, JobError, TaskPlan, plan};
 pub use reconcile::{Observed, Outcome, Write, reconcile};

@@ -11,8 +11,8 @@
 //! - `mpi`: `MPI_HOST` (the workers' hosts) on the master, and the port opened on every pod
 //!   (`--master`, `--worker`, `--port`, default 22).
 //!
-//! `ssh`, `tensorflow`, `ray` and `hcclrank` are accepted and not applied yet, and `svc` does not
-//! create Volcano's NetworkPolicy.
+//! `ssh` is in [`super::ssh`]. `tensorflow`, `ray` and `hcclrank` are accepted and not applied
+//! yet, and `svc` does not create Volcano's NetworkPolicy.
 
 use std::collections::BTreeMap;
 
@@ -32,10 +32,10 @@ pub const HOSTS_MOUNT_PATH: &str = "/etc/volcano";
 
 /// A plugin's arguments, read as Go's `flag` package reads them (`--name=value`, `-name value`,
 /// a bare boolean flag).
-struct Flags<'a>(&'a [String]);
+pub(super) struct Flags<'a>(pub(super) &'a [String]);
 
 impl Flags<'_> {
-    fn get(&self, name: &str) -> Option<String> {
+    pub(super) fn get(&self, name: &str) -> Option<String> {
         let mut it = self.0.iter();
         while let Some(a) = it.next() {
             let Some(body) = a.strip_prefix("--").or_else(|| a.strip_prefix('-')) else {

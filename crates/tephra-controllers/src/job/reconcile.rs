@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use tephra_api::batch::{Action, Iteration, JobCondition, JobPhase, JobStatus};
@@ -23,6 +23,7 @@ use super::lifecycle::{Facts, Pods, finished, step};
 use super::observe::{Counts, JobPod, Phase};
 use super::pods::{pod, pod_name, podgroup, podgroup_drifted, podgroup_name};
 use super::policy::{Trigger, decide, triggers};
+use super::ssh::{self, SshKey};
 
 /// What the controller sees of one Job.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +38,9 @@ pub struct Observed<'a> {
     pub command: Option<Action>,
     /// Now, in ms since the epoch.
     pub now_ms: i64,
+    /// A fresh key pair for the `ssh` plugin's Secret, when the Job asks for the plugin and its
+    /// Secret is not made yet (the caller makes keys; this pass has no entropy).
+    pub ssh_key: Option<&'a SshKey>,
 }
 
 /// A write the runtime applies.
@@ -52,6 +56,8 @@ pub enum Write {
     CreateService(Box<Service>),
     /// Create a ConfigMap a plugin needs (`svc`'s hosts); one that exists is left as it is.
     CreateConfigMap(Box<ConfigMap>),
+    /// Create a plugin's Secret (`ssh`'s key pair).
+    CreateSecret(Box<Secret>),
     /// Create a pod.
     CreatePod(Box<Pod>),
     /// Delete a pod, marking it first (`volcano.sh/controller-out-of-sync`) so that its end is
@@ -204,10 +210,15 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
         controlled_resources: old.controlled_resources.clone(),
         conditions: old.conditions.clone(),
     };
-    if matches!(step.pods, Pods::Sync) && job.spec.plugins.contains_key("svc") {
-        status
-            .controlled_resources
-            .insert(SVC_MADE.into(), "svc".into());
+    if matches!(step.pods, Pods::Sync) {
+        for (key, plugin) in [(SVC_MADE, "svc"), (SSH_MADE, "ssh")] {
+            let made = plugin != "ssh" || o.ssh_key.is_some() || ssh::brings_key(job);
+            if job.spec.plugins.contains_key(plugin) && made {
+                status
+                    .controlled_resources
+                    .insert(key.into(), plugin.into());
+            }
+        }
     }
     if phase != Some(now_phase) {
         let at = time(o.now_ms);
@@ -302,7 +313,7 @@ fn sync(
             message: e.to_string(),
         }),
     }
-    if !plugins_ready(job) {
+    if !made(job, "svc", SVC_MADE) {
         let (services, configs) = super::plugins::objects(job, plan);
         writes.extend(
             services
@@ -314,6 +325,11 @@ fn sync(
                 .into_iter()
                 .map(|x| Write::CreateConfigMap(Box::new(x))),
         );
+    }
+    if !made(job, "ssh", SSH_MADE)
+        && let Some(secret) = ssh::secret(job, o.ssh_key)
+    {
+        writes.push(Write::CreateSecret(Box::new(secret)));
     }
     let admitted = o
         .podgroup
@@ -358,15 +374,22 @@ fn sync(
     }
 }
 
-/// The `status.controlledResources` key that records a plugin's objects as made.
+/// The `status.controlledResources` keys that record a plugin's objects as made.
 const SVC_MADE: &str = "plugin-svc";
+const SSH_MADE: &str = "plugin-ssh";
 
-/// Whether the plugins' objects are made (or no plugin needs any).
-fn plugins_ready(job: &Job) -> bool {
-    !job.spec.plugins.contains_key("svc")
-        || job.status.as_ref().is_some_and(|s| {
-            s.controlled_resources.get(SVC_MADE).map(String::as_str) == Some("svc")
-        })
+/// Whether `plugin`'s objects are made (or the Job does not ask for it).
+pub fn made(job: &Job, plugin: &str, key: &str) -> bool {
+    !job.spec.plugins.contains_key(plugin)
+        || job
+            .status
+            .as_ref()
+            .is_some_and(|s| s.controlled_resources.get(key).map(String::as_str) == Some(plugin))
+}
+
+/// Whether a pass over `job` would use a fresh key pair for the `ssh` plugin.
+pub fn needs_ssh_key(job: &Job) -> bool {
+    ssh::wanted(job) && !ssh::brings_key(job) && !made(job, "ssh", SSH_MADE)
 }
 
 /// Whether task `i` may start: every task it depends on (any one, with `iteration: any` and

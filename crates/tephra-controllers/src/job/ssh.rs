@@ -1,0 +1,356 @@
+//! Volcano's `ssh` job plugin: a Secret `<job>-ssh` with a key pair (`id_rsa`, `id_rsa.pub`,
+//! `authorized_keys`) and an ssh `config` naming every pod's host, mounted in every container
+//! at `/root/.ssh` (`--ssh-key-file-path`), so that the pods of an MPI job reach each other
+//! without passwords. Arguments as Volcano's: `--ssh-key-file-path`, `--ssh-private-key` and
+//! `--ssh-public-key` (a key pair of the user's), `--ssh-port` (default 22).
+//!
+//! The key pair is made by the caller (this crate does no IO and has no entropy): Ed25519 in
+//! OpenSSH's format, which `ssh` reads from `id_rsa` as well as Volcano's RSA keys. Volcano's
+//! file names are kept so that images and scripts that name them work unchanged.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{
+    KeyToPath, PodSpec, Secret, SecretVolumeSource, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tephra_api::Job;
+
+use super::plugins::Flags;
+use super::pods::{owner, pod_name};
+
+/// The Secret's keys, as Volcano names them.
+pub const PRIVATE_KEY: &str = "id_rsa";
+/// The public key.
+pub const PUBLIC_KEY: &str = "id_rsa.pub";
+/// The authorized keys (the public key).
+pub const AUTHORIZED_KEYS: &str = "authorized_keys";
+/// The ssh client config.
+pub const CONFIG: &str = "config";
+/// Where the keys are mounted by default.
+pub const DEFAULT_PATH: &str = "/root/.ssh";
+
+/// A key pair, as text for `id_rsa` and `id_rsa.pub`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SshKey {
+    /// The private key (`-----BEGIN OPENSSH PRIVATE KEY-----` ...).
+    pub private: String,
+    /// The public key, one `authorized_keys` line.
+    pub public: String,
+}
+
+fn put_string(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    out.extend_from_slice(s);
+}
+
+impl SshKey {
+    /// An Ed25519 key pair from its 32-byte seed and public key (the caller derives the public
+    /// key; `check` is the format's random check number), in OpenSSH's formats.
+    pub fn ed25519(seed: &[u8; 32], public: &[u8; 32], check: u32, comment: &str) -> Self {
+        const KIND: &[u8] = b"ssh-ed25519";
+        let mut blob = Vec::new();
+        put_string(&mut blob, KIND);
+        put_string(&mut blob, public);
+        let mut secret = Vec::new();
+        secret.extend_from_slice(&check.to_be_bytes());
+        secret.extend_from_slice(&check.to_be_bytes());
+        put_string(&mut secret, KIND);
+        put_string(&mut secret, public);
+        let mut pair = seed.to_vec();
+        pair.extend_from_slice(public);
+        put_string(&mut secret, &pair);
+        put_string(&mut secret, comment.as_bytes());
+        let mut pad = 1u8;
+        while secret.len() % 8 != 0 {
+            secret.push(pad);
+            pad += 1;
+        }
+        let mut body = b"openssh-key-v1\0".to_vec();
+        put_string(&mut body, b"none");
+        put_string(&mut body, b"none");
+        put_string(&mut body, b"");
+        body.extend_from_slice(&1u32.to_be_bytes());
+        put_string(&mut body, &blob);
+        put_string(&mut body, &secret);
+        let text = STANDARD.encode(&body);
+        let mut private = String::from("-----BEGIN OPENSSH PRIVATE KEY-----\n");
+        for line in text.as_bytes().chunks(70) {
+            private.push_str(&String::from_utf8_lossy(line));
+            private.push('\n');
+        }
+        private.push_str("-----END OPENSSH PRIVATE KEY-----\n");
+        let public = format!("ssh-ed25519 {} {comment}\n", STANDARD.encode(&blob));
+        Self { private, public }
+    }
+}
+
+/// The name of the Job's ssh Secret.
+pub fn secret_name(job: &Job) -> String {
+    format!("{}-ssh", job.metadata.name.as_deref().unwrap_or_default())
+}
+
+/// Whether the Job asks for the plugin.
+pub fn wanted(job: &Job) -> bool {
+    job.spec.plugins.contains_key("ssh")
+}
+
+fn flags(job: &Job) -> Flags<'_> {
+    Flags(job.spec.plugins.get("ssh").map_or(&[][..], Vec::as_slice))
+}
+
+/// Whether the Job brings its own key pair (`--ssh-private-key`), so that none need be made.
+pub fn brings_key(job: &Job) -> bool {
+    flags(job).get("ssh-private-key").is_some()
+}
+
+/// The ssh client config: no host key checks, and a `Host` entry per pod (one per task whose
+/// template names a hostname) with its DNS name under the Job's subdomain and the port.
+fn config(job: &Job, port: i32) -> String {
+    let job_name = job.metadata.name.as_deref().unwrap_or_default();
+    let mut out = String::from("StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n");
+    for t in &job.spec.tasks {
+        let spec = t.template.spec.as_ref();
+        let fixed = spec
+            .and_then(|s| s.hostname.clone())
+            .filter(|h| !h.is_empty());
+        let subdomain = spec
+            .and_then(|s| s.subdomain.clone())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| job_name.to_string());
+        let name = t.name.as_deref().unwrap_or_default();
+        let count = if fixed.is_some() {
+            1
+        } else {
+            t.replicas.unwrap_or(1).max(0) as u32
+        };
+        for i in 0..count {
+            let host = fixed.clone().unwrap_or_else(|| pod_name(job_name, name, i));
+            out.push_str(&format!(
+                "Host {host}\n  HostName {host}.{subdomain}\n  Port {port}\n"
+            ));
+        }
+    }
+    out
+}
+
+/// The Job's ssh Secret, with `key` unless the Job brings its own pair; `None` when the plugin
+/// is not asked for, or no key was given.
+pub fn secret(job: &Job, key: Option<&SshKey>) -> Option<Secret> {
+    if !wanted(job) {
+        return None;
+    }
+    let f = flags(job);
+    let port = f
+        .get("ssh-port")
+        .and_then(|p| p.parse::<i32>().ok())
+        .filter(|p| (1..=65535).contains(p))
+        .unwrap_or(22);
+    let (private, public) = match (f.get("ssh-private-key"), key) {
+        (Some(private), _) => (private, f.get("ssh-public-key").unwrap_or_default()),
+        (None, Some(k)) => (k.private.clone(), k.public.clone()),
+        (None, None) => return None,
+    };
+    let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+    let data = BTreeMap::from([
+        (PRIVATE_KEY.to_string(), bytes(&private)),
+        (PUBLIC_KEY.to_string(), bytes(&public)),
+        (AUTHORIZED_KEYS.to_string(), bytes(&public)),
+        (CONFIG.to_string(), bytes(&config(job, port))),
+    ]);
+    Some(Secret {
+        metadata: ObjectMeta {
+            name: Some(secret_name(job)),
+            namespace: job.metadata.namespace.clone(),
+            owner_references: Some(vec![owner(job)]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..Secret::default()
+    })
+}
+
+/// Mounts the Secret's keys in every container and init container at `--ssh-key-file-path`
+/// (mode 0600 at `/root/.ssh`, else 0644 so that a non-root user can read them).
+pub fn on_pod(job: &Job, spec: &mut PodSpec) {
+    if !wanted(job) {
+        return;
+    }
+    let path = flags(job)
+        .get("ssh-key-file-path")
+        .unwrap_or_else(|| DEFAULT_PATH.to_string());
+    let name = secret_name(job);
+    let items = [PRIVATE_KEY, PUBLIC_KEY, AUTHORIZED_KEYS, CONFIG]
+        .iter()
+        .map(|k| KeyToPath {
+            key: k.to_string(),
+            path: format!(".ssh/{k}"),
+            mode: None,
+        })
+        .collect();
+    spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: name.clone(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(name.clone()),
+            items: Some(items),
+            default_mode: Some(if path == DEFAULT_PATH { 0o600 } else { 0o644 }),
+            optional: None,
+        }),
+        ..Volume::default()
+    });
+    let mount = VolumeMount {
+        name,
+        mount_path: path,
+        sub_path: Some(".ssh".into()),
+        ..VolumeMount::default()
+    };
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        c.volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(mount.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+
+    fn job(args: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "mpi", "namespace": "hpc", "uid": "u1"},
+            "spec": {"plugins": {"ssh": args}, "tasks": [
+                {"name": "master", "replicas": 1, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}},
+                {"name": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}]}
+        }))
+        .expect("job")
+    }
+
+    fn key() -> SshKey {
+        SshKey::ed25519(&[7; 32], &[9; 32], 0xdead_beef, "mpi")
+    }
+
+    fn text(s: &Secret, k: &str) -> String {
+        String::from_utf8(s.data.as_ref().expect("data")[k].0.clone()).expect("utf8")
+    }
+
+    #[test]
+    fn the_secret_holds_the_pair_and_a_config_naming_every_pod() {
+        let s = secret(&job(serde_json::json!([])), Some(&key())).expect("secret");
+        assert_eq!(s.metadata.name.as_deref(), Some("mpi-ssh"));
+        assert_eq!(text(&s, PUBLIC_KEY), text(&s, AUTHORIZED_KEYS));
+        assert!(text(&s, PUBLIC_KEY).starts_with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI"));
+        assert!(
+            text(&s, PRIVATE_KEY).starts_with(
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU"
+            )
+        );
+        let config = text(&s, CONFIG);
+        assert!(config.starts_with("StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n"));
+        assert!(
+            config.contains("Host mpi-worker-1\n  HostName mpi-worker-1.mpi\n  Port 22\n"),
+            "{config}"
+        );
+        assert_eq!(config.matches("Host ").count(), 3);
+    }
+
+    /// Reads OpenSSH's length-prefixed strings.
+    fn strings(mut raw: &[u8], n: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let len = u32::from_be_bytes(raw[..4].try_into().expect("len")) as usize;
+            out.push(raw[4..4 + len].to_vec());
+            raw = &raw[4 + len..];
+        }
+        out
+    }
+
+    #[test]
+    fn the_private_key_is_in_openssh_format_with_matching_check_numbers() {
+        let k = key();
+        let body: String = k
+            .private
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        assert!(
+            k.private
+                .lines()
+                .all(|l| l.len() <= 70 || l.starts_with("-----"))
+        );
+        let raw = STANDARD.decode(body).expect("base64");
+        let rest = raw.strip_prefix(b"openssh-key-v1\0").expect("magic");
+        let head = strings(rest, 3);
+        assert_eq!(
+            (head[0].as_slice(), head[1].as_slice()),
+            (&b"none"[..], &b"none"[..])
+        );
+        let after = &rest[4 + 4 + 4 + 4 + 4..];
+        assert_eq!(u32::from_be_bytes(after[..4].try_into().expect("n")), 1);
+        let keys = strings(&after[4..], 2);
+        let secret = &keys[1];
+        assert_eq!(secret.len() % 8, 0);
+        assert_eq!(secret[..4], secret[4..8], "the two check numbers match");
+        let fields = strings(&secret[8..], 4);
+        assert_eq!(fields[0], b"ssh-ed25519");
+        assert_eq!(fields[2].len(), 64, "seed and public key");
+        let public = STANDARD
+            .decode(k.public.split(' ').nth(1).expect("blob"))
+            .expect("base64");
+        assert_eq!(
+            public, keys[0],
+            "id_rsa.pub is the private key's public half"
+        );
+    }
+
+    #[test]
+    fn a_users_own_pair_and_port_are_used() {
+        let j = job(serde_json::json!([
+            "--ssh-private-key=PRIV",
+            "--ssh-public-key=PUB",
+            "--ssh-port=2222"
+        ]));
+        assert!(brings_key(&j));
+        let s = secret(&j, None).expect("secret");
+        assert_eq!(text(&s, PRIVATE_KEY), "PRIV");
+        assert_eq!(text(&s, AUTHORIZED_KEYS), "PUB");
+        assert!(text(&s, CONFIG).contains("Port 2222"));
+    }
+
+    #[test]
+    fn without_a_key_no_secret_is_made() {
+        assert_eq!(secret(&job(serde_json::json!([])), None), None);
+    }
+
+    #[test]
+    fn every_container_mounts_the_keys() {
+        let j = job(serde_json::json!(["--ssh-key-file-path=/home/mpi/.ssh"]));
+        let mut spec: PodSpec = serde_json::from_value(serde_json::json!({
+            "containers": [{"name": "a", "image": "x"}], "initContainers": [{"name": "i", "image": "x"}]}))
+        .expect("spec");
+        on_pod(&j, &mut spec);
+        let v = &spec.volumes.as_ref().expect("volumes")[0];
+        let src = v.secret.as_ref().expect("secret volume");
+        assert_eq!(src.default_mode, Some(0o644));
+        assert_eq!(src.items.as_ref().expect("items").len(), 4);
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            let m = &c.volume_mounts.as_ref().expect("mounts")[0];
+            assert_eq!(
+                (m.mount_path.as_str(), m.sub_path.as_deref()),
+                ("/home/mpi/.ssh", Some(".ssh"))
+            );
+        }
+    }
+}

@@ -286,7 +286,7 @@ fn shipped_volcano_job_manifests_run_unchanged() {
         .unwrap();
     assert_eq!(
         submit.min_available,
-        Some(7),
+        Some(1),
         "Volcano's minAvailable from the manifest"
     );
     assert_eq!(submit.t, 60.0, "tephra.io/sim-submit-at");

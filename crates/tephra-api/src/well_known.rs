@@ -40,6 +40,8 @@ pub const SOURCE_OBJECT: &str = "tephra.io/source";
 pub const SIM_SUBMIT_AT: &str = "tephra.io/sim-submit-at";
 /// Simulator annotation on a Job manifest: how long its pods run (a duration such as `2h`).
 pub const SIM_DURATION: &str = "tephra.io/sim-duration";
+/// How a simulated pod ends: its exit code (0 succeeds). Read by `tephra dev`'s kubelets.
+pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
 
 /// Cluster taint added while a member's Ready condition is False.
 pub const TAINT_CLUSTER_NOT_READY: &str = "cluster.tephra.io/not-ready";

@@ -13,8 +13,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use tephra_api::batch::JobPhase;
 use tephra_api::{Job, PodGroup};
-use tephra_kube::jobs::{self, JobControllerOptions};
-use tephra_kube::leader::Leadership;
 
 fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
     let template = |cpu: &str| {
@@ -38,40 +36,12 @@ fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
     serde_json::from_value(j).unwrap()
 }
 
-async fn start(c: &kube::Client) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
-    let sched = tephra_kube::start(c.clone(), scheduler_options())
-        .await
-        .unwrap();
-    let ctl = jobs::start(
-        c.clone(),
-        JobControllerOptions::default(),
-        Leadership::always(),
-    );
-    (sched, ctl)
-}
-
-async fn stop(sched: tephra_kube::Running, ctl: Vec<tokio::task::JoinHandle<()>>) {
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
-}
-
-/// Waits until the Job is in `want` and returns it.
-async fn reaches(jobs: &Api<Job>, name: &str, want: JobPhase) -> Job {
-    eventually(40, &format!("job {name} {want:?}"), || async {
-        let j = jobs.get(name).await.ok()?;
-        (j.status.as_ref()?.state.phase == Some(want)).then_some(j)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_volcano_job_runs_from_create_to_completed() {
     logs();
     let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
     let c = client(&dev).await;
-    let (sched, ctl) = start(&c).await;
+    let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let created = jobs
         .create(
@@ -81,7 +51,7 @@ async fn a_volcano_job_runs_from_create_to_completed() {
         .await
         .unwrap();
     let uid = created.metadata.uid.clone().unwrap();
-    let done = reaches(&jobs, "tf", JobPhase::Completed).await;
+    let done = job_reaches(&jobs, "tf", JobPhase::Completed, 40).await;
     let s = done.status.unwrap();
     assert_eq!(s.succeeded, 3);
     assert_eq!(s.min_available, 3);
@@ -118,7 +88,7 @@ async fn a_volcano_job_runs_from_create_to_completed() {
         env.iter()
             .any(|e| e.name == "VK_TASK_INDEX" && e.value.as_deref() == Some("1"))
     );
-    stop(sched, ctl).await;
+    stop_everything(sched, ctl).await;
 }
 
 #[tokio::test]
@@ -126,7 +96,7 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
     logs();
     let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
     let c = client(&dev).await;
-    let (sched, ctl) = start(&c).await;
+    let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs.create(
         &PostParams::default(),
@@ -139,7 +109,7 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
     )
     .await
     .unwrap();
-    let failed = reaches(&jobs, "flaky", JobPhase::Failed).await;
+    let failed = job_reaches(&jobs, "flaky", JobPhase::Failed, 40).await;
     let s = failed.status.unwrap();
     assert_eq!(s.retry_count, 2, "{s:?}");
     assert!(
@@ -148,7 +118,7 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
             .any(|c| c.status == JobPhase::Restarting),
         "it restarted on the way: {s:?}"
     );
-    stop(sched, ctl).await;
+    stop_everything(sched, ctl).await;
 }
 
 #[tokio::test]
@@ -156,12 +126,12 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
     logs();
     let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
     let c = client(&dev).await;
-    let (sched, ctl) = start(&c).await;
+    let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs.create(&PostParams::default(), &job("long", json!({}), json!({})))
         .await
         .unwrap();
-    reaches(&jobs, "long", JobPhase::Running).await;
+    job_reaches(&jobs, "long", JobPhase::Running, 40).await;
     jobs.delete("long", &DeleteParams::default()).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
@@ -171,7 +141,7 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
         (p.items.is_empty() && g.items.is_empty()).then_some(())
     })
     .await;
-    stop(sched, ctl).await;
+    stop_everything(sched, ctl).await;
 }
 
 fn command(job: &Job, action: &str) -> tephra_api::Command {
@@ -192,7 +162,7 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
     logs();
     let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
     let c = client(&dev).await;
-    let (sched, ctl) = start(&c).await;
+    let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let job = jobs
         .create(
@@ -201,13 +171,13 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
         )
         .await
         .unwrap();
-    reaches(&jobs, "pausable", JobPhase::Running).await;
+    job_reaches(&jobs, "pausable", JobPhase::Running, 40).await;
     let commands: Api<tephra_api::Command> = Api::namespaced(c.clone(), "default");
     commands
         .create(&PostParams::default(), &command(&job, "AbortJob"))
         .await
         .unwrap();
-    reaches(&jobs, "pausable", JobPhase::Aborted).await;
+    job_reaches(&jobs, "pausable", JobPhase::Aborted, 40).await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     assert!(
         pods.list(&ListParams::default())
@@ -229,7 +199,7 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
         .create(&PostParams::default(), &command(&job, "ResumeJob"))
         .await
         .unwrap();
-    let back = reaches(&jobs, "pausable", JobPhase::Running).await;
+    let back = job_reaches(&jobs, "pausable", JobPhase::Running, 40).await;
     assert_eq!(back.status.unwrap().retry_count, 1);
-    stop(sched, ctl).await;
+    stop_everything(sched, ctl).await;
 }

@@ -13,7 +13,6 @@ use serde_json::json;
 use tephra_api::batch::JobPhase;
 use tephra_api::scheduling::QueueState;
 use tephra_api::{Command, Job, Queue};
-use tephra_kube::jobs::{self, JobControllerOptions};
 use tephra_kube::leader::Leadership;
 use tephra_kube::queues::{self, QueueControllerOptions};
 
@@ -58,14 +57,6 @@ async fn state_is(c: &kube::Client, name: &str, want: QueueState) -> Queue {
     .await
 }
 
-async fn phase_is(jobs: &Api<Job>, name: &str, want: JobPhase) -> Job {
-    eventually(30, &format!("job {name} {want:?}"), || async {
-        let j = jobs.get(name).await.ok()?;
-        (j.status.as_ref()?.state.phase == Some(want)).then_some(j)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
     logs();
@@ -77,25 +68,13 @@ async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
         .create(&PostParams::default(), &ml)
         .await
         .unwrap();
-    let sched = tephra_kube::start(c.clone(), scheduler_options())
-        .await
-        .unwrap();
-    let mut ctl = jobs::start(
-        c.clone(),
-        JobControllerOptions::default(),
-        Leadership::always(),
-    );
-    ctl.extend(queues::start(
-        c.clone(),
-        QueueControllerOptions::default(),
-        Leadership::always(),
-    ));
+    let (sched, ctl) = start_everything(&c).await;
     let jobs_api: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs_api
         .create(&PostParams::default(), &job("old", "ml"))
         .await
         .unwrap();
-    phase_is(&jobs_api, "old", JobPhase::Running).await;
+    job_reaches(&jobs_api, "old", JobPhase::Running, 30).await;
 
     let ml = state_is(&c, "ml", QueueState::Open).await;
     operate(&c, &ml, "CloseQueue").await;
@@ -110,7 +89,7 @@ async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
         .create(&PostParams::default(), &job("new", "ml"))
         .await
         .unwrap();
-    let held = phase_is(&jobs_api, "new", JobPhase::Pending).await;
+    let held = job_reaches(&jobs_api, "new", JobPhase::Pending, 30).await;
     assert!(held.status.is_some());
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let new = jobs_api.get("new").await.unwrap();
@@ -139,11 +118,8 @@ async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
         .create(&PostParams::default(), &job("after", "ml"))
         .await
         .unwrap();
-    phase_is(&jobs_api, "after", JobPhase::Running).await;
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    job_reaches(&jobs_api, "after", JobPhase::Running, 30).await;
+    stop_everything(sched, ctl).await;
 }
 
 #[tokio::test]

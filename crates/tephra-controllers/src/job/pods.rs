@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tephra_api::well_known::{
     GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION, PREEMPTABLE,
-    QUEUE_NAME, TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
+    QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC, TEMPLATE_UID,
+    VOLCANO_SCHEDULER_NAME,
 };
 use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
@@ -186,6 +187,7 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
         &pod_name(&job_name, name, index),
         &mut spec,
     );
+    super::ssh::on_pod(job, &mut spec);
     let idx = index.to_string();
     let mut annotations = tmeta.annotations.unwrap_or_default();
     for (k, v) in [
@@ -213,6 +215,12 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
     for key in COPIED_TO_PODS {
         if let Some(v) = job.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
             annotations.insert(key.into(), v.clone());
+        }
+    }
+    // tephra's own: how long a simulated kubelet runs the pod, unless its template says.
+    for key in [SIM_DURATION, SIM_EXIT_CODE] {
+        if let Some(v) = job.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
+            annotations.entry(key.into()).or_insert_with(|| v.clone());
         }
     }
     for key in &COPIED_TO_PODS[..2] {

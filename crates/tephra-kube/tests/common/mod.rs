@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use tephra_api::{PodGroup, Queue};
+use tephra_api::batch::JobPhase;
+use tephra_api::{Job, PodGroup, Queue};
 use tephra_devcluster::kubelet::{KubeletOptions, NodeSpec};
 use tephra_devcluster::{DevCluster, Handle, Options};
 use tephra_kube::run::Options as SchedulerOptions;
@@ -231,4 +232,44 @@ pub async fn all_bound(
         (nodes.len() == count && nodes.values().all(Option::is_some)).then_some(nodes)
     })
     .await
+}
+
+/// Waits up to `secs` seconds until the Volcano Job `name` is in phase `want`, and returns it.
+pub async fn job_reaches(jobs: &Api<Job>, name: &str, want: JobPhase, secs: u64) -> Job {
+    eventually(secs, &format!("job {name} {want:?}"), || async {
+        let j = jobs.get(name).await.ok()?;
+        (j.status.as_ref()?.state.phase == Some(want)).then_some(j)
+    })
+    .await
+}
+
+/// The scheduler and the three controllers (jobs, PodGroups for bare pods, queues), as
+/// `tephra dev` runs them.
+pub async fn start_everything(
+    c: &kube::Client,
+) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
+    use tephra_kube::leader::Leadership;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .expect("scheduler starts");
+    let mut ctl = tephra_kube::jobs::start(c.clone(), Default::default(), Leadership::always());
+    ctl.extend(tephra_kube::bare_pods::start(
+        c.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    ctl.extend(tephra_kube::queues::start(
+        c.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    (sched, ctl)
+}
+
+/// Stops what [`start_everything`] started.
+pub async fn stop_everything(sched: tephra_kube::Running, ctl: Vec<tokio::task::JoinHandle<()>>) {
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
 }

@@ -1,0 +1,207 @@
+//! Volcano's lifecycle policies on a one-member devcluster over real HTTP, with the scheduler
+//! and the controllers running, one behaviour per test: `RestartTask` restarts only the task,
+//! `minSuccess` completes a Job early and `ttlSecondsAfterFinished` then deletes it with its
+//! pods, an `exitCode` policy fires on its code only, and `PodPending` with a timeout acts once
+//! a pod has waited that long.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use tephra_api::Job;
+use tephra_api::batch::JobPhase;
+
+/// A task `name` of `replicas` pods asking one CPU; `run` is the pods' simulated duration and
+/// exit code (None: they run until deleted), `extra` more task fields.
+fn task(name: &str, replicas: i32, run: Option<(&str, i32)>, extra: Value) -> Value {
+    let annotations = match run {
+        Some((d, code)) => {
+            json!({"tephra.io/sim-duration": d, "tephra.io/sim-exit-code": code.to_string()})
+        }
+        None => json!({}),
+    };
+    let mut t = json!({"name": name, "replicas": replicas, "template": {
+        "metadata": {"annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "1"}}}]}}});
+    if let (Some(o), Some(e)) = (t.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+    t
+}
+
+fn job(name: &str, tasks: Vec<Value>, spec: Value) -> Job {
+    let mut j = json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "queue": "default", "tasks": tasks}
+    });
+    if let (Some(s), Some(e)) = (j["spec"].as_object_mut(), spec.as_object()) {
+        for (k, v) in e {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(j).unwrap()
+}
+
+async fn uid_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get(name).await.ok()?.metadata.uid
+}
+
+#[tokio::test]
+async fn restart_task_restarts_only_the_failing_task() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let spec = json!({"minAvailable": 1});
+    let flaky = task(
+        "flaky",
+        1,
+        Some(("500ms", 1)),
+        json!({"policies": [{"event": "PodFailed", "action": "RestartTask"}]}),
+    );
+    jobs.create(
+        &PostParams::default(),
+        &job("rt", vec![task("steady", 1, None, json!({})), flaky], spec),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let (steady, first) = eventually(20, "both pods", || async {
+        Some((
+            uid_of(&pods, "rt-steady-0").await?,
+            uid_of(&pods, "rt-flaky-0").await?,
+        ))
+    })
+    .await;
+    eventually(20, "the flaky task restarted", || async {
+        let now = uid_of(&pods, "rt-flaky-0").await?;
+        (now != first).then_some(())
+    })
+    .await;
+    assert_eq!(
+        uid_of(&pods, "rt-steady-0").await,
+        Some(steady),
+        "the other task's pod is untouched"
+    );
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "ms",
+            vec![
+                task("fast", 2, Some(("300ms", 0)), json!({})),
+                task("slow", 1, None, json!({})),
+            ],
+            json!({"minSuccess": 2, "ttlSecondsAfterFinished": 1}),
+        ),
+    )
+    .await
+    .unwrap();
+    let done = job_reaches(&jobs, "ms", JobPhase::Completed, 30).await;
+    assert_eq!(done.status.unwrap().succeeded, 2);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    eventually(20, "the job and its pods deleted after the TTL", || async {
+        let gone = jobs.get("ms").await.is_err();
+        let left = pods.list(&ListParams::default()).await.ok()?.items.len();
+        (gone && left == 0).then_some(())
+    })
+    .await;
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn an_exit_code_policy_fires_on_its_code_only() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let policies = json!({"policies": [{"exitCode": 3, "action": "AbortJob"}]});
+    for (name, code) in [("code3", 3), ("code4", 4)] {
+        jobs.create(
+            &PostParams::default(),
+            &job(
+                name,
+                vec![task("w", 1, Some(("300ms", code)), json!({}))],
+                policies.clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    job_reaches(&jobs, "code3", JobPhase::Aborted, 30).await;
+    let other = job_reaches(&jobs, "code4", JobPhase::Failed, 30).await;
+    assert!(
+        other
+            .status
+            .unwrap()
+            .conditions
+            .iter()
+            .all(|c| c.status != JobPhase::Aborting),
+        "exit code 4 matches no policy: the job fails on its own"
+    );
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn a_pod_pending_past_its_timeout_triggers_the_policy() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // Admitted (the queue has room) but placeable nowhere: no node has the label.
+    let mut stuck = task("w", 1, None, json!({}));
+    stuck["template"]["spec"]["nodeSelector"] = json!({"pool": "absent"});
+    jobs.create(
+        &PostParams::default(),
+        &job(
+            "waits",
+            vec![stuck],
+            json!({"policies": [{"event": "PodPending", "action": "TerminateJob", "timeout": "2s"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    eventually(20, "the pod created and pending", || async {
+        pods.get("waits-w-0").await.ok().map(|_| ())
+    })
+    .await;
+    let early = jobs.get("waits").await.unwrap();
+    assert_eq!(early.status.unwrap().state.phase, Some(JobPhase::Pending));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    job_reaches(&jobs, "waits", JobPhase::Terminated, 30).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let said = events.list(&ListParams::default()).await.unwrap().items;
+    let action = said
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ExecuteAction"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        action.contains("TerminateJob") && action.contains("PodPending"),
+        "{action}"
+    );
+    stop_everything(sched, ctl).await;
+}

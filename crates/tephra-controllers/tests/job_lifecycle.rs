@@ -503,6 +503,25 @@ fn svc_pytorch_and_env_plugins_give_the_service_hosts_and_variables_once() {
 }
 
 #[test]
+fn a_job_with_no_replicas_runs_with_nothing_to_wait_for() {
+    let mut j = job(serde_json::json!({}));
+    j["spec"]["tasks"][0]["replicas"] = serde_json::json!(0);
+    j["spec"]["tasks"][1]["replicas"] = serde_json::json!(0);
+    let mut w = World::new(j);
+    w.settle();
+    let status = w.job.status.clone().expect("status");
+    assert_eq!(status.state.phase, Some(JobPhase::Running), "{status:?}");
+    assert_eq!(status.min_available, 0);
+    w.admit();
+    w.settle();
+    assert_eq!(
+        w.job.status.expect("status").state.phase,
+        Some(JobPhase::Running),
+        "Volcano keeps it Running: no pod will ever finish"
+    );
+}
+
+#[test]
 fn the_ssh_plugin_makes_one_secret_and_mounts_it_in_every_pod() {
     let mut w = World::new(job(serde_json::json!({"plugins": {"ssh": [], "svc": []}})));
     w.settle();

@@ -13,6 +13,7 @@
 //! | `executor.rs` | sessions and their decisions: binds, evictions, PodGroup phases |
 //! | `kubelet.rs` | pods start, run, finish, release their nodes |
 //! | `faults.rs` | faults and recovery, and the controllers' stand-in rule for what they hit |
+//! | `jobs.rs` | Volcano Jobs, run by the job controller's own passes |
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -21,14 +22,14 @@ use std::time::Instant;
 
 use tephra_controllers::requeue_on_fault;
 use tephra_scheduler::cache::{Cache, Event};
-use tephra_scheduler::model::{JobPolicy, PodSpec, TaskStatus};
+use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
-use crate::state::{Ev, JobRt, PodRt, PodState, Sim, scaled};
+use crate::state::{Ev, JobRt, NewPod, PodState, Sim, scaled};
 use crate::workload::{Merged, SimJob};
 use crate::world::load_config;
 
@@ -81,6 +82,7 @@ impl<'s> Sim<'s> {
             sources,
             jobs: HashMap::new(),
             pods: HashMap::new(),
+            vcjobs: HashMap::new(),
             tick_pending: false,
             last_tick: None,
             dirty: false,
@@ -120,7 +122,7 @@ impl<'s> Sim<'s> {
         Ok(sim)
     }
 
-    fn submit(&mut self, job: SimJob, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
+    fn submit(&mut self, mut job: SimJob, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
         let key = job.key();
         let job_pods = job.tasks.iter().map(|t| u64::from(t.replicas)).sum();
         crate::scenario::check::admit_pods(self.pods.len() as u64, job_pods).map_err(|m| {
@@ -129,25 +131,17 @@ impl<'s> Sim<'s> {
                 message: format!("job {key}, submitted at {}s: {m}", self.now / 1000),
             }
         })?;
-        // The job controller's work: the PodGroup (with minResources) and each task's pods.
+        if let Some(vc) = job.volcano.take() {
+            return self.submit_volcano(job, *vc.0, out);
+        }
+        // The job controller's stand-in for jobs that are not Volcano Jobs: the PodGroup
+        // (with minResources) and each task's pods.
         let gang = job
             .gang(self.cache.names_mut(), self.now / 1000)
             .map_err(build_err(&self.scenario.source))?;
         let group = gang.group;
         let min = group.min_member;
-        self.checker.job(&key, min, (*group.policy).clone());
-        let wants_gpu = job
-            .tasks
-            .iter()
-            .any(|t| scaled(&t.request, "nvidia.com/gpu") > 0);
-        self.stats.submitted(&job.queue, wants_gpu);
-        out(&Record::submit(
-            self.now,
-            &key,
-            &job.queue,
-            min,
-            group.policy.splittable,
-        ));
+        self.announce(&job, &group, out);
         self.apply(Event::PodGroupUpsert(group.clone()))?;
         self.explain(&key, || {
             format!(
@@ -162,33 +156,18 @@ impl<'s> Sim<'s> {
             for i in 0..t.replicas {
                 let name = format!("{}-{}-{i}", job.name, t.role);
                 let pod_key = format!("{}/{name}", job.namespace);
-                self.apply(Event::PodUpsert(PodSpec {
-                    namespace: job.namespace.clone(),
-                    name,
-                    group: Some(job.name.clone()),
-                    shape: Arc::clone(shape),
-                    index: i,
-                    status: TaskStatus::Pending,
-                    placement: None,
-                    created: self.now / 1000,
-                }))?;
-                self.pods.insert(
-                    pod_key.clone(),
-                    PodRt {
-                        job: key.clone(),
+                self.add_pod(
+                    &key,
+                    &job.name,
+                    NewPod {
+                        key: pod_key.clone(),
                         shape: Arc::clone(shape),
                         request: t.request.clone(),
                         index: i,
-                        duration_ms: t.duration_ms.max(0),
-                        state: PodState::Pending,
-                        releasing_from: PodState::Pending,
-                        node: None,
-                        generation: 0,
-                        started_ms: 0,
-                        gpus: scaled(&t.request, "nvidia.com/gpu"),
-                        cpu_milli: scaled(&t.request, "cpu"),
+                        duration_ms: t.duration_ms,
+                        exit_code: 0,
                     },
-                );
+                )?;
                 pod_names.push(pod_key);
             }
         }
@@ -214,6 +193,30 @@ impl<'s> Sim<'s> {
         }
         self.mark_dirty();
         Ok(())
+    }
+
+    /// A job is submitted: the checker, the statistics and the event stream hear of it.
+    pub(crate) fn announce(
+        &mut self,
+        job: &SimJob,
+        group: &PodGroupSpec,
+        out: &mut dyn FnMut(&Record),
+    ) {
+        let key = job.key();
+        self.checker
+            .job(&key, group.min_member, (*group.policy).clone());
+        let wants_gpu = job
+            .tasks
+            .iter()
+            .any(|t| scaled(&t.request, "nvidia.com/gpu") > 0);
+        self.stats.submitted(&job.queue, wants_gpu);
+        out(&Record::submit(
+            self.now,
+            &key,
+            &job.queue,
+            group.min_member,
+            group.policy.splittable,
+        ));
     }
 
     /// Runs to the end: `until`, or when nothing is left to happen.
@@ -242,12 +245,13 @@ impl<'s> Sim<'s> {
                 }
                 Ev::Tick => self.tick(out)?,
                 Ev::Start(pod, generation) => self.start(&pod, generation, out)?,
+                Ev::JobWake(key) => self.job_wake(&key, out)?,
                 Ev::Finish(pod, generation) => self.finish(&pod, generation, out)?,
                 Ev::Released(pod, generation) => {
                     if self.pods.get(&pod).is_some_and(|p| {
                         p.generation == generation && p.state == PodState::Releasing
                     }) {
-                        self.release_pod(&pod)?;
+                        self.release_pod(&pod, out)?;
                     }
                 }
                 Ev::Fault(i) => self.fault(i, true, out)?,
@@ -283,20 +287,13 @@ impl<'s> Sim<'s> {
         for (queue, gpus, ran) in still {
             self.stats.gpu_time(&queue, gpus, ran);
         }
-        let running = self
+        let started: std::collections::HashSet<String> = self
             .jobs
-            .values()
-            .filter(|j| {
-                j.pods.iter().any(|p| {
-                    self.pods.get(p).is_some_and(|p| {
-                        matches!(
-                            p.state,
-                            PodState::Bound | PodState::Running | PodState::Done
-                        )
-                    })
-                })
-            })
-            .count() as u64;
+            .iter()
+            .filter(|(k, j)| self.job_started(k, j))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let running = started.len() as u64;
         let pending = self.jobs.len() as u64 - running;
         let mut report = self.stats.finish(
             &self.scenario.source,
@@ -322,7 +319,7 @@ impl<'s> Sim<'s> {
             let mut waiting: Vec<&String> = self
                 .jobs
                 .iter()
-                .filter(|(_, j)| j.started == 0)
+                .filter(|(k, _)| !started.contains(*k))
                 .map(|(k, _)| k)
                 .collect();
             waiting.sort();
@@ -342,7 +339,7 @@ impl<'s> Sim<'s> {
         report.jobs.pending_reasons = crate::report::pending_reasons(
             self.jobs
                 .iter()
-                .filter(|(_, j)| j.started == 0)
+                .filter(|(k, _)| !started.contains(*k))
                 .map(|(k, j)| (k.as_str(), j.why.as_deref())),
         );
         if let Some((key, mut lines)) = self.explain.take() {
@@ -362,6 +359,23 @@ impl<'s> Sim<'s> {
         }
         report.violations = self.checker.details.clone();
         Ok(report)
+    }
+
+    /// Whether a job in flight has started: a Volcano Job past Pending (a Job with no
+    /// replicas runs with no pods, as in Volcano), any other job with a pod placed or done.
+    fn job_started(&self, key: &str, j: &JobRt) -> bool {
+        if let Some(vc) = self.vcjobs.get(key) {
+            let phase = vc.job.status.as_ref().and_then(|s| s.state.phase);
+            return phase.is_some_and(|p| p != tephra_api::batch::JobPhase::Pending);
+        }
+        j.pods.iter().any(|p| {
+            self.pods.get(p).is_some_and(|p| {
+                matches!(
+                    p.state,
+                    PodState::Bound | PodState::Running | PodState::Done
+                )
+            })
+        })
     }
 
     fn progress(&self) -> Progress {

@@ -11,6 +11,7 @@ use tephra_scheduler::schedule;
 
 use crate::checker::CheckBind;
 use crate::error::SimError;
+use crate::jobs::PodChange;
 use crate::record::Record;
 use crate::state::{Ev, PodState, Sim};
 
@@ -62,6 +63,9 @@ impl Sim<'_> {
             self.stats
                 .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.now);
             self.pod_event(&b.task.clone(), TaskStatus::Bound)?;
+            if self.is_volcano(&b.job) {
+                self.pod_changed(&b.task, PodChange::Bound, out)?;
+            }
             self.push(
                 self.now + self.start_delay,
                 Ev::Start(b.task.clone(), generation),
@@ -83,6 +87,7 @@ impl Sim<'_> {
         }
         // Decisions are applied below; the next session only revisits jobs that change.
         self.cache.clear_changed();
+        let mut admitted = Vec::new();
         for g in &d.groups {
             let Some(job) = self.jobs.get_mut(&g.job) else {
                 continue;
@@ -112,9 +117,16 @@ impl Sim<'_> {
                 job.group.phase_since = self.now / 1000;
                 let spec = job.group.clone();
                 self.apply(Event::PodGroupUpsert(spec))?;
+                admitted.push((g.job.clone(), g.phase));
             }
             for line in said {
                 self.explain(&g.job, || line);
+            }
+        }
+        // The job controller sees its PodGroups' new phases (pods are made once Inqueue).
+        for (job, phase) in admitted {
+            if self.is_volcano(&job) {
+                self.podgroup_phase(&job, phase, out)?;
             }
         }
         // Jobs that can never be placed cost nothing until they or the fleet change.
@@ -164,7 +176,10 @@ impl Sim<'_> {
             Some(reason.to_string()),
         ));
         if kind == "fault" || self.grace == 0 {
-            self.release_pod(pod)?;
+            if self.is_volcano(&job_key) {
+                self.pod_changed(pod, PodChange::Evicted, out)?;
+            }
+            self.release_pod(pod, out)?;
         } else {
             if let Some(p) = self.pods.get_mut(pod) {
                 p.releasing_from = p.state;
@@ -175,6 +190,9 @@ impl Sim<'_> {
                 self.now + self.grace,
                 Ev::Released(pod.to_string(), generation),
             );
+            if self.is_volcano(&job_key) {
+                self.pod_changed(pod, PodChange::Evicted, out)?;
+            }
         }
         Ok(true)
     }

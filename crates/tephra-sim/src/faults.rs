@@ -36,7 +36,10 @@ impl Sim<'_> {
             for pod in pods {
                 self.evict_pod(&pod, &requeue_on_fault::reason(reason), "fault", out)?;
             }
-            self.requeue_group(&job_key)?;
+            // A Volcano Job's controller decides what its evicted pods mean.
+            if !self.is_volcano(&job_key) {
+                self.requeue_group(&job_key)?;
+            }
         }
         self.mark_dirty();
         Ok(())

@@ -1,11 +1,14 @@
 //! The simulated kubelets: a bound pod starts `run.podStartDelay` later and runs for its
 //! duration; a finished job leaves the cache (memory follows jobs in flight); a pod that stops
 //! holding its node goes back to Pending, and a gang with nothing left placed is re-queued.
+//! A Volcano Job's pods report to the job controller instead ([`crate::jobs`]): it decides
+//! when the Job is done, and an evicted pod is deleted, as on a cluster.
 
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 
 use crate::error::SimError;
+use crate::jobs::PodChange;
 use crate::record::Record;
 use crate::state::{Ev, PodState, Sim};
 
@@ -39,6 +42,9 @@ impl Sim<'_> {
                 "start", self.now, &job_key, &j.queue, pod, &node, &request, None,
             ));
         }
+        if self.is_volcano(&job_key) {
+            self.pod_changed(pod, PodChange::Started, out)?;
+        }
         Ok(())
     }
 
@@ -57,7 +63,15 @@ impl Sim<'_> {
         let node = p.node.clone().unwrap_or_default();
         let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, now - p.started_ms);
         let request = p.request.clone();
-        self.pod_event(pod, TaskStatus::Succeeded)?;
+        let code = p.exit_code;
+        self.pod_event(
+            pod,
+            if code == 0 {
+                TaskStatus::Succeeded
+            } else {
+                TaskStatus::Failed
+            },
+        )?;
         self.checker.released(&job_key, pod, true);
         let Some(j) = self.jobs.get_mut(&job_key) else {
             return Ok(());
@@ -66,8 +80,22 @@ impl Sim<'_> {
         self.stats.released(&node.0, &queue, gpus, cpu, self.now);
         self.stats.gpu_time(&queue, gpus, ran);
         out(&Record::pod(
-            "finish", self.now, &job_key, &queue, pod, &node, &request, None,
+            if code == 0 { "finish" } else { "fail" },
+            self.now,
+            &job_key,
+            &queue,
+            pod,
+            &node,
+            &request,
+            (code != 0).then(|| format!("exit code {code}")),
         ));
+        if self.is_volcano(&job_key) {
+            self.mark_dirty();
+            return self.pod_changed(pod, PodChange::Finished(code), out);
+        }
+        let Some(j) = self.jobs.get_mut(&job_key) else {
+            return Ok(());
+        };
         j.done += 1;
         if j.done as usize == j.pods.len() {
             self.complete(&job_key)?;
@@ -78,12 +106,28 @@ impl Sim<'_> {
 
     /// A finished job leaves the cache and the engine: memory follows jobs in flight.
     pub(crate) fn complete(&mut self, key: &str) -> Result<(), SimError> {
+        self.explain(key, || "completed".to_string());
+        self.retire(key, true)
+    }
+
+    /// A job leaves the cache and the engine, counted as completed or failed; a pod still
+    /// holding a node releases it.
+    pub(crate) fn retire(&mut self, key: &str, completed: bool) -> Result<(), SimError> {
         let Some(j) = self.jobs.remove(key) else {
             return Ok(());
         };
-        self.explain(key, || "completed".to_string());
         for pod in &j.pods {
-            self.pods.remove(pod);
+            if let Some(p) = self.pods.remove(pod)
+                && matches!(
+                    p.state,
+                    PodState::Bound | PodState::Running | PodState::Releasing
+                )
+            {
+                let node = p.node.clone().unwrap_or_default();
+                self.checker.released(key, pod, false);
+                self.stats
+                    .released(&node.0, &j.queue, p.gpus, p.cpu_milli, self.now);
+            }
             let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
             self.apply(Event::PodDelete {
                 namespace: ns.into(),
@@ -95,13 +139,24 @@ impl Sim<'_> {
             name: j.group.name.clone(),
         })?;
         self.checker.job_done(key);
-        self.stats.completed(&j.queue);
+        if completed {
+            self.stats.completed(&j.queue);
+        } else {
+            self.stats.failed(&j.queue);
+        }
         Ok(())
     }
 
     /// A pod stops holding its node and goes back to Pending; a gang with nothing left on a
     /// node is Inqueue again.
-    pub(crate) fn release_pod(&mut self, pod: &str) -> Result<(), SimError> {
+    pub(crate) fn release_pod(
+        &mut self,
+        pod: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if self.pods.get(pod).is_some_and(|p| self.is_volcano(&p.job)) {
+            return self.pod_gone(pod, out);
+        }
         let now = self.now;
         let Some(p) = self.pods.get_mut(pod) else {
             return Ok(());

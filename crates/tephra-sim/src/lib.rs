@@ -8,6 +8,7 @@ pub mod engine;
 pub mod error;
 pub mod executor;
 pub mod faults;
+pub mod jobs;
 pub mod kubelet;
 pub mod record;
 pub mod report;

@@ -1,5 +1,5 @@
 //! One line of `events.jsonl`: `t` (virtual seconds), `kind` (submit, bind, start, finish,
-//! fail, evict, fault, recover) and, where they apply, `job`, `queue`, `task`, `pod`,
+//! fail, evict, delete, job (a Volcano Job's phase, in `reason`), fault, recover) and, where they apply, `job`, `queue`, `task`, `pod`,
 //! `cluster`, `node`, `resources`, `reason`, `min_available` and `splittable`.
 
 use std::collections::BTreeMap;
@@ -117,6 +117,18 @@ impl Record {
             node: Some(node.1.clone()),
             resources: Some(req.iter().cloned().collect()),
             reason,
+            ..Self::default()
+        }
+    }
+
+    /// A Volcano Job entered `phase` (`kind: job`, the phase in `reason`).
+    pub fn job_phase(t: i64, job: &str, queue: &str, phase: &str) -> Self {
+        Self {
+            t: secs(t),
+            kind: "job",
+            job: Some(job.into()),
+            queue: Some(queue.into()),
+            reason: Some(phase.into()),
             ..Self::default()
         }
     }

@@ -97,6 +97,7 @@ struct QueueStats {
     /// Whether the queue ever asked for GPUs: GPU fairness is over these queues.
     gpu_demand: bool,
     completed: u64,
+    failed: u64,
     wait: Hist,
     gpu_ms: f64,
     gpu_now: i64,
@@ -181,6 +182,11 @@ impl Stats {
     /// A job completed.
     pub fn completed(&mut self, queue: &str) {
         self.q(queue).completed += 1;
+    }
+
+    /// A job ended without completing (a Volcano Job Failed, Aborted or Terminated).
+    pub fn failed(&mut self, queue: &str) {
+        self.q(queue).failed += 1;
     }
 
     /// A job's gang started after waiting `secs`.
@@ -372,6 +378,7 @@ impl Stats {
         };
         let submitted = self.total_submitted();
         let completed = self.total_completed();
+        let failed: u64 = self.queues.values().map(|q| q.failed).sum();
         let mut wait_all = Hist::default();
         for q in self.queues.values() {
             wait_all.merge(&q.wait);
@@ -384,11 +391,11 @@ impl Stats {
             jobs: Jobs {
                 submitted,
                 completed,
-                failed: 0,
+                failed,
                 pending_at_end: pending,
                 pending_reasons: Vec::new(),
                 running_at_end: running,
-                lost: submitted.saturating_sub(completed + pending + running),
+                lost: submitted.saturating_sub(completed + failed + pending + running),
             },
             pods: Pods {
                 bound: self.bound,

@@ -29,6 +29,7 @@ pub(crate) enum Ev {
     Released(String, u32),
     Finish(String, u32),
     Start(String, u32),
+    JobWake(String),
     Arrival,
     Tick,
 }
@@ -49,6 +50,8 @@ pub(crate) struct PodRt {
     pub(crate) request: Vec<(String, String)>,
     pub(crate) index: u32,
     pub(crate) duration_ms: i64,
+    /// The exit code it finishes with (Volcano Jobs' pods: `tephra.io/sim-exit-code`).
+    pub(crate) exit_code: i32,
     pub(crate) state: PodState,
     /// The state a Releasing pod was in when evicted.
     pub(crate) releasing_from: PodState,
@@ -57,6 +60,16 @@ pub(crate) struct PodRt {
     pub(crate) started_ms: i64,
     pub(crate) gpus: i64,
     pub(crate) cpu_milli: i64,
+}
+
+/// A pod to add: `namespace/name`, shape, requests, index, run time and exit code.
+pub(crate) struct NewPod {
+    pub(crate) key: String,
+    pub(crate) shape: Arc<TaskShape>,
+    pub(crate) request: Vec<(String, String)>,
+    pub(crate) index: u32,
+    pub(crate) duration_ms: i64,
+    pub(crate) exit_code: i32,
 }
 
 pub(crate) struct JobRt {
@@ -84,6 +97,8 @@ pub struct Sim<'s> {
     pub(crate) sources: Merged,
     pub(crate) jobs: HashMap<String, JobRt>,
     pub(crate) pods: HashMap<String, PodRt>,
+    /// Volcano Jobs, run by the job controller ([`crate::jobs`]).
+    pub(crate) vcjobs: HashMap<String, crate::jobs::VcJob>,
     pub(crate) tick_pending: bool,
     pub(crate) last_tick: Option<i64>,
     pub(crate) dirty: bool,
@@ -179,6 +194,40 @@ impl Sim<'_> {
         {
             lines.push(format!("{:>10.1}s  {}", self.now as f64 / 1000.0, line()));
         }
+    }
+
+    /// Adds a Pending pod of job `job` (its PodGroup `group`) to the cache and the engine.
+    pub(crate) fn add_pod(&mut self, job: &str, group: &str, pod: NewPod) -> Result<(), SimError> {
+        let (ns, name) = pod.key.split_once('/').unwrap_or(("default", &pod.key));
+        self.apply(Event::PodUpsert(PodSpec {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            group: Some(group.to_string()),
+            shape: Arc::clone(&pod.shape),
+            index: pod.index,
+            status: TaskStatus::Pending,
+            placement: None,
+            created: self.now / 1000,
+        }))?;
+        self.pods.insert(
+            pod.key,
+            PodRt {
+                job: job.to_string(),
+                gpus: scaled(&pod.request, "nvidia.com/gpu"),
+                cpu_milli: scaled(&pod.request, "cpu"),
+                shape: pod.shape,
+                request: pod.request,
+                index: pod.index,
+                duration_ms: pod.duration_ms.max(0),
+                exit_code: pod.exit_code,
+                state: PodState::Pending,
+                releasing_from: PodState::Pending,
+                node: None,
+                generation: 0,
+                started_ms: 0,
+            },
+        );
+        Ok(())
     }
 
     /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.

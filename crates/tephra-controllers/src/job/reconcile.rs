@@ -186,9 +186,16 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
         .zip(&job.spec.tasks)
         .map(|(t, s)| (t.name.clone(), t.replicas as i32, s.min_available))
         .collect();
+    // The gang needs at least one pod, but the Job's own minimum is 0 when it has no replicas
+    // (Volcano then runs it, with nothing to wait for).
+    let min_available = if facts_tasks.iter().all(|t| t.1 == 0) {
+        0
+    } else {
+        plan.min_member as i32
+    };
     let facts = Facts {
         tasks: &facts_tasks,
-        min_available: plan.min_member as i32,
+        min_available,
         min_success: job.spec.min_success,
         max_retry: job.spec.max_retry,
     };
@@ -196,7 +203,7 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
     let (now_phase, retries) = step.next.apply(was, old.retry_count, &counts, &facts);
     let mut status = JobStatus {
         state: old.state.clone(),
-        min_available: plan.min_member as i32,
+        min_available,
         task_status_count: counts.tasks.clone(),
         pending: counts.pending,
         running: counts.running,

@@ -69,6 +69,7 @@ pub fn explicit(defs: &[JobDef], classes: &BTreeMap<String, i32>) -> Explicit {
                 .collect(),
             policy: policy(d.policy.as_ref()),
             plan: None,
+            volcano: None,
         })
         .collect();
     Explicit::new(jobs)

@@ -144,6 +144,7 @@ impl JobSource for Generator {
             tasks,
             policy: policy(t.policy.as_ref()),
             plan: None,
+            volcano: None,
         };
         self.index += 1;
         self.advance();

@@ -67,6 +67,18 @@ pub struct SimJob {
     /// For a Volcano Job: the job controller's plan, which gives the gang (the other fields
     /// carry what the simulator itself needs: roles, replicas, requests, run times).
     pub plan: Option<Box<GangPlan>>,
+    /// For a Volcano Job: the Job itself, which the job controller runs in the simulator.
+    pub volcano: Option<VolcanoJob>,
+}
+
+/// A Volcano Job as read from a manifest.
+#[derive(Clone, Debug)]
+pub struct VolcanoJob(pub Box<tephra_api::Job>);
+
+impl PartialEq for VolcanoJob {
+    fn eq(&self, other: &Self) -> bool {
+        serde_json::to_value(&*self.0).ok() == serde_json::to_value(&*other.0).ok()
+    }
 }
 
 impl SimJob {

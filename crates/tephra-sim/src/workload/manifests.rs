@@ -24,7 +24,7 @@ use tephra_controllers::job::GangPlan;
 use tephra_scheduler::model::JobPolicy;
 
 use super::explicit::Explicit;
-use super::job::{SimJob, SimTask};
+use super::job::{SimJob, SimTask, VolcanoJob};
 use crate::scenario::{Dur, Scenario, ScenarioError};
 
 /// What the manifests hold: gangs to submit, and queues to create before anything runs.
@@ -48,6 +48,8 @@ struct Gang {
     annotations: BTreeMap<String, String>,
     /// Run time of a role's pods, when the pods carry it (PodGroups and bare pods).
     pod_durations: BTreeMap<String, String>,
+    /// The Job, for a Volcano Job.
+    job: Option<VolcanoJob>,
 }
 
 #[derive(Default)]
@@ -130,6 +132,7 @@ fn read_doc(
                 plan,
                 annotations: job.metadata.annotations.clone().unwrap_or_default(),
                 pod_durations: BTreeMap::new(),
+                job: Some(VolcanoJob(Box::new(job))),
             });
         }
         ("scheduling.volcano.sh", "Queue") => {
@@ -237,6 +240,7 @@ fn build(s: &Scenario, mut docs: Docs) -> Result<Manifests, String> {
             plan,
             annotations: pg.metadata.annotations.clone().unwrap_or_default(),
             pod_durations: pod_durations(&pods),
+            job: None,
         });
     }
     for k in alone {
@@ -248,6 +252,7 @@ fn build(s: &Scenario, mut docs: Docs) -> Result<Manifests, String> {
             plan,
             annotations: p.metadata.annotations.clone().unwrap_or_default(),
             pod_durations: pod_durations(&[p]),
+            job: None,
         });
     }
 
@@ -393,5 +398,6 @@ fn sim_job(
         tasks,
         policy: JobPolicy::default(),
         plan: Some(Box::new(plan)),
+        volcano: g.job,
     })
 }

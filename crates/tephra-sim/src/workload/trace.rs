@@ -168,6 +168,7 @@ impl Trace {
             tasks,
             policy: JobPolicy::default(),
             plan: None,
+            volcano: None,
         })
     }
 
@@ -250,6 +251,7 @@ impl Trace {
             }],
             policy: JobPolicy::default(),
             plan: None,
+            volcano: None,
         })
     }
 

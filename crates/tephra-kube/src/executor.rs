@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -296,24 +296,19 @@ impl Inner {
                 pod,
                 ..
             } => {
+                let deps = crate::deps::named(pod);
                 let pod = crate::writes::member_pod((**pod).clone(), cluster, node);
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+                if deps != crate::deps::Deps::default() {
+                    // The pod's ConfigMaps, Secrets and Service go first (and so its
+                    // namespace), so that the member's kubelet can start it.
+                    crate::deps::ensure_namespace(&client, namespace).await?;
+                    crate::deps::copy(&self.clients.control, &client, namespace, &deps).await?;
+                }
                 match pods.create(&PostParams::default(), &pod).await {
                     // The member lacks the namespace the job lives in on the control plane.
                     Err(kube::Error::Api(s)) if s.code == 404 => {
-                        let namespaces: Api<Namespace> = Api::all(client);
-                        let ns = Namespace {
-                            metadata: ObjectMeta {
-                                name: Some(namespace.clone()),
-                                ..ObjectMeta::default()
-                            },
-                            ..Namespace::default()
-                        };
-                        match namespaces.create(&PostParams::default(), &ns).await {
-                            Ok(_) => {}
-                            Err(kube::Error::Api(s)) if s.code == 409 => {}
-                            Err(e) => return Err(e),
-                        }
+                        crate::deps::ensure_namespace(&client, namespace).await?;
                         pods.create(&PostParams::default(), &pod).await?;
                         Ok(())
                     }

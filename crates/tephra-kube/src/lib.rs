@@ -4,7 +4,8 @@
 //! PodDisruptionBudget into the state ([`state`]), which holds the core cache. Every period, as
 //! leader ([`leader`]), the loop ([`run`]) runs a session on a snapshot, plans the writes its
 //! decisions call for ([`writes`]) and hands them to the executor ([`executor`]): binds,
-//! evictions, PodGroup and Queue status, Events. [`metrics`] carries Volcano's metric names, [`report`] fills
+//! evictions, PodGroup and Queue status, Events; in a fleet, a declared pod's copy in its member,
+//! after its dependencies ([`deps`]). [`metrics`] carries Volcano's metric names, [`report`] fills
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
 //! objects into the core's model. The controllers of `tephra controller-manager`
 //! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
@@ -14,6 +15,7 @@
 pub mod bare_pods;
 pub mod commands;
 pub mod convert;
+pub mod deps;
 pub mod events;
 pub mod executor;
 pub mod jobs;

@@ -183,3 +183,58 @@ async fn a_propagation_policy_keeps_the_jobs_it_selects_in_its_clusters() {
     no_pods_in(&dev, &["west", "north"]).await;
     sched.stop().await;
 }
+
+#[tokio::test]
+async fn a_volcano_jobs_plugin_objects_follow_its_pods_into_the_member() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    let ctl = tephra_kube::jobs::start(
+        cp.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    );
+    // Two pods of 8 GPUs: only west can run them.
+    let job: tephra_api::Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "mpi", "namespace": "default",
+            "annotations": {"tephra.io/sim-duration": "1s"}},
+        "spec": {"schedulerName": "volcano", "queue": "default",
+            "plugins": {"svc": [], "ssh": []},
+            "tasks": [{"name": "w", "replicas": 2, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"},
+                                  "limits": {"nvidia.com/gpu": "8"}}}]}}}]}
+    }))
+    .unwrap();
+    let jobs: Api<tephra_api::Job> = Api::namespaced(cp.clone(), "default");
+    jobs.create(&Default::default(), &job).await.unwrap();
+    let west = dev.client("west").await.unwrap();
+    all_bound(&west, "default", "mpi-w-", 2, 30).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(west.clone(), "default");
+    let hosts = cms
+        .get("mpi-svc")
+        .await
+        .expect("the hosts ConfigMap in west");
+    assert_eq!(hosts.data.unwrap()["VC_W_HOSTS"], "mpi-w-0.mpi,mpi-w-1.mpi");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(west.clone(), "default");
+    let keys = secrets
+        .get("mpi-ssh")
+        .await
+        .expect("the ssh Secret in west");
+    assert!(keys.data.unwrap().contains_key("id_rsa"));
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(west.clone(), "default");
+    let svc = services
+        .get("mpi")
+        .await
+        .expect("the headless Service in west");
+    assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+    job_reaches(&jobs, "mpi", tephra_api::batch::JobPhase::Completed, 30).await;
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}

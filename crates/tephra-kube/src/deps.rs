@@ -1,0 +1,219 @@
+//! A declared pod's dependencies, copied from the control plane to the member that runs it
+//! before the pod itself (as Karmada's dependencies distributor does): the ConfigMaps and
+//! Secrets its volumes and environment name, and the headless Service its `subdomain` names.
+//! Without them a member's kubelet could not start a Volcano Job's pods (the `svc` plugin's
+//! hosts ConfigMap, the `ssh` plugin's key pair) and their DNS names would not resolve.
+//!
+//! A copy is made once (an object already in the member is left as it is) and says where it
+//! came from (`tephra.io/source: control-plane`). A dependency missing on the control plane
+//! is skipped: the kubelet reports it, as it would without tephra.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use tephra_api::well_known::SOURCE_OBJECT;
+
+/// What a pod needs in its namespace before it can start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deps {
+    /// ConfigMaps by name.
+    pub config_maps: BTreeSet<String>,
+    /// Secrets by name.
+    pub secrets: BTreeSet<String>,
+    /// The headless Service that gives the pod its DNS name.
+    pub service: Option<String>,
+}
+
+/// The dependencies `pod` names: volumes (also projected), `envFrom` and `valueFrom` of every
+/// container and init container, image pull secrets, and the subdomain's Service.
+pub fn named(pod: &Pod) -> Deps {
+    let mut d = Deps::default();
+    let Some(spec) = pod.spec.as_ref() else {
+        return d;
+    };
+    for v in spec.volumes.iter().flatten() {
+        if let Some(c) = &v.config_map {
+            d.config_maps.insert(c.name.clone());
+        }
+        if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            d.secrets.insert(s);
+        }
+        for p in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(c) = &p.config_map {
+                d.config_maps.insert(c.name.clone());
+            }
+            if let Some(s) = &p.secret {
+                d.secrets.insert(s.name.clone());
+            }
+        }
+    }
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        for e in c.env_from.iter().flatten() {
+            if let Some(r) = &e.config_map_ref {
+                d.config_maps.insert(r.name.clone());
+            }
+            if let Some(r) = &e.secret_ref {
+                d.secrets.insert(r.name.clone());
+            }
+        }
+        for e in c.env.iter().flatten() {
+            let Some(from) = &e.value_from else { continue };
+            if let Some(r) = &from.config_map_key_ref {
+                d.config_maps.insert(r.name.clone());
+            }
+            if let Some(r) = &from.secret_key_ref {
+                d.secrets.insert(r.name.clone());
+            }
+        }
+    }
+    for s in spec.image_pull_secrets.iter().flatten() {
+        d.secrets.insert(s.name.clone());
+    }
+    d.config_maps.retain(|n| !n.is_empty());
+    d.secrets.retain(|n| !n.is_empty());
+    d.service = spec.subdomain.clone().filter(|s| !s.is_empty());
+    d
+}
+
+/// The metadata a copy keeps: name, namespace, labels and annotations, marked as a copy.
+fn copied_meta(m: &ObjectMeta) -> ObjectMeta {
+    let mut annotations = m.annotations.clone().unwrap_or_default();
+    annotations.insert(SOURCE_OBJECT.into(), "control-plane".into());
+    ObjectMeta {
+        name: m.name.clone(),
+        namespace: m.namespace.clone(),
+        labels: m.labels.clone(),
+        annotations: Some(annotations),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Creates the pod's namespace in the member unless it is there.
+pub async fn ensure_namespace(member: &Client, namespace: &str) -> Result<(), kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(member.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies one object from the control plane to the member, unless the member has it or the
+/// control plane does not.
+async fn copy_one<K>(
+    control: &Client,
+    member: &Client,
+    namespace: &str,
+    name: &str,
+    strip: fn(K) -> K,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let theirs: Api<K> = Api::namespaced(member.clone(), namespace);
+    if theirs.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let ours: Api<K> = Api::namespaced(control.clone(), namespace);
+    let Some(obj) = ours.get_opt(name).await? else {
+        return Ok(());
+    };
+    let mut copy = strip(obj);
+    let meta = copied_meta(copy.meta());
+    *copy.meta_mut() = meta;
+    match theirs.create(&PostParams::default(), &copy).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies what `pod` depends on into the member, in `namespace` (which must exist there).
+pub async fn copy(
+    control: &Client,
+    member: &Client,
+    namespace: &str,
+    deps: &Deps,
+) -> Result<(), kube::Error> {
+    for name in &deps.config_maps {
+        copy_one::<ConfigMap>(control, member, namespace, name, |c| c).await?;
+    }
+    for name in &deps.secrets {
+        copy_one::<Secret>(control, member, namespace, name, |s| s).await?;
+    }
+    if let Some(name) = &deps.service {
+        copy_one::<Service>(control, member, namespace, name, |mut s| {
+            // The member allocates its own addresses; a headless Service stays headless.
+            if let Some(spec) = s.spec.as_mut() {
+                let headless = spec.cluster_ip.as_deref() == Some("None");
+                spec.cluster_ip = headless.then(|| "None".to_string());
+                spec.cluster_ips = headless.then(|| vec!["None".to_string()]);
+            }
+            s.status = None;
+            s
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_volcano_pods_plugin_objects_are_its_dependencies() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "mpi-master-0", "namespace": "hpc"},
+            "spec": {
+                "subdomain": "mpi",
+                "volumes": [
+                    {"name": "hosts", "configMap": {"name": "mpi-svc"}},
+                    {"name": "ssh", "secret": {"secretName": "mpi-ssh"}},
+                    {"name": "p", "projected": {"sources": [{"configMap": {"name": "extra"}}]}}],
+                "imagePullSecrets": [{"name": "registry"}],
+                "containers": [{"name": "c", "image": "i",
+                    "envFrom": [{"secretRef": {"name": "creds"}}],
+                    "env": [{"name": "VC_WORKER_HOSTS", "valueFrom":
+                        {"configMapKeyRef": {"name": "mpi-svc", "key": "VC_WORKER_HOSTS"}}}]}]}
+        }))
+        .unwrap();
+        let d = named(&pod);
+        assert_eq!(
+            d.config_maps,
+            BTreeSet::from(["mpi-svc".to_string(), "extra".to_string()])
+        );
+        assert_eq!(
+            d.secrets,
+            BTreeSet::from(["mpi-ssh".into(), "registry".into(), "creds".into()])
+        );
+        assert_eq!(d.service.as_deref(), Some("mpi"));
+    }
+
+    #[test]
+    fn a_plain_pod_needs_nothing() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+        .unwrap();
+        assert_eq!(named(&pod), Deps::default());
+    }
+}

@@ -349,7 +349,26 @@ impl Worker {
                         // The API server refused the template: say so on the Job and retry
                         // later (the user may fix the Job; nothing else is created meanwhile).
                         let message = format!("Error creating pods: {}", s.message);
-                        self.record(job, true, "FailedCreatePod", &message).await;
+                        let said = job
+                            .status
+                            .as_ref()
+                            .and_then(|st| st.state.message.as_deref())
+                            == Some(message.as_str());
+                        if !said {
+                            // Once per refusal, not on every retry: an Event, and the Job's
+                            // state says why it waits until its phase moves on.
+                            self.record(job, true, "FailedCreatePod", &message).await;
+                            let patch = serde_json::json!({"status": {"state": {
+                                "reason": "FailedCreatePod", "message": message}}});
+                            let api: Api<Job> = Api::namespaced(self.client.clone(), &ns);
+                            if let Ok(updated) = api
+                                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                                .await
+                            {
+                                self.written
+                                    .insert((ns.clone(), name.clone()), Arc::new(updated));
+                            }
+                        }
                         return Err(ApplyError::Api {
                             what: format!("creating pod {}", p.name_any()),
                             source: kube::Error::Api(s),

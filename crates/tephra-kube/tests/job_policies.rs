@@ -1,8 +1,9 @@
 //! Volcano's lifecycle policies on a one-member devcluster over real HTTP, with the scheduler
 //! and the controllers running, one behaviour per test: `RestartTask` restarts only the task,
 //! `minSuccess` completes a Job early and `ttlSecondsAfterFinished` then deletes it with its
-//! pods, an `exitCode` policy fires on its code only, and `PodPending` with a timeout acts once
-//! a pod has waited that long.
+//! pods, an `exitCode` policy fires on its code only, `PodPending` with a timeout acts once
+//! a pod has waited that long, and a pod template the API server refuses leaves the Job
+//! waiting with the refusal, naming the field, in its state and one Event.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -202,6 +203,59 @@ async fn a_pod_pending_past_its_timeout_triggers_the_policy() {
     assert!(
         action.contains("TerminateJob") && action.contains("PodPending"),
         "{action}"
+    );
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // The Job's schema accepts a container without an image; the pod's validation does not.
+    let mut bad = task("w", 1, None, json!({}));
+    bad["template"]["spec"]["containers"][0]["image"] = json!("");
+    jobs.create(
+        &PostParams::default(),
+        &job("noimage", vec![bad], json!({})),
+    )
+    .await
+    .unwrap();
+    let waiting = eventually(20, "the refusal on the Job", || async {
+        let j = jobs.get("noimage").await.ok()?;
+        let state = j.status?.state;
+        (state.reason.as_deref() == Some("FailedCreatePod")).then_some(state)
+    })
+    .await;
+    assert_eq!(waiting.phase, Some(JobPhase::Pending));
+    let message = waiting.message.unwrap_or_default();
+    assert!(message.contains("spec.containers[0].image"), "{message}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let refusals = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedCreatePod"))
+        .count();
+    assert_eq!(refusals, 1, "one Event, though the creation is retried");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let pgs: Api<tephra_api::PodGroup> = Api::namespaced(c.clone(), "default");
+    assert_eq!(
+        pgs.list(&ListParams::default()).await.unwrap().items.len(),
+        1,
+        "the PodGroup stays for the retries"
     );
     stop_everything(sched, ctl).await;
 }

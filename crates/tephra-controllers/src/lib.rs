@@ -2,6 +2,8 @@
 //! runtime and the simulator call the same functions.
 //!
 //! - [`bare_pod`]: Volcano's PodGroup controller: a PodGroup for a pod that comes without one;
+//! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
+//! - [`cluster_taints`]: a member's taints from its `Ready` condition;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
@@ -11,6 +13,8 @@
 //! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
 pub mod bare_pod;
+pub mod cluster_health;
+pub mod cluster_taints;
 pub mod job;
 pub mod members;
 pub mod pod;

@@ -10,9 +10,11 @@
 //! objects into the core's model. The controllers of `tephra controller-manager`
 //! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
 //! without one) and [`queues`] (queue state and counts), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
-//! [`events`] builds the Events the scheduler and controllers record.
+//! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
+//! the members and writes their Cluster's Ready condition, summaries and taints.
 
 pub mod bare_pods;
+pub mod cluster_status;
 pub mod commands;
 pub mod convert;
 pub mod deps;

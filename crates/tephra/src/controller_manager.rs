@@ -1,12 +1,15 @@
 //! `tephra controller-manager`: the controllers Volcano's `vc-controller-manager` runs (the
-//! job, PodGroup and queue controllers, chosen with `--controllers` in Volcano's words), with
-//! leader election on a Lease; runs until Ctrl-C or SIGTERM.
+//! job, PodGroup and queue controllers, chosen with `--controllers` in Volcano's words) and, for
+//! a fleet, Karmada's cluster status and taint controllers, with leader election on a Lease;
+//! runs until Ctrl-C or SIGTERM.
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use tephra_kube::bare_pods::BarePodOptions;
+use tephra_kube::cluster_status::ClusterStatusOptions;
+use tephra_kube::cluster_status::Thresholds;
 use tephra_kube::jobs::JobControllerOptions;
 use tephra_kube::leader::{self, LeaderOptions, Leadership};
 use tephra_kube::metrics::Metrics;
@@ -39,9 +42,22 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
-    /// leave one out (job-controller, pg-controller, queue-controller).
+    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
+    /// How often each member cluster is probed (Karmada's flag).
+    #[arg(long, default_value = "10s")]
+    cluster_status_update_frequency: String,
+    /// How long a member must fail its probes before its Cluster is not Ready.
+    #[arg(long, default_value = "30s")]
+    cluster_failure_threshold: String,
+    /// How long a member must pass its probes before its Cluster is Ready again.
+    #[arg(long, default_value = "30s")]
+    cluster_success_threshold: String,
+    /// How long a member stays not ready or unreachable before its NoExecute taint is added
+    /// (the jobs that do not tolerate it then move); `0` turns NoExecute taints off.
+    #[arg(long, default_value = "5m")]
+    no_execute_taint_grace: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -51,6 +67,7 @@ pub struct Flags {
 pub fn run(f: Flags) -> anyhow::Result<()> {
     runtime::init_logging(f.log_format);
     let resync = runtime::positive_duration("--resync-period", &f.resync_period)?;
+    let clusters = cluster_options(&f)?;
     let identity = runtime::identity("tephra-controller-manager");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -78,6 +95,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             resync,
             scheduler_names: f.scheduler_names,
             inherit_owner_annotations: f.inherit_owner_annotations,
+            clusters,
         };
         tasks.extend(start_all(&client, &settings, &which, &leadership));
         tracing::info!("tephra controller-manager started");
@@ -90,8 +108,35 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     })
 }
 
+/// The cluster controller's settings from the flags.
+fn cluster_options(f: &Flags) -> anyhow::Result<ClusterStatusOptions> {
+    let ms = |flag: &str, v: &str| -> anyhow::Result<i64> {
+        Ok(runtime::positive_duration(flag, v)?.as_millis() as i64)
+    };
+    let grace = match f.no_execute_taint_grace.trim() {
+        "0" | "0s" => None,
+        v => Some(runtime::positive_duration("--no-execute-taint-grace", v)?),
+    };
+    Ok(ClusterStatusOptions {
+        period: runtime::positive_duration(
+            "--cluster-status-update-frequency",
+            &f.cluster_status_update_frequency,
+        )?,
+        thresholds: Thresholds {
+            failure_ms: ms("--cluster-failure-threshold", &f.cluster_failure_threshold)?,
+            success_ms: ms("--cluster-success-threshold", &f.cluster_success_threshold)?,
+        },
+        no_execute_after: grace,
+    })
+}
+
 /// The controllers one can name in `--controllers`.
-pub const KNOWN: [&str; 3] = ["job-controller", "pg-controller", "queue-controller"];
+pub const KNOWN: [&str; 4] = [
+    "job-controller",
+    "pg-controller",
+    "queue-controller",
+    "cluster-controller",
+];
 
 /// Which controllers run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +147,8 @@ pub struct Which {
     pub pg: bool,
     /// The queue controller.
     pub queue: bool,
+    /// The cluster status and taint controllers (members of a fleet).
+    pub cluster: bool,
 }
 
 impl Which {
@@ -110,6 +157,7 @@ impl Which {
         job: true,
         pg: true,
         queue: true,
+        cluster: true,
     };
 
     /// Reads `--controllers` as Volcano does: `*` turns all on, `name` one, `-name` one off.
@@ -135,6 +183,7 @@ impl Which {
             job: on("job-controller"),
             pg: on("pg-controller"),
             queue: on("queue-controller"),
+            cluster: on("cluster-controller"),
         })
     }
 }
@@ -150,6 +199,8 @@ pub struct Settings {
     pub scheduler_names: Vec<String>,
     /// Whether a PodGroup inherits its pod's owner's annotations.
     pub inherit_owner_annotations: bool,
+    /// How members are probed and tainted.
+    pub clusters: ClusterStatusOptions,
 }
 
 /// Starts the chosen controllers on `client`; they write only while `leadership` leads.
@@ -195,6 +246,13 @@ pub fn start_all(
             leadership.clone(),
         ));
     }
+    if which.cluster {
+        tasks.extend(tephra_kube::cluster_status::start(
+            client.clone(),
+            s.clusters.clone(),
+            leadership.clone(),
+        ));
+    }
     tasks
 }
 
@@ -213,7 +271,7 @@ mod tests {
         let w = Which::parse(&list("*,-pg-controller")).unwrap();
         assert!(w.job && !w.pg && w.queue);
         let w = Which::parse(&list("job-controller")).unwrap();
-        assert!(w.job && !w.pg && !w.queue);
+        assert!(w.job && !w.pg && !w.queue && !w.cluster);
         let e = Which::parse(&list("*,-gc-controllr")).unwrap_err();
         assert!(e.to_string().contains("gc-controllr"), "{e}");
     }

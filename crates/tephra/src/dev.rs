@@ -61,6 +61,15 @@ pub fn run(
                     resync: std::time::Duration::from_secs(30),
                     scheduler_names: vec![tephra_api::well_known::VOLCANO_SCHEDULER_NAME.into()],
                     inherit_owner_annotations: true,
+                    // Faster than a real fleet's defaults, so a fault shows in seconds.
+                    clusters: tephra_kube::cluster_status::ClusterStatusOptions {
+                        period: std::time::Duration::from_secs(2),
+                        thresholds: tephra_kube::cluster_status::Thresholds {
+                            failure_ms: 6_000,
+                            success_ms: 6_000,
+                        },
+                        no_execute_after: Some(std::time::Duration::from_secs(60)),
+                    },
                 },
                 &crate::controller_manager::Which::ALL,
                 &tephra_kube::leader::Leadership::always(),

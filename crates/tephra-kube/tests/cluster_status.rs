@@ -1,0 +1,164 @@
+//! The cluster status and taint controllers against a devcluster fleet over real HTTP: every
+//! member's Cluster gets a Ready condition, its version and its node and resource summaries; a
+//! member whose API server stops turns Unknown once the failure threshold has passed, takes
+//! the unreachable NoSchedule taint and then its NoExecute variant, and is Ready and untainted
+//! again after it comes back; a Pull-mode Cluster is refused with a condition saying why.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::api::{Api, PostParams};
+use tephra_api::Cluster;
+use tephra_controllers::cluster_health::Thresholds;
+use tephra_devcluster::fleet::MemberSpec;
+use tephra_devcluster::{DevCluster, Options};
+use tephra_kube::cluster_status::{self, ClusterStatusOptions};
+use tephra_kube::leader::Leadership;
+
+async fn fleet() -> tephra_devcluster::Handle {
+    let member = |name: &str| MemberSpec {
+        name: name.into(),
+        nodes: vec![
+            node(&format!("{name}-0"), "16", 0),
+            node(&format!("{name}-1"), "16", 0),
+        ],
+        ..MemberSpec::default()
+    };
+    let options = Options {
+        members: vec![member("east"), member("west")],
+        control_plane: true,
+        queues: vec![queue_json("default", 1)],
+        ..Options::default()
+    };
+    DevCluster::start(options).await.unwrap()
+}
+
+fn options() -> ClusterStatusOptions {
+    ClusterStatusOptions {
+        period: Duration::from_millis(100),
+        thresholds: Thresholds {
+            failure_ms: 400,
+            success_ms: 400,
+        },
+        no_execute_after: Some(Duration::from_millis(800)),
+    }
+}
+
+fn ready_of(c: &Cluster) -> Option<String> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
+
+fn taints_of(c: &Cluster) -> Vec<String> {
+    c.spec
+        .taints
+        .iter()
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect()
+}
+
+async fn cluster_where(
+    clusters: &Api<Cluster>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Cluster) -> bool,
+) -> Cluster {
+    eventually(20, &format!("{name}: {what}"), || async {
+        let c = clusters.get(name).await.ok()?;
+        check(&c).then_some(c)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_stopped_member_turns_unknown_is_tainted_and_recovers() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
+    let clusters: Api<Cluster> = Api::all(cp.clone());
+    let east = cluster_where(&clusters, "east", "Ready with summaries", |c| {
+        ready_of(c).as_deref() == Some("True")
+            && c.status
+                .as_ref()
+                .and_then(|s| s.node_summary.as_ref())
+                .is_some_and(|n| n.total_num == 2 && n.ready_num == 2)
+    })
+    .await;
+    let status = east.status.clone().unwrap();
+    assert!(status.kubernetes_version.is_some());
+    let summary = status.resource_summary.unwrap();
+    assert_eq!(summary.allocatable["cpu"].0, "32");
+    assert!(taints_of(&east).is_empty());
+
+    dev.stop_member("east").await.unwrap();
+    let down = cluster_where(&clusters, "east", "Unknown and tainted", |c| {
+        ready_of(c).as_deref() == Some("Unknown")
+            && taints_of(c) == ["cluster.tephra.io/unreachable:NoSchedule"]
+    })
+    .await;
+    let reason = &down.status.unwrap().conditions[0];
+    assert_eq!(reason.reason, "ClusterNotReachable");
+    cluster_where(
+        &clusters,
+        "east",
+        "the NoExecute taint after its grace",
+        |c| taints_of(c).contains(&"cluster.tephra.io/unreachable:NoExecute".to_string()),
+    )
+    .await;
+    let west = clusters.get("west").await.unwrap();
+    assert_eq!(
+        ready_of(&west).as_deref(),
+        Some("True"),
+        "the other member is untouched"
+    );
+
+    dev.restore_member("east").await.unwrap();
+    cluster_where(&clusters, "east", "Ready and untainted again", |c| {
+        ready_of(c).as_deref() == Some("True") && taints_of(c).is_empty()
+    })
+    .await;
+    for t in ctl {
+        t.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_pull_mode_cluster_is_refused_with_a_condition_saying_why() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let clusters: Api<Cluster> = Api::all(cp.clone());
+    let pull: Cluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.tephra.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": "edge"}, "spec": {"syncMode": "Pull"}
+    }))
+    .unwrap();
+    clusters
+        .create(&PostParams::default(), &pull)
+        .await
+        .unwrap();
+    let ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
+    let edge = cluster_where(&clusters, "edge", "refused", |c| {
+        ready_of(c).as_deref() == Some("False")
+    })
+    .await;
+    let cond = edge.status.clone().unwrap().conditions[0].clone();
+    assert!(
+        cond.message.contains("syncMode Pull is not supported"),
+        "{}",
+        cond.message
+    );
+    assert_eq!(taints_of(&edge), ["cluster.tephra.io/not-ready:NoSchedule"]);
+    for t in ctl {
+        t.abort();
+    }
+}

@@ -4,6 +4,8 @@
 //! - [`bare_pod`]: Volcano's PodGroup controller: a PodGroup for a pod that comes without one;
 //! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
+//! - [`taint_manager`]: which clusters a binding loses to NoExecute taints it does not tolerate;
+//! - [`graceful_eviction`]: when the old copy of a moved gang may be deleted;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
@@ -15,6 +17,7 @@
 pub mod bare_pod;
 pub mod cluster_health;
 pub mod cluster_taints;
+pub mod graceful_eviction;
 pub mod job;
 pub mod members;
 pub mod pod;
@@ -23,3 +26,4 @@ pub mod propagation;
 pub mod queue;
 pub mod queue_state;
 pub mod requeue_on_fault;
+pub mod taint_manager;

@@ -1,0 +1,168 @@
+//! Karmada's graceful eviction, for one task on a ResourceBinding: when may the old copy of a
+//! gang (the pods in `fromCluster`) be deleted? Gracefully (the default): once the new
+//! placement has all of the gang's minMember pods Running, or once the task's grace period
+//! (else the controller's timeout) has passed since it was made. An empty placement never
+//! counts as healthy: with nowhere else to run, the old copy stays until the timeout.
+//! `Directly` deletes at once; `Never` keeps the old pods (the task stays as the record);
+//! `suppressDeletion: true` holds the deletion until a user sets it false, which deletes.
+
+use tephra_api::policy::PurgeMode;
+use tephra_api::work::GracefulEvictionTask;
+
+/// How the new placement of the gang runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewPlacement {
+    /// Clusters the binding places the gang in now (the evicted one no longer among them).
+    pub clusters: usize,
+    /// Pods of the gang Running there.
+    pub running: u32,
+    /// The gang's minMember.
+    pub min_member: u32,
+}
+
+impl NewPlacement {
+    /// Whether the gang runs whole in its new place.
+    pub fn healthy(&self) -> bool {
+        self.clusters > 0 && self.running >= self.min_member.max(1)
+    }
+}
+
+/// What to do with a task now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Delete the old pods and drop the task.
+    Purge,
+    /// Not yet: look again at this time (ms) or when the placement changes.
+    Wait {
+        /// When the timeout runs out.
+        until_ms: i64,
+    },
+    /// Keep the old pods and the task (`Never`, or deletion suppressed).
+    Hold,
+}
+
+/// The verdict on `task` at `now_ms`, with `timeout_ms` the controller's default
+/// (`--graceful-eviction-timeout`) for a task that gives no grace period.
+pub fn assess(
+    task: &GracefulEvictionTask,
+    new: NewPlacement,
+    now_ms: i64,
+    timeout_ms: i64,
+) -> Verdict {
+    match task.suppress_deletion {
+        Some(true) => return Verdict::Hold,
+        Some(false) => return Verdict::Purge,
+        None => {}
+    }
+    match task.purge_mode.unwrap_or(PurgeMode::Gracefully) {
+        PurgeMode::Directly => return Verdict::Purge,
+        PurgeMode::Never => return Verdict::Hold,
+        PurgeMode::Gracefully => {}
+    }
+    if new.healthy() {
+        return Verdict::Purge;
+    }
+    let made = task
+        .creation_timestamp
+        .as_ref()
+        .map_or(now_ms, |t| t.0.as_millisecond());
+    let wait = task
+        .grace_period_seconds
+        .map_or(timeout_ms, |s| i64::from(s.max(0)) * 1000);
+    let until_ms = made + wait;
+    if now_ms >= until_ms {
+        Verdict::Purge
+    } else {
+        Verdict::Wait { until_ms }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn task(
+        mode: Option<PurgeMode>,
+        grace: Option<i32>,
+        suppress: Option<bool>,
+    ) -> GracefulEvictionTask {
+        GracefulEvictionTask {
+            from_cluster: "east".into(),
+            purge_mode: mode,
+            reason: "TaintUntolerated".into(),
+            message: None,
+            producer: "TaintManager".into(),
+            grace_period_seconds: grace,
+            suppress_deletion: suppress,
+            creation_timestamp: Some(Time(Timestamp::from_millisecond(0).expect("t"))),
+        }
+    }
+
+    const RUNNING: NewPlacement = NewPlacement {
+        clusters: 1,
+        running: 8,
+        min_member: 8,
+    };
+    const STARTING: NewPlacement = NewPlacement {
+        clusters: 1,
+        running: 5,
+        min_member: 8,
+    };
+    const NOWHERE: NewPlacement = NewPlacement {
+        clusters: 0,
+        running: 0,
+        min_member: 8,
+    };
+
+    #[test]
+    fn the_old_copy_goes_once_the_new_one_runs_whole() {
+        let t = task(None, None, None);
+        assert_eq!(
+            assess(&t, STARTING, 1_000, 600_000),
+            Verdict::Wait { until_ms: 600_000 }
+        );
+        assert_eq!(assess(&t, RUNNING, 1_000, 600_000), Verdict::Purge);
+    }
+
+    #[test]
+    fn an_empty_placement_never_counts_as_healthy_but_the_timeout_ends_the_wait() {
+        let t = task(Some(PurgeMode::Gracefully), Some(30), None);
+        let empty_but_zero = NewPlacement {
+            min_member: 0,
+            ..NOWHERE
+        };
+        assert_eq!(
+            assess(&t, empty_but_zero, 1_000, 600_000),
+            Verdict::Wait { until_ms: 30_000 }
+        );
+        assert_eq!(assess(&t, NOWHERE, 30_000, 600_000), Verdict::Purge);
+    }
+
+    #[test]
+    fn directly_purges_at_once_never_and_suppression_hold_and_unsuppressing_purges() {
+        assert_eq!(
+            assess(&task(Some(PurgeMode::Directly), None, None), NOWHERE, 0, 1),
+            Verdict::Purge
+        );
+        assert_eq!(
+            assess(
+                &task(Some(PurgeMode::Never), None, None),
+                RUNNING,
+                1 << 40,
+                1
+            ),
+            Verdict::Hold
+        );
+        assert_eq!(
+            assess(&task(None, None, Some(true)), RUNNING, 1 << 40, 1),
+            Verdict::Hold
+        );
+        assert_eq!(
+            assess(&task(None, None, Some(false)), NOWHERE, 0, 1),
+            Verdict::Purge
+        );
+    }
+}

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use crate::commands;
 use crate::events::{EventFor, record};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync, watch};
+use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, ok_if, resync, watch};
 
 /// How the job controller runs.
 #[derive(Clone, Debug)]
@@ -121,7 +121,7 @@ pub fn start(
         commands,
         queue: queue.clone(),
         written: HashMap::new(),
-        wakes: HashMap::new(),
+        wakes: Wakes::default(),
     };
     tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
     tasks
@@ -138,7 +138,7 @@ struct Worker {
     /// The Job as the controller last wrote it, for when the cache has not caught up.
     written: HashMap<Key, Arc<Job>>,
     /// The earliest wake-up already armed per Job (ms since the epoch).
-    wakes: HashMap<Key, i64>,
+    wakes: Wakes<Key>,
 }
 
 /// Why applying a pass's writes stopped.
@@ -190,7 +190,7 @@ impl Worker {
     async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
         let Some(job) = self.job(key) else {
             self.written.remove(key);
-            self.wakes.remove(key);
+            self.wakes.forget(key);
             return Ok(());
         };
         let uid = job.metadata.uid.as_ref();
@@ -230,14 +230,7 @@ impl Worker {
             self.apply(&job, w).await?;
         }
         if let Some(wake) = out.wake_ms {
-            // One timer per Job and due time: a pass triggered by any pod change would
-            // otherwise start another for the same timeout.
-            let armed = self.wakes.get(key).is_some_and(|&w| w > now && w <= wake);
-            if !armed {
-                self.wakes.insert(key.clone(), wake);
-                let after = Duration::from_millis(u64::try_from(wake - now).unwrap_or(0) + 50);
-                self.queue.later(key.clone(), after);
-            }
+            self.wakes.arm(&self.queue, key, wake, now);
         }
         Ok(())
     }

@@ -11,7 +11,9 @@
 //! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
 //! without one) and [`queues`] (queue state and counts), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
 //! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
-//! the members and writes their Cluster's Ready condition, summaries and taints.
+//! the members and writes their Cluster's Ready condition, summaries and taints;
+//! [`taint_manager`] takes a cluster whose NoExecute taint a job does not tolerate out of its
+//! ResourceBinding, with a graceful-eviction task.
 
 pub mod bare_pods;
 pub mod cluster_status;
@@ -30,6 +32,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod taint_manager;
 pub mod watch;
 pub mod writes;
 

@@ -176,6 +176,33 @@ pub async fn run<R: Reconciler>(
     }
 }
 
+/// The wake-ups armed per key (ms since the epoch): one timer per key and due time, so that
+/// passes triggered by other changes do not start another for the same moment.
+pub struct Wakes<K>(std::collections::HashMap<K, i64>);
+
+impl<K> Default for Wakes<K> {
+    fn default() -> Self {
+        Self(std::collections::HashMap::new())
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Wakes<K> {
+    /// Queues `key` again at `at_ms`, unless a wake-up no later than that is already armed.
+    pub fn arm(&mut self, queue: &WorkQueue<K>, key: &K, at_ms: i64, now_ms: i64) {
+        let armed = self.0.get(key).is_some_and(|&w| w > now_ms && w <= at_ms);
+        if !armed {
+            self.0.insert(key.clone(), at_ms);
+            let after = Duration::from_millis(u64::try_from(at_ms - now_ms).unwrap_or(0) + 50);
+            queue.later(key.clone(), after);
+        }
+    }
+
+    /// Forgets `key` (its object is gone).
+    pub fn forget(&mut self, key: &K) {
+        self.0.remove(key);
+    }
+}
+
 /// Treats one API status code (409 AlreadyExists, 404 NotFound) as success.
 pub fn ok_if<T: Default>(r: Result<T, kube::Error>, code: u16) -> Result<T, kube::Error> {
     match r {

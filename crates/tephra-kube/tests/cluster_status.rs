@@ -162,3 +162,83 @@ async fn a_pull_mode_cluster_is_refused_with_a_condition_saying_why() {
         t.abort();
     }
 }
+
+fn podgroup_json(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "default"}})
+}
+
+fn binding_json(name: &str, cluster: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "work.tephra.io/v1alpha1", "kind": "ResourceBinding",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"resource": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                              "namespace": "default", "name": name},
+                 "clusters": [{"name": cluster, "tasks": {"w": 1}}]}})
+}
+
+#[tokio::test]
+async fn the_taint_manager_takes_an_untolerating_job_off_a_dead_member() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let api = &dev.server("control-plane").unwrap().api;
+    let tolerant = serde_json::json!({"apiVersion": "policy.tephra.io/v1alpha1",
+        "kind": "PropagationPolicy", "metadata": {"name": "patient", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "name": "patient"}],
+                 "placement": {"clusterTolerations": [{"key": "cluster.tephra.io/unreachable",
+                    "operator": "Exists", "effect": "NoExecute"}]}}});
+    tephra_devcluster::cluster::create_objects(
+        api,
+        &[
+            podgroup_json("hasty"),
+            podgroup_json("patient"),
+            binding_json("hasty", "east"),
+            binding_json("patient", "east"),
+            tolerant,
+        ],
+    )
+    .unwrap();
+    let mut ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
+    ctl.extend(tephra_kube::taint_manager::start(
+        cp.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    let clusters: Api<Cluster> = Api::all(cp.clone());
+    cluster_where(&clusters, "east", "Ready", |c| {
+        ready_of(c).as_deref() == Some("True")
+    })
+    .await;
+    dev.stop_member("east").await.unwrap();
+    let rbs: Api<tephra_api::ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let moved = eventually(20, "hasty taken off east", || async {
+        let rb = rbs.get("hasty").await.ok()?;
+        rb.spec.clusters.is_empty().then_some(rb)
+    })
+    .await;
+    let task = &moved.spec.graceful_eviction_tasks[0];
+    assert_eq!(
+        (task.from_cluster.as_str(), task.producer.as_str()),
+        ("east", "TaintManager")
+    );
+    let kept = rbs.get("patient").await.unwrap();
+    assert_eq!(
+        kept.spec.clusters.len(),
+        1,
+        "a job that tolerates the taint stays"
+    );
+    assert!(kept.spec.graceful_eviction_tasks.is_empty());
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(cp.clone(), "default");
+    let said = events.list(&Default::default()).await.unwrap().items;
+    assert!(
+        said.iter()
+            .any(|e| e.reason.as_deref() == Some("TaintEviction")
+                && e.involved_object.name.as_deref() == Some("hasty")),
+        "an Event on the PodGroup says why"
+    );
+    for t in ctl {
+        t.abort();
+    }
+}

@@ -42,7 +42,8 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
-    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller).
+    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller;
+    /// taint-manager runs only when named, until graceful eviction lands).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// How often each member cluster is probed (Karmada's flag).
@@ -131,12 +132,18 @@ fn cluster_options(f: &Flags) -> anyhow::Result<ClusterStatusOptions> {
 }
 
 /// The controllers one can name in `--controllers`.
-pub const KNOWN: [&str; 4] = [
+pub const KNOWN: [&str; 5] = [
     "job-controller",
     "pg-controller",
     "queue-controller",
     "cluster-controller",
+    "taint-manager",
 ];
+
+/// Controllers `*` leaves out: they run only when named (as Karmada's disabled-by-default
+/// controllers). The taint manager takes jobs off a failed member, but until graceful eviction
+/// and the re-placement land nothing would run them elsewhere.
+pub const OFF_BY_DEFAULT: [&str; 1] = ["taint-manager"];
 
 /// Which controllers run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +156,8 @@ pub struct Which {
     pub queue: bool,
     /// The cluster status and taint controllers (members of a fleet).
     pub cluster: bool,
+    /// The taint manager (off unless named).
+    pub taint_manager: bool,
 }
 
 impl Which {
@@ -158,6 +167,7 @@ impl Which {
         pg: true,
         queue: true,
         cluster: true,
+        taint_manager: false,
     };
 
     /// Reads `--controllers` as Volcano does: `*` turns all on, `name` one, `-name` one off.
@@ -176,7 +186,7 @@ impl Which {
             if list.iter().any(|c| c.trim() == format!("-{name}")) {
                 false
             } else {
-                star || list.iter().any(|c| c.trim() == name)
+                (star && !OFF_BY_DEFAULT.contains(&name)) || list.iter().any(|c| c.trim() == name)
             }
         };
         Ok(Self {
@@ -184,6 +194,7 @@ impl Which {
             pg: on("pg-controller"),
             queue: on("queue-controller"),
             cluster: on("cluster-controller"),
+            taint_manager: on("taint-manager"),
         })
     }
 }
@@ -253,6 +264,17 @@ pub fn start_all(
             leadership.clone(),
         ));
     }
+    if which.taint_manager {
+        let options = tephra_kube::taint_manager::TaintManagerOptions {
+            identity: s.identity.clone(),
+            resync: s.resync,
+        };
+        tasks.extend(tephra_kube::taint_manager::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    }
     tasks
 }
 
@@ -270,6 +292,15 @@ mod tests {
         assert_eq!(Which::parse(&list("*")).unwrap(), Which::ALL);
         let w = Which::parse(&list("*,-pg-controller")).unwrap();
         assert!(w.job && !w.pg && w.queue);
+        assert!(
+            !Which::parse(&list("*")).unwrap().taint_manager,
+            "off unless named"
+        );
+        assert!(
+            Which::parse(&list("*,taint-manager"))
+                .unwrap()
+                .taint_manager
+        );
         let w = Which::parse(&list("job-controller")).unwrap();
         assert!(w.job && !w.pg && !w.queue && !w.cluster);
         let e = Which::parse(&list("*,-gc-controllr")).unwrap_err();

@@ -1,0 +1,247 @@
+//! The taint manager's adapter (Karmada's `taint-manager`): watches ResourceBindings, Clusters,
+//! PodGroups and PropagationPolicies on the control plane and runs
+//! [`tephra_controllers::taint_manager::decide`] for a binding whenever it, a cluster it runs
+//! in, or its policy changes (and when a toleration runs out). A cluster whose NoExecute taint
+//! the job does not tolerate is taken out of the binding's `spec.clusters`, and a
+//! graceful-eviction task (`producer: TaintManager`) records that the old pods are there; an
+//! Event on the PodGroup says so. Only the leader writes.
+
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tephra_api::policy::PurgeMode;
+use tephra_api::{Cluster, PodGroup, PropagationPolicy, ResourceBinding};
+use tephra_controllers::propagation;
+use tephra_controllers::taint_manager::{EvictionDefaults, decide};
+use tokio::task::JoinHandle;
+
+use crate::events::{EventFor, record};
+use crate::leader::Leadership;
+use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, resync, watch};
+
+/// How the taint manager runs.
+#[derive(Clone, Debug)]
+pub struct TaintManagerOptions {
+    /// This replica's name, on the Events it records.
+    pub identity: String,
+    /// How often every binding is looked at even if nothing changed.
+    pub resync: Duration,
+}
+
+impl Default for TaintManagerOptions {
+    fn default() -> Self {
+        Self {
+            identity: "tephra-controller-manager".into(),
+            resync: Duration::from_secs(30),
+        }
+    }
+}
+
+type Key = (String, String);
+
+fn rb_key(rb: &ResourceBinding) -> Option<Key> {
+    Some((rb.namespace()?, rb.name_any()))
+}
+
+/// Starts the taint manager on the control plane `client`.
+pub fn start(
+    client: Client,
+    options: TaintManagerOptions,
+    leadership: Leadership,
+) -> Vec<JoinHandle<()>> {
+    let (queue, rx) = WorkQueue::new();
+    let (rbs, rbs_w) = reflector::store::<ResourceBinding>();
+    let (clusters, clusters_w) = reflector::store::<Cluster>();
+    let (pgs, pgs_w) = reflector::store::<PodGroup>();
+    let (policies, policies_w) = reflector::store::<PropagationPolicy>();
+    let all = watcher::Config::default;
+    // A cluster or policy change concerns many bindings: the resync queue below takes them;
+    // the watches on them queue the bindings they name right away.
+    let by_cluster = rbs.clone();
+    let by_policy = rbs.clone();
+    let mut tasks = vec![
+        watch(&client, all(), rbs_w, &queue, rb_key),
+        watch(&client, all(), pgs_w, &queue, |pg: &PodGroup| {
+            Some((pg.namespace()?, pg.name_any()))
+        }),
+    ];
+    {
+        let q = queue.clone();
+        tasks.push(watch(
+            &client,
+            all(),
+            clusters_w,
+            &queue,
+            move |c: &Cluster| {
+                let name = c.name_any();
+                for rb in by_cluster.state() {
+                    if rb.spec.clusters.iter().any(|t| t.name == name)
+                        && let Some(k) = rb_key(&rb)
+                    {
+                        q.push(k);
+                    }
+                }
+                None
+            },
+        ));
+    }
+    {
+        let q = queue.clone();
+        tasks.push(watch(
+            &client,
+            all(),
+            policies_w,
+            &queue,
+            move |pp: &PropagationPolicy| {
+                let ns = pp.namespace();
+                for rb in by_policy.state() {
+                    if rb.namespace() == ns
+                        && let Some(k) = rb_key(&rb)
+                    {
+                        q.push(k);
+                    }
+                }
+                None
+            },
+        ));
+    }
+    {
+        let rbs = rbs.clone();
+        tasks.push(resync(&queue, options.resync, move || {
+            rbs.state().iter().filter_map(|rb| rb_key(rb)).collect()
+        }));
+    }
+    let worker = Worker {
+        client,
+        options,
+        rbs,
+        clusters,
+        pgs,
+        policies,
+        queue: queue.clone(),
+        wakes: Wakes::default(),
+    };
+    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks
+}
+
+struct Worker {
+    client: Client,
+    options: TaintManagerOptions,
+    rbs: Store<ResourceBinding>,
+    clusters: Store<Cluster>,
+    pgs: Store<PodGroup>,
+    policies: Store<PropagationPolicy>,
+    queue: WorkQueue<Key>,
+    wakes: Wakes<Key>,
+}
+
+/// Why a pass stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct PassError {
+    what: String,
+    source: kube::Error,
+}
+
+fn now_ms() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond()
+}
+
+impl Reconciler for Worker {
+    type Key = Key;
+    type Error = PassError;
+    const NAME: &'static str = "taint-manager";
+
+    fn keys(&self) -> Vec<Key> {
+        self.rbs
+            .state()
+            .iter()
+            .filter_map(|rb| rb_key(rb))
+            .collect()
+    }
+
+    async fn pass(&mut self, key: &Key) -> Result<(), PassError> {
+        let (ns, name) = key;
+        let Some(rb) = self.rbs.get(&ObjectRef::new(name).within(ns)) else {
+            self.wakes.forget(key);
+            return Ok(());
+        };
+        let group = rb.spec.resource.name.clone();
+        let pg = self.pgs.get(&ObjectRef::new(&group).within(ns));
+        let policies = self.policies.state();
+        let policy = pg
+            .as_deref()
+            .and_then(|g| propagation::pick(policies.iter().map(|p| &**p), g));
+        let tolerations = policy
+            .map(|p| p.spec.placement.cluster_tolerations.clone())
+            .unwrap_or_default();
+        let defaults = EvictionDefaults {
+            purge_mode: policy
+                .and_then(|p| p.spec.failover.as_ref())
+                .and_then(|f| f.cluster.as_ref())
+                .and_then(|c| c.purge_mode)
+                .unwrap_or(PurgeMode::Gracefully),
+            grace_period_seconds: None,
+        };
+        let clusters = self.clusters.state();
+        let now = now_ms();
+        let d = decide(
+            &rb,
+            |c| {
+                clusters
+                    .iter()
+                    .find(|x| x.name_any() == c)
+                    .map(|x| x.spec.taints.as_slice())
+            },
+            &tolerations,
+            now,
+            defaults,
+        );
+        if let Some(at) = d.wake_ms {
+            self.wakes.arm(&self.queue, key, at, now);
+        }
+        let Some(next) = d.binding else {
+            return Ok(());
+        };
+        let api: Api<ResourceBinding> = Api::namespaced(self.client.clone(), ns);
+        let patch = serde_json::json!({"spec": {
+            "clusters": next.spec.clusters,
+            "gracefulEvictionTasks": next.spec.graceful_eviction_tasks,
+        }});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| PassError {
+                what: format!("evicting {ns}/{name} from {:?}", d.evicted),
+                source,
+            })?;
+        tracing::info!(namespace = %ns, binding = %name, clusters = ?d.evicted,
+            "taint manager: clusters taken from the binding");
+        if let Some(pg) = pg {
+            let on = EventFor {
+                namespace: ns,
+                api_version: "scheduling.volcano.sh/v1beta1",
+                kind: "PodGroup",
+                name: &group,
+                uid: pg.metadata.uid.clone(),
+            };
+            let message = format!(
+                "evicted from cluster(s) {} by a NoExecute taint the job does not tolerate; the gang is placed again",
+                d.evicted.join(", ")
+            );
+            record(
+                &self.client,
+                &on,
+                "TaintEviction",
+                &message,
+                true,
+                &self.options.identity,
+            )
+            .await;
+        }
+        Ok(())
+    }
+}

@@ -16,7 +16,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tephra_api::{Cluster as ApiCluster, PodGroup, PropagationPolicy, Queue};
+use tephra_api::{Cluster as ApiCluster, PodGroup, PropagationPolicy, Queue, ResourceBinding};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -41,6 +41,8 @@ pub enum Kind {
     Cluster,
     /// PropagationPolicies, on the control plane (fleet mode).
     Policy,
+    /// ResourceBindings, on the control plane (fleet mode): their graceful-eviction tasks.
+    Binding,
 }
 
 impl Kind {
@@ -55,6 +57,7 @@ impl Kind {
             Kind::Pdb => "poddisruptionbudgets",
             Kind::Cluster => "clusters",
             Kind::Policy => "propagationpolicies",
+            Kind::Binding => "resourcebindings",
         }
     }
 }
@@ -78,6 +81,8 @@ pub enum Obj {
     Cluster(Box<ApiCluster>),
     /// A PropagationPolicy.
     Policy(Box<PropagationPolicy>),
+    /// A ResourceBinding.
+    Binding(Box<ResourceBinding>),
 }
 
 impl Obj {
@@ -93,6 +98,7 @@ impl Obj {
             Obj::Pdb(o) => &o.metadata,
             Obj::Cluster(o) => &o.metadata,
             Obj::Policy(o) => &o.metadata,
+            Obj::Binding(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -232,8 +238,8 @@ pub fn spawn_control(
     ]
 }
 
-/// The watchers of a fleet's control plane: its `Cluster` objects, its PropagationPolicies
-/// and, with `declared`, its Pods (the pods jobs declare there, for the scheduler to place in a
+/// The watchers of a fleet's control plane: its `Cluster` objects, its PropagationPolicies,
+/// its ResourceBindings (for their graceful-eviction tasks) and, with `declared`, its Pods (the pods jobs declare there, for the scheduler to place in a
 /// member).
 pub fn spawn_fleet(
     client: &Client,
@@ -253,6 +259,11 @@ pub fn spawn_fleet(
             Api::<PropagationPolicy>::all(client.clone()),
             go(Kind::Policy),
             |o| Obj::Policy(Box::new(o)),
+        ),
+        spawn(
+            Api::<ResourceBinding>::all(client.clone()),
+            go(Kind::Binding),
+            |o| Obj::Binding(Box::new(o)),
         ),
     ];
     if declared {

@@ -14,27 +14,11 @@ use common::*;
 use kube::api::{Api, PostParams};
 use tephra_api::Cluster;
 use tephra_controllers::cluster_health::Thresholds;
-use tephra_devcluster::fleet::MemberSpec;
-use tephra_devcluster::{DevCluster, Options};
 use tephra_kube::cluster_status::{self, ClusterStatusOptions};
 use tephra_kube::leader::Leadership;
 
 async fn fleet() -> tephra_devcluster::Handle {
-    let member = |name: &str| MemberSpec {
-        name: name.into(),
-        nodes: vec![
-            node(&format!("{name}-0"), "16", 0),
-            node(&format!("{name}-1"), "16", 0),
-        ],
-        ..MemberSpec::default()
-    };
-    let options = Options {
-        members: vec![member("east"), member("west")],
-        control_plane: true,
-        queues: vec![queue_json("default", 1)],
-        ..Options::default()
-    };
-    DevCluster::start(options).await.unwrap()
+    fleet_of(&[("east", 0), ("west", 0)]).await
 }
 
 fn options() -> ClusterStatusOptions {

@@ -12,32 +12,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tephra_api::ResourceBinding;
-use tephra_devcluster::fleet::MemberSpec;
-use tephra_devcluster::{DevCluster, Options};
 
 async fn fleet() -> tephra_devcluster::Handle {
-    let member = |name: &str, gpus: u32| MemberSpec {
-        name: name.into(),
-        nodes: vec![
-            node(&format!("{name}-0"), "16", gpus),
-            node(&format!("{name}-1"), "16", gpus),
-        ],
-        ..MemberSpec::default()
-    };
-    let options = Options {
-        // Only west has nodes with 8 GPUs.
-        members: vec![member("east", 2), member("west", 8), member("north", 4)],
-        control_plane: true,
-        queues: vec![queue_json("default", 1)],
-        kubelet: Some(tephra_devcluster::kubelet::KubeletOptions {
-            start_delay: Duration::from_millis(100),
-            stop_delay: Duration::from_millis(100),
-            heartbeat: Duration::from_millis(200),
-            speed: 1.0,
-        }),
-        ..Options::default()
-    };
-    DevCluster::start(options).await.unwrap()
+    fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await
 }
 
 /// Asserts that these members run no pod.

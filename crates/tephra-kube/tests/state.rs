@@ -304,3 +304,89 @@ fn a_job_that_can_never_be_placed_is_parked_until_a_node_or_the_config_changes()
     s.apply(31, update(Kind::Node, Change::Apply(node("n1", false))));
     assert!(!parked(&s));
 }
+
+#[test]
+fn a_gang_evicted_from_a_member_is_declared_again_while_its_old_copy_holds_the_node() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.declare_from(Arc::from("control-plane"));
+    s.add_local("east").unwrap();
+    let at = |cluster: &str, kind, change| Update {
+        cluster: Arc::from(cluster),
+        kind,
+        change,
+    };
+    let pg: tephra_api::PodGroup = serde_json::from_value(json!({
+        "metadata": {"name": "pg", "namespace": "ns", "uid": "pg"},
+        "spec": {"minMember": 1, "queue": "default"}
+    }))
+    .unwrap();
+    let mut running = pod("a", Some("n0"));
+    if let Obj::Pod(p) = &mut running {
+        p.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    }
+    for u in [
+        at(
+            "control-plane",
+            Kind::PodGroup,
+            Change::Apply(Obj::PodGroup(Box::new(pg))),
+        ),
+        at("control-plane", Kind::Pod, Change::Apply(pod("a", None))),
+        at("east", Kind::Node, Change::Apply(node("n0", false))),
+        at("east", Kind::Pod, Change::Apply(running.clone())),
+    ] {
+        assert!(s.apply(0, u).is_empty());
+    }
+    assert_eq!(status(&s, "ns/a"), TaskStatus::Running);
+    let rb: tephra_api::ResourceBinding = serde_json::from_value(json!({
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": {"resource": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                              "name": "pg"},
+                 "gracefulEvictionTasks": [{"fromCluster": "east", "reason": "TaintUntolerated",
+                                            "producer": "TaintManager"}]}
+    }))
+    .unwrap();
+    assert!(
+        s.apply(
+            1,
+            at(
+                "control-plane",
+                Kind::Binding,
+                Change::Apply(Obj::Binding(Box::new(rb)))
+            )
+        )
+        .is_empty()
+    );
+    assert_eq!(s.evicted_from("ns/pg").map(|c| c.len()), Some(1));
+    assert_eq!(
+        status(&s, "ns/a"),
+        TaskStatus::Pending,
+        "the declared pod waits to be placed again"
+    );
+    let w = s.cache().world();
+    let ghost = w.task_id("ns/a~east").expect("the old copy is kept aside");
+    let g = &w.tasks.get(ghost).unwrap().spec;
+    assert_eq!(g.status, TaskStatus::Running);
+    assert_eq!(g.group, None, "it belongs to no job any more");
+    assert!(!g.shape.preemptable);
+    let said = format!("{:?}", s.take_status_writes());
+    assert!(said.contains("EvictedFromMember"), "{said}");
+    // East reports the old pod again: it stays a ghost; its deletion takes the ghost away.
+    assert!(
+        s.apply(2, at("east", Kind::Pod, Change::Apply(running)))
+            .is_empty()
+    );
+    assert_eq!(status(&s, "ns/a"), TaskStatus::Pending);
+    assert!(
+        s.apply(
+            3,
+            at("east", Kind::Pod, Change::Delete(pod("a", Some("n0"))))
+        )
+        .is_empty()
+    );
+    assert!(s.cache().world().task_id("ns/a~east").is_none());
+    assert_eq!(
+        status(&s, "ns/a"),
+        TaskStatus::Pending,
+        "the declared pod is untouched"
+    );
+}

@@ -3,7 +3,8 @@
 //! it issued whose pods still look pending (assumed, as kube-scheduler assumes a pod), and when
 //! each PodGroup entered its phase; in fleet mode, the pods declared on the control plane, the
 //! members and their reachability, and the PropagationPolicies. No IO: the run loop feeds it
-//! updates and write results. What follows a session is in `decided.rs`.
+//! updates and write results. What follows a session is in `decided.rs`; failover (a job's
+//! copies in a cluster it is evicted from) in `evicted.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tephra_scheduler::cache::{Cache, CacheError, Event};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
 mod decided;
+mod evicted;
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
@@ -82,6 +84,11 @@ pub struct State {
     aggregated: HashMap<String, (String, String)>,
     /// Declared pods' status writes not handed out yet.
     status_writes: Vec<crate::writes::Write>,
+    /// The clusters each job (`namespace/podgroup`) is being evicted from (its binding's
+    /// graceful-eviction tasks).
+    evicting: HashMap<String, BTreeSet<String>>,
+    /// Copies set aside in a cluster a job is evicted from: (cluster, pod key) → ghost name.
+    ghosts: HashMap<(String, String), String>,
 }
 
 impl State {
@@ -109,6 +116,8 @@ impl State {
             group_objects: HashMap::new(),
             aggregated: HashMap::new(),
             status_writes: Vec::new(),
+            evicting: HashMap::new(),
+            ghosts: HashMap::new(),
         }
     }
 
@@ -403,6 +412,9 @@ impl State {
             }
             Obj::Pod(p) => {
                 let key = convert::key(&p.metadata);
+                if self.control.is_some() && self.member_pod_of_evicted(cluster, &p)? {
+                    return Ok(());
+                }
                 if self.control.is_some() {
                     self.mirrored.insert(key.clone());
                     self.aggregate(&key, cluster, &p);
@@ -443,6 +455,11 @@ impl State {
                     }
                     None => JobPolicy::default(),
                 };
+                let mut policy = policy;
+                if let Some(away) = self.evicting.get(&key) {
+                    // Failover: the gang is placed anywhere but where it is evicted from.
+                    policy.exclude.extend(away.iter().cloned());
+                }
                 let mut spec =
                     convert::pod_group(&g, self.cache.names_mut(), since, Arc::new(policy))?;
                 self.group_objects
@@ -477,6 +494,7 @@ impl State {
                 value: pc.value,
             },
             Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
+            Obj::Binding(rb) => return self.binding(now, &rb),
         };
         Ok(self.cache.apply(event)?)
     }
@@ -502,6 +520,9 @@ impl State {
                 Event::PodDelete { namespace, name }
             }
             Kind::Pod => {
+                if self.ghost_gone(cluster, key)? {
+                    return Ok(());
+                }
                 self.assumed.remove(key);
                 self.mirrored.remove(key);
                 if self.declared.contains_key(key) && self.aggregated.remove(key).is_some() {
@@ -543,6 +564,7 @@ impl State {
             Kind::Queue => Event::QueueDelete(name),
             Kind::PriorityClass => Event::PriorityClassDelete(name),
             Kind::Pdb => Event::PdbDelete { namespace, name },
+            Kind::Binding => return self.unbind(0, key),
         };
         Ok(self.cache.apply(event)?)
     }
@@ -558,5 +580,6 @@ fn kind_of(obj: &Obj) -> Kind {
         Obj::Pdb(_) => Kind::Pdb,
         Obj::Cluster(_) => Kind::Cluster,
         Obj::Policy(_) => Kind::Policy,
+        Obj::Binding(_) => Kind::Binding,
     }
 }

@@ -273,3 +273,31 @@ pub async fn stop_everything(sched: tephra_kube::Running, ctl: Vec<tokio::task::
     }
     sched.stop().await;
 }
+
+/// A fleet: a control plane (with a `default` queue) and one member per `(name, gpus)`, each
+/// with two 16-CPU nodes `<name>-0` and `<name>-1`, and fast kubelets.
+pub async fn fleet_of(members: &[(&str, u32)]) -> Handle {
+    let options = Options {
+        members: members
+            .iter()
+            .map(|(name, gpus)| tephra_devcluster::fleet::MemberSpec {
+                name: (*name).into(),
+                nodes: vec![
+                    node(&format!("{name}-0"), "16", *gpus),
+                    node(&format!("{name}-1"), "16", *gpus),
+                ],
+                ..tephra_devcluster::fleet::MemberSpec::default()
+            })
+            .collect(),
+        control_plane: true,
+        queues: vec![queue_json("default", 1)],
+        kubelet: Some(KubeletOptions {
+            start_delay: Duration::from_millis(100),
+            stop_delay: Duration::from_millis(100),
+            heartbeat: Duration::from_millis(200),
+            speed: 1.0,
+        }),
+        ..Options::default()
+    };
+    DevCluster::start(options).await.expect("devcluster starts")
+}

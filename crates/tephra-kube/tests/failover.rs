@@ -1,0 +1,138 @@
+//! Failover through the chain on a devcluster fleet: the member a gang runs in stops; the
+//! cluster status controller turns it Unknown and taints it, the taint manager takes the job off
+//! it, and the scheduler places the whole gang in the other member while the old copy still
+//! counts where it was. A member that comes back before the NoExecute grace keeps its gangs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use kube::api::Api;
+use tephra_api::ResourceBinding;
+use tephra_kube::cluster_status::{self, ClusterStatusOptions, Thresholds};
+use tephra_kube::leader::Leadership;
+
+async fn fleet() -> tephra_devcluster::Handle {
+    fleet_of(&[("east", 0), ("west", 0)]).await
+}
+
+/// The scheduler, the cluster status controller (NoExecute after `grace`) and the taint
+/// manager on the fleet's control plane.
+async fn start_chain(
+    cp: &kube::Client,
+    grace: Duration,
+) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
+    let sched = tephra_kube::start(
+        cp.clone(),
+        tephra_kube::Options {
+            members: tephra_kube::MemberSource::Clusters,
+            ..scheduler_options()
+        },
+    )
+    .await
+    .unwrap();
+    let mut ctl = cluster_status::start(
+        cp.clone(),
+        ClusterStatusOptions {
+            period: Duration::from_millis(100),
+            thresholds: Thresholds {
+                failure_ms: 300,
+                success_ms: 300,
+            },
+            no_execute_after: Some(grace),
+        },
+        Leadership::always(),
+    );
+    ctl.extend(tephra_kube::taint_manager::start(
+        cp.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    (sched, ctl)
+}
+
+/// Places a gang of three and returns the member it runs in.
+async fn placed_gang(dev: &tephra_devcluster::Handle, cp: &kube::Client) -> String {
+    gang(cp, "default", "llm", "default", 3, 3, 0).await;
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let first = eventually(20, "the gang placed", || async {
+        let rb = rbs.get("llm").await.ok()?;
+        rb.spec.clusters.first().map(|c| c.name.clone())
+    })
+    .await;
+    let there = dev.client(&first).await.unwrap();
+    all_bound(&there, "default", "llm-", 3, 20).await;
+    first
+}
+
+#[tokio::test]
+async fn a_gang_on_a_member_that_stops_runs_whole_in_the_other() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let (sched, ctl) = start_chain(&cp, Duration::from_millis(300)).await;
+    let first = placed_gang(&dev, &cp).await;
+    let other = if first == "east" { "west" } else { "east" };
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+
+    dev.stop_member(&first).await.unwrap();
+    let moved = eventually(30, "the binding moved to the other member", || async {
+        let rb = rbs.get("llm").await.ok()?;
+        let now: Vec<&str> = rb.spec.clusters.iter().map(|c| c.name.as_str()).collect();
+        (now == [other]).then_some(rb)
+    })
+    .await;
+    assert_eq!(
+        moved.spec.graceful_eviction_tasks[0].from_cluster, first,
+        "the old placement is remembered for its deletion"
+    );
+    let elsewhere = dev.client(other).await.unwrap();
+    let placed = all_bound(&elsewhere, "default", "llm-", 3, 30).await;
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with(other)),
+        "{placed:?}"
+    );
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_member_back_before_the_no_execute_grace_keeps_its_gang() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let (sched, ctl) = start_chain(&cp, Duration::from_secs(30)).await;
+    let first = placed_gang(&dev, &cp).await;
+    let clusters: Api<tephra_api::Cluster> = Api::all(cp.clone());
+    dev.stop_member(&first).await.unwrap();
+    eventually(20, "the member tainted NoSchedule", || async {
+        let c = clusters.get(&first).await.ok()?;
+        c.spec
+            .taints
+            .iter()
+            .any(|t| t.key == "cluster.tephra.io/unreachable")
+            .then_some(())
+    })
+    .await;
+    dev.restore_member(&first).await.unwrap();
+    eventually(20, "the member untainted", || async {
+        let c = clusters.get(&first).await.ok()?;
+        c.spec.taints.is_empty().then_some(())
+    })
+    .await;
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let rb = rbs.get("llm").await.unwrap();
+    assert_eq!(rb.spec.clusters[0].name, first, "no pointless move");
+    assert!(rb.spec.graceful_eviction_tasks.is_empty());
+    let there = dev.client(&first).await.unwrap();
+    all_bound(&there, "default", "llm-", 3, 10).await;
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}

@@ -106,8 +106,11 @@ impl Clients {
         match w {
             Write::Bind { cluster, .. }
             | Write::Evict { cluster, .. }
-            | Write::Place { cluster, .. } => self.member(cluster),
-            Write::Binding { .. } | Write::DeclaredStatus { .. } => Some(self.control.clone()),
+            | Write::Place { cluster, .. }
+            | Write::Purge { cluster, .. } => self.member(cluster),
+            Write::Binding { .. } | Write::DeclaredStatus { .. } | Write::EvictionTasks { .. } => {
+                Some(self.control.clone())
+            }
             Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }
@@ -224,11 +227,13 @@ impl Inner {
             Write::Bind { cluster, .. }
             | Write::Place { cluster, .. }
             | Write::Evict { cluster, .. }
+            | Write::Purge { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
-            Write::QueueStatus { .. } | Write::Binding { .. } | Write::DeclaredStatus { .. } => {
-                "control-plane"
-            }
+            Write::QueueStatus { .. }
+            | Write::Binding { .. }
+            | Write::DeclaredStatus { .. }
+            | Write::EvictionTasks { .. } => "control-plane",
         };
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
@@ -342,6 +347,32 @@ impl Inner {
                 let params = PatchParams::apply("tephra-scheduler").force();
                 api.patch(name, &params, &Patch::Apply(&**object)).await?;
                 Ok(())
+            }
+            Write::Purge {
+                namespace, name, ..
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                match pods.delete(name, &Default::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::EvictionTasks {
+                namespace,
+                name,
+                tasks,
+            } => {
+                let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
+                let patch = json!({"spec": {"gracefulEvictionTasks": tasks}});
+                match api
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
             }
             Write::Evict {
                 namespace,

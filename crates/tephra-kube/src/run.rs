@@ -76,6 +76,9 @@ pub struct Options {
     /// How long a gang may stay below its minimum after failed binds before it is evicted
     /// whole and placed again (`--gang-bind-timeout`).
     pub gang_bind_timeout: Duration,
+    /// How long the old copy of a gang moved by failover stays at most when its new placement
+    /// does not run (`--graceful-eviction-timeout`; a task's own grace period wins).
+    pub graceful_eviction_timeout: Duration,
     /// The scheduler's own Pod (`namespace`, `name`), for Events about the scheduler itself
     /// (the binary takes it from the downward API's `POD_NAMESPACE` and `POD_NAME`).
     pub pod: Option<(String, String)>,
@@ -98,6 +101,7 @@ impl Default for Options {
             identity: "tephra-scheduler".into(),
             members: MemberSource::Local,
             gang_bind_timeout: Duration::from_secs(30),
+            graceful_eviction_timeout: Duration::from_secs(600),
             pod: None,
         }
     }
@@ -605,6 +609,12 @@ impl Loop {
         );
         writes.extend(state.bindings(&d));
         writes.extend(self.state.take_status_writes());
+        let timeout =
+            i64::try_from(self.options.graceful_eviction_timeout.as_millis()).unwrap_or(i64::MAX);
+        writes.extend(self.state.graceful_evictions(
+            k8s_openapi::jiff::Timestamp::now().as_millisecond(),
+            timeout,
+        ));
         let deadline = i64::try_from(self.options.gang_bind_timeout.as_secs()).unwrap_or(i64::MAX);
         for (job, held) in self.state.expired_gangs(now, deadline) {
             tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");

@@ -80,6 +80,25 @@ pub enum Write {
         /// Why, for the condition.
         reason: String,
     },
+    /// Delete the old copy of a moved gang's pod in the member it was evicted from (graceful
+    /// eviction's purge).
+    Purge {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+    },
+    /// Set a ResourceBinding's graceful-eviction tasks (those done are gone).
+    EvictionTasks {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The tasks left.
+        tasks: Vec<tephra_api::work::GracefulEvictionTask>,
+    },
     /// Replace a PodGroup's status.
     GroupStatus {
         /// The cluster holding the PodGroup.
@@ -129,6 +148,8 @@ impl Write {
             Write::Binding { .. } => "resourcebinding",
             Write::DeclaredStatus { .. } => "declared_status",
             Write::Evict { .. } => "evict",
+            Write::Purge { .. } => "purge",
+            Write::EvictionTasks { .. } => "eviction_tasks",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
             Write::Event { .. } => "event",

@@ -1,7 +1,8 @@
 //! Failover through the chain on a devcluster fleet: the member a gang runs in stops; the
 //! cluster status controller turns it Unknown and taints it, the taint manager takes the job off
 //! it, and the scheduler places the whole gang in the other member while the old copy still
-//! counts where it was. A member that comes back before the NoExecute grace keeps its gangs.
+//! counts where it was; when the member answers again, the old copy is deleted. A member that
+//! comes back before the NoExecute grace keeps its gangs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -76,6 +77,7 @@ async fn a_gang_on_a_member_that_stops_runs_whole_in_the_other() {
     let (sched, ctl) = start_chain(&cp, Duration::from_millis(300)).await;
     let first = placed_gang(&dev, &cp).await;
     let other = if first == "east" { "west" } else { "east" };
+    let there = dev.client(&first).await.unwrap();
     let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
 
     dev.stop_member(&first).await.unwrap();
@@ -95,6 +97,17 @@ async fn a_gang_on_a_member_that_stops_runs_whole_in_the_other() {
         placed.values().flatten().all(|n| n.starts_with(other)),
         "{placed:?}"
     );
+    // The old member comes back: its copy is deleted, since the new one runs whole, and the
+    // task leaves the binding.
+    dev.restore_member(&first).await.unwrap();
+    eventually(30, "the old copy deleted and the task done", || async {
+        let left = nodes_of(&there, "default", "llm-").await;
+        let rb = rbs.get("llm").await.ok()?;
+        (left.is_empty() && rb.spec.graceful_eviction_tasks.is_empty()).then_some(())
+    })
+    .await;
+    let still = all_bound(&elsewhere, "default", "llm-", 3, 10).await;
+    assert_eq!(still, placed, "the new copy is untouched");
     for t in ctl {
         t.abort();
     }
@@ -131,6 +144,49 @@ async fn a_member_back_before_the_no_execute_grace_keeps_its_gang() {
     assert!(rb.spec.graceful_eviction_tasks.is_empty());
     let there = dev.client(&first).await.unwrap();
     all_bound(&there, "default", "llm-", 3, 10).await;
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn purge_mode_never_keeps_the_old_copy() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let never: tephra_api::PropagationPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "keep", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "name": "llm"}],
+                 "placement": {},
+                 "failover": {"cluster": {"purgeMode": "Never"}}}
+    }))
+    .unwrap();
+    let policies: Api<tephra_api::PropagationPolicy> = Api::namespaced(cp.clone(), "default");
+    policies.create(&Default::default(), &never).await.unwrap();
+    let (sched, ctl) = start_chain(&cp, Duration::from_millis(300)).await;
+    let first = placed_gang(&dev, &cp).await;
+    let other = if first == "east" { "west" } else { "east" };
+    let there = dev.client(&first).await.unwrap();
+    dev.stop_member(&first).await.unwrap();
+    let elsewhere = dev.client(other).await.unwrap();
+    all_bound(&elsewhere, "default", "llm-", 3, 30).await;
+    dev.restore_member(&first).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        nodes_of(&there, "default", "llm-").await.len(),
+        3,
+        "the old copy stays"
+    );
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let rb = rbs.get("llm").await.unwrap();
+    assert_eq!(
+        rb.spec.graceful_eviction_tasks.len(),
+        1,
+        "and so does its task"
+    );
     for t in ctl {
         t.abort();
     }

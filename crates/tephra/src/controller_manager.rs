@@ -42,8 +42,8 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
-    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller;
-    /// taint-manager runs only when named, until graceful eviction lands).
+    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller,
+    /// taint-manager).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// How often each member cluster is probed (Karmada's flag).
@@ -140,11 +140,6 @@ pub const KNOWN: [&str; 5] = [
     "taint-manager",
 ];
 
-/// Controllers `*` leaves out: they run only when named (as Karmada's disabled-by-default
-/// controllers). The taint manager takes jobs off a failed member, but until graceful eviction
-/// and the re-placement land nothing would run them elsewhere.
-pub const OFF_BY_DEFAULT: [&str; 1] = ["taint-manager"];
-
 /// Which controllers run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Which {
@@ -156,7 +151,7 @@ pub struct Which {
     pub queue: bool,
     /// The cluster status and taint controllers (members of a fleet).
     pub cluster: bool,
-    /// The taint manager (off unless named).
+    /// The taint manager.
     pub taint_manager: bool,
 }
 
@@ -167,7 +162,7 @@ impl Which {
         pg: true,
         queue: true,
         cluster: true,
-        taint_manager: false,
+        taint_manager: true,
     };
 
     /// Reads `--controllers` as Volcano does: `*` turns all on, `name` one, `-name` one off.
@@ -186,7 +181,7 @@ impl Which {
             if list.iter().any(|c| c.trim() == format!("-{name}")) {
                 false
             } else {
-                (star && !OFF_BY_DEFAULT.contains(&name)) || list.iter().any(|c| c.trim() == name)
+                star || list.iter().any(|c| c.trim() == name)
             }
         };
         Ok(Self {
@@ -293,11 +288,7 @@ mod tests {
         let w = Which::parse(&list("*,-pg-controller")).unwrap();
         assert!(w.job && !w.pg && w.queue);
         assert!(
-            !Which::parse(&list("*")).unwrap().taint_manager,
-            "off unless named"
-        );
-        assert!(
-            Which::parse(&list("*,taint-manager"))
+            !Which::parse(&list("*,-taint-manager"))
                 .unwrap()
                 .taint_manager
         );

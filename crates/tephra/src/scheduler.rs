@@ -76,6 +76,10 @@ pub struct Flags {
     /// and placed again (Go duration).
     #[arg(long, default_value = "30s")]
     gang_bind_timeout: String,
+    /// How long the old copy of a gang moved by failover is kept at most while its new
+    /// placement does not run yet (Karmada's flag; a task's gracePeriodSeconds wins).
+    #[arg(long, default_value = "10m")]
+    graceful_eviction_timeout: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -99,6 +103,8 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             f.gang_bind_timeout
         );
     }
+    let graceful_eviction_timeout =
+        runtime::positive_duration("--graceful-eviction-timeout", &f.graceful_eviction_timeout)?;
     let listen = runtime::address("--listen-address", &f.listen_address)?;
     let healthz = f
         .healthz_address
@@ -132,6 +138,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         gang_bind_timeout: Duration::from_secs(
             u64::try_from(gang_bind_timeout.as_secs()).unwrap_or(30),
         ),
+        graceful_eviction_timeout,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -4,12 +4,18 @@
 //! the declared pod waits to be placed again, and the job's PodGroup excludes the cluster, so
 //! the session places the whole gang elsewhere while the old copy still counts where it is.
 //! Pods of the job that the evicted member reports later (it answers again) join the ghosts.
+//!
+//! Graceful eviction is carried out here too, since the scheduler holds both the new
+//! placement's pods and the members' clients: [`tephra_controllers::graceful_eviction`] says
+//! when the old copy may go; its pods are then deleted in the old member, and the task leaves
+//! the binding once that member answers and holds none of them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use tephra_api::ResourceBinding;
+use tephra_controllers::graceful_eviction::{NewPlacement, Verdict, assess};
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::PodSpec;
 
@@ -26,6 +32,11 @@ impl State {
     /// A ResourceBinding changed: the clusters its tasks evict the job from are taken in.
     pub(super) fn binding(&mut self, now: i64, rb: &ResourceBinding) -> Result<(), StateError> {
         let job = convert::key(&rb.metadata);
+        if rb.spec.graceful_eviction_tasks.is_empty() {
+            self.bindings.remove(&job);
+        } else {
+            self.bindings.insert(job.clone(), Arc::new(rb.clone()));
+        }
         let clusters: BTreeSet<String> = rb
             .spec
             .graceful_eviction_tasks
@@ -39,6 +50,7 @@ impl State {
     /// A ResourceBinding is gone: its job is evicted from nowhere (its ghosts stay until the
     /// pods behind them go).
     pub(super) fn unbind(&mut self, now: i64, job: &str) -> Result<(), StateError> {
+        self.bindings.remove(job);
         self.evict(now, job, BTreeSet::new())
     }
 
@@ -72,7 +84,7 @@ impl State {
                     .unwrap_or_default()
             };
             for spec in placed {
-                self.ghost(cluster, spec)?;
+                self.ghost(job, cluster, spec)?;
             }
         }
         // The PodGroup again: its policy now excludes the clusters.
@@ -88,7 +100,7 @@ impl State {
     }
 
     /// Sets a job's copy in `cluster` aside as a ghost, and declares its pod again.
-    fn ghost(&mut self, cluster: &str, spec: PodSpec) -> Result<(), StateError> {
+    fn ghost(&mut self, job: &str, cluster: &str, spec: PodSpec) -> Result<(), StateError> {
         let key = format!("{}/{}", spec.namespace, spec.name);
         self.cache.apply(Event::PodDelete {
             namespace: spec.namespace.clone(),
@@ -108,7 +120,7 @@ impl State {
                 }),
             });
         }
-        self.put_ghost(cluster, &key, spec)?;
+        self.put_ghost(job, cluster, &key, spec)?;
         if let Some(p) = self.declared.get(&key).cloned() {
             let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
             self.upsert(0, &control, Obj::Pod(Box::new((*p).clone())))?;
@@ -116,15 +128,23 @@ impl State {
         Ok(())
     }
 
-    fn put_ghost(&mut self, cluster: &str, key: &str, mut spec: PodSpec) -> Result<(), StateError> {
+    fn put_ghost(
+        &mut self,
+        job: &str,
+        cluster: &str,
+        key: &str,
+        mut spec: PodSpec,
+    ) -> Result<(), StateError> {
         let name = format!("{}~{cluster}", spec.name);
         spec.name.clone_from(&name);
         spec.group = None;
         let mut shape = (*spec.shape).clone();
         shape.preemptable = false;
         spec.shape = Arc::new(shape);
-        self.ghosts
-            .insert((cluster.to_string(), key.to_string()), name);
+        self.ghosts.insert(
+            (cluster.to_string(), key.to_string()),
+            (name, job.to_string()),
+        );
         Ok(self.cache.apply(Event::PodUpsert(spec))?)
     }
 
@@ -158,20 +178,119 @@ impl State {
         let Some(spec) = convert::pod(cluster, p, &self.ours, self.cache.names_mut())? else {
             return Ok(true);
         };
-        self.put_ghost(cluster, &key, spec)?;
+        self.put_ghost(&job, cluster, &key, spec)?;
         Ok(true)
     }
 
     /// A member's pod that was a ghost is gone. Returns false when it was not one.
     pub(super) fn ghost_gone(&mut self, cluster: &str, key: &str) -> Result<bool, StateError> {
-        let Some(name) = self.ghosts.remove(&(cluster.to_string(), key.to_string())) else {
+        let Some((name, _)) = self.ghosts.remove(&(cluster.to_string(), key.to_string())) else {
             return Ok(false);
         };
+        self.purged.remove(&(cluster.to_string(), key.to_string()));
         let namespace = key
             .split_once('/')
             .map_or("default", |(ns, _)| ns)
             .to_string();
         self.cache.apply(Event::PodDelete { namespace, name })?;
         Ok(true)
+    }
+
+    /// Graceful eviction, for every binding with tasks: the deletions of old copies that are
+    /// due (asked again every `RETRY_MS` until the member confirms), and the tasks that are
+    /// done. `timeout_ms` is the wait for a task that gives no grace period.
+    pub fn graceful_evictions(
+        &mut self,
+        now_ms: i64,
+        timeout_ms: i64,
+    ) -> Vec<crate::writes::Write> {
+        const RETRY_MS: i64 = 10_000;
+        let mut out = Vec::new();
+        let bindings: Vec<(String, Arc<ResourceBinding>)> = self
+            .bindings
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        for (job, rb) in bindings {
+            let placement = self.new_placement(&job, &rb);
+            let mut left = Vec::new();
+            let mut done = false;
+            for task in &rb.spec.graceful_eviction_tasks {
+                let verdict = assess(task, placement, now_ms, timeout_ms);
+                if verdict != Verdict::Purge {
+                    left.push(task.clone());
+                    continue;
+                }
+                let from = task.from_cluster.clone();
+                let copies: Vec<String> = self
+                    .ghosts
+                    .iter()
+                    .filter(|((c, _), (_, j))| *c == from && *j == job)
+                    .map(|((_, key), _)| key.clone())
+                    .collect();
+                // The member must answer, and hold none of them, before the task may go:
+                // otherwise its old pods would come back as the job's own.
+                let answers = self.members.get(&from).is_some_and(|(_, r)| *r)
+                    && self.is_synced(&from, crate::watch::Kind::Pod);
+                if copies.is_empty() && (answers || !self.members.contains_key(&from)) {
+                    done = true;
+                    tracing::info!(job = %job, cluster = %from, "graceful eviction done");
+                    continue;
+                }
+                left.push(task.clone());
+                for key in copies {
+                    let sent = self.purged.get(&(from.clone(), key.clone())).copied();
+                    if sent.is_some_and(|t| now_ms - t < RETRY_MS) || !answers {
+                        continue;
+                    }
+                    self.purged.insert((from.clone(), key.clone()), now_ms);
+                    let (namespace, name) = key.split_once('/').unwrap_or(("default", &key));
+                    out.push(crate::writes::Write::Purge {
+                        cluster: from.clone(),
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                    });
+                }
+            }
+            if done {
+                let (namespace, name) = job.split_once('/').unwrap_or(("default", &job));
+                out.push(crate::writes::Write::EvictionTasks {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    tasks: left,
+                });
+            }
+        }
+        out
+    }
+
+    /// How the job runs where its binding places it now.
+    fn new_placement(&self, job: &str, rb: &ResourceBinding) -> NewPlacement {
+        let world = self.cache.world();
+        let clusters: Vec<&str> = rb.spec.clusters.iter().map(|c| c.name.as_str()).collect();
+        let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+            return NewPlacement {
+                clusters: clusters.len(),
+                running: 0,
+                min_member: 1,
+            };
+        };
+        let running = j
+            .tasks
+            .iter()
+            .filter_map(|t| world.tasks.get(*t))
+            .filter(|t| t.spec.status == tephra_scheduler::model::TaskStatus::Running)
+            .filter(|t| {
+                t.spec
+                    .placement
+                    .as_ref()
+                    .is_some_and(|(c, _)| clusters.contains(&c.as_str()))
+            })
+            .count();
+        NewPlacement {
+            clusters: clusters.len(),
+            running: u32::try_from(running).unwrap_or(u32::MAX),
+            min_member: j.group.as_ref().map_or(1, |g| g.min_member),
+        }
     }
 }

@@ -87,8 +87,13 @@ pub struct State {
     /// The clusters each job (`namespace/podgroup`) is being evicted from (its binding's
     /// graceful-eviction tasks).
     evicting: HashMap<String, BTreeSet<String>>,
-    /// Copies set aside in a cluster a job is evicted from: (cluster, pod key) → ghost name.
-    ghosts: HashMap<(String, String), String>,
+    /// Copies set aside in a cluster a job is evicted from: (cluster, pod key) → ghost name
+    /// and the job.
+    ghosts: HashMap<(String, String), (String, String)>,
+    /// The ResourceBindings that evict their job from somewhere, by job.
+    bindings: HashMap<String, Arc<tephra_api::ResourceBinding>>,
+    /// When the deletion of each set-aside copy was last asked for (ms).
+    purged: HashMap<(String, String), i64>,
 }
 
 impl State {
@@ -118,6 +123,8 @@ impl State {
             status_writes: Vec::new(),
             evicting: HashMap::new(),
             ghosts: HashMap::new(),
+            bindings: HashMap::new(),
+            purged: HashMap::new(),
         }
     }
 

@@ -108,9 +108,10 @@ impl Clients {
             | Write::Evict { cluster, .. }
             | Write::Place { cluster, .. }
             | Write::Purge { cluster, .. } => self.member(cluster),
-            Write::Binding { .. } | Write::DeclaredStatus { .. } | Write::EvictionTasks { .. } => {
-                Some(self.control.clone())
-            }
+            Write::Binding { .. }
+            | Write::DeclaredStatus { .. }
+            | Write::EvictionTasks { .. }
+            | Write::BindingStatus { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }
@@ -233,7 +234,8 @@ impl Inner {
             Write::QueueStatus { .. }
             | Write::Binding { .. }
             | Write::DeclaredStatus { .. }
-            | Write::EvictionTasks { .. } => "control-plane",
+            | Write::EvictionTasks { .. }
+            | Write::BindingStatus { .. } => "control-plane",
         };
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
@@ -353,6 +355,22 @@ impl Inner {
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
                 match pods.delete(name, &Default::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::BindingStatus {
+                namespace,
+                name,
+                status,
+            } => {
+                let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
+                let patch = json!({ "status": status });
+                match api
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
                     Ok(_) => Ok(()),
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                     Err(e) => Err(e),

@@ -90,6 +90,15 @@ pub enum Write {
         /// Pod name.
         name: String,
     },
+    /// Merge into a ResourceBinding's status (its aggregated status).
+    BindingStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// `status` fields to merge.
+        status: serde_json::Value,
+    },
     /// Set a ResourceBinding's graceful-eviction tasks (those done are gone).
     EvictionTasks {
         /// Namespace.
@@ -150,6 +159,7 @@ impl Write {
             Write::Evict { .. } => "evict",
             Write::Purge { .. } => "purge",
             Write::EvictionTasks { .. } => "eviction_tasks",
+            Write::BindingStatus { .. } => "resourcebinding_status",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
             Write::Event { .. } => "event",

@@ -1,6 +1,7 @@
 //! Three members from Cluster objects: a gang declared on the control plane lands whole in the
 //! one member where it fits, its pods are created there on their nodes, and its
-//! ResourceBinding says so. A member whose Cluster is deleted stops being watched.
+//! ResourceBinding says so (and, in its aggregated status, that it runs there). A member whose
+//! Cluster is deleted stops being watched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -81,6 +82,17 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
             .then_some(())
     })
     .await;
+    // And the binding's aggregated status says so, per cluster.
+    let agg = eventually(20, "the binding's aggregated status Healthy", || async {
+        let rb = rbs.get("llm").await.ok()?;
+        let items = rb.status?.aggregated_status;
+        let healthy = items.len() == 1
+            && items[0].health == Some(tephra_api::work::ResourceHealth::Healthy);
+        healthy.then_some(items)
+    })
+    .await;
+    assert_eq!(agg[0].cluster_name, "west");
+    assert!(agg[0].applied);
     sched.stop().await;
 }
 

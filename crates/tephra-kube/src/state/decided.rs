@@ -108,6 +108,9 @@ impl State {
             let Some(job) = world.jobs.get(id) else {
                 continue;
             };
+            if self.bindings.contains_key(&job.key) {
+                self.touched.insert(job.key.clone());
+            }
             let Some(seen) = self.groups.get(&job.key) else {
                 continue;
             };

@@ -32,11 +32,8 @@ impl State {
     /// A ResourceBinding changed: the clusters its tasks evict the job from are taken in.
     pub(super) fn binding(&mut self, now: i64, rb: &ResourceBinding) -> Result<(), StateError> {
         let job = convert::key(&rb.metadata);
-        if rb.spec.graceful_eviction_tasks.is_empty() {
-            self.bindings.remove(&job);
-        } else {
-            self.bindings.insert(job.clone(), Arc::new(rb.clone()));
-        }
+        self.bindings.insert(job.clone(), Arc::new(rb.clone()));
+        self.touched.insert(job.clone());
         let clusters: BTreeSet<String> = rb
             .spec
             .graceful_eviction_tasks
@@ -209,6 +206,7 @@ impl State {
         let bindings: Vec<(String, Arc<ResourceBinding>)> = self
             .bindings
             .iter()
+            .filter(|(_, rb)| !rb.spec.graceful_eviction_tasks.is_empty())
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
             .collect();
         for (job, rb) in bindings {

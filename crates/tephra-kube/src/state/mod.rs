@@ -4,7 +4,8 @@
 //! each PodGroup entered its phase; in fleet mode, the pods declared on the control plane, the
 //! members and their reachability, and the PropagationPolicies. No IO: the run loop feeds it
 //! updates and write results. What follows a session is in `decided.rs`; failover (a job's
-//! copies in a cluster it is evicted from) in `evicted.rs`.
+//! copies in a cluster it is evicted from) in `evicted.rs`; the bindings' per-cluster status
+//! in `aggregated.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tephra_api::{Cluster as ApiCluster, PodGroupStatus};
 use tephra_scheduler::cache::{Cache, CacheError, Event};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
+mod aggregated;
 mod decided;
 mod evicted;
 
@@ -90,8 +92,12 @@ pub struct State {
     /// Copies set aside in a cluster a job is evicted from: (cluster, pod key) → ghost name
     /// and the job.
     ghosts: HashMap<(String, String), (String, String)>,
-    /// The ResourceBindings that evict their job from somewhere, by job.
+    /// The ResourceBindings, by job.
     bindings: HashMap<String, Arc<tephra_api::ResourceBinding>>,
+    /// Jobs whose pods or binding changed since their aggregated status was last looked at.
+    touched: HashSet<String>,
+    /// The aggregated status last written per job.
+    aggregated_written: HashMap<String, Vec<tephra_api::work::AggregatedStatusItem>>,
     /// When the deletion of each set-aside copy was last asked for (ms).
     purged: HashMap<(String, String), i64>,
 }
@@ -124,6 +130,8 @@ impl State {
             evicting: HashMap::new(),
             ghosts: HashMap::new(),
             bindings: HashMap::new(),
+            touched: HashSet::new(),
+            aggregated_written: HashMap::new(),
             purged: HashMap::new(),
         }
     }

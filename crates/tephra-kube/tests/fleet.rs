@@ -86,8 +86,8 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
     let agg = eventually(20, "the binding's aggregated status Healthy", || async {
         let rb = rbs.get("llm").await.ok()?;
         let items = rb.status?.aggregated_status;
-        let healthy = items.len() == 1
-            && items[0].health == Some(tephra_api::work::ResourceHealth::Healthy);
+        let healthy =
+            items.len() == 1 && items[0].health == Some(tephra_api::work::ResourceHealth::Healthy);
         healthy.then_some(items)
     })
     .await;

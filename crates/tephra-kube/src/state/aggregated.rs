@@ -44,18 +44,7 @@ impl State {
         job: &str,
         rb: &tephra_api::ResourceBinding,
     ) -> Vec<AggregatedStatusItem> {
-        let world = self.cache.world();
-        let tasks: Vec<&tephra_scheduler::model::PodSpec> = world
-            .job_id(job)
-            .and_then(|id| world.jobs.get(id))
-            .map(|j| {
-                j.tasks
-                    .iter()
-                    .filter_map(|t| world.tasks.get(*t))
-                    .map(|t| &t.spec)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tasks = self.job_pods(job);
         rb.spec
             .clusters
             .iter()

@@ -63,23 +63,12 @@ impl State {
         }
         for cluster in clusters.difference(&old) {
             tracing::info!(job, cluster = %cluster, "failover: the gang is placed again elsewhere");
-            let placed: Vec<PodSpec> = {
-                let world = self.cache.world();
-                world
-                    .job_id(job)
-                    .and_then(|id| world.jobs.get(id))
-                    .map(|j| {
-                        j.tasks
-                            .iter()
-                            .filter_map(|t| world.tasks.get(*t))
-                            .filter(|t| {
-                                t.spec.placement.as_ref().is_some_and(|(c, _)| c == cluster)
-                            })
-                            .map(|t| t.spec.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
+            let placed: Vec<PodSpec> = self
+                .job_pods(job)
+                .into_iter()
+                .filter(|t| t.placement.as_ref().is_some_and(|(c, _)| c == cluster))
+                .cloned()
+                .collect();
             for spec in placed {
                 self.ghost(job, cluster, spec)?;
             }

@@ -259,6 +259,22 @@ impl State {
         }
     }
 
+    /// The pods of `job` (`namespace/podgroup`) as the cache has them.
+    fn job_pods(&self, job: &str) -> Vec<&tephra_scheduler::model::PodSpec> {
+        let world = self.cache.world();
+        world
+            .job_id(job)
+            .and_then(|id| world.jobs.get(id))
+            .map(|j| {
+                j.tasks
+                    .iter()
+                    .filter_map(|t| world.tasks.get(*t))
+                    .map(|t| &t.spec)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The core cache.
     pub fn cache(&self) -> &Cache {
         &self.cache

@@ -6,8 +6,54 @@
 //! `Directly` deletes at once; `Never` keeps the old pods (the task stays as the record);
 //! `suppressDeletion: true` holds the deletion until a user sets it false, which deletes.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use tephra_api::policy::PurgeMode;
-use tephra_api::work::GracefulEvictionTask;
+use tephra_api::work::{GracefulEvictionTask, ResourceBinding};
+
+/// What a failover controller puts on the tasks it adds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskTemplate {
+    /// The controller (`TaintManager`, `ApplicationFailover`).
+    pub producer: &'static str,
+    /// Why.
+    pub reason: &'static str,
+    /// How the old copy goes.
+    pub purge_mode: PurgeMode,
+    /// The longest wait for the new placement, in seconds.
+    pub grace_period_seconds: Option<i32>,
+}
+
+/// `rb` without the `clusters` it is evicted from, with a task for each (`message(cluster)`
+/// says why) unless one is already there.
+pub fn evict_from(
+    rb: &ResourceBinding,
+    clusters: &[String],
+    template: &TaskTemplate,
+    message: impl Fn(&str) -> String,
+    now_ms: i64,
+) -> ResourceBinding {
+    let mut next = rb.clone();
+    next.spec.clusters.retain(|c| !clusters.contains(&c.name));
+    let now = Time(Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH));
+    for cluster in clusters {
+        let tasks = &mut next.spec.graceful_eviction_tasks;
+        if tasks.iter().any(|t| &t.from_cluster == cluster) {
+            continue;
+        }
+        tasks.push(GracefulEvictionTask {
+            from_cluster: cluster.clone(),
+            purge_mode: Some(template.purge_mode),
+            reason: template.reason.into(),
+            message: Some(message(cluster)),
+            producer: template.producer.into(),
+            grace_period_seconds: template.grace_period_seconds,
+            suppress_deletion: None,
+            creation_timestamp: Some(now.clone()),
+        });
+    }
+    next
+}
 
 /// How the new placement of the gang runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +127,6 @@ pub fn assess(
 mod tests {
     #![allow(clippy::expect_used)]
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
 
     fn task(
         mode: Option<PurgeMode>,

@@ -1,6 +1,7 @@
 //! tephra's controllers, as pure functions over state (no IO, no clock). The Kubernetes
 //! runtime and the simulator call the same functions.
 //!
+//! - [`application_failover`]: which clusters a binding loses to a job that stays unhealthy there;
 //! - [`bare_pod`]: Volcano's PodGroup controller: a PodGroup for a pod that comes without one;
 //! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
@@ -14,6 +15,7 @@
 //! - [`queue_state`]: Volcano's queue controller: open, closing and closed, and the counts;
 //! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
+pub mod application_failover;
 pub mod bare_pod;
 pub mod cluster_health;
 pub mod cluster_taints;

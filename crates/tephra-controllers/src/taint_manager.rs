@@ -9,10 +9,10 @@
 //! key matches every taint, `Exists` matches the key, `Equal` (the default) the key and value.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use tephra_api::policy::PurgeMode;
-use tephra_api::work::{GracefulEvictionTask, ResourceBinding};
+use tephra_api::work::ResourceBinding;
+
+use crate::graceful_eviction::{TaskTemplate, evict_from};
 
 /// The producer named on the tasks this manager adds.
 pub const PRODUCER: &str = "TaintManager";
@@ -124,35 +124,19 @@ pub fn decide<'a>(
     if out.evicted.is_empty() {
         return out;
     }
-    let mut next = rb.clone();
-    next.spec
-        .clusters
-        .retain(|c| !out.evicted.contains(&c.name));
-    let now = Time(Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH));
-    for cluster in &out.evicted {
-        if next
-            .spec
-            .graceful_eviction_tasks
-            .iter()
-            .any(|t| &t.from_cluster == cluster)
-        {
-            continue;
-        }
-        next.spec
-            .graceful_eviction_tasks
-            .push(GracefulEvictionTask {
-                from_cluster: cluster.clone(),
-                purge_mode: Some(defaults.purge_mode),
-                reason: REASON.into(),
-                message: Some(format!(
-                    "cluster {cluster} has a NoExecute taint the job does not tolerate"
-                )),
-                producer: PRODUCER.into(),
-                grace_period_seconds: defaults.grace_period_seconds,
-                suppress_deletion: None,
-                creation_timestamp: Some(now.clone()),
-            });
-    }
+    let template = TaskTemplate {
+        producer: PRODUCER,
+        reason: REASON,
+        purge_mode: defaults.purge_mode,
+        grace_period_seconds: defaults.grace_period_seconds,
+    };
+    let next = evict_from(
+        rb,
+        &out.evicted,
+        &template,
+        |c| format!("cluster {c} has a NoExecute taint the job does not tolerate"),
+        now_ms,
+    );
     out.binding = Some(next);
     out
 }
@@ -161,6 +145,8 @@ pub fn decide<'a>(
 mod tests {
     #![allow(clippy::expect_used)]
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
     use std::collections::BTreeMap;
     use tephra_api::work::{ObjectReference, ResourceBindingSpec, TargetCluster};
 

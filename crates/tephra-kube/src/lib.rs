@@ -12,8 +12,8 @@
 //! without one) and [`queues`] (queue state and counts), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
 //! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
 //! the members and writes their Cluster's Ready condition, summaries and taints;
-//! [`taint_manager`] takes a cluster whose NoExecute taint a job does not tolerate out of its
-//! ResourceBinding, with a graceful-eviction task.
+//! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
+//! when its NoExecute taint is not tolerated or the job stays unhealthy there.
 
 pub mod bare_pods;
 pub mod cluster_status;
@@ -22,6 +22,7 @@ pub mod convert;
 pub mod deps;
 pub mod events;
 pub mod executor;
+pub mod failover;
 pub mod jobs;
 pub mod leader;
 pub mod members;
@@ -32,7 +33,6 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod state;
-pub mod taint_manager;
 pub mod watch;
 pub mod writes;
 

@@ -185,7 +185,7 @@ async fn the_taint_manager_takes_an_untolerating_job_off_a_dead_member() {
     )
     .unwrap();
     let mut ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
-    ctl.extend(tephra_kube::taint_manager::start(
+    ctl.extend(tephra_kube::failover::start(
         cp.clone(),
         Default::default(),
         Leadership::always(),

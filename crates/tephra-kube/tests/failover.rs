@@ -47,7 +47,7 @@ async fn start_chain(
         },
         Leadership::always(),
     );
-    ctl.extend(tephra_kube::taint_manager::start(
+    ctl.extend(tephra_kube::failover::start(
         cp.clone(),
         Default::default(),
         Leadership::always(),
@@ -187,6 +187,70 @@ async fn purge_mode_never_keeps_the_old_copy() {
         1,
         "and so does its task"
     );
+    for t in ctl {
+        t.abort();
+    }
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_that_keeps_failing_in_a_member_moves_to_the_other() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let policy: tephra_api::PropagationPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "move-on-failure", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "name": "crashy"}],
+                 "placement": {},
+                 "failover": {"application": {"decisionConditions": {"tolerationSeconds": 2},
+                                              "purgeMode": "Directly"}}}
+    }))
+    .unwrap();
+    let policies: Api<tephra_api::PropagationPolicy> = Api::namespaced(cp.clone(), "default");
+    policies.create(&Default::default(), &policy).await.unwrap();
+    let (sched, ctl) = start_chain(&cp, Duration::from_secs(60)).await;
+    // Two pods that exit 1 shortly after they start.
+    let objects = vec![
+        serde_json::json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "crashy", "namespace": "default"},
+            "spec": {"minMember": 2, "queue": "default"}}),
+    ]
+    .into_iter()
+    .chain((0..2).map(|i| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("crashy-{i}"), "namespace": "default",
+                "annotations": {"scheduling.k8s.io/group-name": "crashy",
+                    "tephra.io/sim-duration": "200ms", "tephra.io/sim-exit-code": "1"}},
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1"}}}]}})
+    }))
+    .collect::<Vec<_>>();
+    tephra_devcluster::cluster::create_objects(&dev.server("control-plane").unwrap().api, &objects)
+        .unwrap();
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let first = eventually(20, "the gang placed", || async {
+        let rb = rbs.get("crashy").await.ok()?;
+        rb.spec.clusters.first().map(|c| c.name.clone())
+    })
+    .await;
+    let other = if first == "east" { "west" } else { "east" };
+    let moved = eventually(20, "moved off the member where it fails", || async {
+        let rb = rbs.get("crashy").await.ok()?;
+        let task = rb
+            .spec
+            .graceful_eviction_tasks
+            .iter()
+            .find(|t| t.from_cluster == first)?
+            .clone();
+        let now: Vec<String> = rb.spec.clusters.iter().map(|c| c.name.clone()).collect();
+        (now == [other.to_string()]).then_some(task)
+    })
+    .await;
+    assert_eq!(moved.producer, "ApplicationFailover");
+    assert_eq!(moved.reason, "ApplicationFailure");
     for t in ctl {
         t.abort();
     }

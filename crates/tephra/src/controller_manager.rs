@@ -43,7 +43,7 @@ pub struct Flags {
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
     /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller,
-    /// taint-manager).
+    /// taint-manager, application-failover).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// How often each member cluster is probed (Karmada's flag).
@@ -132,12 +132,13 @@ fn cluster_options(f: &Flags) -> anyhow::Result<ClusterStatusOptions> {
 }
 
 /// The controllers one can name in `--controllers`.
-pub const KNOWN: [&str; 5] = [
+pub const KNOWN: [&str; 6] = [
     "job-controller",
     "pg-controller",
     "queue-controller",
     "cluster-controller",
     "taint-manager",
+    "application-failover",
 ];
 
 /// Which controllers run.
@@ -153,6 +154,8 @@ pub struct Which {
     pub cluster: bool,
     /// The taint manager.
     pub taint_manager: bool,
+    /// Application failover.
+    pub application_failover: bool,
 }
 
 impl Which {
@@ -163,6 +166,7 @@ impl Which {
         queue: true,
         cluster: true,
         taint_manager: true,
+        application_failover: true,
     };
 
     /// Reads `--controllers` as Volcano does: `*` turns all on, `name` one, `-name` one off.
@@ -190,6 +194,7 @@ impl Which {
             queue: on("queue-controller"),
             cluster: on("cluster-controller"),
             taint_manager: on("taint-manager"),
+            application_failover: on("application-failover"),
         })
     }
 }
@@ -259,12 +264,14 @@ pub fn start_all(
             leadership.clone(),
         ));
     }
-    if which.taint_manager {
-        let options = tephra_kube::taint_manager::TaintManagerOptions {
+    if which.taint_manager || which.application_failover {
+        let options = tephra_kube::failover::FailoverOptions {
             identity: s.identity.clone(),
             resync: s.resync,
+            taints: which.taint_manager,
+            application: which.application_failover,
         };
-        tasks.extend(tephra_kube::taint_manager::start(
+        tasks.extend(tephra_kube::failover::start(
             client.clone(),
             options,
             leadership.clone(),

@@ -1,10 +1,12 @@
-//! The taint manager's adapter (Karmada's `taint-manager`): watches ResourceBindings, Clusters,
-//! PodGroups and PropagationPolicies on the control plane and runs
-//! [`tephra_controllers::taint_manager::decide`] for a binding whenever it, a cluster it runs
-//! in, or its policy changes (and when a toleration runs out). A cluster whose NoExecute taint
-//! the job does not tolerate is taken out of the binding's `spec.clusters`, and a
-//! graceful-eviction task (`producer: TaintManager`) records that the old pods are there; an
-//! Event on the PodGroup says so. Only the leader writes.
+//! The failover controllers' adapter: Karmada's taint manager and application failover, which
+//! read the same objects. It watches ResourceBindings, Clusters, PodGroups and
+//! PropagationPolicies on the control plane and, for a binding whenever it, a cluster it runs
+//! in, or its policy changes (and when a toleration runs out), runs
+//! [`tephra_controllers::taint_manager::decide`] (a cluster whose NoExecute taint the job does
+//! not tolerate) and [`tephra_controllers::application_failover::decide`] (a cluster where the
+//! job stayed unhealthy, when its policy asks for `failover.application`). Such a cluster is
+//! taken out of the binding's `spec.clusters`, a graceful-eviction task records that the old
+//! pods are there, and an Event on the PodGroup says why. Only the leader writes.
 
 use std::time::Duration;
 
@@ -14,28 +16,35 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tephra_api::policy::PurgeMode;
 use tephra_api::{Cluster, PodGroup, PropagationPolicy, ResourceBinding};
+use tephra_controllers::application_failover::{self, UnhealthySince};
 use tephra_controllers::propagation;
-use tephra_controllers::taint_manager::{EvictionDefaults, decide};
+use tephra_controllers::taint_manager::{self, EvictionDefaults};
 use tokio::task::JoinHandle;
 
 use crate::events::{EventFor, record};
 use crate::leader::Leadership;
 use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, resync, watch};
 
-/// How the taint manager runs.
+/// How the failover controllers run.
 #[derive(Clone, Debug)]
-pub struct TaintManagerOptions {
+pub struct FailoverOptions {
     /// This replica's name, on the Events it records.
     pub identity: String,
     /// How often every binding is looked at even if nothing changed.
     pub resync: Duration,
+    /// Whether NoExecute taints evict (the taint manager).
+    pub taints: bool,
+    /// Whether a job unhealthy in a cluster moves (application failover).
+    pub application: bool,
 }
 
-impl Default for TaintManagerOptions {
+impl Default for FailoverOptions {
     fn default() -> Self {
         Self {
             identity: "tephra-controller-manager".into(),
             resync: Duration::from_secs(30),
+            taints: true,
+            application: true,
         }
     }
 }
@@ -46,10 +55,10 @@ fn rb_key(rb: &ResourceBinding) -> Option<Key> {
     Some((rb.namespace()?, rb.name_any()))
 }
 
-/// Starts the taint manager on the control plane `client`.
+/// Starts the failover controllers on the control plane `client`.
 pub fn start(
     client: Client,
-    options: TaintManagerOptions,
+    options: FailoverOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
     let (queue, rx) = WorkQueue::new();
@@ -123,6 +132,7 @@ pub fn start(
         policies,
         queue: queue.clone(),
         wakes: Wakes::default(),
+        unhealthy: std::collections::HashMap::new(),
     };
     tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
     tasks
@@ -130,13 +140,15 @@ pub fn start(
 
 struct Worker {
     client: Client,
-    options: TaintManagerOptions,
+    options: FailoverOptions,
     rbs: Store<ResourceBinding>,
     clusters: Store<Cluster>,
     pgs: Store<PodGroup>,
     policies: Store<PropagationPolicy>,
     queue: WorkQueue<Key>,
     wakes: Wakes<Key>,
+    /// Since when each binding's clusters have been Unhealthy.
+    unhealthy: std::collections::HashMap<Key, UnhealthySince>,
 }
 
 /// Why a pass stopped.
@@ -154,7 +166,7 @@ fn now_ms() -> i64 {
 impl Reconciler for Worker {
     type Key = Key;
     type Error = PassError;
-    const NAME: &'static str = "taint-manager";
+    const NAME: &'static str = "failover";
 
     fn keys(&self) -> Vec<Key> {
         self.rbs
@@ -168,6 +180,7 @@ impl Reconciler for Worker {
         let (ns, name) = key;
         let Some(rb) = self.rbs.get(&ObjectRef::new(name).within(ns)) else {
             self.wakes.forget(key);
+            self.unhealthy.remove(key);
             return Ok(());
         };
         let group = rb.spec.resource.name.clone();
@@ -189,24 +202,56 @@ impl Reconciler for Worker {
         };
         let clusters = self.clusters.state();
         let now = now_ms();
-        let d = decide(
-            &rb,
-            |c| {
-                clusters
-                    .iter()
-                    .find(|x| x.name_any() == c)
-                    .map(|x| x.spec.taints.as_slice())
-            },
-            &tolerations,
-            now,
-            defaults,
-        );
-        if let Some(at) = d.wake_ms {
+        let mut binding = (*rb).clone();
+        let mut evicted: Vec<(String, &str)> = Vec::new();
+        let mut wake: Option<i64> = None;
+        if self.options.taints {
+            let d = taint_manager::decide(
+                &binding,
+                |c| {
+                    clusters
+                        .iter()
+                        .find(|x| x.name_any() == c)
+                        .map(|x| x.spec.taints.as_slice())
+                },
+                &tolerations,
+                now,
+                defaults,
+            );
+            wake = d.wake_ms;
+            if let Some(next) = d.binding {
+                binding = next;
+                evicted.extend(d.evicted.into_iter().map(|c| (c, "TaintEviction")));
+            }
+        }
+        let app = policy
+            .and_then(|p| p.spec.failover.as_ref())
+            .and_then(|f| f.application.clone());
+        match app {
+            Some(app) if self.options.application => {
+                let since = self.unhealthy.entry(key.clone()).or_default();
+                let d = application_failover::decide(&binding, &app, since, now);
+                wake = match (wake, d.wake_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                if let Some(next) = d.binding {
+                    binding = next;
+                    evicted.extend(d.evicted.into_iter().map(|c| (c, "ApplicationFailover")));
+                }
+            }
+            _ => {
+                self.unhealthy.remove(key);
+            }
+        }
+        if let Some(at) = wake {
             self.wakes.arm(&self.queue, key, at, now);
         }
-        let Some(next) = d.binding else {
+        if evicted.is_empty() {
             return Ok(());
-        };
+        }
+        let next = binding;
+
         let api: Api<ResourceBinding> = Api::namespaced(self.client.clone(), ns);
         let patch = serde_json::json!({"spec": {
             "clusters": next.spec.clusters,
@@ -215,11 +260,11 @@ impl Reconciler for Worker {
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|source| PassError {
-                what: format!("evicting {ns}/{name} from {:?}", d.evicted),
+                what: format!("evicting {ns}/{name} from {evicted:?}"),
                 source,
             })?;
-        tracing::info!(namespace = %ns, binding = %name, clusters = ?d.evicted,
-            "taint manager: clusters taken from the binding");
+        tracing::info!(namespace = %ns, binding = %name, clusters = ?evicted,
+            "failover: clusters taken from the binding");
         if let Some(pg) = pg {
             let on = EventFor {
                 namespace: ns,
@@ -228,19 +273,25 @@ impl Reconciler for Worker {
                 name: &group,
                 uid: pg.metadata.uid.clone(),
             };
-            let message = format!(
-                "evicted from cluster(s) {} by a NoExecute taint the job does not tolerate; the gang is placed again",
-                d.evicted.join(", ")
-            );
-            record(
-                &self.client,
-                &on,
-                "TaintEviction",
-                &message,
-                true,
-                &self.options.identity,
-            )
-            .await;
+            for (cluster, reason) in &evicted {
+                let message = match *reason {
+                    "TaintEviction" => format!(
+                        "evicted from cluster {cluster} by a NoExecute taint the job does not tolerate; the gang is placed again"
+                    ),
+                    _ => format!(
+                        "evicted from cluster {cluster}, where it stayed unhealthy past failover.application's toleration; the gang is placed again"
+                    ),
+                };
+                record(
+                    &self.client,
+                    &on,
+                    reason,
+                    &message,
+                    true,
+                    &self.options.identity,
+                )
+                .await;
+            }
         }
         Ok(())
     }

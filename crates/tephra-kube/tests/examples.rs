@@ -2,6 +2,8 @@
 //! `spark-job.yaml`), applied unchanged to a one-member devcluster with the scheduler and the
 //! controllers running, run to Completed; the plugins' objects and variables are there with
 //! the right content, and the Spark driver runs before its executors exist (`dependsOn`).
+//! Each Job goes through the same phases as when `tephra sim` replays the same manifests
+//! (`examples/sim/volcano-jobs.yaml`).
 //! The pods run for the Jobs' `tephra.io/sim-duration`, sped up 2000 times.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -72,7 +74,7 @@ fn env(p: &Pod) -> BTreeMap<String, String> {
 }
 
 #[tokio::test]
-async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed() {
+async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed_as_in_the_simulator() {
     logs();
     let mut options = Options::single();
     let mut nodes: Vec<NodeSpec> = (0..6).map(gpu_node).collect();
@@ -118,6 +120,35 @@ async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed() {
                 let mut s = seen.lock().unwrap();
                 s.first.entry(k.clone()).or_insert_with(|| p.clone());
                 s.order.push((k, phase));
+            }
+        })
+    };
+    let phases: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
+    let job_watch = {
+        let phases = phases.clone();
+        let jobs: Api<Job> = Api::all(c.clone());
+        tokio::spawn(async move {
+            let stream = watcher::watcher(jobs, watcher::Config::default());
+            futures::pin_mut!(stream);
+            while let Some(Ok(ev)) = stream.next().await {
+                let (watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev else {
+                    continue;
+                };
+                let Some(phase) = j.status.as_ref().and_then(|s| s.state.phase) else {
+                    continue;
+                };
+                let phase = serde_json::to_value(phase).unwrap();
+                let phase = phase.as_str().unwrap_or_default().to_string();
+                let key = format!(
+                    "{}/{}",
+                    j.metadata.namespace.clone().unwrap_or_default(),
+                    j.metadata.name.clone().unwrap_or_default()
+                );
+                let mut p = phases.lock().unwrap();
+                let seen = p.entry(key).or_default();
+                if seen.last() != Some(&phase) {
+                    seen.push(phase);
+                }
             }
         })
     };
@@ -189,5 +220,37 @@ async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed() {
     });
     assert!(driver_ran, "the driver runs before any executor exists");
     recorder.abort();
+    job_watch.abort();
     stop_everything(sched, ctl).await;
+
+    // The simulator replays the same manifests through the same job controller.
+    let scenario =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/sim/volcano-jobs.yaml");
+    let scenario = tephra_sim::Scenario::load(&scenario).unwrap();
+    let mut records = Vec::new();
+    tephra_sim::run(
+        &scenario,
+        tephra_sim::RunOptions::default(),
+        &mut |r| records.push(r.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    let on_cluster = phases.lock().unwrap().clone();
+    for job in ["ml/llama-finetune", "hpc/lm-mpi", "analytics/nightly-etl"] {
+        let simulated: Vec<String> = records
+            .iter()
+            .filter(|r| r.kind == "job" && r.job.as_deref() == Some(job))
+            .filter_map(|r| r.reason.clone())
+            .collect();
+        assert_eq!(
+            on_cluster.get(job),
+            Some(&simulated),
+            "{job}: the cluster (left) and the simulator (right)"
+        );
+        assert_eq!(
+            simulated,
+            ["Pending", "Running", "Completing", "Completed"],
+            "{job}"
+        );
+    }
 }

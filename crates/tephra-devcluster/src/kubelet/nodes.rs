@@ -1,0 +1,137 @@
+//! The simulated kubelets' nodes: registering a node (its Node object and Lease), the
+//! heartbeats that renew the Leases and the Ready conditions, and the NotReady fault.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Kubelet, NodeSpec};
+use crate::api::{Scope, WriteOpts};
+use crate::resource::Builtin;
+use crate::status::ApiError;
+use crate::subresource::set_condition;
+use crate::time;
+
+impl Kubelet {
+    /// Registers a node: the Node object (capacity, allocatable, Ready) and its Lease.
+    pub fn register(&self, spec: &NodeSpec) -> Result<(), ApiError> {
+        let nodes = self.api.builtin(Builtin::Node);
+        let now = time::now_rfc3339();
+        let mut labels: BTreeMap<String, String> = spec.labels.clone();
+        labels
+            .entry("kubernetes.io/hostname".into())
+            .or_insert_with(|| spec.name.clone());
+        labels
+            .entry("kubernetes.io/os".into())
+            .or_insert_with(|| "linux".into());
+        labels
+            .entry("kubernetes.io/arch".into())
+            .or_insert_with(|| "amd64".into());
+        let index = self.api.store.count("/nodes");
+        let node = json!({
+            "metadata": {"name": spec.name, "labels": labels},
+            "spec": {"taints": spec.taints},
+            "status": {
+                "capacity": spec.capacity,
+                "allocatable": spec.capacity,
+                "conditions": [ready_condition(true, &now)],
+                "addresses": [{"type": "InternalIP", "address": format!("10.0.{}.{}", index / 250, index % 250 + 1)},
+                              {"type": "Hostname", "address": spec.name}],
+                "nodeInfo": {"kubeletVersion": "v1.32.0-tephra", "kubeProxyVersion": "", "osImage": "tephra simulated node",
+                             "kernelVersion": "", "containerRuntimeVersion": "sim://1", "operatingSystem": "linux",
+                             "architecture": "amd64", "machineID": "", "systemUUID": "", "bootID": ""},
+            },
+        });
+        let mut node = node;
+        if spec.taints.is_empty()
+            && let Some(s) = node.get_mut("spec").and_then(Value::as_object_mut)
+        {
+            s.remove("taints");
+        }
+        self.api.create(&nodes, None, node, &WriteOpts::default())?;
+        let leases = self.api.builtin(Builtin::Lease);
+        self.api.create(
+            &leases,
+            Some("kube-node-lease"),
+            json!({"metadata": {"name": spec.name},
+                   "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40,
+                            "renewTime": time::now_rfc3339_micro()}}),
+            &WriteOpts::default(),
+        )?;
+        Ok(())
+    }
+
+    pub(super) async fn heartbeats(self: Arc<Self>) {
+        let leases = self.api.builtin(Builtin::Lease);
+        let mut tick = tokio::time::interval(self.opts.heartbeat.max(Duration::from_millis(100)));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let (nodes, not_ready): (Vec<String>, HashSet<String>) = {
+                let st = self.state();
+                (st.nodes.keys().cloned().collect(), st.not_ready.clone())
+            };
+            for n in nodes.iter().filter(|n| !not_ready.contains(*n)) {
+                let key = ("kube-node-lease".to_string(), n.clone());
+                let _ = self.api.update(
+                    &leases,
+                    &key,
+                    Scope::Main,
+                    &WriteOpts::default(),
+                    &mut |cur| {
+                        let mut v = cur.clone();
+                        v["spec"]["renewTime"] = json!(time::now_rfc3339_micro());
+                        Ok(v)
+                    },
+                );
+            }
+        }
+    }
+
+    /// Marks a node NotReady (its Ready condition False, the `node.kubernetes.io/not-ready`
+    /// NoSchedule taint, no more Lease renewals) or Ready again.
+    pub fn set_ready(&self, node: &str, ready: bool) -> Result<(), ApiError> {
+        {
+            let mut st = self.state();
+            if ready {
+                st.not_ready.remove(node);
+            } else {
+                st.not_ready.insert(node.to_string());
+            }
+        }
+        let nodes = self.api.builtin(Builtin::Node);
+        let key = (String::new(), node.to_string());
+        self.api.update(&nodes, &key, Scope::All, &WriteOpts::default(), &mut |cur| {
+            let mut v = cur.clone();
+            let now = time::now_rfc3339();
+            set_condition(&mut v, ready_condition(ready, &now));
+            let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule", "timeAdded": now});
+            let mut taints: Vec<Value> = cur.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+            taints.retain(|t| t.get("key").and_then(Value::as_str) != Some("node.kubernetes.io/not-ready"));
+            if !ready {
+                taints.push(taint);
+            }
+            if taints.is_empty() {
+                if let Some(s) = v.get_mut("spec").and_then(Value::as_object_mut) {
+                    s.remove("taints");
+                }
+            } else {
+                v["spec"]["taints"] = json!(taints);
+            }
+            Ok(v)
+        })?;
+        Ok(())
+    }
+}
+
+fn ready_condition(ready: bool, now: &str) -> Value {
+    if ready {
+        json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    } else {
+        json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "kubelet stopped posting node status (tephra-devcluster fault)",
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    }
+}

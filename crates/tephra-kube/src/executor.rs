@@ -107,7 +107,8 @@ impl Clients {
             Write::Bind { cluster, .. }
             | Write::Evict { cluster, .. }
             | Write::Place { cluster, .. }
-            | Write::Purge { cluster, .. } => self.member(cluster),
+            | Write::Purge { cluster, .. }
+            | Write::Nominate { cluster, .. } => self.member(cluster),
             Write::Binding { .. }
             | Write::DeclaredStatus { .. }
             | Write::EvictionTasks { .. }
@@ -229,6 +230,7 @@ impl Inner {
             | Write::Place { cluster, .. }
             | Write::Evict { cluster, .. }
             | Write::Purge { cluster, .. }
+            | Write::Nominate { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
             Write::QueueStatus { .. }
@@ -355,6 +357,23 @@ impl Inner {
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
                 match pods.delete(name, &Default::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::Nominate {
+                namespace,
+                name,
+                node,
+                ..
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                let patch = json!({"status": {"nominatedNodeName": node}});
+                match pods
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
                     Ok(_) => Ok(()),
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                     Err(e) => Err(e),

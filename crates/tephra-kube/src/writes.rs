@@ -90,6 +90,18 @@ pub enum Write {
         /// Pod name.
         name: String,
     },
+    /// Set (or, with None, clear) a pending pod's `status.nominatedNodeName`: the node kept for
+    /// it while the room it needs is freed (preemption, or pods terminating there).
+    Nominate {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// The node, or None to clear.
+        node: Option<String>,
+    },
     /// Merge into a ResourceBinding's status (its aggregated status).
     BindingStatus {
         /// Namespace.
@@ -160,6 +172,7 @@ impl Write {
             Write::Purge { .. } => "purge",
             Write::EvictionTasks { .. } => "eviction_tasks",
             Write::BindingStatus { .. } => "resourcebinding_status",
+            Write::Nominate { .. } => "nominate",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
             Write::Event { .. } => "event",

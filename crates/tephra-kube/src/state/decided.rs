@@ -40,6 +40,62 @@ impl State {
         out
     }
 
+    /// `status.nominatedNodeName` writes for what `d` reserves (pods pipelined on room being
+    /// freed, and room held for gangs): set when a pod's nomination is new or moved, cleared
+    /// when it lapses while the pod still waits, and once the pod is bound. Pods that no member
+    /// holds yet (declared on the control plane) are not nominated.
+    pub fn nominations(&mut self, d: &Decisions) -> Vec<crate::writes::Write> {
+        use std::collections::HashMap;
+        let now: HashMap<&str, (&str, &str)> = d
+            .pipelined
+            .iter()
+            .chain(d.nominations())
+            .filter(|b| !self.declared.contains_key(&b.task) || self.mirrored.contains(&b.task))
+            .map(|b| (b.task.as_str(), (b.cluster.as_str(), b.node.as_str())))
+            .collect();
+        let split = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+            (ns.to_string(), name.to_string())
+        };
+        let mut out = Vec::new();
+        for (key, (cluster, node)) in &now {
+            let fresh = (cluster.to_string(), node.to_string());
+            if self.nominated.get(*key) == Some(&fresh) {
+                continue;
+            }
+            let (namespace, name) = split(key);
+            out.push(crate::writes::Write::Nominate {
+                cluster: fresh.0.clone(),
+                namespace,
+                name,
+                node: Some(fresh.1.clone()),
+            });
+            self.nominated.insert(key.to_string(), fresh);
+        }
+        let lapsed: Vec<String> = self
+            .nominated
+            .keys()
+            .filter(|k| !now.contains_key(k.as_str()))
+            .cloned()
+            .collect();
+        for key in lapsed {
+            let Some((cluster, _)) = self.nominated.remove(&key) else {
+                continue;
+            };
+            if self.task(&key).is_none() {
+                continue;
+            }
+            let (namespace, name) = split(&key);
+            out.push(crate::writes::Write::Nominate {
+                cluster,
+                namespace,
+                name,
+                node: None,
+            });
+        }
+        out
+    }
+
     /// Runs one session at `now` and takes its decisions into the cache at once, as the
     /// writes will make them true: bound pods hold their nodes (assumed until the watchers
     /// show them bound), evicted pods are releasing, PodGroups are in their new phase.

@@ -98,6 +98,8 @@ pub struct State {
     touched: HashSet<String>,
     /// The aggregated status last written per job.
     aggregated_written: HashMap<String, Vec<tephra_api::work::AggregatedStatusItem>>,
+    /// The node each pending pod is nominated to, as last written: pod key → (cluster, node).
+    nominated: HashMap<String, (String, String)>,
     /// When the deletion of each set-aside copy was last asked for (ms).
     purged: HashMap<(String, String), i64>,
 }
@@ -133,6 +135,7 @@ impl State {
             touched: HashSet::new(),
             aggregated_written: HashMap::new(),
             purged: HashMap::new(),
+            nominated: HashMap::new(),
         }
     }
 

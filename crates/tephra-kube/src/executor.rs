@@ -356,11 +356,7 @@ impl Inner {
                 namespace, name, ..
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
-                match pods.delete(name, &Default::default()).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
+                done_if_gone(pods.delete(name, &Default::default()).await)
             }
             Write::Nominate {
                 namespace,
@@ -370,14 +366,11 @@ impl Inner {
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
                 let patch = json!({"status": {"nominatedNodeName": node}});
-                match pods
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
+                let params = PatchParams::default();
+                done_if_gone(
+                    pods.patch_status(name, &params, &Patch::Merge(&patch))
+                        .await,
+                )
             }
             Write::BindingStatus {
                 namespace,
@@ -386,14 +379,8 @@ impl Inner {
             } => {
                 let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
                 let patch = json!({ "status": status });
-                match api
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
+                let params = PatchParams::default();
+                done_if_gone(api.patch_status(name, &params, &Patch::Merge(&patch)).await)
             }
             Write::EvictionTasks {
                 namespace,
@@ -402,14 +389,8 @@ impl Inner {
             } => {
                 let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
                 let patch = json!({"spec": {"gracefulEvictionTasks": tasks}});
-                match api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                    Err(e) => Err(e),
-                }
+                let params = PatchParams::default();
+                done_if_gone(api.patch(name, &params, &Patch::Merge(&patch)).await)
             }
             Write::Evict {
                 namespace,
@@ -499,5 +480,14 @@ impl Inner {
                 Ok(())
             }
         }
+    }
+}
+
+/// A write whose object is gone (404) has nothing left to do.
+fn done_if_gone<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
     }
 }

@@ -4,7 +4,8 @@
 //! [`tephra_controllers::cluster_health`], `kubernetesVersion`, `nodeSummary`,
 //! `resourceSummary`) and its `spec.taints` through [`tephra_controllers::cluster_taints`].
 //! A Cluster in Pull mode is not Ready, with a condition saying that tephra does not run
-//! agents. Only the leader probes and writes.
+//! agents. Only the leader probes and writes. Listing a member's pods (for `allocated`) costs
+//! far more than a probe, so it is done every [`PODS_EVERY`] probes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -48,13 +49,18 @@ impl Default for ClusterStatusOptions {
     }
 }
 
+/// Every how many probes a member's pods are listed for `resourceSummary.allocated` (once a
+/// minute at the default period).
+pub const PODS_EVERY: u64 = 6;
+
 /// What one probe of a member found.
 struct Found {
     probe: Probe,
     version: Option<String>,
     nodes: Option<(i32, i32)>,
     allocatable: BTreeMap<String, Quantity>,
-    allocated: BTreeMap<String, Quantity>,
+    /// None when the pods were not listed this time.
+    allocated: Option<BTreeMap<String, Quantity>>,
 }
 
 fn now_ms() -> i64 {
@@ -94,11 +100,14 @@ async fn run(
 ) {
     let mut seen: HashMap<String, Seen> = HashMap::new();
     let mut members: HashMap<String, (Endpoint, Client)> = HashMap::new();
+    let mut rounds: u64 = 0;
     loop {
         tokio::time::sleep(options.period).await;
         if !leadership.is_leader() {
             continue;
         }
+        let with_pods = rounds.is_multiple_of(PODS_EVERY);
+        rounds += 1;
         let clusters = store.state();
         seen.retain(|k, _| clusters.iter().any(|c| c.name_any() == *k));
         members.retain(|k, _| clusters.iter().any(|c| c.name_any() == *k));
@@ -122,7 +131,7 @@ async fn run(
                 _ => None,
             };
             let timeout = options.period.min(Duration::from_secs(5));
-            probes.push(async move { (name, probe(c, member, timeout).await) });
+            probes.push(async move { (name, probe(c, member, timeout, with_pods).await) });
         }
         let found = futures::future::join_all(probes).await;
         for (name, f) in found {
@@ -139,13 +148,13 @@ async fn run(
 
 /// Probes one member (`member` is None when it cannot be reached at all: Pull mode, no
 /// endpoint, or no client).
-async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration) -> Found {
+async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration, with_pods: bool) -> Found {
     let unreachable = |m: String| Found {
         probe: Probe::Unreachable(m),
         version: None,
         nodes: None,
         allocatable: BTreeMap::new(),
-        allocated: BTreeMap::new(),
+        allocated: None,
     };
     if c.spec.sync_mode == ClusterSyncMode::Pull {
         return Found {
@@ -196,7 +205,12 @@ async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration) -> Found 
         }
         summary = Some((total, ready_n));
     }
-    if let Ok(list) = pods.list(&ListParams::default()).await {
+    let listed = if with_pods {
+        pods.list(&ListParams::default()).await.ok()
+    } else {
+        None
+    };
+    if let Some(list) = &listed {
         for p in &list.items {
             let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
             let placed = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
@@ -218,7 +232,7 @@ async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration) -> Found 
         version,
         nodes: summary,
         allocatable: quantities(&alloc),
-        allocated: quantities(&used),
+        allocated: listed.map(|_| quantities(&used)),
     }
 }
 
@@ -298,9 +312,13 @@ async fn write(
             if serde_json::to_value(&status.node_summary).ok() != Some(summary.clone()) {
                 patch.insert("nodeSummary".into(), summary);
             }
-            let resources =
-                serde_json::json!({"allocatable": f.allocatable, "allocated": f.allocated});
             let old = serde_json::to_value(&status.resource_summary).unwrap_or_default();
+            let allocated = match f.allocated {
+                Some(a) => serde_json::to_value(a).unwrap_or_default(),
+                None => old.get("allocated").cloned().unwrap_or_default(),
+            };
+            let resources =
+                serde_json::json!({"allocatable": f.allocatable, "allocated": allocated});
             if old.get("allocatable") != resources.get("allocatable")
                 || old.get("allocated") != resources.get("allocated")
             {

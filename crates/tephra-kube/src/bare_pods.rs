@@ -3,16 +3,21 @@
 //! exist, never rewritten), then annotates the pod with `scheduling.k8s.io/group-name`. The
 //! owner's annotations (a ReplicaSet's, a StatefulSet's, ...) are read from the API when the
 //! pod names one; an owner that cannot be read counts as having none, as in Volcano.
+//!
+//! Only the pods that want a PodGroup are kept in memory (a handful, for a moment each), not
+//! every pod of the cluster: the watch looks at each pod as it passes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tephra_api::PodGroup;
 use tephra_api::well_known::GROUP_NAME_ANNOTATION;
@@ -21,7 +26,7 @@ use tokio::task::JoinHandle;
 
 use crate::events::{EventFor, record};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync, watch};
+use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync};
 
 /// How the PodGroup controller runs.
 #[derive(Clone, Debug)]
@@ -54,6 +59,9 @@ fn pod_key(p: &Pod) -> Option<Key> {
     Some((p.namespace()?, p.name_any()))
 }
 
+/// The pods that want a PodGroup now, by key.
+type Wanting = Arc<Mutex<HashMap<Key, Arc<Pod>>>>;
+
 /// Starts the PodGroup controller. It writes only while `leadership` leads.
 pub fn start(
     client: Client,
@@ -61,43 +69,64 @@ pub fn start(
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
     let (queue, rx) = WorkQueue::new();
-    let (pods, pods_w) = reflector::store();
-    let ours = options.scheduler_names.clone();
-    let mut tasks = vec![watch(
-        &client,
-        watcher::Config::default(),
-        pods_w,
-        &queue,
-        move |p: &Pod| needs_group(p, &ours).then(|| pod_key(p)).flatten(),
-    )];
+    let wanting: Wanting = Arc::default();
+    let mut tasks = Vec::new();
     {
-        let pods = pods.clone();
+        let (api, q, w) = (
+            Api::<Pod>::all(client.clone()),
+            queue.clone(),
+            wanting.clone(),
+        );
         let ours = options.scheduler_names.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(ev) = stream.next().await {
+                let (pod, gone) = match ev {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => (p, false),
+                    Ok(watcher::Event::Delete(p)) => (p, true),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pod watch error");
+                        continue;
+                    }
+                };
+                let Some(key) = pod_key(&pod) else { continue };
+                let wants = !gone && needs_group(&pod, &ours);
+                if let Ok(mut m) = w.lock() {
+                    if wants {
+                        m.insert(key.clone(), Arc::new(pod));
+                    } else {
+                        m.remove(&key);
+                    }
+                }
+                if wants {
+                    q.push(key);
+                }
+            }
+        }));
+    }
+    {
+        let w = wanting.clone();
         tasks.push(resync(&queue, options.resync, move || {
-            wanting(&pods, &ours)
+            w.lock()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
         }));
     }
     let worker = Worker {
         client,
         options,
-        pods,
+        wanting,
     };
     tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
     tasks
 }
 
-fn wanting(pods: &Store<Pod>, ours: &[String]) -> Vec<Key> {
-    pods.state()
-        .iter()
-        .filter(|p| needs_group(p, ours))
-        .filter_map(|p| pod_key(p))
-        .collect()
-}
-
 struct Worker {
     client: Client,
     options: BarePodOptions,
-    pods: Store<Pod>,
+    wanting: Wanting,
 }
 
 /// Why a pass stopped.
@@ -114,12 +143,16 @@ impl Reconciler for Worker {
     const NAME: &'static str = "podgroup";
 
     fn keys(&self) -> Vec<Key> {
-        wanting(&self.pods, &self.options.scheduler_names)
+        self.wanting
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     async fn pass(&mut self, key: &Key) -> Result<(), PassError> {
         let (ns, name) = key;
-        let Some(pod) = self.pods.get(&ObjectRef::new(name).within(ns)) else {
+        let pod = self.wanting.lock().ok().and_then(|m| m.get(key).cloned());
+        let Some(pod) = pod else {
             return Ok(());
         };
         if !needs_group(&pod, &self.options.scheduler_names) {

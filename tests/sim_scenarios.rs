@@ -481,3 +481,42 @@ fn a_team_gets_its_lent_guarantee_back_within_its_orgs_limit() {
             .starts_with("reclaimed by default/a-")
     }));
 }
+
+#[test]
+fn fifty_random_fault_schedules_lose_nothing_and_break_no_invariant() {
+    // The outage scenario's fleet and workload, with 6 faults drawn per seed over 4 hours
+    // instead of its two: every schedule must leave the checker clean and lose no job.
+    let text =
+        std::fs::read_to_string(common::repo_root().join("tests/scenarios/outage.yaml")).unwrap();
+    let head = text.split("faults:").next().unwrap();
+    let text = format!(
+        "{head}faults: {{random: {{count: 6, meanDuration: 20m}}}}\nrun: {{seed: 1, until: 4h}}\n"
+    );
+    let s = Scenario::parse(&text, "random-faults.yaml", &common::repo_root()).unwrap();
+    let mut faults_seen = 0;
+    for seed in 0..50 {
+        let (r, events) = run_with(&s, Some(seed));
+        assert_clean(&r);
+        faults_seen += events.iter().filter(|e| e.kind == "fault").count();
+    }
+    assert_eq!(faults_seen, 50 * 6, "every drawn fault happened");
+}
+
+/// The quick start's fleet and workload under 1,000 random fault schedules (8 faults over 12
+/// hours each). Slow: `cargo test --release --test sim_scenarios -- --ignored
+/// a_thousand_random_fault_schedules`.
+#[test]
+#[ignore = "slow: 1,000 full runs of the quick start"]
+fn a_thousand_random_fault_schedules_over_the_quick_start_lose_nothing() {
+    let path = common::repo_root().join("examples/sim/quickstart.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let head = text.split("\nfaults:").next().unwrap();
+    let text = format!(
+        "{head}\nfaults: {{random: {{count: 8, meanDuration: 30m}}}}\nrun: {{seed: 1, until: 12h, podStartDelay: 10s}}\n"
+    );
+    let s = Scenario::parse(&text, "random-quickstart.yaml", path.parent().unwrap()).unwrap();
+    for seed in 0..1000 {
+        let (r, _) = run_with(&s, Some(seed));
+        assert_clean(&r);
+    }
+}

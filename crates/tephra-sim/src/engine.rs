@@ -83,6 +83,12 @@ impl<'s> Sim<'s> {
             jobs: HashMap::new(),
             pods: HashMap::new(),
             vcjobs: HashMap::new(),
+            faults: crate::scenario::faults::expand(&s, s.run.seed).map_err(|message| {
+                SimError::Build {
+                    source_name: scenario.source.clone(),
+                    message,
+                }
+            })?,
             tick_pending: false,
             last_tick: None,
             dirty: false,
@@ -113,8 +119,9 @@ impl<'s> Sim<'s> {
                 value: *value,
             })?;
         }
-        for (i, f) in scenario.faults.iter().enumerate() {
-            sim.push(f.at.0, Ev::Fault(i));
+        let at: Vec<i64> = sim.faults.iter().map(|f| f.at.0).collect();
+        for (i, t) in at.into_iter().enumerate() {
+            sim.push(t, Ev::Fault(i));
         }
         if let Some(t) = sim.sources.peek() {
             sim.push(t, Ev::Arrival);

@@ -76,7 +76,7 @@ impl Sim<'_> {
     }
 
     fn fault_nodes(&self, i: usize) -> Vec<String> {
-        let f = &self.scenario.faults[i];
+        let f = &self.faults[i];
         let all: Vec<String> = self
             .nodes
             .get(&f.cluster)
@@ -95,7 +95,7 @@ impl Sim<'_> {
         begin: bool,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let f = self.scenario.faults[i].clone();
+        let f = self.faults[i].clone();
         let kind = match f.kind {
             FaultKind::Unreachable => "unreachable",
             FaultKind::Notready => "notready",

@@ -99,6 +99,8 @@ pub struct Sim<'s> {
     pub(crate) pods: HashMap<String, PodRt>,
     /// Volcano Jobs, run by the job controller ([`crate::jobs`]).
     pub(crate) vcjobs: HashMap<String, crate::jobs::VcJob>,
+    /// The faults of this run: the scenario's, and those drawn from its seed.
+    pub(crate) faults: Vec<crate::scenario::FaultDef>,
     pub(crate) tick_pending: bool,
     pub(crate) last_tick: Option<i64>,
     pub(crate) dirty: bool,

@@ -316,7 +316,7 @@ pub(super) fn check(scenario: &Scenario) -> Result<(), String> {
         }
     }
     let cluster_known = |c: &str| scenario.fleet.from_trace.is_some() || names.contains(c);
-    for (i, f) in scenario.faults.iter().enumerate() {
+    for (i, f) in scenario.faults.list.iter().enumerate() {
         if !cluster_known(&f.cluster) {
             return Err(format!(
                 "faults[{i}].cluster: unknown cluster {:?}",

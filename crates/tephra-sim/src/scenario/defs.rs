@@ -20,9 +20,9 @@ pub struct Scenario {
     /// What is submitted.
     #[serde(default)]
     pub workload: Workload,
-    /// Injected failures.
+    /// Injected failures: a list, or `{list, random}` with a seeded generator.
     #[serde(default)]
-    pub faults: Vec<FaultDef>,
+    pub faults: Faults,
     /// Scheduler settings.
     #[serde(default)]
     pub scheduler: SchedulerDef,
@@ -463,7 +463,7 @@ pub struct TraceDef {
 }
 
 /// Fault kinds.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// The member's API server cannot be reached.
@@ -474,6 +474,60 @@ pub enum FaultKind {
     NodeDown,
     /// Everything in the cluster comes back.
     Recover,
+}
+
+/// The faults of a scenario: given ones, and randomly drawn ones (from `run.seed`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "FaultsInput")]
+pub struct Faults {
+    /// Faults given one by one.
+    pub list: Vec<FaultDef>,
+    /// Faults drawn at random.
+    pub random: Option<RandomFaults>,
+}
+
+/// `faults:` as written: a list, or a map.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum FaultsInput {
+    List(Vec<FaultDef>),
+    Map(FaultsMap),
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultsMap {
+    #[serde(default)]
+    list: Vec<FaultDef>,
+    #[serde(default)]
+    random: Option<RandomFaults>,
+}
+
+impl From<FaultsInput> for Faults {
+    fn from(f: FaultsInput) -> Self {
+        match f {
+            FaultsInput::List(list) => Faults { list, random: None },
+            FaultsInput::Map(m) => Faults {
+                list: m.list,
+                random: m.random,
+            },
+        }
+    }
+}
+
+/// Faults drawn at random over `[0, run.until)`: each at a uniform time, in a uniform cluster
+/// of the fleet, of a uniform kind among `kinds`, lasting an exponential time of mean
+/// `meanDuration` (a node-down fault takes one node).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RandomFaults {
+    /// How many.
+    pub count: usize,
+    /// Which kinds (default: unreachable, notready and node-down).
+    #[serde(default)]
+    pub kinds: Vec<FaultKind>,
+    /// Mean duration.
+    pub mean_duration: Dur,
 }
 
 /// A fault.

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod defs;
+pub mod faults;
 pub mod values;
 
 use std::path::{Path, PathBuf};

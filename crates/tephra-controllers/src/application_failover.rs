@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use tephra_api::policy::{ApplicationFailoverBehavior, PurgeMode};
 use tephra_api::work::{ResourceBinding, ResourceHealth};
 
-use crate::graceful_eviction::{TaskTemplate, evict_from};
+use crate::graceful_eviction::{Decision, TaskTemplate, evict_from};
 
 /// The producer named on the tasks this controller adds.
 pub const PRODUCER: &str = "ApplicationFailover";
@@ -22,17 +22,6 @@ pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
 
 /// Since when each cluster of one binding has been seen Unhealthy (ms).
 pub type UnhealthySince = BTreeMap<String, i64>;
-
-/// What the controller decides for one binding.
-#[derive(Clone, Debug, Default)]
-pub struct Decision {
-    /// The binding with the failing clusters taken out and their tasks added, when any.
-    pub binding: Option<ResourceBinding>,
-    /// The clusters taken out.
-    pub evicted: Vec<String>,
-    /// When to look again (a toleration runs out), in ms.
-    pub wake_ms: Option<i64>,
-}
 
 /// One pass over `rb` under the policy's `app` behaviour at `now_ms`; `since` is what earlier
 /// passes saw of this binding.

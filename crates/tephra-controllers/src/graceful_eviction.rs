@@ -11,6 +11,24 @@ use k8s_openapi::jiff::Timestamp;
 use tephra_api::policy::PurgeMode;
 use tephra_api::work::{GracefulEvictionTask, ResourceBinding};
 
+/// What a failover controller (taint manager, application failover) decides for one binding.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    /// The binding with the clusters it leaves taken out and their tasks added, when any.
+    pub binding: Option<ResourceBinding>,
+    /// The clusters taken out.
+    pub evicted: Vec<String>,
+    /// When to look again (a toleration runs out), in ms.
+    pub wake_ms: Option<i64>,
+}
+
+impl Decision {
+    /// Whether the pass changes nothing and needs no second look.
+    pub fn is_nothing(&self) -> bool {
+        self.binding.is_none() && self.evicted.is_empty() && self.wake_ms.is_none()
+    }
+}
+
 /// What a failover controller puts on the tasks it adds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskTemplate {

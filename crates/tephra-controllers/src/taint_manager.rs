@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use tephra_api::policy::PurgeMode;
 use tephra_api::work::ResourceBinding;
 
-use crate::graceful_eviction::{TaskTemplate, evict_from};
+use crate::graceful_eviction::{Decision, TaskTemplate, evict_from};
 
 /// The producer named on the tasks this manager adds.
 pub const PRODUCER: &str = "TaintManager";
@@ -72,13 +72,6 @@ pub struct EvictionDefaults {
     pub grace_period_seconds: Option<i32>,
 }
 
-impl Decision {
-    /// Whether the pass changes nothing and needs no second look.
-    pub fn is_nothing(&self) -> bool {
-        self.binding.is_none() && self.evicted.is_empty() && self.wake_ms.is_none()
-    }
-}
-
 impl Default for EvictionDefaults {
     fn default() -> Self {
         Self {
@@ -86,17 +79,6 @@ impl Default for EvictionDefaults {
             grace_period_seconds: None,
         }
     }
-}
-
-/// What the manager decides for one binding.
-#[derive(Clone, Debug, Default)]
-pub struct Decision {
-    /// The binding with the untolerated clusters taken out and their tasks added, when any.
-    pub binding: Option<ResourceBinding>,
-    /// The clusters taken out.
-    pub evicted: Vec<String>,
-    /// When to look again (a toleration runs out), in ms.
-    pub wake_ms: Option<i64>,
 }
 
 /// One pass over `rb`: `taints_of(cluster)` gives a cluster's taints (None: the cluster is

@@ -123,35 +123,7 @@ async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed_as_in_the_simul
             }
         })
     };
-    let phases: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Arc::default();
-    let job_watch = {
-        let phases = phases.clone();
-        let jobs: Api<Job> = Api::all(c.clone());
-        tokio::spawn(async move {
-            let stream = watcher::watcher(jobs, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(Ok(ev)) = stream.next().await {
-                let (watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev else {
-                    continue;
-                };
-                let Some(phase) = j.status.as_ref().and_then(|s| s.state.phase) else {
-                    continue;
-                };
-                let phase = serde_json::to_value(phase).unwrap();
-                let phase = phase.as_str().unwrap_or_default().to_string();
-                let key = format!(
-                    "{}/{}",
-                    j.metadata.namespace.clone().unwrap_or_default(),
-                    j.metadata.name.clone().unwrap_or_default()
-                );
-                let mut p = phases.lock().unwrap();
-                let seen = p.entry(key).or_default();
-                if seen.last() != Some(&phase) {
-                    seen.push(phase);
-                }
-            }
-        })
-    };
+    let (phases, job_watch) = watch_job_phases(&c);
     let (sched, ctl) = start_everything(&c).await;
     for file in ["pytorch-distributed.yaml", "mpi-job.yaml", "spark-job.yaml"] {
         tephra_devcluster::cluster::create_objects(api, &example(file)).unwrap();
@@ -237,11 +209,7 @@ async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed_as_in_the_simul
     .unwrap();
     let on_cluster = phases.lock().unwrap().clone();
     for job in ["ml/llama-finetune", "hpc/lm-mpi", "analytics/nightly-etl"] {
-        let simulated: Vec<String> = records
-            .iter()
-            .filter(|r| r.kind == "job" && r.job.as_deref() == Some(job))
-            .filter_map(|r| r.reason.clone())
-            .collect();
+        let simulated = simulated_phases(&records, job);
         assert_eq!(
             on_cluster.get(job),
             Some(&simulated),

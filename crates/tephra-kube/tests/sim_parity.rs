@@ -7,15 +7,10 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::watcher;
 use serde_json::Value;
-use tephra_api::Job;
 use tephra_devcluster::kubelet::KubeletOptions;
 use tephra_devcluster::{DevCluster, Options};
 use tephra_sim::{RunOptions, Scenario};
@@ -110,13 +105,7 @@ fn in_the_simulator() -> Vec<Vec<String>> {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(report.jobs.lost, 0, "{:?}", report.jobs);
     JOBS.iter()
-        .map(|j| {
-            records
-                .iter()
-                .filter(|r| r.kind == "job" && r.job.as_deref() == Some(&format!("default/{j}")))
-                .filter_map(|r| r.reason.clone())
-                .collect()
-        })
+        .map(|j| simulated_phases(&records, &format!("default/{j}")))
         .collect()
 }
 
@@ -133,41 +122,18 @@ async fn on_the_devcluster() -> Vec<Vec<String>> {
     options.queues = vec![queue_json("default", 1)];
     let dev = DevCluster::start(options).await.unwrap();
     let c = client(&dev).await;
-    let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::new(Mutex::new(vec![Vec::new(); JOBS.len()]));
-    let recorder = {
-        let seen = seen.clone();
-        let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
-        tokio::spawn(async move {
-            let stream = watcher::watcher(jobs, watcher::Config::default());
-            futures::pin_mut!(stream);
-            while let Some(Ok(ev)) = stream.next().await {
-                let (watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev else {
-                    continue;
-                };
-                let Some(i) = JOBS
-                    .iter()
-                    .position(|n| Some(*n) == j.metadata.name.as_deref())
-                else {
-                    continue;
-                };
-                let Some(phase) = j.status.as_ref().and_then(|s| s.state.phase) else {
-                    continue;
-                };
-                let name = serde_json::to_value(phase).unwrap();
-                let name = name.as_str().unwrap_or_default().to_string();
-                let mut s = seen.lock().unwrap();
-                if s[i].last() != Some(&name) {
-                    s[i].push(name);
-                }
-            }
-        })
-    };
+    let (seen, recorder) = watch_job_phases(&c);
     let (sched, ctl) = start_everything(&c).await;
     let docs: Vec<Value> = serde_saphyr::from_multiple(MANIFESTS).unwrap();
     let api = &dev.server("local").unwrap().api;
     tephra_devcluster::cluster::create_objects(api, &docs).unwrap();
+    let of = |p: &std::collections::BTreeMap<String, Vec<String>>| -> Vec<Vec<String>> {
+        JOBS.iter()
+            .map(|j| p.get(&format!("default/{j}")).cloned().unwrap_or_default())
+            .collect()
+    };
     eventually(60, "every Job in a final phase", || async {
-        let s = seen.lock().unwrap();
+        let s = of(&seen.lock().unwrap());
         s.iter()
             .all(|p| p.last().is_some_and(|p| final_phase(p)))
             .then_some(())
@@ -175,7 +141,7 @@ async fn on_the_devcluster() -> Vec<Vec<String>> {
     .await;
     recorder.abort();
     stop_everything(sched, ctl).await;
-    seen.lock().unwrap().clone()
+    of(&seen.lock().unwrap())
 }
 
 #[tokio::test]

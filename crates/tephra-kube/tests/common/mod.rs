@@ -301,3 +301,49 @@ pub async fn fleet_of(members: &[(&str, u32)]) -> Handle {
     };
     DevCluster::start(options).await.expect("devcluster starts")
 }
+
+/// Each Volcano Job's phases in order (`namespace/name` → phases), as a watch sees them.
+pub type JobPhases = std::sync::Arc<std::sync::Mutex<BTreeMap<String, Vec<String>>>>;
+
+/// Watches every Job and records each one's phase changes, until the task is aborted.
+pub fn watch_job_phases(c: &kube::Client) -> (JobPhases, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let phases: JobPhases = Default::default();
+    let seen = phases.clone();
+    let jobs: Api<Job> = Api::all(c.clone());
+    let task = tokio::spawn(async move {
+        let stream = watcher::watcher(jobs, watcher::Config::default());
+        futures::pin_mut!(stream);
+        while let Some(Ok(ev)) = stream.next().await {
+            let (watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev else {
+                continue;
+            };
+            let Some(phase) = j.status.as_ref().and_then(|s| s.state.phase) else {
+                continue;
+            };
+            let phase = serde_json::to_value(phase).unwrap();
+            let phase = phase.as_str().unwrap_or_default().to_string();
+            let key = format!(
+                "{}/{}",
+                j.metadata.namespace.clone().unwrap_or_default(),
+                j.metadata.name.clone().unwrap_or_default()
+            );
+            let mut p = seen.lock().unwrap();
+            let list = p.entry(key).or_default();
+            if list.last() != Some(&phase) {
+                list.push(phase);
+            }
+        }
+    });
+    (phases, task)
+}
+
+/// A Job's phases in order, from the `kind: job` events of a `tephra sim` run.
+pub fn simulated_phases(records: &[tephra_sim::Record], job: &str) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.kind == "job" && r.job.as_deref() == Some(job))
+        .filter_map(|r| r.reason.clone())
+        .collect()
+}

@@ -8,21 +8,14 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::assert_clean;
-use tephra_sim::{Record, Report, RunOptions, Scenario};
+use tephra_sim::{Record, Report, Scenario};
 
 fn run(name: &str) -> (Report, Vec<Record>) {
     let path = common::repo_root()
         .join("tests/scenarios/contention")
         .join(name);
     let s = Scenario::load(&path).unwrap();
-    let mut events = Vec::new();
-    let report = tephra_sim::run(
-        &s,
-        RunOptions::default(),
-        &mut |r| events.push(r.clone()),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (report, events) = common::simulate(&s, None);
     assert_clean(&report);
     (report, events)
 }

@@ -15,18 +15,7 @@ fn load(name: &str) -> Scenario {
 }
 
 fn run_with(s: &Scenario, seed: Option<u64>) -> (Report, Vec<Record>) {
-    let mut events = Vec::new();
-    let report = tephra_sim::run(
-        s,
-        RunOptions {
-            seed,
-            ..RunOptions::default()
-        },
-        &mut |r| events.push(r.clone()),
-        &mut |_| {},
-    )
-    .unwrap();
-    (report, events)
+    common::simulate(s, seed)
 }
 
 fn run(name: &str) -> (Report, Vec<Record>) {
@@ -136,14 +125,34 @@ fn every_job_finishes_after_a_cluster_outage() {
             .filter(|e| e.kind == "bind" && e.t > down.0 && e.t < down.1)
             .all(|e| e.cluster.as_deref() != Some("gpu-a"))
     );
-    let evict = events.iter().find(|e| e.kind == "evict").unwrap();
+    // The chain: Unknown within a probe period past the failure threshold, the NoSchedule
+    // taint with it, NoExecute five minutes later, and only then do gangs move.
+    let at = |kind: &str, what: &str| {
+        events
+            .iter()
+            .find(|e| e.kind == kind && e.reason.as_deref().is_some_and(|r| r.contains(what)))
+            .map(|e| e.t)
+    };
+    let unknown = at("ready", "Unknown").unwrap();
     assert!(
-        evict
-            .reason
-            .as_deref()
-            .unwrap_or_default()
-            .contains("RequeueGangOnFault")
+        (2430.0..=2440.0).contains(&unknown),
+        "detected at {unknown}"
     );
+    assert_eq!(at("taint", "unreachable:NoSchedule"), Some(unknown));
+    assert_eq!(at("taint", "unreachable:NoExecute"), Some(unknown + 300.0));
+    let moved = at("evict", "TaintManager").unwrap();
+    assert_eq!(moved, unknown + 300.0);
+    let gpu_a = &r.failover.faults[0];
+    assert_eq!(
+        (gpu_a.cluster.as_str(), gpu_a.kind.as_str()),
+        ("gpu-a", "unreachable")
+    );
+    assert!(
+        gpu_a.jobs_moved > 0 && gpu_a.all_running_again_s.is_some(),
+        "{gpu_a:?}"
+    );
+    // The node that went down in gpu-b restarted its gangs there, the member's own doing.
+    assert!(at("evict", "node(s) down in cluster gpu-b").is_some());
 }
 
 #[test]
@@ -494,12 +503,26 @@ fn fifty_random_fault_schedules_lose_nothing_and_break_no_invariant() {
     );
     let s = Scenario::parse(&text, "random-faults.yaml", &common::repo_root()).unwrap();
     let mut faults_seen = 0;
+    let mut moved = 0;
     for seed in 0..50 {
         let (r, events) = run_with(&s, Some(seed));
         assert_clean(&r);
         faults_seen += events.iter().filter(|e| e.kind == "fault").count();
+        moved += events
+            .iter()
+            .filter(|e| {
+                e.kind == "evict"
+                    && e.reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains("TaintManager"))
+            })
+            .count();
     }
     assert_eq!(faults_seen, 50 * 6, "every drawn fault happened");
+    assert!(
+        moved > 0,
+        "some faults lasted past the NoExecute grace and moved gangs"
+    );
 }
 
 /// The quick start's fleet and workload under 1,000 random fault schedules (8 faults over 12
@@ -515,8 +538,19 @@ fn a_thousand_random_fault_schedules_over_the_quick_start_lose_nothing() {
         "{head}\nfaults: {{random: {{count: 8, meanDuration: 30m}}}}\nrun: {{seed: 1, until: 12h, podStartDelay: 10s}}\n"
     );
     let s = Scenario::parse(&text, "random-quickstart.yaml", path.parent().unwrap()).unwrap();
+    let (mut moved, mut dup, mut detect, mut back) = (0, 0.0, 0.0f64, 0.0f64);
     for seed in 0..1000 {
         let (r, _) = run_with(&s, Some(seed));
         assert_clean(&r);
+        let f = &r.failover;
+        moved += f.jobs_moved;
+        dup += f.duplicate_gang_s;
+        detect = detect.max(f.max_detection_delay_s.unwrap_or(0.0));
+        back = back.max(f.max_all_running_again_s.unwrap_or(0.0));
     }
+    assert!(moved > 0);
+    eprintln!(
+        "1,000 schedules: {moved} gangs moved or restarted, {dup} duplicate-gang seconds (all within the grace), \
+         longest detection {detect} s, longest until all ran again {back} s"
+    );
 }

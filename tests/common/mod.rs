@@ -46,6 +46,25 @@ pub fn expectations(path: &Path) -> Vec<String> {
     expected
 }
 
+/// Runs `s` (with `seed`, else its own) to its end: the report and every event.
+pub fn simulate(
+    s: &tephra_sim::Scenario,
+    seed: Option<u64>,
+) -> (tephra_sim::Report, Vec<tephra_sim::Record>) {
+    let mut events = Vec::new();
+    let report = tephra_sim::run(
+        s,
+        tephra_sim::RunOptions {
+            seed,
+            ..tephra_sim::RunOptions::default()
+        },
+        &mut |r| events.push(r.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    (report, events)
+}
+
 /// A simulation's checker found nothing wrong and no job was lost.
 pub fn assert_clean(r: &tephra_sim::Report) {
     let i = &r.invariants;
@@ -61,4 +80,11 @@ pub fn assert_clean(r: &tephra_sim::Report) {
         r.violations
     );
     assert_eq!(r.jobs.lost, 0, "jobs lost");
+    let f = &r.failover;
+    assert_eq!(f.lost_jobs, 0, "jobs lost to failover: {:?}", f.faults);
+    assert_eq!(
+        f.duplicate_beyond_grace_s, 0.0,
+        "two copies of a gang ran beyond the grace period: {:?}",
+        f.faults
+    );
 }

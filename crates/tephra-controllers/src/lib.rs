@@ -13,7 +13,6 @@
 //! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;
 //! - [`queue`]: a Queue as the scheduler sees it (Volcano's defaults and hierarchy annotations);
 //! - [`queue_state`]: Volcano's queue controller: open, closing and closed, and the counts;
-//! - [`requeue_on_fault`]: the stand-in failover rule, until the failover chain lands.
 
 pub mod application_failover;
 pub mod bare_pod;
@@ -27,5 +26,4 @@ pub mod podgroup;
 pub mod propagation;
 pub mod queue;
 pub mod queue_state;
-pub mod requeue_on_fault;
 pub mod taint_manager;

@@ -9,13 +9,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, NodeSelectorRequirement, PodAffinityTerm, PodSpec, Toleration as K8sToleration,
+    Container, NodeSelectorRequirement, PodAffinityTerm, PodSpec, Taint as K8sTaint,
+    Toleration as K8sToleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sLabelSelector;
 use tephra_scheduler::model::{
-    LabelSelector, Labels, Namespaces, PodRules, PodTerm, Requirement, SelectorOp, TaintEffect,
-    Toleration, Weighted,
+    LabelSelector, Labels, Namespaces, PodRules, PodTerm, Requirement, SelectorOp, Taint,
+    TaintEffect, Toleration, Weighted,
 };
 
 /// A value the scheduler has no meaning for.
@@ -235,6 +236,20 @@ pub fn tolerations(pod: &PodSpec, at: &str) -> Result<Vec<Toleration>, UnknownVa
     )
 }
 
+/// A node's or cluster's Kubernetes taints as the scheduler models them; a taint with an effect
+/// Kubernetes does not know taints nothing (the API server refuses it on nodes).
+pub fn taint_list(list: &[K8sTaint]) -> Vec<Taint> {
+    list.iter()
+        .filter_map(|t| {
+            Some(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: TaintEffect::parse(&t.effect)?,
+            })
+        })
+        .collect()
+}
+
 /// A list of Kubernetes tolerations as the scheduler models them; `field` names the list in
 /// errors (`spec.tolerations`, `spec.placement.clusterTolerations`).
 pub fn toleration_list(
@@ -267,6 +282,7 @@ pub fn toleration_list(
             exists,
             value: t.value.clone().unwrap_or_default(),
             effect,
+            seconds: t.toleration_seconds,
         });
     }
     Ok(out)

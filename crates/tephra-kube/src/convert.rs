@@ -15,8 +15,7 @@ use tephra_controllers::members::{self, MembersError};
 use tephra_controllers::pod::{UnknownValue, label_selector};
 use tephra_controllers::queue::{self, QueueError};
 use tephra_scheduler::model::{
-    Cluster, GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, Taint,
-    TaintEffect, TaskStatus,
+    Cluster, GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, TaskStatus,
 };
 use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
@@ -106,17 +105,7 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
     let spec = n.spec.as_ref();
     let taints = spec
         .and_then(|s| s.taints.as_ref())
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| {
-                    Some(Taint {
-                        key: t.key.clone(),
-                        value: t.value.clone().unwrap_or_default(),
-                        effect: TaintEffect::parse(&t.effect)?,
-                    })
-                })
-                .collect()
-        })
+        .map(|ts| tephra_controllers::pod::taint_list(ts))
         .unwrap_or_default();
     let ready = status
         .and_then(|s| s.conditions.as_ref())
@@ -338,17 +327,7 @@ pub fn cluster(c: &ApiCluster, reachable: bool) -> Cluster {
         provider: spec.provider.clone(),
         region: spec.region.clone(),
         zones: spec.zones.clone(),
-        taints: spec
-            .taints
-            .iter()
-            .filter_map(|t| {
-                Some(Taint {
-                    key: t.key.clone(),
-                    value: t.value.clone().unwrap_or_default(),
-                    effect: TaintEffect::parse(&t.effect)?,
-                })
-            })
-            .collect(),
+        taints: tephra_controllers::pod::taint_list(&spec.taints),
         ready: ready && reachable,
         price: spec
             .price

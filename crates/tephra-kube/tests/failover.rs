@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
@@ -69,45 +70,94 @@ async fn placed_gang(dev: &tephra_devcluster::Handle, cp: &kube::Client) -> Stri
     first
 }
 
+/// The member each gang's binding names (a gang runs in one member).
+async fn placements(cp: &kube::Client, gangs: &[&str]) -> Option<BTreeMap<String, String>> {
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let mut out = BTreeMap::new();
+    for g in gangs {
+        let rb = rbs.get(g).await.ok()?;
+        let [one] = rb.spec.clusters.as_slice() else {
+            return None;
+        };
+        out.insert(g.to_string(), one.name.clone());
+    }
+    Some(out)
+}
+
 #[tokio::test]
-async fn a_gang_on_a_member_that_stops_runs_whole_in_the_other() {
+async fn every_gang_on_a_member_that_stops_runs_whole_in_another_of_three() {
     logs();
-    let dev = fleet().await;
+    let dev = fleet_of(&[("east", 0), ("west", 0), ("south", 0)]).await;
     let cp = dev.client("control-plane").await.unwrap();
     let (sched, ctl) = start_chain(&cp, Duration::from_millis(300)).await;
-    let first = placed_gang(&dev, &cp).await;
-    let other = if first == "east" { "west" } else { "east" };
-    let there = dev.client(&first).await.unwrap();
-    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let gangs = ["llm", "bert", "vit"];
+    for g in gangs {
+        gang(&cp, "default", g, "default", 3, 3, 0).await;
+    }
+    let before = eventually(20, "every gang placed", || placements(&cp, &gangs)).await;
+    for (g, m) in &before {
+        all_bound(
+            &dev.client(m).await.unwrap(),
+            "default",
+            &format!("{g}-"),
+            3,
+            20,
+        )
+        .await;
+    }
+    let down = before["llm"].clone();
+    let hit: Vec<&String> = before
+        .iter()
+        .filter(|(_, m)| **m == down)
+        .map(|(g, _)| g)
+        .collect();
 
-    dev.stop_member(&first).await.unwrap();
-    let moved = eventually(30, "the binding moved to the other member", || async {
-        let rb = rbs.get("llm").await.ok()?;
-        let now: Vec<&str> = rb.spec.clusters.iter().map(|c| c.name.as_str()).collect();
-        (now == [other]).then_some(rb)
-    })
+    dev.stop_member(&down).await.unwrap();
+    let after = eventually(
+        30,
+        "every gang of the stopped member placed elsewhere",
+        || async {
+            let now = placements(&cp, &gangs).await?;
+            now.values().all(|m| *m != down).then_some(now)
+        },
+    )
     .await;
+    for (g, m) in &after {
+        if before[g] != down {
+            assert_eq!(*m, before[g], "{g} ran elsewhere and stays");
+        }
+        // Whole, in one member.
+        let placed = all_bound(
+            &dev.client(m).await.unwrap(),
+            "default",
+            &format!("{g}-"),
+            3,
+            30,
+        )
+        .await;
+        assert!(
+            placed.values().flatten().all(|n| n.starts_with(m.as_str())),
+            "{g}: {placed:?}"
+        );
+    }
+    // The member answers again: the old copies go, since the new ones run whole, and no
+    // gang is left with two.
+    dev.restore_member(&down).await.unwrap();
+    let there = dev.client(&down).await.unwrap();
+    let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    for g in &hit {
+        eventually(30, "the old copy deleted and the task done", || async {
+            let left = nodes_of(&there, "default", &format!("{g}-")).await;
+            let rb = rbs.get(g).await.ok()?;
+            (left.is_empty() && rb.spec.graceful_eviction_tasks.is_empty()).then_some(())
+        })
+        .await;
+    }
     assert_eq!(
-        moved.spec.graceful_eviction_tasks[0].from_cluster, first,
-        "the old placement is remembered for its deletion"
+        placements(&cp, &gangs).await,
+        Some(after),
+        "nothing moved again or was lost"
     );
-    let elsewhere = dev.client(other).await.unwrap();
-    let placed = all_bound(&elsewhere, "default", "llm-", 3, 30).await;
-    assert!(
-        placed.values().flatten().all(|n| n.starts_with(other)),
-        "{placed:?}"
-    );
-    // The old member comes back: its copy is deleted, since the new one runs whole, and the
-    // task leaves the binding.
-    dev.restore_member(&first).await.unwrap();
-    eventually(30, "the old copy deleted and the task done", || async {
-        let left = nodes_of(&there, "default", "llm-").await;
-        let rb = rbs.get("llm").await.ok()?;
-        (left.is_empty() && rb.spec.graceful_eviction_tasks.is_empty()).then_some(())
-    })
-    .await;
-    let still = all_bound(&elsewhere, "default", "llm-", 3, 10).await;
-    assert_eq!(still, placed, "the new copy is untouched");
     for t in ctl {
         t.abort();
     }

@@ -102,6 +102,35 @@ impl Checker {
         }
     }
 
+    /// Sets a cluster's taints.
+    pub fn cluster_taints(&mut self, name: &str, taints: Vec<Taint>) {
+        if let Some(c) = self.clusters.get_mut(name) {
+            c.taints = taints;
+        }
+    }
+
+    /// A job may no longer use `cluster` (failover took it away), or may again.
+    pub fn exclude(&mut self, job: &str, cluster: &str, excluded: bool) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        j.policy.exclude.retain(|c| c != cluster);
+        if excluded {
+            j.policy.exclude.push(cluster.to_string());
+        }
+    }
+
+    /// A pod of `job` is set aside under a new name (`ghost`): it still holds its node, but
+    /// is no longer the job's.
+    pub fn ghost(&mut self, job: &str, pod: &str, ghost: &str) {
+        if let Some(r) = self.pod_req.remove(pod) {
+            self.pod_req.insert(ghost.to_string(), r);
+        }
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.placed.remove(pod);
+        }
+    }
+
     /// Registers a node with its capacity.
     pub fn node(&mut self, cluster: &str, node: &str, capacity: &[(String, String)]) {
         let key = (cluster.to_string(), node.to_string());

@@ -12,7 +12,9 @@
 //! | `engine.rs` | this loop, and arrivals: the job controller turns each job into a gang |
 //! | `executor.rs` | sessions and their decisions: binds, evictions, PodGroup phases |
 //! | `kubelet.rs` | pods start, run, finish, release their nodes |
-//! | `faults.rs` | faults and recovery, and the controllers' stand-in rule for what they hit |
+//! | `faults.rs` | faults and recovery as they happen to a member, and its node lifecycle |
+//! | `members.rs` | members as the control plane sees them: probes, Ready, taints |
+//! | `failover.rs` | the taint manager, old copies set aside, graceful eviction, measures |
 //! | `jobs.rs` | Volcano Jobs, run by the job controller's own passes |
 
 use std::cmp::Reverse;
@@ -20,7 +22,6 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tephra_controllers::requeue_on_fault;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 
@@ -103,9 +104,20 @@ impl<'s> Sim<'s> {
             nodes: BTreeMap::new(),
             clusters: BTreeMap::new(),
             down_nodes: BTreeMap::new(),
+            members: BTreeMap::new(),
+            timings: crate::members::Timings::from_def(&scenario.failover),
+            bindings: HashMap::new(),
+            failover_records: Vec::new(),
+            open_faults: BTreeMap::new(),
+            fault_records: BTreeMap::new(),
             wall: Instant::now(),
         };
         sim.build_fleet()?;
+        sim.members = crate::members::members(
+            sim.clusters
+                .iter()
+                .map(|(n, c)| (n.as_str(), c.taints.as_slice())),
+        );
         sim.build_queues()?;
         let manifest_classes = std::mem::take(&mut sim.sources.classes);
         for (name, value) in scenario
@@ -239,6 +251,9 @@ impl<'s> Sim<'s> {
                 break;
             }
             self.now = t;
+            if self.held(&ev) {
+                continue;
+            }
             match ev {
                 Ev::Arrival => {
                     while self.sources.peek().is_some_and(|a| a <= self.now) {
@@ -263,6 +278,10 @@ impl<'s> Sim<'s> {
                 }
                 Ev::Fault(i) => self.fault(i, true, out)?,
                 Ev::FaultEnd(i) => self.fault(i, false, out)?,
+                Ev::Probe(c) => self.probe(&c, out)?,
+                Ev::Taints(c) => self.taints_pass(&c, out)?,
+                Ev::Eviction(job) => self.evictions(&job, out)?,
+                Ev::GhostGone(job, name) => self.ghost_gone(&job, &name, out)?,
             }
             if last_progress.elapsed().as_millis() >= 200 {
                 last_progress = Instant::now();
@@ -302,6 +321,7 @@ impl<'s> Sim<'s> {
             .collect();
         let running = started.len() as u64;
         let pending = self.jobs.len() as u64 - running;
+        let failover = self.failover_report();
         let mut report = self.stats.finish(
             &self.scenario.source,
             self.scenario.run.seed,
@@ -313,7 +333,7 @@ impl<'s> Sim<'s> {
         );
         report.trace_skipped = self.sources.skipped();
         report.notes = self.sources.notes();
-        report.notes.push(requeue_on_fault::note());
+        report.failover = failover;
         report.notes.extend(
             self.config
                 .warnings

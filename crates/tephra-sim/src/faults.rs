@@ -1,40 +1,51 @@
-//! Faults: a cluster unreachable or not ready, nodes down, and recovery. What a fault does to
-//! the gangs it hits is the controllers' stand-in rule
-//! ([`tephra_controllers::requeue_on_fault`]); here the fleet changes and the rule is carried
-//! out.
+//! Faults, as they happen to a member (its truth): a cluster cut off (`unreachable`: its API
+//! server does not answer, its pods run on unheard), a cluster whose `/readyz` answers not ok
+//! (`notready`: its pods run and report), nodes down, and recovery. What the control plane
+//! makes of a cluster fault is the failover chain's to decide ([`crate::members`],
+//! [`crate::failover`]), never this file's.
+//!
+//! A node that goes down is the member's own business: its kubelet stops, its pods fail, and a
+//! gang that lost a pod is restarted whole (its pods go back to Pending and its PodGroup to
+//! Inqueue), as Volcano's default policy restarts a Job whose pod is evicted.
 
-use tephra_controllers::requeue_on_fault;
+use std::collections::BTreeSet;
+
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::NodeSpec;
 
-use crate::checker::NodeKey;
 use crate::error::SimError;
 use crate::record::Record;
 use crate::scenario::FaultKind;
 use crate::state::{Ev, PodState, Sim};
 
 impl Sim<'_> {
-    /// Applies the stand-in failover rule to a fault that took away the nodes `lost` holds.
-    fn requeue_on(
+    /// The pods on `lost` nodes fail, and each gang that had one there restarts whole.
+    fn node_lifecycle(
         &mut self,
-        lost: &dyn Fn(&NodeKey) -> bool,
-        reason: &str,
+        cluster: &str,
+        lost: &[String],
+        fault: usize,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let hit = requeue_on_fault::gangs_to_requeue(
-            self.pods
-                .values()
-                .filter(|p| matches!(p.state, PodState::Bound | PodState::Running))
-                .filter_map(|p| p.node.as_ref().map(|n| (p.job.as_str(), n))),
-            lost,
-        );
+        let hit: BTreeSet<String> = self
+            .pods
+            .values()
+            .filter(|p| matches!(p.state, PodState::Bound | PodState::Running))
+            .filter(|p| {
+                p.node
+                    .as_ref()
+                    .is_some_and(|(c, n)| c == cluster && lost.contains(n))
+            })
+            .map(|p| p.job.clone())
+            .collect();
+        let reason = format!("node(s) down in cluster {cluster}; the gang restarts whole");
         for job_key in hit {
-            let Some(j) = self.jobs.get(&job_key) else {
+            let Some(pods) = self.jobs.get(&job_key).map(|j| j.pods.clone()) else {
                 continue;
             };
-            let pods = j.pods.clone();
+            self.fault_restarted(fault, &job_key);
             for pod in pods {
-                self.evict_pod(&pod, &requeue_on_fault::reason(reason), "fault", out)?;
+                self.evict_pod(&pod, &reason, "fault", out)?;
             }
             // A Volcano Job's controller decides what its evicted pods mean.
             if !self.is_volcano(&job_key) {
@@ -45,32 +56,13 @@ impl Sim<'_> {
         Ok(())
     }
 
-    fn set_cluster_ready(&mut self, name: &str, ready: bool) -> Result<(), SimError> {
-        let Some(c) = self.clusters.get_mut(name) else {
-            return Ok(());
-        };
-        c.ready = ready;
-        let c = c.clone();
-        self.checker.cluster_ready(name, ready);
-        self.apply(Event::ClusterUpsert(c))
-    }
-
     fn set_node_ready(&mut self, cluster: &str, node: &str, ready: bool) -> Result<(), SimError> {
-        let Some(cap) = self
-            .nodes
-            .get(cluster)
-            .and_then(|ns| ns.iter().find(|(n, _)| n == node))
-            .map(|(_, c)| c.clone())
-        else {
-            return Ok(());
-        };
         let Some(id) = self.cache.world().node_id(cluster, node) else {
             return Ok(());
         };
         let Some(spec) = self.cache.world().nodes.get(id).map(|n| n.spec.clone()) else {
             return Ok(());
         };
-        let _ = cap;
         self.checker.node_ready(cluster, node, ready);
         self.apply(Event::NodeUpsert(NodeSpec { ready, ..spec }))
     }
@@ -86,6 +78,18 @@ impl Sim<'_> {
             (Some(n), _) => all.into_iter().filter(|x| x == n).collect(),
             (None, Some(c)) => all.into_iter().take(c).collect(),
             (None, None) => Vec::new(),
+        }
+    }
+
+    /// Changes the count of faults of `kind` in force on `cluster` by `delta`.
+    fn member_fault(&mut self, cluster: &str, kind: FaultKind, delta: i32) {
+        if let Some(m) = self.members.get_mut(cluster) {
+            let n = match kind {
+                FaultKind::Unreachable => &mut m.unreachable,
+                FaultKind::Notready => &mut m.notready,
+                _ => return,
+            };
+            *n = n.saturating_add_signed(delta);
         }
     }
 
@@ -105,6 +109,9 @@ impl Sim<'_> {
         if !begin || f.kind == FaultKind::Recover {
             // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
             out(&Record::fault("recover", self.now, &f.cluster, None, kind));
+            if let Some(r) = self.fault_records.get(&i).copied() {
+                self.fault_closed(r);
+            }
             match f.kind {
                 FaultKind::NodeDown => {
                     for n in self.fault_nodes(i) {
@@ -123,35 +130,48 @@ impl Sim<'_> {
                         }
                     }
                 }
-                _ => {
-                    self.set_cluster_ready(&f.cluster, true)?;
+                FaultKind::Recover => {
+                    if let Some(m) = self.members.get_mut(&f.cluster) {
+                        m.unreachable = 0;
+                        m.notready = 0;
+                    }
                     let downs: Vec<String> = self
                         .down_nodes
                         .keys()
                         .filter(|(c, _)| *c == f.cluster)
                         .map(|(_, n)| n.clone())
                         .collect();
-                    if f.kind == FaultKind::Recover {
-                        for n in downs {
-                            self.down_nodes.remove(&(f.cluster.clone(), n.clone()));
-                            self.set_node_ready(&f.cluster, &n, true)?;
-                        }
+                    for n in downs {
+                        self.down_nodes.remove(&(f.cluster.clone(), n.clone()));
+                        self.set_node_ready(&f.cluster, &n, true)?;
                     }
+                    // The faults it ended are over.
+                    let open: Vec<usize> = self
+                        .fault_records
+                        .iter()
+                        .filter(|(fi, _)| self.faults[**fi].cluster == f.cluster)
+                        .map(|(_, r)| *r)
+                        .collect();
+                    for r in open {
+                        self.fault_closed(r);
+                    }
+                    self.member_changed(&f.cluster)?;
+                }
+                kind => {
+                    self.member_fault(&f.cluster, kind, -1);
+                    self.member_changed(&f.cluster)?;
                 }
             }
             self.mark_dirty();
             return Ok(());
         }
+        let record = self.fault_opened(&f.cluster, kind);
+        self.fault_records.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {
                 out(&Record::fault("fault", self.now, &f.cluster, None, kind));
-                self.set_cluster_ready(&f.cluster, false)?;
-                let cluster = f.cluster.clone();
-                self.requeue_on(
-                    &|n: &(String, String)| n.0 == cluster,
-                    &format!("cluster {} {kind}", f.cluster),
-                    out,
-                )?;
+                self.member_fault(&f.cluster, f.kind, 1);
+                self.member_changed(&f.cluster)?;
             }
             FaultKind::NodeDown => {
                 let nodes = self.fault_nodes(i);
@@ -163,12 +183,7 @@ impl Sim<'_> {
                         .or_insert(0) += 1;
                     self.set_node_ready(&f.cluster, n, false)?;
                 }
-                let cluster = f.cluster.clone();
-                self.requeue_on(
-                    &|x: &(String, String)| x.0 == cluster && nodes.contains(&x.1),
-                    &format!("node(s) down in cluster {}", f.cluster),
-                    out,
-                )?;
+                self.node_lifecycle(&f.cluster, &nodes, record, out)?;
             }
             FaultKind::Recover => {}
         }
@@ -176,5 +191,23 @@ impl Sim<'_> {
             self.push(self.now + d.0, Ev::FaultEnd(i));
         }
         Ok(())
+    }
+
+    /// Whether a pod event must wait for its member to answer (held, see
+    /// [`crate::members`]): returns true when it was held.
+    pub(crate) fn held(&mut self, ev: &Ev) -> bool {
+        let pod = match ev {
+            Ev::Start(p, _) | Ev::Finish(p, _) | Ev::Released(p, _) => p,
+            _ => return false,
+        };
+        let Some(cluster) = self
+            .pods
+            .get(pod)
+            .and_then(|p| p.node.as_ref())
+            .map(|(c, _)| c.clone())
+        else {
+            return false;
+        };
+        self.hold_if_cut_off(&cluster, ev)
     }
 }

@@ -480,6 +480,14 @@ impl Sim<'_> {
                         false,
                     )]);
                 }
+                PodChange::Replaced => {
+                    status.phase = Some("Pending".into());
+                    status.start_time = None;
+                    status.container_statuses = None;
+                    if let Some(spec) = pod.spec.as_mut() {
+                        spec.node_name = None;
+                    }
+                }
                 PodChange::Evicted => {
                     pod.metadata.deletion_timestamp = Some(now.clone());
                     status
@@ -515,6 +523,7 @@ impl Sim<'_> {
             .map_or(pod_key, |(_, n)| n)
             .to_string();
         self.remove_pod(&job, pod_key, &name, out)?;
+        self.failover_job_changed(&job, out)?;
         self.job_pass(&job, out)
     }
 }
@@ -526,6 +535,8 @@ pub(crate) enum PodChange {
     Bound,
     /// Running.
     Started,
+    /// Its gang moved off its member: it waits to be placed again ([`crate::failover`]).
+    Replaced,
     /// Exited with this code.
     Finished(i32),
     /// Being evicted (preemption, reclaim, a fault).

@@ -45,7 +45,7 @@ impl Sim<'_> {
         if self.is_volcano(&job_key) {
             self.pod_changed(pod, PodChange::Started, out)?;
         }
-        Ok(())
+        self.failover_job_changed(&job_key, out)
     }
 
     pub(crate) fn finish(
@@ -89,6 +89,7 @@ impl Sim<'_> {
             &request,
             (code != 0).then(|| format!("exit code {code}")),
         ));
+        self.failover_job_changed(&job_key, out)?;
         if self.is_volcano(&job_key) {
             self.mark_dirty();
             return self.pod_changed(pod, PodChange::Finished(code), out);
@@ -199,6 +200,6 @@ impl Sim<'_> {
             self.requeue_group(&job_key)?;
         }
         self.mark_dirty();
-        Ok(())
+        self.failover_job_changed(&job_key, out)
     }
 }

@@ -225,7 +225,7 @@ impl Stats {
         self.sample(t);
     }
 
-    /// A pod was evicted, by a fault (`fault`), `preempt` or `reclaim`.
+    /// A pod was evicted: by a node fault (`fault`), `failover`, `preempt` or `reclaim`.
     pub fn evicted(&mut self, kind: &'static str) {
         self.evicted += 1;
         *self.evicted_by.entry(kind).or_insert(0) += 1;
@@ -403,6 +403,7 @@ impl Stats {
                 preempted: self.evicted_by.get("preempt").copied().unwrap_or(0),
                 reclaimed: self.evicted_by.get("reclaim").copied().unwrap_or(0),
                 lost_to_faults: self.evicted_by.get("fault").copied().unwrap_or(0),
+                moved_by_failover: self.evicted_by.get("failover").copied().unwrap_or(0),
             },
             invariants,
             scheduler: SchedulerReport {
@@ -438,6 +439,7 @@ impl Stats {
             notes: Vec::new(),
             trace_skipped: BTreeMap::new(),
             violations: Vec::new(),
+            failover: crate::failover::FailoverReport::default(),
             explain: Vec::new(),
             series: self.samples,
             wait_histogram: wait_all,
@@ -476,6 +478,8 @@ pub struct Report {
     pub trace_skipped: BTreeMap<String, BTreeMap<String, u64>>,
     /// The first violations, described.
     pub violations: Vec<String>,
+    /// Each fault and what the failover chain made of it.
+    pub failover: crate::failover::FailoverReport,
     /// With `--explain JOB`: that job's history (submission, each new reason, binds,
     /// evictions, completion), one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -580,8 +584,10 @@ pub struct Pods {
     pub preempted: u64,
     /// Evicted by reclaim (across queues, back to deserved shares).
     pub reclaimed: u64,
-    /// Evicted because their cluster or node failed.
+    /// Evicted because their node failed (the gang restarts).
     pub lost_to_faults: u64,
+    /// Set aside because failover moved their gang to another cluster.
+    pub moved_by_failover: u64,
 }
 
 /// Scheduler cost.

@@ -26,6 +26,15 @@ pub(crate) type Quantities = Vec<(String, String)>;
 pub(crate) enum Ev {
     Fault(usize),
     FaultEnd(usize),
+    /// The cluster status controller probes a member.
+    Probe(String),
+    /// The cluster controller looks at a member's taints again (a NoExecute taint or a
+    /// toleration falls due).
+    Taints(String),
+    /// Graceful eviction looks at a job again.
+    Eviction(String),
+    /// An old copy's pod (job, ghost name) finished terminating.
+    GhostGone(String, String),
     Released(String, u32),
     Finish(String, u32),
     Start(String, u32),
@@ -117,6 +126,15 @@ pub struct Sim<'s> {
     pub(crate) nodes: BTreeMap<String, Vec<(String, Quantities)>>,
     pub(crate) clusters: BTreeMap<String, Cluster>,
     pub(crate) down_nodes: BTreeMap<(String, String), u32>,
+    /// The members as the control plane sees them ([`crate::members`]).
+    pub(crate) members: BTreeMap<String, crate::members::Member>,
+    pub(crate) timings: crate::members::Timings,
+    /// Failover of each job that moved ([`crate::failover`]).
+    pub(crate) bindings: HashMap<String, crate::failover::Binding>,
+    /// Each fault's measures, the open one of each cluster, and each fault's record.
+    pub(crate) failover_records: Vec<crate::failover::FaultReport>,
+    pub(crate) open_faults: BTreeMap<String, usize>,
+    pub(crate) fault_records: BTreeMap<usize, usize>,
     pub(crate) wall: Instant,
 }
 

@@ -60,6 +60,9 @@ pub struct Toleration {
     pub value: String,
     /// Effect; `None` tolerates every effect.
     pub effect: Option<TaintEffect>,
+    /// `tolerationSeconds`: how long a NoExecute taint is tolerated once added (`None`: for
+    /// good). Placement ignores it; the taint manager reads it.
+    pub seconds: Option<i64>,
 }
 
 impl Toleration {

@@ -26,6 +26,9 @@ pub struct Scenario {
     /// Scheduler settings.
     #[serde(default)]
     pub scheduler: SchedulerDef,
+    /// The failover chain's settings (the controller-manager's and scheduler's flags).
+    #[serde(default)]
+    pub failover: FailoverDef,
     /// Run settings.
     #[serde(default)]
     pub run: RunDef,
@@ -116,6 +119,10 @@ pub struct TolerationDef {
     /// Effect.
     #[serde(default)]
     pub effect: Option<Effect>,
+    /// For a NoExecute cluster taint: how long the job stays once it is added (absent: for
+    /// good).
+    #[serde(default, rename = "tolerationSeconds")]
+    pub toleration_seconds: Option<i64>,
 }
 
 /// A pool of identical nodes, named `<cluster>-<pool>-<index>`.
@@ -606,6 +613,57 @@ pub struct RunDef {
     /// How long a preempted or reclaimed pod takes to terminate, holding its node.
     #[serde(default = "default_grace")]
     pub eviction_grace_period: Dur,
+}
+
+/// The failover chain's settings, with the runtime's defaults.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FailoverDef {
+    /// How often each member's health is probed (`--cluster-status-update-frequency`).
+    #[serde(default = "default_probe")]
+    pub cluster_status_update_frequency: Dur,
+    /// How long a failing probe must hold before Ready turns False or Unknown.
+    #[serde(default = "default_threshold")]
+    pub cluster_failure_threshold: Dur,
+    /// How long a passing probe must hold before Ready turns True again.
+    #[serde(default = "default_threshold")]
+    pub cluster_success_threshold: Dur,
+    /// How long Ready stays False or Unknown before the NoExecute taint joins
+    /// (`--no-execute-taint-grace`).
+    #[serde(default = "default_no_execute")]
+    pub no_execute_taint_grace: Dur,
+    /// The longest wait for a new placement before the old copy goes
+    /// (`--graceful-eviction-timeout`).
+    #[serde(default = "default_eviction_timeout")]
+    pub graceful_eviction_timeout: Dur,
+}
+
+impl Default for FailoverDef {
+    fn default() -> Self {
+        Self {
+            cluster_status_update_frequency: default_probe(),
+            cluster_failure_threshold: default_threshold(),
+            cluster_success_threshold: default_threshold(),
+            no_execute_taint_grace: default_no_execute(),
+            graceful_eviction_timeout: default_eviction_timeout(),
+        }
+    }
+}
+
+fn default_probe() -> Dur {
+    Dur(10_000)
+}
+
+fn default_threshold() -> Dur {
+    Dur(30_000)
+}
+
+fn default_no_execute() -> Dur {
+    Dur(300_000)
+}
+
+fn default_eviction_timeout() -> Dur {
+    Dur(600_000)
 }
 
 impl Default for RunDef {

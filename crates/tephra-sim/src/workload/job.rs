@@ -178,6 +178,7 @@ pub fn policy(def: Option<&PolicyDef>) -> JobPolicy {
             exists: t.operator.as_deref() == Some("Exists"),
             value: t.value.clone(),
             effect: t.effect.map(effect),
+            seconds: t.toleration_seconds,
         })
         .collect();
     p

@@ -1,0 +1,709 @@
+//! Failover in the simulator, through the controllers' own decisions: the taint manager
+//! ([`tephra_controllers::taint_manager`]) takes a cluster with an untolerated NoExecute taint
+//! from a job and adds a graceful-eviction task; the job's copy there is set aside as ghosts
+//! (pods of no job that still hold their nodes, as the scheduler runtime keeps them), its pods
+//! are declared again and its PodGroup excludes the cluster, so the session places the whole
+//! gang elsewhere; graceful eviction ([`tephra_controllers::graceful_eviction`]) says when the
+//! old copy may go, and it terminates over the grace period once its member answers.
+//!
+//! The new copy starts over: the simulator has no checkpoints, and a ghost's work is lost.
+//!
+//! Each fault is measured for `report.json`'s `failover` section: when it was detected, how
+//! many jobs moved, when every moved gang ran whole again, how long two copies of a gang ran
+//! at once (while the old member answered, and while it was cut off), and jobs lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Toleration as K8sToleration;
+use serde::Serialize;
+use tephra_api::work::{
+    GracefulEvictionTask, ObjectReference, ResourceBinding, ResourceBindingSpec, TargetCluster,
+};
+use tephra_controllers::graceful_eviction::{NewPlacement, Verdict, assess};
+use tephra_controllers::taint_manager::{self, EvictionDefaults};
+use tephra_scheduler::cache::Event;
+use tephra_scheduler::model::{PodSpec, TaskStatus, Toleration};
+
+use crate::error::SimError;
+use crate::jobs::PodChange;
+use crate::record::Record;
+use crate::state::{Ev, PodState, Sim};
+
+/// An old copy's pod, set aside.
+#[derive(Clone, Debug)]
+pub(crate) struct Ghost {
+    /// The cache's name for it (`<pod>~<cluster>`).
+    name: String,
+    namespace: String,
+    cluster: String,
+    node: (String, String),
+    gpus: i64,
+    cpu_milli: i64,
+    started_ms: i64,
+    /// It was running when set aside (it runs on until it is deleted).
+    running: bool,
+    /// Its deletion has reached the member: it is terminating.
+    terminating: bool,
+}
+
+/// A job's binding as failover sees it: its graceful-eviction tasks and old copies.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Binding {
+    tasks: Vec<GracefulEvictionTask>,
+    ghosts: Vec<Ghost>,
+    /// Clusters failover excludes from the job's PodGroup while their tasks last.
+    excluded: BTreeSet<String>,
+    /// The fault that moved it (index into the records), and when its new copy ran whole.
+    fault: Option<usize>,
+    back_at: Option<i64>,
+    /// Since when two copies run at once, and whether the old one's member answered then.
+    both_since: Option<(i64, bool)>,
+}
+
+/// One fault, measured.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FaultReport {
+    /// The member.
+    pub cluster: String,
+    /// `unreachable`, `notready`, `node-down` or `recover`.
+    pub kind: String,
+    /// When it began, in simulated seconds.
+    pub at_s: f64,
+    /// When it ended, if it did.
+    pub ended_s: Option<f64>,
+    /// From the fault to the Ready condition leaving True (cluster faults), in seconds; 0 when
+    /// it had already left True for another fault, absent when the fault ended first.
+    pub detection_delay_s: Option<f64>,
+    /// Gangs moved to another member (cluster faults), or restarted by the member's node
+    /// lifecycle (node-down).
+    pub jobs_moved: u64,
+    /// From the fault until every moved gang ran whole again, in seconds (absent: some
+    /// never did before the run ended, or none moved).
+    pub all_running_again_s: Option<f64>,
+    /// Seconds two copies of a gang ran at once while the old member answered.
+    pub duplicate_gang_s: f64,
+    /// Of those, seconds beyond the pods' termination grace period. Must be 0.
+    pub duplicate_beyond_grace_s: f64,
+    /// Seconds two copies ran while the old member was cut off (its copy cannot be stopped
+    /// until it answers).
+    pub cut_off_overlap_s: f64,
+    /// Moved jobs that ended neither finished, nor running, nor waiting. Must be 0.
+    pub lost_jobs: u64,
+    #[serde(skip)]
+    moved: BTreeSet<String>,
+    #[serde(skip)]
+    at_ms: i64,
+}
+
+/// The `failover` section of `report.json`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FailoverReport {
+    /// The chain's settings: probe period, thresholds, NoExecute grace, eviction timeout (s).
+    pub settings: BTreeMap<String, f64>,
+    /// Each fault, in time order.
+    pub faults: Vec<FaultReport>,
+    /// Jobs moved, over all faults.
+    pub jobs_moved: u64,
+    /// The longest detection delay, in seconds.
+    pub max_detection_delay_s: Option<f64>,
+    /// The longest time until every moved gang ran again, in seconds.
+    pub max_all_running_again_s: Option<f64>,
+    /// Duplicate-gang seconds while both members answered, and beyond the grace (must be 0).
+    pub duplicate_gang_s: f64,
+    /// See [`FaultReport::duplicate_beyond_grace_s`].
+    pub duplicate_beyond_grace_s: f64,
+    /// Jobs lost, over all faults (must be 0).
+    pub lost_jobs: u64,
+}
+
+fn k8s_toleration(t: &Toleration) -> K8sToleration {
+    K8sToleration {
+        key: (!t.key.is_empty()).then(|| t.key.clone()),
+        operator: Some(if t.exists { "Exists" } else { "Equal" }.into()),
+        value: (!t.value.is_empty()).then(|| t.value.clone()),
+        effect: t.effect.map(|e| e.as_str().to_string()),
+        toleration_seconds: t.seconds,
+    }
+}
+
+impl Sim<'_> {
+    /// Opens a fault's record; returns its index. A cluster fault on a member whose Ready
+    /// condition already says it is unhealthy (another fault) counts as detected at once.
+    pub(crate) fn fault_opened(&mut self, cluster: &str, kind: &str) -> usize {
+        let known = kind != "node-down"
+            && self
+                .members
+                .get(cluster)
+                .and_then(|m| m.ready.as_ref())
+                .is_some_and(|c| c.status != "True");
+        self.failover_records.push(FaultReport {
+            cluster: cluster.to_string(),
+            kind: kind.to_string(),
+            at_s: self.now as f64 / 1000.0,
+            at_ms: self.now,
+            detection_delay_s: known.then_some(0.0),
+            ..FaultReport::default()
+        });
+        let i = self.failover_records.len() - 1;
+        if kind != "node-down" {
+            self.open_faults.insert(cluster.to_string(), i);
+        }
+        i
+    }
+
+    pub(crate) fn fault_closed(&mut self, i: usize) {
+        if let Some(r) = self.failover_records.get_mut(i)
+            && r.ended_s.is_none()
+        {
+            r.ended_s = Some(self.now as f64 / 1000.0);
+        }
+    }
+
+    /// A node-down fault restarted `job` whole.
+    pub(crate) fn fault_restarted(&mut self, i: usize, job: &str) {
+        if let Some(r) = self.failover_records.get_mut(i)
+            && r.moved.insert(job.to_string())
+        {
+            r.jobs_moved += 1;
+        }
+    }
+
+    /// The Ready condition of `cluster` turned `status`: the open fault there is detected.
+    pub(crate) fn detected(&mut self, cluster: &str, status: &str) {
+        if status == "True" {
+            return;
+        }
+        let now = self.now;
+        if let Some(r) = self
+            .open_faults
+            .get(cluster)
+            .and_then(|i| self.failover_records.get_mut(*i))
+            && r.detection_delay_s.is_none()
+        {
+            r.detection_delay_s = Some((now - r.at_ms) as f64 / 1000.0);
+        }
+    }
+
+    /// The jobs with a pod bound or running in `cluster`, and where each runs.
+    fn jobs_in(&self, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for p in self.pods.values() {
+            if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
+                out.entry(p.job.clone()).or_default().insert(c.clone());
+            }
+        }
+        out.retain(|_, cs| cs.contains(cluster));
+        out
+    }
+
+    /// The taint manager's pass over the jobs running in `cluster`.
+    pub(crate) fn taint_manager(
+        &mut self,
+        cluster: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let no_execute = self
+            .cluster_taints(cluster)
+            .is_some_and(|ts| ts.iter().any(|t| t.effect == "NoExecute"));
+        if !no_execute {
+            return Ok(());
+        }
+        for (job, clusters) in self.jobs_in(cluster) {
+            let Some(j) = self.jobs.get(&job) else {
+                continue;
+            };
+            let tolerations: Vec<K8sToleration> = j
+                .group
+                .policy
+                .tolerations
+                .iter()
+                .map(k8s_toleration)
+                .collect();
+            let (ns, name) = job.split_once('/').unwrap_or(("default", &job));
+            let mut rb = ResourceBinding::new(
+                name,
+                ResourceBindingSpec {
+                    resource: ObjectReference {
+                        api_version: "scheduling.volcano.sh/v1beta1".into(),
+                        kind: "PodGroup".into(),
+                        namespace: Some(ns.to_string()),
+                        name: name.to_string(),
+                        uid: None,
+                    },
+                    clusters: clusters
+                        .iter()
+                        .map(|c| TargetCluster {
+                            name: c.clone(),
+                            tasks: BTreeMap::new(),
+                        })
+                        .collect(),
+                    graceful_eviction_tasks: self
+                        .bindings
+                        .get(&job)
+                        .map(|b| b.tasks.clone())
+                        .unwrap_or_default(),
+                    reschedule_triggered_at: None,
+                },
+            );
+            rb.metadata.namespace = Some(ns.to_string());
+            let d = taint_manager::decide(
+                &rb,
+                |c| self.cluster_taints(c),
+                &tolerations,
+                self.now,
+                EvictionDefaults::default(),
+            );
+            if let Some(at) = d.wake_ms {
+                self.push(at, Ev::Taints(cluster.to_string()));
+            }
+            if let Some(next) = d.binding {
+                let tasks = next.spec.graceful_eviction_tasks;
+                for c in &d.evicted {
+                    self.move_off(&job, c, tasks.clone(), out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `cluster` from `job`: its copy there becomes ghosts, its pods wait to be placed
+    /// again, and its PodGroup excludes the cluster.
+    fn move_off(
+        &mut self,
+        job: &str,
+        cluster: &str,
+        tasks: Vec<GracefulEvictionTask>,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let Some(j) = self.jobs.get(job) else {
+            return Ok(());
+        };
+        let queue = j.queue.clone();
+        let pods: Vec<String> = j
+            .pods
+            .iter()
+            .filter(|k| {
+                self.pods.get(*k).is_some_and(|p| {
+                    matches!(p.state, PodState::Bound | PodState::Running)
+                        && p.node.as_ref().is_some_and(|(c, _)| c == cluster)
+                })
+            })
+            .cloned()
+            .collect();
+        let fault = self.open_faults.get(cluster).copied();
+        let b = self.bindings.entry(job.to_string()).or_default();
+        b.tasks = tasks;
+        b.fault = fault;
+        b.back_at = None;
+        if let Some(r) = fault.and_then(|i| self.failover_records.get_mut(i))
+            && r.moved.insert(job.to_string())
+        {
+            r.jobs_moved += 1;
+        }
+        let why = format!(
+            "cluster {cluster} has a NoExecute taint the job does not tolerate; its gang moves (TaintManager)"
+        );
+        self.explain(job, || why.clone());
+        for key in pods {
+            let Some(p) = self.pods.get_mut(&key) else {
+                continue;
+            };
+            let node = p.node.take().unwrap_or_default();
+            let running = p.state == PodState::Running;
+            p.state = PodState::Pending;
+            p.generation += 1;
+            let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
+            let ghost = Ghost {
+                name: format!("{name}~{cluster}"),
+                namespace: ns.to_string(),
+                cluster: cluster.to_string(),
+                node: node.clone(),
+                gpus: p.gpus,
+                cpu_milli: p.cpu_milli,
+                started_ms: p.started_ms,
+                running,
+                terminating: false,
+            };
+            let mut shape = (*p.shape).clone();
+            shape.preemptable = false;
+            let spec = PodSpec {
+                namespace: ghost.namespace.clone(),
+                name: ghost.name.clone(),
+                group: None,
+                shape: std::sync::Arc::new(shape),
+                index: p.index,
+                status: if running {
+                    TaskStatus::Running
+                } else {
+                    TaskStatus::Bound
+                },
+                placement: Some(node.clone()),
+                created: 0,
+            };
+            let request = p.request.clone();
+            self.stats.evicted("failover");
+            out(&Record::pod(
+                "evict",
+                self.now,
+                job,
+                &queue,
+                &key,
+                &node,
+                &request,
+                Some(why.clone()),
+            ));
+            self.apply(Event::PodDelete {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            })?;
+            self.apply(Event::PodUpsert(spec))?;
+            self.checker
+                .ghost(job, &key, &format!("{ns}/{}", ghost.name));
+            self.pod_event(&key, TaskStatus::Pending)?;
+            if running && let Some(j) = self.jobs.get_mut(job) {
+                j.started = j.started.saturating_sub(1);
+            }
+            if let Some(b) = self.bindings.get_mut(job) {
+                b.ghosts.push(ghost);
+            }
+            if self.is_volcano(job) {
+                self.pod_changed(&key, PodChange::Replaced, out)?;
+            }
+        }
+        if let Some(j) = self.jobs.get_mut(job) {
+            let policy = std::sync::Arc::make_mut(&mut j.group.policy);
+            if !policy.exclude.iter().any(|c| c == cluster) {
+                policy.exclude.push(cluster.to_string());
+                if let Some(b) = self.bindings.get_mut(job) {
+                    b.excluded.insert(cluster.to_string());
+                }
+            }
+        }
+        self.checker.exclude(job, cluster, true);
+        self.requeue_group(job)?;
+        if let Some(spec) = self.jobs.get(job).map(|j| j.group.clone()) {
+            self.apply(Event::PodGroupUpsert(spec))?;
+        }
+        self.mark_dirty();
+        self.evictions(job, out)
+    }
+
+    /// How `job` runs in its new placement.
+    fn new_placement(&self, job: &str) -> NewPlacement {
+        let Some(j) = self.jobs.get(job) else {
+            return NewPlacement {
+                clusters: 0,
+                running: 0,
+                min_member: 1,
+            };
+        };
+        let mut clusters = BTreeSet::new();
+        let mut running = 0u32;
+        for p in j.pods.iter().filter_map(|k| self.pods.get(k)) {
+            if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
+                clusters.insert(c.clone());
+                running += u32::from(p.state == PodState::Running);
+            }
+        }
+        NewPlacement {
+            clusters: clusters.len(),
+            running,
+            min_member: j.min,
+        }
+    }
+
+    /// Graceful eviction's pass over `job`'s tasks: old copies whose time has come are
+    /// deleted where their member answers; tasks whose copies are gone leave.
+    pub(crate) fn evictions(
+        &mut self,
+        job: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let Some(b) = self.bindings.get(job) else {
+            return Ok(());
+        };
+        let placement = self.new_placement(job);
+        let (now, timeout) = (self.now, self.timings.eviction_timeout_ms);
+        let tasks = b.tasks.clone();
+        let mut purge = Vec::new();
+        for task in &tasks {
+            match assess(task, placement, now, timeout) {
+                Verdict::Purge => purge.push(task.from_cluster.clone()),
+                Verdict::Wait { until_ms } => self.push(until_ms, Ev::Eviction(job.to_string())),
+                Verdict::Hold => {}
+            }
+        }
+        if placement.healthy()
+            && let Some(b) = self.bindings.get_mut(job)
+            && b.back_at.is_none()
+        {
+            b.back_at = Some(now);
+        }
+        for cluster in purge {
+            if !self.reachable(&cluster) {
+                continue;
+            }
+            let grace = self.grace;
+            let Some(b) = self.bindings.get_mut(job) else {
+                continue;
+            };
+            let mut gone = Vec::new();
+            for g in b.ghosts.iter_mut().filter(|g| g.cluster == cluster) {
+                if !g.terminating {
+                    g.terminating = true;
+                    gone.push(g.name.clone());
+                }
+            }
+            for name in gone {
+                if grace == 0 {
+                    self.ghost_gone(job, &name, out)?;
+                } else {
+                    self.push(now + grace, Ev::GhostGone(job.to_string(), name));
+                }
+            }
+            if self
+                .bindings
+                .get(job)
+                .is_some_and(|b| !b.ghosts.iter().any(|g| g.cluster == cluster))
+            {
+                self.task_done(job, &cluster)?;
+            }
+        }
+        self.both_copies(job);
+        Ok(())
+    }
+
+    /// The task evicting `job` from `cluster` is done (its old copy is gone): the task leaves
+    /// the binding, and the PodGroup may use the cluster again.
+    fn task_done(&mut self, job: &str, cluster: &str) -> Result<(), SimError> {
+        let Some(b) = self.bindings.get_mut(job) else {
+            return Ok(());
+        };
+        b.tasks.retain(|t| t.from_cluster != cluster);
+        if !b.excluded.remove(cluster) {
+            return Ok(());
+        }
+        self.checker.exclude(job, cluster, false);
+        if let Some(j) = self.jobs.get_mut(job) {
+            std::sync::Arc::make_mut(&mut j.group.policy)
+                .exclude
+                .retain(|c| c != cluster);
+            let spec = j.group.clone();
+            self.apply(Event::PodGroupUpsert(spec))?;
+            self.mark_dirty();
+        }
+        Ok(())
+    }
+
+    /// Graceful eviction's pass over every job with an old copy in `cluster` (it answers again).
+    pub(crate) fn evictions_in(&mut self, cluster: &str) -> Result<(), SimError> {
+        // In name order: the agenda's order must not depend on a hash map's.
+        let jobs: BTreeSet<String> = self
+            .bindings
+            .iter()
+            .filter(|(_, b)| b.ghosts.iter().any(|g| g.cluster == cluster))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for job in jobs {
+            self.push(self.now, Ev::Eviction(job));
+        }
+        Ok(())
+    }
+
+    /// A pod of `job` started, stopped or moved: graceful eviction and the measures look again.
+    pub(crate) fn failover_job_changed(
+        &mut self,
+        job: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if self.bindings.contains_key(job) {
+            self.evictions(job, out)?;
+        }
+        Ok(())
+    }
+
+    /// An old copy's pod finished terminating: it leaves its node.
+    pub(crate) fn ghost_gone(
+        &mut self,
+        job: &str,
+        name: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let Some(b) = self.bindings.get_mut(job) else {
+            return Ok(());
+        };
+        let Some(i) = b.ghosts.iter().position(|g| g.name == name) else {
+            return Ok(());
+        };
+        let g = b.ghosts.remove(i);
+        let cluster = g.cluster.clone();
+        if !b.ghosts.iter().any(|x| x.cluster == cluster) {
+            self.task_done(job, &cluster)?;
+        }
+        let queue = self
+            .jobs
+            .get(job)
+            .map(|j| j.queue.clone())
+            .unwrap_or_default();
+        self.checker
+            .released(job, &format!("{}/{}", g.namespace, g.name), false);
+        self.stats
+            .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.now);
+        if g.running {
+            self.stats.gpu_time(&queue, g.gpus, self.now - g.started_ms);
+        }
+        out(&Record::pod(
+            "delete",
+            self.now,
+            job,
+            &queue,
+            &format!("{}/{}", g.namespace, g.name),
+            &g.node,
+            &[],
+            Some(format!("old copy in {cluster} deleted (graceful eviction)")),
+        ));
+        self.apply(Event::PodDelete {
+            namespace: g.namespace,
+            name: g.name,
+        })?;
+        self.both_copies(job);
+        if self
+            .bindings
+            .get(job)
+            .is_some_and(|b| b.ghosts.is_empty() && b.tasks.is_empty())
+            && !self.jobs.contains_key(job)
+        {
+            self.bindings.remove(job);
+        }
+        self.mark_dirty();
+        Ok(())
+    }
+
+    /// Measures how long two copies of `job` run at once: the old one (its ghosts still
+    /// running, or terminating) and the new one, each at least the gang.
+    fn both_copies(&mut self, job: &str) {
+        let placement = self.new_placement(job);
+        let Some(b) = self.bindings.get(job) else {
+            return;
+        };
+        let min = placement.min_member.max(1) as usize;
+        let old: Vec<&Ghost> = b.ghosts.iter().filter(|g| g.running).collect();
+        let both = old.len() >= min && placement.running as usize >= min;
+        let answers = old.iter().all(|g| self.reachable(&g.cluster));
+        self.overlap(job, both.then_some(answers));
+    }
+
+    /// Two copies of `job` run from now (`Some`, with whether the old one's member answers),
+    /// or not (`None`); the time since the last change is counted.
+    fn overlap(&mut self, job: &str, state: Option<bool>) {
+        let now = self.now;
+        let grace = self.grace as f64 / 1000.0;
+        let Some(b) = self.bindings.get_mut(job) else {
+            return;
+        };
+        if b.both_since.map(|(_, a)| a) == state {
+            return;
+        }
+        let since = std::mem::replace(&mut b.both_since, state.map(|a| (now, a)));
+        let Some((t, answered)) = since else {
+            return;
+        };
+        let secs = (now - t) as f64 / 1000.0;
+        if let Some(r) = b.fault.and_then(|i| self.failover_records.get_mut(i)) {
+            if answered {
+                r.duplicate_gang_s += secs;
+                r.duplicate_beyond_grace_s += (secs - grace).max(0.0);
+            } else {
+                r.cut_off_overlap_s += secs;
+            }
+        }
+    }
+
+    /// The `failover` section, once the run ends.
+    pub(crate) fn failover_report(&mut self) -> FailoverReport {
+        let jobs: BTreeSet<String> = self.bindings.keys().cloned().collect();
+        for job in &jobs {
+            // Overlaps still open count up to the end of the run.
+            self.overlap(job, None);
+        }
+        let mut records = std::mem::take(&mut self.failover_records);
+        for r in &mut records {
+            let mut last_back: Option<i64> = Some(r.at_ms);
+            for job in &r.moved {
+                let back = self
+                    .bindings
+                    .get(job)
+                    .and_then(|b| b.back_at)
+                    .or_else(|| (!self.jobs.contains_key(job)).then_some(r.at_ms));
+                last_back = match (last_back, back) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+                if self.lost(job) {
+                    r.lost_jobs += 1;
+                }
+            }
+            r.all_running_again_s = last_back
+                .filter(|_| !r.moved.is_empty())
+                .map(|t| (t - r.at_ms) as f64 / 1000.0);
+        }
+        let t = self.timings;
+        let fmax = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        FailoverReport {
+            settings: BTreeMap::from([
+                (
+                    "clusterStatusUpdateFrequency_s".into(),
+                    t.probe_ms as f64 / 1000.0,
+                ),
+                (
+                    "clusterFailureThreshold_s".into(),
+                    t.thresholds.failure_ms as f64 / 1000.0,
+                ),
+                (
+                    "clusterSuccessThreshold_s".into(),
+                    t.thresholds.success_ms as f64 / 1000.0,
+                ),
+                (
+                    "noExecuteTaintGrace_s".into(),
+                    t.no_execute_ms as f64 / 1000.0,
+                ),
+                (
+                    "gracefulEvictionTimeout_s".into(),
+                    t.eviction_timeout_ms as f64 / 1000.0,
+                ),
+            ]),
+            jobs_moved: records.iter().map(|r| r.jobs_moved).sum(),
+            max_detection_delay_s: records.iter().map(|r| r.detection_delay_s).fold(None, fmax),
+            max_all_running_again_s: records
+                .iter()
+                .map(|r| r.all_running_again_s)
+                .fold(None, fmax),
+            duplicate_gang_s: records.iter().map(|r| r.duplicate_gang_s).sum(),
+            duplicate_beyond_grace_s: records.iter().map(|r| r.duplicate_beyond_grace_s).sum(),
+            lost_jobs: records.iter().map(|r| r.lost_jobs).sum(),
+            faults: records,
+        }
+    }
+
+    /// Whether a moved job is lost: still in flight, yet the scheduler holds no gang for it
+    /// or fewer pods than it has.
+    fn lost(&self, job: &str) -> bool {
+        let Some(j) = self.jobs.get(job) else {
+            return false;
+        };
+        let world = self.cache.world();
+        let group = format!("{}/{}", j.group.namespace, j.group.name);
+        let Some(w) = world.job_id(&group).and_then(|id| world.jobs.get(id)) else {
+            return true;
+        };
+        let live = j
+            .pods
+            .iter()
+            .filter(|k| self.pods.get(*k).is_some_and(|p| p.state != PodState::Done))
+            .count();
+        w.tasks.len() < live
+    }
+}

@@ -34,6 +34,15 @@ pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
 pub const PLANNED_CLUSTER: &str = "tephra.io/planned-cluster";
 /// Pod annotation: the node tephra planned the pod for; the extender binds it there.
 pub const PLANNED_NODE: &str = "tephra.io/planned-node";
+/// Pod annotation on a member's copy (`bindingMode: Extender`): its gang's minMember, for the
+/// extender's barrier.
+pub const GANG_MIN_MEMBER: &str = "tephra.io/gang-min-member";
+/// Pod annotation on a member's copy (`bindingMode: Extender`): its gang's per-role minimums,
+/// a JSON object.
+pub const GANG_MIN_TASK_MEMBER: &str = "tephra.io/gang-min-task-member";
+/// The scheduler name of a member's copy under `bindingMode: Extender`: the member's own
+/// kube-scheduler places it, through tephra's extender.
+pub const MEMBER_SCHEDULER: &str = "default-scheduler";
 /// Annotation on objects tephra created in a member: the control-plane object they come from.
 pub const SOURCE_OBJECT: &str = "tephra.io/source";
 /// Simulator annotation on a Job manifest: when it is submitted (a duration such as `10m`).

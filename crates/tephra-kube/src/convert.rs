@@ -124,6 +124,15 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
 
 /// Whether a pod is the scheduler's to place: its `schedulerName` is one of `ours`.
 pub fn is_ours(p: &Pod, ours: &[String]) -> bool {
+    // A member's copy of a pod tephra placed is tephra's whoever binds it (under
+    // `bindingMode: Extender`, the member's kube-scheduler does).
+    if p.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(tephra_api::well_known::PLANNED_CLUSTER))
+    {
+        return true;
+    }
     let name = p
         .spec
         .as_ref()

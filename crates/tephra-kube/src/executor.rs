@@ -303,10 +303,12 @@ impl Inner {
                 namespace,
                 node,
                 pod,
+                extender,
                 ..
             } => {
                 let deps = crate::deps::named(pod);
-                let pod = crate::writes::member_pod((**pod).clone(), cluster, node);
+                let pod =
+                    crate::writes::member_pod((**pod).clone(), cluster, node, extender.as_ref());
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
                 if deps != crate::deps::Deps::default() {
                     // The pod's ConfigMaps, Secrets and Service go first (and so its

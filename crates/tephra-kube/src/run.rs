@@ -601,6 +601,7 @@ impl Loop {
             &d,
             &|job| state.group(job).cloned(),
             &|pod| state.declared(pod).cloned(),
+            &|cluster, job| state.extender_plan(cluster, job),
             &stamp,
         );
         writes.extend(

@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
-use tephra_api::well_known::{PLANNED_CLUSTER, PLANNED_NODE};
+use tephra_api::well_known::{
+    GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, MEMBER_SCHEDULER, PLANNED_CLUSTER, PLANNED_NODE,
+};
 use tephra_api::work::{ObjectReference, TargetCluster};
 use tephra_api::{PodGroupStatus, ResourceBinding, ResourceBindingSpec};
 use tephra_scheduler::Decisions;
@@ -49,6 +51,8 @@ pub enum Write {
         /// The pod as declared on the control plane (the member's copy is made when the write
         /// runs: see [`member_pod`]).
         pod: Arc<Pod>,
+        /// Set when the member binds through its own kube-scheduler and tephra's extender.
+        extender: Option<ExtenderPlan>,
     },
     /// Report on a pod declared on the control plane how its member copy runs (`status`
     /// fields to merge: phase and a `PodScheduled` condition naming the cluster and node).
@@ -214,9 +218,20 @@ fn split(key: &str) -> (String, String) {
     }
 }
 
+/// What a member that binds through its own kube-scheduler (`bindingMode: Extender`) needs on
+/// each copy: the gang's minimums, for the extender's barrier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtenderPlan {
+    /// The gang's minMember.
+    pub min_member: i32,
+    /// Each role's minTaskMember.
+    pub min_task_member: BTreeMap<String, i32>,
+}
+
 /// The copy of a declared pod that a member runs: the same name, labels and annotations (plus
-/// the cluster and node it was planned on), bound to its node at creation.
-pub fn member_pod(mut p: Pod, cluster: &str, node: &str) -> Pod {
+/// the cluster and node it was planned on), bound to its node at creation; or, with
+/// `extender`, left for the member's kube-scheduler, which the extender steers to the node.
+pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&ExtenderPlan>) -> Pod {
     let meta = &mut p.metadata;
     meta.uid = None;
     meta.resource_version = None;
@@ -229,7 +244,19 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str) -> Pod {
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
     annotations.insert(PLANNED_CLUSTER.into(), cluster.into());
     annotations.insert(PLANNED_NODE.into(), node.into());
-    if let Some(spec) = p.spec.as_mut() {
+    if let Some(plan) = extender {
+        annotations.insert(GANG_MIN_MEMBER.into(), plan.min_member.to_string());
+        if !plan.min_task_member.is_empty() {
+            annotations.insert(
+                GANG_MIN_TASK_MEMBER.into(),
+                serde_json::to_string(&plan.min_task_member).unwrap_or_default(),
+            );
+        }
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = None;
+            spec.scheduler_name = Some(MEMBER_SCHEDULER.into());
+        }
+    } else if let Some(spec) = p.spec.as_mut() {
         spec.node_name = Some(node.into());
     }
     p.status = None;
@@ -411,6 +438,7 @@ impl Planner {
         d: &Decisions,
         seen: &dyn Fn(&str) -> Option<GroupSeen>,
         declared: &dyn Fn(&str) -> Option<Arc<Pod>>,
+        extender: &dyn Fn(&str, &str) -> Option<ExtenderPlan>,
         now: &Time,
     ) -> Vec<Write> {
         let mut out = Vec::new();
@@ -419,6 +447,7 @@ impl Planner {
             if let Some(p) = declared(&b.task) {
                 out.push(Write::Place {
                     pod: p,
+                    extender: extender(&b.cluster, &b.job),
                     node: b.node.clone(),
                     cluster: b.cluster.clone(),
                     namespace,
@@ -604,14 +633,17 @@ mod tests {
             }],
             ..Decisions::default()
         };
-        let first = p.plan(&d, &seen, &|_| None, &now());
+        let first = p.plan(&d, &seen, &|_| None, &|_, _| None, &now());
         assert_eq!(first.len(), 2, "{first:?}");
-        assert!(p.plan(&d, &seen, &|_| None, &now()).is_empty());
+        assert!(
+            p.plan(&d, &seen, &|_| None, &|_, _| None, &now())
+                .is_empty()
+        );
         let changed = Decisions {
             groups: vec![waiting("0/2 nodes are available")],
             ..d.clone()
         };
-        let again = p.plan(&changed, &seen, &|_| None, &now());
+        let again = p.plan(&changed, &seen, &|_| None, &|_, _| None, &now());
         assert_eq!(again.len(), 1, "only the status changed: {again:?}");
     }
 

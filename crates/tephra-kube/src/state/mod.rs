@@ -144,6 +144,20 @@ impl State {
         self.control = Some(control);
     }
 
+    /// What a copy of `job`'s pod in `cluster` needs when that member binds through its own
+    /// kube-scheduler and tephra's extender (`bindingMode: Extender`); `None` for Direct.
+    pub fn extender_plan(&self, cluster: &str, job: &str) -> Option<crate::writes::ExtenderPlan> {
+        let (c, _) = self.members.get(cluster)?;
+        if c.as_ref()?.spec.binding_mode != Some(tephra_api::cluster::BindingMode::Extender) {
+            return None;
+        }
+        let g = self.group_objects.get(job)?;
+        Some(crate::writes::ExtenderPlan {
+            min_member: g.spec.min_member.unwrap_or(1),
+            min_task_member: g.spec.min_task_member.clone(),
+        })
+    }
+
     /// The declared pod `key` (fleet mode), unless a member already has it.
     pub fn declared(&self, key: &str) -> Option<&Arc<k8s_openapi::api::core::v1::Pod>> {
         if self.mirrored.contains(key) {

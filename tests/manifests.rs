@@ -65,6 +65,37 @@ fn parse_typed(doc: &Value, origin: &str) {
     }
 }
 
+/// A KubeSchedulerConfiguration example: its extender entry calls `tephra extender`'s verbs,
+/// may not be skipped, and gives the barrier time to answer first.
+fn check_extender_config(doc: &Value, origin: &str) {
+    let ext = doc
+        .pointer("/extenders/0")
+        .unwrap_or_else(|| panic!("{origin}: no extenders"));
+    for (field, want) in [
+        ("filterVerb", "filter"),
+        ("prioritizeVerb", "prioritize"),
+        ("preemptVerb", "preempt"),
+        ("bindVerb", "bind"),
+    ] {
+        assert_eq!(ext[field], want, "{origin}: {field}");
+    }
+    assert_eq!(
+        ext["ignorable"], false,
+        "{origin}: the extender must not be ignorable"
+    );
+    assert!(
+        ext["urlPrefix"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http"))
+    );
+    let timeout = ext["httpTimeout"].as_str().unwrap_or("30s");
+    let secs: u64 = timeout.trim_end_matches('s').parse().unwrap();
+    assert!(
+        secs > 20,
+        "{origin}: httpTimeout {timeout} must exceed the 20s bind timeout"
+    );
+}
+
 #[test]
 fn every_example_is_admitted_and_parses_into_the_rust_types() {
     let admission = Admission::new().expect("CRDs generate");
@@ -83,6 +114,19 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
             if api_version == "v1" && kind == "Pod" {
                 serde_json::from_value::<Pod>(doc.clone())
                     .unwrap_or_else(|e| panic!("{origin}: not a valid Pod: {e}"));
+                continue;
+            }
+            if api_version == "v1" && kind == "ConfigMap" {
+                // A KubeSchedulerConfiguration for a member's own kube-scheduler.
+                let text = doc
+                    .pointer("/data/kube-scheduler-config.yaml")
+                    .and_then(Value::as_str)
+                    .unwrap_or_else(|| {
+                        panic!("{origin}: a ConfigMap example is a kube-scheduler config")
+                    });
+                let config: Value = serde_saphyr::from_str(text).unwrap();
+                assert_eq!(config["kind"], "KubeSchedulerConfiguration", "{origin}");
+                check_extender_config(&config, &origin);
                 continue;
             }
             if api_version == "v1" && kind == "Namespace" {

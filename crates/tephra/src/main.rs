@@ -3,6 +3,7 @@
 mod controller_manager;
 mod crds;
 mod dev;
+mod extender;
 mod runtime;
 mod scheduler;
 mod sim;
@@ -83,6 +84,9 @@ enum Command {
     Scheduler(scheduler::Flags),
     /// Run the controllers (the Volcano job lifecycle) against a cluster.
     ControllerManager(controller_manager::Flags),
+    /// Serve kube-scheduler's extender verbs for a member that keeps its own kube-scheduler:
+    /// tephra's planned nodes, and gangs bound all or nothing.
+    Extender(extender::Flags),
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Validate { files } => validate::run(&files),
         Command::Scheduler(flags) => scheduler::run(flags),
         Command::ControllerManager(flags) => controller_manager::run(flags),
+        Command::Extender(flags) => extender::run(flags),
         Command::Dev {
             scenario,
             kubeconfig,

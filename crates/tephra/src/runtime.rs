@@ -1,4 +1,4 @@
-//! What the long-running commands (`scheduler`, `controller-manager`) share: the API client
+//! What the long-running commands (`scheduler`, `controller-manager`, `extender`) share: the API client
 //! from a kubeconfig, logging, this replica's identity, listen addresses, and waiting for
 //! Ctrl-C or SIGTERM.
 

@@ -248,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_plan_fails_every_held_bind_of_the_gang() {
+        let mut b = Barrier::new(20_000);
+        let n = needs(3, &[]);
+        b.arrive("g", a(1, "w0", "w"), &n, &[], 0);
+        b.arrive("g", a(2, "w1", "w"), &n, &[], 0);
+        assert_eq!(b.gang_of("w1"), Some("g"));
+        let out = b.release("g", "its plan changed");
+        assert_eq!(out.len(), 2);
+        assert!(
+            out.iter()
+                .all(|r| matches!(r, Release::Fail(_, why) if why.contains("plan changed")))
+        );
+        assert_eq!((b.held(), b.next_deadline()), (0, None));
+    }
+
+    #[test]
     fn a_retried_bind_supersedes_the_held_one() {
         let mut b = Barrier::new(20_000);
         let n = needs(2, &[]);

@@ -241,3 +241,49 @@ impl Index {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+
+    fn pod(planned: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w0", "namespace": "ml", "uid": "u0",
+                "annotations": {"scheduling.k8s.io/group-name": "llm", "volcano.sh/task-spec": "worker",
+                                "tephra.io/planned-node": planned, "tephra.io/gang-min-member": "4",
+                                "tephra.io/gang-min-task-member": "{\"worker\": 3}"}},
+            "spec": {"nodeName": node, "containers": []}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn a_changed_plan_is_reported_so_that_held_binds_are_released() {
+        let mut index = Index::default();
+        assert!(
+            !index.upsert_pod(&pod("n1", None)),
+            "a new pod moved nowhere"
+        );
+        assert!(!index.upsert_pod(&pod("n1", None)), "the same plan");
+        assert!(index.upsert_pod(&pod("n2", None)), "planned elsewhere now");
+    }
+
+    #[test]
+    fn a_gang_needs_what_its_pods_say_until_its_podgroup_is_seen() {
+        let mut index = Index::default();
+        index.upsert_pod(&pod("n1", Some("n1")));
+        let needs = index.needs("ml/llm");
+        assert_eq!(needs.min_member, 4);
+        assert_eq!(needs.roles.get("worker"), Some(&3));
+        assert_eq!(index.bound("ml/llm"), vec![("ml/w0", Some("worker"))]);
+        assert_eq!(index.pod_by_uid("u0").map(|(k, _)| k), Some("ml/w0"));
+        index.remove_pod("ml/w0");
+        assert!(index.bound("ml/llm").is_empty());
+        assert_eq!(
+            index.needs("ml/llm").min_member,
+            1,
+            "nothing known: one pod"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! The tephra binary. Subcommands land as their features do; see README.md.
 
+mod cli;
 mod controller_manager;
 mod crds;
 mod dev;
@@ -87,6 +88,14 @@ enum Command {
     /// Serve kube-scheduler's extender verbs for a member that keeps its own kube-scheduler:
     /// tephra's planned nodes, and gangs bound all or nothing.
     Extender(extender::Flags),
+    /// Volcano Jobs: list, view (why a job waits), suspend, resume, delete.
+    Job(cli::job::Flags),
+    /// Queues: create, list, get, operate (open, close, update, delete).
+    Queue(cli::queue::Flags),
+    /// PodGroups: list, get.
+    Pg(cli::pg::Flags),
+    /// Member clusters: list, get, taint, untaint.
+    Cluster(cli::cluster::Flags),
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.
     Validate {
@@ -113,6 +122,10 @@ fn main() -> ExitCode {
         Command::Scheduler(flags) => scheduler::run(flags),
         Command::ControllerManager(flags) => controller_manager::run(flags),
         Command::Extender(flags) => extender::run(flags),
+        Command::Job(flags) => cli::job::run(flags),
+        Command::Queue(flags) => cli::queue::run(flags),
+        Command::Pg(flags) => cli::pg::run(flags),
+        Command::Cluster(flags) => cli::cluster::run(flags),
         Command::Dev {
             scenario,
             kubeconfig,
@@ -151,7 +164,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            match err.downcast_ref::<cli::CliError>() {
+                Some(e) => ExitCode::from(e.code()),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

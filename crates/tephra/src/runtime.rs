@@ -21,10 +21,10 @@ pub enum LogFormat {
 #[derive(clap::Args, Debug)]
 pub struct Connection {
     /// Kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub kubeconfig: Option<std::path::PathBuf>,
     /// Kubeconfig context to use.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub context: Option<String>,
 }
 

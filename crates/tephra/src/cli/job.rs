@@ -1,0 +1,330 @@
+//! `tephra job list|view|suspend|resume|delete`, with vcctl's flags (`-N/--name`,
+//! `-n/--namespace`, `-q/--queue`, `-S/--scheduler`, `--selector`); suspend and resume go
+//! through the Command CRD (AbortJob, ResumeJob), as vcctl does. `view` says why a job waits:
+//! its PodGroup's conditions, where its ResourceBinding places it, and its last events.
+
+use clap::{Args, Subcommand};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams};
+use tephra_api::{Job, PodGroup, ResourceBinding};
+
+use super::print::{CliError, Listing};
+use super::{Scope, block_on};
+
+/// The job's flags.
+#[derive(Args, Debug)]
+pub struct Flags {
+    #[command(subcommand)]
+    command: Verb,
+    #[command(flatten)]
+    scope: Scope,
+}
+
+#[derive(Subcommand, Debug)]
+enum Verb {
+    /// List Jobs.
+    List {
+        /// Only Jobs in this queue.
+        #[arg(short = 'q', long)]
+        queue: Option<String>,
+        /// Only Jobs with this scheduler name.
+        #[arg(short = 'S', long)]
+        scheduler: Option<String>,
+        /// Only Jobs whose name contains this.
+        #[arg(long)]
+        selector: Option<String>,
+    },
+    /// Show a Job and why it waits.
+    View {
+        /// The Job's name.
+        #[arg(short = 'N', long)]
+        name: String,
+    },
+    /// Suspend a Job (an AbortJob Command).
+    Suspend {
+        /// The Job's name.
+        #[arg(short = 'N', long)]
+        name: String,
+    },
+    /// Resume a suspended Job (a ResumeJob Command).
+    Resume {
+        /// The Job's name.
+        #[arg(short = 'N', long)]
+        name: String,
+    },
+    /// Delete a Job.
+    Delete {
+        /// The Job's name.
+        #[arg(short = 'N', long)]
+        name: String,
+    },
+}
+
+fn phase(j: &Job) -> String {
+    j.status
+        .as_ref()
+        .and_then(|s| s.state.phase)
+        .map_or_else(|| "Pending".into(), |p| format!("{p:?}"))
+}
+
+fn listing(jobs: &[Job], all: bool) -> Listing<'_, Job> {
+    let rows = jobs
+        .iter()
+        .map(|j| {
+            let s = j.status.clone().unwrap_or_default();
+            let replicas: i32 = j.spec.tasks.iter().map(|t| t.replicas.unwrap_or(0)).sum();
+            let mut row = Vec::new();
+            if all {
+                row.push(j.metadata.namespace.clone().unwrap_or_default());
+            }
+            row.extend([
+                j.metadata.name.clone().unwrap_or_default(),
+                j.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.strftime("%Y-%m-%d").to_string())
+                    .unwrap_or_default(),
+                phase(j),
+                if j.spec.tasks.len() > 1 {
+                    "Multi"
+                } else {
+                    "Batch"
+                }
+                .to_string(),
+                replicas.to_string(),
+                j.spec.min_available.unwrap_or(replicas).to_string(),
+                s.pending.to_string(),
+                s.running.to_string(),
+                s.succeeded.to_string(),
+                s.failed.to_string(),
+                s.unknown.to_string(),
+                s.retry_count.to_string(),
+                j.spec.queue.clone(),
+            ]);
+            row
+        })
+        .collect();
+    let mut headers = Vec::new();
+    if all {
+        headers.push("NAMESPACE");
+    }
+    headers.extend([
+        "NAME",
+        "CREATION",
+        "PHASE",
+        "JOBTYPE",
+        "REPLICAS",
+        "MIN",
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "UNKNOWN",
+        "RETRYCOUNT",
+        "QUEUE",
+    ]);
+    Listing {
+        kind: "job.batch.volcano.sh",
+        items: jobs,
+        names: jobs
+            .iter()
+            .filter_map(|j| j.metadata.name.clone())
+            .collect(),
+        headers,
+        rows,
+        wide: 1,
+        single: false,
+    }
+}
+
+/// Runs `tephra job`.
+pub fn run(f: Flags) -> anyhow::Result<()> {
+    block_on(async move {
+        let scope = f.scope;
+        let client = scope.connection.client().await?;
+        let ns = scope.namespace.clone();
+        let jobs: Api<Job> = if scope.all_namespaces {
+            Api::all(client.clone())
+        } else {
+            Api::namespaced(client.clone(), &ns)
+        };
+        match f.command {
+            Verb::List {
+                queue,
+                scheduler,
+                selector,
+            } => {
+                let mut list = jobs
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| CliError::api("jobs", e))?
+                    .items;
+                list.retain(|j| {
+                    queue.as_ref().is_none_or(|q| j.spec.queue == *q)
+                        && scheduler.as_ref().is_none_or(|s| {
+                            j.spec.scheduler_name.as_deref().unwrap_or("volcano") == s
+                        })
+                        && selector.as_ref().is_none_or(|s| {
+                            j.metadata
+                                .name
+                                .as_deref()
+                                .unwrap_or_default()
+                                .contains(s.as_str())
+                        })
+                });
+                print!(
+                    "{}",
+                    listing(&list, scope.all_namespaces).render(scope.output)?
+                );
+            }
+            Verb::View { name } => view(&client, &ns, &name, scope.output).await?,
+            Verb::Suspend { name } => command(&client, &ns, &name, "AbortJob").await?,
+            Verb::Resume { name } => command(&client, &ns, &name, "ResumeJob").await?,
+            Verb::Delete { name } => {
+                Api::<Job>::namespaced(client, &ns)
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(|e| CliError::api(&format!("job {ns}/{name}"), e))?;
+                println!("job.batch.volcano.sh/{name} deleted");
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn command(client: &kube::Client, ns: &str, name: &str, action: &str) -> anyhow::Result<()> {
+    let what = format!("job {ns}/{name}");
+    let job = Api::<Job>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| CliError::api(&what, e))?;
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    super::bus_command(
+        client,
+        ns,
+        ("batch.volcano.sh/v1alpha1", "Job", name, uid),
+        action,
+    )
+    .await?;
+    println!("job.batch.volcano.sh/{name} {action} requested");
+    Ok(())
+}
+
+async fn view(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    output: Option<super::Output>,
+) -> anyhow::Result<()> {
+    let what = format!("job {ns}/{name}");
+    let job = Api::<Job>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .map_err(|e| CliError::api(&what, e))?;
+    if let Some(o @ (super::Output::Yaml | super::Output::Json)) = output {
+        print!("{}", super::print::structured(&[job], o, true)?);
+        return Ok(());
+    }
+    let s = job.status.clone().unwrap_or_default();
+    let mut out = String::new();
+    out.push_str(&format!("Name:       {name}\nNamespace:  {ns}\n"));
+    out.push_str(&format!("Queue:      {}\n", job.spec.queue.as_str()));
+    out.push_str(&format!("Phase:      {}", phase(&job)));
+    if let Some(r) = s.state.reason.as_deref().filter(|r| !r.is_empty()) {
+        out.push_str(&format!(" ({r})"));
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "Pods:       {} pending, {} running, {} succeeded, {} failed (min available {})\n",
+        s.pending,
+        s.running,
+        s.succeeded,
+        s.failed,
+        job.spec.min_available.unwrap_or(s.min_available)
+    ));
+    // The PodGroup the job controller made (Volcano's name, `<job>-<uid>`, or the job's own).
+    let groups = Api::<PodGroup>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| CliError::api("podgroups", e))?;
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let group = groups.items.into_iter().find(|g| {
+        g.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == uid)
+            || g.metadata.name.as_deref() == Some(name)
+    });
+    match &group {
+        Some(g) => {
+            let gs = g.status.clone().unwrap_or_default();
+            out.push_str(&format!(
+                "PodGroup:   {} ({}, minMember {})\n",
+                g.metadata.name.as_deref().unwrap_or_default(),
+                gs.phase
+                    .map_or_else(|| "Pending".into(), |p| format!("{p:?}")),
+                g.spec.min_member.unwrap_or(1)
+            ));
+            for c in &gs.conditions {
+                out.push_str(&format!(
+                    "  {:?}={}: {}: {}\n",
+                    c.type_,
+                    c.status,
+                    c.reason.as_deref().unwrap_or_default(),
+                    c.message.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+        None => out.push_str("PodGroup:   none yet\n"),
+    }
+    // Where the fleet placed it.
+    let gname = group.as_ref().and_then(|g| g.metadata.name.clone());
+    if let Some(gn) = &gname
+        && let Ok(rb) = Api::<ResourceBinding>::namespaced(client.clone(), ns)
+            .get(gn)
+            .await
+    {
+        for c in &rb.spec.clusters {
+            let tasks: Vec<String> = c.tasks.iter().map(|(t, n)| format!("{t}={n}")).collect();
+            out.push_str(&format!("Cluster:    {} ({})\n", c.name, tasks.join(", ")));
+        }
+        for t in &rb.spec.graceful_eviction_tasks {
+            out.push_str(&format!(
+                "Evicting:   from {} ({}: {})\n",
+                t.from_cluster,
+                t.reason,
+                t.message.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    // The last events on the Job and its PodGroup.
+    let events = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut mine: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            let n = e.involved_object.name.as_deref();
+            n == Some(name) || (gname.is_some() && n == gname.as_deref())
+        })
+        .collect();
+    mine.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
+    out.push_str("Events:\n");
+    if mine.is_empty() {
+        out.push_str("  none\n");
+    }
+    for e in mine.iter().rev().take(10).rev() {
+        out.push_str(&format!(
+            "  {} {} {}: {}\n",
+            e.type_.as_deref().unwrap_or("Normal"),
+            e.involved_object.kind.as_deref().unwrap_or_default(),
+            e.reason.as_deref().unwrap_or_default(),
+            e.message.as_deref().unwrap_or_default()
+        ));
+    }
+    print!("{out}");
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! `tephra job|queue|pg|cluster` against a devcluster fleet, run as a user runs them (the
+//! binary, a kubeconfig, a context); tables and messages compared with golden files under
+//! `tests/golden/` (`TEPHRA_BLESS=1` rewrites them), exit codes checked.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tephra_devcluster::fleet::MemberSpec;
+use tephra_devcluster::{DevCluster, Handle, Options};
+
+struct Cli {
+    kubeconfig: PathBuf,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Cli {
+    fn new(dev: &Handle, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("tephra-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, dev.kubeconfig_yaml()).unwrap();
+        Self {
+            kubeconfig,
+            _dir: TempDir(dir),
+        }
+    }
+
+    /// Runs `tephra <args>` on the control plane; (exit code, stdout, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let mut all: Vec<&str> = args.to_vec();
+        let path = self.kubeconfig.to_str().unwrap().to_string();
+        all.extend(["--kubeconfig", &path, "--context", "control-plane"]);
+        let out = Command::new(env!("CARGO_BIN_EXE_tephra"))
+            .args(&all)
+            .output()
+            .expect("tephra runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs and expects success.
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.run(args);
+        assert_eq!(code, 0, "tephra {args:?}: {err}");
+        out
+    }
+}
+
+fn golden(name: &str, actual: &str) {
+    let today = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%d")
+        .to_string();
+    let actual = actual.replace(&today, "YYYY-MM-DD");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("TEPHRA_BLESS").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (TEPHRA_BLESS=1 writes it)", path.display()));
+    assert_eq!(actual, want, "{name} differs from its golden file");
+}
+
+async fn fleet() -> Handle {
+    DevCluster::start(Options {
+        members: vec![MemberSpec {
+            name: "east".into(),
+            ..MemberSpec::default()
+        }],
+        control_plane: true,
+        queues: vec![
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": true}}),
+        ],
+        kubelet: None,
+        ..Options::default()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_commands_create_list_get_and_operate_as_vcctl_does() {
+    let dev = fleet().await;
+    let cli = Cli::new(&dev, "queue");
+    let created =
+        tokio::task::block_in_place(|| cli.ok(&["queue", "create", "-n", "research", "-w", "3"]));
+    assert_eq!(created, "queue.scheduling.volcano.sh/research created\n");
+    tokio::task::block_in_place(|| {
+        golden("queue-list.txt", &cli.ok(&["queue", "list"]));
+        golden(
+            "queue-list-wide.txt",
+            &cli.ok(&["queue", "list", "-o", "wide"]),
+        );
+        golden(
+            "queue-get-name.txt",
+            &cli.ok(&["queue", "get", "-n", "research", "-o", "name"]),
+        );
+        let yaml = cli.ok(&["queue", "get", "-n", "research", "-o", "yaml"]);
+        assert!(
+            yaml.contains("kind: Queue") && yaml.contains("weight: 3"),
+            "{yaml}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&cli.ok(&["queue", "list", "-o", "json"])).unwrap();
+        assert_eq!(json["kind"], "List");
+        assert_eq!(json["items"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            cli.ok(&[
+                "queue", "operate", "-n", "research", "-a", "update", "-w", "5"
+            ]),
+            "queue.scheduling.volcano.sh/research weight set to 5\n"
+        );
+        assert_eq!(
+            cli.ok(&["queue", "operate", "-n", "research", "-a", "close"]),
+            "queue.scheduling.volcano.sh/research CloseQueue requested\n"
+        );
+        // Errors: what failed, and an exit code per kind.
+        let (code, _, err) = cli.run(&["queue", "get", "-n", "nope"]);
+        assert_eq!((code, err.trim()), (3, "error: queue nope not found"));
+        let (code, _, err) = cli.run(&["queue", "create", "-n", "research"]);
+        assert_eq!(code, 5, "{err}");
+        let (code, _, err) = cli.run(&["queue", "operate", "-n", "research", "-a", "shrink"]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("valid actions are open, close, update and delete"),
+            "{err}"
+        );
+    });
+    let commands: Api<tephra_api::Command> =
+        Api::namespaced(dev.client("control-plane").await.unwrap(), "default");
+    let list = commands.list(&Default::default()).await.unwrap().items;
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].fields.action.as_deref(), Some("CloseQueue"));
+    assert_eq!(list[0].fields.target.as_ref().unwrap().name, "research");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_pg_and_cluster_commands_list_view_suspend_and_taint() {
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let job: tephra_api::Job = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"minAvailable": 2, "schedulerName": "volcano", "queue": "default",
+                 "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {
+                     "containers": [{"name": "main", "image": "busybox"}]}}}]}
+    }))
+    .unwrap();
+    Api::<tephra_api::Job>::namespaced(cp.clone(), "default")
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap();
+    let pg: tephra_api::PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"minMember": 2, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<tephra_api::PodGroup>::namespaced(cp.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    // What the scheduler would have said of it: a condition on the PodGroup.
+    Api::<tephra_api::PodGroup>::namespaced(cp.clone(), "default")
+        .patch(
+            "llm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Pending", "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                "message": "2/2 tasks in gang unschedulable: 0/1 nodes are available, 1 Insufficient nvidia.com/gpu",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cli = Cli::new(&dev, "job");
+    tokio::task::block_in_place(|| {
+        golden("job-list.txt", &cli.ok(&["job", "list"]));
+        golden("job-list-all.txt", &cli.ok(&["job", "list", "-A"]));
+        assert_eq!(
+            cli.ok(&["job", "list", "-q", "other"]),
+            "No resources found\n"
+        );
+        golden("job-view.txt", &cli.ok(&["job", "view", "-N", "llm"]));
+        assert_eq!(
+            cli.ok(&["job", "suspend", "-N", "llm"]),
+            "job.batch.volcano.sh/llm AbortJob requested\n"
+        );
+        let (code, _, err) = cli.run(&["job", "resume", "-N", "gone"]);
+        assert_eq!((code, err.trim()), (3, "error: job default/gone not found"));
+        golden("pg-list.txt", &cli.ok(&["pg", "list"]));
+        golden(
+            "cluster-list.txt",
+            &cli.ok(&["cluster", "list", "-o", "wide"]),
+        );
+        assert_eq!(
+            cli.ok(&["cluster", "taint", "east", "maintenance=true:NoSchedule"]),
+            "cluster.cluster.tephra.io/east tainted\n"
+        );
+        golden(
+            "cluster-get-tainted.txt",
+            &cli.ok(&["cluster", "get", "east", "-o", "wide"]),
+        );
+        cli.ok(&["cluster", "untaint", "east", "maintenance:NoSchedule"]);
+        let (code, _, _) = cli.run(&["cluster", "untaint", "east", "maintenance"]);
+        assert_eq!(code, 3, "removing a taint that is not there");
+        let (code, _, err) = cli.run(&["cluster", "taint", "east", "bad:Sometimes"]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("is not NoSchedule, PreferNoSchedule or NoExecute"),
+            "{err}"
+        );
+        assert_eq!(
+            cli.ok(&["job", "delete", "-N", "llm"]),
+            "job.batch.volcano.sh/llm deleted\n"
+        );
+    });
+}

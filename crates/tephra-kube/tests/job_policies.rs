@@ -105,6 +105,8 @@ async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods() {
     let c = client(&dev).await;
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // A watch sees every phase, however briefly the Job stays Completed before its TTL ends.
+    let (phases, watch) = watch_job_phases(&c);
     jobs.create(
         &PostParams::default(),
         &job(
@@ -118,8 +120,17 @@ async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods() {
     )
     .await
     .unwrap();
-    let done = job_reaches(&jobs, "ms", JobPhase::Completed, 30).await;
-    assert_eq!(done.status.unwrap().succeeded, 2);
+    eventually(30, "job ms Completed", || async {
+        let seen = phases
+            .lock()
+            .ok()?
+            .get("default/ms")
+            .cloned()
+            .unwrap_or_default();
+        seen.contains(&"Completed".to_string()).then_some(())
+    })
+    .await;
+    watch.abort();
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     eventually(20, "the job and its pods deleted after the TTL", || async {
         let gone = jobs.get("ms").await.is_err();

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -115,7 +116,7 @@ impl Extender {
         self.carry_out(out);
     }
 
-    fn filter(&self, args: &ExtenderArgs) -> Result<Vec<u8>, serde_json::Error> {
+    fn filter(&self, args: &ExtenderArgs<'_>) -> Result<Vec<u8>, serde_json::Error> {
         if let Some(p) = &args.pod {
             self.index().upsert_pod(p);
         }
@@ -243,8 +244,22 @@ fn timed(ext: &Extender, verb: &str, started: Instant) {
         .observe(started.elapsed().as_secs_f64());
 }
 
-async fn filter(State(ext): State<Arc<Extender>>, Json(args): Json<ExtenderArgs>) -> Response {
+/// A request's JSON, decoded in place (node names borrow from `body`); a body that is not the
+/// verb's JSON is answered 400 with serde's account of what is wrong and where.
+fn decode<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the request is not the verb's JSON: {e}"))
+}
+
+fn bad_request(why: String) -> Response {
+    (StatusCode::BAD_REQUEST, why).into_response()
+}
+
+async fn filter(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
     let started = Instant::now();
+    let args: ExtenderArgs<'_> = match decode(&body) {
+        Ok(a) => a,
+        Err(why) => return bad_request(why),
+    };
     let out = ext.filter(&args);
     timed(&ext, "filter", started);
     match out {
@@ -253,14 +268,15 @@ async fn filter(State(ext): State<Arc<Extender>>, Json(args): Json<ExtenderArgs>
     }
 }
 
-async fn prioritize(
-    State(ext): State<Arc<Extender>>,
-    Json(args): Json<ExtenderArgs>,
-) -> Json<HostPriorityList> {
+async fn prioritize(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let out = verbs::prioritize(&args, &ext.index());
+    let args: ExtenderArgs<'_> = match decode(&body) {
+        Ok(a) => a,
+        Err(why) => return bad_request(why),
+    };
+    let out: HostPriorityList = verbs::prioritize(&args, &ext.index());
     timed(&ext, "prioritize", started);
-    Json(out)
+    Json(out).into_response()
 }
 
 async fn preempt(

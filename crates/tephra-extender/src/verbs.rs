@@ -58,9 +58,9 @@ pub fn verdict(p: &PodInfo, index: &Index) -> Verdict {
 }
 
 /// The candidates' names, from whichever form kube-scheduler sent.
-fn candidates(args: &ExtenderArgs) -> Vec<String> {
+fn candidates(args: &ExtenderArgs<'_>) -> Vec<String> {
     match (&args.node_names, &args.nodes) {
-        (Some(names), _) => names.clone(),
+        (Some(names), _) => names.iter().map(|n| n.as_str().to_string()).collect(),
         (None, Some(list)) => list
             .items
             .iter()
@@ -122,7 +122,7 @@ impl Serialize for FilterAnswer<'_> {
 }
 
 /// `filter`. The answer uses the form the request used (`NodeNames` or `Nodes`).
-pub fn filter<'a>(args: &'a ExtenderArgs, index: &Index) -> FilterAnswer<'a> {
+pub fn filter<'a>(args: &'a ExtenderArgs<'_>, index: &Index) -> FilterAnswer<'a> {
     let mut out = FilterAnswer {
         node_names: None,
         nodes: None,
@@ -149,8 +149,9 @@ pub fn filter<'a>(args: &'a ExtenderArgs, index: &Index) -> FilterAnswer<'a> {
     if let Some(names) = &args.node_names {
         let mut passed = Vec::new();
         for name in names {
+            let name = name.as_str();
             if passes(name) {
-                passed.push(name.as_str());
+                passed.push(name);
             } else {
                 out.failed.push(name);
             }
@@ -172,7 +173,7 @@ pub fn filter<'a>(args: &'a ExtenderArgs, index: &Index) -> FilterAnswer<'a> {
 }
 
 /// `prioritize`: the planned node gets the top score, every other node 0.
-pub fn prioritize(args: &ExtenderArgs, index: &Index) -> HostPriorityList {
+pub fn prioritize(args: &ExtenderArgs<'_>, index: &Index) -> HostPriorityList {
     let planned = match args.pod.as_ref().map(|p| verdict(&pod_info(p), index)) {
         Some(Verdict::Planned(node)) => Some(node),
         _ => None,

@@ -162,3 +162,15 @@ async fn a_gang_short_of_its_minimum_is_not_bound_at_all_and_its_binds_fail_at_t
     assert_eq!(node_of(&c, "vit-0").await, None);
     assert_eq!(node_of(&c, "vit-1").await, None);
 }
+
+#[tokio::test]
+async fn a_request_that_is_not_the_verbs_json_is_refused_with_400_saying_where() {
+    let dev = member().await;
+    let c = dev.client("local").await.unwrap();
+    let addr = start(&c, Duration::from_secs(5)).await;
+    let (status, body) = common::post_raw(addr, "filter", br#"{"Pod": {"metadata": 7}}"#).await;
+    assert!(status.contains(" 400 "), "{status}");
+    assert!(body.contains("line 1"), "{body}");
+    let (status, _) = common::post_raw(addr, "prioritize", b"not json").await;
+    assert!(status.contains(" 400 "), "{status}");
+}

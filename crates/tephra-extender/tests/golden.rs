@@ -65,7 +65,8 @@ fn check(case: &str, answer: Value) {
 }
 
 fn filter(case: &str) {
-    let args: ExtenderArgs = serde_json::from_value(load(&format!("{case}.request.json"))).unwrap();
+    let text = load(&format!("{case}.request.json")).to_string();
+    let args: ExtenderArgs = serde_json::from_str(&text).unwrap();
     check(
         case,
         serde_json::to_value(verbs::filter(&args, &member())).unwrap(),
@@ -99,7 +100,8 @@ fn filter_without_a_pod_answers_an_error() {
 
 #[test]
 fn prioritize_gives_the_planned_node_the_top_score() {
-    let args: ExtenderArgs = serde_json::from_value(load("prioritize.request.json")).unwrap();
+    let text = load("prioritize.request.json").to_string();
+    let args: ExtenderArgs = serde_json::from_str(&text).unwrap();
     check(
         "prioritize",
         serde_json::to_value(verbs::prioritize(&args, &member())).unwrap(),

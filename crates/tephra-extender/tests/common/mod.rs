@@ -10,6 +10,25 @@ use serde_json::{Value, json};
 use tephra_extender::wire::{ExtenderBindingResult, ExtenderFilterResult, HostPriorityList};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// POSTs raw bytes to the extender; the status line and the body.
+pub async fn post_raw(addr: SocketAddr, verb: &str, body: &[u8]) -> (String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /{verb} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
+}
+
 /// POSTs `body` to the extender, as kube-scheduler's HTTP client does, and decodes the answer.
 pub async fn post<T: serde::de::DeserializeOwned>(addr: SocketAddr, verb: &str, body: &Value) -> T {
     let body = serde_json::to_vec(body).unwrap();

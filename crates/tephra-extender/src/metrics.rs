@@ -9,6 +9,7 @@ use prometheus::{
 /// The extender's metrics, in their own registry.
 pub struct Metrics {
     registry: Registry,
+    names: Vec<String>,
     /// Seconds per request, by verb.
     pub latency: HistogramVec,
     /// Seconds a bind waited at the barrier.
@@ -46,17 +47,30 @@ impl Metrics {
             "tephra_extender_binds_held",
             "Binds waiting at a gang barrier",
         )?;
-        registry.register(Box::new(latency.clone()))?;
-        registry.register(Box::new(barrier_wait.clone()))?;
-        registry.register(Box::new(timeouts.clone()))?;
-        registry.register(Box::new(held.clone()))?;
+        let collectors: [Box<dyn prometheus::core::Collector>; 4] = [
+            Box::new(latency.clone()),
+            Box::new(barrier_wait.clone()),
+            Box::new(timeouts.clone()),
+            Box::new(held.clone()),
+        ];
+        let mut names = Vec::new();
+        for c in collectors {
+            names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
+            registry.register(c)?;
+        }
         Ok(Self {
             registry,
+            names,
             latency,
             barrier_wait,
             timeouts,
             held,
         })
+    }
+
+    /// The name of every metric registered.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// The text exposition.

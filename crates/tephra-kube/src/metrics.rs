@@ -9,9 +9,27 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder, exponential_buckets,
 };
 
+/// A registry that remembers the name of every metric registered in it.
+#[derive(Default)]
+struct Names {
+    registry: Registry,
+    names: std::cell::RefCell<Vec<String>>,
+}
+
+impl Names {
+    fn register(&self, c: Box<dyn prometheus::core::Collector>) -> Result<(), prometheus::Error> {
+        self.names
+            .borrow_mut()
+            .extend(c.desc().iter().map(|d| d.fq_name.clone()));
+        self.registry.register(c)
+    }
+}
+
 /// Every metric the scheduler exports, in one registry.
 pub struct Metrics {
     registry: Registry,
+    /// The name of every metric registered.
+    names: Vec<String>,
     /// `volcano_e2e_scheduling_latency_milliseconds`.
     pub e2e: Histogram,
     /// `volcano_e2e_job_scheduling_latency_milliseconds`.
@@ -95,7 +113,7 @@ pub struct ResourceGauges {
 }
 
 impl ResourceGauges {
-    fn new(r: &Registry, what: &str) -> Result<Self, prometheus::Error> {
+    fn new(r: &Names, what: &str) -> Result<Self, prometheus::Error> {
         Ok(Self {
             milli_cpu: gauge_vec(
                 r,
@@ -138,7 +156,7 @@ impl ResourceGauges {
 }
 
 fn gauge_vec(
-    r: &Registry,
+    r: &Names,
     name: &str,
     help: &str,
     labels: &[&str],
@@ -149,7 +167,7 @@ fn gauge_vec(
 }
 
 fn int_gauge_vec(
-    r: &Registry,
+    r: &Names,
     name: &str,
     help: &str,
     labels: &[&str],
@@ -159,14 +177,14 @@ fn int_gauge_vec(
     Ok(g)
 }
 
-fn int_gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+fn int_gauge(r: &Names, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
     let g = IntGauge::new(name, help)?;
     r.register(Box::new(g.clone()))?;
     Ok(g)
 }
 
 fn histogram(
-    r: &Registry,
+    r: &Names,
     name: &str,
     help: &str,
     start: f64,
@@ -180,7 +198,7 @@ fn histogram(
 }
 
 fn histogram_vec(
-    r: &Registry,
+    r: &Names,
     name: &str,
     help: &str,
     labels: &[&str],
@@ -196,7 +214,7 @@ fn histogram_vec(
 }
 
 fn counter_vec(
-    r: &Registry,
+    r: &Names,
     name: &str,
     help: &str,
     labels: &[&str],
@@ -206,7 +224,7 @@ fn counter_vec(
     Ok(c)
 }
 
-fn counter(r: &Registry, name: &str, help: &str) -> Result<IntCounter, prometheus::Error> {
+fn counter(r: &Names, name: &str, help: &str) -> Result<IntCounter, prometheus::Error> {
     let c = IntCounter::new(name, help)?;
     r.register(Box::new(c.clone()))?;
     Ok(c)
@@ -220,7 +238,7 @@ pub fn ms(d: Duration) -> f64 {
 impl Metrics {
     /// Registers every metric.
     pub fn new() -> Result<Self, prometheus::Error> {
-        let r = Registry::new();
+        let r = Names::default();
         let groups = ["inqueue", "pending", "running", "unknown", "completed"].map(|p| {
             gauge_vec(
                 &r,
@@ -404,7 +422,8 @@ impl Metrics {
                 "tephra_cache_refused_objects",
                 "Watched objects the scheduler cannot read (see the logs for each one)",
             )?,
-            registry: r,
+            names: r.names.into_inner(),
+            registry: r.registry,
         })
     }
 
@@ -435,6 +454,11 @@ impl Metrics {
         for g in &q.groups {
             let _ = g.remove_label_values(&[queue]);
         }
+    }
+
+    /// The name of every metric registered (dashboards and alerts are checked against it).
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// The Prometheus text exposition of every metric.

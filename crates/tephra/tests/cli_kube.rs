@@ -229,6 +229,37 @@ async fn job_pg_and_cluster_commands_list_view_suspend_and_taint() {
             err.contains("is not NoSchedule, PreferNoSchedule or NoExecute"),
             "{err}"
         );
+        // job run, from flags and from a file; a Job the API server would refuse is refused
+        // before it is sent, naming the field.
+        assert_eq!(
+            cli.ok(&[
+                "job", "run", "-N", "quick", "-r", "3", "-m", "2", "-R", "cpu=500m"
+            ]),
+            "run job quick successfully\n"
+        );
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let hello = repo.join("examples/dev/hello-job.yaml");
+        assert_eq!(
+            cli.ok(&["job", "run", "-f", hello.to_str().unwrap()]),
+            "run job hello successfully\n"
+        );
+        golden(
+            "job-list-after-run.txt",
+            &cli.ok(&["job", "list", "-o", "wide"]),
+        );
+        let broken = repo.join("tests/broken/job-minavailable-exceeds-replicas.yaml");
+        let (code, _, err) = cli.run(&["job", "run", "-f", broken.to_str().unwrap()]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("the Job is refused") && err.contains("minAvailable"),
+            "{err}"
+        );
+        let (code, _, err) = cli.run(&["job", "run", "-N", "x", "-R", "cpu"]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("--requests \"cpu\": expected name=quantity"),
+            "{err}"
+        );
         assert_eq!(
             cli.ok(&["job", "delete", "-N", "llm"]),
             "job.batch.volcano.sh/llm deleted\n"

@@ -22,6 +22,34 @@ pub struct Flags {
 
 #[derive(Subcommand, Debug)]
 enum Verb {
+    /// Run a Job: one task from the flags, or the Job in a YAML file (`-f`), checked as the API
+    /// server would admit it before it is sent.
+    Run {
+        /// The Job's name.
+        #[arg(short = 'N', long)]
+        name: Option<String>,
+        /// The container image.
+        #[arg(short = 'i', long, default_value = "busybox")]
+        image: String,
+        /// minAvailable.
+        #[arg(short = 'm', long, default_value_t = 1)]
+        min: i32,
+        /// Replicas of the one task.
+        #[arg(short = 'r', long, default_value_t = 1)]
+        replicas: i32,
+        /// Requests, `name=quantity,...`.
+        #[arg(short = 'R', long, default_value = "cpu=1000m,memory=100Mi")]
+        requests: String,
+        /// Limits, `name=quantity,...`.
+        #[arg(short = 'L', long, default_value = "cpu=1000m,memory=100Mi")]
+        limits: String,
+        /// The scheduler.
+        #[arg(short = 'S', long, default_value = "volcano")]
+        scheduler: String,
+        /// A YAML file with the Job (its namespace is `-n`'s unless it names one).
+        #[arg(short = 'f', long)]
+        filename: Option<std::path::PathBuf>,
+    },
     /// List Jobs.
     List {
         /// Only Jobs in this queue.
@@ -149,6 +177,75 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             Api::namespaced(client.clone(), &ns)
         };
         match f.command {
+            Verb::Run {
+                name,
+                image,
+                min,
+                replicas,
+                requests,
+                limits,
+                scheduler,
+                filename,
+            } => {
+                let doc = match filename {
+                    Some(path) => {
+                        let text = std::fs::read_to_string(&path).map_err(|e| {
+                            CliError::Other(format!("reading {}: {e}", path.display()))
+                        })?;
+                        serde_saphyr::from_str::<serde_json::Value>(&text).map_err(|e| {
+                            CliError::Other(format!("{}: not a YAML Job: {e}", path.display()))
+                        })?
+                    }
+                    None => {
+                        let name = name.ok_or_else(|| {
+                            CliError::Other("job run: give --name (-N) or --filename (-f)".into())
+                        })?;
+                        let resources =
+                            |flag: &str, text: &str| -> Result<serde_json::Value, CliError> {
+                                let mut out = serde_json::Map::new();
+                                for pair in text.split(',').filter(|p| !p.is_empty()) {
+                                    let (k, v) = pair.split_once('=').ok_or_else(|| {
+                                        CliError::Other(format!(
+                                            "{flag} {text:?}: expected name=quantity,..."
+                                        ))
+                                    })?;
+                                    out.insert(k.trim().into(), v.trim().into());
+                                }
+                                Ok(serde_json::Value::Object(out))
+                            };
+                        serde_json::json!({
+                            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                            "metadata": {"name": name},
+                            "spec": {"minAvailable": min, "schedulerName": scheduler,
+                                "tasks": [{"name": name, "replicas": replicas, "template": {
+                                    "metadata": {"name": name},
+                                    "spec": {"restartPolicy": "Never", "containers": [{
+                                        "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+                                        "resources": {"requests": resources("--requests", &requests)?,
+                                                      "limits": resources("--limits", &limits)?}}]}}}]}
+                        })
+                    }
+                };
+                let admission = tephra_api::admission::Admission::new()
+                    .map_err(|e| CliError::Other(format!("building admission checks: {e}")))?;
+                admission
+                    .admit(&doc)
+                    .map_err(|e| CliError::Other(format!("the Job is refused: {e}")))?;
+                let job: Job = serde_json::from_value(doc)
+                    .map_err(|e| CliError::Other(format!("the Job is refused: {e}")))?;
+                let job_ns = job.metadata.namespace.clone().unwrap_or_else(|| ns.clone());
+                let created = Api::<Job>::namespaced(client.clone(), &job_ns)
+                    .create(&kube::api::PostParams::default(), &job)
+                    .await
+                    .map_err(|e| {
+                        let n = job.metadata.name.clone().unwrap_or_default();
+                        CliError::api(&format!("job {job_ns}/{n}"), e)
+                    })?;
+                println!(
+                    "run job {} successfully",
+                    created.metadata.name.unwrap_or_default()
+                );
+            }
             Verb::List {
                 queue,
                 scheduler,

@@ -266,3 +266,67 @@ async fn job_pg_and_cluster_commands_list_view_suspend_and_taint() {
         );
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_join_registers_a_member_from_its_kubeconfig_and_unjoin_removes_it() {
+    let dev = fleet().await;
+    let other = DevCluster::start(Options::single()).await.unwrap();
+    let cli = Cli::new(&dev, "join");
+    let member_kubeconfig = cli.kubeconfig.with_file_name("member-kubeconfig");
+    std::fs::write(&member_kubeconfig, other.kubeconfig_for("local").unwrap()).unwrap();
+    let path = member_kubeconfig.to_str().unwrap().to_string();
+    tokio::task::block_in_place(|| {
+        let out = cli.ok(&[
+            "cluster",
+            "join",
+            "west",
+            "--cluster-kubeconfig",
+            &path,
+            "--cluster-region",
+            "eu-west-1",
+            "--binding-mode",
+            "Extender",
+        ]);
+        assert!(
+            out.starts_with("cluster.cluster.tephra.io/west joined (https://"),
+            "{out}"
+        );
+        let (code, _, err) = cli.run(&["cluster", "join", "west", "--cluster-kubeconfig", &path]);
+        assert_eq!(code, 5, "joining twice is a conflict: {err}");
+    });
+    let cp = dev.client("control-plane").await.unwrap();
+    let west = Api::<tephra_api::Cluster>::all(cp.clone())
+        .get("west")
+        .await
+        .unwrap();
+    assert_eq!(west.spec.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(
+        west.spec.binding_mode,
+        Some(tephra_api::cluster::BindingMode::Extender)
+    );
+    let r = west.spec.secret_ref.clone().unwrap();
+    assert_eq!(
+        (r.namespace.as_str(), r.name.as_str()),
+        ("tephra-cluster", "west")
+    );
+    // The Secret is what the scheduler connects with: the member answers with it.
+    let endpoint = tephra_kube::members::Endpoint::of(&west).unwrap();
+    let member = tephra_kube::members::connect(&cp, &endpoint).await.unwrap();
+    Api::<k8s_openapi::api::core::v1::Node>::all(member)
+        .list(&Default::default())
+        .await
+        .expect("the joined member answers with the Secret's token and CA");
+    tokio::task::block_in_place(|| {
+        assert_eq!(
+            cli.ok(&["cluster", "unjoin", "west"]),
+            "cluster.cluster.tephra.io/west unjoined\n"
+        );
+        let (code, _, _) = cli.run(&["cluster", "unjoin", "west"]);
+        assert_eq!(code, 3);
+    });
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(cp, "tephra-cluster");
+    assert!(
+        secrets.get_opt("west").await.unwrap().is_none(),
+        "the Secret goes with the Cluster"
+    );
+}

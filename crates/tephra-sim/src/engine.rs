@@ -14,7 +14,7 @@
 //! | `kubelet.rs` | pods start, run, finish, release their nodes |
 //! | `faults.rs` | faults and recovery as they happen to a member, and its node lifecycle |
 //! | `members.rs` | members as the control plane sees them: probes, Ready, taints |
-//! | `failover.rs` | the taint manager, old copies set aside, graceful eviction, measures |
+//! | `failover/` | the taint manager, old copies set aside, graceful eviction; `measure.rs`: what each fault did |
 //! | `jobs.rs` | Volcano Jobs, run by the job controller's own passes |
 
 use std::cmp::Reverse;

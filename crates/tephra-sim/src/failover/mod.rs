@@ -8,14 +8,11 @@
 //!
 //! The new copy starts over: the simulator has no checkpoints, and a ghost's work is lost.
 //!
-//! Each fault is measured for `report.json`'s `failover` section: when it was detected, how
-//! many jobs moved, when every moved gang ran whole again, how long two copies of a gang ran
-//! at once (while the old member answered, and while it was cut off), and jobs lost.
+//! Each fault is measured for `report.json`'s `failover` section ([`measure`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Toleration as K8sToleration;
-use serde::Serialize;
 use tephra_api::work::{
     GracefulEvictionTask, ObjectReference, ResourceBinding, ResourceBindingSpec, TargetCluster,
 };
@@ -28,6 +25,10 @@ use crate::error::SimError;
 use crate::jobs::PodChange;
 use crate::record::Record;
 use crate::state::{Ev, PodState, Sim};
+
+mod measure;
+
+pub use measure::{FailoverReport, FaultReport};
 
 /// An old copy's pod, set aside.
 #[derive(Clone, Debug)]
@@ -60,62 +61,6 @@ pub(crate) struct Binding {
     both_since: Option<(i64, bool)>,
 }
 
-/// One fault, measured.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct FaultReport {
-    /// The member.
-    pub cluster: String,
-    /// `unreachable`, `notready`, `node-down` or `recover`.
-    pub kind: String,
-    /// When it began, in simulated seconds.
-    pub at_s: f64,
-    /// When it ended, if it did.
-    pub ended_s: Option<f64>,
-    /// From the fault to the Ready condition leaving True (cluster faults), in seconds; 0 when
-    /// it had already left True for another fault, absent when the fault ended first.
-    pub detection_delay_s: Option<f64>,
-    /// Gangs moved to another member (cluster faults), or restarted by the member's node
-    /// lifecycle (node-down).
-    pub jobs_moved: u64,
-    /// From the fault until every moved gang ran whole again, in seconds (absent: some
-    /// never did before the run ended, or none moved).
-    pub all_running_again_s: Option<f64>,
-    /// Seconds two copies of a gang ran at once while the old member answered.
-    pub duplicate_gang_s: f64,
-    /// Of those, seconds beyond the pods' termination grace period. Must be 0.
-    pub duplicate_beyond_grace_s: f64,
-    /// Seconds two copies ran while the old member was cut off (its copy cannot be stopped
-    /// until it answers).
-    pub cut_off_overlap_s: f64,
-    /// Moved jobs that ended neither finished, nor running, nor waiting. Must be 0.
-    pub lost_jobs: u64,
-    #[serde(skip)]
-    moved: BTreeSet<String>,
-    #[serde(skip)]
-    at_ms: i64,
-}
-
-/// The `failover` section of `report.json`.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct FailoverReport {
-    /// The chain's settings: probe period, thresholds, NoExecute grace, eviction timeout (s).
-    pub settings: BTreeMap<String, f64>,
-    /// Each fault, in time order.
-    pub faults: Vec<FaultReport>,
-    /// Jobs moved, over all faults.
-    pub jobs_moved: u64,
-    /// The longest detection delay, in seconds.
-    pub max_detection_delay_s: Option<f64>,
-    /// The longest time until every moved gang ran again, in seconds.
-    pub max_all_running_again_s: Option<f64>,
-    /// Duplicate-gang seconds while both members answered, and beyond the grace (must be 0).
-    pub duplicate_gang_s: f64,
-    /// See [`FaultReport::duplicate_beyond_grace_s`].
-    pub duplicate_beyond_grace_s: f64,
-    /// Jobs lost, over all faults (must be 0).
-    pub lost_jobs: u64,
-}
-
 fn k8s_toleration(t: &Toleration) -> K8sToleration {
     K8sToleration {
         key: (!t.key.is_empty()).then(|| t.key.clone()),
@@ -127,63 +72,6 @@ fn k8s_toleration(t: &Toleration) -> K8sToleration {
 }
 
 impl Sim<'_> {
-    /// Opens a fault's record; returns its index. A cluster fault on a member whose Ready
-    /// condition already says it is unhealthy (another fault) counts as detected at once.
-    pub(crate) fn fault_opened(&mut self, cluster: &str, kind: &str) -> usize {
-        let known = kind != "node-down"
-            && self
-                .members
-                .get(cluster)
-                .and_then(|m| m.ready.as_ref())
-                .is_some_and(|c| c.status != "True");
-        self.failover_records.push(FaultReport {
-            cluster: cluster.to_string(),
-            kind: kind.to_string(),
-            at_s: self.now as f64 / 1000.0,
-            at_ms: self.now,
-            detection_delay_s: known.then_some(0.0),
-            ..FaultReport::default()
-        });
-        let i = self.failover_records.len() - 1;
-        if kind != "node-down" {
-            self.open_faults.insert(cluster.to_string(), i);
-        }
-        i
-    }
-
-    pub(crate) fn fault_closed(&mut self, i: usize) {
-        if let Some(r) = self.failover_records.get_mut(i)
-            && r.ended_s.is_none()
-        {
-            r.ended_s = Some(self.now as f64 / 1000.0);
-        }
-    }
-
-    /// A node-down fault restarted `job` whole.
-    pub(crate) fn fault_restarted(&mut self, i: usize, job: &str) {
-        if let Some(r) = self.failover_records.get_mut(i)
-            && r.moved.insert(job.to_string())
-        {
-            r.jobs_moved += 1;
-        }
-    }
-
-    /// The Ready condition of `cluster` turned `status`: the open fault there is detected.
-    pub(crate) fn detected(&mut self, cluster: &str, status: &str) {
-        if status == "True" {
-            return;
-        }
-        let now = self.now;
-        if let Some(r) = self
-            .open_faults
-            .get(cluster)
-            .and_then(|i| self.failover_records.get_mut(*i))
-            && r.detection_delay_s.is_none()
-        {
-            r.detection_delay_s = Some((now - r.at_ms) as f64 / 1000.0);
-        }
-    }
-
     /// The jobs with a pod bound or running in `cluster`, and where each runs.
     fn jobs_in(&self, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -577,133 +465,5 @@ impl Sim<'_> {
         }
         self.mark_dirty();
         Ok(())
-    }
-
-    /// Measures how long two copies of `job` run at once: the old one (its ghosts still
-    /// running, or terminating) and the new one, each at least the gang.
-    fn both_copies(&mut self, job: &str) {
-        let placement = self.new_placement(job);
-        let Some(b) = self.bindings.get(job) else {
-            return;
-        };
-        let min = placement.min_member.max(1) as usize;
-        let old: Vec<&Ghost> = b.ghosts.iter().filter(|g| g.running).collect();
-        let both = old.len() >= min && placement.running as usize >= min;
-        let answers = old.iter().all(|g| self.reachable(&g.cluster));
-        self.overlap(job, both.then_some(answers));
-    }
-
-    /// Two copies of `job` run from now (`Some`, with whether the old one's member answers),
-    /// or not (`None`); the time since the last change is counted.
-    fn overlap(&mut self, job: &str, state: Option<bool>) {
-        let now = self.now;
-        let grace = self.grace as f64 / 1000.0;
-        let Some(b) = self.bindings.get_mut(job) else {
-            return;
-        };
-        if b.both_since.map(|(_, a)| a) == state {
-            return;
-        }
-        let since = std::mem::replace(&mut b.both_since, state.map(|a| (now, a)));
-        let Some((t, answered)) = since else {
-            return;
-        };
-        let secs = (now - t) as f64 / 1000.0;
-        if let Some(r) = b.fault.and_then(|i| self.failover_records.get_mut(i)) {
-            if answered {
-                r.duplicate_gang_s += secs;
-                r.duplicate_beyond_grace_s += (secs - grace).max(0.0);
-            } else {
-                r.cut_off_overlap_s += secs;
-            }
-        }
-    }
-
-    /// The `failover` section, once the run ends.
-    pub(crate) fn failover_report(&mut self) -> FailoverReport {
-        let jobs: BTreeSet<String> = self.bindings.keys().cloned().collect();
-        for job in &jobs {
-            // Overlaps still open count up to the end of the run.
-            self.overlap(job, None);
-        }
-        let mut records = std::mem::take(&mut self.failover_records);
-        for r in &mut records {
-            let mut last_back: Option<i64> = Some(r.at_ms);
-            for job in &r.moved {
-                let back = self
-                    .bindings
-                    .get(job)
-                    .and_then(|b| b.back_at)
-                    .or_else(|| (!self.jobs.contains_key(job)).then_some(r.at_ms));
-                last_back = match (last_back, back) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
-                if self.lost(job) {
-                    r.lost_jobs += 1;
-                }
-            }
-            r.all_running_again_s = last_back
-                .filter(|_| !r.moved.is_empty())
-                .map(|t| (t - r.at_ms) as f64 / 1000.0);
-        }
-        let t = self.timings;
-        let fmax = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        FailoverReport {
-            settings: BTreeMap::from([
-                (
-                    "clusterStatusUpdateFrequency_s".into(),
-                    t.probe_ms as f64 / 1000.0,
-                ),
-                (
-                    "clusterFailureThreshold_s".into(),
-                    t.thresholds.failure_ms as f64 / 1000.0,
-                ),
-                (
-                    "clusterSuccessThreshold_s".into(),
-                    t.thresholds.success_ms as f64 / 1000.0,
-                ),
-                (
-                    "noExecuteTaintGrace_s".into(),
-                    t.no_execute_ms as f64 / 1000.0,
-                ),
-                (
-                    "gracefulEvictionTimeout_s".into(),
-                    t.eviction_timeout_ms as f64 / 1000.0,
-                ),
-            ]),
-            jobs_moved: records.iter().map(|r| r.jobs_moved).sum(),
-            max_detection_delay_s: records.iter().map(|r| r.detection_delay_s).fold(None, fmax),
-            max_all_running_again_s: records
-                .iter()
-                .map(|r| r.all_running_again_s)
-                .fold(None, fmax),
-            duplicate_gang_s: records.iter().map(|r| r.duplicate_gang_s).sum(),
-            duplicate_beyond_grace_s: records.iter().map(|r| r.duplicate_beyond_grace_s).sum(),
-            lost_jobs: records.iter().map(|r| r.lost_jobs).sum(),
-            faults: records,
-        }
-    }
-
-    /// Whether a moved job is lost: still in flight, yet the scheduler holds no gang for it
-    /// or fewer pods than it has.
-    fn lost(&self, job: &str) -> bool {
-        let Some(j) = self.jobs.get(job) else {
-            return false;
-        };
-        let world = self.cache.world();
-        let group = format!("{}/{}", j.group.namespace, j.group.name);
-        let Some(w) = world.job_id(&group).and_then(|id| world.jobs.get(id)) else {
-            return true;
-        };
-        let live = j
-            .pods
-            .iter()
-            .filter(|k| self.pods.get(*k).is_some_and(|p| p.state != PodState::Done))
-            .count();
-        w.tasks.len() < live
     }
 }

@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::Taint;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tephra_api::Cluster;
 
@@ -248,18 +248,11 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         let removing = matches!(f.command, Verb::Untaint { .. });
         match f.command {
             Verb::List => {
-                let list = api
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| CliError::api("clusters", e))?;
-                print!("{}", listing(&list.items, false).render(f.scope.output)?);
+                super::show(&api, None, ("clusters", "cluster"), f.scope.output, listing).await?;
             }
             Verb::Get { name } => {
-                let c = api
-                    .get(&name)
-                    .await
-                    .map_err(|e| CliError::api(&format!("cluster {name}"), e))?;
-                print!("{}", listing(&[c], true).render(f.scope.output)?);
+                let labels = ("clusters", "cluster");
+                super::show(&api, Some(&name), labels, f.scope.output, listing).await?;
             }
             Verb::Join {
                 name,

@@ -84,6 +84,35 @@ pub async fn bus_command(
     Ok(())
 }
 
+/// Prints the objects of one kind: every one (`name` None, a failure naming `plural`) or the
+/// one named (a failure naming `singular`), through the kind's listing.
+pub async fn show<K>(
+    api: &kube::Api<K>,
+    name: Option<&str>,
+    (plural, singular): (&str, &str),
+    output: Option<Output>,
+    listing: impl for<'a> Fn(&'a [K], bool) -> print::Listing<'a, K>,
+) -> anyhow::Result<()>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let items = match name {
+        None => {
+            api.list(&kube::api::ListParams::default())
+                .await
+                .map_err(|e| CliError::api(plural, e))?
+                .items
+        }
+        Some(n) => vec![
+            api.get(n)
+                .await
+                .map_err(|e| CliError::api(&format!("{singular} {n}"), e))?,
+        ],
+    };
+    print!("{}", listing(&items, name.is_some()).render(output)?);
+    Ok(())
+}
+
 /// Runs an async command on a small runtime.
 pub fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()

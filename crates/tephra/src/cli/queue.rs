@@ -3,7 +3,7 @@
 //! controller to carry out.
 
 use clap::{Args, Subcommand};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tephra_api::Queue;
 
@@ -129,18 +129,11 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
                 println!("queue.scheduling.volcano.sh/{name} created");
             }
             Verb::List => {
-                let list = queues
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| CliError::api("queues", e))?;
-                print!("{}", listing(&list.items, false).render(f.scope.output)?);
+                super::show(&queues, None, ("queues", "queue"), f.scope.output, listing).await?;
             }
             Verb::Get { name } => {
-                let q = queues
-                    .get(&name)
-                    .await
-                    .map_err(|e| CliError::api(&format!("queue {name}"), e))?;
-                print!("{}", listing(&[q], true).render(f.scope.output)?);
+                let labels = ("queues", "queue");
+                super::show(&queues, Some(&name), labels, f.scope.output, listing).await?;
             }
             Verb::Operate {
                 name,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::admit::{self, FieldValidation};
+use crate::authz;
 use crate::patch::apply::record_update;
 use crate::resource::{Builtin, Registry, ResourceDef};
 use crate::selector::LabelSelector;
@@ -108,6 +109,10 @@ pub struct ApiServer {
     /// An injected failure: every request is answered with this 5xx code while non-zero.
     pub(crate) fault: AtomicU16,
     service_ips: AtomicU32,
+    /// Users holding tokens besides the administrator's (service accounts).
+    pub users: authz::Users,
+    /// What non-administrators asked for, and whether RBAC allowed it.
+    pub access: authz::AccessLog,
 }
 
 fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -128,6 +133,8 @@ impl ApiServer {
             options,
             fault: AtomicU16::new(0),
             service_ips: AtomicU32::new(1),
+            users: authz::Users::default(),
+            access: authz::AccessLog::default(),
         });
         let opts = WriteOpts::default();
         let ns = api.builtin(Builtin::Namespace);

@@ -326,6 +326,23 @@ impl Handle {
         Ok(kubeconfig::yaml(&[server.entry()], name))
     }
 
+    /// A kubeconfig for one server as a service account (RBAC applies).
+    pub fn service_account_kubeconfig(
+        &self,
+        server: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, Error> {
+        let s = self.server(server).ok_or_else(|| Error::Unknown {
+            what: "member",
+            name: server.to_string(),
+        })?;
+        Ok(kubeconfig::yaml(
+            &[s.service_account_entry(namespace, name)],
+            server,
+        ))
+    }
+
     /// A kube-rs `Config` for one server.
     pub async fn config(&self, name: &str) -> Result<kube::Config, Error> {
         kubeconfig::config(&self.kubeconfig_for(name)?, name).await

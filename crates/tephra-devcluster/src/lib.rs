@@ -1,13 +1,14 @@
 //! tephra-devcluster: a small Kubernetes on one machine, for integration tests and `tephra dev`.
 //!
 //! An in-memory API server that real clients (kube-rs, `kubectl`) talk to over HTTPS with a
-//! bearer token: discovery, openapi, built-in kinds and CRDs (with their schema defaults,
+//! bearer token (RBAC for service accounts' tokens): discovery, openapi, built-in kinds and CRDs (with their schema defaults,
 //! pruning and CEL rules, through `tephra_api::admission`), list and watch with resource
 //! versions, every patch type, the status, binding and eviction subresources. Simulated kubelets
 //! run the pods bound to a fleet's nodes. See README, "A Kubernetes on one machine".
 
 pub mod admit;
 pub mod api;
+pub mod authz;
 pub mod builtin_schema;
 pub mod cluster;
 pub mod discovery;

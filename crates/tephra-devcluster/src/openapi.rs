@@ -92,6 +92,12 @@ pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> Stri
         Builtin::PriorityClass => reg!(api::scheduling::v1::PriorityClass),
         Builtin::Pdb => reg!(api::policy::v1::PodDisruptionBudget),
         Builtin::Crd => reg!(CustomResourceDefinition),
+        Builtin::ServiceAccount => reg!(api::core::v1::ServiceAccount),
+        Builtin::Deployment => reg!(api::apps::v1::Deployment),
+        Builtin::Role => reg!(api::rbac::v1::Role),
+        Builtin::RoleBinding => reg!(api::rbac::v1::RoleBinding),
+        Builtin::ClusterRole => reg!(api::rbac::v1::ClusterRole),
+        Builtin::ClusterRoleBinding => reg!(api::rbac::v1::ClusterRoleBinding),
     }
 }
 

@@ -27,6 +27,12 @@ pub enum Builtin {
     PriorityClass,
     Pdb,
     Crd,
+    ServiceAccount,
+    Deployment,
+    Role,
+    RoleBinding,
+    ClusterRole,
+    ClusterRoleBinding,
 }
 
 /// A CRD printer column.
@@ -149,6 +155,9 @@ fn builtin(
     })
 }
 
+/// The RBAC API group.
+pub const RBAC: &str = "rbac.authorization.k8s.io";
+
 fn builtins() -> Vec<Arc<ResourceDef>> {
     use Builtin as B;
     vec![
@@ -225,6 +234,57 @@ fn builtins() -> Vec<Arc<ResourceDef>> {
             &["pdb"],
             true,
             B::Pdb,
+        ),
+        builtin(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            &["sa"],
+            false,
+            B::ServiceAccount,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["deploy"],
+            true,
+            B::Deployment,
+        ),
+        builtin(RBAC, "v1", "Role", "roles", true, &[], false, B::Role),
+        builtin(
+            RBAC,
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            &[],
+            false,
+            B::RoleBinding,
+        ),
+        builtin(
+            RBAC,
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            &[],
+            false,
+            B::ClusterRole,
+        ),
+        builtin(
+            RBAC,
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            &[],
+            false,
+            B::ClusterRoleBinding,
         ),
         builtin(
             "apiextensions.k8s.io",

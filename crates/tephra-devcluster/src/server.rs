@@ -1,7 +1,8 @@
 //! The HTTPS listener of one API server: TLS on loopback, bearer-token auth (anything else gets
-//! 401; `/version` and the health checks are public, as on a real server), routing to
-//! discovery, openapi and resource handlers, and the member-level faults (stop answering:
-//! connection refused; answer every request with a 5xx).
+//! 401; `/version` and the health checks are public, as on a real server; service accounts'
+//! tokens are authorized by RBAC, see `authz`), routing to discovery, openapi and resource
+//! handlers, and the member-level faults (stop answering: connection refused; answer every
+//! request with a 5xx).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::ApiServer;
+use crate::authz;
 use crate::discovery;
 use crate::error::Error;
 use crate::http::{self, Body, Req, bytes_reply, error_reply, json_reply};
@@ -137,6 +139,15 @@ impl Server {
         &self.token
     }
 
+    /// A kubeconfig entry for a service account of this server: its own token, authorized by
+    /// the RBAC objects stored here.
+    pub fn service_account_entry(&self, namespace: &str, name: &str) -> Entry {
+        Entry {
+            token: self.api.users.service_account(namespace, name),
+            ..self.entry()
+        }
+    }
+
     /// Its kubeconfig entry.
     pub fn entry(&self) -> Entry {
         Entry {
@@ -249,8 +260,11 @@ async fn dispatch(
     let path = req.uri().path().to_string();
     let route = router::route(&path);
     let public = matches!(route, Route::Version | Route::Health);
-    let resp = if !public && header(&req, "authorization") != format!("Bearer {token}") {
-        error_reply(&ApiError::unauthorized())
+    let resp = if let Some(denied) = (!public)
+        .then(|| authorize(api, token, &req, &route))
+        .and_then(Result::err)
+    {
+        error_reply(&denied)
     } else if let Some(code) = Some(api.fault.load(Ordering::SeqCst)).filter(|c| *c != 0) {
         error_reply(&ApiError::injected(code))
     } else {
@@ -258,6 +272,46 @@ async fn dispatch(
     };
     tracing::debug!(server = %api.name, %method, %path, status = resp.status().as_u16(), "request");
     resp
+}
+
+/// 401 for a request without a known token; 403 for a resource request RBAC does not allow.
+fn authorize(
+    api: &ApiServer,
+    admin_token: &str,
+    req: &Request<Incoming>,
+    route: &Route,
+) -> Result<(), ApiError> {
+    let auth = header(req, "authorization");
+    let Some(bearer) = auth.strip_prefix("Bearer ") else {
+        return Err(ApiError::unauthorized());
+    };
+    if bearer == admin_token {
+        return Ok(());
+    }
+    let user = api.users.get(bearer).ok_or_else(ApiError::unauthorized)?;
+    let Route::Resource(path) = route else {
+        return Ok(());
+    };
+    if user.is_master() {
+        return Ok(());
+    }
+    let query = http::parse_query(req.uri().query().unwrap_or_default());
+    let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let Some(attrs) = authz::Attributes::of(req.method(), path, watch) else {
+        return Ok(());
+    };
+    let allowed = authz::allowed(&api.store, &user, &attrs);
+    api.access.record(&user, &attrs, allowed);
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            &attrs.group,
+            &attrs.resource,
+            attrs.name.as_deref().unwrap_or_default(),
+            &attrs.denial(&user),
+        ))
+    }
 }
 
 async fn route_request(

@@ -82,7 +82,18 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             s("Message"),
             col("Name", "string", "name", 1, NAME_DOC),
         ],
-        Some(Builtin::Crd) => vec![name, col("Created At", "date", "", 0, AGE_DOC)],
+        Some(Builtin::Crd | Builtin::Role | Builtin::ClusterRole) => {
+            vec![name, col("Created At", "date", "", 0, AGE_DOC)]
+        }
+        Some(Builtin::ServiceAccount) => vec![name, age],
+        Some(Builtin::Deployment) => vec![
+            name,
+            s("Ready"),
+            col("Up-to-date", "integer", "", 0, ""),
+            col("Available", "integer", "", 0, ""),
+            age,
+        ],
+        Some(Builtin::RoleBinding | Builtin::ClusterRoleBinding) => vec![name, s("Role"), age],
         None => {
             let mut cols = vec![name];
             cols.extend(
@@ -342,7 +353,35 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
                 name,
             ]
         }
-        Some(Builtin::Crd) => vec![name, json!(text(obj, "/metadata/creationTimestamp"))],
+        Some(Builtin::Crd | Builtin::Role | Builtin::ClusterRole) => {
+            vec![name, json!(text(obj, "/metadata/creationTimestamp"))]
+        }
+        Some(Builtin::ServiceAccount) => vec![name, json!(age(obj))],
+        Some(Builtin::Deployment) => {
+            let n = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    n("/status/readyReplicas"),
+                    obj.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                )),
+                json!(n("/status/updatedReplicas")),
+                json!(n("/status/availableReplicas")),
+                json!(age(obj)),
+            ]
+        }
+        Some(Builtin::RoleBinding | Builtin::ClusterRoleBinding) => vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                text(obj, "/roleRef/kind"),
+                text(obj, "/roleRef/name")
+            )),
+            json!(age(obj)),
+        ],
         None => {
             let mut out = vec![name];
             for c in &def.columns {

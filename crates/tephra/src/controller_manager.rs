@@ -4,6 +4,7 @@
 //! runs until Ctrl-C or SIGTERM.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use clap::Args;
@@ -59,6 +60,9 @@ pub struct Flags {
     /// (the jobs that do not tolerate it then move); `0` turns NoExecute taints off.
     #[arg(long, default_value = "5m")]
     no_execute_taint_grace: String,
+    /// Serve /metrics, /healthz and /readyz here (`:8081`); none by default.
+    #[arg(long)]
+    listen_address: Option<String>,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -69,6 +73,11 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     runtime::init_logging(f.log_format);
     let resync = runtime::positive_duration("--resync-period", &f.resync_period)?;
     let clusters = cluster_options(&f)?;
+    let listen = f
+        .listen_address
+        .as_deref()
+        .map(|a| runtime::address("--listen-address", a))
+        .transpose()?;
     let identity = runtime::identity("tephra-controller-manager");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -77,9 +86,20 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     rt.block_on(async move {
         let client = f.connection.client().await?;
         let mut tasks = Vec::new();
+        let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+        if let Some(addr) = listen {
+            let health = tephra_kube::serve::Health {
+                ready: Arc::new(AtomicBool::new(true)),
+                metrics: metrics.clone(),
+            };
+            let (bound, task) = tephra_kube::serve::start(addr, health)
+                .await
+                .with_context(|| format!("--listen-address {addr}"))?;
+            tracing::info!(address = %bound, "serving /metrics, /healthz and /readyz");
+            tasks.push(task);
+        }
         let leadership = if f.leader_elect {
             let l = Leadership::candidate();
-            let metrics = Arc::new(Metrics::new().context("registering metrics")?);
             tasks.push(leader::spawn(
                 client.clone(),
                 LeaderOptions::new(&f.lock_object_namespace, &f.lock_object_name, &identity),

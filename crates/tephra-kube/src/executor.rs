@@ -1,7 +1,8 @@
 //! The executor: carries out planned writes against the right API server, with bounded
 //! concurrency and a client-side rate limit, retrying throttling and server errors with
 //! backoff. It never blocks the session loop: a batch is handed over and each result comes
-//! back on a channel. Before each batch it checks that this replica still leads.
+//! back on a channel. Writes to one object keep their planned order (`lanes`). Before each
+//! write it checks that this replica still leads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 
 use crate::events::{EventFor, event};
+use crate::lanes::Lanes;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ms};
 use crate::writes::Write;
@@ -136,6 +138,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     done: mpsc::UnboundedSender<Done>,
     identity: String,
+    lanes: Lanes<Write>,
 }
 
 const RETRIES: u32 = 4;
@@ -160,6 +163,7 @@ impl Executor {
             metrics,
             done,
             identity,
+            lanes: Lanes::default(),
         });
         let (queue, rx) = mpsc::unbounded_channel::<Write>();
         let rx = Arc::new(Mutex::new(rx));
@@ -169,14 +173,22 @@ impl Executor {
                 loop {
                     let next = rx.lock().await.recv().await;
                     let Some(write) = next else { return };
-                    // Checked before every write: a replica that lost the lease stops writing.
-                    let outcome = if inner.leadership.is_leader() {
-                        inner.run(&write).await
-                    } else {
-                        Outcome::NotLeader
+                    let object = write.object();
+                    // A write to an object with a write in flight waits in its lane.
+                    let mut write = match &object {
+                        Some(key) => match inner.lanes.enter(key, write) {
+                            Some(w) => w,
+                            None => continue,
+                        },
+                        None => write,
                     };
-                    inner.metrics.executor_depth.dec();
-                    let _ = inner.done.send(Done { write, outcome });
+                    loop {
+                        inner.execute(write).await;
+                        match object.as_deref().and_then(|key| inner.lanes.leave(key)) {
+                            Some(w) => write = w,
+                            None => break,
+                        }
+                    }
                 }
             });
         }
@@ -218,6 +230,18 @@ impl Executor {
 }
 
 impl Inner {
+    /// Carries out one write (if this replica still leads: checked before every write, so a
+    /// replica that lost the lease stops writing) and reports how it ended.
+    async fn execute(&self, write: Write) {
+        let outcome = if self.leadership.is_leader() {
+            self.run(&write).await
+        } else {
+            Outcome::NotLeader
+        };
+        self.metrics.executor_depth.dec();
+        let _ = self.done.send(Done { write, outcome });
+    }
+
     async fn run(&self, w: &Write) -> Outcome {
         let Some(client) = self.clients.for_write(w) else {
             return Outcome::Failed {

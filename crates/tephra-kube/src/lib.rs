@@ -24,6 +24,7 @@ pub mod events;
 pub mod executor;
 pub mod failover;
 pub mod jobs;
+pub mod lanes;
 pub mod leader;
 pub mod members;
 pub mod metrics;

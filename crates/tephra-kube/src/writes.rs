@@ -165,6 +165,66 @@ pub enum Write {
 }
 
 impl Write {
+    /// The object this write changes (`<cluster>/<kind>/<namespace>/<name>`, the control
+    /// plane's cluster empty): the executor carries out writes to one object in the order they
+    /// were planned. Events change none.
+    pub fn object(&self) -> Option<String> {
+        let at = |cluster: &str, kind: &str, namespace: &str, name: &str| {
+            Some(format!("{cluster}/{kind}/{namespace}/{name}"))
+        };
+        match self {
+            Write::Bind {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Place {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Evict {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Purge {
+                cluster,
+                namespace,
+                name,
+            }
+            | Write::Nominate {
+                cluster,
+                namespace,
+                name,
+                ..
+            } => at(cluster, "pod", namespace, name),
+            Write::DeclaredStatus {
+                namespace, name, ..
+            } => at("", "pod", namespace, name),
+            Write::Binding {
+                namespace, name, ..
+            }
+            | Write::BindingStatus {
+                namespace, name, ..
+            }
+            | Write::EvictionTasks {
+                namespace, name, ..
+            } => at("", "resourcebinding", namespace, name),
+            Write::GroupStatus {
+                cluster,
+                namespace,
+                name,
+                ..
+            } => at(cluster, "podgroup", namespace, name),
+            Write::QueueStatus { name, .. } => at("", "queue", "", name),
+            Write::Event { .. } => None,
+        }
+    }
+
     /// The API verb, for metrics.
     pub fn verb(&self) -> &'static str {
         match self {

@@ -427,6 +427,22 @@ impl Metrics {
         })
     }
 
+    /// The controller-manager's metrics: only its leadership, named
+    /// `tephra_controller_manager_leader`, so that its `/metrics` repeats none of the
+    /// scheduler's series (`max(tephra_leader)` is about schedulers only).
+    pub fn controller_manager() -> Result<Self, prometheus::Error> {
+        let mut m = Self::new()?;
+        let r = Names::default();
+        m.leader = int_gauge(
+            &r,
+            "tephra_controller_manager_leader",
+            "1 while this controller-manager replica leads and may write",
+        )?;
+        m.names = r.names.into_inner();
+        m.registry = r.registry;
+        Ok(m)
+    }
+
     /// Counts a failed API request.
     pub fn api_error(&self, cluster: &str, verb: &str, code: u16) {
         self.api_errors
@@ -467,5 +483,23 @@ impl Metrics {
         // Encoding into a Vec cannot fail for text.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_controller_manager_exports_its_leadership_and_none_of_the_schedulers_series() {
+        let m = Metrics::controller_manager().unwrap();
+        m.leader.set(1);
+        let text = m.render();
+        assert!(text.contains("tephra_controller_manager_leader 1"), "{text}");
+        assert!(!text.contains("volcano_") && !text.contains("tephra_leader "), "{text}");
+        assert_eq!(m.names(), ["tephra_controller_manager_leader"]);
+        // The scheduler's own registry is untouched.
+        assert!(Metrics::new().unwrap().names().contains(&"tephra_leader".to_string()));
     }
 }

@@ -86,7 +86,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     rt.block_on(async move {
         let client = f.connection.client().await?;
         let mut tasks = Vec::new();
-        let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+        let metrics = Arc::new(Metrics::controller_manager().context("registering metrics")?);
         if let Some(addr) = listen {
             let health = tephra_kube::serve::Health {
                 ready: Arc::new(AtomicBool::new(true)),

@@ -1,4 +1,5 @@
-//! The CRD YAML committed under `crds/` is exactly what the Rust types generate.
+//! The CRD YAML committed under `crds/` is exactly what the Rust types generate, and the Helm
+//! chart's `crds/` folder is a copy of it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -24,6 +25,29 @@ fn committed_crds_match_the_types() {
         assert!(
             docs[0] == want,
             "crds/{file} is stale: regenerate with `cargo run -p tephra -- crds --out crds`"
+        );
+    }
+}
+
+#[test]
+fn the_charts_crds_are_the_committed_ones() {
+    let root = common::repo_root();
+    let (ours, chart) = (root.join("crds"), root.join("charts/tephra/crds"));
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        common::yaml_files(dir)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(
+        names(&chart),
+        names(&ours),
+        "charts/tephra/crds must hold crds/: cp crds/*.yaml charts/tephra/crds/"
+    );
+    for file in names(&ours) {
+        assert!(
+            std::fs::read(ours.join(&file)).unwrap() == std::fs::read(chart.join(&file)).unwrap(),
+            "charts/tephra/crds/{file} is stale: cp crds/{file} charts/tephra/crds/"
         );
     }
 }

@@ -496,10 +496,21 @@ mod tests {
         let m = Metrics::controller_manager().unwrap();
         m.leader.set(1);
         let text = m.render();
-        assert!(text.contains("tephra_controller_manager_leader 1"), "{text}");
-        assert!(!text.contains("volcano_") && !text.contains("tephra_leader "), "{text}");
+        assert!(
+            text.contains("tephra_controller_manager_leader 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("volcano_") && !text.contains("tephra_leader "),
+            "{text}"
+        );
         assert_eq!(m.names(), ["tephra_controller_manager_leader"]);
         // The scheduler's own registry is untouched.
-        assert!(Metrics::new().unwrap().names().contains(&"tephra_leader".to_string()));
+        assert!(
+            Metrics::new()
+                .unwrap()
+                .names()
+                .contains(&"tephra_leader".to_string())
+        );
     }
 }

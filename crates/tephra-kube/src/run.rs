@@ -291,6 +291,9 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         expected.insert((control.to_string(), Kind::Pod));
         state.declare_from(Arc::clone(&control));
     }
+    if local_member && fleet {
+        state.pin_groups_to(Arc::from(LOCAL));
+    }
     let (done_tx, done) = mpsc::unbounded_channel();
     let clients = Clients {
         control: client.clone(),

@@ -66,6 +66,9 @@ pub struct State {
     refused: HashMap<String, String>,
     /// The cluster whose pods are declared for placement in a member (fleet mode).
     control: Option<Arc<str>>,
+    /// `--members both`: the cluster every PodGroup's pods live in (the scheduler's own),
+    /// which its gang is bound in.
+    home: Option<Arc<str>>,
     /// Pods declared on the control plane, by key.
     declared: HashMap<String, Arc<k8s_openapi::api::core::v1::Pod>>,
     /// Keys of pods some member has: the member's copy is the one that counts.
@@ -119,6 +122,7 @@ impl State {
             synced: BTreeSet::new(),
             refused: HashMap::new(),
             control: None,
+            home: None,
             declared: HashMap::new(),
             mirrored: HashSet::new(),
             members: HashMap::new(),
@@ -137,6 +141,12 @@ impl State {
             purged: HashMap::new(),
             nominated: HashMap::new(),
         }
+    }
+
+    /// `--members both`: PodGroups' pods are not declared but live in `home`, the scheduler's
+    /// own cluster, so each gang is placed there (other members' nodes still count).
+    pub fn pin_groups_to(&mut self, home: Arc<str>) {
+        self.home = Some(home);
     }
 
     /// Fleet mode: pods of `control` are declared there and placed in a member.
@@ -507,6 +517,16 @@ impl State {
                 if let Some(away) = self.evicting.get(&key) {
                     // Failover: the gang is placed anywhere but where it is evicted from.
                     policy.exclude.extend(away.iter().cloned());
+                }
+                if let Some(home) = &self.home {
+                    // Its pods exist only at home: a bind elsewhere would find no pod. A policy
+                    // that names clusters but not home leaves the gang nowhere to go.
+                    let named = policy.cluster_names.is_empty()
+                        || policy.cluster_names.iter().any(|c| **c == **home);
+                    if !named {
+                        policy.exclude.push(home.to_string());
+                    }
+                    policy.cluster_names = vec![home.to_string()];
                 }
                 let mut spec =
                     convert::pod_group(&g, self.cache.names_mut(), since, Arc::new(policy))?;

@@ -33,16 +33,21 @@ pub fn node(name: &str, cpu: &str, gpus: u32) -> NodeSpec {
     }
 }
 
-/// One member named `local` with these nodes, fast kubelets and a `default` queue.
-pub async fn cluster(nodes: Vec<NodeSpec>) -> Handle {
-    let mut options = Options::single();
-    options.members[0].nodes = nodes;
-    options.kubelet = Some(KubeletOptions {
+/// Kubelets that start and stop pods in 100 ms and heartbeat every 200 ms.
+pub fn fast_kubelet() -> Option<KubeletOptions> {
+    Some(KubeletOptions {
         start_delay: Duration::from_millis(100),
         stop_delay: Duration::from_millis(100),
         heartbeat: Duration::from_millis(200),
         speed: 1.0,
-    });
+    })
+}
+
+/// One member named `local` with these nodes, fast kubelets and a `default` queue.
+pub async fn cluster(nodes: Vec<NodeSpec>) -> Handle {
+    let mut options = Options::single();
+    options.members[0].nodes = nodes;
+    options.kubelet = fast_kubelet();
     options.queues = vec![queue_json("default", 1)];
     DevCluster::start(options).await.expect("devcluster starts")
 }
@@ -291,12 +296,7 @@ pub async fn fleet_of(members: &[(&str, u32)]) -> Handle {
             .collect(),
         control_plane: true,
         queues: vec![queue_json("default", 1)],
-        kubelet: Some(KubeletOptions {
-            start_delay: Duration::from_millis(100),
-            stop_delay: Duration::from_millis(100),
-            heartbeat: Duration::from_millis(200),
-            speed: 1.0,
-        }),
+        kubelet: fast_kubelet(),
         ..Options::default()
     };
     DevCluster::start(options).await.expect("devcluster starts")

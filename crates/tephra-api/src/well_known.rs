@@ -43,6 +43,10 @@ pub const GANG_MIN_TASK_MEMBER: &str = "tephra.io/gang-min-task-member";
 /// The scheduler name of a member's copy under `bindingMode: Extender`: the member's own
 /// kube-scheduler places it, through tephra's extender.
 pub const MEMBER_SCHEDULER: &str = "default-scheduler";
+/// Cluster annotation: the schedulerName its copies get under `bindingMode: Extender` when the
+/// kube-scheduler profile that calls tephra's extender is not the member's `default-scheduler`
+/// (the chart's extender example runs one named `tephra-extender`).
+pub const MEMBER_SCHEDULER_NAME: &str = "tephra.io/member-scheduler-name";
 /// Annotation on objects tephra created in a member: the control-plane object they come from.
 pub const SOURCE_OBJECT: &str = "tephra.io/source";
 /// Simulator annotation on a Job manifest: when it is submitted (a duration such as `10m`).

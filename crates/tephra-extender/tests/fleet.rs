@@ -31,7 +31,11 @@ fn node(name: &str) -> NodeSpec {
     }
 }
 
-/// kube-scheduler's stand-in on a member: every pending pod of `default-scheduler` goes
+/// The member's kube-scheduler profile that calls the extender, named on its Cluster (as the
+/// chart's example runs one beside the member's default-scheduler).
+const PROFILE: &str = "tephra-extender";
+
+/// kube-scheduler's stand-in on a member: every pending pod of its profile (`PROFILE`) goes
 /// through the extender, one scheduling cycle at a time per pod, binds in flight at once.
 fn kube_scheduler(member: kube::Client, addr: std::net::SocketAddr) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -54,9 +58,7 @@ fn kube_scheduler(member: kube::Client, addr: std::net::SocketAddr) -> tokio::ta
                 .unwrap_or_default();
             for p in pods {
                 let spec = p.spec.clone().unwrap_or_default();
-                if spec.node_name.is_some()
-                    || spec.scheduler_name.as_deref() != Some("default-scheduler")
-                {
+                if spec.node_name.is_some() || spec.scheduler_name.as_deref() != Some(PROFILE) {
                     continue;
                 }
                 let key = format!("{:?}/{:?}", p.metadata.namespace, p.metadata.name);
@@ -102,7 +104,9 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
         .patch(
             "east",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"bindingMode": "Extender"}})),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"tephra.io/member-scheduler-name": PROFILE}},
+                "spec": {"bindingMode": "Extender"}})),
         )
         .await
         .unwrap();
@@ -172,7 +176,7 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
     for p in &placed {
         let a = p.metadata.annotations.clone().unwrap_or_default();
         let spec = p.spec.clone().unwrap_or_default();
-        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        assert_eq!(spec.scheduler_name.as_deref(), Some(PROFILE));
         assert_eq!(
             a.get("tephra.io/gang-min-member").map(String::as_str),
             Some("3")

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
 use tephra_api::well_known::{
-    GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, MEMBER_SCHEDULER, PLANNED_CLUSTER, PLANNED_NODE,
+    GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, PLANNED_CLUSTER, PLANNED_NODE,
 };
 use tephra_api::work::{ObjectReference, TargetCluster};
 use tephra_api::{PodGroupStatus, ResourceBinding, ResourceBindingSpec};
@@ -282,6 +282,9 @@ fn split(key: &str) -> (String, String) {
 /// each copy: the gang's minimums, for the extender's barrier.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExtenderPlan {
+    /// The member's kube-scheduler profile that calls the extender (the Cluster's
+    /// `tephra.io/member-scheduler-name`, else `default-scheduler`).
+    pub scheduler: String,
     /// The gang's minMember.
     pub min_member: i32,
     /// Each role's minTaskMember.
@@ -314,7 +317,7 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
         }
         if let Some(spec) = p.spec.as_mut() {
             spec.node_name = None;
-            spec.scheduler_name = Some(MEMBER_SCHEDULER.into());
+            spec.scheduler_name = Some(plan.scheduler.clone());
         }
     } else if let Some(spec) = p.spec.as_mut() {
         spec.node_name = Some(node.into());

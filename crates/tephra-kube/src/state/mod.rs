@@ -158,11 +158,21 @@ impl State {
     /// kube-scheduler and tephra's extender (`bindingMode: Extender`); `None` for Direct.
     pub fn extender_plan(&self, cluster: &str, job: &str) -> Option<crate::writes::ExtenderPlan> {
         let (c, _) = self.members.get(cluster)?;
-        if c.as_ref()?.spec.binding_mode != Some(tephra_api::cluster::BindingMode::Extender) {
+        let c = c.as_ref()?;
+        if c.spec.binding_mode != Some(tephra_api::cluster::BindingMode::Extender) {
             return None;
         }
         let g = self.group_objects.get(job)?;
+        let scheduler = c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(tephra_api::well_known::MEMBER_SCHEDULER_NAME))
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .unwrap_or_else(|| tephra_api::well_known::MEMBER_SCHEDULER.into());
         Some(crate::writes::ExtenderPlan {
+            scheduler,
             min_member: g.spec.min_member.unwrap_or(1),
             min_task_member: g.spec.min_task_member.clone(),
         })

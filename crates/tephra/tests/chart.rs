@@ -20,11 +20,20 @@ use serde_json::{Value, json};
 
 /// Grants both workloads leave unused, with the code that needs them: (component, group,
 /// resource, verb).
-const ALWAYS_UNUSED: [(&str, &str, &str, &str); 4] = [
+const ALWAYS_UNUSED: [(&str, &str, &str, &str); 6] = [
     // bare_pods.rs owner_annotations: the same read as for a ReplicaSet owner.
     ("controller-manager", "apps", "daemonsets", "get"),
     ("controller-manager", "apps", "statefulsets", "get"),
     ("controller-manager", "batch", "jobs", "get"),
+    // Owner references with blockOwnerDeletion, where OwnerReferencesPermissionEnforcement is
+    // on (the devcluster does not enforce it).
+    (
+        "controller-manager",
+        "batch.volcano.sh",
+        "jobs/finalizers",
+        "update",
+    ),
+    ("controller-manager", "", "pods/finalizers", "update"),
     // jobs.rs UpdatePodGroup: a Job's minAvailable or priorityClassName changed.
     (
         "controller-manager",
@@ -40,6 +49,8 @@ const ONE_CLUSTER_UNUSED: &[(&str, &str, &str, &str)] = &[
     ALWAYS_UNUSED[1],
     ALWAYS_UNUSED[2],
     ALWAYS_UNUSED[3],
+    ALWAYS_UNUSED[4],
+    ALWAYS_UNUSED[5],
     // executor.rs Evict and Nominate: preemption and reclaim.
     ("scheduler", "", "pods/eviction", "create"),
     ("scheduler", "", "pods/status", "patch"),
@@ -58,6 +69,8 @@ const FLEET_UNUSED: &[(&str, &str, &str, &str)] = &[
     ALWAYS_UNUSED[1],
     ALWAYS_UNUSED[2],
     ALWAYS_UNUSED[3],
+    ALWAYS_UNUSED[4],
+    ALWAYS_UNUSED[5],
     // cluster_status.rs: the taint controller taints a member that is not ready.
     (
         "controller-manager",
@@ -236,7 +249,8 @@ async fn every_object_of_an_everything_on_render_is_admitted() {
     let mut values = fleet_values(&[("east", "https://10.0.0.1:6443")]);
     values["scheduler"]["members"] = json!("both");
     values["memberAccess"] = json!({"enabled": true});
-    values["extender"] = json!({"enabled": true});
+    values["extender"] = json!({"enabled": true,
+        "kubeSchedulerImage": "registry.k8s.io/kube-scheduler:v1.31.4"});
     values["metrics"] = json!({"serviceMonitor": {"enabled": true},
                                "prometheusRule": {"enabled": true}});
     let path = dir.write("values.json", &values);
@@ -283,12 +297,20 @@ async fn every_object_of_an_everything_on_render_is_admitted() {
     }
 }
 
-/// The extender example in the chart configures kube-scheduler as
-/// examples/kube-scheduler-extender.yaml does.
+/// The extender example in the chart calls the extender as examples/kube-scheduler-extender.yaml
+/// does, from its own profile (tephra's pods name it through the Cluster's annotation).
 #[test]
 fn the_charts_kube_scheduler_calls_the_extender_as_the_example_does() {
     let Some(helm) = helm() else { return };
-    let docs = render(&helm, &["--set", "extender.enabled=true"]);
+    let docs = render(
+        &helm,
+        &[
+            "--set",
+            "extender.enabled=true,extender.kubeSchedulerImage=kube-scheduler:v1.31.4",
+            "--set",
+            "extender.managedResources={nvidia.com/gpu}",
+        ],
+    );
     let config = |map: &Value| -> Value {
         serde_saphyr::from_str(map["data"]["kube-scheduler-config.yaml"].as_str().unwrap()).unwrap()
     };
@@ -302,7 +324,10 @@ fn the_charts_kube_scheduler_calls_the_extender_as_the_example_does() {
     )
     .unwrap();
     assert_eq!(config(chart)["extenders"], config(&example)["extenders"]);
-    assert_eq!(config(chart)["profiles"], config(&example)["profiles"]);
+    assert_eq!(
+        config(chart)["profiles"],
+        json!([{"schedulerName": "tephra-extender"}])
+    );
     let deployment = of_kind(&docs, "Deployment")
         .into_iter()
         .find(|d| {
@@ -367,7 +392,23 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     let admin = dev.client("control-plane").await.unwrap();
     install(&admin, &docs).await;
     let _running = run_deployments(&dev, "control-plane", &docs, &dir);
-    workload(&admin, &Guard::of(&dev)).await;
+    let guard = Guard::of(&dev);
+    workload(&admin, &guard).await;
+    // The controller-manager found both members Ready (their Cluster status).
+    let clusters: kube::Api<tephra_api::Cluster> = kube::Api::all(admin.clone());
+    wait_for(&guard, "both Clusters Ready", 60, || async {
+        clusters.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.len() == 2
+                && l.items.iter().all(|c| {
+                    c.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|k| k.type_ == "Ready" && k.status == "True")
+                    })
+                })
+        })
+    })
+    .await;
     let mut used = check_access(&dev, "control-plane");
     for m in ["east", "west"] {
         for (user, set) in check_access(&dev, m) {

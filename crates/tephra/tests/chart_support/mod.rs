@@ -581,6 +581,20 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
         phase("long").await == "Aborted"
     })
     .await;
+    // The scheduler says why the job too big for any node waits, on its PodGroup.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "an Event on job huge's PodGroup", 60, || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.involved_object.kind.as_deref() == Some("PodGroup")
+                    && e.involved_object
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("huge"))
+            })
+        })
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
     for bare in ["solo", "web-1"] {
         wait_for(
@@ -601,14 +615,19 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
     }
     for q in ["research", "research-child"] {
         wait_for(guard, &format!("queue {q} to close"), 60, || async {
-            queues
-                .get_opt(q)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|q| q.status)
-                .and_then(|s| s.state)
-                .is_some_and(|s| format!("{s:?}") == "Closed")
+            queues.get_opt(q).await.ok().flatten().is_some_and(|queue| {
+                let closed = queue
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.state)
+                    .is_some_and(|s| format!("{s:?}") == "Closed");
+                // The child is also marked closed by its parent (written after its state).
+                let marked = q == "research"
+                    || queue.metadata.annotations.as_ref().is_some_and(|a| {
+                        a.get("volcano.sh/closed-by-parent").map(String::as_str) == Some("true")
+                    });
+                closed && marked
+            })
         })
         .await;
     }

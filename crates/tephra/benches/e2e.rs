@@ -75,7 +75,19 @@ fn peak_rss_mib(pid: u32) -> f64 {
 struct Killed(Child);
 
 impl Drop for Killed {
+    /// SIGINT first, so that a scheduler stops as on Ctrl-C and `perf record` (with
+    /// `TEPHRA_E2E_PERF`) writes its data and stops its child; SIGKILL after 10 s.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -171,17 +171,20 @@ impl Executor {
             let (inner, rx) = (Arc::clone(&inner), Arc::clone(&rx));
             tokio::spawn(async move {
                 loop {
-                    let next = rx.lock().await.recv().await;
-                    let Some(write) = next else { return };
+                    // The receiver is held until the write has entered its lane, so that two
+                    // writes to one object enter in the order they were submitted.
+                    let mut queue = rx.lock().await;
+                    let Some(write) = queue.recv().await else {
+                        return;
+                    };
                     let object = write.object();
                     // A write to an object with a write in flight waits in its lane.
-                    let mut write = match &object {
-                        Some(key) => match inner.lanes.enter(key, write) {
-                            Some(w) => w,
-                            None => continue,
-                        },
-                        None => write,
+                    let entered = match &object {
+                        Some(key) => inner.lanes.enter(key, write),
+                        None => Some(write),
                     };
+                    drop(queue);
+                    let Some(mut write) = entered else { continue };
                     loop {
                         inner.execute(write).await;
                         match object.as_deref().and_then(|key| inner.lanes.leave(key)) {

@@ -100,12 +100,19 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    /// The attributes of a request on a resource path; `None` for a method RBAC has no verb
-    /// for.
-    pub fn of(method: &Method, path: &ResourcePath, watch: bool) -> Option<Self> {
+    /// The attributes of a request on a resource path, as kube-apiserver's request info
+    /// derives them: `watch=true` makes a list a watch (a named GET stays a get), and a list
+    /// or watch with `fieldSelector=metadata.name=<n>` names `<n>`. `None` for a method RBAC
+    /// has no verb for.
+    pub fn of(
+        method: &Method,
+        path: &ResourcePath,
+        watch: bool,
+        field_selector: Option<&str>,
+    ) -> Option<Self> {
         let named = path.name.is_some();
         let verb = match *method {
-            Method::GET | Method::HEAD if watch => "watch",
+            Method::GET | Method::HEAD if watch && !named => "watch",
             Method::GET | Method::HEAD if named => "get",
             Method::GET | Method::HEAD => "list",
             Method::POST => "create",
@@ -121,13 +128,18 @@ impl Attributes {
             (None, "namespaces", Some(name)) if path.group.is_empty() => Some(name.clone()),
             _ => None,
         };
+        let selected = field_selector
+            .filter(|_| matches!(verb, "list" | "watch"))
+            .and_then(|s| s.strip_prefix("metadata.name="))
+            .filter(|n| !n.is_empty() && !n.contains(','))
+            .map(String::from);
         Some(Self {
             verb,
             group: path.group.clone(),
             resource: path.plural.clone(),
             subresource: path.sub.clone(),
             namespace,
-            name: path.name.clone(),
+            name: path.name.clone().or(selected),
         })
     }
 
@@ -390,7 +402,8 @@ mod tests {
             name: name.map(String::from),
             sub: None,
         };
-        let verb = |m: Method, name, watch| Attributes::of(&m, &path(name), watch).map(|a| a.verb);
+        let verb =
+            |m: Method, name, watch| Attributes::of(&m, &path(name), watch, None).map(|a| a.verb);
         assert_eq!(verb(Method::GET, None, false), Some("list"));
         assert_eq!(verb(Method::GET, None, true), Some("watch"));
         assert_eq!(verb(Method::GET, Some("p"), false), Some("get"));
@@ -398,6 +411,10 @@ mod tests {
         assert_eq!(verb(Method::DELETE, Some("p"), false), Some("delete"));
         assert_eq!(verb(Method::PATCH, Some("p"), false), Some("patch"));
         assert_eq!(verb(Method::OPTIONS, Some("p"), false), None);
+        // watch=true on a named object is still a get, as kube-apiserver reads it.
+        assert_eq!(verb(Method::GET, Some("p"), true), Some("get"));
+        let one = Attributes::of(&Method::GET, &path(None), true, Some("metadata.name=p")).unwrap();
+        assert_eq!((one.verb, one.name.as_deref()), ("watch", Some("p")));
     }
 
     #[test]

@@ -297,8 +297,10 @@ fn authorize(
     }
     let query = http::parse_query(req.uri().query().unwrap_or_default());
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-    let Some(attrs) = authz::Attributes::of(req.method(), path, watch) else {
-        return Ok(());
+    let fields = query.get("fieldSelector").map(String::as_str);
+    let Some(attrs) = authz::Attributes::of(req.method(), path, watch, fields) else {
+        // No RBAC verb: refused rather than let through unchecked.
+        return Err(ApiError::method_not_allowed());
     };
     let allowed = authz::allowed(&api.store, &user, &attrs);
     api.access.record(&user, &attrs, allowed);

@@ -1,6 +1,7 @@
 //! `--members both`: the scheduler's own cluster is member `local` and the control plane, and
 //! the Cluster objects in it add members. Pods created in the local cluster are bound there
-//! (they cannot move to another cluster), while the other members' nodes are known.
+//! (they cannot move to another cluster), with a PodGroup or without, while the other members'
+//! nodes are known.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -114,5 +115,21 @@ async fn a_gang_too_big_for_the_local_cluster_waits_there_instead_of_binding_els
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let nodes = nodes_of(&local, "default", "big-").await;
     assert!(nodes.values().all(Option::is_none), "{nodes:?}");
+    no_pods_in_east(&dev).await;
+}
+
+#[tokio::test]
+async fn a_pod_without_a_podgroup_is_bound_in_the_local_cluster_too() {
+    logs();
+    let dev = two_clusters().await;
+    let local = dev.client("local").await.unwrap();
+    let _sched = scheduler(&local).await;
+    // Its implicit job is pinned as a PodGroup's gang is.
+    create_pod(&local, "default", "solo", None, 2, "volcano").await;
+    let placed = all_bound(&local, "default", "solo", 1, 30).await;
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with("local-")),
+        "{placed:?}"
+    );
     no_pods_in_east(&dev).await;
 }

@@ -146,12 +146,47 @@ impl State {
     /// `--members both`: PodGroups' pods are not declared but live in `home`, the scheduler's
     /// own cluster, so each gang is placed there (other members' nodes still count).
     pub fn pin_groups_to(&mut self, home: Arc<str>) {
+        // Pods without a PodGroup too: their implicit jobs stay at home.
+        self.cache.set_implicit_policy(Arc::new(JobPolicy {
+            cluster_names: vec![home.to_string()],
+            ..JobPolicy::default()
+        }));
         self.home = Some(home);
     }
 
     /// Fleet mode: pods of `control` are declared there and placed in a member.
     pub fn declare_from(&mut self, control: Arc<str>) {
         self.control = Some(control);
+    }
+
+    /// Whether a Cluster's `tephra.io/member-scheduler-name` can name its copies' scheduler: a
+    /// DNS-1123 subdomain, and not one of tephra's own names (the copy would look like a pod of
+    /// tephra's to place). Otherwise `default-scheduler` is used, with a warning.
+    fn member_scheduler_name_ok(&self, cluster: &str, name: &str) -> bool {
+        let dns = !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            });
+        let ours = self.ours.iter().any(|o| o == name);
+        if !dns || ours {
+            tracing::warn!(
+                cluster,
+                name,
+                why = if ours {
+                    "it is one of tephra's own scheduler names"
+                } else {
+                    "not a DNS-1123 subdomain"
+                },
+                "tephra.io/member-scheduler-name ignored; copies use default-scheduler"
+            );
+        }
+        dns && !ours
     }
 
     /// What a copy of `job`'s pod in `cluster` needs when that member binds through its own
@@ -168,7 +203,7 @@ impl State {
             .annotations
             .as_ref()
             .and_then(|a| a.get(tephra_api::well_known::MEMBER_SCHEDULER_NAME))
-            .filter(|s| !s.is_empty())
+            .filter(|s| self.member_scheduler_name_ok(cluster, s))
             .cloned()
             .unwrap_or_else(|| tephra_api::well_known::MEMBER_SCHEDULER.into());
         Some(crate::writes::ExtenderPlan {
@@ -525,8 +560,13 @@ impl State {
                 };
                 let mut policy = policy;
                 if let Some(away) = self.evicting.get(&key) {
-                    // Failover: the gang is placed anywhere but where it is evicted from.
-                    policy.exclude.extend(away.iter().cloned());
+                    // Failover: the gang is placed anywhere but where it is evicted from (never
+                    // from home when it is pinned there: its pods exist nowhere else).
+                    policy.exclude.extend(
+                        away.iter()
+                            .filter(|c| self.home.as_deref() != Some(c.as_str()))
+                            .cloned(),
+                    );
                 }
                 if let Some(home) = &self.home {
                     // Its pods exist only at home: a bind elsewhere would find no pod. A policy

@@ -51,6 +51,12 @@ impl Cache {
         Arc::make_mut(&mut self.world).apply(event)
     }
 
+    /// Sets where the implicit job of a pod without a PodGroup may be placed (a runtime whose
+    /// pods can only be bound in one cluster pins them there).
+    pub fn set_implicit_policy(&mut self, policy: Arc<crate::model::JobPolicy>) {
+        Arc::make_mut(&mut self.world).implicit_policy = policy;
+    }
+
     /// Interns resource names and parses quantities against this cache's name table.
     pub fn names_mut(&mut self) -> &mut ResourceNames {
         &mut Arc::make_mut(&mut self.world).names

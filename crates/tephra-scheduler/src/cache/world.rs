@@ -57,6 +57,9 @@ pub struct World {
     pub fleet_generation: u64,
     /// Pods a session reserved room for, and the node (`nominations.rs`).
     pub nominated: BTreeMap<Id, Id>,
+    /// The placement policy of the implicit job of a pod without a PodGroup (default: any
+    /// cluster).
+    pub implicit_policy: Arc<JobPolicy>,
     /// PodGroups by queue and phase.
     pub queue_phases: BTreeMap<String, PhaseCounts>,
     /// Jobs a session found can never be placed, set aside until they or the fleet change
@@ -85,6 +88,7 @@ impl Default for World {
             tasks: Slab::default(),
             task_index: HashMap::new(),
             orphans: HashMap::new(),
+            implicit_policy: Arc::new(JobPolicy::default()),
             queues,
             queue_used: BTreeMap::new(),
             priority_classes: BTreeMap::new(),
@@ -349,7 +353,7 @@ impl World {
             },
             phase_since: spec.created,
             created: spec.created,
-            policy: Arc::new(JobPolicy::default()),
+            policy: Arc::clone(&self.implicit_policy),
         });
     }
 

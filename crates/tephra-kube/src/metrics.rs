@@ -427,9 +427,9 @@ impl Metrics {
         })
     }
 
-    /// The controller-manager's metrics: only its leadership, named
-    /// `tephra_controller_manager_leader`, so that its `/metrics` repeats none of the
-    /// scheduler's series (`max(tephra_leader)` is about schedulers only).
+    /// The controller-manager's metrics: its leadership, named
+    /// `tephra_controller_manager_leader` so that `max(tephra_leader)` is about schedulers
+    /// only, and `tephra_api_errors_total`; none of the scheduler's other series.
     pub fn controller_manager() -> Result<Self, prometheus::Error> {
         let mut m = Self::new()?;
         let r = Names::default();
@@ -438,6 +438,8 @@ impl Metrics {
             "tephra_controller_manager_leader",
             "1 while this controller-manager replica leads and may write",
         )?;
+        // Its Lease renewals count failed requests here.
+        r.register(Box::new(m.api_errors.clone()))?;
         m.names = r.names.into_inner();
         m.registry = r.registry;
         Ok(m)
@@ -504,7 +506,13 @@ mod tests {
             !text.contains("volcano_") && !text.contains("tephra_leader "),
             "{text}"
         );
-        assert_eq!(m.names(), ["tephra_controller_manager_leader"]);
+        assert_eq!(
+            m.names(),
+            [
+                "tephra_controller_manager_leader",
+                "tephra_api_errors_total"
+            ]
+        );
         // The scheduler's own registry is untouched.
         assert!(
             Metrics::new()

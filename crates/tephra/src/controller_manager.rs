@@ -108,6 +108,8 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             ));
             l
         } else {
+            // Always writing: the gauge says so, as the scheduler's does.
+            metrics.leader.set(1);
             Leadership::always()
         };
         let which = Which::parse(&f.controllers)?;

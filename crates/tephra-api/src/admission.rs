@@ -258,7 +258,7 @@ fn check_metadata(
     }
     if let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str)
         && !name.is_empty()
-        && !is_dns1123_subdomain(name)
+        && !crate::names::is_dns1123_subdomain(name)
     {
         errors.push(FieldError {
             field: "metadata.name".into(),
@@ -283,18 +283,6 @@ fn check_metadata(
              clears it)"
         ));
     }
-}
-
-fn is_dns1123_subdomain(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
 }
 
 fn child(path: &str, field: &str) -> String {

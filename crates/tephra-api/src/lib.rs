@@ -18,6 +18,7 @@ pub mod checks;
 pub mod cluster;
 pub mod crd;
 pub mod defaults;
+pub mod names;
 pub mod policy;
 pub mod reasons;
 mod root;

@@ -163,16 +163,7 @@ impl State {
     /// DNS-1123 subdomain, and not one of tephra's own names (the copy would look like a pod of
     /// tephra's to place). Otherwise `default-scheduler` is used, with a warning.
     fn member_scheduler_name_ok(&self, cluster: &str, name: &str) -> bool {
-        let dns = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|label| {
-                !label.is_empty()
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-            });
+        let dns = tephra_api::names::is_dns1123_subdomain(name);
         let ours = self.ours.iter().any(|o| o == name);
         if !dns || ours {
             tracing::warn!(

@@ -1,0 +1,252 @@
+//! The writes themselves: one variant per kind of change to an API server, the object each
+//! changes (writes to one object keep their order) and its verb for metrics.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use tephra_api::PodGroupStatus;
+use tephra_api::ResourceBinding;
+
+use super::ExtenderPlan;
+
+/// One write to an API server.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Bind a pod to a node (`pods/binding`).
+    Bind {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Node.
+        node: String,
+        /// Job (`namespace/podgroup`).
+        job: String,
+    },
+    /// Create a declared pod in the member it was placed in, on its node (fleet mode, Direct
+    /// binding).
+    Place {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Node.
+        node: String,
+        /// The pod as declared on the control plane (the member's copy is made when the write
+        /// runs: see [`member_pod`]).
+        pod: Arc<Pod>,
+        /// Set when the member binds through its own kube-scheduler and tephra's extender.
+        extender: Option<ExtenderPlan>,
+    },
+    /// Report on a pod declared on the control plane how its member copy runs (`status`
+    /// fields to merge: phase and a `PodScheduled` condition naming the cluster and node).
+    DeclaredStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The status fields.
+        status: serde_json::Value,
+    },
+    /// Create or update a job's ResourceBinding (server-side apply).
+    Binding {
+        /// Namespace.
+        namespace: String,
+        /// Name (the job's).
+        name: String,
+        /// The object.
+        object: Box<ResourceBinding>,
+    },
+    /// Evict a pod (`pods/eviction`), after marking it with a `DisruptionTarget` condition.
+    Evict {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Why, for the condition.
+        reason: String,
+    },
+    /// Delete the old copy of a moved gang's pod in the member it was evicted from (graceful
+    /// eviction's purge).
+    Purge {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+    },
+    /// Set (or, with None, clear) a pending pod's `status.nominatedNodeName`: the node kept for
+    /// it while the room it needs is freed (preemption, or pods terminating there).
+    Nominate {
+        /// Member cluster.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// The node, or None to clear.
+        node: Option<String>,
+    },
+    /// Merge into a ResourceBinding's status (its aggregated status).
+    BindingStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// `status` fields to merge.
+        status: serde_json::Value,
+    },
+    /// Set a ResourceBinding's graceful-eviction tasks (those done are gone).
+    EvictionTasks {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The tasks left.
+        tasks: Vec<tephra_api::work::GracefulEvictionTask>,
+    },
+    /// Replace a PodGroup's status.
+    GroupStatus {
+        /// The cluster holding the PodGroup.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The status.
+        status: PodGroupStatus,
+    },
+    /// Set a Queue's status counts and allocation.
+    QueueStatus {
+        /// Queue.
+        name: String,
+        /// `status` fields to merge.
+        status: serde_json::Value,
+    },
+    /// Record an Event on a PodGroup.
+    Event {
+        /// The cluster holding the object.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// What the Event is about: a PodGroup, or (for the scheduler's own troubles, such as a
+        /// refused configuration) the scheduler's Pod.
+        kind: Involved,
+        /// The object's name.
+        group: String,
+        /// The object's uid.
+        uid: Option<String>,
+        /// One-word reason.
+        reason: String,
+        /// Message.
+        message: String,
+        /// Warning (else Normal).
+        warning: bool,
+    },
+}
+
+impl Write {
+    /// The object this write changes (`<cluster>/<kind>/<namespace>/<name>`, the control
+    /// plane's cluster empty): the executor carries out writes to one object in the order they
+    /// were planned. Events change none.
+    pub fn object(&self) -> Option<String> {
+        let at = |cluster: &str, kind: &str, namespace: &str, name: &str| {
+            Some(format!("{cluster}/{kind}/{namespace}/{name}"))
+        };
+        match self {
+            Write::Bind {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Place {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Evict {
+                cluster,
+                namespace,
+                name,
+                ..
+            }
+            | Write::Purge {
+                cluster,
+                namespace,
+                name,
+            }
+            | Write::Nominate {
+                cluster,
+                namespace,
+                name,
+                ..
+            } => at(cluster, "pod", namespace, name),
+            Write::DeclaredStatus {
+                namespace, name, ..
+            } => at("", "pod", namespace, name),
+            Write::Binding {
+                namespace, name, ..
+            }
+            | Write::BindingStatus {
+                namespace, name, ..
+            }
+            | Write::EvictionTasks {
+                namespace, name, ..
+            } => at("", "resourcebinding", namespace, name),
+            Write::GroupStatus {
+                cluster,
+                namespace,
+                name,
+                ..
+            } => at(cluster, "podgroup", namespace, name),
+            Write::QueueStatus { name, .. } => at("", "queue", "", name),
+            Write::Event { .. } => None,
+        }
+    }
+
+    /// The API verb, for metrics.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Write::Bind { .. } => "bind",
+            Write::Place { .. } => "place",
+            Write::Binding { .. } => "resourcebinding",
+            Write::DeclaredStatus { .. } => "declared_status",
+            Write::Evict { .. } => "evict",
+            Write::Purge { .. } => "purge",
+            Write::EvictionTasks { .. } => "eviction_tasks",
+            Write::BindingStatus { .. } => "resourcebinding_status",
+            Write::Nominate { .. } => "nominate",
+            Write::GroupStatus { .. } => "podgroup_status",
+            Write::QueueStatus { .. } => "queue_status",
+            Write::Event { .. } => "event",
+        }
+    }
+}
+
+/// The kind of object an Event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Involved {
+    /// A PodGroup (`scheduling.volcano.sh/v1beta1`).
+    PodGroup,
+    /// A Pod (`v1`).
+    Pod,
+}
+
+impl Involved {
+    /// `(apiVersion, kind)`.
+    pub fn type_meta(self) -> (&'static str, &'static str) {
+        match self {
+            Involved::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+            Involved::Pod => ("v1", "Pod"),
+        }
+    }
+}

@@ -70,6 +70,15 @@ async fn no_pods_in_east(dev: &tephra_devcluster::Handle) {
     assert!(list.items.is_empty(), "pods in east");
 }
 
+/// Waits until `count` pods named `prefix*` are bound, each on one of local's nodes.
+async fn bound_in_local(local: &kube::Client, prefix: &str, count: usize) {
+    let placed = all_bound(local, "default", prefix, count, 30).await;
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with("local-")),
+        "{placed:?}"
+    );
+}
+
 async fn scheduler(local: &kube::Client) -> tephra_kube::Running {
     let options = tephra_kube::Options {
         members: tephra_kube::MemberSource::Both,
@@ -86,11 +95,7 @@ async fn local_pods_are_bound_in_the_local_cluster_even_when_another_member_has_
     let _sched = scheduler(&local).await;
     // Two pods of 2 GPUs fit only in local's two nodes; east has room for far more.
     gang(&local, "default", "fits", "default", 2, 2, 2).await;
-    let placed = all_bound(&local, "default", "fits-", 2, 30).await;
-    assert!(
-        placed.values().flatten().all(|n| n.starts_with("local-")),
-        "{placed:?}"
-    );
+    bound_in_local(&local, "fits-", 2).await;
     no_pods_in_east(&dev).await;
 }
 
@@ -126,10 +131,6 @@ async fn a_pod_without_a_podgroup_is_bound_in_the_local_cluster_too() {
     let _sched = scheduler(&local).await;
     // Its implicit job is pinned as a PodGroup's gang is.
     create_pod(&local, "default", "solo", None, 2, "volcano").await;
-    let placed = all_bound(&local, "default", "solo", 1, 30).await;
-    assert!(
-        placed.values().flatten().all(|n| n.starts_with("local-")),
-        "{placed:?}"
-    );
+    bound_in_local(&local, "solo", 1).await;
     no_pods_in_east(&dev).await;
 }

@@ -75,6 +75,24 @@ async fn a_pod_bound_over_the_nodes_capacity_is_refused() {
         (phase(&pods, "fits").await.as_deref() == Some("Running")).then_some(())
     })
     .await;
+    // A deleted pod gives its room back.
+    pods.delete("fits", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    common::eventually(10, "the pod that fit is gone", || async {
+        pods.get_opt("fits").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    pods.create(
+        &PostParams::default(),
+        &bound_pod("after-release", "n1", json!({"cpu": "3"}), json!({})),
+    )
+    .await
+    .unwrap();
+    common::eventually(10, "a pod bound into the freed room runs", || async {
+        (phase(&pods, "after-release").await.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -93,7 +93,7 @@ impl Drop for Killed {
     }
 }
 
-fn scheduler(kubeconfig: &std::path::Path, context: &str, fleet: bool) -> Killed {
+fn scheduler(kubeconfig: &std::path::Path, context: &str, fleet: bool, run: &str) -> Killed {
     let mut args = vec![
         "scheduler".to_string(),
         "--kubeconfig".into(),
@@ -106,16 +106,25 @@ fn scheduler(kubeconfig: &std::path::Path, context: &str, fleet: bool) -> Killed
     if fleet {
         args.extend(["--members".into(), "clusters".into()]);
     }
-    // `TEPHRA_E2E_PERF=FILE` profiles the scheduler with `perf record` (its CPU figure is then
-    // perf's own process).
+    // `TEPHRA_E2E_ARGS` adds scheduler flags (split on whitespace), to measure a setting.
+    if let Ok(extra) = std::env::var("TEPHRA_E2E_ARGS") {
+        args.extend(extra.split_whitespace().map(String::from));
+    }
+    // `TEPHRA_E2E_PERF=FILE` profiles the scheduler with `perf record` into FILE.main and
+    // FILE.restart (its CPU figure is then perf's own process); `TEPHRA_E2E_PERF_CALLGRAPH=dwarf` unwinds with DWARF, since release
+    // builds keep no frame pointers.
     let mut command = match std::env::var("TEPHRA_E2E_PERF") {
         Ok(out) => {
+            let out = format!("{out}.{run}");
+            let callgraph =
+                std::env::var("TEPHRA_E2E_PERF_CALLGRAPH").unwrap_or_else(|_| "fp".into());
             let mut c = Command::new("perf");
             c.args([
                 "record",
                 "-F",
                 "499",
-                "-g",
+                "--call-graph",
+                &callgraph,
                 "-o",
                 &out,
                 "--",
@@ -263,7 +272,7 @@ fn main() {
     let client = rt.block_on(handle.client(control)).unwrap();
     let bound = count_bound(&handle, &rt, &names);
     let backlog = env("TEPHRA_E2E_BACKLOG", 0) == 1;
-    let mut sched = (!backlog).then(|| scheduler(&kubeconfig, control, fleet));
+    let mut sched = (!backlog).then(|| scheduler(&kubeconfig, control, fleet, "main"));
     if !backlog {
         std::thread::sleep(Duration::from_secs(2));
     }
@@ -274,7 +283,7 @@ fn main() {
     let created = Instant::now();
     if backlog {
         t0 = Instant::now();
-        sched = Some(scheduler(&kubeconfig, control, fleet));
+        sched = Some(scheduler(&kubeconfig, control, fleet, "main"));
     }
     let sched = sched.unwrap();
     let sched_pid = sched.0.id();
@@ -331,7 +340,7 @@ fn main() {
     drop(sched);
     rt.block_on(create_gangs(client, "default", "after-restart-", 1));
     let restart = Instant::now();
-    let _sched = scheduler(&kubeconfig, control, fleet);
+    let _sched = scheduler(&kubeconfig, control, fleet, "restart");
     while bound.load(Ordering::SeqCst) < total + 8 {
         std::thread::sleep(Duration::from_millis(20));
         assert!(

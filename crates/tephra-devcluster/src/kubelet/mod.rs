@@ -84,12 +84,46 @@ struct State {
     nodes: HashMap<String, NodeState>,
     /// Admitted, not finished pods: uid → (node, requests).
     running: HashMap<String, (String, HashMap<String, i128>)>,
+    /// The sum of `running`'s requests per node name, kept with it by `admit` and `release`
+    /// (admission reads it for every pod, so it must not walk every running pod).
+    used: HashMap<String, HashMap<String, i128>>,
     /// Pods whose admission was decided.
     seen: HashSet<String>,
     /// Pods whose stop is scheduled.
     stopping: HashSet<String>,
     not_ready: HashSet<String>,
     node_count: usize,
+}
+
+impl State {
+    fn admit(&mut self, uid: String, node: String, requests: HashMap<String, i128>) {
+        let used = self.used.entry(node.clone()).or_default();
+        for (k, q) in &requests {
+            *used.entry(k.clone()).or_default() += q;
+        }
+        if let Some((old_node, old)) = self.running.insert(uid, (node, requests)) {
+            self.take_off(&old_node, &old);
+        }
+    }
+
+    fn release(&mut self, uid: &str) {
+        if let Some((node, requests)) = self.running.remove(uid) {
+            self.take_off(&node, &requests);
+        }
+    }
+
+    fn take_off(&mut self, node: &str, requests: &HashMap<String, i128>) {
+        if let Some(used) = self.used.get_mut(node) {
+            for (k, q) in requests {
+                if let Some(u) = used.get_mut(k) {
+                    *u -= q;
+                }
+            }
+            if used.values().all(|u| *u == 0) {
+                self.used.remove(node);
+            }
+        }
+    }
 }
 
 /// The kubelets of one API server.
@@ -337,7 +371,7 @@ impl Kubelet {
         let v = &pod.value;
         let mut st = self.state();
         if type_ == EventType::Deleted {
-            st.running.remove(&uid);
+            st.release(&uid);
             st.seen.remove(&uid);
             st.stopping.remove(&uid);
             return;
@@ -348,7 +382,7 @@ impl Kubelet {
         }
         let phase = str_at(v, "/status/phase");
         if matches!(phase, "Succeeded" | "Failed") {
-            st.running.remove(&uid);
+            st.release(&uid);
         }
         let terminating = v.pointer("/metadata/deletionTimestamp").is_some();
         if terminating {
@@ -373,14 +407,7 @@ impl Kubelet {
         }
         // Admission: the pod's requests against what the node has left.
         let requests = pod_requests(v);
-        let mut used: HashMap<String, i128> = HashMap::new();
-        for (n, reqs) in st.running.values() {
-            if *n == node {
-                for (k, q) in reqs {
-                    *used.entry(k.clone()).or_default() += q;
-                }
-            }
-        }
+        let used = st.used.get(&node).cloned().unwrap_or_default();
         let alloc = st
             .nodes
             .get(&node)
@@ -435,7 +462,7 @@ impl Kubelet {
                         n.next_ip % 250 + 2
                     )
                 });
-                st.running.insert(uid.clone(), (node, requests));
+                st.admit(uid.clone(), node, requests);
                 drop(st);
                 let delay = scaled(self.opts.start_delay, self.opts.speed);
                 self.later(delay, pod.key(), uid, Action::Start(ip.unwrap_or_default()));

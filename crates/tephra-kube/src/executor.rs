@@ -56,9 +56,13 @@ pub struct RateLimiter {
 }
 
 impl RateLimiter {
-    /// A limiter; a `qps` of 0 or less means no limit.
+    /// A limiter; a `qps` of 0 or less means no limit, and a `burst` of 0 one second's worth.
     pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
+        let burst = if burst == 0 {
+            qps.ceil().clamp(1.0, f64::from(u32::MAX))
+        } else {
+            f64::from(burst)
+        };
         Self {
             qps,
             burst,

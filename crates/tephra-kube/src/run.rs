@@ -63,6 +63,10 @@ pub struct Options {
     pub healthz: Option<SocketAddr>,
     /// Leader election (`--leader-elect`); without it this replica always leads.
     pub leader: Option<LeaderOptions>,
+    /// Node search of the actions that search nodes, where the configuration leaves it unset
+    /// (`--minimum-feasible-nodes`, `--minimum-percentage-nodes-to-find`,
+    /// `--percentage-nodes-to-find`).
+    pub search: tephra_scheduler::placement::SearchArgs,
     /// Client-side write rate (`--kube-api-qps`, `--kube-api-burst`); 0 means unlimited.
     pub qps: f64,
     /// Burst of the rate limit.
@@ -95,8 +99,9 @@ impl Default for Options {
             listen: None,
             healthz: None,
             leader: None,
-            qps: 2000.0,
-            burst: 4000,
+            search: tephra_scheduler::placement::SearchArgs::default(),
+            qps: 0.0,
+            burst: 0,
             concurrency: 64,
             identity: "tephra-scheduler".into(),
             members: MemberSource::Local,
@@ -201,13 +206,14 @@ fn announce(config: &SchedulerConfig, metrics: &Metrics) {
 /// Starts the scheduler against `client`, the local cluster (member `local` and control plane).
 pub async fn start(client: Client, options: Options) -> Result<Running, StartError> {
     let metrics = Arc::new(Metrics::new()?);
-    let (config_text, config) = match &options.config_path {
+    let (config_text, mut config) = match &options.config_path {
         Some(p) => {
             let (t, c) = read_config(p, options.strict_config)?;
             (Some(t), c)
         }
         None => (None, SchedulerConfig::default_config()),
     };
+    tephra_scheduler::default_node_search(&mut config, &options.search);
     announce(&config, &metrics);
     metrics.reload_ok.set(1);
     let ready = Arc::new(AtomicBool::new(false));
@@ -516,7 +522,8 @@ impl Loop {
             strict: self.options.strict_config,
         };
         match SchedulerConfig::parse_with(&text, &tephra_scheduler::Registry, options) {
-            Ok(c) => {
+            Ok(mut c) => {
+                tephra_scheduler::default_node_search(&mut c, &self.options.search);
                 tracing::info!(path = %path.display(), actions = ?c.actions, "scheduler configuration reloaded");
                 announce(&c, &self.metrics);
                 self.config = Arc::new(c);

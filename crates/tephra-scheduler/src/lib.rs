@@ -216,6 +216,29 @@ pub const ACTIONS: &[ActionEntry] = &[
     },
 ];
 
+/// Makes `search` the node search of every action that searches nodes, for each key the
+/// configuration's own arguments of that action leave unset. `vc-scheduler` takes these from
+/// its flags (`--minimum-feasible-nodes`, `--minimum-percentage-nodes-to-find`,
+/// `--percentage-nodes-to-find`); a configuration's action arguments still win, so one file can
+/// tune one action.
+pub fn default_node_search(config: &mut SchedulerConfig, search: &placement::SearchArgs) {
+    let values = [
+        ("minimumFeasibleNodes", search.min_feasible_nodes),
+        ("minimumPercentageNodesToFind", search.min_percentage),
+        ("percentageNodesToFind", search.percentage),
+    ];
+    for a in ACTIONS {
+        let args = config.action_args.entry(a.name.to_string()).or_default();
+        for (key, value) in values {
+            if a.args.keys.contains(&key) && !args.contains_key(key) {
+                let value = i64::try_from(value).unwrap_or(i64::MAX);
+                args.insert(key.to_string(), config::ArgValue::Int(value));
+            }
+        }
+    }
+    config.action_args.retain(|_, args| !args.is_empty());
+}
+
 /// Volcano actions that tephra does not provide yet. Naming one is an explicit error rather
 /// than a silent no-op.
 pub const UNAVAILABLE_ACTIONS: &[&str] = &["shuffle"];

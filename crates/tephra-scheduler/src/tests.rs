@@ -176,3 +176,45 @@ fn gang_preempt_and_gang_reclaim_actions_are_accepted() {
         ["enqueue", "allocate", "gangpreempt", "gangreclaim"]
     );
 }
+
+#[test]
+fn scheduler_flags_set_the_node_search_where_the_config_leaves_it_unset() {
+    use crate::placement::SearchArgs;
+    use crate::placement::search::SEARCH_ONLY;
+    let mut c = SchedulerConfig::parse(
+        r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: predicates
+configurations:
+- name: backfill
+  arguments:
+    percentageNodesToFind: 30
+"#,
+    )
+    .unwrap();
+    let flags = SearchArgs {
+        min_feasible_nodes: 10,
+        min_percentage: 2,
+        percentage: 100,
+        ..SearchArgs::default()
+    };
+    crate::default_node_search(&mut c, &flags);
+    let read = |action: &str| SearchArgs::read(&c.action_args[action], &SEARCH_ONLY).unwrap();
+    assert_eq!(read("allocate"), flags);
+    // The configuration's own argument wins; the flags fill in the rest.
+    assert_eq!(
+        read("backfill"),
+        SearchArgs {
+            percentage: 30,
+            ..flags
+        }
+    );
+    assert_eq!(read("reclaim"), flags);
+    assert_eq!(read("gangpreempt"), flags);
+    // Enqueue searches no nodes and is given no search keys (they would be refused).
+    assert!(!c.action_args.contains_key("enqueue"));
+    // The search itself follows: 100% scores every one of 1,000 nodes, adaptive 420.
+    assert_eq!(flags.to_find(1000), 1000);
+    assert_eq!(SearchArgs::default().to_find(1000), 420);
+}

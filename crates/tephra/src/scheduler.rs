@@ -57,14 +57,22 @@ pub struct Flags {
     /// Where /healthz and /readyz are served.
     #[arg(long)]
     healthz_address: Option<String>,
-    /// Accepted for vc-scheduler compatibility; tephra always considers every feasible node.
+    /// Fewest feasible nodes to find and score for a pod before choosing.
     #[arg(long, default_value_t = 100)]
+    minimum_feasible_nodes: u32,
+    /// Least percentage of a cluster's nodes to find and score, when adaptive.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100))]
+    minimum_percentage_nodes_to_find: u32,
+    /// Percentage of a cluster's nodes to find and score; 0 adapts it to the cluster's size
+    /// (50% less 1% per 125 nodes), 100 scores every feasible node.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     percentage_nodes_to_find: u32,
-    /// Client-side write rate limit in requests a second (0: none).
-    #[arg(long, default_value_t = 2000.0)]
+    /// Client-side write rate limit in requests a second; 0 sets none, leaving the API server's
+    /// priority and fairness and `--write-concurrency` to bound the load.
+    #[arg(long, default_value_t = 0.0)]
     kube_api_qps: f64,
-    /// Burst of the write rate limit.
-    #[arg(long, default_value_t = 4000)]
+    /// Burst of the write rate limit (0: one second's worth).
+    #[arg(long, default_value_t = 0)]
     kube_api_burst: u32,
     /// Writes in flight at most.
     #[arg(long, default_value_t = 64)]
@@ -89,12 +97,6 @@ pub struct Flags {
 pub fn run(f: Flags) -> anyhow::Result<()> {
     runtime::init_logging(f.log_format);
     let period = runtime::positive_duration("--schedule-period", &f.schedule_period)?;
-    if f.percentage_nodes_to_find != 100 {
-        tracing::warn!(
-            value = f.percentage_nodes_to_find,
-            "--percentage-nodes-to-find has no effect: tephra considers every feasible node"
-        );
-    }
     let gang_bind_timeout = tephra_scheduler::duration::Duration::parse(&f.gang_bind_timeout)
         .with_context(|| format!("--gang-bind-timeout {:?}", f.gang_bind_timeout))?;
     if gang_bind_timeout.is_negative() {
@@ -123,6 +125,12 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         leader: f
             .leader_elect
             .then(|| LeaderOptions::new(&f.lock_object_namespace, &f.lock_object_name, &identity)),
+        search: tephra_scheduler::placement::SearchArgs {
+            min_feasible_nodes: f.minimum_feasible_nodes as usize,
+            min_percentage: f.minimum_percentage_nodes_to_find as usize,
+            percentage: f.percentage_nodes_to_find as usize,
+            ..Default::default()
+        },
         qps: f.kube_api_qps,
         burst: f.kube_api_burst,
         concurrency: f.write_concurrency,

@@ -618,3 +618,35 @@ fn a_split_gang_respects_max_groups_of_its_spread_constraint() {
     let d = run(&c2);
     assert_eq!(binds_of(&d, "default/two-regions").len(), 3);
 }
+
+/// The summed node score of `job`'s first task on `node` of cluster `east`, as a session
+/// opening on `cache` sees it.
+fn cpu_task_score_on(cache: &Cache, job: &str, node: &str) -> f64 {
+    let ssn =
+        tephra_scheduler::open_session(cache.snapshot(), &SchedulerConfig::default_config(), 0, 1);
+    let task = ssn.snap.task_id(&format!("default/{job}-w-0")).unwrap();
+    let node = ssn.snap.node_id("east", node).unwrap();
+    let task = ssn.snap.tasks.get(task).unwrap();
+    ssn.hooks().node_score(task, node)
+}
+
+#[test]
+fn gpu_nodes_discourage_cpu_tasks_only_where_cpu_nodes_could_take_them() {
+    let etl = GangJob::new(
+        "etl",
+        vec![Role::new("w", 1, &[("cpu", "16"), ("memory", "32Gi")])],
+    );
+    // Mixed: the GPU node scores below zero and below the CPU node.
+    let mut mixed = gpu_cluster(1);
+    add_nodes(&mut mixed, "east", "cpu", 1, CPU64, &[]).unwrap();
+    add_job(&mut mixed, &etl).unwrap();
+    let on_gpu = cpu_task_score_on(&mixed, "etl", "gpu-0");
+    assert!(on_gpu < 0.0, "{on_gpu}");
+    assert!(on_gpu < cpu_task_score_on(&mixed, "etl", "cpu-0"));
+    // Only GPU nodes: nothing to prefer, so no penalty that would push every node below
+    // zero (and make every scan for a CPU pod widen to the whole cluster).
+    let mut gpus = gpu_cluster(2);
+    add_job(&mut gpus, &etl).unwrap();
+    let only = cpu_task_score_on(&gpus, "etl", "gpu-0");
+    assert!(only > 0.0, "{only}");
+}

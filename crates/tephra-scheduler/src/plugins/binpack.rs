@@ -113,11 +113,8 @@ impl NodeScorer for Binpack {
         let req = &task.spec.shape.request;
         let mut total = 0.0;
         let mut weights = 0.0;
-        for (name, w) in &self.resources {
-            let Some(slot) = view.snap.names.get(name) else {
-                continue;
-            };
-            if req.get(slot) == 0 || *w == 0.0 {
+        for &(slot, w) in &self.slots {
+            if req.get(slot) == 0 {
                 continue;
             }
             let cap = alloc.get(slot);

@@ -2,12 +2,14 @@
 //! free (best fit) and nodes already holding tasks of the same job, so one job lands on few
 //! nodes and whole GPU nodes stay free for large gangs. A CPU-only task gets a negative score
 //! on GPU nodes, so it goes to CPU nodes while any can take it (and to a GPU node only when
-//! none can). GPU model selection is by node label, e.g. `nodeSelector:
+//! none can). In a cluster whose nodes all have GPUs there is nothing to prefer, and no
+//! penalty: it would only push every node's score below zero. GPU model selection is by node label, e.g. `nodeSelector:
 //! {nvidia.com/gpu.product: A100}`, which the predicates enforce.
 //!
 //! Arguments: `gpupack.weight` (default 10).
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
@@ -18,6 +20,9 @@ use crate::model::{Id, Task};
 pub struct GpuPack {
     weight: f64,
     gpu_slots: Vec<usize>,
+    /// By cluster slot: the cluster has a node without GPUs (found when first needed: most
+    /// sessions score no CPU task on a GPU node).
+    has_cpu_nodes: OnceLock<Vec<bool>>,
     /// (job, node) → tasks of the job placed there.
     job_nodes: HashMap<(Id, Id), u32>,
 }
@@ -37,11 +42,27 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     Ok(Box::new(GpuPack {
         weight,
         gpu_slots: Vec::new(),
+        has_cpu_nodes: OnceLock::new(),
         job_nodes: HashMap::new(),
     }))
 }
 
 impl GpuPack {
+    fn cluster_has_cpu_nodes(&self, view: &View, cluster: Id) -> bool {
+        let found = self.has_cpu_nodes.get_or_init(|| {
+            let mut found = vec![false; view.snap.clusters.capacity()];
+            for (_, n) in view.snap.nodes.iter() {
+                if !n.has_gpu
+                    && let Some(c) = found.get_mut(n.cluster as usize)
+                {
+                    *c = true;
+                }
+            }
+            found
+        });
+        found.get(cluster as usize).copied().unwrap_or(false)
+    }
+
     fn requests_gpu(&self, task: &Task) -> bool {
         self.gpu_slots
             .iter()
@@ -68,6 +89,7 @@ impl SessionEvents for GpuPack {
         self.gpu_slots = (0..view.snap.names.len())
             .filter(|i| view.snap.names.name(*i).ends_with("/gpu"))
             .collect();
+        self.has_cpu_nodes = OnceLock::new();
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
             for &t in &j.tasks {
@@ -102,7 +124,11 @@ impl NodeScorer for GpuPack {
     fn score(&self, view: &View, task: &Task, node: Id) -> f64 {
         let Some(n) = view.node(node) else { return 0.0 };
         if !self.requests_gpu(task) {
-            return if n.has_gpu { -100.0 * self.weight } else { 0.0 };
+            return if n.has_gpu && self.cluster_has_cpu_nodes(view, n.cluster) {
+                -100.0 * self.weight
+            } else {
+                0.0
+            };
         }
         let alloc = n.allocatable();
         let idle = view.state.nodes[node as usize].idle;

@@ -333,8 +333,14 @@ impl Planner {
         seen: &dyn Fn(&str) -> Option<GroupSeen>,
     ) -> Vec<Write> {
         let mut out = Vec::new();
+        if changed.is_empty() {
+            return out;
+        }
+        // The session's own status writes win; a set, since both lists can hold every job.
+        let decided: std::collections::HashSet<&str> =
+            d.groups.iter().map(|g| g.job.as_str()).collect();
         for (job, [running, succeeded, failed]) in changed {
-            if d.groups.iter().any(|g| &g.job == job) {
+            if decided.contains(job.as_str()) {
                 continue;
             }
             let Some(known) = seen(job) else { continue };

@@ -3,8 +3,8 @@
 //! nodes and whole GPU nodes stay free for large gangs. A CPU-only task gets a negative score
 //! on GPU nodes, so it goes to CPU nodes while any can take it (and to a GPU node only when
 //! none can). In a cluster whose nodes all have GPUs there is nothing to prefer, and no
-//! penalty: it would only push every node's score below zero. GPU model selection is by node label, e.g. `nodeSelector:
-//! {nvidia.com/gpu.product: A100}`, which the predicates enforce.
+//! penalty: it would only push every node's score below zero. GPU model selection is by node
+//! label, e.g. `nodeSelector: {nvidia.com/gpu.product: A100}`, which the predicates enforce.
 //!
 //! Arguments: `gpupack.weight` (default 10).
 

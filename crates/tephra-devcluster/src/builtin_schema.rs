@@ -23,9 +23,9 @@ pub fn schema(which: Builtin) -> Option<Arc<KindSchema>> {
     if which == Builtin::Crd {
         return None;
     }
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<KindSchema>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<Builtin, Arc<KindSchema>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = format!("{which:?}");
+    let key = which;
     let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(s) = map.get(&key) {
         return Some(s.clone());
@@ -75,7 +75,8 @@ impl KindSchema {
                 match props.and_then(|p| p.get(&key)) {
                     Some(s) => {
                         if let Some(child) = map.get_mut(&key) {
-                            self.walk(child, s, &key, &mut pruned);
+                            let mut path = key.clone();
+                            self.walk(child, s, &mut path, &mut pruned);
                         }
                     }
                     None => {
@@ -88,7 +89,10 @@ impl KindSchema {
         pruned
     }
 
-    fn walk(&self, value: &mut Value, schema: &Value, path: &str, pruned: &mut Vec<String>) {
+    /// Prunes `value` against `schema`; `path` is its dotted path, extended in place for the
+    /// children (a path is only copied out when a field is pruned: this runs on every write of
+    /// a built-in object).
+    fn walk(&self, value: &mut Value, schema: &Value, path: &mut String, pruned: &mut Vec<String>) {
         let schema = self.resolve(schema, 0);
         match value {
             Value::Object(map) => {
@@ -98,24 +102,33 @@ impl KindSchema {
                     // No declared shape: anything goes (free-form JSON).
                     return;
                 }
-                let keys: Vec<String> = map.keys().cloned().collect();
-                for key in keys {
-                    let child_path = format!("{path}.{key}");
-                    let child_schema = props.and_then(|p| p.get(&key)).or(additional);
-                    match (child_schema, map.get_mut(&key)) {
-                        (Some(s), Some(child)) => self.walk(child, s, &child_path, pruned),
-                        (None, _) => {
-                            map.remove(&key);
-                            pruned.push(child_path);
+                let mut unknown = Vec::new();
+                for (key, child) in map.iter_mut() {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(key);
+                    match props.and_then(|p| p.get(key)).or(additional) {
+                        Some(s) => self.walk(child, s, path, pruned),
+                        None => {
+                            unknown.push(key.clone());
+                            pruned.push(path.clone());
                         }
-                        _ => {}
                     }
+                    path.truncate(len);
+                }
+                for key in unknown {
+                    map.remove(&key);
                 }
             }
             Value::Array(items) => {
                 if let Some(item_schema) = schema.get("items") {
                     for (i, item) in items.iter_mut().enumerate() {
-                        self.walk(item, item_schema, &format!("{path}[{i}]"), pruned);
+                        let len = path.len();
+                        path.push('[');
+                        path.push_str(&i.to_string());
+                        path.push(']');
+                        self.walk(item, item_schema, path, pruned);
+                        path.truncate(len);
                     }
                 }
             }

@@ -12,7 +12,7 @@ use tephra_api::admission::Admission;
 use crate::status::{ApiError, Cause};
 
 /// The built-in kinds, each with its own rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum Builtin {
     Namespace,

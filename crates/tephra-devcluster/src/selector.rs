@@ -104,8 +104,12 @@ impl LabelSelector {
         if self.nothing {
             return false;
         }
+        if self.reqs.is_empty() {
+            return true;
+        }
         let labels = object
-            .pointer("/metadata/labels")
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
             .and_then(Value::as_object);
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|(key, op)| match op {

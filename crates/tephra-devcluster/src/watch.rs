@@ -34,7 +34,8 @@ impl Filter {
     fn matches(&self, obj: &Obj) -> bool {
         self.namespace.as_ref().is_none_or(|ns| {
             obj.value
-                .pointer("/metadata/namespace")
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
                 .and_then(Value::as_str)
                 == Some(ns)
         }) && self.label.matches(&obj.value)

@@ -533,6 +533,28 @@ async fn custom_resources_follow_generation_and_the_status_subresource() {
         "the status subresource ignores spec"
     );
     assert_eq!(status.metadata.generation, Some(2));
+    // A status replace that leaves out the spec and adds a field of its own changes only
+    // the status.
+    let body = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "q", "resourceVersion": status.metadata.resource_version,
+                     "labels": {"ignored": "yes"}},
+        "extra": true, "status": {"state": "Closed"}});
+    let replaced = q
+        .replace_status(
+            "q",
+            &PostParams::default(),
+            &serde_json::from_value(body).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced.data["status"]["state"], "Closed");
+    assert_eq!(replaced.data["spec"]["weight"], 4, "spec kept");
+    assert!(
+        replaced.data.get("extra").is_none(),
+        "no new top-level field"
+    );
+    assert_eq!(replaced.metadata.labels, labelled.metadata.labels);
+    assert_eq!(replaced.metadata.generation, Some(2));
 }
 
 #[tokio::test]

@@ -131,7 +131,32 @@ pub struct Kubelet {
     api: Arc<ApiServer>,
     opts: KubeletOptions,
     state: Mutex<State>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    tasks: Mutex<Tasks>,
+}
+
+/// The kubelet's running tasks, so that shutdown can stop them. Finished ones are dropped
+/// once the list has doubled since the last sweep: a sweep per push scanned every pending
+/// start, which made admitting a backlog quadratic.
+#[derive(Default)]
+struct Tasks {
+    handles: Vec<JoinHandle<()>>,
+    sweep_at: usize,
+}
+
+impl Tasks {
+    fn push(&mut self, t: JoinHandle<()>) {
+        if self.handles.len() >= self.sweep_at {
+            self.handles.retain(|t| !t.is_finished());
+            self.sweep_at = (self.handles.len() * 2).max(64);
+        }
+        self.handles.push(t);
+    }
+
+    fn abort_all(&mut self) {
+        for t in self.handles.drain(..) {
+            t.abort();
+        }
+    }
 }
 
 fn scaled(d: Duration, speed: f64) -> Duration {
@@ -189,8 +214,14 @@ pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
     total
 }
 
+/// The string at a JSON pointer of plain keys (no `~` escapes), or "". Unlike
+/// `Value::pointer` it allocates nothing, and the kubelet reads several per pod event.
 fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
-    v.pointer(p).and_then(Value::as_str).unwrap_or_default()
+    p.split('/')
+        .skip(1)
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 impl Kubelet {
@@ -200,7 +231,7 @@ impl Kubelet {
             api,
             opts,
             state: Mutex::new(State::default()),
-            tasks: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Tasks::default()),
         });
         let (pods_tx, pods_rx) = mpsc::unbounded_channel();
         let (nodes_tx, nodes_rx) = mpsc::unbounded_channel();
@@ -226,21 +257,15 @@ impl Kubelet {
     }
 
     fn tasks_push(&self, t: JoinHandle<()>) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(t);
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(t);
     }
 
     /// Stops every kubelet task.
     pub fn shutdown(&self) {
-        for t in self
-            .tasks
+        self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            t.abort();
-        }
+            .abort_all();
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -622,20 +647,37 @@ enum Action {
 
 impl Drop for Kubelet {
     fn drop(&mut self) {
-        for t in self
-            .tasks
+        self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            t.abort();
-        }
+            .abort_all();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn finished_tasks_are_swept_so_the_list_stays_bounded() {
+        let mut tasks = Tasks::default();
+        let pending = tokio::spawn(std::future::pending::<()>());
+        tasks.push(pending);
+        for _ in 0..1000 {
+            let t = tokio::spawn(async {});
+            while !t.is_finished() {
+                tokio::task::yield_now().await;
+            }
+            tasks.push(t);
+        }
+        assert!(tasks.handles.len() <= 64, "{} kept", tasks.handles.len());
+        assert!(
+            !tasks.handles[0].is_finished(),
+            "a running task is kept, first"
+        );
+        tasks.abort_all();
+        assert!(tasks.handles.is_empty());
+    }
 
     #[test]
     fn requests_sum_containers_and_take_limits_for_missing_requests() {

@@ -28,6 +28,11 @@ use tephra_devcluster::kubelet::{KubeletOptions, NodeSpec};
 use tephra_devcluster::{DevCluster, Handle, Options};
 use tokio::sync::Mutex;
 
+/// The devcluster runs in this process, as it runs in `tephra dev`: with the same allocator
+/// as the `tephra` binary, so that the API server measured is the one users get.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()

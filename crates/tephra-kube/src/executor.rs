@@ -337,9 +337,9 @@ impl Inner {
                 extender,
                 ..
             } => {
-                let deps = crate::deps::named(pod);
-                let pod =
-                    crate::writes::member_pod((**pod).clone(), cluster, node, extender.as_ref());
+                let pod = pod.pod().map_err(kube::Error::SerdeError)?;
+                let deps = crate::deps::named(&pod);
+                let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
                 if deps != crate::deps::Deps::default() {
                     // The pod's ConfigMaps, Secrets and Service go first (and so its

@@ -107,11 +107,7 @@ impl State {
             });
         }
         self.put_ghost(job, cluster, &key, spec)?;
-        if let Some(p) = self.declared.get(&key).cloned() {
-            let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
-            self.upsert(0, &control, Obj::Pod(Box::new((*p).clone())))?;
-        }
-        Ok(())
+        self.declare_again(&key)
     }
 
     fn put_ghost(

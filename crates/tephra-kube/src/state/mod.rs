@@ -20,6 +20,7 @@ mod evicted;
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
+use crate::writes::DeclaredPod;
 use tephra_controllers::propagation;
 
 /// Why an update was not taken into the cache. The cache is unchanged for that object.
@@ -38,6 +39,14 @@ pub enum StateError {
         policy: String,
         /// Why.
         source: tephra_controllers::pod::UnknownValue,
+    },
+    /// A declared pod could not be kept as JSON or read back.
+    #[error("declared pod {pod}: {source}")]
+    Declared {
+        /// `namespace/name`.
+        pod: String,
+        /// Why.
+        source: serde_json::Error,
     },
 }
 
@@ -70,7 +79,7 @@ pub struct State {
     /// which its gang is bound in.
     home: Option<Arc<str>>,
     /// Pods declared on the control plane, by key.
-    declared: HashMap<String, Arc<k8s_openapi::api::core::v1::Pod>>,
+    declared: HashMap<String, DeclaredPod>,
     /// Keys of pods some member has: the member's copy is the one that counts.
     mirrored: HashSet<String>,
     /// Members: the Cluster object (none for `local`) and whether its watchers reach it.
@@ -204,8 +213,21 @@ impl State {
         })
     }
 
+    /// The declared pod `key` (fleet mode) waits to be placed again, if it is still declared.
+    pub(super) fn declare_again(&mut self, key: &str) -> Result<(), StateError> {
+        let Some(kept) = self.declared.get(key) else {
+            return Ok(());
+        };
+        let pod = kept.pod().map_err(|e| StateError::Declared {
+            pod: key.to_string(),
+            source: e,
+        })?;
+        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
+        self.upsert(0, &control, Obj::Pod(Box::new(pod)))
+    }
+
     /// The declared pod `key` (fleet mode), unless a member already has it.
-    pub fn declared(&self, key: &str) -> Option<&Arc<k8s_openapi::api::core::v1::Pod>> {
+    pub fn declared(&self, key: &str) -> Option<&DeclaredPod> {
         if self.mirrored.contains(key) {
             return None;
         }
@@ -484,8 +506,11 @@ impl State {
                 // Kept until a member has the pod: only what its copy there needs.
                 p.metadata.managed_fields = None;
                 p.status = None;
-                let p: Arc<k8s_openapi::api::core::v1::Pod> = Arc::new(p);
-                self.declared.insert(key.clone(), Arc::clone(&p));
+                let kept = DeclaredPod::new(&p).map_err(|e| StateError::Declared {
+                    pod: key.clone(),
+                    source: e,
+                })?;
+                self.declared.insert(key.clone(), kept);
                 if self.mirrored.contains(&key) {
                     return Ok(());
                 }
@@ -648,13 +673,7 @@ impl State {
                 }
                 self.cache.apply(Event::PodDelete { namespace, name })?;
                 // Still declared: the job wants it, so it is placed again.
-                return match self.declared.get(key).cloned() {
-                    Some(p) => {
-                        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
-                        self.upsert(0, &control, Obj::Pod(Box::new((*p).clone())))
-                    }
-                    None => Ok(()),
-                };
+                return self.declare_again(key);
             }
             Kind::Cluster => {
                 self.members.remove(&name);

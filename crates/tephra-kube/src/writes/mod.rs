@@ -6,7 +6,6 @@
 //! carry (a member's copy of a pod, a ResourceBinding, a PodGroup's status).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -25,7 +24,7 @@ use crate::state::GroupSeen;
 
 mod write;
 
-pub use write::{Involved, Write};
+pub use write::{DeclaredPod, Involved, Write};
 
 /// Remembers what was written, to write only changes.
 #[derive(Default)]
@@ -264,7 +263,7 @@ impl Planner {
         &mut self,
         d: &Decisions,
         seen: &dyn Fn(&str) -> Option<GroupSeen>,
-        declared: &dyn Fn(&str) -> Option<Arc<Pod>>,
+        declared: &dyn Fn(&str) -> Option<DeclaredPod>,
         extender: &dyn Fn(&str, &str) -> Option<ExtenderPlan>,
         now: &Time,
     ) -> Vec<Write> {
@@ -428,6 +427,23 @@ mod tests {
     use super::*;
     use tephra_scheduler::decisions::{Condition, JobEvent};
     use tephra_scheduler::model::GroupPhase;
+
+    #[test]
+    fn a_declared_pod_reads_back_as_it_was_kept() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a-0", "namespace": "ns", "labels": {"app": "x"},
+                         "annotations": {"scheduling.k8s.io/group-name": "a"}},
+            "spec": {"schedulerName": "volcano", "priorityClassName": "high",
+                     "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "busybox", "env": [{"name": "E", "value": "v"}],
+                                     "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "2"}}}]}
+        }))
+        .unwrap();
+        let kept = DeclaredPod::new(&pod).unwrap();
+        assert_eq!(kept.pod().unwrap(), pod);
+        let copy = member_pod(kept.pod().unwrap(), "east", "n1", None);
+        assert_eq!(copy.spec.unwrap().node_name.as_deref(), Some("n1"));
+    }
 
     fn waiting(msg: &str) -> GroupStatus {
         GroupStatus {

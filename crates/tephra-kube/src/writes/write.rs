@@ -9,6 +9,25 @@ use tephra_api::ResourceBinding;
 
 use super::ExtenderPlan;
 
+/// A pod declared on the control plane (fleet mode), kept as its compact JSON until a member
+/// needs a copy. Fleet mode holds every declared pod for as long as it exists, and
+/// k8s-openapi's `Pod` takes about 7.5 KB of memory for a one-container pod whose JSON is under
+/// 1 KB (most of its many optional fields are inline).
+#[derive(Clone, Debug)]
+pub struct DeclaredPod(Arc<[u8]>);
+
+impl DeclaredPod {
+    /// Keeps `pod`.
+    pub fn new(pod: &Pod) -> Result<Self, serde_json::Error> {
+        serde_json::to_vec(pod).map(|v| Self(v.into()))
+    }
+
+    /// The pod, decoded again.
+    pub fn pod(&self) -> Result<Pod, serde_json::Error> {
+        serde_json::from_slice(&self.0)
+    }
+}
+
 /// One write to an API server.
 #[derive(Clone, Debug)]
 pub enum Write {
@@ -38,7 +57,7 @@ pub enum Write {
         node: String,
         /// The pod as declared on the control plane (the member's copy is made when the write
         /// runs: see [`member_pod`]).
-        pod: Arc<Pod>,
+        pod: DeclaredPod,
         /// Set when the member binds through its own kube-scheduler and tephra's extender.
         extender: Option<ExtenderPlan>,
     },

@@ -11,6 +11,7 @@
 #[cfg(feature = "validate")]
 pub mod admission;
 pub mod batch;
+pub mod binding;
 pub mod bus;
 #[cfg(feature = "validate")]
 pub mod celcheck;

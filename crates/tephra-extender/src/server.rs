@@ -202,12 +202,7 @@ impl Extender {
 
     async fn bind_now(&self, ns: &str, name: &str, node: &str) -> Result<(), String> {
         let pods: Api<Pod> = Api::namespaced(self.member.clone(), ns);
-        let body = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
+        let body = tephra_api::binding::pod_binding(ns, name, node);
         pods.create_subresource::<_, serde_json::Value>(
             "binding",
             name,

@@ -314,12 +314,7 @@ impl Inner {
                 ..
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
-                let body = json!({
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-                });
+                let body = tephra_api::binding::pod_binding(namespace, name, node);
                 pods.create_subresource::<_, serde_json::Value>(
                     "binding",
                     name,

@@ -12,7 +12,8 @@
 //! - [`decl`]: schema node → declared type with its size bounds;
 //! - [`env`]: the function declarations of the environment;
 //! - [`checker`]: type checking and overload resolution;
-//! - [`cost`]: the cost estimator.
+//! - [`cost`]: the cost estimator (the walk over an expression; `cost/calls.rs`: what each
+//!   function call costs).
 
 mod checker;
 mod cost;

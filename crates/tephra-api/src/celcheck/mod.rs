@@ -8,11 +8,11 @@
 //! differently; this module follows the API server (cel-go's estimator and Kubernetes' cost and
 //! size hooks), so that a CRD that passes here installs on a real cluster.
 //!
-//! - [`types`]: CEL types and the declared types of schema nodes;
-//! - [`decl`]: schema node → declared type with its size bounds;
-//! - [`env`]: the function declarations of the environment;
-//! - [`checker`]: type checking and overload resolution;
-//! - [`cost`]: the cost estimator (the walk over an expression; `cost/calls.rs`: what each
+//! - `types`: CEL types and the declared types of schema nodes;
+//! - `decl`: schema node → declared type with its size bounds;
+//! - `env`: the function declarations of the environment;
+//! - `checker`: type checking and overload resolution;
+//! - `cost`: the cost estimator (the walk over an expression; `cost/calls.rs`: what each
 //!   function call costs).
 
 mod checker;

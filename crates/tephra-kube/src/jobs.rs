@@ -1,5 +1,5 @@
 //! The job controller's adapter: watches Volcano Jobs, the pods and PodGroups they own, and
-//! runs [`tephra_controllers::job::reconcile`] for a Job whenever any of them changes (or a
+//! runs [`tephra_controllers::job::reconcile()`] for a Job whenever any of them changes (or a
 //! policy's timeout or the Job's TTL falls due, and every resync period), then applies the
 //! writes it returns. Only the leader writes.
 //!

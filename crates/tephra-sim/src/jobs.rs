@@ -1,5 +1,5 @@
 //! Volcano Jobs in the simulator run through the job controller itself
-//! ([`tephra_controllers::job::reconcile`]), as on a cluster: the simulator keeps each Job, its
+//! ([`tephra_controllers::job::reconcile()`]), as on a cluster: the simulator keeps each Job, its
 //! PodGroup and its pods as API objects, runs a pass whenever one of them changes (a pod
 //! starts, finishes or is evicted, the PodGroup is admitted, a policy's timeout falls due) and
 //! carries out the writes: the PodGroup and pods go into the cache, deleted pods leave their

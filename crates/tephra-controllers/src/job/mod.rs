@@ -6,7 +6,7 @@
 //! - [`observe`]: the Job's pods as the controller reads them, and the status counts;
 //! - [`policy`]: the events the pods show and the lifecycle policies' actions for them;
 //! - [`lifecycle`]: the state machine (phases, actions, how pods are killed);
-//! - [`reconcile`]: one pass over one Job, tying the above together.
+//! - [`reconcile()`]: one pass over one Job, tying the above together.
 
 pub mod gang;
 pub mod lifecycle;

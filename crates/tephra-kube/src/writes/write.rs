@@ -56,7 +56,7 @@ pub enum Write {
         /// Node.
         node: String,
         /// The pod as declared on the control plane (the member's copy is made when the write
-        /// runs: see [`member_pod`]).
+        /// runs: see [`member_pod`](super::member_pod)).
         pod: DeclaredPod,
         /// Set when the member binds through its own kube-scheduler and tephra's extender.
         extender: Option<ExtenderPlan>,

@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::resources::{ResourceNames, Resources};
 
-/// Everything the cache knows. Read through a [`Snapshot`].
+/// Everything the cache knows. Read through a [`Snapshot`](super::Snapshot).
 #[derive(Clone, Debug)]
 pub struct World {
     /// Interned resource names.
@@ -43,7 +43,7 @@ pub struct World {
     /// Jobs with work for a session: a Pending or Inqueue PodGroup, or a task not yet placed.
     pub active_jobs: BTreeSet<Id>,
     /// Jobs whose pods or PodGroup changed since the caller last cleared the set
-    /// ([`Cache::clear_changed`]); a session recomputes their PodGroup status.
+    /// ([`Cache::clear_changed`](super::Cache::clear_changed)); a session recomputes their PodGroup status.
     pub changed_jobs: BTreeSet<Id>,
     /// PodDisruptionBudgets, by `namespace/name`.
     pub pdbs: BTreeMap<String, PdbSpec>,

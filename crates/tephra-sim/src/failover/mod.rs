@@ -8,7 +8,7 @@
 //!
 //! The new copy starts over: the simulator has no checkpoints, and a ghost's work is lost.
 //!
-//! Each fault is measured for `report.json`'s `failover` section ([`measure`]).
+//! Each fault is measured for `report.json`'s `failover` section (`measure`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -72,7 +72,7 @@ enum Command {
         /// A simulator scenario whose fleet, queues and podStartDelay to use (default: a
         /// built-in fleet of three members with GPU and CPU pools).
         scenario: Option<PathBuf>,
-        /// Where to write the kubeconfig (default: tephra-dev/kubeconfig in the system temporary directory).
+        /// Where to write the kubeconfig (default: tephra-dev/kubeconfig in the temp directory).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
         /// Serve the control plane on this port and the members on the next ones (default:

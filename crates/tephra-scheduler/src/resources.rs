@@ -83,6 +83,17 @@ impl ResourceNames {
         self.names.get(slot).map(String::as_str).unwrap_or("?")
     }
 
+    /// Whether `slot` holds GPUs: an extended resource named `<vendor>/gpu` (`nvidia.com/gpu`,
+    /// `amd.com/gpu`, ...).
+    pub fn is_gpu(&self, slot: usize) -> bool {
+        slot >= 3 && self.name(slot).ends_with("/gpu")
+    }
+
+    /// Whether `r` asks for (or offers) any GPU.
+    pub fn has_gpu(&self, r: &Resources) -> bool {
+        (3..self.len()).any(|i| self.is_gpu(i) && r.get(i) > 0)
+    }
+
     /// Number of interned names.
     pub fn len(&self) -> usize {
         self.names.len()

@@ -650,3 +650,49 @@ fn gpu_nodes_discourage_cpu_tasks_only_where_cpu_nodes_could_take_them() {
     let only = cpu_task_score_on(&gpus, "etl", "gpu-0");
     assert!(only > 0.0, "{only}");
 }
+
+#[test]
+fn a_cpu_task_spilling_onto_gpu_nodes_takes_the_best_of_the_nodes_searched() {
+    // The only CPU node is full, so a CPU task can only go to a GPU node, where gpupack scores
+    // it below zero on every one alike. The node it would fit best comes last in scan order.
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    add_nodes(&mut c, "east", "cpu", 1, CPU64, &[]).unwrap();
+    add_nodes(&mut c, "east", "gpu", 400, GPU8, &[]).unwrap();
+    let roomy = &[
+        ("cpu", "192"),
+        ("memory", "2Ti"),
+        ("pods", "110"),
+        ("nvidia.com/gpu", "8"),
+    ];
+    add_nodes(&mut c, "east", "roomy", 1, roomy, &[]).unwrap();
+    let fill = GangJob::new(
+        "fill",
+        vec![Role::new("w", 1, &[("cpu", "64"), ("memory", "128Gi")])],
+    );
+    add_job(&mut c, &fill).unwrap();
+    let d = run(&c);
+    assert_eq!(binds_of(&d, "default/fill")[0].node, "cpu-0");
+    apply_binds(&mut c, &d).unwrap();
+    let etl = GangJob::new(
+        "etl",
+        vec![Role::new("w", 1, &[("cpu", "16"), ("memory", "32Gi")])],
+    );
+    add_job(&mut c, &etl).unwrap();
+    // A search of every node finds it...
+    let mut everywhere = SchedulerConfig::default_config();
+    tephra_scheduler::default_node_search(
+        &mut everywhere,
+        &tephra_scheduler::placement::SearchArgs {
+            percentage: 100,
+            ..Default::default()
+        },
+    );
+    let d = schedule(c.snapshot(), Arc::new(everywhere), 0, 1);
+    assert_eq!(binds_of(&d, "default/etl")[0].node, "roomy-0");
+    // ...the default search stops at the nodes it was asked to find, as Volcano's does,
+    // rather than scoring the whole cluster for every CPU gang.
+    let d = run(&c);
+    let node = &binds_of(&d, "default/etl")[0].node;
+    assert!(node.starts_with("gpu-"), "{node}");
+}

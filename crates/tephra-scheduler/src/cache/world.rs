@@ -422,8 +422,7 @@ impl World {
                 cluster: spec.cluster.clone(),
             })?;
         let key = node_key(&spec.cluster, &spec.name);
-        let has_gpu = (3..self.names.len())
-            .any(|i| self.names.name(i).ends_with("/gpu") && spec.allocatable.get(i) > 0);
+        let has_gpu = self.names.has_gpu(&spec.allocatable);
         if let Some(&id) = self.node_index.get(&key) {
             let mut grew = false;
             if let Some(n) = self.nodes.get_mut(id) {

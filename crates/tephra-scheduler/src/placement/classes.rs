@@ -13,6 +13,8 @@ use crate::resources::{MAX_RESOURCES, Resources};
 pub struct NodeClass {
     /// Bit `i` set when the nodes offer slot `i` (extended slots only).
     pub mask: u32,
+    /// Whether the nodes have GPUs.
+    pub gpu: bool,
     /// Node slots.
     pub nodes: Vec<Id>,
     /// Where the next scan starts.
@@ -34,8 +36,8 @@ pub struct Placer {
 }
 
 impl Placer {
-    /// Groups the nodes of every cluster of the session's snapshot, classes without extended
-    /// resources first: O(nodes).
+    /// Groups the nodes of every cluster of the session's snapshot, classes without GPUs first,
+    /// then those with the fewest extended resources: O(nodes).
     pub fn new(ssn: &Session) -> Self {
         let snap = &ssn.snap;
         let mut all = vec![Vec::new(); snap.clusters.capacity()];
@@ -50,12 +52,13 @@ impl Placer {
                     Some(c) => c.nodes.push(n),
                     None => classes.push(NodeClass {
                         mask,
+                        gpu: node.has_gpu,
                         nodes: vec![n],
                         start: 0,
                     }),
                 }
             }
-            classes.sort_by_key(|c| (c.mask.count_ones(), c.mask));
+            classes.sort_by_key(|c| (c.gpu, c.mask.count_ones(), c.mask));
             if let Some(slot) = all.get_mut(cluster) {
                 *slot = classes;
             }

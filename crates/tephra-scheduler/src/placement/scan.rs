@@ -98,13 +98,27 @@ impl Scan {
     }
 }
 
+/// Whether a task that asks for no GPU has been through every node without GPUs (they are
+/// scanned first) and now only finds GPU nodes, which `gpupack` scores below zero for it all
+/// alike. Widening the scan then only scores more of those: a whole-cluster scan per gang in a
+/// mixed cluster whose CPU nodes are full.
+fn spilled(scan: &Scan, classes: &[NodeClass], wants_gpu: bool) -> bool {
+    !wants_gpu
+        && scan
+            .plan
+            .iter()
+            .zip(&scan.scanned_in)
+            .all(|(&(ci, len, _), &done)| classes[ci].gpu || done >= len)
+}
+
 /// Places up to `want` of `tasks` (one shape) in `cluster`. Returns how many were placed and
 /// records why nodes were rejected.
 ///
 /// Only node classes that offer every extended resource the task asks for are scanned; the
-/// others are counted as rejected in bulk. Classes without extended resources come first, so a
-/// CPU task finds CPU nodes before GPU nodes. A negative best score (a plugin discouraging every
-/// node found so far) widens the scan to the whole cluster.
+/// others are counted as rejected in bulk. Classes without GPUs come first, so a CPU task finds
+/// CPU nodes before GPU nodes. A negative best score (a plugin discouraging every
+/// node found so far) widens the scan to the whole cluster, unless a CPU task has spilled onto
+/// GPU nodes (see [`spilled`]): then, as in Volcano, the best of the nodes found is taken.
 #[allow(clippy::too_many_arguments)]
 pub fn place_group(
     ssn: &mut Session,
@@ -157,7 +171,8 @@ pub fn place_group(
     };
     let target = search.to_find(total).max(1);
     scan.fill(&ssn.hooks(), classes, first, errs, target);
-    if scan.heap.peek().is_some_and(|c| c.score < 0.0) {
+    let wants_gpu = snap.names.has_gpu(&first.spec.shape.request);
+    if scan.heap.peek().is_some_and(|c| c.score < 0.0) && !spilled(&scan, classes, wants_gpu) {
         scan.fill(&ssn.hooks(), classes, first, errs, usize::MAX);
     }
     let mut placed = 0usize;

@@ -87,7 +87,7 @@ impl Plugin for GpuPack {
 impl SessionEvents for GpuPack {
     fn opened(&mut self, view: &View) {
         self.gpu_slots = (0..view.snap.names.len())
-            .filter(|i| view.snap.names.name(*i).ends_with("/gpu"))
+            .filter(|&i| view.snap.names.is_gpu(i))
             .collect();
         self.has_cpu_nodes = OnceLock::new();
         for &job in &view.snap.active_jobs {

@@ -5,7 +5,7 @@
 //! members and their reachability, and the PropagationPolicies. No IO: the run loop feeds it
 //! updates and write results. What follows a session is in `decided.rs`; failover (a job's
 //! copies in a cluster it is evicted from) in `evicted.rs`; the bindings' per-cluster status
-//! in `aggregated.rs`.
+//! in `aggregated.rs`; the pods declared on the control plane in `declared.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
 mod aggregated;
 mod decided;
+mod declared;
 mod evicted;
 
 use crate::convert::{self, ConvertError};
@@ -213,27 +214,6 @@ impl State {
         })
     }
 
-    /// The declared pod `key` (fleet mode) waits to be placed again, if it is still declared.
-    pub(super) fn declare_again(&mut self, key: &str) -> Result<(), StateError> {
-        let Some(kept) = self.declared.get(key) else {
-            return Ok(());
-        };
-        let pod = kept.pod().map_err(|e| StateError::Declared {
-            pod: key.to_string(),
-            source: e,
-        })?;
-        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
-        self.upsert(0, &control, Obj::Pod(Box::new(pod)))
-    }
-
-    /// The declared pod `key` (fleet mode), unless a member already has it.
-    pub fn declared(&self, key: &str) -> Option<&DeclaredPod> {
-        if self.mirrored.contains(key) {
-            return None;
-        }
-        self.declared.get(key)
-    }
-
     /// The endpoints of the members that come from Cluster objects.
     pub fn member_endpoints(&self) -> std::collections::BTreeMap<String, crate::members::Endpoint> {
         self.members
@@ -283,47 +263,6 @@ impl State {
             }
         }
         first
-    }
-
-    /// A member's copy of a declared pod changed: its phase, cluster and node are reported on
-    /// the declared pod's status (once per change), so that the control plane shows where and
-    /// how it runs.
-    fn aggregate(&mut self, key: &str, cluster: &str, p: &k8s_openapi::api::core::v1::Pod) {
-        if !self.declared.contains_key(key) {
-            return;
-        }
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".into());
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let seen = (phase.clone(), format!("{cluster}/{node}"));
-        if self.aggregated.get(key) == Some(&seen) {
-            return;
-        }
-        self.aggregated.insert(key.to_string(), seen);
-        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
-        let message = format!("running in member cluster {cluster} on node {node}");
-        self.status_writes
-            .push(crate::writes::Write::DeclaredStatus {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                status: serde_json::json!({
-                    "phase": phase,
-                    "conditions": [{"type": "PodScheduled", "status": "True",
-                                    "reason": "PlacedInMember", "message": message}],
-                }),
-            });
-    }
-
-    /// The status writes for declared pods that [`State::apply`] found due.
-    pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
-        std::mem::take(&mut self.status_writes)
     }
 
     /// Records whether `cluster`'s watchers reach it; an unreachable member's nodes take no

@@ -1,0 +1,78 @@
+//! Pods declared on the control plane (fleet mode): each is kept, as compact JSON, for as long
+//! as it exists; it is offered to the session until a member has a copy, placed again when the
+//! copy is gone, and its copy's phase, cluster and node are reported on it.
+
+use std::sync::Arc;
+
+use super::{State, StateError};
+use crate::watch::Obj;
+use crate::writes::DeclaredPod;
+
+impl State {
+    /// The declared pod `key` (fleet mode) waits to be placed again, if it is still declared.
+    pub(super) fn declare_again(&mut self, key: &str) -> Result<(), StateError> {
+        let Some(kept) = self.declared.get(key) else {
+            return Ok(());
+        };
+        let pod = kept.pod().map_err(|e| StateError::Declared {
+            pod: key.to_string(),
+            source: e,
+        })?;
+        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
+        self.upsert(0, &control, Obj::Pod(Box::new(pod)))
+    }
+
+    /// The declared pod `key` (fleet mode), unless a member already has it.
+    pub fn declared(&self, key: &str) -> Option<&DeclaredPod> {
+        if self.mirrored.contains(key) {
+            return None;
+        }
+        self.declared.get(key)
+    }
+
+    /// A member's copy of a declared pod changed: its phase, cluster and node are reported on
+    /// the declared pod's status (once per change), so that the control plane shows where and
+    /// how it runs.
+    pub(super) fn aggregate(
+        &mut self,
+        key: &str,
+        cluster: &str,
+        p: &k8s_openapi::api::core::v1::Pod,
+    ) {
+        if !self.declared.contains_key(key) {
+            return;
+        }
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into());
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let seen = (phase.clone(), format!("{cluster}/{node}"));
+        if self.aggregated.get(key) == Some(&seen) {
+            return;
+        }
+        self.aggregated.insert(key.to_string(), seen);
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        let message = format!("running in member cluster {cluster} on node {node}");
+        self.status_writes
+            .push(crate::writes::Write::DeclaredStatus {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                status: serde_json::json!({
+                    "phase": phase,
+                    "conditions": [{"type": "PodScheduled", "status": "True",
+                                    "reason": "PlacedInMember", "message": message}],
+                }),
+            });
+    }
+
+    /// The status writes for declared pods that [`State::apply`] found due.
+    pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
+        std::mem::take(&mut self.status_writes)
+    }
+}

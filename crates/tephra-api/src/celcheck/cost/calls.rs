@@ -5,6 +5,21 @@
 use super::*;
 
 impl Coster<'_> {
+    /// The entry sizes of a value that is either of (or both of) two others: each bound is the
+    /// union of theirs. Nothing is recorded unless both are known.
+    fn merge_entries(&mut self, id: u64, a: &IdedExpr, b: &IdedExpr) {
+        if let (Some(a), Some(b)) = (self.entry(a), self.entry(b)) {
+            self.entries.insert(
+                id,
+                EntrySize {
+                    container: a.container,
+                    key: a.key.union(b.key),
+                    val: a.val.union(b.val),
+                },
+            );
+        }
+    }
+
     pub(super) fn function_cost(
         &mut self,
         e: &IdedExpr,
@@ -98,31 +113,13 @@ impl Coster<'_> {
             }
             "conditional" if args.len() == 3 => {
                 let size = sz(&args[1]).union(sz(&args[2]));
-                if let (Some(a), Some(b)) = (self.entry(args[1].expr), self.entry(args[2].expr)) {
-                    self.entries.insert(
-                        e.id,
-                        EntrySize {
-                            container: a.container,
-                            key: a.key.union(b.key),
-                            val: a.val.union(b.val),
-                        },
-                    );
-                }
+                self.merge_entries(e.id, args[1].expr, args[2].expr);
                 let c = arg_costs[0].add(arg_costs[1].union(arg_costs[2]));
                 return (c, Some(size));
             }
             "add_string" | "add_bytes" | "add_list" if args.len() == 2 => {
                 let size = sz(&args[0]).add(sz(&args[1]));
-                if let (Some(a), Some(b)) = (self.entry(args[0].expr), self.entry(args[1].expr)) {
-                    self.entries.insert(
-                        e.id,
-                        EntrySize {
-                            container: a.container,
-                            key: a.key.union(b.key),
-                            val: a.val.union(b.val),
-                        },
-                    );
-                }
+                self.merge_entries(e.id, args[0].expr, args[1].expr);
                 let c = if id == "add_list" {
                     Range::fixed(1).add(args_sum)
                 } else {

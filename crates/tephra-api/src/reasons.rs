@@ -36,3 +36,6 @@ pub const NOT_ENQUEUEABLE: &str = "NotInqueueable";
 /// An admitted job could not be placed for longer than enqueue's `inqueueTimeout`: it goes
 /// back to Pending, so that it stops holding its queue's admission budget.
 pub const INQUEUE_TIMEOUT: &str = "InqueueTimeout";
+/// Pods of the gang are held back by `spec.schedulingGates` and the gang cannot be complete
+/// without them (kube-scheduler's pod condition reason for a gated pod).
+pub const SCHEDULING_GATED: &str = "SchedulingGated";

@@ -1,6 +1,7 @@
 //! What one pod asks of the scheduler, read from its Kubernetes spec: effective requests (as
 //! kube-scheduler computes them), node selector, required and preferred node affinity,
-//! tolerations, inter-pod affinity and anti-affinity, and its labels. The job controller reads a
+//! tolerations, inter-pod affinity and anti-affinity, topology spread constraints, host ports,
+//! scheduling gates, and its labels. The job controller reads a
 //! task's pod template with it; the Kubernetes runtime reads pods that integrations create.
 //!
 //! Anything the scheduler has no meaning for (an unknown operator or effect) is an error that
@@ -15,8 +16,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sLabelSelector;
 use tephra_scheduler::model::{
-    LabelSelector, Labels, Namespaces, PodRules, PodTerm, Requirement, SelectorOp, Taint,
-    TaintEffect, Toleration, Weighted,
+    HostPort, LabelSelector, Labels, Namespaces, PodRules, PodTerm, Requirement, SelectorOp,
+    SpreadTerm, Taint, TaintEffect, Toleration, Weighted, WhenUnsatisfiable,
 };
 
 /// A value the scheduler has no meaning for.
@@ -342,10 +343,123 @@ fn pod_term(t: &PodAffinityTerm, at: &str) -> Result<PodTerm, UnknownValue> {
     })
 }
 
-/// Labels, preferred node affinity and inter-pod affinity of a pod with `labels`.
+/// The host ports a pod's containers ask for: those of its containers and of its sidecars
+/// (init containers that keep running, `restartPolicy: Always`), as kube-scheduler counts them.
+/// A port of 0 or less asks for nothing.
+pub fn host_ports(pod: &PodSpec) -> Vec<HostPort> {
+    let sidecars = pod
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let mut out: Vec<HostPort> = Vec::new();
+    for c in pod.containers.iter().chain(sidecars) {
+        for p in c.ports.iter().flatten() {
+            let Some(port) = p
+                .host_port
+                .and_then(|h| u16::try_from(h).ok())
+                .filter(|h| *h > 0)
+            else {
+                continue;
+            };
+            let hp = HostPort::new(
+                port,
+                p.protocol.as_deref().unwrap_or_default(),
+                p.host_ip.as_deref().unwrap_or_default(),
+            );
+            if !out.contains(&hp) {
+                out.push(hp);
+            }
+        }
+    }
+    out
+}
+
+/// A pod's topology spread constraints, with `matchLabelKeys` folded into each selector (the
+/// pod's own value of each key it carries, as the API server and kube-scheduler do).
+pub fn spread(pod: &PodSpec, labels: &Labels, at: &str) -> Result<Vec<SpreadTerm>, UnknownValue> {
+    let base = format!("{}.topologySpreadConstraints", spec_path(at));
+    let policy = |v: Option<&String>, field: String, default: bool| match v.map(String::as_str) {
+        None | Some("") => Ok(default),
+        Some("Honor") => Ok(true),
+        Some("Ignore") => Ok(false),
+        Some(other) => Err(UnknownValue {
+            field,
+            value: other.to_string(),
+            known: "Honor, Ignore",
+        }),
+    };
+    let mut out = Vec::new();
+    for (i, c) in pod.topology_spread_constraints.iter().flatten().enumerate() {
+        let at_i = format!("{base}[{i}]");
+        let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+            other => {
+                return Err(UnknownValue {
+                    field: format!("{at_i}.whenUnsatisfiable"),
+                    value: other.to_string(),
+                    known: "DoNotSchedule, ScheduleAnyway",
+                });
+            }
+        };
+        let mut selector = c
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(s, &at_i))
+            .transpose()?;
+        if let Some(sel) = selector.as_mut() {
+            for key in c.match_label_keys.iter().flatten() {
+                if let Some(v) = labels.get(key) {
+                    let r = Requirement {
+                        key: key.clone(),
+                        op: SelectorOp::In,
+                        values: vec![v.clone()],
+                    };
+                    if !sel.expressions.contains(&r) {
+                        sel.expressions.push(r);
+                    }
+                }
+            }
+        }
+        out.push(SpreadTerm {
+            max_skew: u32::try_from(c.max_skew).unwrap_or(1).max(1),
+            topology_key: c.topology_key.clone(),
+            when_unsatisfiable,
+            selector,
+            min_domains: c
+                .min_domains
+                .and_then(|m| u32::try_from(m).ok())
+                .unwrap_or(1)
+                .max(1),
+            honor_node_affinity: policy(
+                c.node_affinity_policy.as_ref(),
+                format!("{at_i}.nodeAffinityPolicy"),
+                true,
+            )?,
+            honor_taints: policy(
+                c.node_taints_policy.as_ref(),
+                format!("{at_i}.nodeTaintsPolicy"),
+                false,
+            )?,
+        });
+    }
+    Ok(out)
+}
+
+/// Labels, preferred node affinity, inter-pod affinity, topology spread constraints, host ports
+/// and scheduling gates of a pod with `labels`.
 pub fn rules(pod: &PodSpec, labels: &Labels, at: &str) -> Result<PodRules, UnknownValue> {
     let mut rules = PodRules {
         labels: labels.clone(),
+        spread: spread(pod, labels, at)?,
+        host_ports: host_ports(pod),
+        gates: pod
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect(),
         ..PodRules::default()
     };
     let Some(affinity) = &pod.affinity else {

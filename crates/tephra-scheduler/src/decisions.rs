@@ -137,6 +137,10 @@ pub struct Decisions {
     pub events: Vec<JobEvent>,
     /// Jobs found to be never placeable, for [`Cache::park`](crate::Cache::park).
     pub park: Park,
+    /// The earliest time (seconds, the session's clock) at which a waiting job's lot changes
+    /// with nothing else happening: an admitted job's inqueue timeout, a job's SLA running out.
+    /// A runner that runs sessions only when something changes must run one then.
+    pub wake_at: Option<i64>,
 }
 
 /// Jobs a session found can never be placed, and the snapshot that verdict rests on.

@@ -1,6 +1,7 @@
 //! Property tests over thousands of generated fleets and workloads: no node over-committed, no
-//! gang partly bound, no gang split or misplaced against its policy, same input same output,
-//! every waiting job explained, and no higher-priority job left waiting behind a lower one.
+//! gang partly bound, no gang split or misplaced against its policy, no host port given twice on
+//! a node, no `DoNotSchedule` spread constraint broken by a bind, same input same output, every
+//! waiting job explained, and no higher-priority job left waiting behind a lower one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,7 +9,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use tephra_scheduler::model::{
-    Cluster, GroupPhase, JobPolicy, Taint, TaintEffect, TaskStatus, Toleration, tolerated,
+    Cluster, GroupPhase, HostPort, JobPolicy, LabelSelector, PodRules, SpreadTerm, Taint,
+    TaintEffect, TaskStatus, Toleration, WhenUnsatisfiable, tolerated,
 };
 use tephra_scheduler::plugins;
 use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
@@ -31,6 +33,10 @@ struct JobGen {
     tolerates: bool,
     pending: bool,
     queue: u8,
+    /// A host port every pod asks for.
+    port: Option<u16>,
+    /// A zone spread constraint over the job's own pods: (maxSkew, DoNotSchedule).
+    spread: Option<(u32, bool)>,
 }
 
 fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
@@ -64,9 +70,11 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
         any::<bool>(),
         prop::bool::weighted(0.3),
         0u8..2,
+        prop::option::weighted(0.25, prop_oneof![Just(80u16), Just(8080)]),
+        prop::option::weighted(0.3, (1u32..3, any::<bool>())),
     )
         .prop_map(
-            |(roles, min_frac, priority, allowed, splittable, tolerates, pending, queue)| JobGen {
+            |(
                 roles,
                 min_frac,
                 priority,
@@ -75,8 +83,57 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 tolerates,
                 pending,
                 queue,
+                port,
+                spread,
+            )| JobGen {
+                roles,
+                min_frac,
+                priority,
+                allowed,
+                splittable,
+                tolerates,
+                pending,
+                queue,
+                port,
+                spread,
             },
         )
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// The labels, host ports and spread constraint of job `j`'s pods.
+fn rules_of(j: usize, jg: &JobGen) -> PodRules {
+    let app: BTreeMap<String, String> = [("app".to_string(), format!("j{j}"))].into();
+    PodRules {
+        labels: app.clone(),
+        host_ports: jg
+            .port
+            .map(|p| vec![HostPort::new(p, "TCP", "")])
+            .unwrap_or_default(),
+        spread: jg
+            .spread
+            .map(|(max_skew, hard)| {
+                vec![SpreadTerm {
+                    max_skew,
+                    topology_key: ZONE.into(),
+                    when_unsatisfiable: if hard {
+                        WhenUnsatisfiable::DoNotSchedule
+                    } else {
+                        WhenUnsatisfiable::ScheduleAnyway
+                    },
+                    selector: Some(LabelSelector {
+                        match_labels: app,
+                        expressions: vec![],
+                    }),
+                    min_domains: 1,
+                    honor_node_affinity: true,
+                    honor_taints: false,
+                }]
+            })
+            .unwrap_or_default(),
+        ..PodRules::default()
+    }
 }
 
 const TAINT_KEY: &str = "example.com/maintenance";
@@ -102,6 +159,7 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
         for (n, (cpus, gpus)) in cg.nodes.iter().enumerate() {
             let cpu = cpus.to_string();
             let gpu = gpus.to_string();
+            let zone = format!("z{}", n % 2);
             add_nodes(
                 &mut c,
                 &name,
@@ -113,7 +171,7 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                     ("pods", "20"),
                     ("nvidia.com/gpu", &gpu),
                 ],
-                &[],
+                &[(ZONE, &zone)],
             )
             .unwrap();
         }
@@ -132,6 +190,7 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                     *replicas,
                     &[("cpu", &cpu), ("memory", "1Gi"), ("nvidia.com/gpu", &gpu)],
                 )
+                .rules(rules_of(j, jg))
             })
             .collect();
         let total: u32 = jg.roles.iter().map(|r| r.0).sum();
@@ -312,7 +371,9 @@ fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
             }
         }
     }
-    // 5. Every job still waiting has an explanation: from this session, or, for a job an
+    // 5. No host port given twice on one node, counting what runs there.
+    check_ports(c, d)?;
+    // 6. Every job still waiting has an explanation: from this session, or, for a job an
     // earlier session parked as never placeable, from that session (checked here when parked).
     let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
     for job in &d.park.jobs {
@@ -340,6 +401,87 @@ fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Where each pod is once `d`'s binds are applied (pods that hold a node, less those evicted).
+fn placed_after(c: &Cache, d: &Decisions) -> Vec<(String, String, String)> {
+    let w = c.world();
+    let evicted: BTreeSet<&str> = d.evictions.iter().map(|e| e.task.as_str()).collect();
+    let mut out: Vec<(String, String, String)> = w
+        .tasks
+        .iter()
+        .filter(|(_, t)| t.spec.status.holds_node() && !evicted.contains(t.key.as_str()))
+        .filter_map(|(_, t)| {
+            let (cl, n) = t.spec.placement.clone()?;
+            Some((t.key.clone(), cl, n))
+        })
+        .collect();
+    out.extend(
+        d.binds
+            .iter()
+            .map(|b| (b.task.clone(), b.cluster.clone(), b.node.clone())),
+    );
+    out
+}
+
+fn check_ports(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    let mut held: BTreeMap<(String, String), Vec<(String, HostPort)>> = BTreeMap::new();
+    for (task, cluster, node) in placed_after(c, d) {
+        let t = w.tasks.get(w.task_id(&task).unwrap()).unwrap();
+        for p in &t.spec.shape.rules.host_ports {
+            let on = held.entry((cluster.clone(), node.clone())).or_default();
+            if let Some((other, _)) = on.iter().find(|(_, q)| q.clashes(p)) {
+                prop_assert!(
+                    false,
+                    "{task} and {other} both hold port {} on {cluster}/{node}",
+                    p.port
+                );
+            }
+            on.push((task.clone(), p.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// After a session that evicted nothing, every job's `DoNotSchedule` zone spread holds: its
+/// pods per zone of each cluster differ by at most maxSkew.
+fn check_spread(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    if !d.evictions.is_empty() {
+        return Ok(());
+    }
+    let w = c.world();
+    // (job, cluster) -> (maxSkew, zone -> pods), with every zone of the cluster present.
+    type Zones = BTreeMap<String, u32>;
+    let mut counts: BTreeMap<(String, String), (u32, Zones)> = BTreeMap::new();
+    let zones_of = |cluster: &str| -> BTreeSet<String> {
+        w.nodes
+            .iter()
+            .filter(|(_, n)| n.spec.cluster == cluster)
+            .filter_map(|(_, n)| n.spec.labels.get(ZONE).cloned())
+            .collect()
+    };
+    for (task, cluster, node) in placed_after(c, d) {
+        let t = w.tasks.get(w.task_id(&task).unwrap()).unwrap();
+        let Some(term) = t.spec.shape.rules.spread.iter().find(|s| s.is_hard()) else {
+            continue;
+        };
+        let key = (t.spec.shape.rules.labels["app"].clone(), cluster.clone());
+        let (_, zones) = counts.entry(key).or_insert_with(|| {
+            let zones = zones_of(&cluster).into_iter().map(|z| (z, 0)).collect();
+            (term.max_skew, zones)
+        });
+        let n = w.nodes.get(w.node_id(&cluster, &node).unwrap()).unwrap();
+        *zones.entry(n.spec.labels[ZONE].clone()).or_insert(0) += 1;
+    }
+    for ((job, cluster), (max_skew, zones)) in &counts {
+        let (min, max) = (zones.values().min().unwrap(), zones.values().max().unwrap());
+        prop_assert!(
+            max - min <= *max_skew,
+            "job {job} spread over {cluster} as {zones:?}, beyond its maxSkew"
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -351,11 +493,13 @@ proptest! {
         let (mut c, _) = build(&clusters, &jobs, false);
         let d = run(&c);
         check_invariants(&c, &d)?;
+        check_spread(&c, &d)?;
         prop_assert_eq!(&d, &run(&c), "same snapshot and config, different decisions");
         // A second session on top of the first one's binds keeps every rule too.
         tephra_scheduler::testing::apply_binds(&mut c, &d).unwrap();
         let d2 = run(&c);
         check_invariants(&c, &d2)?;
+        check_spread(&c, &d2)?;
     }
 }
 

@@ -44,6 +44,17 @@ fn gpu_role(name: &str, replicas: u32, gpus: &str) -> Role {
     )
 }
 
+/// Runs a job of `nodes` whole 8-GPU pods and binds it, so that it holds that many nodes.
+fn occupy(cache: &mut Cache, name: &str, nodes: u32) {
+    add_job(cache, &GangJob::new(name, vec![gpu_role("w", nodes, "8")])).unwrap();
+    let d = run(cache);
+    assert_eq!(
+        binds_of(&d, &format!("default/{name}")).len(),
+        nodes as usize
+    );
+    apply_binds(cache, &d).unwrap();
+}
+
 fn binds_of<'a>(d: &'a Decisions, job: &str) -> Vec<&'a tephra_scheduler::decisions::Bind> {
     d.binds.iter().filter(|b| b.job == job).collect()
 }
@@ -62,7 +73,9 @@ fn a_gang_that_fits_is_bound_whole_and_its_podgroup_runs() {
 
 #[test]
 fn a_gang_that_does_not_fit_binds_nothing_and_says_why() {
-    let mut c = gpu_cluster(2);
+    // Three nodes could hold it, but one is busy.
+    let mut c = gpu_cluster(3);
+    occupy(&mut c, "busy", 1);
     add_job(
         &mut c,
         &GangJob::new("big", vec![gpu_role("worker", 3, "8")]),
@@ -133,11 +146,16 @@ fn the_fragmented_cluster_alone_is_refused_with_a_node_level_reason() {
     .unwrap();
     let d = run(&c);
     assert!(d.binds.is_empty());
-    let msg = &d.event_for("default/train").unwrap().message;
+    let ev = d.event_for("default/train").unwrap();
+    // No node of the cluster could ever hold one pod: the job is refused admission, naming the
+    // resource, and parked until the fleet changes.
+    assert_eq!(ev.reason, "NotInqueueable", "{}", ev.message);
     assert!(
-        msg.contains("cluster fragmented: no node has 8 nvidia.com/gpu free"),
-        "{msg}"
+        ev.message.contains("never") && ev.message.contains("nvidia.com/gpu"),
+        "{}",
+        ev.message
     );
+    assert_eq!(d.park.jobs, vec!["default/train".to_string()]);
 }
 
 #[test]
@@ -474,9 +492,9 @@ fn enqueue_holds_back_jobs_whose_min_resources_exceed_the_overcommitted_fleet() 
 #[test]
 fn a_fifo_queue_blocks_behind_its_head_and_a_traverse_queue_does_not() {
     for (strategy, expect_small) in [(Dequeue::Fifo, 0), (Dequeue::Traverse, 1)] {
-        let mut c = Cache::new();
-        add_cluster(&mut c, Cluster::named("east")).unwrap();
-        add_nodes(&mut c, "east", "gpu", 1, GPU8, &[]).unwrap();
+        // The head could be placed once the busy node frees up, not now.
+        let mut c = gpu_cluster(2);
+        occupy(&mut c, "busy", 1);
         let mut q = QueueSpec::named("team");
         q.dequeue = strategy;
         c.apply(Event::QueueUpsert(Box::new(q))).unwrap();

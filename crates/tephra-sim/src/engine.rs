@@ -92,6 +92,9 @@ impl<'s> Sim<'s> {
             })?,
             tick_pending: false,
             last_tick: None,
+            timer_at: None,
+            agenda_work: 0,
+            quiet_sessions: 0,
             dirty: false,
             session: 0,
             until_ms: opts.until_ms.or(scenario.run.until.map(|d| d.0)),
@@ -246,6 +249,9 @@ impl<'s> Sim<'s> {
     ) -> Result<Report, SimError> {
         let mut last_progress = Instant::now();
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+            if !matches!(ev, Ev::Tick | Ev::Timer) {
+                self.agenda_work = self.agenda_work.saturating_sub(1);
+            }
             if self.until_ms.is_some_and(|u| t > u) {
                 self.now = self.until_ms.unwrap_or(t);
                 break;
@@ -266,6 +272,12 @@ impl<'s> Sim<'s> {
                     }
                 }
                 Ev::Tick => self.tick(out)?,
+                Ev::Timer => {
+                    if self.timer_at == Some(self.now) {
+                        self.timer_at = None;
+                    }
+                    self.mark_dirty();
+                }
                 Ev::Start(pod, generation) => self.start(&pod, generation, out)?,
                 Ev::JobWake(key) => self.job_wake(&key, out)?,
                 Ev::Finish(pod, generation) => self.finish(&pod, generation, out)?,

@@ -15,6 +15,10 @@ use crate::jobs::PodChange;
 use crate::record::Record;
 use crate::state::{Ev, PodState, Sim};
 
+/// Sessions in a row that bind and evict nothing, with nothing but the scheduler's own timers
+/// left to happen, after which the timers stop waking sessions.
+const QUIET_TIMER_SESSIONS: u32 = 64;
+
 impl Sim<'_> {
     /// Runs a session if anything changed since the last one, and carries out its decisions:
     /// binds (checked independently), evictions, and PodGroup phases.
@@ -133,6 +137,24 @@ impl Sim<'_> {
         self.cache.park(&d.park);
         // Room reserved for waiting pods stays theirs in the next session.
         self.cache.nominate(d.nominations());
+        if d.binds.is_empty() && d.evictions.is_empty() {
+            self.quiet_sessions = self.quiet_sessions.saturating_add(1);
+        } else {
+            self.quiet_sessions = 0;
+        }
+        // A timer of the scheduler's own (an inqueue timeout, an SLA) gets a session when it
+        // falls due, even if nothing else happens by then; unless nothing but such timers is
+        // left and the last sessions changed nothing (jobs that go back and forth between
+        // Pending and Inqueue with no room for any of them), which would never end.
+        let spinning = self.agenda_work == 0 && self.quiet_sessions >= QUIET_TIMER_SESSIONS;
+        if let Some(at) = d.wake_at.map(|s| s.saturating_mul(1000))
+            && !spinning
+            && at > self.now
+            && self.timer_at.is_none_or(|t| t <= self.now || at < t)
+        {
+            self.timer_at = Some(at);
+            self.push(at, Ev::Timer);
+        }
         Ok(())
     }
 

@@ -39,6 +39,9 @@ pub(crate) enum Ev {
     Finish(String, u32),
     Start(String, u32),
     JobWake(String),
+    /// A scheduler timer falls due (an inqueue timeout, an SLA running out): a session runs, as
+    /// the runtime's periodic one would.
+    Timer,
     Arrival,
     Tick,
 }
@@ -112,6 +115,12 @@ pub struct Sim<'s> {
     pub(crate) faults: Vec<crate::scenario::FaultDef>,
     pub(crate) tick_pending: bool,
     pub(crate) last_tick: Option<i64>,
+    /// The scheduler timer already on the agenda, in ms.
+    pub(crate) timer_at: Option<i64>,
+    /// Events on the agenda other than sessions and scheduler timers.
+    pub(crate) agenda_work: usize,
+    /// Sessions in a row that bound and evicted nothing.
+    pub(crate) quiet_sessions: u32,
     pub(crate) dirty: bool,
     pub(crate) session: u64,
     pub(crate) until_ms: Option<i64>,
@@ -155,6 +164,9 @@ impl Sim<'_> {
     }
 
     pub(crate) fn push(&mut self, t: i64, ev: Ev) {
+        if !matches!(ev, Ev::Tick | Ev::Timer) {
+            self.agenda_work += 1;
+        }
         self.seq += 1;
         self.queue.push(Reverse((t, self.seq, ev)));
     }

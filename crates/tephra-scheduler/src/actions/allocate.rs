@@ -2,13 +2,19 @@
 //! (see [`crate::placement::job`] for how one job is placed). An overused queue waits; a fifo
 //! queue waits behind its first job that does not fit. Without an `enqueue` action in the
 //! configuration, allocate admits Pending jobs of Open queues itself, as Volcano's does.
+//!
+//! An admitted job that fails and can never be placed at all (its pods arrived after its
+//! admission, as a Volcano Job's do, and no node could ever take one: see
+//! [`never_fits`](crate::placement::capacity::never_fits)) goes back to Pending at once and is
+//! parked with `NotInqueueable`, so that it holds no admission budget and blocks no fifo queue.
 
 use tephra_api::reasons;
 
 use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::order::{jobs_by_queue, next_queue};
 use crate::framework::session::{Session, queue_open};
-use crate::model::{Dequeue, GroupPhase};
+use crate::model::{Dequeue, GroupPhase, Id};
+use crate::placement::capacity::{Capacity, capacities, never_fits};
 use crate::placement::search::SEARCH_ONLY;
 use crate::placement::{Outcome, Placer, SearchArgs, allocate_job};
 
@@ -24,6 +30,7 @@ pub fn check(args: &Args) -> Result<(), ArgErrors> {
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
     let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
     let admits = ssn.allocate_admits;
+    let mut caps: Option<Vec<Capacity>> = None;
     let mut by_queue = jobs_by_queue(ssn, |ssn, job| match ssn.state.phase(&ssn.snap, job) {
         Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown) => true,
         Some(GroupPhase::Pending) => admits,
@@ -61,6 +68,9 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
             ssn.job_enqueued(job);
         }
         let outcome = allocate_job(ssn, placer, job, &search);
+        if outcome == Outcome::Failed && never_placeable(ssn, job, &mut caps) {
+            continue;
+        }
         let fifo = ssn
             .snap
             .queues
@@ -80,4 +90,22 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
             }
         }
     }
+}
+
+/// Sends an admitted job that can never be placed back to Pending, to be parked; says whether.
+fn never_placeable(ssn: &mut Session, job: Id, caps: &mut Option<Vec<Capacity>>) -> bool {
+    if ssn.state.phase(&ssn.snap, job) != Some(GroupPhase::Inqueue) {
+        return false;
+    }
+    let caps = caps.get_or_insert_with(|| capacities(ssn));
+    let Some(why) = never_fits(ssn, job, caps) else {
+        return false;
+    };
+    ssn.set_phase(job, GroupPhase::Pending);
+    ssn.job_dequeued(job);
+    let note = ssn.note(job);
+    note.reason = Some(reasons::NOT_ENQUEUEABLE);
+    note.message = Some(why);
+    note.never_fits = true;
+    true
 }

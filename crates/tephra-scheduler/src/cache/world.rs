@@ -50,6 +50,9 @@ pub struct World {
     /// Tasks whose pods carry required pod anti-affinity: a newcomer must keep out of their
     /// topology domains, so the scheduler looks at them without walking every pod.
     pub repelling: BTreeSet<Id>,
+    /// Tasks whose pods ask for host ports: a newcomer asking for the same port must keep off
+    /// their nodes, so the scheduler finds them without walking every pod.
+    pub port_holders: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
@@ -95,6 +98,7 @@ impl Default for World {
             active_jobs: BTreeSet::new(),
             changed_jobs: BTreeSet::new(),
             repelling: BTreeSet::new(),
+            port_holders: BTreeSet::new(),
             pdbs: BTreeMap::new(),
             generation: 0,
             fleet_generation: 0,
@@ -286,7 +290,7 @@ impl World {
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
             self.tally(id, 1);
-            self.track_repelling(id);
+            self.track_constraining(id);
             self.refresh_active(job);
             if let Some(old) = old_job.filter(|o| *o != job) {
                 self.refresh_active(old);
@@ -311,20 +315,26 @@ impl World {
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
             self.tally(id, 1);
-            self.track_repelling(id);
+            self.track_constraining(id);
             self.refresh_active(job);
         }
     }
 
-    fn track_repelling(&mut self, id: Id) {
-        let repels = self
-            .tasks
-            .get(id)
-            .is_some_and(|t| !t.spec.shape.rules.anti_affinity.is_empty());
-        if repels {
-            self.repelling.insert(id);
-        } else {
-            self.repelling.remove(&id);
+    /// Keeps the task in the sets of tasks that constrain newcomers (`repelling`,
+    /// `port_holders`), or out of them.
+    fn track_constraining(&mut self, id: Id) {
+        let rules = self.tasks.get(id).map(|t| &t.spec.shape.rules);
+        let repels = rules.is_some_and(|r| !r.anti_affinity.is_empty());
+        let ports = rules.is_some_and(|r| !r.host_ports.is_empty());
+        for (set, member) in [
+            (&mut self.repelling, repels),
+            (&mut self.port_holders, ports),
+        ] {
+            if member {
+                set.insert(id);
+            } else {
+                set.remove(&id);
+            }
         }
     }
 
@@ -408,6 +418,7 @@ impl World {
         self.unorphan(id);
         self.task_index.remove(key);
         self.repelling.remove(&id);
+        self.port_holders.remove(&id);
         self.forget_nomination(id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);

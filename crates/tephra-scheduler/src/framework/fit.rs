@@ -34,6 +34,13 @@ pub enum Unfit {
     PodAntiAffinity,
     /// A pod placed in the node's topology domain has anti-affinity that selects this pod.
     ExistingAntiAffinity,
+    /// A host port the pod asks for is held on the node. A pod keeps its ports until it is gone,
+    /// so evicting it does not free them within a session: not resolvable.
+    NodePorts,
+    /// The node lacks a topology key of the pod's spread constraints: it is no domain.
+    SpreadMissingLabel,
+    /// Placing the pod on the node would break a `DoNotSchedule` spread constraint.
+    Spread,
     /// A plugin's own reason, and whether evicting pods could resolve it.
     Plugin(&'static str, bool),
 }
@@ -48,7 +55,8 @@ impl Unfit {
             | Self::TooManyPods
             | Self::QueueCapability
             | Self::PodAntiAffinity
-            | Self::ExistingAntiAffinity => true,
+            | Self::ExistingAntiAffinity
+            | Self::Spread => true,
             Self::Plugin(_, resolvable) => *resolvable,
             _ => false,
         }
@@ -69,6 +77,12 @@ impl Unfit {
             Self::ExistingAntiAffinity => {
                 "node(s) didn't satisfy existing pods anti-affinity rules".into()
             }
+            Self::NodePorts => "node(s) didn't have free ports for the requested pod ports".into(),
+            Self::SpreadMissingLabel => {
+                "node(s) didn't match pod topology spread constraints (missing required label)"
+                    .into()
+            }
+            Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
             Self::Plugin(why, _) => (*why).to_string(),
         }
     }

@@ -39,6 +39,7 @@ enum Kind {
     ClusterFilter,
     ClusterScore,
     Victim,
+    Deadline,
     Events,
 }
 
@@ -71,6 +72,7 @@ fn kinds(p: &mut dyn Plugin, e: &Enables) -> [bool; KINDS] {
     k[Kind::ClusterScore as usize] = p.cluster_scorer().is_some() && on(e.cluster_score);
     k[Kind::Victim as usize] =
         p.victim_filter().is_some() && (on(e.preemptable) || on(e.reclaimable));
+    k[Kind::Deadline as usize] = p.deadline().is_some();
     k[Kind::Events as usize] = p.events().is_some();
     k
 }
@@ -432,6 +434,17 @@ impl<'a> Dispatch<'a> {
                 p.victim_filter().map(|f| f.allows_together(v, tasks))
             })
             .all(|yes| yes)
+    }
+}
+
+impl Dispatch<'_> {
+    /// The earliest time after now at which a plugin's verdict on `job` changes by itself.
+    pub fn due(&self, job: Id) -> Option<i64> {
+        let v = &self.view;
+        self.hooks
+            .each(Kind::Deadline, |p| p.deadline().and_then(|d| d.due(v, job)))
+            .filter(|t| *t > v.now)
+            .min()
     }
 }
 

@@ -11,6 +11,8 @@
 //! | `hooks.rs` | [`Hooks`] and [`Dispatch`]: where every hook is called from |
 //! | `view.rs` | [`View`]: the read-only view every hook gets |
 //! | `affinity.rs` | [`AffinityIndex`]: where the pods that inter-pod affinity terms select are |
+//! | `ports.rs` | [`PortIndex`]: the host ports each node has given out |
+//! | `spread.rs` | [`SpreadIndex`]: pods per topology domain, for pod topology spread constraints |
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
@@ -24,8 +26,10 @@ pub mod holds;
 pub mod hooks;
 pub mod order;
 pub mod plugin;
+pub mod ports;
 pub mod queues;
 pub mod session;
+pub mod spread;
 pub mod state;
 pub mod statement;
 pub mod status;
@@ -35,7 +39,9 @@ pub use affinity::AffinityIndex;
 pub use fit::{ClusterUnfit, FitErrors, Room, Unfit};
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};
+pub use ports::PortIndex;
 pub use session::{JobNote, Session};
+pub use spread::SpreadIndex;
 pub use state::{Hold, NodeState, State};
 pub use statement::{Op, Statement};
 pub use view::{JobCounts, View};

@@ -145,6 +145,14 @@ pub trait VictimFilter {
     }
 }
 
+/// A time at which a plugin's verdict on a job changes with nothing else happening (a waiting
+/// time running out). A simulator that runs sessions only when something changes runs one
+/// then, as the runtime's periodic sessions would notice it.
+pub trait Deadline {
+    /// The next such time for `job` after `view.now`, in seconds, if any.
+    fn due(&self, view: &View, job: Id) -> Option<i64>;
+}
+
 /// What happens in a session, for plugins that keep state. Each event has a no-op default: a
 /// plugin writes the ones it follows.
 #[allow(unused_variables)]
@@ -218,6 +226,10 @@ pub trait Plugin: Send {
     }
     /// Its victim filter.
     fn victim_filter(&self) -> Option<&dyn VictimFilter> {
+        None
+    }
+    /// Its deadlines.
+    fn deadline(&self) -> Option<&dyn Deadline> {
         None
     }
     /// The session events it follows.

@@ -17,6 +17,7 @@ impl Session {
         let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
         let mut events = Vec::new();
         let mut park = Vec::new();
+        let mut wake_at: Option<i64> = None;
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
         touched.extend(self.snap.changed_jobs.iter().copied());
@@ -81,6 +82,23 @@ impl Session {
             } else {
                 phase
             };
+            // Timers that fall due with nothing else happening.
+            if let Some(timeout) = self.inqueue_timeout
+                && phase == GroupPhase::Inqueue
+                && allocated == 0
+            {
+                let since = if old == group.phase {
+                    group.phase_since
+                } else {
+                    self.now
+                };
+                wake(&mut wake_at, since + timeout.max(1), self.now);
+            }
+            if counts.pending > 0
+                && let Some(due) = self.hooks().due(job_id)
+            {
+                wake(&mut wake_at, due, self.now);
+            }
             let note = self.notes.get(&job_id);
             let mut conditions = Vec::new();
             if let Some(waited) = expired {
@@ -198,6 +216,14 @@ impl Session {
                 generation: self.snap.generation,
                 fleet_generation: self.snap.fleet_generation,
             },
+            wake_at,
         }
+    }
+}
+
+/// Keeps the earliest of the times in `at` that is later than `now`.
+fn wake(at: &mut Option<i64>, due: i64, now: i64) {
+    if due > now {
+        *at = Some(at.map_or(due, |a| a.min(due)));
     }
 }

@@ -1,7 +1,6 @@
-//! What a pod asks of the pods around it and prefers of its node, with Kubernetes' meaning:
-//! preferred node affinity, inter-pod affinity and anti-affinity (required and preferred, by
-//! label selector, topology key and namespaces), and the pod's own labels, which other pods'
-//! terms select.
+//! Label selectors and inter-pod affinity terms, with Kubernetes' meaning: which pods a term
+//! selects (by label selector and namespaces) in which topology domain, and weights for
+//! preferences. A pod's terms are gathered with the rest of its rules in `rules.rs`.
 
 use super::selectors::{Labels, Requirement};
 
@@ -70,34 +69,6 @@ pub struct Weighted<T> {
     pub weight: i32,
     /// The term.
     pub term: T,
-}
-
-/// The constraints of a pod beyond its node selector, required node affinity and tolerations.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct PodRules {
-    /// The pod's labels.
-    pub labels: Labels,
-    /// Preferred node affinity: each term's requirements ANDed, its weight added to a node's
-    /// score when they match.
-    pub preferred_nodes: Vec<Weighted<Vec<Requirement>>>,
-    /// Required pod affinity: every term must be satisfied.
-    pub affinity: Vec<PodTerm>,
-    /// Required pod anti-affinity: no term may be violated.
-    pub anti_affinity: Vec<PodTerm>,
-    /// Preferred pod affinity.
-    pub preferred_affinity: Vec<Weighted<PodTerm>>,
-    /// Preferred pod anti-affinity.
-    pub preferred_anti_affinity: Vec<Weighted<PodTerm>>,
-}
-
-impl PodRules {
-    /// Whether the pod has any inter-pod term (required or preferred).
-    pub fn has_pod_terms(&self) -> bool {
-        !(self.affinity.is_empty()
-            && self.anti_affinity.is_empty()
-            && self.preferred_affinity.is_empty()
-            && self.preferred_anti_affinity.is_empty())
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,18 @@
 //! The scheduler's model of the fleet: clusters, nodes, queues, jobs (one per PodGroup) and
 //! tasks (pods). Plain data, fed by the cache's event API. How labels, selectors, taints and
 //! tolerations match is in `selectors.rs`; inter-pod affinity and node preferences in
-//! `affinity.rs`.
+//! `affinity.rs`; host ports in `ports.rs`; topology spread constraints in `spread.rs`.
 
 pub mod affinity;
+pub mod ports;
+pub mod rules;
 pub mod selectors;
+pub mod spread;
 
-pub use affinity::{LabelSelector, Namespaces, PodRules, PodTerm, Weighted};
+pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
+pub use ports::HostPort;
+pub use rules::PodRules;
+pub use spread::{SpreadTerm, WhenUnsatisfiable};
 
 pub use selectors::{
     Labels, Requirement, SelectorOp, Taint, TaintEffect, Toleration, affinity_matches,
@@ -256,6 +262,12 @@ pub struct TaskShape {
 }
 
 impl TaskShape {
+    /// Whether scheduling gates hold the pod back (`spec.schedulingGates` not empty).
+    #[inline]
+    pub fn gated(&self) -> bool {
+        !self.rules.gates.is_empty()
+    }
+
     /// True for a best-effort pod: it requests nothing but its pod slot.
     #[inline]
     pub fn best_effort(&self) -> bool {

@@ -1,13 +1,20 @@
 //! What each cluster could ever hold, whatever runs on it now: the sum of its nodes'
 //! allocatable and, per resource, the most one node has. Admission uses it so that no gang is
 //! admitted that no eligible cluster can ever hold (fleet-wide totals would admit a gang that
-//! fits only across clusters it may not span).
+//! fits only across clusters it may not span), and so that no gang is admitted whose pods no
+//! node could ever take: node selectors, required node affinity and taints the pods do not
+//! tolerate are judged on every node of the eligible clusters, with what is running there
+//! ignored (it may finish) and cordoned or NotReady nodes counted as usable (they may return).
+
+use std::sync::Arc;
 
 use super::job::eligible_clusters;
-use crate::framework::fit::Room;
+use crate::framework::fit::{FitErrors, Room, Unfit};
 use crate::framework::session::Session;
-use crate::model::Id;
-use crate::resources::Resources;
+use crate::model::{
+    Id, Node, TaintEffect, TaskShape, affinity_matches, selector_matches, tolerated,
+};
+use crate::resources::{PODS, Resources};
 
 /// One cluster's capacity.
 #[derive(Clone, Copy, Debug, Default)]
@@ -16,21 +23,147 @@ pub struct Capacity {
     pub total: Resources,
     /// The most of each resource on one node.
     pub node_max: Resources,
+    /// The most of each resource on one node without NoSchedule or NoExecute taints: a pod
+    /// with no node selector or required affinity that fits this fits some node.
+    pub plain_node_max: Resources,
 }
 
 /// Every cluster's capacity, by cluster id, from the totals the session state keeps.
 pub fn capacities(ssn: &Session) -> Vec<Capacity> {
-    ssn.state
+    let mut caps: Vec<Capacity> = ssn
+        .state
         .cluster_allocatable
         .iter()
         .zip(&ssn.state.cluster_node_max)
-        .map(|(&total, &node_max)| Capacity { total, node_max })
-        .collect()
+        .map(|(&total, &node_max)| Capacity {
+            total,
+            node_max,
+            plain_node_max: Resources::ZERO,
+        })
+        .collect();
+    for (_, n) in ssn.snap.nodes.iter() {
+        let plain = n
+            .spec
+            .taints
+            .iter()
+            .all(|t| t.effect == TaintEffect::PreferNoSchedule);
+        if plain && let Some(c) = caps.get_mut(n.cluster as usize) {
+            c.plain_node_max = c.plain_node_max.max(&n.allocatable());
+        }
+    }
+    caps
+}
+
+/// Why `shape` can never run on `node`, judged on what does not change with what runs there.
+fn never_on(shape: &TaskShape, node: &Node) -> Option<Unfit> {
+    let labels = &node.spec.labels;
+    if !selector_matches(&shape.node_selector, labels) || !affinity_matches(&shape.affinity, labels)
+    {
+        return Some(Unfit::Selector);
+    }
+    if let Some(t) =
+        node.spec.taints.iter().find(|t| {
+            t.effect != TaintEffect::PreferNoSchedule && !tolerated(&shape.tolerations, t)
+        })
+    {
+        return Some(Unfit::Taint(format!("{}: {}", t.key, t.value)));
+    }
+    let topology = shape.rules.spread.iter().filter(|s| s.is_hard());
+    if topology
+        .clone()
+        .any(|s| !labels.contains_key(&s.topology_key))
+    {
+        return Some(Unfit::SpreadMissingLabel);
+    }
+    match shape.request.fits_in(&node.allocatable()) {
+        Ok(()) => None,
+        Err(PODS) => Some(Unfit::TooManyPods),
+        Err(slot) => Some(Unfit::Insufficient(slot)),
+    }
+}
+
+/// Why no node of `cluster` could ever take a pod of `shape`, node by node; `None` when one
+/// could.
+fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) -> Option<FitErrors> {
+    let trivial = shape.node_selector.is_empty()
+        && shape.affinity.is_empty()
+        && !shape.rules.spread.iter().any(|s| s.is_hard());
+    if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
+        return None;
+    }
+    let mut errs = FitErrors::default();
+    for &n in ssn
+        .snap
+        .cluster_nodes
+        .get(cluster as usize)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Some(node) = ssn.snap.nodes.get(n) else {
+            continue;
+        };
+        errs.nodes += 1;
+        match never_on(shape, node) {
+            None => return None,
+            Some(why) => errs.add(why),
+        }
+    }
+    Some(errs)
+}
+
+/// Why a pod of `job` could never be placed on any node of the `eligible` clusters, if so: the
+/// first such shape's role and, in kube-scheduler's words, what each node of the cluster with
+/// the most nodes refuses.
+fn shapes_never_fit(ssn: &Session, job: Id, eligible: &[Id], caps: &[Capacity]) -> Option<String> {
+    let j = ssn.snap.jobs.get(job)?;
+    let mut seen: Vec<&Arc<TaskShape>> = Vec::new();
+    for &t in &j.tasks {
+        let Some(task) = ssn.snap.tasks.get(t) else {
+            continue;
+        };
+        let shape = &task.spec.shape;
+        if seen
+            .iter()
+            .any(|s| Arc::ptr_eq(s, shape) || ***s == **shape)
+        {
+            continue;
+        }
+        seen.push(shape);
+        let mut worst: Option<FitErrors> = None;
+        let mut fits = false;
+        for &c in eligible {
+            let cap = caps.get(c as usize).copied().unwrap_or_default();
+            match no_node_for(ssn, shape, c, &cap) {
+                None => {
+                    fits = true;
+                    break;
+                }
+                Some(errs) => {
+                    if worst.as_ref().is_none_or(|w| errs.nodes > w.nodes) {
+                        worst = Some(errs);
+                    }
+                }
+            }
+        }
+        if !fits {
+            let detail = worst
+                .map(|w| w.render(&ssn.snap.names))
+                .unwrap_or_else(|| "no node".to_string());
+            return Some(format!(
+                "the job can never be placed: no node of an eligible cluster can ever take a \
+                 pod of task {}: {detail}",
+                shape.role
+            ));
+        }
+    }
+    None
 }
 
 /// Why `job` can never be placed, if that is so: its gang (minResources) fits no eligible
-/// cluster in total (all eligible clusters together when it may be split), or its largest task
-/// fits no node of an eligible cluster. `None` when it could fit somewhere once room is made.
+/// cluster in total (all eligible clusters together when it may be split), its largest task
+/// fits no node of an eligible cluster, or a pod of it matches no node that could ever take it
+/// (selectors, affinity, taints, spread topology keys, allocatable). `None` when it could fit
+/// somewhere once room is made.
 pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
     let j = ssn.snap.jobs.get(job)?;
     let g = j.group.as_ref()?;
@@ -65,7 +198,7 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
             .any(|&c| min.fits_in(&cap(c).total).is_ok() && task_fits(c))
     };
     if fits {
-        return None;
+        return shapes_never_fit(ssn, job, &eligible, caps);
     }
     let names = &ssn.snap.names;
     let short = |avail: &Resources, need: &Resources| match need.fits_in(avail) {

@@ -15,8 +15,33 @@ use crate::framework::view::View;
 use crate::model::{Id, TaskStatus};
 use crate::resources::{MAX_RESOURCES, Resources, format_quantity};
 
+/// The pending tasks of a job that scheduling gates hold back, and the gates' names: they are no
+/// candidates for placement until their gates are removed.
+pub fn gated(view: &View, job: Id) -> (u32, Vec<String>) {
+    let mut n = 0;
+    let mut names: Vec<String> = Vec::new();
+    for &t in view
+        .job(job)
+        .map(|j| j.tasks.as_slice())
+        .unwrap_or_default()
+    {
+        let Some(task) = view.task(t) else { continue };
+        if !task.spec.shape.gated() || view.status(t) != TaskStatus::Pending {
+            continue;
+        }
+        n += 1;
+        for g in &task.spec.shape.rules.gates {
+            if !names.contains(g) {
+                names.push(g.clone());
+            }
+        }
+    }
+    names.sort();
+    (n, names)
+}
+
 /// Pending tasks of a job grouped by shape, each group in task order, groups ordered by their
-/// first task.
+/// first task. Tasks that scheduling gates hold back are left out.
 pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>> {
     let Some(j) = ssn.snap.jobs.get(job) else {
         return Vec::new();
@@ -27,11 +52,9 @@ pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>>
         .copied()
         .filter(|t| {
             ssn.state.status(&ssn.snap, *t) == TaskStatus::Pending
-                && ssn
-                    .snap
-                    .tasks
-                    .get(*t)
-                    .is_some_and(|t| t.spec.shape.best_effort() == best_effort)
+                && ssn.snap.tasks.get(*t).is_some_and(|t| {
+                    t.spec.shape.best_effort() == best_effort && !t.spec.shape.gated()
+                })
         })
         .collect();
     let hooks = ssn.hooks();
@@ -147,7 +170,7 @@ pub fn job_needs(view: &View, job: Id) -> (Resources, Resources) {
         if view.status(t) != TaskStatus::Pending {
             continue;
         }
-        if let Some(task) = view.task(t) {
+        if let Some(task) = view.task(t).filter(|t| !t.spec.shape.gated()) {
             let e = roles
                 .entry(task.spec.shape.role.as_str())
                 .or_insert((task.spec.shape.request, 0));

@@ -10,7 +10,7 @@ use tephra_api::reasons;
 
 use super::classes::Placer;
 use super::drain::{drain, may_hold};
-use super::gang::{pending_groups, place_job_in_cluster};
+use super::gang::{gated, pending_groups, place_job_in_cluster};
 use super::search::SearchArgs;
 use crate::framework::fit::{FitErrors, Room};
 use crate::framework::session::Session;
@@ -39,7 +39,8 @@ pub enum Outcome {
 
 /// Tries to place one job's pending tasks: those with requests, and with them its best-effort
 /// pods (a gang may need both to be complete). Jobs with only best-effort pods pending are
-/// left to `backfill`.
+/// left to `backfill`. Pods held back by scheduling gates are not placed; a gang that cannot be
+/// complete without them waits, with a note that says so.
 pub fn allocate_job(
     ssn: &mut Session,
     placer: &mut Placer,
@@ -48,6 +49,7 @@ pub fn allocate_job(
 ) -> Outcome {
     let mut groups = pending_groups(ssn, job, false);
     if groups.is_empty() {
+        note_gated(ssn, job);
         return Outcome::Skipped;
     }
     groups.extend(pending_groups(ssn, job, true));
@@ -104,8 +106,15 @@ pub fn place_job(
             // Everything pending fit, yet the gang is short of members.
             let c = ssn.view().counts(job);
             let min = ssn.snap.jobs.get(job).map_or(1, |j| j.min_member());
+            let (held, _) = gated(&ssn.view(), job);
+            let gates = if held > 0 {
+                format!(" ({held} more held back by scheduling gates)")
+            } else {
+                String::new()
+            };
             format!(
-                "all {} pending task(s) fit, but the gang needs {min} members and would have {}",
+                "all {} pending task(s) fit, but the gang needs {min} members and would have \
+                 {}{gates}",
                 stmt.ops().len(),
                 c.ready + c.pipelined
             )
@@ -152,6 +161,10 @@ pub fn place_job(
         .map(|r| format!("cluster {}: {}", r.cluster, r.why))
         .collect::<Vec<_>>()
         .join("; ");
+    if note_gated(ssn, job) && rejected.iter().any(|r| r.why.starts_with("all ")) {
+        // Everything that may be placed fits: only the gates keep the gang back.
+        return Outcome::Failed;
+    }
     let note = ssn.note(job);
     note.attempted = true;
     note.reason = Some(reasons::NOT_ENOUGH_RESOURCES);
@@ -161,6 +174,24 @@ pub fn place_job(
         format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
     });
     Outcome::Failed
+}
+
+/// Notes that `job` waits for pods that scheduling gates hold back, if any do; says whether.
+fn note_gated(ssn: &mut Session, job: Id) -> bool {
+    let (held, names) = gated(&ssn.view(), job);
+    if held == 0 {
+        return false;
+    }
+    let total = ssn.snap.jobs.get(job).map_or(0, |j| j.tasks.len());
+    let note = ssn.note(job);
+    note.attempted = true;
+    note.reason = Some(reasons::SCHEDULING_GATED);
+    note.message = Some(format!(
+        "{held}/{total} pod(s) of the gang are held back by scheduling gates ({}): they are \
+         placed once their gates are removed",
+        names.join(", ")
+    ));
+    true
 }
 
 /// Keeps what fits of a job past its SLA as a reservation, and holds a node for each pod that

@@ -177,6 +177,10 @@ pub fn place_group(
     }
     let mut placed = 0usize;
     let mut next = 0usize;
+    // Nodes refused for one replica only because of the spread the earlier ones made: placing
+    // a replica elsewhere may make them feasible again, so they go back on the heap after each
+    // placement.
+    let mut deferred: Vec<Id> = Vec::new();
     while placed < want && next < tasks.len() {
         if scan.heap.is_empty() {
             if scan.scanned >= total {
@@ -196,8 +200,11 @@ pub fn place_group(
             break;
         }
         if let Err(u) = ssn.hooks().predicate(task, best.node) {
-            // Feasible for an earlier replica, not for this one (pod anti-affinity, a port):
-            // that is why the gang may end up short.
+            // Feasible for an earlier replica, not for this one (pod anti-affinity, a port,
+            // spread): that is why the gang may end up short.
+            if u == Unfit::Spread {
+                deferred.push(best.node);
+            }
             errs.add(u);
             continue;
         }
@@ -213,10 +220,14 @@ pub fn place_group(
         if next < tasks.len()
             && let Some(t) = snap.tasks.get(tasks[next])
         {
-            match ssn.hooks().predicate(t, best.node) {
-                Ok(()) => scan.heap.push(Candidate::new(&ssn.hooks(), t, best.node)),
-                Err(u) if placed < want => errs.add(u),
-                Err(_) => {}
+            deferred.push(best.node);
+            for node in std::mem::take(&mut deferred) {
+                match ssn.hooks().predicate(t, node) {
+                    Ok(()) => scan.heap.push(Candidate::new(&ssn.hooks(), t, node)),
+                    Err(Unfit::Spread) => deferred.push(node),
+                    Err(u) if placed < want && node == best.node => errs.add(u),
+                    Err(_) => {}
+                }
             }
         }
     }

@@ -1,17 +1,20 @@
 //! `nodeorder`: kube-scheduler's node scores with Volcano's weight arguments and defaults:
 //! `leastrequested.weight` (1), `mostrequested.weight` (0), `balancedresource.weight` (1),
-//! `tainttoleration.weight` (3), `nodeaffinity.weight` (2: preferred node affinity) and
-//! `podaffinity.weight` (2: preferred inter-pod affinity and anti-affinity). Each score is
+//! `tainttoleration.weight` (3), `nodeaffinity.weight` (2: preferred node affinity),
+//! `podaffinity.weight` (2: preferred inter-pod affinity and anti-affinity) and
+//! `podtopologyspread.weight` (2: `ScheduleAnyway` topology spread constraints). Each score is
 //! 0–100 (pod affinity −100 to 100) before its weight.
 //!
-//! kube-scheduler normalizes the node-affinity and pod-affinity scores over the nodes it
-//! compares; tephra scores one node at a time, so each is taken as the share of the pod's
-//! preference weights that the node meets. `imagelocality.weight`, `podtopologyspread.weight`
-//! and `selectorspread.weight` are accepted without effect ([`ARGS`]).
+//! kube-scheduler normalizes the node-affinity, pod-affinity and spread scores over the nodes
+//! it compares; tephra scores one node at a time, so each is taken as the share of the pod's
+//! preference weights that the node meets, and spread as how far the node's domain is from the
+//! fullest towards the emptiest. `imagelocality.weight` and `selectorspread.weight` are
+//! accepted without effect ([`ARGS`]).
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::affinity::{AffinityIndex, Terms};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
+use crate::framework::spread::{Kind, SpreadIndex};
 use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, Task, tolerated};
 use crate::resources::{CPU, MEMORY};
@@ -24,7 +27,9 @@ pub struct NodeOrder {
     taint: f64,
     node_affinity: f64,
     pod_affinity: f64,
+    spread: f64,
     index: AffinityIndex,
+    spread_index: SpreadIndex,
 }
 
 /// What the plugin reads (Volcano's keys).
@@ -36,16 +41,13 @@ pub const ARGS: ArgSpec = ArgSpec {
         "tainttoleration.weight",
         "nodeaffinity.weight",
         "podaffinity.weight",
+        "podtopologyspread.weight",
     ],
     prefixes: &[],
     inert: &[
         (
             "imagelocality.weight",
             "container images on nodes are not part of tephra's model",
-        ),
-        (
-            "podtopologyspread.weight",
-            "pod topology spread constraints are not part of tephra's model",
         ),
         (
             "selectorspread.weight",
@@ -64,7 +66,9 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
         taint: r.f64_or("tainttoleration.weight", 3.0),
         node_affinity: r.f64_or("nodeaffinity.weight", 2.0),
         pod_affinity: r.f64_or("podaffinity.weight", 2.0),
+        spread: r.f64_or("podtopologyspread.weight", 2.0),
         index: AffinityIndex::default(),
+        spread_index: SpreadIndex::new(Kind::Soft),
     };
     r.finish()?;
     Ok(Box::new(plugin))
@@ -107,11 +111,17 @@ impl SessionEvents for NodeOrder {
         if !self.index.is_empty() {
             self.index.placed(view, task);
         }
+        if self.spread > 0.0 {
+            self.spread_index.placed(view, task);
+        }
     }
 
     fn deallocated(&mut self, view: &View, task: Id) {
         if !self.index.is_empty() {
             self.index.removed(view, task);
+        }
+        if self.spread > 0.0 {
+            self.spread_index.removed(view, task);
         }
     }
 }
@@ -199,6 +209,9 @@ impl NodeScorer for NodeOrder {
         }
         if self.pod_affinity > 0.0 && !self.index.is_empty() {
             score += self.pod_affinity * self.pod_affinity_score(view, task, node);
+        }
+        if self.spread > 0.0 && self.spread_index.applies(task) {
+            score += self.spread * self.spread_index.score(view, task, node);
         }
         score
     }

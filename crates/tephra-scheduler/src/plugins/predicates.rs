@@ -1,17 +1,21 @@
 //! `predicates`: whether a pod can run on a node, as kube-scheduler's filters (and Volcano's
 //! `predicates` plugin) decide it: node Ready and not cordoned, nodeSelector and required node
-//! affinity, NoSchedule/NoExecute taints against tolerations, required inter-pod affinity and
-//! anti-affinity (the pod's own terms, and the anti-affinity of pods already placed), pod slots,
-//! and resource fit against what the node will have free (idle plus releasing, less pipelined).
+//! affinity, NoSchedule/NoExecute taints against tolerations, host ports (`NodePorts`), required
+//! inter-pod affinity and anti-affinity (the pod's own terms, and the anti-affinity of pods
+//! already placed), `DoNotSchedule` pod topology spread constraints, pod slots, and resource fit
+//! against what the node will have free (idle plus releasing, less pipelined).
 //!
-//! Volcano's switches `predicate.NodeAffinityEnable`, `predicate.TaintTolerationEnable` and
-//! `predicate.PodAffinityEnable` (default true) turn those checks off. Its other keys are
+//! Volcano's switches `predicate.NodeAffinityEnable`, `predicate.TaintTolerationEnable`,
+//! `predicate.NodePortsEnable`, `predicate.PodAffinityEnable` and
+//! `predicate.PodTopologySpreadEnable` (default true) turn those checks off. Its other keys are
 //! accepted without effect, each with the reason ([`ARGS`]).
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::affinity::{AffinityIndex, Terms};
 use crate::framework::fit::Unfit;
 use crate::framework::plugin::{Plugin, Predicate, SessionEvents};
+use crate::framework::ports::PortIndex;
+use crate::framework::spread::{Breach, Kind, SpreadIndex};
 use crate::framework::view::View;
 use crate::model::{Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated};
 use crate::resources::PODS;
@@ -21,7 +25,11 @@ pub struct Predicates {
     node_affinity: bool,
     taints: bool,
     pod_affinity: bool,
+    node_ports: bool,
+    spread: bool,
     index: AffinityIndex,
+    ports: PortIndex,
+    spread_index: SpreadIndex,
 }
 
 const VOLUMES: &str = "volumes are not part of tephra's model";
@@ -32,23 +40,17 @@ pub const ARGS: ArgSpec = ArgSpec {
         "predicate.NodeAffinityEnable",
         "predicate.TaintTolerationEnable",
         "predicate.PodAffinityEnable",
+        "predicate.NodePortsEnable",
+        "predicate.PodTopologySpreadEnable",
     ],
     prefixes: &[],
     inert: &[
-        (
-            "predicate.NodePortsEnable",
-            "host ports are not part of tephra's model",
-        ),
         ("predicate.NodeVolumeLimitsEnable", VOLUMES),
         ("predicate.VolumeZoneEnable", VOLUMES),
         ("predicate.VolumeBindingEnable", VOLUMES),
         ("volumebinding.weight", VOLUMES),
         ("volumebinding.bindTimeoutSeconds", VOLUMES),
         ("volumebinding.shape", VOLUMES),
-        (
-            "predicate.PodTopologySpreadEnable",
-            "pod topology spread constraints are not part of tephra's model",
-        ),
         (
             "predicate.CacheEnable",
             "tephra keeps no predicate results between sessions",
@@ -90,12 +92,18 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     let node_affinity = r.bool_or("predicate.NodeAffinityEnable", true);
     let taints = r.bool_or("predicate.TaintTolerationEnable", true);
     let pod_affinity = r.bool_or("predicate.PodAffinityEnable", true);
+    let node_ports = r.bool_or("predicate.NodePortsEnable", true);
+    let spread = r.bool_or("predicate.PodTopologySpreadEnable", true);
     r.finish()?;
     Ok(Box::new(Predicates {
         node_affinity,
         taints,
         pod_affinity,
+        node_ports,
+        spread,
         index: AffinityIndex::default(),
+        ports: PortIndex::default(),
+        spread_index: SpreadIndex::new(Kind::Hard),
     }))
 }
 
@@ -118,17 +126,32 @@ impl SessionEvents for Predicates {
         if self.pod_affinity {
             self.index = AffinityIndex::build(view, Terms::Required);
         }
+        if self.node_ports {
+            self.ports = PortIndex::build(view);
+        }
     }
 
     fn allocated(&mut self, view: &View, task: Id) {
         if self.pod_affinity {
             self.index.placed(view, task);
         }
+        if self.node_ports {
+            self.ports.placed(view, task);
+        }
+        if self.spread {
+            self.spread_index.placed(view, task);
+        }
     }
 
     fn deallocated(&mut self, view: &View, task: Id) {
         if self.pod_affinity {
             self.index.removed(view, task);
+        }
+        if self.node_ports {
+            self.ports.removed(view, task);
+        }
+        if self.spread {
+            self.spread_index.removed(view, task);
         }
     }
 }
@@ -195,8 +218,18 @@ impl Predicate for Predicates {
                 }
             }
         }
+        if self.node_ports && self.ports.clash(node, &shape.rules.host_ports) {
+            return Err(Unfit::NodePorts);
+        }
         if self.pod_affinity && !self.index.is_empty() {
             self.pod_affinity(view, task, node)?;
+        }
+        if self.spread && self.spread_index.applies(task) {
+            match self.spread_index.check(view, task, node) {
+                Ok(()) => {}
+                Err(Breach::MissingLabel) => return Err(Unfit::SpreadMissingLabel),
+                Err(Breach::Skew) => return Err(Unfit::Spread),
+            }
         }
         let free = view.state.nodes[node as usize].future_idle();
         match shape.request.fits_in(&free) {

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::duration::Duration;
-use crate::framework::plugin::{Entitlement, JobOrder, Plugin, Reservation};
+use crate::framework::plugin::{Deadline, Entitlement, JobOrder, Plugin, Reservation};
 use crate::framework::view::View;
 use crate::model::Id;
 
@@ -80,6 +80,18 @@ impl Plugin for Sla {
 
     fn reservation(&self) -> Option<&dyn Reservation> {
         Some(self)
+    }
+
+    fn deadline(&self) -> Option<&dyn Deadline> {
+        Some(self)
+    }
+}
+
+impl Deadline for Sla {
+    /// A waiting job's SLA running out: from then on it goes first, is admitted and reserves.
+    fn due(&self, view: &View, job: Id) -> Option<i64> {
+        let overdue = self.overdue(view, job)?;
+        (overdue < 0 && view.counts(job).pending > 0).then_some(view.now - overdue)
     }
 }
 

@@ -225,8 +225,9 @@ impl ApiServer {
         match def.builtin {
             Some(Builtin::Pod) => {
                 admit::validate_builtin(def, &obj)?;
+                crate::admit_pod::check_pod_create(&obj)?;
                 let priority = self.pod_priority(&obj)?;
-                admit::default_pod(&mut obj, priority);
+                crate::admit_pod::default_pod(&mut obj, priority);
             }
             Some(Builtin::Namespace) => obj["status"] = json!({"phase": "Active"}),
             Some(Builtin::Secret) => admit::fold_string_data(&mut obj),
@@ -312,7 +313,7 @@ impl ApiServer {
                 admit::check_finalizers(def, &cur.value, &new)?;
             }
             if scope == Scope::Main && def.builtin == Some(Builtin::Pod) {
-                admit::check_pod_update(&cur.value, &new)?;
+                crate::admit_pod::check_pod_update(&cur.value, &new)?;
             }
             match def.builtin {
                 Some(Builtin::Secret) => admit::fold_string_data(&mut new),

@@ -7,6 +7,7 @@
 //! run the pods bound to a fleet's nodes. See README, "A Kubernetes on one machine".
 
 pub mod admit;
+pub mod admit_pod;
 pub mod api;
 pub mod authz;
 pub mod builtin_schema;

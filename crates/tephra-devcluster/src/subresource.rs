@@ -100,6 +100,12 @@ pub fn bind(api: &ApiServer, key: &Key, req: &Req) -> Result<Response<Body>, Api
                 key.1
             )));
         }
+        if !crate::admit_pod::gates(cur).is_empty() {
+            return Err(conflict(format!(
+                "pod {} has non-empty .spec.schedulingGates",
+                key.1
+            )));
+        }
         let mut pod = cur.clone();
         pod["spec"]["nodeName"] = json!(node);
         if let Some(a) = &annotations {

@@ -58,7 +58,13 @@ fn a_job_whose_sla_runs_out_is_admitted_then_though_nothing_else_happens() {
         .iter()
         .find(|l| l.contains("Pending -> Inqueue"))
         .unwrap_or_else(|| panic!("never admitted: {:#?}", report.explain));
-    let at: f64 = admitted.trim_start().split('s').next().unwrap().parse().unwrap();
+    let at: f64 = admitted
+        .trim_start()
+        .split('s')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     // Submitted at 10s with a 1m SLA: admitted at its SLA (the next period), not when the hog
     // ends ten hours later.
     assert!((70.0..=72.0).contains(&at), "admitted at {at}s: {admitted}");

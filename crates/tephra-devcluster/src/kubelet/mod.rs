@@ -1,7 +1,9 @@
 //! Simulated kubelets: one task per API server plays the kubelet of every node it stores.
 //!
-//! A pod bound to a node is admitted if its requests fit in what the node's allocatable leaves
-//! free (otherwise it fails with `OutOf<resource>`, as the kubelet refuses it), starts after the
+//! A pod bound to a node is admitted as the real kubelet admits it (`admission.rs`: its
+//! requests against what the node's allocatable leaves free, its node affinity, its host ports,
+//! the node's NoExecute taints); otherwise it fails with the kubelet's reason (`OutOf<resource>`,
+//! `NodeAffinity`, `NodePorts`, ...) and a Warning Event (`events.rs`). An admitted pod starts after the
 //! start delay (IP, conditions, container statuses), and finishes after its
 //! `tephra.io/sim-duration` with the exit code in `tephra.io/sim-exit-code` (0: Succeeded,
 //! otherwise Failed); without a duration it runs until deleted. A pod being deleted stops within
@@ -28,7 +30,11 @@ use crate::store::{Event, EventType, Obj, Subscriber};
 use crate::subresource::set_condition;
 use crate::time;
 
+pub mod admission;
+mod events;
 mod nodes;
+
+use admission::{HostPort, NodeFacts};
 
 /// The pod annotation giving how long a simulated pod runs.
 pub const SIM_DURATION: &str = "tephra.io/sim-duration";
@@ -74,7 +80,7 @@ pub struct NodeSpec {
 
 #[derive(Default)]
 struct NodeState {
-    allocatable: HashMap<String, i128>,
+    facts: NodeFacts,
     index: usize,
     next_ip: u32,
 }
@@ -84,6 +90,8 @@ struct State {
     nodes: HashMap<String, NodeState>,
     /// Admitted, not finished pods: uid → (node, requests).
     running: HashMap<String, (String, HashMap<String, i128>)>,
+    /// The host ports of admitted, not finished pods: uid → (node, ports).
+    ports: HashMap<String, (String, Vec<HostPort>)>,
     /// The sum of `running`'s requests per node name, kept with it by `admit` and `release`
     /// (admission reads it for every pod, so it must not walk every running pod).
     used: HashMap<String, HashMap<String, i128>>,
@@ -110,6 +118,16 @@ impl State {
         if let Some((node, requests)) = self.running.remove(uid) {
             self.take_off(&node, &requests);
         }
+        self.ports.remove(uid);
+    }
+
+    /// The host ports the admitted pods of `node` hold.
+    fn ports_on(&self, node: &str) -> Vec<HostPort> {
+        self.ports
+            .values()
+            .filter(|(n, _)| n == node)
+            .flat_map(|(_, p)| p.iter().cloned())
+            .collect()
     }
 
     fn take_off(&mut self, node: &str, requests: &HashMap<String, i128>) {
@@ -337,7 +355,25 @@ impl Kubelet {
             );
         }
         if let Some(n) = st.nodes.get_mut(&name) {
-            n.allocatable = alloc;
+            n.facts = NodeFacts {
+                labels: node
+                    .value
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                taints: node
+                    .value
+                    .pointer("/spec/taints")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                allocatable: alloc,
+            };
         }
     }
 
@@ -430,54 +466,36 @@ impl Kubelet {
         if !st.seen.insert(uid.clone()) || phase != "Pending" {
             return;
         }
-        // Admission: the pod's requests against what the node has left.
+        // Admission, as the kubelet's predicate handler decides it.
         let requests = pod_requests(v);
         let used = st.used.get(&node).cloned().unwrap_or_default();
-        let alloc = st
-            .nodes
-            .get(&node)
-            .map(|n| n.allocatable.clone())
-            .unwrap_or_default();
-        let mut refusal = None;
-        let mut names: Vec<&String> = requests.keys().collect();
-        names.sort_by_key(|k| {
-            (
-                k.as_str() != "cpu",
-                k.as_str() != "memory",
-                k.as_str() != "pods",
-                (*k).clone(),
-            )
-        });
-        for k in names {
-            let want = requests[k];
-            if want <= 0 {
-                continue;
-            }
-            let capacity = alloc.get(k).copied().unwrap_or(0);
-            let in_use = used.get(k).copied().unwrap_or(0);
-            if in_use + want > capacity {
-                refusal = Some((k.clone(), want, in_use, capacity));
-                break;
-            }
-        }
-        match refusal {
-            Some((resource, want, in_use, capacity)) => {
+        let ports = if v.pointer("/spec/containers").is_some() {
+            st.ports_on(&node)
+        } else {
+            Vec::new()
+        };
+        let facts = st.nodes.get(&node).map(|n| &n.facts);
+        let verdict = match facts {
+            Some(f) => admission::admit(v, &requests, &node, f, &used, &ports),
+            None => Ok(()),
+        };
+        match verdict {
+            Err(refusal) => {
                 drop(st);
-                let message = format!(
-                    "Pod was rejected: Node didn't have enough resource: {resource}, requested: {}, used: {}, capacity: {}",
-                    quantity::display(&resource, want),
-                    quantity::display(&resource, in_use),
-                    quantity::display(&resource, capacity)
-                );
-                tracing::info!(server = %self.api.name, pod = %pod.key().1, node = %node, %resource, "kubelet refused pod");
+                tracing::info!(server = %self.api.name, pod = %pod.key().1, node = %node,
+                    reason = %refusal.reason, "kubelet refused pod");
+                events::warn(&self.api, v, &node, &refusal.reason, &refusal.message);
                 self.later(
                     Duration::ZERO,
                     pod.key(),
                     uid,
-                    Action::Reject(format!("OutOf{resource}"), message),
+                    Action::Reject(
+                        refusal.reason,
+                        format!("Pod was rejected: {}", refusal.message),
+                    ),
                 );
             }
-            None => {
+            Ok(()) => {
                 let ip = st.nodes.get_mut(&node).map(|n| {
                     n.next_ip += 1;
                     format!(
@@ -487,6 +505,10 @@ impl Kubelet {
                         n.next_ip % 250 + 2
                     )
                 });
+                let held = admission::host_ports(v);
+                if !held.is_empty() {
+                    st.ports.insert(uid.clone(), (node.clone(), held));
+                }
                 st.admit(uid.clone(), node, requests);
                 drop(st);
                 let delay = scaled(self.opts.start_delay, self.opts.speed);

@@ -1,0 +1,172 @@
+//! What the API server does to a pod beyond the generic rules of `admit.rs`: its defaults and
+//! initial status (with the `SchedulingGated` condition of a gated pod), and what a create or an
+//! update of its spec may not do (a node name together with scheduling gates; new gates;
+//! changes to the immutable part of the spec), with kube-apiserver's wording.
+
+use serde_json::{Value, json};
+
+use crate::status::{ApiError, Cause};
+use crate::time;
+
+fn name_of(pod: &Value) -> &str {
+    pod.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn forbidden(pod: &Value, field: &str, message: String) -> ApiError {
+    ApiError::invalid(
+        "",
+        "Pod",
+        name_of(pod),
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {message}"),
+            field: field.into(),
+        }],
+    )
+}
+
+/// The names of a pod's scheduling gates.
+pub fn gates(pod: &Value) -> Vec<&str> {
+    pod.pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.get("name").and_then(Value::as_str))
+        .collect()
+}
+
+/// Refuses a new pod that names its node while scheduling gates hold it back.
+pub fn check_pod_create(pod: &Value) -> Result<(), ApiError> {
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
+    if node.is_some_and(|n| !n.is_empty()) && !gates(pod).is_empty() {
+        return Err(forbidden(
+            pod,
+            "spec.nodeName",
+            "cannot be set until all schedulingGates have been cleared".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A pod's spec with what an update may change masked out: container images, the active
+/// deadline, tolerations (additions) and scheduling gates (removals).
+fn pod_spec_fixed_part(pod: &Value) -> Value {
+    let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(s) = spec.as_object_mut() {
+        for k in [
+            "activeDeadlineSeconds",
+            "tolerations",
+            "schedulingGates",
+            "terminationGracePeriodSeconds",
+        ] {
+            s.remove(k);
+        }
+        for list in ["containers", "initContainers"] {
+            if let Some(Value::Array(cs)) = s.get_mut(list) {
+                for c in cs {
+                    if let Some(c) = c.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+    }
+    spec
+}
+
+/// Refuses a pod update that changes its spec beyond what Kubernetes allows (a pod's spec is
+/// immutable but for images, the active deadline, added tolerations and removed scheduling
+/// gates; `spec.nodeName` is set only through the binding subresource).
+pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    let before = gates(old);
+    for (i, g) in gates(new).iter().enumerate() {
+        if !before.contains(g) {
+            return Err(forbidden(
+                new,
+                &format!("spec.schedulingGates[{i}].name"),
+                format!("only deletion is allowed, but found new scheduling gate '{g}'"),
+            ));
+        }
+    }
+    if pod_spec_fixed_part(old) == pod_spec_fixed_part(new) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "",
+        "Pod",
+        name_of(new),
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: pod updates may not change fields other than \
+                      `spec.containers[*].image`,`spec.initContainers[*].image`,\
+                      `spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing \
+                      tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if \
+                      it was previously negative)"
+                .into(),
+            field: "spec".into(),
+        }],
+    ))
+}
+
+/// The QoS class of a pod's resources.
+pub fn qos_class(pod: &Value) -> &'static str {
+    let containers: Vec<&Value> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for r in ["cpu", "memory"] {
+            let l = lim.and_then(|l| l.get(r));
+            let q = req.and_then(|q| q.get(r)).or(l);
+            if l.is_none() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Defaults of a new pod (scheduler, restart policy, grace period) and its initial status.
+pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
+    let spec = &mut pod["spec"];
+    for (k, v) in [
+        ("schedulerName", json!("default-scheduler")),
+        ("restartPolicy", json!("Always")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = v;
+        }
+    }
+    if let Some(p) = priority {
+        spec["priority"] = json!(p);
+    }
+    let qos = qos_class(pod);
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos});
+    if !gates(pod).is_empty() {
+        pod["status"]["conditions"] = json!([{
+            "type": "PodScheduled", "status": "False", "lastProbeTime": null,
+            "lastTransitionTime": time::now_rfc3339(), "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }]);
+    }
+}

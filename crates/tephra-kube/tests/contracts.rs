@@ -1,0 +1,240 @@
+//! `tephra scheduler` against a devcluster that refuses what a real cluster refuses: gated pods
+//! are never bound (not even tried) until their gates go, pods asking for one host port run on
+//! different nodes, a zone spread constraint spreads a gang, and a gang no node could ever take
+//! is refused admission while a valid one behind it runs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tephra_api::PodGroup;
+use tephra_api::scheduling::{PodGroupConditionType, PodGroupPhase};
+
+/// Creates a PodGroup of `min` members and `n` pods of it with `spec` merged into each pod's
+/// spec (one CPU each).
+async fn gang_with(c: &kube::Client, group: &str, min: i32, n: usize, spec: Value) {
+    let pgs: Api<PodGroup> = Api::default_namespaced(c.clone());
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": group}, "spec": {"minMember": min, "queue": "default"}
+    }))
+    .unwrap();
+    pgs.create(&PostParams::default(), &pg).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    for i in 0..n {
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{group}-{i}"), "labels": {"app": group},
+                         "annotations": {"scheduling.k8s.io/group-name": group}},
+            "spec": {"schedulerName": "volcano", "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
+        });
+        for (k, v) in spec.as_object().into_iter().flatten() {
+            if k == "ports" {
+                pod["spec"]["containers"][0]["ports"] = v.clone();
+            } else {
+                pod["spec"][k] = v.clone();
+            }
+        }
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+}
+
+/// How many binds the scheduler has sent, from its own `/metrics`.
+async fn binds_sent(sched: &tephra_kube::Running) -> u64 {
+    let (_, body) = http_get(sched.metrics_addr.unwrap(), "/metrics").await;
+    body.lines()
+        .find(|l| l.starts_with("tephra_executor_write_latency_milliseconds_count{verb=\"bind\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn all_running(c: &kube::Client, prefix: &str, n: usize) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    eventually(30, &format!("{n} {prefix}* pods running"), || async {
+        let list: Vec<Pod> = pods
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+            .collect();
+        let phases: Vec<_> = list
+            .iter()
+            .map(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            !phases.iter().any(|p| p == "Failed"),
+            "a pod was refused by its kubelet: {:?}",
+            list.iter().map(|p| &p.status).collect::<Vec<_>>()
+        );
+        (list.len() == n && phases.iter().all(|p| p == "Running")).then_some(list)
+    })
+    .await
+}
+
+async fn condition(c: &kube::Client, group: &str, reason: &str) -> String {
+    eventually(
+        20,
+        &format!("{group} Unschedulable with {reason}"),
+        || async {
+            let pg = podgroup(c, "default", group).await;
+            pg.status?
+                .conditions
+                .into_iter()
+                .find(|c| {
+                    c.type_ == PodGroupConditionType::Unschedulable
+                        && c.reason.as_deref() == Some(reason)
+                })
+                .and_then(|c| c.message)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_gated_gang_is_never_tried_until_its_gates_are_removed() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    gang_with(
+        &c,
+        "gated",
+        2,
+        2,
+        json!({"schedulingGates": [{"name": "example.com/admit"}]}),
+    )
+    .await;
+    let message = condition(&c, "gated", "SchedulingGated").await;
+    assert!(message.contains("example.com/admit"), "{message}");
+    // Many sessions later: nothing bound, and no bind was even sent.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert!(
+        nodes_of(&c, "default", "gated-")
+            .await
+            .values()
+            .all(Option::is_none)
+    );
+    assert_eq!(binds_sent(&sched).await, 0);
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    for i in 0..2 {
+        let clear = json!({"spec": {"schedulingGates": null}});
+        pods.patch(
+            &format!("gated-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&clear),
+        )
+        .await
+        .unwrap();
+    }
+    all_running(&c, "gated-", 2).await;
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn pods_asking_for_one_host_port_run_on_different_nodes() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let ports = json!({"ports": [{"containerPort": 9000, "hostPort": 9000}]});
+    gang_with(&c, "ports", 2, 2, ports.clone()).await;
+    let pods = all_running(&c, "ports-", 2).await;
+    let nodes: std::collections::BTreeSet<_> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    // A third has no node with the port free: it waits, and says why.
+    gang_with(&c, "third", 1, 1, ports).await;
+    let message = condition(&c, "third", "NotEnoughResources").await;
+    assert!(message.contains("didn't have free ports"), "{message}");
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_zone_spread_constraint_spreads_a_gang_over_the_zones() {
+    logs();
+    let zoned = |name: &str, zone: &str| {
+        let mut n = node(name, "8", 0);
+        n.labels
+            .insert("topology.kubernetes.io/zone".into(), zone.into());
+        n
+    };
+    let dev = cluster(vec![zoned("a0", "a"), zoned("b0", "b"), zoned("c0", "c")]).await;
+    let c = client(&dev).await;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let spread = json!({"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]});
+    gang_with(&c, "web", 6, 6, spread).await;
+    let pods = all_running(&c, "web-", 6).await;
+    let mut per_node = std::collections::BTreeMap::new();
+    for p in &pods {
+        *per_node
+            .entry(p.spec.as_ref().unwrap().node_name.clone().unwrap())
+            .or_insert(0) += 1;
+    }
+    assert_eq!(
+        per_node.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{per_node:?}"
+    );
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_gang_no_node_could_take_is_not_inqueueable_and_a_valid_one_behind_it_runs() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    for i in 0..3 {
+        gang_with(
+            &c,
+            &format!("bad{i}"),
+            2,
+            2,
+            json!({"nodeSelector": {"nvidia.com/gpu.product": "H100"}}),
+        )
+        .await;
+    }
+    gang_with(&c, "good", 2, 2, json!({})).await;
+    all_running(&c, "good-", 2).await;
+    for i in 0..3 {
+        let message = condition(&c, &format!("bad{i}"), "NotInqueueable").await;
+        assert!(
+            message.contains("didn't match Pod's node affinity/selector"),
+            "{message}"
+        );
+        let pg = podgroup(&c, "default", &format!("bad{i}")).await;
+        assert_eq!(pg.status.unwrap().phase, Some(PodGroupPhase::Pending));
+    }
+    sched.stop().await;
+}

@@ -21,6 +21,31 @@ pub struct Bind {
     pub node: String,
 }
 
+/// What must be written before a pod is bound, as kube-scheduler's PreBind writes it: each of
+/// its volume claims that is not bound yet, bound to the volume chosen for it (the volume's
+/// claim reference) or provisioned on the pod's node (the claim's selected node). The pod is
+/// bound only once every claim is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreBind {
+    /// Pod (`namespace/name`).
+    pub task: String,
+    /// Member cluster.
+    pub cluster: String,
+    /// The node it is bound to.
+    pub node: String,
+    /// Its claims that are not bound yet.
+    pub volumes: Vec<VolumeBind>,
+}
+
+/// One claim to bind before its pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeBind {
+    /// The claim (`namespace/name`).
+    pub claim: String,
+    /// The PersistentVolume chosen for it; `None`: provisioned on the pod's node.
+    pub volume: Option<String>,
+}
+
 /// Evict one pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Eviction {
@@ -121,6 +146,8 @@ pub struct Decisions {
     pub session: u64,
     /// Pods to bind, gang by gang.
     pub binds: Vec<Bind>,
+    /// What must be written before some of those pods are bound (their volumes), by pod.
+    pub prebinds: Vec<PreBind>,
     /// Pods reserved on resources being released (not bound yet).
     pub pipelined: Vec<Bind>,
     /// Room kept for the pods of gangs past their SLA (those reserved this session, and nodes

@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use tephra_scheduler::cache::StorageChange;
 use tephra_scheduler::model::{
-    Cluster, GroupPhase, HostPort, JobPolicy, LabelSelector, PodRules, SpreadTerm, Taint,
-    TaintEffect, TaskStatus, Toleration, WhenUnsatisfiable, tolerated,
+    AccessModes, ClaimRef, Cluster, GroupPhase, HostPort, JobPolicy, LabelSelector,
+    PersistentVolume, PodRules, Requirement, SelectorOp, SpreadTerm, StorageClass, Taint,
+    TaintEffect, TaskStatus, Toleration, VolumeClaim, WhenUnsatisfiable, tolerated,
 };
 use tephra_scheduler::plugins;
 use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
@@ -37,6 +39,9 @@ struct JobGen {
     port: Option<u16>,
     /// A zone spread constraint over the job's own pods: (maxSkew, DoNotSchedule).
     spread: Option<(u32, bool)>,
+    /// Each role's pods mount one claim of their own role (WaitForFirstConsumer, local
+    /// volumes only), or one already bound to the volume of node 0 of cluster 0.
+    claim: Option<bool>,
 }
 
 fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
@@ -72,6 +77,7 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
         0u8..2,
         prop::option::weighted(0.25, prop_oneof![Just(80u16), Just(8080)]),
         prop::option::weighted(0.3, (1u32..3, any::<bool>())),
+        prop::option::weighted(0.3, prop::bool::weighted(0.2)),
     )
         .prop_map(
             |(
@@ -85,6 +91,7 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 queue,
                 port,
                 spread,
+                claim,
             )| JobGen {
                 roles,
                 min_frac,
@@ -96,11 +103,45 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 queue,
                 port,
                 spread,
+                claim,
             },
         )
 }
 
 const ZONE: &str = "topology.kubernetes.io/zone";
+const HOST: &str = "kubernetes.io/hostname";
+
+fn storage(c: &mut Cache, cluster: &str, change: StorageChange) {
+    c.apply(Event::Storage {
+        cluster: cluster.into(),
+        change,
+    })
+    .unwrap();
+}
+
+/// The local volume of node `host` of `cluster`, bound to `claim` if given.
+fn local_pv(cluster: &str, host: &str, claim: Option<&str>) -> PersistentVolume {
+    PersistentVolume {
+        name: format!("pv-{cluster}-{host}"),
+        labels: Default::default(),
+        class: "local".into(),
+        capacity: 10 << 30,
+        access_modes: AccessModes::RWO,
+        block: false,
+        node_affinity: vec![vec![Requirement {
+            key: HOST.into(),
+            op: SelectorOp::In,
+            values: vec![host.into()],
+        }]],
+        claim: claim.map(|n| ClaimRef {
+            namespace: "default".into(),
+            name: n.into(),
+        }),
+        available: claim.is_none(),
+        deleting: false,
+        csi: None,
+    }
+}
 
 /// The labels, host ports and spread constraint of job `j`'s pods.
 fn rules_of(j: usize, jg: &JobGen) -> PodRules {
@@ -156,10 +197,21 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
             }];
         }
         add_cluster(&mut c, cl).unwrap();
+        storage(
+            &mut c,
+            &name,
+            StorageChange::ClassUpsert(StorageClass {
+                name: "local".into(),
+                provisioner: tephra_scheduler::model::volumes::NO_PROVISIONER.into(),
+                wait_for_first_consumer: true,
+                allowed_topologies: vec![],
+            }),
+        );
         for (n, (cpus, gpus)) in cg.nodes.iter().enumerate() {
             let cpu = cpus.to_string();
             let gpu = gpus.to_string();
             let zone = format!("z{}", n % 2);
+            let host = format!("n{n}-0");
             add_nodes(
                 &mut c,
                 &name,
@@ -171,13 +223,48 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                     ("pods", "20"),
                     ("nvidia.com/gpu", &gpu),
                 ],
-                &[(ZONE, &zone)],
+                &[(ZONE, &zone), (HOST, &host)],
             )
             .unwrap();
+            // Each node has one local volume of its own.
+            storage(
+                &mut c,
+                &name,
+                StorageChange::VolumeUpsert(local_pv(&name, &host, None)),
+            );
         }
     }
     let mut gangs = Vec::new();
     for (j, jg) in jobs.iter().enumerate() {
+        if let Some(bound) = jg.claim {
+            for r in 0..jg.roles.len() {
+                let name = format!("c-j{j}-r{r}");
+                let volume = bound.then(|| {
+                    // Bound to node 0's volume of cluster 0, taken over for it.
+                    let pv = local_pv("c0", "n0-0", Some(&name));
+                    let v = pv.name.clone();
+                    storage(&mut c, "c0", StorageChange::VolumeUpsert(pv));
+                    v
+                });
+                for ci in 0..clusters.len() {
+                    let claim = VolumeClaim {
+                        namespace: "default".into(),
+                        name: name.clone(),
+                        class: "local".into(),
+                        request: 1 << 30,
+                        access_modes: AccessModes::RWO,
+                        block: false,
+                        volume: volume.clone().filter(|_| ci == 0),
+                        bound: volume.is_some() && ci == 0,
+                        selected_node: None,
+                        selector: None,
+                        lost: false,
+                        deleting: false,
+                    };
+                    storage(&mut c, &format!("c{ci}"), StorageChange::ClaimUpsert(claim));
+                }
+            }
+        }
         let roles: Vec<Role> = jg
             .roles
             .iter()
@@ -190,7 +277,13 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                     *replicas,
                     &[("cpu", &cpu), ("memory", "1Gi"), ("nvidia.com/gpu", &gpu)],
                 )
-                .rules(rules_of(j, jg))
+                .rules(PodRules {
+                    claims: jg
+                        .claim
+                        .map(|_| vec![format!("c-j{j}-r{r}")])
+                        .unwrap_or_default(),
+                    ..rules_of(j, jg)
+                })
             })
             .collect();
         let total: u32 = jg.roles.iter().map(|r| r.0).sum();
@@ -373,6 +466,8 @@ fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
     }
     // 5. No host port given twice on one node, counting what runs there.
     check_ports(c, d)?;
+    // 6. No pod bound where its volumes cannot be used.
+    check_volumes(c, d)?;
     // 6. Every job still waiting has an explanation: from this session, or, for a job an
     // earlier session parked as never placeable, from that session (checked here when parked).
     let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
@@ -420,6 +515,58 @@ fn placed_after(c: &Cache, d: &Decisions) -> Vec<(String, String, String)> {
             .map(|b| (b.task.clone(), b.cluster.clone(), b.node.clone())),
     );
     out
+}
+
+/// Every bound pod's claims are served on its node: a bound claim's volume, or what the
+/// session gave the claim (a volume there, or provisioning there); no volume given to two
+/// claims.
+fn check_volumes(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    let mut given: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
+    let mut volumes: BTreeMap<(String, String), String> = BTreeMap::new();
+    for p in &d.prebinds {
+        for v in &p.volumes {
+            let slot = (p.cluster.clone(), v.claim.clone());
+            if let Some(before) = given.insert(slot.clone(), v.volume.clone()) {
+                prop_assert_eq!(&before, &v.volume, "claim {:?} given two things", slot);
+            }
+            if let Some(pv) = &v.volume
+                && let Some(other) =
+                    volumes.insert((p.cluster.clone(), pv.clone()), v.claim.clone())
+            {
+                prop_assert_eq!(&other, &v.claim, "volume {} given to two claims", pv);
+            }
+        }
+    }
+    for b in &d.binds {
+        let t = w.tasks.get(w.task_id(&b.task).unwrap()).unwrap();
+        let n = w
+            .nodes
+            .get(w.node_id(&b.cluster, &b.node).unwrap())
+            .unwrap();
+        let st = &w.storage[&b.cluster];
+        for name in &t.spec.shape.rules.claims {
+            let key = format!("default/{name}");
+            let claim = st.claims.get(&key).unwrap();
+            let volume = if claim.bound {
+                claim.volume.clone()
+            } else {
+                given
+                    .get(&(b.cluster.clone(), key.clone()))
+                    .cloned()
+                    .flatten()
+            };
+            let pv = volume.and_then(|v| st.volumes.get(&v));
+            prop_assert!(
+                pv.is_some_and(|pv| pv.node_allows(&n.spec.labels)),
+                "pod {} bound to {}/{} where its claim {key} has no volume",
+                b.task,
+                b.cluster,
+                b.node
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check_ports(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {

@@ -1,7 +1,12 @@
 //! What the cache is fed: one change of one object, as an informer or the simulator reports it,
 //! and why an event may be refused.
 
-use crate::model::{Cluster, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec};
+use std::collections::BTreeMap;
+
+use crate::model::{
+    Cluster, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec, QueueSpec, StorageClass,
+    VolumeClaim,
+};
 
 /// One change reported by an informer or the simulator.
 #[derive(Clone, Debug)]
@@ -58,6 +63,37 @@ pub enum Event {
         namespace: String,
         /// Name.
         name: String,
+    },
+    /// A storage object of a member cluster changed.
+    Storage {
+        /// The member cluster.
+        cluster: String,
+        /// What changed.
+        change: StorageChange,
+    },
+}
+
+/// One change to a member cluster's storage objects.
+#[derive(Clone, Debug)]
+pub enum StorageChange {
+    /// A StorageClass appeared or changed.
+    ClassUpsert(StorageClass),
+    /// A StorageClass was removed.
+    ClassDelete(String),
+    /// A PersistentVolume appeared or changed.
+    VolumeUpsert(PersistentVolume),
+    /// A PersistentVolume was removed.
+    VolumeDelete(String),
+    /// A PersistentVolumeClaim appeared or changed.
+    ClaimUpsert(VolumeClaim),
+    /// A PersistentVolumeClaim was removed (`namespace/name`).
+    ClaimDelete(String),
+    /// A node's CSI attach limits by driver (a CSINode); empty when it was removed.
+    AttachLimits {
+        /// Node.
+        node: String,
+        /// Limit per driver.
+        limits: BTreeMap<String, u32>,
     },
 }
 

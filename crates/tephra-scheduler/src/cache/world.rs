@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::event::{CacheError, Event};
+use super::event::{CacheError, Event, StorageChange};
 use super::slab::Slab;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
-    PodSpec, QueueSpec, Task, TaskStatus, TaskTally,
+    PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally,
 };
 use crate::resources::{ResourceNames, Resources};
 
@@ -53,6 +53,10 @@ pub struct World {
     /// Tasks whose pods ask for host ports: a newcomer asking for the same port must keep off
     /// their nodes, so the scheduler finds them without walking every pod.
     pub port_holders: BTreeSet<Id>,
+    /// Tasks whose pods mount volume claims (ReadWriteOncePod and attach limits count them).
+    pub claim_users: BTreeSet<Id>,
+    /// Each member cluster's StorageClasses, PersistentVolumes, claims and attach limits.
+    pub storage: BTreeMap<String, Storage>,
     /// Bumped on every applied event.
     pub generation: u64,
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
@@ -99,6 +103,8 @@ impl Default for World {
             changed_jobs: BTreeSet::new(),
             repelling: BTreeSet::new(),
             port_holders: BTreeSet::new(),
+            claim_users: BTreeSet::new(),
+            storage: BTreeMap::new(),
             pdbs: BTreeMap::new(),
             generation: 0,
             fleet_generation: 0,
@@ -419,6 +425,7 @@ impl World {
         self.task_index.remove(key);
         self.repelling.remove(&id);
         self.port_holders.remove(&id);
+        self.claim_users.remove(&id);
         self.forget_nomination(id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
@@ -568,6 +575,40 @@ impl World {
         self.refresh_active(id);
     }
 
+    /// A storage object changed: a waiting job may now fit (a volume appeared, a claim was
+    /// bound), so jobs set aside as never placeable are looked at again.
+    fn change_storage(&mut self, cluster: String, change: StorageChange) {
+        let s = self.storage.entry(cluster).or_default();
+        match change {
+            StorageChange::ClassUpsert(c) => {
+                s.classes.insert(c.name.clone(), Arc::new(c));
+            }
+            StorageChange::ClassDelete(name) => {
+                s.classes.remove(&name);
+            }
+            StorageChange::VolumeUpsert(v) => {
+                s.volumes.insert(v.name.clone(), Arc::new(v));
+            }
+            StorageChange::VolumeDelete(name) => {
+                s.volumes.remove(&name);
+            }
+            StorageChange::ClaimUpsert(c) => {
+                s.claims.insert(c.key(), Arc::new(c));
+            }
+            StorageChange::ClaimDelete(key) => {
+                s.claims.remove(&key);
+            }
+            StorageChange::AttachLimits { node, limits } => {
+                if limits.is_empty() {
+                    s.attach_limits.remove(&node);
+                } else {
+                    s.attach_limits.insert(node, limits);
+                }
+            }
+        }
+        self.fleet_changed();
+    }
+
     pub(super) fn apply(&mut self, event: Event) -> Result<(), CacheError> {
         match event {
             Event::ClusterUpsert(c) => match self.cluster_index.get(&c.name) {
@@ -601,6 +642,7 @@ impl World {
                     }
                     self.clusters.remove(id);
                     self.cluster_index.remove(&name);
+                    self.storage.remove(&name);
                     self.fleet_changed();
                 }
             }
@@ -634,6 +676,7 @@ impl World {
             Event::PdbDelete { namespace, name } => {
                 self.pdbs.remove(&format!("{namespace}/{name}"));
             }
+            Event::Storage { cluster, change } => self.change_storage(cluster, change),
         }
         self.generation += 1;
         Ok(())

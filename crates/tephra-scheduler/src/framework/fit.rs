@@ -1,5 +1,5 @@
-//! Why something does not fit: a task on a node ([`Unfit`], counted per cluster in
-//! [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
+//! Why something does not fit: a task on a node ([`Unfit`], with [`VolumeUnfit`] for its volume
+//! claims, counted per cluster in [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
 //!
 //! Each failure says whether evicting running pods could resolve it, as kube-scheduler tells
 //! `Unschedulable` from `UnschedulableAndUnresolvable`: a node short of a resource may fit once
@@ -41,6 +41,8 @@ pub enum Unfit {
     SpreadMissingLabel,
     /// Placing the pod on the node would break a `DoNotSchedule` spread constraint.
     Spread,
+    /// The pod's volume claims keep it off the node.
+    Volume(VolumeUnfit),
     /// A plugin's own reason, and whether evicting pods could resolve it.
     Plugin(&'static str, bool),
 }
@@ -58,6 +60,7 @@ impl Unfit {
             | Self::ExistingAntiAffinity
             | Self::Spread => true,
             Self::Plugin(_, resolvable) => *resolvable,
+            Self::Volume(v) => v.resolvable(),
             _ => false,
         }
     }
@@ -83,7 +86,60 @@ impl Unfit {
                     .into()
             }
             Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
+            Self::Volume(v) => v.render(),
             Self::Plugin(why, _) => (*why).to_string(),
+        }
+    }
+}
+
+/// Why a pod's volumes keep it off a node, in kube-scheduler's words.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VolumeUnfit {
+    /// A claim does not exist in the node's cluster.
+    ClaimNotFound(String),
+    /// A claim is being deleted.
+    ClaimDeleting(String),
+    /// A claim's volume is gone.
+    ClaimLost(String),
+    /// A claim is neither bound nor delayed: the pod waits for it to be bound.
+    UnboundImmediate,
+    /// A bound volume's node affinity excludes the node.
+    NodeConflict,
+    /// No volume and no provisioning serves a delayed claim on the node.
+    BindConflict,
+    /// A claim is bound to a volume that does not exist.
+    VolumeMissing,
+    /// A `ReadWriteOncePod` claim is used by another pod.
+    OncePodConflict,
+    /// The node's CSI attach limit would be exceeded.
+    TooManyVolumes,
+}
+
+impl VolumeUnfit {
+    /// Whether evicting pods could resolve it: another pod's use of a `ReadWriteOncePod`
+    /// claim, or of the node's attach slots.
+    pub fn resolvable(&self) -> bool {
+        matches!(self, Self::OncePodConflict | Self::TooManyVolumes)
+    }
+
+    /// The message, as kube-scheduler words it.
+    pub fn render(&self) -> String {
+        match self {
+            Self::ClaimNotFound(c) => format!("persistentvolumeclaim \"{c}\" not found"),
+            Self::ClaimDeleting(c) => format!("persistentvolumeclaim \"{c}\" is being deleted"),
+            Self::ClaimLost(c) => {
+                format!("persistentvolumeclaim \"{c}\" bound to non-existent persistentvolume")
+            }
+            Self::UnboundImmediate => "pod has unbound immediate PersistentVolumeClaims".into(),
+            Self::NodeConflict => "node(s) had volume node affinity conflict".into(),
+            Self::BindConflict => "node(s) didn't find available persistent volumes to bind".into(),
+            Self::VolumeMissing => {
+                "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)".into()
+            }
+            Self::OncePodConflict => "node has pod using PersistentVolumeClaim with the same name \
+                                      and ReadWriteOncePod access mode"
+                .into(),
+            Self::TooManyVolumes => "node(s) exceed max volume count".into(),
         }
     }
 }

@@ -13,6 +13,7 @@
 //! | `affinity.rs` | [`AffinityIndex`]: where the pods that inter-pod affinity terms select are |
 //! | `ports.rs` | [`PortIndex`]: the host ports each node has given out |
 //! | `spread.rs` | [`SpreadIndex`]: pods per topology domain, for pod topology spread constraints |
+//! | `volumes.rs` | [`VolumeState`]: whether a pod's volume claims allow a node, and what the session gave each claim |
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
@@ -34,9 +35,10 @@ pub mod state;
 pub mod statement;
 pub mod status;
 pub mod view;
+pub mod volumes;
 
 pub use affinity::AffinityIndex;
-pub use fit::{ClusterUnfit, FitErrors, Room, Unfit};
+pub use fit::{ClusterUnfit, FitErrors, Room, Unfit, VolumeUnfit};
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};
 pub use ports::PortIndex;
@@ -45,3 +47,4 @@ pub use spread::SpreadIndex;
 pub use state::{Hold, NodeState, State};
 pub use statement::{Op, Statement};
 pub use view::{JobCounts, View};
+pub use volumes::VolumeState;

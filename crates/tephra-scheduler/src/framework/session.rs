@@ -12,7 +12,7 @@ use super::plugin::{Invalid, SessionEvents};
 use super::state::State;
 use super::view::View;
 use crate::cache::Snapshot;
-use crate::decisions::{Bind, Eviction};
+use crate::decisions::{Bind, Eviction, PreBind};
 use crate::model::{GroupPhase, Id, QueueState};
 
 /// What the session learned about a job, for its status and events.
@@ -54,6 +54,7 @@ pub struct Session {
     pub inqueue_timeout: Option<i64>,
     pub(super) hooks: Hooks,
     pub(super) binds: Vec<Bind>,
+    pub(super) prebinds: Vec<PreBind>,
     pub(super) pipelined: Vec<Bind>,
     pub(super) evictions: Vec<Eviction>,
     pub(super) reasons: Vec<String>,
@@ -87,6 +88,7 @@ impl Session {
             inqueue_timeout: None,
             hooks,
             binds: Vec::new(),
+            prebinds: Vec::new(),
             pipelined: Vec::new(),
             evictions: Vec::new(),
             reasons: Vec::new(),

@@ -72,6 +72,8 @@ pub struct State {
     pub fleet_total: Resources,
     /// Room held for jobs, by job (`holds.rs`).
     pub holds: BTreeMap<Id, Vec<Hold>>,
+    /// Claims in use and what the session gave claims (`volumes.rs`).
+    pub volumes: super::volumes::VolumeState,
 }
 
 impl State {
@@ -85,6 +87,7 @@ impl State {
             queue_allocated: snap.queue_used.clone(),
             cluster_allocatable: vec![Resources::ZERO; snap.clusters.capacity()],
             cluster_node_max: vec![Resources::ZERO; snap.clusters.capacity()],
+            volumes: super::volumes::VolumeState::open(snap),
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {

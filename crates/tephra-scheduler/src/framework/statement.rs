@@ -148,7 +148,10 @@ impl Session {
             .or_default()
             .add(&req);
         // Plugins see the task on its node for both events; the overlay entry is dropped
-        // after a deallocation has been reported.
+        // after a deallocation has been reported. Its claims are given (or given back) with it.
+        self.state
+            .volumes
+            .place(&self.snap, task, node, sign as i32);
         if sign > 0 {
             let status = if pipelined {
                 TaskStatus::Pipelined
@@ -228,6 +231,9 @@ impl Session {
             if bind && !was_pipelined {
                 self.state
                     .set_task(&self.snap, task, Some((TaskStatus::Binding, Some(node))));
+                if let Some(p) = self.state.volumes.prebind(&self.snap, task, node) {
+                    self.prebinds.push(p);
+                }
                 self.binds.push(decision);
             } else {
                 self.state

@@ -206,6 +206,7 @@ impl Session {
             session: self.id,
             held,
             binds: self.binds,
+            prebinds: self.prebinds,
             pipelined: self.pipelined,
             evictions: self.evictions,
             groups,

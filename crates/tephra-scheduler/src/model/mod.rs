@@ -1,18 +1,21 @@
 //! The scheduler's model of the fleet: clusters, nodes, queues, jobs (one per PodGroup) and
 //! tasks (pods). Plain data, fed by the cache's event API. How labels, selectors, taints and
 //! tolerations match is in `selectors.rs`; inter-pod affinity and node preferences in
-//! `affinity.rs`; host ports in `ports.rs`; topology spread constraints in `spread.rs`.
+//! `affinity.rs`; host ports in `ports.rs`; topology spread constraints in `spread.rs`; persistent
+//! volumes, claims and storage classes in `volumes.rs`.
 
 pub mod affinity;
 pub mod ports;
 pub mod rules;
 pub mod selectors;
 pub mod spread;
+pub mod volumes;
 
 pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
 pub use ports::HostPort;
 pub use rules::PodRules;
 pub use spread::{SpreadTerm, WhenUnsatisfiable};
+pub use volumes::{AccessModes, ClaimRef, PersistentVolume, Storage, StorageClass, VolumeClaim};
 
 pub use selectors::{
     Labels, Requirement, SelectorOp, Taint, TaintEffect, Toleration, affinity_matches,

@@ -1,7 +1,7 @@
 //! What a pod asks of its surroundings beyond its requests, node selector, required node
 //! affinity and tolerations, gathered in one value ([`PodRules`]): its labels, preferred node
 //! affinity, inter-pod affinity (`affinity.rs`), topology spread constraints (`spread.rs`),
-//! host ports (`ports.rs`) and scheduling gates.
+//! host ports (`ports.rs`), scheduling gates and the volume claims it mounts (`volumes.rs`).
 
 use super::affinity::{PodTerm, Weighted};
 use super::ports::HostPort;
@@ -32,6 +32,9 @@ pub struct PodRules {
     pub host_ports: Vec<HostPort>,
     /// `spec.schedulingGates` by name: while any is left the pod is no candidate for placement.
     pub gates: Vec<String>,
+    /// The PersistentVolumeClaims its volumes use, by name in its namespace (a generic
+    /// ephemeral volume's claim is `<pod>-<volume>`).
+    pub claims: Vec<String>,
 }
 
 impl PodRules {

@@ -2,15 +2,18 @@
 //! allocatable and, per resource, the most one node has. Admission uses it so that no gang is
 //! admitted that no eligible cluster can ever hold (fleet-wide totals would admit a gang that
 //! fits only across clusters it may not span), and so that no gang is admitted whose pods no
-//! node could ever take: node selectors, required node affinity and taints the pods do not
-//! tolerate are judged on every node of the eligible clusters, with what is running there
+//! node could ever take: node selectors, required node affinity, taints the pods do not
+//! tolerate and volume claims (missing, immediate and unbound, bound to a volume elsewhere, or
+//! bindable nowhere) are judged on every node of the eligible clusters, with what is running there
 //! ignored (it may finish) and cordoned or NotReady nodes counted as usable (they may return).
 
 use std::sync::Arc;
 
 use super::job::eligible_clusters;
+use crate::cache::Snapshot;
 use crate::framework::fit::{FitErrors, Room, Unfit};
 use crate::framework::session::Session;
+use crate::framework::volumes::VolumeState;
 use crate::model::{
     Id, Node, TaintEffect, TaskShape, affinity_matches, selector_matches, tolerated,
 };
@@ -55,7 +58,7 @@ pub fn capacities(ssn: &Session) -> Vec<Capacity> {
 }
 
 /// Why `shape` can never run on `node`, judged on what does not change with what runs there.
-fn never_on(shape: &TaskShape, node: &Node) -> Option<Unfit> {
+fn never_on(snap: &Snapshot, shape: &TaskShape, id: Id, node: &Node) -> Option<Unfit> {
     let labels = &node.spec.labels;
     if !selector_matches(&shape.node_selector, labels) || !affinity_matches(&shape.affinity, labels)
     {
@@ -75,10 +78,17 @@ fn never_on(shape: &TaskShape, node: &Node) -> Option<Unfit> {
     {
         return Some(Unfit::SpreadMissingLabel);
     }
-    match shape.request.fits_in(&node.allocatable()) {
-        Ok(()) => None,
-        Err(PODS) => Some(Unfit::TooManyPods),
-        Err(slot) => Some(Unfit::Insufficient(slot)),
+    if let Err(why) = shape.request.fits_in(&node.allocatable()) {
+        return Some(if why == PODS {
+            Unfit::TooManyPods
+        } else {
+            Unfit::Insufficient(why)
+        });
+    }
+    // Volumes: a claim missing, bound to a volume the node cannot use, or never bindable there.
+    match VolumeState::default().check(snap, shape, id) {
+        Err(why) if !why.resolvable() => Some(why),
+        _ => None,
     }
 }
 
@@ -87,6 +97,7 @@ fn never_on(shape: &TaskShape, node: &Node) -> Option<Unfit> {
 fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) -> Option<FitErrors> {
     let trivial = shape.node_selector.is_empty()
         && shape.affinity.is_empty()
+        && shape.rules.claims.is_empty()
         && !shape.rules.spread.iter().any(|s| s.is_hard());
     if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
         return None;
@@ -103,7 +114,7 @@ fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) ->
             continue;
         };
         errs.nodes += 1;
-        match never_on(shape, node) {
+        match never_on(&ssn.snap, shape, n, node) {
             None => return None,
             Some(why) => errs.add(why),
         }

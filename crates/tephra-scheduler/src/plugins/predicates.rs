@@ -2,12 +2,15 @@
 //! `predicates` plugin) decide it: node Ready and not cordoned, nodeSelector and required node
 //! affinity, NoSchedule/NoExecute taints against tolerations, host ports (`NodePorts`), required
 //! inter-pod affinity and anti-affinity (the pod's own terms, and the anti-affinity of pods
-//! already placed), `DoNotSchedule` pod topology spread constraints, pod slots, and resource fit
-//! against what the node will have free (idle plus releasing, less pipelined).
+//! already placed), `DoNotSchedule` pod topology spread constraints, volume claims (bound
+//! volumes' node affinity, delayed claims' matching volumes or provisioning, ReadWriteOncePod,
+//! CSI attach limits: `framework/volumes.rs`), pod slots, and resource fit against what the node
+//! will have free (idle plus releasing, less pipelined).
 //!
 //! Volcano's switches `predicate.NodeAffinityEnable`, `predicate.TaintTolerationEnable`,
-//! `predicate.NodePortsEnable`, `predicate.PodAffinityEnable` and
-//! `predicate.PodTopologySpreadEnable` (default true) turn those checks off. Its other keys are
+//! `predicate.NodePortsEnable`, `predicate.PodAffinityEnable`,
+//! `predicate.PodTopologySpreadEnable` and `predicate.VolumeBindingEnable` (default true) turn
+//! those checks off. Its other keys are
 //! accepted without effect, each with the reason ([`ARGS`]).
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
@@ -27,12 +30,13 @@ pub struct Predicates {
     pod_affinity: bool,
     node_ports: bool,
     spread: bool,
+    volumes: bool,
     index: AffinityIndex,
     ports: PortIndex,
     spread_index: SpreadIndex,
 }
 
-const VOLUMES: &str = "volumes are not part of tephra's model";
+const VOLUMES: &str = "tephra checks volumes under predicate.VolumeBindingEnable";
 
 /// What the plugin reads (Volcano's keys).
 pub const ARGS: ArgSpec = ArgSpec {
@@ -42,12 +46,12 @@ pub const ARGS: ArgSpec = ArgSpec {
         "predicate.PodAffinityEnable",
         "predicate.NodePortsEnable",
         "predicate.PodTopologySpreadEnable",
+        "predicate.VolumeBindingEnable",
     ],
     prefixes: &[],
     inert: &[
         ("predicate.NodeVolumeLimitsEnable", VOLUMES),
         ("predicate.VolumeZoneEnable", VOLUMES),
-        ("predicate.VolumeBindingEnable", VOLUMES),
         ("volumebinding.weight", VOLUMES),
         ("volumebinding.bindTimeoutSeconds", VOLUMES),
         ("volumebinding.shape", VOLUMES),
@@ -94,6 +98,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     let pod_affinity = r.bool_or("predicate.PodAffinityEnable", true);
     let node_ports = r.bool_or("predicate.NodePortsEnable", true);
     let spread = r.bool_or("predicate.PodTopologySpreadEnable", true);
+    let volumes = r.bool_or("predicate.VolumeBindingEnable", true);
     r.finish()?;
     Ok(Box::new(Predicates {
         node_affinity,
@@ -101,6 +106,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
         pod_affinity,
         node_ports,
         spread,
+        volumes,
         index: AffinityIndex::default(),
         ports: PortIndex::default(),
         spread_index: SpreadIndex::new(Kind::Hard),
@@ -223,6 +229,9 @@ impl Predicate for Predicates {
         }
         if self.pod_affinity && !self.index.is_empty() {
             self.pod_affinity(view, task, node)?;
+        }
+        if self.volumes {
+            view.state.volumes.check(view.snap, shape, node)?;
         }
         if self.spread && self.spread_index.applies(task) {
             match self.spread_index.check(view, task, node) {

@@ -101,7 +101,11 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         affinity: pod::node_affinity(spec, "").map_err(unknown)?,
         tolerations: pod::tolerations(spec, "").map_err(unknown)?,
-        rules: pod::rules(spec, &labels, "").map_err(unknown)?,
+        rules: {
+            let mut r = pod::rules(spec, &labels, "").map_err(unknown)?;
+            r.claims = pod::claims(spec, Some(&name));
+            r
+        },
         name: role,
         replicas: 1,
         min_available: 0,

@@ -447,8 +447,26 @@ pub fn spread(pod: &PodSpec, labels: &Labels, at: &str) -> Result<Vec<SpreadTerm
     Ok(out)
 }
 
-/// Labels, preferred node affinity, inter-pod affinity, topology spread constraints, host ports
-/// and scheduling gates of a pod with `labels`.
+/// The PersistentVolumeClaims a pod's volumes use: each `persistentVolumeClaim` volume's claim
+/// and, when the pod's name is known, each generic ephemeral volume's (`<pod>-<volume>`, the
+/// claim Kubernetes creates for it).
+pub fn claims(pod: &PodSpec, pod_name: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in pod.volumes.iter().flatten() {
+        let name = match (&v.persistent_volume_claim, &v.ephemeral, pod_name) {
+            (Some(pvc), _, _) => pvc.claim_name.clone(),
+            (None, Some(_), Some(pod)) => format!("{pod}-{}", v.name),
+            _ => continue,
+        };
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Labels, preferred node affinity, inter-pod affinity, topology spread constraints, host ports,
+/// scheduling gates and volume claims of a pod with `labels`.
 pub fn rules(pod: &PodSpec, labels: &Labels, at: &str) -> Result<PodRules, UnknownValue> {
     let mut rules = PodRules {
         labels: labels.clone(),
@@ -460,6 +478,7 @@ pub fn rules(pod: &PodSpec, labels: &Labels, at: &str) -> Result<PodRules, Unkno
             .flatten()
             .map(|g| g.name.clone())
             .collect(),
+        claims: claims(pod, None),
         ..PodRules::default()
     };
     let Some(affinity) = &pod.affinity else {

@@ -198,6 +198,16 @@ impl ApiServer {
         self.store.get(&def.storage_key(), key)
     }
 
+    /// The StorageClass marked the default, if one is.
+    fn default_class(&self) -> Option<String> {
+        let def = self.builtin(Builtin::StorageClass);
+        let (classes, _) = self.store.list(&def.storage_key(), None, None);
+        classes
+            .iter()
+            .find(|c| crate::admit_storage::is_default_class(&c.value))
+            .map(|c| admit::name_of(&c.value).to_string())
+    }
+
     fn namespace_exists(&self, ns: &str) -> bool {
         self.store
             .get("/namespaces", &(String::new(), ns.to_string()))
@@ -239,6 +249,14 @@ impl ApiServer {
             Some(Builtin::Crd) => {
                 crate::resource::check_crd(&obj)?;
                 admit::crd_status(&mut obj);
+            }
+            Some(
+                kind @ (Builtin::PersistentVolume
+                | Builtin::PersistentVolumeClaim
+                | Builtin::StorageClass),
+            ) => {
+                let default_class = self.default_class();
+                crate::admit_storage::default_storage(kind, &mut obj, default_class);
             }
             Some(_) => admit::validate_builtin(def, &obj)?,
             None => {

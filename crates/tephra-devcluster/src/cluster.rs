@@ -89,6 +89,7 @@ impl Options {
 struct Member {
     server: Arc<Server>,
     kubelet: Option<Arc<Kubelet>>,
+    volumes: Arc<crate::volumes::Volumes>,
 }
 
 /// Starts devclusters.
@@ -182,7 +183,12 @@ impl DevCluster {
                     k.register(n).map_err(setup(format!("node {}", n.name)))?;
                 }
             }
-            members.push(Member { server, kubelet });
+            let volumes = crate::volumes::Volumes::start(api.clone());
+            members.push(Member {
+                server,
+                kubelet,
+                volumes,
+            });
         }
         let crd_targets: Vec<&Arc<ApiServer>> = match &control_plane {
             Some(cp) => vec![&cp.api],
@@ -407,12 +413,13 @@ impl Handle {
         Ok(())
     }
 
-    /// Stops every server and kubelet.
+    /// Stops every server, kubelet and volume controller.
     pub fn shutdown(&self) {
         for m in &self.members {
             if let Some(k) = &m.kubelet {
                 k.shutdown();
             }
+            m.volumes.shutdown();
             m.server.stop_now();
         }
         if let Some(cp) = &self.control_plane {

@@ -8,12 +8,14 @@
 
 pub mod admit;
 pub mod admit_pod;
+pub mod admit_storage;
 pub mod api;
 pub mod authz;
 pub mod builtin_schema;
 pub mod cluster;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod fleet;
 mod gc;
@@ -37,6 +39,7 @@ pub mod subresource;
 pub mod table;
 pub mod time;
 pub mod tls;
+pub mod volumes;
 pub mod watch;
 
 pub use api::{ApiServer, ServerOptions};

@@ -98,6 +98,10 @@ pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> Stri
         Builtin::RoleBinding => reg!(api::rbac::v1::RoleBinding),
         Builtin::ClusterRole => reg!(api::rbac::v1::ClusterRole),
         Builtin::ClusterRoleBinding => reg!(api::rbac::v1::ClusterRoleBinding),
+        Builtin::PersistentVolume => reg!(api::core::v1::PersistentVolume),
+        Builtin::PersistentVolumeClaim => reg!(api::core::v1::PersistentVolumeClaim),
+        Builtin::StorageClass => reg!(api::storage::v1::StorageClass),
+        Builtin::CsiNode => reg!(api::storage::v1::CSINode),
     }
 }
 

@@ -33,6 +33,10 @@ pub enum Builtin {
     RoleBinding,
     ClusterRole,
     ClusterRoleBinding,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    CsiNode,
 }
 
 /// A CRD printer column.
@@ -287,6 +291,46 @@ fn builtins() -> Vec<Arc<ResourceDef>> {
             B::ClusterRoleBinding,
         ),
         builtin(
+            "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            false,
+            &["pv"],
+            true,
+            B::PersistentVolume,
+        ),
+        builtin(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+            &["pvc"],
+            true,
+            B::PersistentVolumeClaim,
+        ),
+        builtin(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            false,
+            &["sc"],
+            false,
+            B::StorageClass,
+        ),
+        builtin(
+            "storage.k8s.io",
+            "v1",
+            "CSINode",
+            "csinodes",
+            false,
+            &[],
+            false,
+            B::CsiNode,
+        ),
+        builtin(
             "apiextensions.k8s.io",
             "v1",
             "CustomResourceDefinition",
@@ -399,7 +443,8 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn strings_at(v: &Value, ptr: &str) -> Vec<String> {
+/// The strings of the array at a JSON pointer (none when absent).
+pub(crate) fn strings_at(v: &Value, ptr: &str) -> Vec<String> {
     v.pointer(ptr)
         .and_then(Value::as_array)
         .into_iter()

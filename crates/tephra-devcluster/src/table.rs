@@ -94,6 +94,33 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             age,
         ],
         Some(Builtin::RoleBinding | Builtin::ClusterRoleBinding) => vec![name, s("Role"), age],
+        Some(Builtin::PersistentVolumeClaim) => vec![
+            name,
+            s("Status"),
+            s("Volume"),
+            s("Capacity"),
+            s("Access Modes"),
+            s("StorageClass"),
+            age,
+        ],
+        Some(Builtin::PersistentVolume) => vec![
+            name,
+            s("Capacity"),
+            s("Access Modes"),
+            s("Reclaim Policy"),
+            s("Status"),
+            s("Claim"),
+            s("StorageClass"),
+            age,
+        ],
+        Some(Builtin::StorageClass) => vec![
+            name,
+            s("Provisioner"),
+            s("ReclaimPolicy"),
+            s("VolumeBindingMode"),
+            age,
+        ],
+        Some(Builtin::CsiNode) => vec![name, col("Drivers", "integer", "", 0, ""), age],
         None => {
             let mut cols = vec![name];
             cols.extend(
@@ -104,6 +131,24 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             cols
         }
     }
+}
+
+/// Access modes as kubectl abbreviates them (`RWO,RWX`).
+fn modes(v: &Value, ptr: &str) -> String {
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|m| match m {
+            "ReadWriteOnce" => "RWO",
+            "ReadOnlyMany" => "ROX",
+            "ReadWriteMany" => "RWX",
+            "ReadWriteOncePod" => "RWOP",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn text<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -380,6 +425,47 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
                 text(obj, "/roleRef/kind"),
                 text(obj, "/roleRef/name")
             )),
+            json!(age(obj)),
+        ],
+        Some(Builtin::PersistentVolumeClaim) => vec![
+            name,
+            json!(text(obj, "/status/phase")),
+            json!(text(obj, "/spec/volumeName")),
+            json!(text(obj, "/status/capacity/storage")),
+            json!(modes(obj, "/status/accessModes")),
+            json!(text(obj, "/spec/storageClassName")),
+            json!(age(obj)),
+        ],
+        Some(Builtin::PersistentVolume) => {
+            let claim = match text(obj, "/spec/claimRef/name") {
+                "" => String::new(),
+                n => format!("{}/{n}", text(obj, "/spec/claimRef/namespace")),
+            };
+            vec![
+                name,
+                json!(text(obj, "/spec/capacity/storage")),
+                json!(modes(obj, "/spec/accessModes")),
+                json!(text(obj, "/spec/persistentVolumeReclaimPolicy")),
+                json!(text(obj, "/status/phase")),
+                json!(claim),
+                json!(text(obj, "/spec/storageClassName")),
+                json!(age(obj)),
+            ]
+        }
+        Some(Builtin::StorageClass) => vec![
+            name,
+            json!(text(obj, "/provisioner")),
+            json!(text(obj, "/reclaimPolicy")),
+            json!(text(obj, "/volumeBindingMode")),
+            json!(age(obj)),
+        ],
+        Some(Builtin::CsiNode) => vec![
+            name,
+            json!(
+                obj.pointer("/spec/drivers")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ),
             json!(age(obj)),
         ],
         None => {

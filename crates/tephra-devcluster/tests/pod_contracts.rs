@@ -232,3 +232,219 @@ async fn the_kubelet_refuses_a_pod_its_node_does_not_match_or_whose_taint_it_doe
     .unwrap();
     running(&pods, "fine").await;
 }
+
+mod volumes {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+
+    async fn apply<K>(c: &kube::Client, obj: Value)
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = Api::default_namespaced(c.clone());
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn class(c: &kube::Client, obj: Value) {
+        let api: Api<StorageClass> = Api::all(c.clone());
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    fn zoned(name: &str, zone: &str) -> tephra_devcluster::kubelet::NodeSpec {
+        let mut n = common::node(name, "4", 0);
+        n.labels
+            .insert("topology.kubernetes.io/zone".into(), zone.into());
+        n
+    }
+
+    fn claim(name: &str, class: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"storageClassName": class,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    }
+
+    fn mounting(name: &str, node: &str, claim: &str) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"nodeName": node,
+            "containers": [{"name": "main", "image": "busybox"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}),
+        )
+        .unwrap()
+    }
+
+    async fn event(c: &kube::Client, object: &str, reason: &str) -> String {
+        let events: Api<Event> = Api::default_namespaced(c.clone());
+        common::eventually(10, &format!("a {reason} Event on {object}"), || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some(object)
+                        && e.reason.as_deref() == Some(reason)
+                })
+                .and_then(|e| e.message)
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_first_consumer_claim_is_provisioned_on_the_node_the_scheduler_names() {
+        let h = common::single_with(vec![zoned("a1", "a"), zoned("b1", "b")]).await;
+        let c = common::client(&h, "local").await;
+        class(
+            &c,
+            json!({"metadata": {"name": "zonal"}, "provisioner": "csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [{"matchLabelExpressions": [
+                {"key": "topology.kubernetes.io/zone", "values": ["b"]}]}]}),
+        )
+        .await;
+        apply::<PersistentVolumeClaim>(&c, claim("data", "zonal")).await;
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        // A pod bound without the claim being given its node: the kubelet waits for it.
+        pods.create(&PostParams::default(), &mounting("early", "b1", "data"))
+            .await
+            .unwrap();
+        let why = event(&c, "early", "FailedMount").await;
+        assert!(
+            why.ends_with("error processing PVC default/data: PVC is not bound"),
+            "{why}"
+        );
+        assert_eq!(
+            pods.get("early")
+                .await
+                .unwrap()
+                .status
+                .unwrap()
+                .phase
+                .as_deref(),
+            Some("Pending")
+        );
+        // The scheduler's choice: node b1, inside the allowed zone.
+        let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(c.clone());
+        let select =
+            json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "b1"}}});
+        claims
+            .patch("data", &PatchParams::default(), &Patch::Merge(&select))
+            .await
+            .unwrap();
+        running(&pods, "early").await;
+        let pvc = claims.get("data").await.unwrap();
+        let volume = pvc.spec.unwrap().volume_name.unwrap();
+        assert_eq!(volume, format!("pvc-{}", pvc.metadata.uid.unwrap()));
+        assert_eq!(pvc.status.unwrap().phase.as_deref(), Some("Bound"));
+        let pv = Api::<PersistentVolume>::all(c.clone())
+            .get(&volume)
+            .await
+            .unwrap();
+        let spec = pv.spec.unwrap();
+        assert_eq!(spec.csi.unwrap().driver, "csi.example.com");
+        let term = &spec
+            .node_affinity
+            .unwrap()
+            .required
+            .unwrap()
+            .node_selector_terms[0];
+        let e = &term.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (e.key.as_str(), e.values.clone().unwrap()),
+            ("topology.kubernetes.io/zone", vec!["b".to_string()])
+        );
+        // Outside the allowed zone the provisioner gives up and takes the node back.
+        apply::<PersistentVolumeClaim>(&c, claim("other", "zonal")).await;
+        let select =
+            json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "a1"}}});
+        claims
+            .patch("other", &PatchParams::default(), &Patch::Merge(&select))
+            .await
+            .unwrap();
+        let why = event(&c, "other", "ProvisioningFailed").await;
+        assert!(why.contains("allowedTopologies"), "{why}");
+        common::eventually(10, "the selected node taken back", || async {
+            let a = claims
+                .get("other")
+                .await
+                .ok()?
+                .metadata
+                .annotations
+                .unwrap_or_default();
+            (!a.contains_key("volume.kubernetes.io/selected-node")).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_volume_given_to_a_claim_is_bound_to_it_and_its_node_affinity_holds_at_the_kubelet() {
+        let h = common::single_with(vec![zoned("a1", "a"), zoned("b1", "b")]).await;
+        let c = common::client(&h, "local").await;
+        class(
+            &c,
+            json!({"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+        )
+        .await;
+        let pvs: Api<PersistentVolume> = Api::all(c.clone());
+        let pv = json!({"metadata": {"name": "disk-a1"}, "spec": {"capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "local", "local": {"path": "/mnt/disk"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["a1"]}]}]}}}});
+        pvs.create(&PostParams::default(), &serde_json::from_value(pv).unwrap())
+            .await
+            .unwrap();
+        common::eventually(10, "the volume Available", || async {
+            let p = pvs.get("disk-a1").await.ok()?;
+            (p.status?.phase.as_deref() == Some("Available")).then_some(())
+        })
+        .await;
+        apply::<PersistentVolumeClaim>(&c, claim("data", "local")).await;
+        // What the scheduler writes for a static choice: the volume's claimRef.
+        let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(c.clone());
+        let uid = claims.get("data").await.unwrap().metadata.uid.unwrap();
+        let take = json!({"spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+            "namespace": "default", "name": "data", "uid": uid}}});
+        pvs.patch("disk-a1", &PatchParams::default(), &Patch::Merge(&take))
+            .await
+            .unwrap();
+        common::eventually(10, "the claim bound to it", || async {
+            let p = claims.get("data").await.ok()?;
+            let bound = p
+                .metadata
+                .annotations?
+                .contains_key("pv.kubernetes.io/bind-completed");
+            (bound && p.spec?.volume_name.as_deref() == Some("disk-a1")).then_some(())
+        })
+        .await;
+        // A pod bound to the wrong node cannot mount it.
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        pods.create(&PostParams::default(), &mounting("wrong", "b1", "data"))
+            .await
+            .unwrap();
+        let why = event(&c, "wrong", "FailedMount").await;
+        assert_eq!(
+            why,
+            "MountVolume.NodeAffinity check failed for volume \"disk-a1\" : no matching NodeSelectorTerms"
+        );
+        pods.create(&PostParams::default(), &mounting("right", "a1", "data"))
+            .await
+            .unwrap();
+        running(&pods, "right").await;
+    }
+}

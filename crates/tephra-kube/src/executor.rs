@@ -114,6 +114,7 @@ impl Clients {
             | Write::Evict { cluster, .. }
             | Write::Place { cluster, .. }
             | Write::Purge { cluster, .. }
+            | Write::PreBind { cluster, .. }
             | Write::Nominate { cluster, .. } => self.member(cluster),
             Write::Binding { .. }
             | Write::DeclaredStatus { .. }
@@ -127,6 +128,18 @@ impl Clients {
     }
 }
 
+/// How the executor works: its workers, rate limit, name and waits.
+pub struct Settings {
+    /// Writes in flight at most.
+    pub concurrency: usize,
+    /// The client-side rate limit.
+    pub limiter: RateLimiter,
+    /// This replica's name, in Events.
+    pub identity: String,
+    /// How long a gang's volume claims may take to be bound.
+    pub volume_bind_timeout: Duration,
+}
+
 /// The executor: a queue of writes and a fixed pool of workers that carry them out.
 #[derive(Clone)]
 pub struct Executor {
@@ -136,6 +149,11 @@ pub struct Executor {
 
 /// What the workers share.
 struct Inner {
+    /// The executor's own queue, for the binds a gang's PreBind releases (weak: the workers
+    /// stop once every [`Executor`] is gone).
+    queue: std::sync::OnceLock<mpsc::WeakUnboundedSender<Write>>,
+    /// How long a gang's claims may take to be bound.
+    volume_bind_timeout: Duration,
     clients: Clients,
     limiter: RateLimiter,
     leadership: Leadership,
@@ -148,19 +166,25 @@ struct Inner {
 const RETRIES: u32 = 4;
 
 impl Executor {
-    /// An executor with `concurrency` workers (writes in flight at most) and `limiter` as its
-    /// rate limit. Must be called inside a tokio runtime: the workers start at once and stop
+    /// An executor with `settings.concurrency` workers (writes in flight at most) and
+    /// `settings.limiter` as its rate limit. Must be called inside a tokio runtime: the workers start at once and stop
     /// when every handle to the executor is gone.
     pub fn new(
         clients: Clients,
-        concurrency: usize,
-        limiter: RateLimiter,
+        settings: Settings,
         leadership: Leadership,
         metrics: Arc<Metrics>,
         done: mpsc::UnboundedSender<Done>,
-        identity: String,
     ) -> Self {
+        let Settings {
+            concurrency,
+            limiter,
+            identity,
+            volume_bind_timeout,
+        } = settings;
         let inner = Arc::new(Inner {
+            queue: std::sync::OnceLock::new(),
+            volume_bind_timeout,
             clients,
             limiter,
             leadership,
@@ -170,6 +194,7 @@ impl Executor {
             lanes: Lanes::default(),
         });
         let (queue, rx) = mpsc::unbounded_channel::<Write>();
+        let _ = inner.queue.set(queue.downgrade());
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..concurrency.max(1) {
             let (inner, rx) = (Arc::clone(&inner), Arc::clone(&rx));
@@ -239,14 +264,141 @@ impl Executor {
 impl Inner {
     /// Carries out one write (if this replica still leads: checked before every write, so a
     /// replica that lost the lease stops writing) and reports how it ended.
-    async fn execute(&self, write: Write) {
+    async fn execute(self: &Arc<Self>, write: Write) {
         let outcome = if self.leadership.is_leader() {
             self.run(&write).await
         } else {
             Outcome::NotLeader
         };
         self.metrics.executor_depth.dec();
+        if let Write::PreBind { .. } = &write {
+            self.after_prebind(&write, &outcome);
+        }
         let _ = self.done.send(Done { write, outcome });
+    }
+
+    /// A gang's claims were written: once they are bound its binds go out; if they were not
+    /// written or are not bound in time, every one of its binds fails with the reason, and an
+    /// Event on each pod says it.
+    fn after_prebind(self: &Arc<Self>, write: &Write, outcome: &Outcome) {
+        let Write::PreBind {
+            cluster,
+            job,
+            steps,
+            then,
+        } = write
+        else {
+            return;
+        };
+        let me = Arc::clone(self);
+        let (cluster, job, steps, then) =
+            (cluster.clone(), job.clone(), steps.clone(), then.clone());
+        let written = outcome.clone();
+        tokio::spawn(async move {
+            let client = me.clients.member(&cluster);
+            let result = match (&written, client) {
+                (Outcome::Ok, Some(client)) => {
+                    crate::prebind::wait_bound(&client, &steps, me.volume_bind_timeout).await
+                }
+                (Outcome::Ok, None) => Err("no client for the cluster (it left the fleet)".into()),
+                (Outcome::Failed { message, .. }, _) => Err(format!("binding volumes: {message}")),
+                (Outcome::NotLeader, _) => Err("not the leader".into()),
+            };
+            match result {
+                Ok(()) => me.resubmit(then),
+                Err(message) => {
+                    tracing::warn!(cluster = %cluster, job = %job, error = %message,
+                        "volumes not bound; the gang is placed again next session");
+                    for w in then {
+                        me.failed_prebind(&cluster, &w, &message).await;
+                        let _ = me.done.send(Done {
+                            write: w,
+                            outcome: Outcome::Failed {
+                                code: 0,
+                                message: message.clone(),
+                            },
+                        });
+                    }
+                }
+            }
+        });
+    }
+
+    /// Queues writes again (a gang's binds once its claims are bound).
+    fn resubmit(&self, writes: Vec<Write>) {
+        let queue = self
+            .queue
+            .get()
+            .and_then(mpsc::WeakUnboundedSender::upgrade);
+        for w in writes {
+            match &queue {
+                Some(q) => {
+                    self.metrics.executor_depth.inc();
+                    if let Err(e) = q.send(w) {
+                        self.metrics.executor_depth.dec();
+                        let _ = self.done.send(Done {
+                            write: e.0,
+                            outcome: Outcome::Failed {
+                                code: 0,
+                                message: "executor stopped".into(),
+                            },
+                        });
+                    }
+                }
+                None => {
+                    let _ = self.done.send(Done {
+                        write: w,
+                        outcome: Outcome::Failed {
+                            code: 0,
+                            message: "executor stopped".into(),
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records on a pod that its volumes kept it from being bound, as kube-scheduler's
+    /// FailedScheduling does.
+    async fn failed_prebind(&self, cluster: &str, w: &Write, message: &str) {
+        let (Write::Bind {
+            namespace, name, ..
+        }
+        | Write::Place {
+            namespace, name, ..
+        }) = w
+        else {
+            return;
+        };
+        let Some(client) = self.clients.member(cluster) else {
+            return;
+        };
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let uid = pods
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| p.metadata.uid);
+        let api: Api<Event> = Api::namespaced(client, namespace);
+        let mut ev = event(
+            &EventFor {
+                namespace,
+                api_version: "v1",
+                kind: "Pod",
+                name,
+                uid,
+            },
+            "FailedScheduling",
+            &format!("running PreBind plugin \"VolumeBinding\": {message}"),
+            true,
+            "volcano",
+            &self.identity,
+        );
+        ev.action = Some("Scheduling".into());
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::debug!(pod = %name, error = %e, "could not record the FailedScheduling Event");
+        }
     }
 
     async fn run(&self, w: &Write) -> Outcome {
@@ -262,6 +414,7 @@ impl Inner {
             | Write::Evict { cluster, .. }
             | Write::Purge { cluster, .. }
             | Write::Nominate { cluster, .. }
+            | Write::PreBind { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
             Write::QueueStatus { .. }
@@ -477,6 +630,7 @@ impl Inner {
                     Err(e) => Err(e),
                 }
             }
+            Write::PreBind { steps, .. } => crate::prebind::write_claims(&client, steps).await,
             Write::Event {
                 namespace,
                 kind,

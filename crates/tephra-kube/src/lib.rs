@@ -28,12 +28,14 @@ pub mod lanes;
 pub mod leader;
 pub mod members;
 pub mod metrics;
+pub mod prebind;
 pub mod queues;
 pub mod reconciler;
 pub mod report;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod storage;
 pub mod watch;
 pub mod writes;
 

@@ -86,6 +86,9 @@ pub struct Options {
     /// The scheduler's own Pod (`namespace`, `name`), for Events about the scheduler itself
     /// (the binary takes it from the downward API's `POD_NAMESPACE` and `POD_NAME`).
     pub pod: Option<(String, String)>,
+    /// How long a gang's volume claims may take to be bound before its binds fail and it is
+    /// placed again (`--volume-bind-timeout`; kube-scheduler's `bindTimeoutSeconds`).
+    pub volume_bind_timeout: Duration,
 }
 
 impl Default for Options {
@@ -108,6 +111,7 @@ impl Default for Options {
             gang_bind_timeout: Duration::from_secs(30),
             graceful_eviction_timeout: Duration::from_secs(600),
             pod: None,
+            volume_bind_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -307,12 +311,15 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     };
     let executor = Executor::new(
         clients.clone(),
-        options.concurrency,
-        RateLimiter::new(options.qps, options.burst),
+        crate::executor::Settings {
+            concurrency: options.concurrency,
+            limiter: RateLimiter::new(options.qps, options.burst),
+            identity: options.identity.clone(),
+            volume_bind_timeout: options.volume_bind_timeout,
+        },
         leadership.clone(),
         Arc::clone(&metrics),
         done_tx,
-        options.identity.clone(),
     );
     let (stop, stop_rx) = signal::channel(false);
     let lp = Loop {

@@ -8,9 +8,10 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
@@ -43,6 +44,14 @@ pub enum Kind {
     Policy,
     /// ResourceBindings, on the control plane (fleet mode): their graceful-eviction tasks.
     Binding,
+    /// PersistentVolumeClaims, on each member.
+    Pvc,
+    /// PersistentVolumes, on each member.
+    Pv,
+    /// StorageClasses, on each member.
+    StorageClass,
+    /// CSINodes (attach limits), on each member.
+    CsiNode,
 }
 
 impl Kind {
@@ -58,6 +67,10 @@ impl Kind {
             Kind::Cluster => "clusters",
             Kind::Policy => "propagationpolicies",
             Kind::Binding => "resourcebindings",
+            Kind::Pvc => "persistentvolumeclaims",
+            Kind::Pv => "persistentvolumes",
+            Kind::StorageClass => "storageclasses",
+            Kind::CsiNode => "csinodes",
         }
     }
 }
@@ -83,6 +96,14 @@ pub enum Obj {
     Policy(Box<PropagationPolicy>),
     /// A ResourceBinding.
     Binding(Box<ResourceBinding>),
+    /// A PersistentVolumeClaim.
+    Pvc(Box<PersistentVolumeClaim>),
+    /// A PersistentVolume.
+    Pv(Box<PersistentVolume>),
+    /// A StorageClass.
+    StorageClass(Box<StorageClass>),
+    /// A CSINode.
+    CsiNode(Box<CSINode>),
 }
 
 impl Obj {
@@ -99,6 +120,10 @@ impl Obj {
             Obj::Cluster(o) => &o.metadata,
             Obj::Policy(o) => &o.metadata,
             Obj::Binding(o) => &o.metadata,
+            Obj::Pvc(o) => &o.metadata,
+            Obj::Pv(o) => &o.metadata,
+            Obj::StorageClass(o) => &o.metadata,
+            Obj::CsiNode(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -189,7 +214,8 @@ where
     })
 }
 
-/// The watchers of one member cluster: its Nodes and Pods.
+/// The watchers of one member cluster: its Nodes and Pods, and its storage objects (claims,
+/// volumes, classes, attach limits).
 pub fn spawn_member(
     client: &Client,
     cluster: &Arc<str>,
@@ -204,6 +230,26 @@ pub fn spawn_member(
         spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
             Obj::Pod(Box::new(o))
         }),
+        spawn(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            go(Kind::Pvc),
+            |o| Obj::Pvc(Box::new(o)),
+        ),
+        spawn(
+            Api::<PersistentVolume>::all(client.clone()),
+            go(Kind::Pv),
+            |o| Obj::Pv(Box::new(o)),
+        ),
+        spawn(
+            Api::<StorageClass>::all(client.clone()),
+            go(Kind::StorageClass),
+            |o| Obj::StorageClass(Box::new(o)),
+        ),
+        spawn(
+            Api::<CSINode>::all(client.clone()),
+            go(Kind::CsiNode),
+            |o| Obj::CsiNode(Box::new(o)),
+        ),
     ]
 }
 
@@ -275,7 +321,14 @@ pub fn spawn_fleet(
 }
 
 /// The kinds [`spawn_member`] watches.
-pub const MEMBER_KINDS: [Kind; 2] = [Kind::Node, Kind::Pod];
+pub const MEMBER_KINDS: [Kind; 6] = [
+    Kind::Node,
+    Kind::Pod,
+    Kind::Pvc,
+    Kind::Pv,
+    Kind::StorageClass,
+    Kind::CsiNode,
+];
 /// The kinds [`spawn_control`] watches.
 pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];
 

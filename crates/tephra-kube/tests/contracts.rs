@@ -238,3 +238,131 @@ async fn a_gang_no_node_could_take_is_not_inqueueable_and_a_valid_one_behind_it_
     }
     sched.stop().await;
 }
+
+mod volumes {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+
+    fn zoned(name: &str, zone: &str) -> tephra_devcluster::kubelet::NodeSpec {
+        let mut n = node(name, "8", 0);
+        n.labels
+            .insert("topology.kubernetes.io/zone".into(), zone.into());
+        n.labels
+            .insert("kubernetes.io/hostname".into(), name.into());
+        n
+    }
+
+    async fn class(c: &kube::Client, name: &str, provisioner: &str, zones: &[&str]) {
+        let mut sc = json!({"metadata": {"name": name}, "provisioner": provisioner,
+            "volumeBindingMode": "WaitForFirstConsumer"});
+        if !zones.is_empty() {
+            sc["allowedTopologies"] = json!([{"matchLabelExpressions": [
+                {"key": "topology.kubernetes.io/zone", "values": zones}]}]);
+        }
+        let api: Api<StorageClass> = Api::all(c.clone());
+        api.create(&PostParams::default(), &serde_json::from_value(sc).unwrap())
+            .await
+            .unwrap();
+    }
+
+    async fn claim(c: &kube::Client, name: &str, class: &str) {
+        let api: Api<PersistentVolumeClaim> = Api::default_namespaced(c.clone());
+        let pvc = json!({"metadata": {"name": name}, "spec": {"storageClassName": class,
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(pvc).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    fn mounts(claim: &str) -> Value {
+        json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]})
+    }
+
+    #[tokio::test]
+    async fn a_gang_sharing_a_wait_for_first_consumer_claim_runs_where_it_is_provisioned() {
+        logs();
+        let dev = cluster(vec![zoned("a1", "a"), zoned("b1", "b"), zoned("c1", "c")]).await;
+        let c = client(&dev).await;
+        class(&c, "zonal", "csi.example.com", &["b"]).await;
+        claim(&c, "shared", "zonal").await;
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        gang_with(&c, "train", 2, 2, mounts("shared")).await;
+        let pods = all_running(&c, "train-", 2).await;
+        for p in &pods {
+            assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("b1"));
+        }
+        let pvc = Api::<PersistentVolumeClaim>::default_namespaced(c.clone())
+            .get("shared")
+            .await
+            .unwrap();
+        let a = pvc.metadata.annotations.unwrap();
+        assert_eq!(
+            a.get("volume.kubernetes.io/selected-node")
+                .map(String::as_str),
+            Some("b1")
+        );
+        assert!(a.contains_key("pv.kubernetes.io/bind-completed"));
+        sched.stop().await;
+    }
+
+    #[tokio::test]
+    async fn pods_with_claims_for_local_volumes_run_on_the_volumes_nodes() {
+        logs();
+        let dev = cluster(vec![zoned("a1", "a"), zoned("b1", "b")]).await;
+        let c = client(&dev).await;
+        class(&c, "local", "kubernetes.io/no-provisioner", &[]).await;
+        let pvs: Api<PersistentVolume> = Api::all(c.clone());
+        for n in ["a1", "b1"] {
+            let pv = json!({"metadata": {"name": format!("disk-{n}")}, "spec": {
+                "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local", "local": {"path": "/mnt/disk"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]}]}}}});
+            pvs.create(&PostParams::default(), &serde_json::from_value(pv).unwrap())
+                .await
+                .unwrap();
+        }
+        claim(&c, "d0", "local").await;
+        claim(&c, "d1", "local").await;
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        gang_with(&c, "first", 1, 1, mounts("d0")).await;
+        gang_with(&c, "second", 1, 1, mounts("d1")).await;
+        let first = all_running(&c, "first-", 1).await;
+        let second = all_running(&c, "second-", 1).await;
+        let node = |p: &[Pod]| p[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+        assert_ne!(
+            node(&first),
+            node(&second),
+            "each took the volume of its own node"
+        );
+        let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(c.clone());
+        for (claim, pod) in [("d0", &first), ("d1", &second)] {
+            let v = claims
+                .get(claim)
+                .await
+                .unwrap()
+                .spec
+                .unwrap()
+                .volume_name
+                .unwrap();
+            assert_eq!(v, format!("disk-{}", node(pod)));
+        }
+        // A third claim has no volume left and no provisioner: it never fits.
+        claim(&c, "d2", "local").await;
+        gang_with(&c, "third", 1, 1, mounts("d2")).await;
+        let message = condition(&c, "third", "NotInqueueable").await;
+        assert!(
+            message.contains("didn't find available persistent volumes to bind"),
+            "{message}"
+        );
+        sched.stop().await;
+    }
+}

@@ -88,6 +88,11 @@ pub struct Flags {
     /// placement does not run yet (Karmada's flag; a task's gracePeriodSeconds wins).
     #[arg(long, default_value = "10m")]
     graceful_eviction_timeout: String,
+    /// How long a gang's volume claims may take to be bound (a static volume taken, or one
+    /// provisioned on the chosen node) before its binds fail and it is placed again
+    /// (kube-scheduler's VolumeBinding bindTimeoutSeconds; Go duration).
+    #[arg(long, default_value = "10m")]
+    volume_bind_timeout: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -107,6 +112,8 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     }
     let graceful_eviction_timeout =
         runtime::positive_duration("--graceful-eviction-timeout", &f.graceful_eviction_timeout)?;
+    let volume_bind_timeout =
+        runtime::positive_duration("--volume-bind-timeout", &f.volume_bind_timeout)?;
     let listen = runtime::address("--listen-address", &f.listen_address)?;
     let healthz = f
         .healthz_address
@@ -147,6 +154,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             u64::try_from(gang_bind_timeout.as_secs()).unwrap_or(30),
         ),
         graceful_eviction_timeout,
+        volume_bind_timeout,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -145,6 +145,12 @@ pub fn node_affinity_matches(
     else {
         return true;
     };
+    terms_match(terms, node_name, labels)
+}
+
+/// Whether node selector terms (ORed; the requirements of one ANDed, a term with none matching
+/// nothing) admit the node.
+pub fn terms_match(terms: &[Value], node_name: &str, labels: &BTreeMap<String, String>) -> bool {
     terms.iter().any(|t| {
         let exprs = t.get("matchExpressions").and_then(Value::as_array);
         let fields = t.get("matchFields").and_then(Value::as_array);
@@ -191,8 +197,55 @@ fn tolerated(pod: &Value, taint: &Value) -> bool {
         })
 }
 
+/// A pod's requests: the sum over its containers (limits stand in for missing requests), the
+/// larger of that and any init container, plus one `pods` slot.
+pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
+    let of = |c: &Value| -> HashMap<String, i128> {
+        let mut out = HashMap::new();
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        for map in [lim, req].into_iter().flatten() {
+            for (k, v) in map {
+                if let Some(q) = v
+                    .as_str()
+                    .map(String::from)
+                    .or_else(|| v.as_i64().map(|n| n.to_string()))
+                    .and_then(|s| quantity::parse_milli(&s))
+                {
+                    out.insert(k.clone(), q);
+                }
+            }
+        }
+        out
+    };
+    let mut total: HashMap<String, i128> = HashMap::new();
+    for c in pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in of(c) {
+            *total.entry(k).or_default() += v;
+        }
+    }
+    for c in pod
+        .pointer("/spec/initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in of(c) {
+            let e = total.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    total.insert("pods".into(), 1000);
+    total
+}
+
 /// Whether the kubelet of `node_name` admits `pod`, given the requests (`requests`, summed as
-/// [`pod_requests`](super::pod_requests) does) and host ports of the pods it already runs.
+/// [`pod_requests`] does) and host ports of the pods it already runs.
 pub fn admit(
     pod: &Value,
     requests: &HashMap<String, i128>,
@@ -285,6 +338,19 @@ mod tests {
 
     fn requests() -> HashMap<String, i128> {
         HashMap::from([("cpu".into(), 1000), ("pods".into(), 1000)])
+    }
+
+    #[test]
+    fn requests_sum_containers_and_take_limits_for_missing_requests() {
+        let pod = json!({"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
+            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}});
+        let r = pod_requests(&pod);
+        assert_eq!(r["cpu"], 4000);
+        assert_eq!(r["nvidia.com/gpu"], 2000);
+        assert_eq!(r["memory"], 1_073_741_824_000);
+        assert_eq!(r["pods"], 1000);
     }
 
     #[test]

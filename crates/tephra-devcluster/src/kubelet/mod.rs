@@ -3,16 +3,17 @@
 //! A pod bound to a node is admitted as the real kubelet admits it (`admission.rs`: its
 //! requests against what the node's allocatable leaves free, its node affinity, its host ports,
 //! the node's NoExecute taints); otherwise it fails with the kubelet's reason (`OutOf<resource>`,
-//! `NodeAffinity`, `NodePorts`, ...) and a Warning Event (`events.rs`). An admitted pod starts after the
-//! start delay (IP, conditions, container statuses), and finishes after its
+//! `NodeAffinity`, `NodePorts`, ...) and a Warning Event. An admitted pod starts after the
+//! start delay (IP, conditions, container statuses), once its volumes can be mounted
+//! (`mounts.rs`: until then it waits with a `FailedMount` Event), and finishes after its
 //! `tephra.io/sim-duration` with the exit code in `tephra.io/sim-exit-code` (0: Succeeded,
 //! otherwise Failed); without a duration it runs until deleted. A pod being deleted stops within
 //! its grace period and is then removed. Nodes renew a Lease in `kube-node-lease`; faults make a
 //! node NotReady or remove it (its pods fail with `NodeLost` and are removed, as the pod
 //! garbage collector does). Durations are wall-clock time divided by a speed factor.
 //!
-//! This file runs the pods; `nodes.rs` registers the nodes and keeps their Leases and Ready
-//! conditions.
+//! This file runs the pods; `nodes.rs` registers the nodes, keeps their Leases and Ready
+//! conditions and fails the pods of a lost node.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -31,9 +32,10 @@ use crate::subresource::set_condition;
 use crate::time;
 
 pub mod admission;
-mod events;
+mod mounts;
 mod nodes;
 
+pub use admission::pod_requests;
 use admission::{HostPort, NodeFacts};
 
 /// The pod annotation giving how long a simulated pod runs.
@@ -99,6 +101,8 @@ struct State {
     seen: HashSet<String>,
     /// Pods whose stop is scheduled.
     stopping: HashSet<String>,
+    /// Pods waiting for their volumes: the last `FailedMount` message recorded for each.
+    mounting: HashMap<String, String>,
     not_ready: HashSet<String>,
     node_count: usize,
 }
@@ -183,53 +187,6 @@ fn scaled(d: Duration, speed: f64) -> Duration {
     } else {
         d
     }
-}
-
-/// A pod's requests: the sum over its containers (limits stand in for missing requests), the
-/// larger of that and any init container, plus one `pods` slot.
-pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
-    let of = |c: &Value| -> HashMap<String, i128> {
-        let mut out = HashMap::new();
-        let req = c.pointer("/resources/requests").and_then(Value::as_object);
-        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
-        for map in [lim, req].into_iter().flatten() {
-            for (k, v) in map {
-                if let Some(q) = v
-                    .as_str()
-                    .map(String::from)
-                    .or_else(|| v.as_i64().map(|n| n.to_string()))
-                    .and_then(|s| quantity::parse_milli(&s))
-                {
-                    out.insert(k.clone(), q);
-                }
-            }
-        }
-        out
-    };
-    let mut total: HashMap<String, i128> = HashMap::new();
-    for c in pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in of(c) {
-            *total.entry(k).or_default() += v;
-        }
-    }
-    for c in pod
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in of(c) {
-            let e = total.entry(k).or_default();
-            *e = (*e).max(v);
-        }
-    }
-    total.insert("pods".into(), 1000);
-    total
 }
 
 /// The string at a JSON pointer of plain keys (no `~` escapes), or "". Unlike
@@ -377,56 +334,6 @@ impl Kubelet {
         }
     }
 
-    /// The pod garbage collector's part: pods bound to a node that is gone fail with
-    /// `NodeLost` and are removed.
-    fn node_lost(self: &Arc<Self>, node: &str) {
-        let api = self.api.clone();
-        let pods = self.api.builtin(Builtin::Pod);
-        let (all, _) = api.store.list("/pods", None, None);
-        let node = node.to_string();
-        let targets: Vec<Obj> = all
-            .into_iter()
-            .filter(|p| str_at(&p.value, "/spec/nodeName") == node)
-            .collect();
-        let task = tokio::spawn(async move {
-            for p in targets {
-                let key = p.key();
-                let uid = p.uid().to_string();
-                let _ = api.update(
-                    &pods,
-                    &key,
-                    Scope::Status,
-                    &WriteOpts::default(),
-                    &mut |cur| {
-                        let mut v = cur.clone();
-                        if str_at(cur, "/metadata/uid") != uid
-                            || matches!(str_at(cur, "/status/phase"), "Succeeded" | "Failed")
-                        {
-                            return Ok(v);
-                        }
-                        v["status"]["phase"] = json!("Failed");
-                        v["status"]["reason"] = json!("NodeLost");
-                        v["status"]["message"] = json!(format!(
-                            "Node {node} which was running pod {} is unresponsive",
-                            key.1
-                        ));
-                        Ok(v)
-                    },
-                );
-                let _ = api.delete(
-                    &pods,
-                    &key,
-                    &DeleteOpts {
-                        grace: Some(0),
-                        uid: Some(uid),
-                        ..DeleteOpts::default()
-                    },
-                );
-            }
-        });
-        self.tasks_push(task);
-    }
-
     fn on_pod(self: &Arc<Self>, type_: EventType, pod: &Obj) {
         let uid = pod.uid().to_string();
         let v = &pod.value;
@@ -435,6 +342,7 @@ impl Kubelet {
             st.release(&uid);
             st.seen.remove(&uid);
             st.stopping.remove(&uid);
+            st.mounting.remove(&uid);
             return;
         }
         let node = str_at(v, "/spec/nodeName").to_string();
@@ -484,7 +392,15 @@ impl Kubelet {
                 drop(st);
                 tracing::info!(server = %self.api.name, pod = %pod.key().1, node = %node,
                     reason = %refusal.reason, "kubelet refused pod");
-                events::warn(&self.api, v, &node, &refusal.reason, &refusal.message);
+                crate::events::record(
+                    &self.api,
+                    v,
+                    "Warning",
+                    &refusal.reason,
+                    &refusal.message,
+                    "kubelet",
+                    Some(&node),
+                );
                 self.later(
                     Duration::ZERO,
                     pod.key(),
@@ -573,6 +489,9 @@ impl Kubelet {
                     })?;
             }
             Action::Start(ip) => {
+                if self.waits_for_volumes(key, uid, &ip) {
+                    return Ok(());
+                }
                 let mut started = false;
                 let w = self.api.update(&pods, key, Scope::Status, &opts, &mut |cur| {
                     let mut v = cur.clone();
@@ -660,6 +579,50 @@ impl Kubelet {
     }
 }
 
+impl Kubelet {
+    /// Whether the pod must wait for its volumes before it starts: then a `FailedMount` Event
+    /// says why (once per distinct reason) and the start is tried again shortly.
+    fn waits_for_volumes(self: &Arc<Self>, key: &(String, String), uid: &str, ip: &str) -> bool {
+        let Some(pod) = self.api.store.get("/pods", key) else {
+            return false;
+        };
+        if pod.uid() != uid || pod.value.pointer("/spec/volumes").is_none() {
+            return false;
+        }
+        let node = str_at(&pod.value, "/spec/nodeName").to_string();
+        let labels = self
+            .state()
+            .nodes
+            .get(&node)
+            .map(|n| n.facts.labels.clone())
+            .unwrap_or_default();
+        let Some(why) = mounts::not_mountable(&self.api, &pod.value, &node, &labels) else {
+            self.state().mounting.remove(uid);
+            return false;
+        };
+        let fresh = self.state().mounting.insert(uid.to_string(), why.clone()) != Some(why.clone());
+        if fresh {
+            crate::events::record(
+                &self.api,
+                &pod.value,
+                "Warning",
+                "FailedMount",
+                &why,
+                "kubelet",
+                Some(&node),
+            );
+        }
+        let retry = scaled(self.opts.start_delay, self.opts.speed).max(Duration::from_millis(200));
+        self.later(
+            retry,
+            key.clone(),
+            uid.to_string(),
+            Action::Start(ip.to_string()),
+        );
+        true
+    }
+}
+
 enum Action {
     Start(String),
     Reject(String, String),
@@ -699,18 +662,5 @@ mod tests {
         );
         tasks.abort_all();
         assert!(tasks.handles.is_empty());
-    }
-
-    #[test]
-    fn requests_sum_containers_and_take_limits_for_missing_requests() {
-        let pod = json!({"spec": {"containers": [
-            {"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
-            {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
-            "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}});
-        let r = pod_requests(&pod);
-        assert_eq!(r["cpu"], 4000);
-        assert_eq!(r["nvidia.com/gpu"], 2000);
-        assert_eq!(r["memory"], 1_073_741_824_000);
-        assert_eq!(r["pods"], 1000);
     }
 }

@@ -7,14 +7,65 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Kubelet, NodeSpec};
-use crate::api::{Scope, WriteOpts};
+use super::{Kubelet, NodeSpec, str_at};
+use crate::api::{DeleteOpts, Scope, WriteOpts};
 use crate::resource::Builtin;
 use crate::status::ApiError;
+use crate::store::Obj;
 use crate::subresource::set_condition;
 use crate::time;
 
 impl Kubelet {
+    /// The pod garbage collector's part: pods bound to a node that is gone fail with
+    /// `NodeLost` and are removed.
+    pub(super) fn node_lost(self: &Arc<Self>, node: &str) {
+        let api = self.api.clone();
+        let pods = self.api.builtin(Builtin::Pod);
+        let (all, _) = api.store.list("/pods", None, None);
+        let node = node.to_string();
+        let targets: Vec<Obj> = all
+            .into_iter()
+            .filter(|p| str_at(&p.value, "/spec/nodeName") == node)
+            .collect();
+        let task = tokio::spawn(async move {
+            for p in targets {
+                let key = p.key();
+                let uid = p.uid().to_string();
+                let _ = api.update(
+                    &pods,
+                    &key,
+                    Scope::Status,
+                    &WriteOpts::default(),
+                    &mut |cur| {
+                        let mut v = cur.clone();
+                        if str_at(cur, "/metadata/uid") != uid
+                            || matches!(str_at(cur, "/status/phase"), "Succeeded" | "Failed")
+                        {
+                            return Ok(v);
+                        }
+                        v["status"]["phase"] = json!("Failed");
+                        v["status"]["reason"] = json!("NodeLost");
+                        v["status"]["message"] = json!(format!(
+                            "Node {node} which was running pod {} is unresponsive",
+                            key.1
+                        ));
+                        Ok(v)
+                    },
+                );
+                let _ = api.delete(
+                    &pods,
+                    &key,
+                    &DeleteOpts {
+                        grace: Some(0),
+                        uid: Some(uid),
+                        ..DeleteOpts::default()
+                    },
+                );
+            }
+        });
+        self.tasks_push(task);
+    }
+
     /// Registers a node: the Node object (capacity, allocatable, Ready) and its Lease.
     pub fn register(&self, spec: &NodeSpec) -> Result<(), ApiError> {
         let nodes = self.api.builtin(Builtin::Node);

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use tephra_api::{Cluster as ApiCluster, PodGroupStatus};
-use tephra_scheduler::cache::{Cache, CacheError, Event};
+use tephra_scheduler::cache::{Cache, CacheError, Event, StorageChange};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
 mod aggregated;
@@ -20,6 +20,7 @@ mod declared;
 mod evicted;
 
 use crate::convert::{self, ConvertError};
+use crate::storage;
 use crate::watch::{Change, Kind, Obj, Update};
 use crate::writes::DeclaredPod;
 use tephra_controllers::propagation;
@@ -41,6 +42,9 @@ pub enum StateError {
         /// Why.
         source: tephra_controllers::pod::UnknownValue,
     },
+    /// A storage object could not be read.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     /// A declared pod could not be kept as JSON or read back.
     #[error("declared pod {pod}: {source}")]
     Declared {
@@ -568,6 +572,12 @@ impl State {
             },
             Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
             Obj::Binding(rb) => return self.binding(now, &rb),
+            Obj::Pvc(c) => storage_event(cluster, StorageChange::ClaimUpsert(storage::claim(&c)?)),
+            Obj::Pv(v) => storage_event(cluster, StorageChange::VolumeUpsert(storage::volume(&v)?)),
+            Obj::StorageClass(c) => {
+                storage_event(cluster, StorageChange::ClassUpsert(storage::class(&c)))
+            }
+            Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
         };
         Ok(self.cache.apply(event)?)
     }
@@ -632,6 +642,16 @@ impl State {
             Kind::PriorityClass => Event::PriorityClassDelete(name),
             Kind::Pdb => Event::PdbDelete { namespace, name },
             Kind::Binding => return self.unbind(0, key),
+            Kind::Pvc => storage_event(cluster, StorageChange::ClaimDelete(key.to_string())),
+            Kind::Pv => storage_event(cluster, StorageChange::VolumeDelete(name)),
+            Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
+            Kind::CsiNode => storage_event(
+                cluster,
+                StorageChange::AttachLimits {
+                    node: name,
+                    limits: Default::default(),
+                },
+            ),
         };
         Ok(self.cache.apply(event)?)
     }
@@ -648,5 +668,16 @@ fn kind_of(obj: &Obj) -> Kind {
         Obj::Cluster(_) => Kind::Cluster,
         Obj::Policy(_) => Kind::Policy,
         Obj::Binding(_) => Kind::Binding,
+        Obj::Pvc(_) => Kind::Pvc,
+        Obj::Pv(_) => Kind::Pv,
+        Obj::StorageClass(_) => Kind::StorageClass,
+        Obj::CsiNode(_) => Kind::CsiNode,
+    }
+}
+
+fn storage_event(cluster: &str, change: StorageChange) -> Event {
+    Event::Storage {
+        cluster: cluster.to_string(),
+        change,
     }
 }

@@ -268,27 +268,73 @@ impl Planner {
         now: &Time,
     ) -> Vec<Write> {
         let mut out = Vec::new();
+        // A gang with claims to bind first is bound after them, as a whole (`prebind.rs`).
+        let mut claims: HashMap<&str, Vec<crate::prebind::ClaimStep>> = HashMap::new();
+        for p in &d.prebinds {
+            for v in &p.volumes {
+                let (namespace, claim) = split(&v.claim);
+                claims
+                    .entry(p.task.as_str())
+                    .or_default()
+                    .push(crate::prebind::ClaimStep {
+                        namespace,
+                        claim,
+                        volume: v.volume.clone(),
+                        node: p.node.clone(),
+                    });
+            }
+        }
+        let gated: std::collections::HashSet<&str> = d
+            .binds
+            .iter()
+            .filter(|b| claims.contains_key(b.task.as_str()))
+            .map(|b| b.job.as_str())
+            .collect();
+        let mut held: BTreeMap<(String, String), Write> = BTreeMap::new();
         for b in &d.binds {
             let (namespace, name) = split(&b.task);
-            if let Some(p) = declared(&b.task) {
-                out.push(Write::Place {
+            let w = match declared(&b.task) {
+                Some(p) => Write::Place {
                     pod: p,
                     extender: extender(&b.cluster, &b.job),
                     node: b.node.clone(),
                     cluster: b.cluster.clone(),
                     namespace,
                     name,
-                });
+                },
+                None => Write::Bind {
+                    cluster: b.cluster.clone(),
+                    namespace,
+                    name,
+                    node: b.node.clone(),
+                    job: b.job.clone(),
+                },
+            };
+            if !gated.contains(b.job.as_str()) {
+                out.push(w);
                 continue;
             }
-            out.push(Write::Bind {
-                cluster: b.cluster.clone(),
-                namespace,
-                name,
-                node: b.node.clone(),
-                job: b.job.clone(),
-            });
+            let gang = held
+                .entry((b.job.clone(), b.cluster.clone()))
+                .or_insert_with(|| Write::PreBind {
+                    cluster: b.cluster.clone(),
+                    job: b.job.clone(),
+                    steps: Vec::new(),
+                    then: Vec::new(),
+                });
+            if let Write::PreBind { steps, then, .. } = gang {
+                for s in claims.get(b.task.as_str()).into_iter().flatten() {
+                    if !steps
+                        .iter()
+                        .any(|x| x.namespace == s.namespace && x.claim == s.claim)
+                    {
+                        steps.push(s.clone());
+                    }
+                }
+                then.push(w);
+            }
         }
+        out.extend(held.into_values());
         for e in &d.evictions {
             let (namespace, name) = split(&e.task);
             out.push(Write::Evict {

@@ -149,6 +149,18 @@ pub enum Write {
         /// `status` fields to merge.
         status: serde_json::Value,
     },
+    /// Bind a gang's volume claims (`steps`) in a member, wait until they are bound, then carry
+    /// out the gang's binds (`then`): see [`crate::prebind`].
+    PreBind {
+        /// Member cluster.
+        cluster: String,
+        /// Job (`namespace/podgroup`).
+        job: String,
+        /// The claims.
+        steps: Vec<crate::prebind::ClaimStep>,
+        /// The gang's binds (or member copies), carried out once every claim is bound.
+        then: Vec<Write>,
+    },
     /// Record an Event on a PodGroup.
     Event {
         /// The cluster holding the object.
@@ -228,6 +240,7 @@ impl Write {
                 ..
             } => at(cluster, "podgroup", namespace, name),
             Write::QueueStatus { name, .. } => at("", "queue", "", name),
+            Write::PreBind { cluster, job, .. } => at(cluster, "prebind", "", job),
             Write::Event { .. } => None,
         }
     }
@@ -246,6 +259,7 @@ impl Write {
             Write::Nominate { .. } => "nominate",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
+            Write::PreBind { .. } => "prebind",
             Write::Event { .. } => "event",
         }
     }

@@ -52,9 +52,18 @@ pub const ARGS: ArgSpec = ArgSpec {
     inert: &[
         ("predicate.NodeVolumeLimitsEnable", VOLUMES),
         ("predicate.VolumeZoneEnable", VOLUMES),
-        ("volumebinding.weight", VOLUMES),
-        ("volumebinding.bindTimeoutSeconds", VOLUMES),
-        ("volumebinding.shape", VOLUMES),
+        (
+            "volumebinding.weight",
+            "tephra does not score nodes by their volumes; claims are a filter",
+        ),
+        (
+            "volumebinding.bindTimeoutSeconds",
+            "set with tephra scheduler --volume-bind-timeout",
+        ),
+        (
+            "volumebinding.shape",
+            "tephra does not score nodes by their volumes; claims are a filter",
+        ),
         (
             "predicate.CacheEnable",
             "tephra keeps no predicate results between sessions",

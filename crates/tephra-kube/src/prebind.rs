@@ -1,0 +1,125 @@
+//! Before a gang whose pods have volume claims to bind is bound, as kube-scheduler's
+//! `VolumeBinding` PreBind does it: each claim given a volume gets it (the volume's
+//! `spec.claimRef`, for the PV controller to complete), each claim to provision gets the node
+//! (`volume.kubernetes.io/selected-node`, for the provisioner); then the claims are watched
+//! until every one is bound, and only then are the gang's pods bound. A claim that is not bound
+//! within the timeout, or whose selected node is taken back (the provisioner gave up), fails
+//! every bind of the gang, and the pods are placed again.
+//!
+//! The writes run on an executor worker; the wait runs on a task of its own, so that a slow
+//! provisioner holds no worker.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::storage::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE};
+
+/// One claim to bind before its gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimStep {
+    /// Namespace.
+    pub namespace: String,
+    /// The claim.
+    pub claim: String,
+    /// The volume chosen for it; `None`: provisioned on `node`.
+    pub volume: Option<String>,
+    /// The node its pod is bound to.
+    pub node: String,
+}
+
+/// How often the claims are looked at while waiting.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Writes what each claim was given: the volume's claim reference (with the claim's uid), or
+/// the claim's selected node. Idempotent: a claim already given the same is written again
+/// harmlessly.
+pub async fn write_claims(client: &Client, steps: &[ClaimStep]) -> Result<(), kube::Error> {
+    for s in steps {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &s.namespace);
+        match &s.volume {
+            Some(volume) => {
+                let pvc = claims.get(&s.claim).await?;
+                let volumes: Api<PersistentVolume> = Api::all(client.clone());
+                let patch = json!({
+                    "metadata": {"annotations": {BOUND_BY_CONTROLLER: "yes"}},
+                    "spec": {"claimRef": {
+                        "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                        "namespace": s.namespace, "name": s.claim,
+                        "uid": pvc.metadata.uid, "resourceVersion": pvc.metadata.resource_version,
+                    }},
+                });
+                volumes
+                    .patch(volume, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            None => {
+                let patch = json!({"metadata": {"annotations": {SELECTED_NODE: s.node}}});
+                claims
+                    .patch(&s.claim, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Waits until every claim of `steps` is bound, at most `timeout`. The error says why not, in
+/// kube-scheduler's words.
+pub async fn wait_bound(
+    client: &Client,
+    steps: &[ClaimStep],
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut waiting = None;
+        for s in steps {
+            let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &s.namespace);
+            let pvc = match claims.get_opt(&s.claim).await {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    return Err(format!(
+                        "binding volumes: persistentvolumeclaim \"{}\" not found",
+                        s.claim
+                    ));
+                }
+                Err(e) => {
+                    waiting = Some(format!("{}/{}: {e}", s.namespace, s.claim));
+                    continue;
+                }
+            };
+            let annotations = pvc.metadata.annotations.clone().unwrap_or_default();
+            let bound = pvc
+                .spec
+                .as_ref()
+                .and_then(|sp| sp.volume_name.as_deref())
+                .is_some_and(|v| !v.is_empty())
+                && annotations.contains_key(BIND_COMPLETED);
+            if bound {
+                continue;
+            }
+            if s.volume.is_none() && annotations.get(SELECTED_NODE) != Some(&s.node) {
+                return Err(format!(
+                    "binding volumes: selectedNode annotation reset for PVC \"{}\"",
+                    s.claim
+                ));
+            }
+            waiting = Some(format!("{}/{}", s.namespace, s.claim));
+        }
+        let Some(claim) = waiting else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "binding volumes: timed out after {}s waiting for claim {claim} to be bound",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -28,8 +28,8 @@ use tokio::task::JoinHandle;
 
 use crate::api::{ApiServer, Scope, WriteOpts};
 use crate::quantity;
-use crate::resource::strings_at as strings;
 use crate::resource::Builtin;
+use crate::resource::strings_at as strings;
 use crate::status::ApiError;
 use crate::store::{Key, Obj, Subscriber};
 

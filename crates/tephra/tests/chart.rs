@@ -76,6 +76,11 @@ const FLEET_UNUSED: &[Grant] = &[
         "resourcebindings",
         "patch",
     ),
+    // prebind.rs: binding a gang's volume claims in its member (volumes are read from the
+    // members; the fleet workload places no pod with claims).
+    ("member", "", "persistentvolumeclaims", "get"),
+    ("member", "", "persistentvolumeclaims", "patch"),
+    ("member", "", "persistentvolumes", "patch"),
     // executor.rs Purge: a moved gang's old copy is deleted from the member it left.
     ("member", "", "pods", "delete"),
     // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
@@ -364,7 +369,9 @@ async fn roles_cover_everything_the_components_do_on_one_cluster() {
     install(&admin, &docs).await;
     let dir = TempDir::new("one-cluster");
     let _running = run_deployments(&dev, "local", &docs, &dir);
-    workload(&admin, &Guard::of(&dev)).await;
+    let guard = Guard::of(&dev);
+    workload(&admin, &guard).await;
+    volume_workload(&admin, &guard).await;
     let used = check_access(&dev, "local");
     assert_roles_used(&docs, &used, &[ALWAYS_UNUSED, ONE_CLUSTER_UNUSED].concat());
 }

@@ -632,3 +632,69 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
         .await;
     }
 }
+
+/// Pods with volume claims, whose volumes the scheduler binds before the pods: one claim to
+/// provision on the pod's node (a `WaitForFirstConsumer` class) and one local volume taken by
+/// its claim (the volume's claimRef). Waits until both pods succeed.
+pub async fn volume_workload(admin: &kube::Client, guard: &Guard) {
+    create(
+        admin,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": "fast"}, "provisioner": "csi.example.com",
+               "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+    create(
+        admin,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+               "volumeBindingMode": "WaitForFirstConsumer"}),
+    )
+    .await;
+    create(
+        admin,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk-0"},
+               "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "local", "local": {"path": "/mnt/disk"}}}),
+    )
+    .await;
+    for (claim, class) in [("scratch", "fast"), ("data", "local")] {
+        create(
+            admin,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": claim, "namespace": "team-a"},
+                   "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await;
+        create(
+            admin,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": format!("uses-{claim}"), "namespace": "team-a",
+                                "annotations": {"tephra.io/sim-duration": "1s"}},
+                   "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}],
+                            "containers": [{"name": "main", "image": "busybox",
+                                            "resources": {"requests": {"cpu": "1"}}}]}}),
+        )
+        .await;
+    }
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
+    for claim in ["scratch", "data"] {
+        wait_for(
+            guard,
+            &format!("pod uses-{claim} to succeed"),
+            60,
+            || async {
+                pods.get_opt(&format!("uses-{claim}"))
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|p| p.status)
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p == "Succeeded")
+            },
+        )
+        .await;
+    }
+}

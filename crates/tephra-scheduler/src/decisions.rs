@@ -23,8 +23,9 @@ pub struct Bind {
 
 /// What must be written before a pod is bound, as kube-scheduler's PreBind writes it: each of
 /// its volume claims that is not bound yet, bound to the volume chosen for it (the volume's
-/// claim reference) or provisioned on the pod's node (the claim's selected node). The pod is
-/// bound only once every claim is.
+/// claim reference) or provisioned on the pod's node (the claim's selected node), and each of
+/// its ResourceClaims allocated or reserved for it. The pod is bound only once every volume
+/// claim is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreBind {
     /// Pod (`namespace/name`).
@@ -35,6 +36,18 @@ pub struct PreBind {
     pub node: String,
     /// Its claims that are not bound yet.
     pub volumes: Vec<VolumeBind>,
+    /// Its ResourceClaims to allocate or reserve for it.
+    pub devices: Vec<DeviceBind>,
+}
+
+/// One ResourceClaim to write before its pod is bound: its allocation (when the session
+/// allocated it) and the pod's reservation (`status.reservedFor`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceBind {
+    /// The claim (`namespace/name`).
+    pub claim: String,
+    /// The devices the session allocated it; `None`: allocated before, only to reserve.
+    pub allocation: Option<crate::model::ClaimAllocation>,
 }
 
 /// One claim to bind before its pod.

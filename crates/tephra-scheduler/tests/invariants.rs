@@ -8,11 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tephra_scheduler::cache::StorageChange;
+use tephra_scheduler::cache::{DraChange, StorageChange};
 use tephra_scheduler::model::{
     AccessModes, ClaimRef, Cluster, GroupPhase, HostPort, JobPolicy, LabelSelector,
     PersistentVolume, PodRules, Requirement, SelectorOp, SpreadTerm, StorageClass, Taint,
     TaintEffect, TaskStatus, Toleration, VolumeClaim, WhenUnsatisfiable, tolerated,
+};
+use tephra_scheduler::model::{
+    AllocationMode, Device, DeviceClass, DeviceRequest, PodClaim, ResourceClaim, ResourceSlice,
+    SliceNodes,
 };
 use tephra_scheduler::plugins;
 use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
@@ -42,6 +46,8 @@ struct JobGen {
     /// Each role's pods mount one claim of their own role (WaitForFirstConsumer, local
     /// volumes only), or one already bound to the volume of node 0 of cluster 0.
     claim: Option<bool>,
+    /// Each pod of a role takes a ResourceClaim of its role for this many devices.
+    devices: Option<u32>,
 }
 
 fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
@@ -78,6 +84,7 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
         prop::option::weighted(0.25, prop_oneof![Just(80u16), Just(8080)]),
         prop::option::weighted(0.3, (1u32..3, any::<bool>())),
         prop::option::weighted(0.3, prop::bool::weighted(0.2)),
+        prop::option::weighted(0.3, 1u32..3),
     )
         .prop_map(
             |(
@@ -92,6 +99,7 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 port,
                 spread,
                 claim,
+                devices,
             )| JobGen {
                 roles,
                 min_frac,
@@ -104,12 +112,21 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 port,
                 spread,
                 claim,
+                devices,
             },
         )
 }
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const HOST: &str = "kubernetes.io/hostname";
+
+fn dra(c: &mut Cache, cluster: &str, change: DraChange) {
+    c.apply(Event::Dra {
+        cluster: cluster.into(),
+        change,
+    })
+    .unwrap();
+}
 
 fn storage(c: &mut Cache, cluster: &str, change: StorageChange) {
     c.apply(Event::Storage {
@@ -197,6 +214,14 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
             }];
         }
         add_cluster(&mut c, cl).unwrap();
+        dra(
+            &mut c,
+            &name,
+            DraChange::ClassUpsert(DeviceClass {
+                name: "dev".into(),
+                selectors: vec![],
+            }),
+        );
         storage(
             &mut c,
             &name,
@@ -226,16 +251,56 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                 &[(ZONE, &zone), (HOST, &host)],
             )
             .unwrap();
-            // Each node has one local volume of its own.
+            // Each node has one local volume of its own, and n % 3 devices.
             storage(
                 &mut c,
                 &name,
                 StorageChange::VolumeUpsert(local_pv(&name, &host, None)),
             );
+            dra(
+                &mut c,
+                &name,
+                DraChange::SliceUpsert(ResourceSlice {
+                    name: format!("{host}-devices"),
+                    driver: "dev.example.com".into(),
+                    pool: host.clone(),
+                    generation: 1,
+                    nodes: SliceNodes::Node(host.clone()),
+                    devices: (0..n % 3)
+                        .map(|i| Device {
+                            name: format!("d{i}"),
+                            attributes: Default::default(),
+                            capacity: Default::default(),
+                        })
+                        .collect(),
+                }),
+            );
         }
     }
     let mut gangs = Vec::new();
     for (j, jg) in jobs.iter().enumerate() {
+        if let Some(count) = jg.devices {
+            for r in 0..jg.roles.len() {
+                for ci in 0..clusters.len() {
+                    let claim = ResourceClaim {
+                        namespace: "default".into(),
+                        name: format!("rc-j{j}-r{r}"),
+                        requests: vec![DeviceRequest {
+                            name: "dev".into(),
+                            class: "dev".into(),
+                            selectors: vec![],
+                            mode: AllocationMode::Exact(count),
+                        }],
+                        match_attributes: vec![],
+                        allocation: None,
+                        reserved_for: vec![],
+                        unsupported: None,
+                        deleting: false,
+                    };
+                    dra(&mut c, &format!("c{ci}"), DraChange::ClaimUpsert(claim));
+                }
+            }
+        }
         if let Some(bound) = jg.claim {
             for r in 0..jg.roles.len() {
                 let name = format!("c-j{j}-r{r}");
@@ -278,6 +343,15 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                     &[("cpu", &cpu), ("memory", "1Gi"), ("nvidia.com/gpu", &gpu)],
                 )
                 .rules(PodRules {
+                    device_claims: jg
+                        .devices
+                        .map(|_| {
+                            vec![PodClaim {
+                                name: "dev".into(),
+                                claim: Some(format!("rc-j{j}-r{r}")),
+                            }]
+                        })
+                        .unwrap_or_default(),
                     claims: jg
                         .claim
                         .map(|_| vec![format!("c-j{j}-r{r}")])
@@ -468,6 +542,8 @@ fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
     check_ports(c, d)?;
     // 6. No pod bound where its volumes cannot be used.
     check_volumes(c, d)?;
+    // 7. No pod bound where its devices are not, no device given to two claims.
+    check_devices(c, d)?;
     // 6. Every job still waiting has an explanation: from this session, or, for a job an
     // earlier session parked as never placeable, from that session (checked here when parked).
     let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
@@ -560,6 +636,55 @@ fn check_volumes(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
             prop_assert!(
                 pv.is_some_and(|pv| pv.node_allows(&n.spec.labels)),
                 "pod {} bound to {}/{} where its claim {key} has no volume",
+                b.task,
+                b.cluster,
+                b.node
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every bound pod's ResourceClaims are allocated devices its node reaches, and no device is
+/// allocated to two claims.
+fn check_devices(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    let mut allocations: BTreeMap<(String, String), tephra_scheduler::model::ClaimAllocation> =
+        BTreeMap::new();
+    for p in &d.prebinds {
+        for b in &p.devices {
+            if let Some(a) = &b.allocation {
+                let slot = (p.cluster.clone(), b.claim.clone());
+                if let Some(before) = allocations.insert(slot.clone(), a.clone()) {
+                    prop_assert_eq!(&before, a, "claim {:?} allocated twice", slot);
+                }
+            }
+        }
+    }
+    let mut held: BTreeMap<(String, String, String), String> = BTreeMap::new();
+    for ((cluster, claim), a) in &allocations {
+        for dev in &a.devices {
+            let k = (cluster.clone(), dev.pool.clone(), dev.device.clone());
+            if let Some(other) = held.insert(k.clone(), claim.clone()) {
+                prop_assert!(false, "device {k:?} allocated to {other} and {claim}");
+            }
+        }
+    }
+    for b in &d.binds {
+        let t = w.tasks.get(w.task_id(&b.task).unwrap()).unwrap();
+        let n = w
+            .nodes
+            .get(w.node_id(&b.cluster, &b.node).unwrap())
+            .unwrap();
+        for pc in &t.spec.shape.rules.device_claims {
+            let key = format!("default/{}", pc.claim.clone().unwrap());
+            let a = allocations
+                .get(&(b.cluster.clone(), key.clone()))
+                .cloned()
+                .or_else(|| w.dra[&b.cluster].claims[&key].allocation.clone());
+            prop_assert!(
+                a.is_some_and(|a| a.nodes.reach(&n.spec.name, &n.spec.labels)),
+                "pod {} bound to {}/{} where its claim {key} has no devices",
                 b.task,
                 b.cluster,
                 b.node

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use crate::model::{
-    Cluster, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec, QueueSpec, StorageClass,
-    VolumeClaim,
+    Cluster, DeviceClass, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec, QueueSpec,
+    ResourceClaim, ResourceSlice, StorageClass, VolumeClaim,
 };
 
 /// One change reported by an informer or the simulator.
@@ -64,6 +64,13 @@ pub enum Event {
         /// Name.
         name: String,
     },
+    /// A Dynamic Resource Allocation object of a member cluster changed.
+    Dra {
+        /// The member cluster.
+        cluster: String,
+        /// What changed.
+        change: DraChange,
+    },
     /// A storage object of a member cluster changed.
     Storage {
         /// The member cluster.
@@ -111,4 +118,21 @@ pub enum CacheError {
     /// A queue lists itself as its parent.
     #[error("queue {0}: spec.parent names the queue itself")]
     QueueOwnParent(String),
+}
+
+/// One change to a member cluster's Dynamic Resource Allocation objects.
+#[derive(Clone, Debug)]
+pub enum DraChange {
+    /// A DeviceClass appeared or changed.
+    ClassUpsert(DeviceClass),
+    /// A DeviceClass was removed.
+    ClassDelete(String),
+    /// A ResourceSlice appeared or changed.
+    SliceUpsert(ResourceSlice),
+    /// A ResourceSlice was removed.
+    SliceDelete(String),
+    /// A ResourceClaim appeared or changed.
+    ClaimUpsert(ResourceClaim),
+    /// A ResourceClaim was removed (`namespace/name`).
+    ClaimDelete(String),
 }

@@ -20,7 +20,7 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use event::{CacheError, Event, StorageChange};
+pub use event::{CacheError, DraChange, Event, StorageChange};
 pub use slab::Slab;
 pub use world::World;
 

@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::event::{CacheError, Event, StorageChange};
+use super::event::{CacheError, DraChange, Event, StorageChange};
 use super::slab::Slab;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
-    PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally,
+    PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally, devices::Dra,
 };
 use crate::resources::{ResourceNames, Resources};
 
@@ -57,6 +57,10 @@ pub struct World {
     pub claim_users: BTreeSet<Id>,
     /// Each member cluster's StorageClasses, PersistentVolumes, claims and attach limits.
     pub storage: BTreeMap<String, Storage>,
+    /// Each member cluster's DeviceClasses, ResourceSlices and ResourceClaims.
+    pub dra: BTreeMap<String, Dra>,
+    /// Tasks whose pods use ResourceClaims.
+    pub device_users: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
@@ -105,6 +109,8 @@ impl Default for World {
             port_holders: BTreeSet::new(),
             claim_users: BTreeSet::new(),
             storage: BTreeMap::new(),
+            dra: BTreeMap::new(),
+            device_users: BTreeSet::new(),
             pdbs: BTreeMap::new(),
             generation: 0,
             fleet_generation: 0,
@@ -332,9 +338,13 @@ impl World {
         let rules = self.tasks.get(id).map(|t| &t.spec.shape.rules);
         let repels = rules.is_some_and(|r| !r.anti_affinity.is_empty());
         let ports = rules.is_some_and(|r| !r.host_ports.is_empty());
+        let claims = rules.is_some_and(|r| !r.claims.is_empty());
+        let devices = rules.is_some_and(|r| !r.device_claims.is_empty());
         for (set, member) in [
             (&mut self.repelling, repels),
             (&mut self.port_holders, ports),
+            (&mut self.claim_users, claims),
+            (&mut self.device_users, devices),
         ] {
             if member {
                 set.insert(id);
@@ -426,6 +436,7 @@ impl World {
         self.repelling.remove(&id);
         self.port_holders.remove(&id);
         self.claim_users.remove(&id);
+        self.device_users.remove(&id);
         self.forget_nomination(id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
@@ -609,6 +620,33 @@ impl World {
         self.fleet_changed();
     }
 
+    /// A DRA object changed: devices may have appeared or been freed, or a claim created, so
+    /// jobs set aside as never placeable are looked at again.
+    fn change_dra(&mut self, cluster: String, change: DraChange) {
+        let d = self.dra.entry(cluster).or_default();
+        match change {
+            DraChange::ClassUpsert(c) => {
+                d.classes.insert(c.name.clone(), Arc::new(c));
+            }
+            DraChange::ClassDelete(name) => {
+                d.classes.remove(&name);
+            }
+            DraChange::SliceUpsert(s) => {
+                d.slices.insert(s.name.clone(), Arc::new(s));
+            }
+            DraChange::SliceDelete(name) => {
+                d.slices.remove(&name);
+            }
+            DraChange::ClaimUpsert(c) => {
+                d.claims.insert(c.key(), Arc::new(c));
+            }
+            DraChange::ClaimDelete(key) => {
+                d.claims.remove(&key);
+            }
+        }
+        self.fleet_changed();
+    }
+
     pub(super) fn apply(&mut self, event: Event) -> Result<(), CacheError> {
         match event {
             Event::ClusterUpsert(c) => match self.cluster_index.get(&c.name) {
@@ -643,6 +681,7 @@ impl World {
                     self.clusters.remove(id);
                     self.cluster_index.remove(&name);
                     self.storage.remove(&name);
+                    self.dra.remove(&name);
                     self.fleet_changed();
                 }
             }
@@ -677,6 +716,7 @@ impl World {
                 self.pdbs.remove(&format!("{namespace}/{name}"));
             }
             Event::Storage { cluster, change } => self.change_storage(cluster, change),
+            Event::Dra { cluster, change } => self.change_dra(cluster, change),
         }
         self.generation += 1;
         Ok(())

@@ -1,5 +1,5 @@
 //! Why something does not fit: a task on a node ([`Unfit`], with [`VolumeUnfit`] for its volume
-//! claims, counted per cluster in [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
+//! claims and [`DeviceUnfit`] for its devices, counted per cluster in [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
 //!
 //! Each failure says whether evicting running pods could resolve it, as kube-scheduler tells
 //! `Unschedulable` from `UnschedulableAndUnresolvable`: a node short of a resource may fit once
@@ -43,6 +43,8 @@ pub enum Unfit {
     Spread,
     /// The pod's volume claims keep it off the node.
     Volume(VolumeUnfit),
+    /// The pod's ResourceClaims keep it off the node.
+    Device(DeviceUnfit),
     /// A plugin's own reason, and whether evicting pods could resolve it.
     Plugin(&'static str, bool),
 }
@@ -87,6 +89,7 @@ impl Unfit {
             }
             Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
             Self::Volume(v) => v.render(),
+            Self::Device(d) => d.render(),
             Self::Plugin(why, _) => (*why).to_string(),
         }
     }
@@ -140,6 +143,44 @@ impl VolumeUnfit {
                                       and ReadWriteOncePod access mode"
                 .into(),
             Self::TooManyVolumes => "node(s) exceed max volume count".into(),
+        }
+    }
+}
+
+/// Why a pod's ResourceClaims keep it off a node, in kube-scheduler's words. None is resolvable
+/// by evicting pods: as in Kubernetes, devices are not preempted.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeviceUnfit {
+    /// The claim a pod's template names is not created yet (by its pod claim name).
+    NotCreated(String),
+    /// A claim does not exist in the node's cluster (`namespace/name`).
+    Missing(String),
+    /// A claim is being deleted.
+    Deleting(String),
+    /// A claim uses a DRA feature tephra does not allocate.
+    Unsupported(String),
+    /// A request names a class that does not exist: (request, class).
+    ClassMissing(String, String),
+    /// A selector failed to evaluate: (claim, error).
+    Cel(String, String),
+    /// An allocated claim's devices cannot be used from the node.
+    NotAvailable,
+    /// The node does not reach free devices for every claim.
+    CannotAllocate,
+}
+
+impl DeviceUnfit {
+    /// The message, as kube-scheduler words it.
+    pub fn render(&self) -> String {
+        match self {
+            Self::NotCreated(c) => format!("pod claim {c}: ResourceClaim not created yet"),
+            Self::Missing(c) => format!("could not find ResourceClaim \"{c}\""),
+            Self::Deleting(c) => format!("resourceclaim \"{c}\" is being deleted"),
+            Self::Unsupported(what) => format!("tephra does not allocate {what}"),
+            Self::ClassMissing(r, c) => format!("request {r}: device class {c} does not exist"),
+            Self::Cel(claim, e) => format!("claim {claim}: CEL runtime error: {e}"),
+            Self::NotAvailable => "resourceclaim not available on the node".into(),
+            Self::CannotAllocate => "cannot allocate all claims".into(),
         }
     }
 }

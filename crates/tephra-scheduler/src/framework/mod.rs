@@ -14,6 +14,7 @@
 //! | `ports.rs` | [`PortIndex`]: the host ports each node has given out |
 //! | `spread.rs` | [`SpreadIndex`]: pods per topology domain, for pod topology spread constraints |
 //! | `volumes.rs` | [`VolumeState`]: whether a pod's volume claims allow a node, and what the session gave each claim |
+//! | `devices.rs` | [`DeviceState`]: whether a pod's ResourceClaims allow a node, and the devices the session allocated |
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
@@ -22,6 +23,7 @@
 //! placement, plugins and actions build on it.
 
 pub mod affinity;
+pub mod devices;
 pub mod fit;
 pub mod holds;
 pub mod hooks;
@@ -38,7 +40,8 @@ pub mod view;
 pub mod volumes;
 
 pub use affinity::AffinityIndex;
-pub use fit::{ClusterUnfit, FitErrors, Room, Unfit, VolumeUnfit};
+pub use devices::DeviceState;
+pub use fit::{ClusterUnfit, DeviceUnfit, FitErrors, Room, Unfit, VolumeUnfit};
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};
 pub use ports::PortIndex;

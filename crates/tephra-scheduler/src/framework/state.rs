@@ -74,6 +74,8 @@ pub struct State {
     pub holds: BTreeMap<Id, Vec<Hold>>,
     /// Claims in use and what the session gave claims (`volumes.rs`).
     pub volumes: super::volumes::VolumeState,
+    /// Devices held and what the session allocated (`devices.rs`).
+    pub devices: super::devices::DeviceState,
 }
 
 impl State {
@@ -88,6 +90,7 @@ impl State {
             cluster_allocatable: vec![Resources::ZERO; snap.clusters.capacity()],
             cluster_node_max: vec![Resources::ZERO; snap.clusters.capacity()],
             volumes: super::volumes::VolumeState::open(snap),
+            devices: super::devices::DeviceState::open(snap),
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {

@@ -7,7 +7,7 @@
 //! allocations into binds (or keeps them as pipelined) and evictions into decisions.
 
 use super::session::Session;
-use crate::decisions::{Bind, Eviction};
+use crate::decisions::{Bind, Eviction, PreBind};
 use crate::model::{Id, TaskStatus};
 
 /// One recorded change.
@@ -152,6 +152,9 @@ impl Session {
         self.state
             .volumes
             .place(&self.snap, task, node, sign as i32);
+        self.state
+            .devices
+            .place(&self.snap, task, node, sign as i32);
         if sign > 0 {
             let status = if pipelined {
                 TaskStatus::Pipelined
@@ -231,8 +234,16 @@ impl Session {
             if bind && !was_pipelined {
                 self.state
                     .set_task(&self.snap, task, Some((TaskStatus::Binding, Some(node))));
-                if let Some(p) = self.state.volumes.prebind(&self.snap, task, node) {
-                    self.prebinds.push(p);
+                let volumes = self.state.volumes.prebind(&self.snap, task, node);
+                let devices = self.state.devices.prebind(&self.snap, task, node);
+                if !volumes.is_empty() || !devices.is_empty() {
+                    self.prebinds.push(PreBind {
+                        task: decision.task.clone(),
+                        cluster: decision.cluster.clone(),
+                        node: decision.node.clone(),
+                        volumes,
+                        devices,
+                    });
                 }
                 self.binds.push(decision);
             } else {

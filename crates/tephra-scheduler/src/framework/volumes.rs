@@ -2,8 +2,8 @@
 //! `NodeVolumeLimits` decide them: whether a pod's claims let it run on a node ([`check`]), and
 //! what placing it there gives each claim that is not bound yet ([`VolumeState::reserve`]): the
 //! smallest matching PersistentVolume, or provisioning on that node. What a gang's pods were
-//! given is undone with the gang when its statement is discarded, and becomes a [`PreBind`]
-//! when it binds: the writes to make before the pod is bound (the volume's claim reference, the
+//! given is undone with the gang when its statement is discarded, and becomes part of its
+//! [`PreBind`](crate::decisions::PreBind) when it binds: the writes to make before the pod is bound (the volume's claim reference, the
 //! claim's selected node), for the runtime to carry out and wait for.
 //!
 //! A claim is looked up in the cluster of the node: a cluster that lacks it cannot run the pod.
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::fit::{Unfit, VolumeUnfit};
 use crate::cache::Snapshot;
-use crate::decisions::{PreBind, VolumeBind};
+use crate::decisions::VolumeBind;
 use crate::model::volumes::Delay;
 use crate::model::{Id, Node, Storage, Task, TaskShape, TaskStatus};
 
@@ -312,11 +312,15 @@ impl VolumeState {
     }
 
     /// What must be written before `task` is bound to `node`: each of its claims that is not
-    /// bound yet, with what it was given (none when an earlier session gave it the node).
-    pub fn prebind(&self, snap: &Snapshot, task: Id, node: Id) -> Option<PreBind> {
-        let t = snap.tasks.get(task)?;
-        let n = snap.nodes.get(node)?;
-        let storage = snap.storage.get(&n.spec.cluster)?;
+    /// bound yet, with the volume it was given (none when provisioned, or when an earlier
+    /// session gave it the node).
+    pub fn prebind(&self, snap: &Snapshot, task: Id, node: Id) -> Vec<VolumeBind> {
+        let (Some(t), Some(n)) = (snap.tasks.get(task), snap.nodes.get(node)) else {
+            return Vec::new();
+        };
+        let Some(storage) = snap.storage.get(&n.spec.cluster) else {
+            return Vec::new();
+        };
         let mut volumes = Vec::new();
         for name in &t.spec.shape.rules.claims {
             let key = format!("{}/{name}", t.spec.shape.namespace);
@@ -332,11 +336,6 @@ impl VolumeState {
             };
             volumes.push(VolumeBind { claim: key, volume });
         }
-        (!volumes.is_empty()).then(|| PreBind {
-            task: t.key.clone(),
-            cluster: n.spec.cluster.clone(),
-            node: n.spec.name.clone(),
-            volumes,
-        })
+        volumes
     }
 }

@@ -5,6 +5,7 @@
 //! volumes, claims and storage classes in `volumes.rs`.
 
 pub mod affinity;
+pub mod devices;
 pub mod ports;
 pub mod rules;
 pub mod selectors;
@@ -12,6 +13,11 @@ pub mod spread;
 pub mod volumes;
 
 pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
+pub use devices::{
+    AllocatedDevice, AllocationMode, Attribute, ClaimAllocation, Device, DeviceClass,
+    DeviceRequest, DeviceSelector, Dra, PodClaim, ResourceClaim, ResourceSlice, Selector,
+    SliceNodes,
+};
 pub use ports::HostPort;
 pub use rules::PodRules;
 pub use spread::{SpreadTerm, WhenUnsatisfiable};

@@ -1,7 +1,8 @@
 //! What a pod asks of its surroundings beyond its requests, node selector, required node
 //! affinity and tolerations, gathered in one value ([`PodRules`]): its labels, preferred node
 //! affinity, inter-pod affinity (`affinity.rs`), topology spread constraints (`spread.rs`),
-//! host ports (`ports.rs`), scheduling gates and the volume claims it mounts (`volumes.rs`).
+//! host ports (`ports.rs`), scheduling gates, the volume claims it mounts (`volumes.rs`) and
+//! the ResourceClaims whose devices it uses (`devices.rs`).
 
 use super::affinity::{PodTerm, Weighted};
 use super::ports::HostPort;
@@ -35,6 +36,8 @@ pub struct PodRules {
     /// The PersistentVolumeClaims its volumes use, by name in its namespace (a generic
     /// ephemeral volume's claim is `<pod>-<volume>`).
     pub claims: Vec<String>,
+    /// Its ResourceClaims (`spec.resourceClaims`), resolved to claim names where they exist.
+    pub device_claims: Vec<super::devices::PodClaim>,
 }
 
 impl PodRules {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::job::eligible_clusters;
 use crate::cache::Snapshot;
+use crate::framework::devices::DeviceState;
 use crate::framework::fit::{FitErrors, Room, Unfit};
 use crate::framework::session::Session;
 use crate::framework::volumes::VolumeState;
@@ -86,10 +87,13 @@ fn never_on(snap: &Snapshot, shape: &TaskShape, id: Id, node: &Node) -> Option<U
         });
     }
     // Volumes: a claim missing, bound to a volume the node cannot use, or never bindable there.
-    match VolumeState::default().check(snap, shape, id) {
-        Err(why) if !why.resolvable() => Some(why),
-        _ => None,
+    if let Err(why) = VolumeState::default().check(snap, shape, id)
+        && !why.resolvable()
+    {
+        return Some(why);
     }
+    // Devices: claims the node could not serve even with every device free.
+    DeviceState::default().check(snap, shape, id, true).err()
 }
 
 /// Why no node of `cluster` could ever take a pod of `shape`, node by node; `None` when one
@@ -98,6 +102,7 @@ fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) ->
     let trivial = shape.node_selector.is_empty()
         && shape.affinity.is_empty()
         && shape.rules.claims.is_empty()
+        && shape.rules.device_claims.is_empty()
         && !shape.rules.spread.iter().any(|s| s.is_hard());
     if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
         return None;

@@ -4,7 +4,8 @@
 //! inter-pod affinity and anti-affinity (the pod's own terms, and the anti-affinity of pods
 //! already placed), `DoNotSchedule` pod topology spread constraints, volume claims (bound
 //! volumes' node affinity, delayed claims' matching volumes or provisioning, ReadWriteOncePod,
-//! CSI attach limits: `framework/volumes.rs`), pod slots, and resource fit against what the node
+//! CSI attach limits: `framework/volumes.rs`), ResourceClaims (devices the node reaches, free
+//! and matching: `framework/devices.rs`), pod slots, and resource fit against what the node
 //! will have free (idle plus releasing, less pipelined).
 //!
 //! Volcano's switches `predicate.NodeAffinityEnable`, `predicate.TaintTolerationEnable`,
@@ -70,11 +71,11 @@ pub const ARGS: ArgSpec = ArgSpec {
         ),
         (
             "predicate.DynamicResourceAllocationEnable",
-            "dynamic resource allocation is not part of tephra's model; Volcano no longer reads it either",
+            "tephra always allocates the devices of a pod's ResourceClaims; Volcano no longer reads it either",
         ),
         (
             "dynamicresources.filterTimeoutSeconds",
-            "dynamic resource allocation is not part of tephra's model",
+            "tephra's device allocation has no time limit",
         ),
         (
             "predicate.GPUSharingEnable",
@@ -242,6 +243,7 @@ impl Predicate for Predicates {
         if self.volumes {
             view.state.volumes.check(view.snap, shape, node)?;
         }
+        view.state.devices.check(view.snap, shape, node, false)?;
         if self.spread && self.spread_index.applies(task) {
             match self.spread_index.check(view, task, node) {
                 Ok(()) => {}

@@ -18,6 +18,7 @@ pub mod application_failover;
 pub mod bare_pod;
 pub mod cluster_health;
 pub mod cluster_taints;
+pub mod dra;
 pub mod graceful_eviction;
 pub mod job;
 pub mod members;

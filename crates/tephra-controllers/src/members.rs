@@ -104,6 +104,7 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
         rules: {
             let mut r = pod::rules(spec, &labels, "").map_err(unknown)?;
             r.claims = pod::claims(spec, Some(&name));
+            r.device_claims = crate::dra::pod_claims(pod);
             r
         },
         name: role,

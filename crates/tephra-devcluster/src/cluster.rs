@@ -90,6 +90,7 @@ struct Member {
     server: Arc<Server>,
     kubelet: Option<Arc<Kubelet>>,
     volumes: Arc<crate::volumes::Volumes>,
+    claims: Arc<crate::claims::Claims>,
 }
 
 /// Starts devclusters.
@@ -184,10 +185,12 @@ impl DevCluster {
                 }
             }
             let volumes = crate::volumes::Volumes::start(api.clone());
+            let claims = crate::claims::Claims::start(api.clone());
             members.push(Member {
                 server,
                 kubelet,
                 volumes,
+                claims,
             });
         }
         let crd_targets: Vec<&Arc<ApiServer>> = match &control_plane {
@@ -420,6 +423,7 @@ impl Handle {
                 k.shutdown();
             }
             m.volumes.shutdown();
+            m.claims.shutdown();
             m.server.stop_now();
         }
         if let Some(cp) = &self.control_plane {

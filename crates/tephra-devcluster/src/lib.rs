@@ -12,6 +12,7 @@ pub mod admit_storage;
 pub mod api;
 pub mod authz;
 pub mod builtin_schema;
+pub mod claims;
 pub mod cluster;
 pub mod discovery;
 pub mod error;

@@ -102,6 +102,10 @@ pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> Stri
         Builtin::PersistentVolumeClaim => reg!(api::core::v1::PersistentVolumeClaim),
         Builtin::StorageClass => reg!(api::storage::v1::StorageClass),
         Builtin::CsiNode => reg!(api::storage::v1::CSINode),
+        Builtin::DeviceClass => reg!(api::resource::v1::DeviceClass),
+        Builtin::ResourceSlice => reg!(api::resource::v1::ResourceSlice),
+        Builtin::ResourceClaim => reg!(api::resource::v1::ResourceClaim),
+        Builtin::ResourceClaimTemplate => reg!(api::resource::v1::ResourceClaimTemplate),
     }
 }
 

@@ -121,6 +121,9 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             age,
         ],
         Some(Builtin::CsiNode) => vec![name, col("Drivers", "integer", "", 0, ""), age],
+        Some(Builtin::ResourceClaim) => vec![name, s("State"), age],
+        Some(Builtin::ResourceSlice) => vec![name, s("Node"), s("Driver"), s("Pool"), age],
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => vec![name, age],
         None => {
             let mut cols = vec![name];
             cols.extend(
@@ -459,6 +462,27 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
             json!(text(obj, "/volumeBindingMode")),
             json!(age(obj)),
         ],
+        Some(Builtin::ResourceClaim) => {
+            let allocated = obj.pointer("/status/allocation").is_some();
+            let reserved = obj
+                .pointer("/status/reservedFor")
+                .and_then(Value::as_array)
+                .is_some_and(|r| !r.is_empty());
+            let state = match (allocated, reserved) {
+                (true, true) => "allocated,reserved",
+                (true, false) => "allocated",
+                _ => "pending",
+            };
+            vec![name, json!(state), json!(age(obj))]
+        }
+        Some(Builtin::ResourceSlice) => vec![
+            name,
+            json!(text(obj, "/spec/nodeName")),
+            json!(text(obj, "/spec/driver")),
+            json!(text(obj, "/spec/pool/name")),
+            json!(age(obj)),
+        ],
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => vec![name, json!(age(obj))],
         Some(Builtin::CsiNode) => vec![
             name,
             json!(

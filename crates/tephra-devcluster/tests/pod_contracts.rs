@@ -448,3 +448,118 @@ mod volumes {
         running(&pods, "right").await;
     }
 }
+
+mod devices {
+    use super::*;
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+
+    async fn create(c: &kube::Client, kind: &str, plural: &str, namespaced: bool, obj: Value) {
+        let ar = ApiResource {
+            group: "resource.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "resource.k8s.io/v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            Api::default_namespaced_with(c.clone(), &ar)
+        } else {
+            Api::all_with(c.clone(), &ar)
+        };
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_pods_template_claim_is_generated_and_the_kubelet_runs_it_only_once_reserved() {
+        let h = common::single_with(vec![common::node("n1", "4", 0)]).await;
+        let c = common::client(&h, "local").await;
+        create(&c, "DeviceClass", "deviceclasses", false, json!({"apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})).await;
+        create(&c, "ResourceClaimTemplate", "resourceclaimtemplates", true, json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}})).await;
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "trainer",
+                "annotations": {"tephra.io/sim-duration": "300ms"}},
+            "spec": {"nodeName": "n1", "restartPolicy": "Never",
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        // The controller generates the claim and records it on the pod.
+        let claim_name = common::eventually(10, "the generated claim recorded", || async {
+            let p = pods.get("trainer").await.ok()?;
+            let s = p.status?.resource_claim_statuses?;
+            s.first()?.resource_claim_name.clone()
+        })
+        .await;
+        assert!(claim_name.starts_with("trainer-gpu-"), "{claim_name}");
+        // Not allocated or reserved: the kubelet does not start it.
+        let why = super::volumes_event(&c, "trainer", "FailedPrepareDynamicResources").await;
+        assert!(why.contains("is not allowed to use ResourceClaim"), "{why}");
+        // What the scheduler writes: the allocation and the pod's reservation.
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let uid = pods.get("trainer").await.unwrap().metadata.uid.unwrap();
+        let status = json!({"status": {
+            "allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com",
+                                                     "pool": "n1", "device": "gpu-0"}]},
+                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                               {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": "trainer", "uid": uid}]}});
+        let finalizer =
+            json!({"metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}});
+        claims
+            .patch(
+                &claim_name,
+                &PatchParams::default(),
+                &Patch::Merge(&finalizer),
+            )
+            .await
+            .unwrap();
+        claims
+            .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+        // It runs, finishes, and the claim is released and deallocated.
+        common::eventually(10, "the pod to succeed", || async {
+            let s = pods.get("trainer").await.ok()?.status?;
+            (s.phase.as_deref() == Some("Succeeded")).then_some(())
+        })
+        .await;
+        common::eventually(10, "the claim deallocated", || async {
+            let c = claims.get(&claim_name).await.ok()?;
+            let s = c.status.unwrap_or_default();
+            let free = s.allocation.is_none() && s.reserved_for.unwrap_or_default().is_empty();
+            (free && c.metadata.finalizers.unwrap_or_default().is_empty()).then_some(())
+        })
+        .await;
+    }
+}
+
+/// The message of the first Event with `reason` on `object`.
+async fn volumes_event(c: &kube::Client, object: &str, reason: &str) -> String {
+    let events: Api<Event> = Api::default_namespaced(c.clone());
+    common::eventually(10, &format!("a {reason} Event on {object}"), || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.involved_object.name.as_deref() == Some(object)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .and_then(|e| e.message)
+    })
+    .await
+}

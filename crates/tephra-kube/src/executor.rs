@@ -286,6 +286,7 @@ impl Inner {
             job,
             steps,
             then,
+            ..
         } = write
         else {
             return;
@@ -630,7 +631,10 @@ impl Inner {
                     Err(e) => Err(e),
                 }
             }
-            Write::PreBind { steps, .. } => crate::prebind::write_claims(&client, steps).await,
+            Write::PreBind { steps, devices, .. } => {
+                crate::prebind::write_claims(&client, steps).await?;
+                crate::prebind::write_devices(&client, devices).await
+            }
             Write::Event {
                 namespace,
                 kind,

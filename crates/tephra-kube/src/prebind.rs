@@ -32,6 +32,79 @@ pub struct ClaimStep {
     pub node: String,
 }
 
+/// One ResourceClaim to allocate (when the session allocated it) and reserve for its pod
+/// before the pod is bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceStep {
+    /// Namespace.
+    pub namespace: String,
+    /// The claim.
+    pub claim: String,
+    /// The pod it is reserved for.
+    pub pod: String,
+    /// `status.allocation` to write; `None`: allocated already, only to reserve.
+    pub allocation: Option<serde_json::Value>,
+}
+
+/// The finalizer that keeps an allocated claim from being deleted while in use.
+pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// Allocates and reserves each claim, as kube-scheduler's DynamicResources PreBind does: the
+/// finalizer first (for a claim it allocates), then the allocation and the pod's entry in
+/// `status.reservedFor` in one status write. A claim allocated elsewhere in the meantime fails.
+pub async fn write_devices(client: &Client, steps: &[DeviceStep]) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    for s in steps {
+        let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &s.namespace);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
+        let uid = pods.get(&s.pod).await?.metadata.uid.unwrap_or_default();
+        let claim = claims.get(&s.claim).await?;
+        let status = claim.status.clone().unwrap_or_default();
+        let reserved: Vec<serde_json::Value> = status
+            .reserved_for
+            .iter()
+            .flatten()
+            .filter(|r| r.uid != uid)
+            .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+            .chain(std::iter::once(
+                json!({"resource": "pods", "name": s.pod, "uid": uid}),
+            ))
+            .collect();
+        let mut patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version},
+                               "status": {"reservedFor": reserved}});
+        if let Some(a) = &s.allocation {
+            if status.allocation.is_some() {
+                return Err(kube::Error::Api(Box::new(
+                    kube::core::Status::failure(
+                        &format!(
+                            "claim {}/{} got allocated elsewhere in the meantime",
+                            s.namespace, s.claim
+                        ),
+                        "Conflict",
+                    )
+                    .with_code(409),
+                )));
+            }
+            let mut finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+            if !finalizers.iter().any(|f| f == DELETE_PROTECTION) {
+                finalizers.push(DELETE_PROTECTION.into());
+                let add = json!({"metadata": {"finalizers": finalizers,
+                                              "resourceVersion": claim.metadata.resource_version}});
+                let updated = claims
+                    .patch(&s.claim, &PatchParams::default(), &Patch::Merge(&add))
+                    .await?;
+                patch["metadata"]["resourceVersion"] = json!(updated.metadata.resource_version);
+            }
+            patch["status"]["allocation"] = a.clone();
+        }
+        claims
+            .patch_status(&s.claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
+}
+
 /// How often the claims are looked at while waiting.
 const POLL: Duration = Duration::from_millis(200);
 

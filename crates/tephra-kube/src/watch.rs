@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::Api;
@@ -52,6 +53,12 @@ pub enum Kind {
     StorageClass,
     /// CSINodes (attach limits), on each member.
     CsiNode,
+    /// DeviceClasses, on each member.
+    DeviceClass,
+    /// ResourceSlices, on each member.
+    ResourceSlice,
+    /// ResourceClaims, on each member.
+    ResourceClaim,
 }
 
 impl Kind {
@@ -71,6 +78,9 @@ impl Kind {
             Kind::Pv => "persistentvolumes",
             Kind::StorageClass => "storageclasses",
             Kind::CsiNode => "csinodes",
+            Kind::DeviceClass => "deviceclasses",
+            Kind::ResourceSlice => "resourceslices",
+            Kind::ResourceClaim => "resourceclaims",
         }
     }
 }
@@ -104,6 +114,12 @@ pub enum Obj {
     StorageClass(Box<StorageClass>),
     /// A CSINode.
     CsiNode(Box<CSINode>),
+    /// A DeviceClass.
+    DeviceClass(Box<DeviceClass>),
+    /// A ResourceSlice.
+    ResourceSlice(Box<ResourceSlice>),
+    /// A ResourceClaim.
+    ResourceClaim(Box<ResourceClaim>),
 }
 
 impl Obj {
@@ -124,6 +140,9 @@ impl Obj {
             Obj::Pv(o) => &o.metadata,
             Obj::StorageClass(o) => &o.metadata,
             Obj::CsiNode(o) => &o.metadata,
+            Obj::DeviceClass(o) => &o.metadata,
+            Obj::ResourceSlice(o) => &o.metadata,
+            Obj::ResourceClaim(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -214,8 +233,8 @@ where
     })
 }
 
-/// The watchers of one member cluster: its Nodes and Pods, and its storage objects (claims,
-/// volumes, classes, attach limits).
+/// The watchers of one member cluster: its Nodes and Pods, its storage objects (claims,
+/// volumes, classes, attach limits) and its DRA objects (device classes, slices, claims).
 pub fn spawn_member(
     client: &Client,
     cluster: &Arc<str>,
@@ -249,6 +268,21 @@ pub fn spawn_member(
             Api::<CSINode>::all(client.clone()),
             go(Kind::CsiNode),
             |o| Obj::CsiNode(Box::new(o)),
+        ),
+        spawn(
+            Api::<DeviceClass>::all(client.clone()),
+            go(Kind::DeviceClass),
+            |o| Obj::DeviceClass(Box::new(o)),
+        ),
+        spawn(
+            Api::<ResourceSlice>::all(client.clone()),
+            go(Kind::ResourceSlice),
+            |o| Obj::ResourceSlice(Box::new(o)),
+        ),
+        spawn(
+            Api::<ResourceClaim>::all(client.clone()),
+            go(Kind::ResourceClaim),
+            |o| Obj::ResourceClaim(Box::new(o)),
         ),
     ]
 }
@@ -321,13 +355,16 @@ pub fn spawn_fleet(
 }
 
 /// The kinds [`spawn_member`] watches.
-pub const MEMBER_KINDS: [Kind; 6] = [
+pub const MEMBER_KINDS: [Kind; 9] = [
     Kind::Node,
     Kind::Pod,
     Kind::Pvc,
     Kind::Pv,
     Kind::StorageClass,
     Kind::CsiNode,
+    Kind::DeviceClass,
+    Kind::ResourceSlice,
+    Kind::ResourceClaim,
 ];
 /// The kinds [`spawn_control`] watches.
 pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];

@@ -366,3 +366,121 @@ mod volumes {
         sched.stop().await;
     }
 }
+
+mod devices {
+    use super::*;
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+
+    async fn create(c: &kube::Client, kind: &str, plural: &str, namespaced: bool, obj: Value) {
+        let ar = ApiResource {
+            group: "resource.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "resource.k8s.io/v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            Api::default_namespaced_with(c.clone(), &ar)
+        } else {
+            Api::all_with(c.clone(), &ar)
+        };
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// A DRA driver's slice of `n` GPUs of `model` on `node`.
+    async fn gpus(c: &kube::Client, node: &str, n: usize, model: &str) {
+        let devices: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"name": format!("gpu-{i}"),
+                            "attributes": {"model": {"string": model}},
+                            "capacity": {"memory": {"value": "80Gi"}}})
+            })
+            .collect();
+        create(
+            c,
+            "ResourceSlice",
+            "resourceslices",
+            false,
+            json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": format!("{node}-gpu.example.com")},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}),
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_gang_of_pods_each_claiming_one_gpu_runs_on_the_nodes_that_have_them() {
+        logs();
+        let dev = cluster(vec![
+            node("n0", "8", 0),
+            node("n1", "8", 0),
+            node("n2", "8", 0),
+        ])
+        .await;
+        let c = client(&dev).await;
+        create(&c, "DeviceClass", "deviceclasses", false, json!({"apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})).await;
+        create(&c, "ResourceClaimTemplate", "resourceclaimtemplates", true, json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-h100"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com",
+                "selectors": [{"cel": {"expression":
+                    "device.attributes['gpu.example.com'].model == 'h100' && device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}}]}}}})).await;
+        gpus(&c, "n0", 1, "h100").await;
+        gpus(&c, "n1", 1, "a100").await;
+        gpus(&c, "n2", 1, "h100").await;
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        let claim =
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-h100"}]});
+        gang_with(&c, "train", 2, 2, claim.clone()).await;
+        let pods = all_running(&c, "train-", 2).await;
+        let nodes: std::collections::BTreeSet<_> = pods
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        assert_eq!(nodes, ["n0".to_string(), "n2".to_string()].into());
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        for p in &pods {
+            let name = p
+                .status
+                .as_ref()
+                .unwrap()
+                .resource_claim_statuses
+                .as_ref()
+                .unwrap()[0]
+                .resource_claim_name
+                .clone()
+                .unwrap();
+            let rc = claims.get(&name).await.unwrap();
+            let s = rc.status.unwrap();
+            let r = &s.allocation.unwrap().devices.unwrap().results.unwrap()[0];
+            assert_eq!(
+                &r.pool,
+                p.spec.as_ref().unwrap().node_name.as_ref().unwrap()
+            );
+            assert_eq!(
+                s.reserved_for.unwrap()[0].uid,
+                p.metadata.uid.clone().unwrap()
+            );
+        }
+        // A third pod finds no free H100: it waits, saying so.
+        gang_with(&c, "third", 1, 1, claim).await;
+        let message = condition(&c, "third", "NotEnoughResources").await;
+        assert!(message.contains("cannot allocate all claims"), "{message}");
+        sched.stop().await;
+    }
+}

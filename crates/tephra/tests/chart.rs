@@ -81,6 +81,15 @@ const FLEET_UNUSED: &[Grant] = &[
     ("member", "", "persistentvolumeclaims", "get"),
     ("member", "", "persistentvolumeclaims", "patch"),
     ("member", "", "persistentvolumes", "patch"),
+    ("member", "", "pods", "get"),
+    ("member", "resource.k8s.io", "resourceclaims", "get"),
+    ("member", "resource.k8s.io", "resourceclaims", "patch"),
+    (
+        "member",
+        "resource.k8s.io",
+        "resourceclaims/status",
+        "patch",
+    ),
     // executor.rs Purge: a moved gang's old copy is deleted from the member it left.
     ("member", "", "pods", "delete"),
     // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
@@ -371,7 +380,7 @@ async fn roles_cover_everything_the_components_do_on_one_cluster() {
     let _running = run_deployments(&dev, "local", &docs, &dir);
     let guard = Guard::of(&dev);
     workload(&admin, &guard).await;
-    volume_workload(&admin, &guard).await;
+    claim_workload(&admin, &guard).await;
     let used = check_access(&dev, "local");
     assert_roles_used(&docs, &used, &[ALWAYS_UNUSED, ONE_CLUSTER_UNUSED].concat());
 }

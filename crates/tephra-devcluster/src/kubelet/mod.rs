@@ -34,6 +34,7 @@ use crate::time;
 pub mod admission;
 mod mounts;
 mod nodes;
+mod prepare;
 
 pub use admission::pod_requests;
 use admission::{HostPort, NodeFacts};
@@ -101,7 +102,7 @@ struct State {
     seen: HashSet<String>,
     /// Pods whose stop is scheduled.
     stopping: HashSet<String>,
-    /// Pods waiting for their volumes: the last `FailedMount` message recorded for each.
+    /// Pods waiting for their volumes or devices: the last message recorded for each.
     mounting: HashMap<String, String>,
     not_ready: HashSet<String>,
     node_count: usize,
@@ -489,7 +490,7 @@ impl Kubelet {
                     })?;
             }
             Action::Start(ip) => {
-                if self.waits_for_volumes(key, uid, &ip) {
+                if self.waits_to_start(key, uid, &ip) {
                     return Ok(());
                 }
                 let mut started = false;
@@ -580,13 +581,16 @@ impl Kubelet {
 }
 
 impl Kubelet {
-    /// Whether the pod must wait for its volumes before it starts: then a `FailedMount` Event
-    /// says why (once per distinct reason) and the start is tried again shortly.
-    fn waits_for_volumes(self: &Arc<Self>, key: &(String, String), uid: &str, ip: &str) -> bool {
+    /// Whether the pod must wait for its volumes or devices before it starts: then a
+    /// `FailedMount` or `FailedPrepareDynamicResources` Event says why (once per distinct
+    /// reason) and the start is tried again shortly.
+    fn waits_to_start(self: &Arc<Self>, key: &(String, String), uid: &str, ip: &str) -> bool {
         let Some(pod) = self.api.store.get("/pods", key) else {
             return false;
         };
-        if pod.uid() != uid || pod.value.pointer("/spec/volumes").is_none() {
+        let checks = pod.value.pointer("/spec/volumes").is_some()
+            || pod.value.pointer("/spec/resourceClaims").is_some();
+        if pod.uid() != uid || !checks {
             return false;
         }
         let node = str_at(&pod.value, "/spec/nodeName").to_string();
@@ -596,7 +600,12 @@ impl Kubelet {
             .get(&node)
             .map(|n| n.facts.labels.clone())
             .unwrap_or_default();
-        let Some(why) = mounts::not_mountable(&self.api, &pod.value, &node, &labels) else {
+        let waiting = match mounts::not_mountable(&self.api, &pod.value, &node, &labels) {
+            Some(why) => Some(("FailedMount", why)),
+            None => prepare::not_prepared(&self.api, &pod.value)
+                .map(|why| ("FailedPrepareDynamicResources", why)),
+        };
+        let Some((reason, why)) = waiting else {
             self.state().mounting.remove(uid);
             return false;
         };
@@ -606,7 +615,7 @@ impl Kubelet {
                 &self.api,
                 &pod.value,
                 "Warning",
-                "FailedMount",
+                reason,
                 &why,
                 "kubelet",
                 Some(&node),

@@ -11,7 +11,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use tephra_api::{Cluster as ApiCluster, PodGroupStatus};
-use tephra_scheduler::cache::{Cache, CacheError, Event, StorageChange};
+use tephra_controllers::dra;
+use tephra_scheduler::cache::{Cache, CacheError, DraChange, Event, StorageChange};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
 mod aggregated;
@@ -45,6 +46,9 @@ pub enum StateError {
     /// A storage object could not be read.
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
+    /// A DRA object could not be read.
+    #[error(transparent)]
+    Dra(#[from] tephra_controllers::dra::DraError),
     /// A declared pod could not be kept as JSON or read back.
     #[error("declared pod {pod}: {source}")]
     Declared {
@@ -578,6 +582,9 @@ impl State {
                 storage_event(cluster, StorageChange::ClassUpsert(storage::class(&c)))
             }
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
+            Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
+            Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
+            Obj::ResourceClaim(c) => dra_event(cluster, DraChange::ClaimUpsert(dra::claim(&c)?)),
         };
         Ok(self.cache.apply(event)?)
     }
@@ -645,6 +652,9 @@ impl State {
             Kind::Pvc => storage_event(cluster, StorageChange::ClaimDelete(key.to_string())),
             Kind::Pv => storage_event(cluster, StorageChange::VolumeDelete(name)),
             Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
+            Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
+            Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
+            Kind::ResourceClaim => dra_event(cluster, DraChange::ClaimDelete(key.to_string())),
             Kind::CsiNode => storage_event(
                 cluster,
                 StorageChange::AttachLimits {
@@ -672,6 +682,16 @@ fn kind_of(obj: &Obj) -> Kind {
         Obj::Pv(_) => Kind::Pv,
         Obj::StorageClass(_) => Kind::StorageClass,
         Obj::CsiNode(_) => Kind::CsiNode,
+        Obj::DeviceClass(_) => Kind::DeviceClass,
+        Obj::ResourceSlice(_) => Kind::ResourceSlice,
+        Obj::ResourceClaim(_) => Kind::ResourceClaim,
+    }
+}
+
+fn dra_event(cluster: &str, change: DraChange) -> Event {
+    Event::Dra {
+        cluster: cluster.to_string(),
+        change,
     }
 }
 

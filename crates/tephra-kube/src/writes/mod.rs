@@ -89,6 +89,24 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
     p
 }
 
+/// A ResourceClaim's `status.allocation`, as kube-scheduler writes it: each device with the
+/// request it serves, and the nodes it may be used from.
+fn allocation(a: &tephra_scheduler::model::ClaimAllocation) -> serde_json::Value {
+    let results: Vec<serde_json::Value> = a
+        .devices
+        .iter()
+        .map(|d| {
+            serde_json::json!({"request": d.request, "driver": d.driver, "pool": d.pool,
+                               "device": d.device})
+        })
+        .collect();
+    let mut out = serde_json::json!({"devices": {"results": results}});
+    if let Some(sel) = tephra_controllers::dra::node_selector(&a.nodes) {
+        out["nodeSelector"] = sel;
+    }
+    out
+}
+
 /// A job's ResourceBinding: the clusters it runs in with each task's replicas there, and its
 /// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation.
 pub fn resource_binding(
@@ -284,10 +302,28 @@ impl Planner {
                     });
             }
         }
+        let mut devices: HashMap<&str, Vec<crate::prebind::DeviceStep>> = HashMap::new();
+        for p in &d.prebinds {
+            for b in &p.devices {
+                let (namespace, claim) = split(&b.claim);
+                let (_, pod) = split(&p.task);
+                devices
+                    .entry(p.task.as_str())
+                    .or_default()
+                    .push(crate::prebind::DeviceStep {
+                        namespace,
+                        claim,
+                        pod,
+                        allocation: b.allocation.as_ref().map(allocation),
+                    });
+            }
+        }
         let gated: std::collections::HashSet<&str> = d
             .binds
             .iter()
-            .filter(|b| claims.contains_key(b.task.as_str()))
+            .filter(|b| {
+                claims.contains_key(b.task.as_str()) || devices.contains_key(b.task.as_str())
+            })
             .map(|b| b.job.as_str())
             .collect();
         let mut held: BTreeMap<(String, String), Write> = BTreeMap::new();
@@ -320,9 +356,17 @@ impl Planner {
                     cluster: b.cluster.clone(),
                     job: b.job.clone(),
                     steps: Vec::new(),
+                    devices: Vec::new(),
                     then: Vec::new(),
                 });
-            if let Write::PreBind { steps, then, .. } = gang {
+            if let Write::PreBind {
+                steps,
+                devices: gang_devices,
+                then,
+                ..
+            } = gang
+            {
+                gang_devices.extend(devices.remove(b.task.as_str()).unwrap_or_default());
                 for s in claims.get(b.task.as_str()).into_iter().flatten() {
                     if !steps
                         .iter()

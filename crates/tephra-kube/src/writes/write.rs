@@ -156,8 +156,10 @@ pub enum Write {
         cluster: String,
         /// Job (`namespace/podgroup`).
         job: String,
-        /// The claims.
+        /// The volume claims.
         steps: Vec<crate::prebind::ClaimStep>,
+        /// The ResourceClaims.
+        devices: Vec<crate::prebind::DeviceStep>,
         /// The gang's binds (or member copies), carried out once every claim is bound.
         then: Vec<Write>,
     },

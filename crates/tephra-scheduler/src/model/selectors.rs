@@ -118,6 +118,18 @@ impl SelectorOp {
             _ => return None,
         })
     }
+
+    /// Kubernetes' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::In => "In",
+            Self::NotIn => "NotIn",
+            Self::Exists => "Exists",
+            Self::DoesNotExist => "DoesNotExist",
+            Self::Gt => "Gt",
+            Self::Lt => "Lt",
+        }
+    }
 }
 
 /// One label requirement.

@@ -633,10 +633,53 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
     }
 }
 
+/// Pods with claims, which the scheduler binds or allocates before the pods: one volume claim
+/// to provision on the pod's node (a `WaitForFirstConsumer` class), one local volume taken by
+/// its claim (the volume's claimRef), and a ResourceClaim from a template allocated a device of
+/// a DRA driver's slice. Waits until the three pods succeed.
+pub async fn claim_workload(admin: &kube::Client, guard: &Guard) {
+    for doc in [
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": "gpu"},
+               "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "all-gpus"},
+               "spec": {"driver": "gpu.example.com", "allNodes": true,
+                        "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "gpu-0"}]}}),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+               "metadata": {"name": "one-gpu", "namespace": "team-a"},
+               "spec": {"spec": {"devices": {"requests": [
+                   {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "uses-gpu", "namespace": "team-a",
+                            "annotations": {"tephra.io/sim-duration": "1s"}},
+               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                        "containers": [{"name": "main", "image": "busybox",
+                                        "resources": {"requests": {"cpu": "1"},
+                                                      "claims": [{"name": "gpu"}]}}]}}),
+    ] {
+        create(admin, doc).await;
+    }
+    volume_workload(admin, guard).await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "pod uses-gpu to succeed", 60, || async {
+        pods.get_opt("uses-gpu")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| p.status)
+            .and_then(|s| s.phase)
+            .is_some_and(|p| p == "Succeeded")
+    })
+    .await;
+}
+
 /// Pods with volume claims, whose volumes the scheduler binds before the pods: one claim to
 /// provision on the pod's node (a `WaitForFirstConsumer` class) and one local volume taken by
 /// its claim (the volume's claimRef). Waits until both pods succeed.
-pub async fn volume_workload(admin: &kube::Client, guard: &Guard) {
+async fn volume_workload(admin: &kube::Client, guard: &Guard) {
     create(
         admin,
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

@@ -1,0 +1,258 @@
+//! A small ResourceClaim controller, one per member API server, doing what
+//! kube-controller-manager's `resourceclaim` controller does as far as a scheduler depends on
+//! it:
+//!
+//! - a pod whose `spec.resourceClaims[]` names a `resourceClaimTemplateName` gets its own claim
+//!   from the template, `<pod>-<claim>-<five characters>`, owned by the pod and annotated with
+//!   `resource.kubernetes.io/pod-claim-name`, recorded in the pod's
+//!   `status.resourceClaimStatuses`;
+//! - a claim's `status.reservedFor` loses the pods that are gone or finished; a claim reserved
+//!   for nobody any more is deallocated (its allocation and the `delete-protection` finalizer
+//!   removed), as Kubernetes does for claims the scheduler allocated;
+//! - a generated claim whose pod is gone is deleted.
+//!
+//! Claims and pods are reconciled whenever either changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
+use crate::resource::Builtin;
+use crate::status::ApiError;
+use crate::store::{Obj, Subscriber, key_of};
+
+const POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
+const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+fn text<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The ResourceClaim controller of one API server.
+pub struct Claims {
+    task: JoinHandle<()>,
+}
+
+impl Drop for Claims {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Claims {
+    /// Starts the controller of `api`.
+    pub fn start(api: Arc<ApiServer>) -> Arc<Self> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for kind in ["/pods", "resource.k8s.io/resourceclaims"] {
+            let _ = api
+                .store
+                .watch(kind, None, Subscriber::Unbounded(tx.clone()));
+        }
+        let task = tokio::spawn(async move {
+            let c = Controller { api };
+            c.reconcile();
+            while rx.recv().await.is_some() {
+                while rx.try_recv().is_ok() {}
+                c.reconcile();
+            }
+        });
+        Arc::new(Self { task })
+    }
+
+    /// Stops the controller.
+    pub fn shutdown(&self) {
+        self.task.abort();
+    }
+}
+
+struct Controller {
+    api: Arc<ApiServer>,
+}
+
+impl Controller {
+    fn list(&self, kind: Builtin) -> Vec<Obj> {
+        let def = self.api.builtin(kind);
+        self.api.store.list(&def.storage_key(), None, None).0
+    }
+
+    fn reconcile(&self) {
+        let pods = self.list(Builtin::Pod);
+        for p in &pods {
+            if let Err(e) = self.generate(&p.value)
+                && e.code != 409
+                && e.code != 404
+            {
+                tracing::warn!(server = %self.api.name, pod = %text(&p.value, "/metadata/name"),
+                    error = %e, "claim controller: pod not reconciled");
+            }
+        }
+        // Pods that may still use a claim: not finished, not gone.
+        let live: BTreeMap<String, String> = pods
+            .iter()
+            .filter(|p| !matches!(text(&p.value, "/status/phase"), "Succeeded" | "Failed"))
+            .map(|p| {
+                (
+                    text(&p.value, "/metadata/uid").to_string(),
+                    text(&p.value, "/metadata/namespace").to_string(),
+                )
+            })
+            .collect();
+        let all_uids: BTreeSet<&str> = pods.iter().map(|p| p.uid()).collect();
+        for c in self.list(Builtin::ResourceClaim) {
+            let _ = self.release(&c.value, &live);
+            // A generated claim whose owner pod is gone goes with it.
+            let owner = c
+                .value
+                .pointer("/metadata/ownerReferences/0/uid")
+                .and_then(Value::as_str);
+            let generated = c
+                .value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(POD_CLAIM_NAME))
+                .is_some();
+            if generated
+                && owner.is_some_and(|u| !all_uids.contains(u))
+                && c.value.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                let def = self.api.builtin(Builtin::ResourceClaim);
+                let _ = self.api.delete(&def, &c.key(), &DeleteOpts::default());
+            }
+        }
+    }
+
+    /// Creates the claims a pod's templates call for and records them on the pod.
+    fn generate(&self, pod: &Value) -> Result<(), ApiError> {
+        if pod.pointer("/metadata/deletionTimestamp").is_some()
+            || matches!(text(pod, "/status/phase"), "Succeeded" | "Failed")
+        {
+            return Ok(());
+        }
+        let recorded: BTreeSet<String> = pod
+            .pointer("/status/resourceClaimStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|s| text(s, "/name").to_string())
+            .collect();
+        let ns = text(pod, "/metadata/namespace").to_string();
+        let pod_name = text(pod, "/metadata/name").to_string();
+        let mut made = Vec::new();
+        for rc in pod
+            .pointer("/spec/resourceClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = text(rc, "/name");
+            let template = text(rc, "/resourceClaimTemplateName");
+            if template.is_empty() || recorded.contains(name) {
+                continue;
+            }
+            let templates = self.api.builtin(Builtin::ResourceClaimTemplate);
+            let Some(t) = self.api.store.get(
+                &templates.storage_key(),
+                &(ns.clone(), template.to_string()),
+            ) else {
+                continue;
+            };
+            let mut meta = t
+                .value
+                .pointer("/spec/metadata")
+                .cloned()
+                .unwrap_or(json!({}));
+            meta["namespace"] = json!(ns);
+            meta["generateName"] = json!(format!("{pod_name}-{name}-"));
+            meta["annotations"][POD_CLAIM_NAME] = json!(name);
+            meta["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod", "name": pod_name,
+                "uid": text(pod, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}]);
+            let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": meta, "spec": t.value.pointer("/spec/spec").cloned().unwrap_or(json!({}))});
+            let def = self.api.builtin(Builtin::ResourceClaim);
+            let created = self
+                .api
+                .create(&def, Some(&ns), claim, &WriteOpts::default())?;
+            made.push(json!({"name": name, "resourceClaimName": text(&created.obj.value, "/metadata/name")}));
+        }
+        if made.is_empty() {
+            return Ok(());
+        }
+        let def = self.api.builtin(Builtin::Pod);
+        self.api.update(
+            &def,
+            &key_of(pod),
+            Scope::Status,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut n = cur.clone();
+                let mut list = n
+                    .pointer("/status/resourceClaimStatuses")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                list.extend(made.iter().cloned());
+                n["status"]["resourceClaimStatuses"] = json!(list);
+                Ok(n)
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Drops a claim's reservations for pods that are gone or finished; deallocates a claim
+    /// reserved for nobody that the scheduler allocated.
+    fn release(&self, claim: &Value, live: &BTreeMap<String, String>) -> Result<(), ApiError> {
+        let reserved: Vec<Value> = claim
+            .pointer("/status/reservedFor")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let kept: Vec<Value> = reserved
+            .iter()
+            .filter(|r| text(r, "/resource") != "pods" || live.contains_key(text(r, "/uid")))
+            .cloned()
+            .collect();
+        let protected = claim
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(DELETE_PROTECTION)));
+        let deallocate =
+            kept.is_empty() && claim.pointer("/status/allocation").is_some() && protected;
+        if kept.len() == reserved.len() && !deallocate {
+            return Ok(());
+        }
+        let def = self.api.builtin(Builtin::ResourceClaim);
+        let key = key_of(claim);
+        self.api.update(
+            &def,
+            &key,
+            Scope::Status,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut n = cur.clone();
+                n["status"]["reservedFor"] = json!(kept);
+                if deallocate && let Some(s) = n.get_mut("status").and_then(Value::as_object_mut) {
+                    s.remove("allocation");
+                    s.remove("reservedFor");
+                }
+                Ok(n)
+            },
+        )?;
+        if deallocate {
+            self.api
+                .update(&def, &key, Scope::Main, &WriteOpts::default(), &mut |cur| {
+                    let mut n = cur.clone();
+                    if let Some(f) = n
+                        .pointer_mut("/metadata/finalizers")
+                        .and_then(Value::as_array_mut)
+                    {
+                        f.retain(|x| x.as_str() != Some(DELETE_PROTECTION));
+                    }
+                    Ok(n)
+                })?;
+        }
+        Ok(())
+    }
+}

@@ -17,13 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
 use crate::resource::Builtin;
 use crate::status::ApiError;
-use crate::store::{Obj, Subscriber, key_of};
+use crate::store::{Obj, key_of};
 
 const POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
 const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
@@ -32,51 +30,20 @@ fn text<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// The ResourceClaim controller of one API server.
-pub struct Claims {
-    task: JoinHandle<()>,
+/// Starts the ResourceClaim controller of `api`.
+pub fn start(api: Arc<ApiServer>) -> crate::controller::Controller {
+    crate::controller::Controller::start(api, &[Builtin::Pod, Builtin::ResourceClaim], |api| {
+        Claims { api }.reconcile()
+    })
 }
 
-impl Drop for Claims {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+struct Claims<'a> {
+    api: &'a ApiServer,
 }
 
-impl Claims {
-    /// Starts the controller of `api`.
-    pub fn start(api: Arc<ApiServer>) -> Arc<Self> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        for kind in ["/pods", "resource.k8s.io/resourceclaims"] {
-            let _ = api
-                .store
-                .watch(kind, None, Subscriber::Unbounded(tx.clone()));
-        }
-        let task = tokio::spawn(async move {
-            let c = Controller { api };
-            c.reconcile();
-            while rx.recv().await.is_some() {
-                while rx.try_recv().is_ok() {}
-                c.reconcile();
-            }
-        });
-        Arc::new(Self { task })
-    }
-
-    /// Stops the controller.
-    pub fn shutdown(&self) {
-        self.task.abort();
-    }
-}
-
-struct Controller {
-    api: Arc<ApiServer>,
-}
-
-impl Controller {
+impl Claims<'_> {
     fn list(&self, kind: Builtin) -> Vec<Obj> {
-        let def = self.api.builtin(kind);
-        self.api.store.list(&def.storage_key(), None, None).0
+        crate::controller::list(self.api, kind)
     }
 
     fn reconcile(&self) {

@@ -89,8 +89,8 @@ impl Options {
 struct Member {
     server: Arc<Server>,
     kubelet: Option<Arc<Kubelet>>,
-    volumes: Arc<crate::volumes::Volumes>,
-    claims: Arc<crate::claims::Claims>,
+    /// The PV controller and provisioner, and the ResourceClaim controller.
+    controllers: Vec<crate::controller::Controller>,
 }
 
 /// Starts devclusters.
@@ -184,13 +184,14 @@ impl DevCluster {
                     k.register(n).map_err(setup(format!("node {}", n.name)))?;
                 }
             }
-            let volumes = crate::volumes::Volumes::start(api.clone());
-            let claims = crate::claims::Claims::start(api.clone());
+            let controllers = vec![
+                crate::volumes::start(api.clone()),
+                crate::claims::start(api.clone()),
+            ];
             members.push(Member {
                 server,
                 kubelet,
-                volumes,
-                claims,
+                controllers,
             });
         }
         let crd_targets: Vec<&Arc<ApiServer>> = match &control_plane {
@@ -422,8 +423,9 @@ impl Handle {
             if let Some(k) = &m.kubelet {
                 k.shutdown();
             }
-            m.volumes.shutdown();
-            m.claims.shutdown();
+            for c in &m.controllers {
+                c.shutdown();
+            }
             m.server.stop_now();
         }
         if let Some(cp) = &self.control_plane {

@@ -14,6 +14,7 @@ pub mod authz;
 pub mod builtin_schema;
 pub mod claims;
 pub mod cluster;
+pub mod controller;
 pub mod discovery;
 pub mod error;
 pub mod events;

@@ -23,15 +23,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::api::{ApiServer, Scope, WriteOpts};
 use crate::quantity;
 use crate::resource::Builtin;
 use crate::resource::strings_at as strings;
 use crate::status::ApiError;
-use crate::store::{Key, Obj, Subscriber};
+use crate::store::{Key, Obj};
 
 const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 const BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
@@ -63,60 +61,27 @@ fn class_of(v: &Value) -> &str {
     }
 }
 
-/// The PV controller and provisioner of one API server.
-pub struct Volumes {
-    api: Arc<ApiServer>,
-    task: JoinHandle<()>,
+/// Starts the PV controller and provisioner of `api`.
+pub fn start(api: Arc<ApiServer>) -> crate::controller::Controller {
+    crate::controller::Controller::start(
+        api,
+        &[
+            Builtin::PersistentVolumeClaim,
+            Builtin::PersistentVolume,
+            Builtin::StorageClass,
+            Builtin::Node,
+        ],
+        |api| Volumes { api }.reconcile(),
+    )
 }
 
-impl Drop for Volumes {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+struct Volumes<'a> {
+    api: &'a ApiServer,
 }
 
-impl Volumes {
-    /// Starts the controller of `api`.
-    pub fn start(api: Arc<ApiServer>) -> Arc<Self> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        for kind in [
-            "/persistentvolumeclaims",
-            "/persistentvolumes",
-            "storage.k8s.io/storageclasses",
-            "/nodes",
-        ] {
-            let _ = api
-                .store
-                .watch(kind, None, Subscriber::Unbounded(tx.clone()));
-        }
-        let me = api.clone();
-        let task = tokio::spawn(async move {
-            let controller = Controller { api: me };
-            controller.reconcile();
-            while rx.recv().await.is_some() {
-                // Take every event that is already waiting: one pass serves them all.
-                while rx.try_recv().is_ok() {}
-                controller.reconcile();
-            }
-        });
-        Arc::new(Self { api, task })
-    }
-
-    /// Stops the controller.
-    pub fn shutdown(&self) {
-        tracing::debug!(server = %self.api.name, "volume controller stopped");
-        self.task.abort();
-    }
-}
-
-struct Controller {
-    api: Arc<ApiServer>,
-}
-
-impl Controller {
+impl Volumes<'_> {
     fn list(&self, kind: Builtin) -> Vec<Obj> {
-        let def = self.api.builtin(kind);
-        self.api.store.list(&def.storage_key(), None, None).0
+        crate::controller::list(self.api, kind)
     }
 
     /// One pass over every claim and volume.
@@ -353,7 +318,7 @@ impl Controller {
             Err(e) => return Err(e),
         };
         crate::events::record(
-            &self.api,
+            self.api,
             c,
             "Normal",
             "ProvisioningSucceeded",
@@ -367,7 +332,7 @@ impl Controller {
     /// The provisioner cannot serve the node: the scheduler's choice is taken back.
     fn give_up(&self, c: &Value, message: &str) -> Result<(), ApiError> {
         crate::events::record(
-            &self.api,
+            self.api,
             c,
             "Warning",
             "ProvisioningFailed",

@@ -287,7 +287,7 @@ mod volumes {
         .unwrap()
     }
 
-    async fn event(c: &kube::Client, object: &str, reason: &str) -> String {
+    pub async fn event(c: &kube::Client, object: &str, reason: &str) -> String {
         let events: Api<Event> = Api::default_namespaced(c.clone());
         common::eventually(10, &format!("a {reason} Event on {object}"), || async {
             events
@@ -504,7 +504,7 @@ mod devices {
         .await;
         assert!(claim_name.starts_with("trainer-gpu-"), "{claim_name}");
         // Not allocated or reserved: the kubelet does not start it.
-        let why = super::volumes_event(&c, "trainer", "FailedPrepareDynamicResources").await;
+        let why = super::volumes::event(&c, "trainer", "FailedPrepareDynamicResources").await;
         assert!(why.contains("is not allowed to use ResourceClaim"), "{why}");
         // What the scheduler writes: the allocation and the pod's reservation.
         let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
@@ -543,23 +543,4 @@ mod devices {
         })
         .await;
     }
-}
-
-/// The message of the first Event with `reason` on `object`.
-async fn volumes_event(c: &kube::Client, object: &str, reason: &str) -> String {
-    let events: Api<Event> = Api::default_namespaced(c.clone());
-    common::eventually(10, &format!("a {reason} Event on {object}"), || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some(object)
-                    && e.reason.as_deref() == Some(reason)
-            })
-            .and_then(|e| e.message)
-    })
-    .await
 }

@@ -134,6 +134,27 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
                     .unwrap_or_else(|e| panic!("{origin}: not a valid Namespace: {e}"));
                 continue;
             }
+            if api_version == "v1" && kind == "PersistentVolumeClaim" {
+                serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+                    doc.clone(),
+                )
+                .unwrap_or_else(|e| panic!("{origin}: not a valid PersistentVolumeClaim: {e}"));
+                continue;
+            }
+            if api_version == "resource.k8s.io/v1" && kind == "ResourceClaimTemplate" {
+                let t: k8s_openapi::api::resource::v1::ResourceClaimTemplate =
+                    serde_json::from_value(doc.clone()).unwrap_or_else(|e| {
+                        panic!("{origin}: not a valid ResourceClaimTemplate: {e}")
+                    });
+                // Its selectors compile as the scheduler compiles them.
+                let claim = k8s_openapi::api::resource::v1::ResourceClaim {
+                    metadata: Default::default(),
+                    spec: t.spec.spec,
+                    status: None,
+                };
+                tephra_controllers::dra::claim(&claim).unwrap_or_else(|e| panic!("{origin}: {e}"));
+                continue;
+            }
             if let Err(err) = admission.admit(doc) {
                 panic!("{origin}: refused: {err}");
             }

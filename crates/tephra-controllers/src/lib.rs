@@ -27,4 +27,5 @@ pub mod podgroup;
 pub mod propagation;
 pub mod queue;
 pub mod queue_state;
+pub mod storage;
 pub mod taint_manager;

@@ -99,6 +99,9 @@ pub struct DevCluster;
 /// A running devcluster.
 pub struct Handle {
     control_plane: Option<Arc<Server>>,
+    /// The control plane's ResourceClaim controller (kube-controller-manager's part a real
+    /// control plane runs too: claims for declared pods' templates).
+    control_controllers: Vec<crate::controller::Controller>,
     members: Vec<Member>,
 }
 
@@ -184,6 +187,7 @@ impl DevCluster {
                     k.register(n).map_err(setup(format!("node {}", n.name)))?;
                 }
             }
+            create_objects(&api, &m.objects)?;
             let controllers = vec![
                 crate::volumes::start(api.clone()),
                 crate::claims::start(api.clone()),
@@ -207,8 +211,13 @@ impl DevCluster {
         if let Some(cp) = &control_plane {
             register_members(cp, &members, &options.members, options.install_crds)?;
         }
+        let control_controllers = control_plane
+            .iter()
+            .map(|cp| crate::claims::start(cp.api.clone()))
+            .collect();
         Ok(Handle {
             control_plane,
+            control_controllers,
             members,
         })
     }
@@ -430,6 +439,9 @@ impl Handle {
         }
         if let Some(cp) = &self.control_plane {
             cp.stop_now();
+        }
+        for c in &self.control_controllers {
+            c.shutdown();
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tephra_sim::scenario::{ClusterDef, Effect, NodePool, Scenario, TaintDef};
+use tephra_sim::scenario::{ClusterDef, Effect, NodePool, Scenario, TaintDef, objects};
 
 use crate::error::Error;
 use crate::kubelet::NodeSpec;
@@ -31,6 +31,9 @@ pub struct MemberSpec {
     pub price: BTreeMap<String, f64>,
     /// Its nodes.
     pub nodes: Vec<NodeSpec>,
+    /// What it declares besides its nodes (StorageClasses, local PersistentVolumes,
+    /// DeviceClasses, ResourceSlices), created once its nodes are registered.
+    pub objects: Vec<Value>,
 }
 
 /// A fleet: members, queues, and the pod start delay.
@@ -75,25 +78,15 @@ fn taint(t: &TaintDef) -> Value {
 
 fn nodes(cluster: &ClusterDef, pool: &NodePool) -> Vec<NodeSpec> {
     (0..pool.count)
-        .map(|i| {
-            let mut labels = pool.labels.clone();
-            labels.insert("tephra.io/node-pool".into(), pool.name.clone());
-            if let Some(r) = &cluster.region {
-                labels.insert("topology.kubernetes.io/region".into(), r.clone());
-            }
-            if let Some(z) = &cluster.zone {
-                labels.insert("topology.kubernetes.io/zone".into(), z.clone());
-            }
-            NodeSpec {
-                name: format!("{}-{}-{i}", cluster.name, pool.name),
-                labels,
-                taints: pool.taints.iter().map(taint).collect(),
-                capacity: pool
-                    .capacity
-                    .iter()
-                    .map(|(k, q)| (k.clone(), q.0.clone()))
-                    .collect(),
-            }
+        .map(|i| NodeSpec {
+            name: objects::node_name(cluster, pool, i),
+            labels: objects::node_labels(cluster, pool, i),
+            taints: pool.taints.iter().map(taint).collect(),
+            capacity: pool
+                .capacity
+                .iter()
+                .map(|(k, q)| (k.clone(), q.0.clone()))
+                .collect(),
         })
         .collect()
 }
@@ -119,6 +112,7 @@ pub fn from_scenario(s: &Scenario) -> Result<FleetSpec, Error> {
             taints: c.taints.iter().map(taint).collect(),
             price: c.price.clone(),
             nodes: c.node_pools.iter().flat_map(|p| nodes(c, p)).collect(),
+            objects: objects::objects(c),
         })
         .collect();
     let resources = |r: &BTreeMap<String, tephra_sim::scenario::Qty>| -> Value {

@@ -496,16 +496,28 @@ impl Inner {
                     crate::deps::ensure_namespace(&client, namespace).await?;
                     crate::deps::copy(&self.clients.control, &client, namespace, &deps).await?;
                 }
-                match pods.create(&PostParams::default(), &pod).await {
+                let created = match pods.create(&PostParams::default(), &pod).await {
                     // The member lacks the namespace the job lives in on the control plane.
                     Err(kube::Error::Api(s)) if s.code == 404 => {
                         crate::deps::ensure_namespace(&client, namespace).await?;
-                        pods.create(&PostParams::default(), &pod).await?;
-                        Ok(())
+                        pods.create(&PostParams::default(), &pod).await?
                     }
-                    Err(e) => Err(e),
-                    Ok(_) => Ok(()),
+                    Err(e) => return Err(e),
+                    Ok(p) => p,
+                };
+                // Its ResourceClaims were allocated before it existed: reserved for it now.
+                let claims: Vec<String> = created
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.resource_claims.iter().flatten())
+                    .filter_map(|c| c.resource_claim_name.clone())
+                    .collect();
+                if !claims.is_empty() {
+                    let uid = created.metadata.uid.clone().unwrap_or_default();
+                    let name = created.metadata.name.clone().unwrap_or_default();
+                    crate::prebind::reserve(&client, namespace, &claims, &name, &uid).await?;
                 }
+                Ok(())
             }
             Write::DeclaredStatus {
                 namespace,
@@ -632,8 +644,9 @@ impl Inner {
                 }
             }
             Write::PreBind { steps, devices, .. } => {
-                crate::prebind::write_claims(&client, steps).await?;
-                crate::prebind::write_devices(&client, devices).await
+                let control = &self.clients.control;
+                crate::prebind::write_claims(&client, control, steps).await?;
+                crate::prebind::write_devices(&client, control, devices).await
             }
             Write::Event {
                 namespace,

@@ -35,7 +35,6 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod state;
-pub mod storage;
 pub mod watch;
 pub mod writes;
 

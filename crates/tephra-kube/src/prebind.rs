@@ -17,7 +17,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::storage::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE};
+use tephra_controllers::storage::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE};
 
 /// One claim to bind before its gang.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +44,83 @@ pub struct DeviceStep {
     pub pod: String,
     /// `status.allocation` to write; `None`: allocated already, only to reserve.
     pub allocation: Option<serde_json::Value>,
+    /// Whether to reserve it for the pod now (the pod exists in the member).
+    pub reserve: bool,
+}
+
+/// Makes sure the member has the claim `name` of `namespace`: a claim declared on the control
+/// plane (fleet mode) is copied there under its name, spec, labels and annotations.
+pub async fn copy_if_missing<K>(
+    member: &Client,
+    control: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let here: Api<K> = Api::namespaced(member.clone(), namespace);
+    if here.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let there: Api<K> = Api::namespaced(control.clone(), namespace);
+    let Some(declared) = there.get_opt(name).await? else {
+        return Ok(());
+    };
+    let mut v = serde_json::to_value(&declared).map_err(kube::Error::SerdeError)?;
+    let meta = json!({"name": name, "namespace": namespace,
+                      "labels": v.pointer("/metadata/labels").cloned().unwrap_or(json!({})),
+                      "annotations": v.pointer("/metadata/annotations").cloned().unwrap_or(json!({}))});
+    v["metadata"] = meta;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(spec) = v.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+        // The member's PV controller binds it there.
+        spec.remove("volumeName");
+    }
+    let copy: K = serde_json::from_value(v).map_err(kube::Error::SerdeError)?;
+    crate::deps::ensure_namespace(member, namespace).await?;
+    match here.create(&kube::api::PostParams::default(), &copy).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Adds the pod `pod` (`uid`) to the `reservedFor` of each of `claims`, which were allocated
+/// before it existed (a declared pod's member copy).
+pub async fn reserve(
+    client: &Client,
+    namespace: &str,
+    claims: &[String],
+    pod: &str,
+    uid: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+    for name in claims {
+        let c = api.get(name).await?;
+        let mut reserved: Vec<serde_json::Value> = c
+            .status
+            .and_then(|s| s.reserved_for)
+            .into_iter()
+            .flatten()
+            .filter(|r| r.uid != uid)
+            .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+            .collect();
+        reserved.push(json!({"resource": "pods", "name": pod, "uid": uid}));
+        let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version},
+                           "status": {"reservedFor": reserved}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
 }
 
 /// The finalizer that keeps an allocated claim from being deleted while in use.
@@ -52,25 +129,34 @@ pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 /// Allocates and reserves each claim, as kube-scheduler's DynamicResources PreBind does: the
 /// finalizer first (for a claim it allocates), then the allocation and the pod's entry in
 /// `status.reservedFor` in one status write. A claim allocated elsewhere in the meantime fails.
-pub async fn write_devices(client: &Client, steps: &[DeviceStep]) -> Result<(), kube::Error> {
+pub async fn write_devices(
+    client: &Client,
+    control: &Client,
+    steps: &[DeviceStep],
+) -> Result<(), kube::Error> {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::resource::v1::ResourceClaim;
     for s in steps {
+        copy_if_missing::<ResourceClaim>(client, control, &s.namespace, &s.claim).await?;
         let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &s.namespace);
         let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
-        let uid = pods.get(&s.pod).await?.metadata.uid.unwrap_or_default();
+        let uid = if s.reserve {
+            Some(pods.get(&s.pod).await?.metadata.uid.unwrap_or_default())
+        } else {
+            None
+        };
         let claim = claims.get(&s.claim).await?;
         let status = claim.status.clone().unwrap_or_default();
-        let reserved: Vec<serde_json::Value> = status
+        let mut reserved: Vec<serde_json::Value> = status
             .reserved_for
             .iter()
             .flatten()
-            .filter(|r| r.uid != uid)
+            .filter(|r| Some(&r.uid) != uid.as_ref())
             .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
-            .chain(std::iter::once(
-                json!({"resource": "pods", "name": s.pod, "uid": uid}),
-            ))
             .collect();
+        if let Some(uid) = &uid {
+            reserved.push(json!({"resource": "pods", "name": s.pod, "uid": uid}));
+        }
         let mut patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version},
                                "status": {"reservedFor": reserved}});
         if let Some(a) = &s.allocation {
@@ -111,8 +197,13 @@ const POLL: Duration = Duration::from_millis(200);
 /// Writes what each claim was given: the volume's claim reference (with the claim's uid), or
 /// the claim's selected node. Idempotent: a claim already given the same is written again
 /// harmlessly.
-pub async fn write_claims(client: &Client, steps: &[ClaimStep]) -> Result<(), kube::Error> {
+pub async fn write_claims(
+    client: &Client,
+    control: &Client,
+    steps: &[ClaimStep],
+) -> Result<(), kube::Error> {
     for s in steps {
+        copy_if_missing::<PersistentVolumeClaim>(client, control, &s.namespace, &s.claim).await?;
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &s.namespace);
         match &s.volume {
             Some(volume) => {

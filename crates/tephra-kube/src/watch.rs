@@ -350,6 +350,17 @@ pub fn spawn_fleet(
         out.push(spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
             Obj::Pod(Box::new(o))
         }));
+        // The claims declared pods use, copied to their member when they are placed.
+        out.push(spawn(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            go(Kind::Pvc),
+            |o| Obj::Pvc(Box::new(o)),
+        ));
+        out.push(spawn(
+            Api::<ResourceClaim>::all(client.clone()),
+            go(Kind::ResourceClaim),
+            |o| Obj::ResourceClaim(Box::new(o)),
+        ));
     }
     out
 }

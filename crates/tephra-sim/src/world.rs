@@ -9,9 +9,43 @@ use tephra_scheduler::resources::{ResourceError, Resources};
 
 use crate::checker::CheckCluster;
 use crate::error::{SimError, build_err};
-use crate::scenario::{ConfigRef, Scenario, ScenarioError, TraceFormat};
+use crate::scenario::{ConfigRef, Scenario, ScenarioError, TraceFormat, objects};
 use crate::state::{Sim, scaled};
 use crate::workload::effect;
+
+/// A fleet object (`scenario::objects`) as the cache event that declares it in `cluster`, read
+/// as the runtime reads it (the same conversions of `tephra_controllers`).
+fn cluster_object(obj: &serde_json::Value) -> Result<Box<dyn FnOnce(String) -> Event>, String> {
+    use tephra_controllers::{dra, storage};
+    use tephra_scheduler::cache::{DraChange, StorageChange};
+    fn typed<T: serde::de::DeserializeOwned>(obj: &serde_json::Value) -> Result<T, String> {
+        serde_json::from_value(obj.clone()).map_err(|e| e.to_string())
+    }
+    let kind = obj
+        .get("kind")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let storage_event = |change: StorageChange| -> Box<dyn FnOnce(String) -> Event> {
+        Box::new(move |cluster| Event::Storage { cluster, change })
+    };
+    let dra_event = |change: DraChange| -> Box<dyn FnOnce(String) -> Event> {
+        Box::new(move |cluster| Event::Dra { cluster, change })
+    };
+    Ok(match kind {
+        "StorageClass" => storage_event(StorageChange::ClassUpsert(storage::class(&typed(obj)?))),
+        "PersistentVolume" => {
+            let mut pv = storage::volume(&typed(obj)?).map_err(|e| e.to_string())?;
+            // No PV controller runs here: a volume no claim references is available at once.
+            pv.available = pv.claim.is_none();
+            storage_event(StorageChange::VolumeUpsert(pv))
+        }
+        "DeviceClass" => dra_event(DraChange::ClassUpsert(
+            dra::class(&typed(obj)?).map_err(|e| e.to_string())?,
+        )),
+        "ResourceSlice" => dra_event(DraChange::SliceUpsert(dra::slice(&typed(obj)?))),
+        other => return Err(format!("{other} is not a fleet object")),
+    })
+}
 
 /// The scheduler configuration a scenario names (a file, inline, or tephra's default).
 /// With `strict`, Volcano plugins tephra does not implement are refused instead of loaded inert.
@@ -128,9 +162,9 @@ impl Sim<'_> {
                 for i in 0..pool.count {
                     self.add_node(
                         NodeSpec {
-                            name: format!("{}-{}-{i}", c.name, pool.name),
+                            name: objects::node_name(c, pool, i),
                             cluster: c.name.clone(),
-                            labels: pool.labels.clone(),
+                            labels: objects::node_labels(c, pool, i),
                             taints: taints.clone(),
                             allocatable: alloc,
                             unschedulable: false,
@@ -139,6 +173,15 @@ impl Sim<'_> {
                         capacity.clone(),
                     )?;
                 }
+            }
+            for obj in objects::objects(c) {
+                let change = cluster_object(&obj).map_err(|message| {
+                    SimError::Scenario(ScenarioError::Invalid {
+                        path: s.source.clone(),
+                        message: format!("fleet.clusters ({}): {message}", c.name),
+                    })
+                })?;
+                self.apply(change(c.name.clone()))?;
             }
         }
         if let Some(ft) = &s.fleet.from_trace {

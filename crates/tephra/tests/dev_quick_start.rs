@@ -147,3 +147,74 @@ fn tephra_dev_runs_a_volcano_job_applied_with_kubectl_to_completed() {
     );
     assert!(ok && out.contains("CompleteJob"), "{out}");
 }
+
+fn phase(k: &Path, job: &str) -> String {
+    let (_, out) = kubectl(
+        k,
+        &["get", "vcjob", job, "-o", "jsonpath={.status.state.phase}"],
+    );
+    out.trim().to_string()
+}
+
+#[test]
+fn tephra_dev_runs_the_volume_and_dra_examples_to_completed() {
+    let k = kubeconfig("claims");
+    let _dev = start(&["dev", "--speed", "20", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    until(20, "the API answers", || kubectl(&k, &["get", "queues"]).0);
+    for example in [
+        "examples/volcano-job-with-volume.yaml",
+        "examples/dra-gpu-gang.yaml",
+    ] {
+        let (ok, out) = kubectl(&k, &["apply", "-f", example]);
+        assert!(ok, "{example}: {out}");
+    }
+    until(90, "both jobs Completed", || {
+        phase(&k, "checkpointed") == "Completed" && phase(&k, "dra-train") == "Completed"
+    });
+    // The gang's volume was provisioned where it ran, and its GPUs came from the DRA pool.
+    let members = ["us-east-gpu", "us-west-gpu", "us-east-cpu"];
+    let provisioned = members.iter().any(|m| {
+        let (ok, out) = kubectl(
+            &k,
+            &[
+                "--context",
+                m,
+                "get",
+                "pvc",
+                "checkpoints",
+                "-o",
+                "jsonpath={.status.phase}",
+            ],
+        );
+        ok && out.trim() == "Bound"
+    });
+    assert!(provisioned, "the claim was bound in the gang's member");
+    let (ok, out) = kubectl(
+        &k,
+        &[
+            "--context",
+            "us-west-gpu",
+            "get",
+            "pods",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{\"\\n\"}{end}",
+        ],
+    );
+    assert!(ok, "{out}");
+    let workers: Vec<&str> = out.lines().filter(|l| l.starts_with("dra-train")).collect();
+    assert_eq!(workers.len(), 4, "{out}");
+    assert!(workers.iter().all(|l| l.contains("h100-dra")), "{out}");
+    // Each had a claim of its own in the member (released once it finished).
+    let (ok, out) = kubectl(
+        &k,
+        &[
+            "--context",
+            "us-west-gpu",
+            "get",
+            "resourceclaims",
+            "--no-headers",
+        ],
+    );
+    assert!(ok && out.lines().count() == 4, "{out}");
+}

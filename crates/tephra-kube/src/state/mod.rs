@@ -16,15 +16,16 @@ use tephra_scheduler::cache::{Cache, CacheError, DraChange, Event, StorageChange
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
 
 mod aggregated;
+mod claims;
 mod decided;
 mod declared;
 mod evicted;
 
 use crate::convert::{self, ConvertError};
-use crate::storage;
 use crate::watch::{Change, Kind, Obj, Update};
 use crate::writes::DeclaredPod;
 use tephra_controllers::propagation;
+use tephra_controllers::storage;
 
 /// Why an update was not taken into the cache. The cache is unchanged for that object.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +46,7 @@ pub enum StateError {
     },
     /// A storage object could not be read.
     #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(#[from] tephra_controllers::storage::StorageError),
     /// A DRA object could not be read.
     #[error(transparent)]
     Dra(#[from] tephra_controllers::dra::DraError),
@@ -123,6 +124,8 @@ pub struct State {
     nominated: HashMap<String, (String, String)>,
     /// When the deletion of each set-aside copy was last asked for (ms).
     purged: HashMap<(String, String), i64>,
+    /// Claims declared on the control plane, and the members that have their own copies.
+    declared_claims: claims::Declared,
 }
 
 impl State {
@@ -158,6 +161,7 @@ impl State {
             aggregated_written: HashMap::new(),
             purged: HashMap::new(),
             nominated: HashMap::new(),
+            declared_claims: claims::Declared::default(),
         }
     }
 
@@ -314,7 +318,9 @@ impl State {
 
     /// Adds or changes a member cluster.
     pub fn upsert_cluster(&mut self, cluster: Cluster) -> Result<(), StateError> {
-        Ok(self.cache.apply(Event::ClusterUpsert(cluster))?)
+        let name = cluster.name.clone();
+        self.cache.apply(Event::ClusterUpsert(cluster))?;
+        self.seed_declared(&name)
     }
 
     /// Whether a watcher of `kind` in `cluster` has delivered its first full list.
@@ -444,15 +450,23 @@ impl State {
                 let name = c.metadata.name.clone().unwrap_or_default();
                 let reachable = self.members.get(&name).is_none_or(|(_, r)| *r);
                 self.members
-                    .insert(name, (Some(Arc::new(*c.clone())), reachable));
-                Event::ClusterUpsert(convert::cluster(&c, reachable))
+                    .insert(name.clone(), (Some(Arc::new(*c.clone())), reachable));
+                self.cache
+                    .apply(Event::ClusterUpsert(convert::cluster(&c, reachable)))?;
+                return self.seed_declared(&name);
             }
             Obj::Pod(p) if self.control.as_deref() == Some(&**cluster) => {
                 let key = convert::key(&p.metadata);
                 let mut p = *p;
                 // Kept until a member has the pod: only what its copy there needs.
                 p.metadata.managed_fields = None;
-                p.status = None;
+                // Only which ResourceClaims its templates gave it stays of its status.
+                p.status = p.status.and_then(|s| s.resource_claim_statuses).map(|c| {
+                    k8s_openapi::api::core::v1::PodStatus {
+                        resource_claim_statuses: Some(c),
+                        ..Default::default()
+                    }
+                });
                 let kept = DeclaredPod::new(&p).map_err(|e| StateError::Declared {
                     pod: key.clone(),
                     source: e,
@@ -576,7 +590,15 @@ impl State {
             },
             Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
             Obj::Binding(rb) => return self.binding(now, &rb),
-            Obj::Pvc(c) => storage_event(cluster, StorageChange::ClaimUpsert(storage::claim(&c)?)),
+            Obj::Pvc(c) => {
+                let claim = storage::claim(&c)?;
+                let slot = format!("pvc:{}", claim.key());
+                if self.control.as_deref() == Some(&**cluster) {
+                    return self.declared_claim(&slot, Some(claims::DeclaredClaim::Volume(claim)));
+                }
+                self.member_claim(cluster, &slot, true)?;
+                storage_event(cluster, StorageChange::ClaimUpsert(claim))
+            }
             Obj::Pv(v) => storage_event(cluster, StorageChange::VolumeUpsert(storage::volume(&v)?)),
             Obj::StorageClass(c) => {
                 storage_event(cluster, StorageChange::ClassUpsert(storage::class(&c)))
@@ -584,7 +606,15 @@ impl State {
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
             Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
             Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
-            Obj::ResourceClaim(c) => dra_event(cluster, DraChange::ClaimUpsert(dra::claim(&c)?)),
+            Obj::ResourceClaim(c) => {
+                let claim = dra::claim(&c)?;
+                let slot = format!("rc:{}", claim.key());
+                if self.control.as_deref() == Some(&**cluster) {
+                    return self.declared_claim(&slot, Some(claims::DeclaredClaim::Device(claim)));
+                }
+                self.member_claim(cluster, &slot, true)?;
+                dra_event(cluster, DraChange::ClaimUpsert(claim))
+            }
         };
         Ok(self.cache.apply(event)?)
     }
@@ -649,12 +679,30 @@ impl State {
             Kind::PriorityClass => Event::PriorityClassDelete(name),
             Kind::Pdb => Event::PdbDelete { namespace, name },
             Kind::Binding => return self.unbind(0, key),
-            Kind::Pvc => storage_event(cluster, StorageChange::ClaimDelete(key.to_string())),
+            Kind::Pvc => {
+                let slot = format!("pvc:{key}");
+                if self.control.as_deref() == Some(cluster) {
+                    return self.declared_claim(&slot, None);
+                }
+                self.cache.apply(storage_event(
+                    cluster,
+                    StorageChange::ClaimDelete(key.to_string()),
+                ))?;
+                return self.member_claim(cluster, &slot, false);
+            }
             Kind::Pv => storage_event(cluster, StorageChange::VolumeDelete(name)),
             Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
             Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
             Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
-            Kind::ResourceClaim => dra_event(cluster, DraChange::ClaimDelete(key.to_string())),
+            Kind::ResourceClaim => {
+                let slot = format!("rc:{key}");
+                if self.control.as_deref() == Some(cluster) {
+                    return self.declared_claim(&slot, None);
+                }
+                self.cache
+                    .apply(dra_event(cluster, DraChange::ClaimDelete(key.to_string())))?;
+                return self.member_claim(cluster, &slot, false);
+            }
             Kind::CsiNode => storage_event(
                 cluster,
                 StorageChange::AttachLimits {

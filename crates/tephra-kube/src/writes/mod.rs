@@ -85,6 +85,28 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
     } else if let Some(spec) = p.spec.as_mut() {
         spec.node_name = Some(node.into());
     }
+    // A claim its template gave it on the control plane is copied to the member under the same
+    // name (`prebind.rs`): the copy names it, or the member would make a claim of its own.
+    let generated: BTreeMap<String, String> = p
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some((s.name.clone(), s.resource_claim_name.clone()?)))
+        .collect();
+    for rc in p
+        .spec
+        .as_mut()
+        .and_then(|s| s.resource_claims.as_mut())
+        .into_iter()
+        .flatten()
+    {
+        if let Some(name) = generated.get(&rc.name) {
+            rc.resource_claim_name = Some(name.clone());
+            rc.resource_claim_template_name = None;
+        }
+    }
     p.status = None;
     p
 }
@@ -315,6 +337,9 @@ impl Planner {
                         claim,
                         pod,
                         allocation: b.allocation.as_ref().map(allocation),
+                        // A declared pod's copy does not exist yet: it is reserved for the copy
+                        // once the copy is made (executor.rs, Place).
+                        reserve: declared(&p.task).is_none(),
                     });
             }
         }

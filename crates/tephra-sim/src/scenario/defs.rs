@@ -76,9 +76,77 @@ pub struct ClusterDef {
     /// Price per resource-hour.
     #[serde(default)]
     pub price: BTreeMap<String, f64>,
+    /// StorageClasses.
+    #[serde(default)]
+    pub storage_classes: Vec<StorageClassDef>,
+    /// DeviceClasses of Dynamic Resource Allocation.
+    #[serde(default)]
+    pub device_classes: Vec<DeviceClassDef>,
     /// Node pools.
     #[serde(default)]
     pub node_pools: Vec<NodePool>,
+}
+
+/// A StorageClass.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StorageClassDef {
+    /// Name.
+    pub name: String,
+    /// Its provisioner; `kubernetes.io/no-provisioner` provisions nothing (local volumes only).
+    pub provisioner: String,
+    /// `Immediate` (the default) or `WaitForFirstConsumer`.
+    #[serde(default)]
+    pub volume_binding_mode: Option<String>,
+    /// `allowedTopologies` as one term: node label → allowed values.
+    #[serde(default)]
+    pub allowed_topologies: BTreeMap<String, Vec<String>>,
+    /// Whether it is the default class (claims that name none get it).
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// A DeviceClass.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceClassDef {
+    /// Name.
+    pub name: String,
+    /// CEL selectors every device of the class matches.
+    #[serde(default)]
+    pub selectors: Vec<String>,
+}
+
+/// Local volumes on every node of a pool.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolVolumesDef {
+    /// Their StorageClass.
+    pub storage_class: String,
+    /// Capacity of each.
+    pub capacity: super::values::Qty,
+    /// How many on each node (default 1).
+    #[serde(default = "one")]
+    pub count: usize,
+    /// Access modes (default `[ReadWriteOnce]`).
+    #[serde(default)]
+    pub access_modes: Vec<String>,
+}
+
+/// A DRA driver's devices on every node of a pool (a ResourceSlice per node).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolDevicesDef {
+    /// The driver (and the attributes' domain).
+    pub driver: String,
+    /// Devices per node.
+    pub count: usize,
+    /// Attributes of each device, by name: strings, integers or booleans.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, serde_json::Value>,
+    /// Capacity of each device, by name.
+    #[serde(default)]
+    pub capacity: BTreeMap<String, super::values::Qty>,
 }
 
 /// A taint.
@@ -141,6 +209,12 @@ pub struct NodePool {
     /// Node taints.
     #[serde(default)]
     pub taints: Vec<TaintDef>,
+    /// Local volumes on each node.
+    #[serde(default)]
+    pub volumes: Vec<PoolVolumesDef>,
+    /// A DRA driver's devices on each node.
+    #[serde(default)]
+    pub devices: Option<PoolDevicesDef>,
 }
 
 /// A fleet from a trace's node list.

@@ -8,6 +8,7 @@
 pub mod check;
 pub mod defs;
 pub mod faults;
+pub mod objects;
 pub mod values;
 
 use std::path::{Path, PathBuf};

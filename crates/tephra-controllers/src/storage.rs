@@ -1,7 +1,7 @@
-//! A member's storage objects as the scheduler cache sees them: StorageClasses,
-//! PersistentVolumes, PersistentVolumeClaims and CSINodes become the core's storage model
-//! ([`tephra_scheduler::model::volumes`]), or an error that names the object and field. Pure
-//! functions; the state loop feeds them to the cache as [`StorageChange`]s.
+//! A member's storage objects as the scheduler cache sees them, for every reader (the
+//! Kubernetes runtime, the simulator): StorageClasses, PersistentVolumes,
+//! PersistentVolumeClaims and CSINodes become the core's storage model
+//! ([`tephra_scheduler::model::volumes`]), or an error that names the object and field.
 
 use std::collections::BTreeMap;
 
@@ -174,7 +174,7 @@ pub fn claim(pvc: &K8sPvc) -> Result<VolumeClaim, StorageError> {
     let selector = spec
         .selector
         .as_ref()
-        .map(|s| tephra_controllers::pod::label_selector(s, "spec.selector"))
+        .map(|s| crate::pod::label_selector(s, "spec.selector"))
         .transpose()
         .map_err(|e| bad(&e.field, format!("unknown value {:?}", e.value)))?;
     Ok(VolumeClaim {

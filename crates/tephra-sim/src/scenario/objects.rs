@@ -1,0 +1,129 @@
+//! What a fleet declares besides its clusters' nodes, as the Kubernetes objects `tephra dev`
+//! creates in each member and the simulator feeds its cache: StorageClasses, each node's local
+//! PersistentVolumes (node affinity by hostname), DeviceClasses, and each node's ResourceSlice
+//! of a DRA driver's devices. Also each node's name and labels, the same in both.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::defs::{ClusterDef, NodePool};
+
+/// The name of node `i` of `pool` in `cluster`.
+pub fn node_name(cluster: &ClusterDef, pool: &NodePool, i: usize) -> String {
+    format!("{}-{}-{i}", cluster.name, pool.name)
+}
+
+/// The labels of node `i` of `pool` in `cluster`: the pool's, its pool name, the cluster's
+/// region and zone, and its hostname.
+pub fn node_labels(cluster: &ClusterDef, pool: &NodePool, i: usize) -> BTreeMap<String, String> {
+    let mut labels = pool.labels.clone();
+    labels.insert("tephra.io/node-pool".into(), pool.name.clone());
+    if let Some(r) = &cluster.region {
+        labels.insert("topology.kubernetes.io/region".into(), r.clone());
+    }
+    if let Some(z) = &cluster.zone {
+        labels.insert("topology.kubernetes.io/zone".into(), z.clone());
+    }
+    labels.insert("kubernetes.io/hostname".into(), node_name(cluster, pool, i));
+    labels
+}
+
+/// A JSON value of a device attribute: `{string}`, `{int}` or `{bool}`.
+fn attribute(v: &Value) -> Value {
+    match v {
+        Value::Bool(b) => json!({"bool": b}),
+        Value::Number(n) if n.is_i64() => json!({"int": n}),
+        other => json!({"string": other.as_str().map_or_else(|| other.to_string(), String::from)}),
+    }
+}
+
+/// The objects `cluster` declares besides its nodes, in the order they are created.
+pub fn objects(cluster: &ClusterDef) -> Vec<Value> {
+    let mut out = Vec::new();
+    for sc in &cluster.storage_classes {
+        let mut obj = json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": sc.name},
+            "provisioner": sc.provisioner,
+            "volumeBindingMode": sc.volume_binding_mode.as_deref().unwrap_or("Immediate"),
+        });
+        if !sc.allowed_topologies.is_empty() {
+            let exprs: Vec<Value> = sc
+                .allowed_topologies
+                .iter()
+                .map(|(k, v)| json!({"key": k, "values": v}))
+                .collect();
+            obj["allowedTopologies"] = json!([{"matchLabelExpressions": exprs}]);
+        }
+        if sc.default {
+            obj["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": "true"});
+        }
+        out.push(obj);
+    }
+    for dc in &cluster.device_classes {
+        let selectors: Vec<Value> = dc
+            .selectors
+            .iter()
+            .map(|e| json!({"cel": {"expression": e}}))
+            .collect();
+        out.push(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": dc.name},
+            "spec": {"selectors": selectors},
+        }));
+    }
+    for pool in &cluster.node_pools {
+        for i in 0..pool.count {
+            let node = node_name(cluster, pool, i);
+            for v in &pool.volumes {
+                let modes = if v.access_modes.is_empty() {
+                    vec!["ReadWriteOnce".to_string()]
+                } else {
+                    v.access_modes.clone()
+                };
+                for k in 0..v.count {
+                    out.push(json!({
+                        "apiVersion": "v1", "kind": "PersistentVolume",
+                        "metadata": {"name": format!("{node}-{}-{k}", v.storage_class)},
+                        "spec": {
+                            "capacity": {"storage": v.capacity.0},
+                            "accessModes": modes,
+                            "storageClassName": v.storage_class,
+                            "local": {"path": format!("/mnt/disks/{k}")},
+                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+                        },
+                    }));
+                }
+            }
+            if let Some(d) = &pool.devices {
+                let devices: Vec<Value> = (0..d.count)
+                    .map(|k| {
+                        let attributes: serde_json::Map<String, Value> = d
+                            .attributes
+                            .iter()
+                            .map(|(n, v)| (n.clone(), attribute(v)))
+                            .collect();
+                        let capacity: serde_json::Map<String, Value> = d
+                            .capacity
+                            .iter()
+                            .map(|(n, q)| (n.clone(), json!({"value": q.0})))
+                            .collect();
+                        json!({"name": format!("dev-{k}"), "attributes": attributes,
+                               "capacity": capacity})
+                    })
+                    .collect();
+                out.push(json!({
+                    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                    "metadata": {"name": format!("{node}-{}", d.driver.replace('/', "-"))},
+                    "spec": {"driver": d.driver, "nodeName": node,
+                             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                             "devices": devices},
+                }));
+            }
+        }
+    }
+    out
+}

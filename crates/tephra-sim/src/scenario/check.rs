@@ -357,6 +357,73 @@ pub(crate) fn named_queues(scenario: &Scenario) -> Vec<(String, &str)> {
     out
 }
 
+/// A cluster's StorageClasses, DeviceClasses and its pools' volumes and devices.
+fn check_cluster_objects(i: usize, c: &super::defs::ClusterDef) -> Result<(), String> {
+    let at = format!("fleet.clusters[{i}] ({})", c.name);
+    let mut classes = BTreeSet::new();
+    for (k, sc) in c.storage_classes.iter().enumerate() {
+        if !classes.insert(sc.name.as_str()) {
+            return Err(format!(
+                "{at}.storageClasses[{k}].name: duplicate class {:?}",
+                sc.name
+            ));
+        }
+        if let Some(m) = &sc.volume_binding_mode
+            && m != "Immediate"
+            && m != "WaitForFirstConsumer"
+        {
+            return Err(format!(
+                "{at}.storageClasses[{k}].volumeBindingMode: must be Immediate or WaitForFirstConsumer, got {m:?}"
+            ));
+        }
+    }
+    if c.storage_classes.iter().filter(|s| s.default).count() > 1 {
+        return Err(format!("{at}.storageClasses: more than one is the default"));
+    }
+    for (k, dc) in c.device_classes.iter().enumerate() {
+        for (s, e) in dc.selectors.iter().enumerate() {
+            tephra_controllers::dra::CelSelector::compile(e).map_err(|why| {
+                format!("{at}.deviceClasses[{k}].selectors[{s}]: CEL compile error: {why}")
+            })?;
+        }
+    }
+    for (p, pool) in c.node_pools.iter().enumerate() {
+        for (v, vol) in pool.volumes.iter().enumerate() {
+            if !classes.contains(vol.storage_class.as_str()) {
+                return Err(format!(
+                    "{at}.nodePools[{p}] ({}).volumes[{v}].storageClass: unknown class {:?} (declare it under storageClasses)",
+                    pool.name, vol.storage_class
+                ));
+            }
+            if let Err(m) = tephra_scheduler::model::AccessModes::parse(
+                vol.access_modes.iter().map(String::as_str),
+            ) {
+                return Err(format!(
+                    "{at}.nodePools[{p}] ({}).volumes[{v}].accessModes: unknown mode {m:?}",
+                    pool.name
+                ));
+            }
+        }
+        if let Some(d) = &pool.devices {
+            if d.count == 0 {
+                return Err(format!(
+                    "{at}.nodePools[{p}] ({}).devices.count: must be at least 1",
+                    pool.name
+                ));
+            }
+            for (n, v) in &d.attributes {
+                if !(v.is_string() || v.is_i64() || v.is_boolean()) {
+                    return Err(format!(
+                        "{at}.nodePools[{p}] ({}).devices.attributes.{n}: a string, an integer or a boolean, got {v}",
+                        pool.name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -458,71 +525,4 @@ mod tests {
         );
         assert!(e.contains("fleet.fromTrace.clusters"), "{e}");
     }
-}
-
-/// A cluster's StorageClasses, DeviceClasses and its pools' volumes and devices.
-fn check_cluster_objects(i: usize, c: &super::defs::ClusterDef) -> Result<(), String> {
-    let at = format!("fleet.clusters[{i}] ({})", c.name);
-    let mut classes = BTreeSet::new();
-    for (k, sc) in c.storage_classes.iter().enumerate() {
-        if !classes.insert(sc.name.as_str()) {
-            return Err(format!(
-                "{at}.storageClasses[{k}].name: duplicate class {:?}",
-                sc.name
-            ));
-        }
-        if let Some(m) = &sc.volume_binding_mode
-            && m != "Immediate"
-            && m != "WaitForFirstConsumer"
-        {
-            return Err(format!(
-                "{at}.storageClasses[{k}].volumeBindingMode: must be Immediate or WaitForFirstConsumer, got {m:?}"
-            ));
-        }
-    }
-    if c.storage_classes.iter().filter(|s| s.default).count() > 1 {
-        return Err(format!("{at}.storageClasses: more than one is the default"));
-    }
-    for (k, dc) in c.device_classes.iter().enumerate() {
-        for (s, e) in dc.selectors.iter().enumerate() {
-            tephra_controllers::dra::CelSelector::compile(e).map_err(|why| {
-                format!("{at}.deviceClasses[{k}].selectors[{s}]: CEL compile error: {why}")
-            })?;
-        }
-    }
-    for (p, pool) in c.node_pools.iter().enumerate() {
-        for (v, vol) in pool.volumes.iter().enumerate() {
-            if !classes.contains(vol.storage_class.as_str()) {
-                return Err(format!(
-                    "{at}.nodePools[{p}] ({}).volumes[{v}].storageClass: unknown class {:?} (declare it under storageClasses)",
-                    pool.name, vol.storage_class
-                ));
-            }
-            if let Err(m) = tephra_scheduler::model::AccessModes::parse(
-                vol.access_modes.iter().map(String::as_str),
-            ) {
-                return Err(format!(
-                    "{at}.nodePools[{p}] ({}).volumes[{v}].accessModes: unknown mode {m:?}",
-                    pool.name
-                ));
-            }
-        }
-        if let Some(d) = &pool.devices {
-            if d.count == 0 {
-                return Err(format!(
-                    "{at}.nodePools[{p}] ({}).devices.count: must be at least 1",
-                    pool.name
-                ));
-            }
-            for (n, v) in &d.attributes {
-                if !(v.is_string() || v.is_i64() || v.is_boolean()) {
-                    return Err(format!(
-                        "{at}.nodePools[{p}] ({}).devices.attributes.{n}: a string, an integer or a boolean, got {v}",
-                        pool.name
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }

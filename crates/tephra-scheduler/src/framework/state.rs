@@ -25,7 +25,7 @@ pub struct NodeState {
 
 impl NodeState {
     /// Free once releasing tasks finish, less what is pipelined.
-    #[inline]
+    #[inline(always)]
     pub fn future_idle(&self) -> Resources {
         self.idle.plus(&self.releasing).minus(&self.pipelined)
     }

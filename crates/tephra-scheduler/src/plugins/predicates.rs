@@ -173,6 +173,28 @@ impl SessionEvents for Predicates {
 }
 
 impl Predicates {
+    /// Host ports, volume claims, ResourceClaims and `DoNotSchedule` spread constraints of
+    /// `task` on `node`: out of line, so that the scan over pods that have none stays tight.
+    #[inline(never)]
+    fn contracts(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
+        let shape = &task.spec.shape;
+        if self.node_ports && self.ports.clash(node, &shape.rules.host_ports) {
+            return Err(Unfit::NodePorts);
+        }
+        if self.volumes {
+            view.state.volumes.check(view.snap, shape, node)?;
+        }
+        view.state.devices.check(view.snap, shape, node, false)?;
+        if self.spread && self.spread_index.applies(task) {
+            match self.spread_index.check(view, task, node) {
+                Ok(()) => {}
+                Err(Breach::MissingLabel) => return Err(Unfit::SpreadMissingLabel),
+                Err(Breach::Skew) => return Err(Unfit::Spread),
+            }
+        }
+        Ok(())
+    }
+
     /// Required inter-pod affinity and anti-affinity of `task` on `node`.
     fn pod_affinity(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
         let shape = &task.spec.shape;
@@ -234,22 +256,16 @@ impl Predicate for Predicates {
                 }
             }
         }
-        if self.node_ports && self.ports.clash(node, &shape.rules.host_ports) {
-            return Err(Unfit::NodePorts);
-        }
         if self.pod_affinity && !self.index.is_empty() {
             self.pod_affinity(view, task, node)?;
         }
-        if self.volumes {
-            view.state.volumes.check(view.snap, shape, node)?;
-        }
-        view.state.devices.check(view.snap, shape, node, false)?;
-        if self.spread && self.spread_index.applies(task) {
-            match self.spread_index.check(view, task, node) {
-                Ok(()) => {}
-                Err(Breach::MissingLabel) => return Err(Unfit::SpreadMissingLabel),
-                Err(Breach::Skew) => return Err(Unfit::Spread),
-            }
+        let r = &shape.rules;
+        if !(r.host_ports.is_empty()
+            && r.claims.is_empty()
+            && r.device_claims.is_empty()
+            && r.spread.is_empty())
+        {
+            self.contracts(view, task, node)?;
         }
         let free = view.state.nodes[node as usize].future_idle();
         match shape.request.fits_in(&free) {

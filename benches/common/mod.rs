@@ -1,7 +1,11 @@
 //! The benchmark worlds, generated deterministically in code.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+mod contracts;
 mod synthetic;
+
+#[allow(unused_imports)] // the memory bench builds no world with contracts
+pub use contracts::{Contracts, world as world_with_contracts};
 
 use synthetic::{
     FleetShape, Rng, RunningFill, add_running, add_workload, build_fleet, fill_running,

@@ -44,6 +44,9 @@ thread_local! {
         c.register_all();
         c
     };
+    /// `quantity(x)` and `semver(x)`, compiled once per thread.
+    static HELPERS: Option<(Program, Program)> =
+        Program::compile("quantity(x)").ok().zip(Program::compile("semver(x)").ok());
 }
 
 /// A CEL selector over devices, compiled.
@@ -63,14 +66,16 @@ impl CelSelector {
     }
 }
 
-/// Evaluates `function(arg)` (`quantity`, `semver`) into the library's object.
-fn object(root: &Context<'_>, function: &str, arg: &str) -> Value {
+/// Evaluates `quantity(arg)` (or `semver(arg)`) into the library's object.
+fn object(root: &Context<'_>, semver: bool, arg: &str) -> Value {
     let mut scope = root.new_inner_scope();
     scope.add_variable_from_value("x", arg.to_string());
-    match Program::compile(&format!("{function}(x)")).map(|p| p.execute(&scope)) {
-        Ok(Ok(v)) => v,
-        _ => Value::String(Arc::new(arg.to_string())),
-    }
+    let value = HELPERS.with(|h| {
+        h.as_ref()
+            .map(|(q, s)| if semver { s } else { q })
+            .and_then(|p| p.execute(&scope).ok())
+    });
+    value.unwrap_or_else(|| Value::String(Arc::new(arg.to_string())))
 }
 
 /// Splits a qualified name into (domain, id): unqualified names are in the driver's domain.
@@ -87,7 +92,7 @@ fn device_value(root: &Context<'_>, driver: &str, d: &Device) -> Value {
             Attribute::Int(i) => Value::Int(*i),
             Attribute::Bool(b) => Value::Bool(*b),
             Attribute::Str(s) => Value::String(Arc::new(s.clone())),
-            Attribute::Version(s) => object(root, "semver", s),
+            Attribute::Version(s) => object(root, true, s),
         };
         attributes
             .entry(domain.to_string())
@@ -100,7 +105,7 @@ fn device_value(root: &Context<'_>, driver: &str, d: &Device) -> Value {
         capacity
             .entry(domain.to_string())
             .or_default()
-            .insert(id.to_string(), object(root, "quantity", q));
+            .insert(id.to_string(), object(root, false, q));
     }
     let mut device: HashMap<String, Value> = HashMap::new();
     device.insert("driver".into(), Value::String(Arc::new(driver.to_string())));
@@ -214,7 +219,19 @@ pub fn class(c: &dra::DeviceClass) -> Result<DeviceClass, DraError> {
     })
 }
 
-/// A ResourceSlice.
+/// Whether tephra may allocate a device of a slice: not one that draws on the slice's shared
+/// counters (a partition of a partitionable device), carries a taint (tephra reads no device
+/// tolerations), waits for binding conditions, or is shared between claims (consumable
+/// capacity); none of these is ever allocated.
+fn allocatable(d: &dra::Device) -> bool {
+    let none = |v: Option<usize>| v.unwrap_or(0) == 0;
+    none(d.consumes_counters.as_ref().map(Vec::len))
+        && none(d.taints.as_ref().map(Vec::len))
+        && none(d.binding_conditions.as_ref().map(Vec::len))
+        && d.allow_multiple_allocations != Some(true)
+}
+
+/// A ResourceSlice, without the devices tephra does not allocate (see [`allocatable`]).
 pub fn slice(s: &dra::ResourceSlice) -> ResourceSlice {
     let spec = &s.spec;
     let nodes = match (&spec.node_name, &spec.node_selector, spec.all_nodes) {
@@ -228,6 +245,7 @@ pub fn slice(s: &dra::ResourceSlice) -> ResourceSlice {
         .devices
         .iter()
         .flatten()
+        .filter(|d| allocatable(d))
         .map(|d| Device {
             name: d.name.clone(),
             attributes: d
@@ -518,6 +536,28 @@ mod tests {
         let m = claim(&c).unwrap();
         assert!(m.unsupported.unwrap().contains("adminAccess"));
         assert_eq!(m.requests[0].mode, AllocationMode::Exact(1));
+    }
+
+    #[test]
+    fn partitions_tainted_and_shared_devices_are_never_offered() {
+        let s: dra::ResourceSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n0-gpu"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n0",
+                "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 1},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+                "devices": [
+                    {"name": "whole"},
+                    {"name": "mig-1g", "consumesCounters": [{"counterSet": "gpu-0",
+                        "counters": {"memory": {"value": "10Gi"}}}]},
+                    {"name": "tainted", "taints": [{"key": "broken", "effect": "NoSchedule"}]},
+                    {"name": "shared", "allowMultipleAllocations": true},
+                    {"name": "gated", "bindingConditions": ["ready"],
+                        "bindingFailureConditions": ["failed"]}
+                ]}
+        }))
+        .unwrap();
+        let names: Vec<String> = slice(&s).devices.into_iter().map(|d| d.name).collect();
+        assert_eq!(names, vec!["whole".to_string()]);
     }
 
     #[test]

@@ -965,6 +965,60 @@ mod devices {
     }
 
     #[test]
+    fn devices_every_node_reaches_serve_pods_on_nodes_without_a_slice_of_their_own() {
+        let mut c = fleet();
+        slice(&mut c, "node-a-0", &["h100"]);
+        // Network-attached devices, reachable from every node.
+        let devices = (0..3)
+            .map(|i| Device {
+                name: format!("nic-{i}"),
+                attributes: [(
+                    "gpu.example.com/model".to_string(),
+                    Attribute::Str("net".into()),
+                )]
+                .into(),
+                capacity: Default::default(),
+            })
+            .collect();
+        dra(
+            &mut c,
+            DraChange::SliceUpsert(ResourceSlice {
+                name: "fabric".into(),
+                driver: "gpu.example.com".into(),
+                pool: "fabric".into(),
+                generation: 1,
+                nodes: SliceNodes::All,
+                devices,
+            }),
+        );
+        let net = || vec![attr_is("gpu.example.com/model", "net")];
+        for i in 0..3 {
+            claim(&mut c, &format!("n{i}"), AllocationMode::Exact(1), net());
+            // Each pod takes a whole node's CPU, so the three need three nodes.
+            let rules = PodRules {
+                device_claims: vec![PodClaim {
+                    name: "gpu".into(),
+                    claim: Some(format!("n{i}")),
+                }],
+                ..PodRules::default()
+            };
+            let job = GangJob::new(
+                &format!("p{i}"),
+                vec![Role::new("r", 1, &[("cpu", "12")]).rules(rules)],
+            );
+            add_job(&mut c, &job).unwrap();
+        }
+        let d = run(&c);
+        let nodes: std::collections::BTreeSet<_> = d.binds.iter().map(|b| b.node.clone()).collect();
+        assert_eq!(nodes.len(), 3, "{:?}", d.binds);
+        for p in &d.prebinds {
+            let a = p.devices[0].allocation.as_ref().expect("allocated");
+            assert_eq!(a.nodes, SliceNodes::All);
+            assert_eq!(a.devices[0].pool, "fabric");
+        }
+    }
+
+    #[test]
     fn a_template_claim_not_created_yet_makes_the_pod_wait() {
         let mut c = fleet();
         slice(&mut c, "node-a-0", &["h100"]);

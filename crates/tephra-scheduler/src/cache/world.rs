@@ -631,12 +631,8 @@ impl World {
             DraChange::ClassDelete(name) => {
                 d.classes.remove(&name);
             }
-            DraChange::SliceUpsert(s) => {
-                d.slices.insert(s.name.clone(), Arc::new(s));
-            }
-            DraChange::SliceDelete(name) => {
-                d.slices.remove(&name);
-            }
+            DraChange::SliceUpsert(s) => d.upsert_slice(s),
+            DraChange::SliceDelete(name) => d.delete_slice(&name),
             DraChange::ClaimUpsert(c) => {
                 d.claims.insert(c.key(), Arc::new(c));
             }

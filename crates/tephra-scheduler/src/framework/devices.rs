@@ -11,20 +11,57 @@
 //! request's selectors: exactly the count asked, or every matching device for `All`; devices of
 //! requests under one `matchAttribute` constraint share the attribute's value.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use super::fit::{DeviceUnfit, Unfit};
 use crate::cache::Snapshot;
 use crate::decisions::DeviceBind;
 use crate::model::{
     AllocatedDevice, AllocationMode, Attribute, ClaimAllocation, Device, Dra, Id, Labels,
-    ResourceClaim, SliceNodes, TaskShape,
+    ResourceClaim, ResourceSlice, Selector, SliceNodes, TaskShape,
 };
 
-/// A device, by (driver, pool, name).
-type DeviceKey = (String, String, String);
+/// A device by its address in the snapshot of the session, which holds every slice for as long
+/// as the session runs: telling devices apart then costs no string.
+type DeviceRef = usize;
+
+fn device_ref(d: &Device) -> DeviceRef {
+    std::ptr::from_ref(d) as usize
+}
+
+/// Hashes addresses: multiply-mix each word, then fold the high bits down (addresses are
+/// aligned, so their low bits carry nothing). The device maps are looked up for every device
+/// of every node a scan checks, where SipHash would cost more than the lookup.
+#[derive(Clone, Copy, Debug, Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type ByAddr = BuildHasherDefault<AddrHasher>;
 
 /// A device the node reaches, with its slice's driver, pool and node reach.
+#[derive(Clone, Copy)]
 struct Visible<'a> {
     driver: &'a str,
     pool: &'a str,
@@ -32,31 +69,74 @@ struct Visible<'a> {
     device: &'a Device,
 }
 
-impl Visible<'_> {
-    fn key(&self) -> DeviceKey {
-        (
-            self.driver.to_string(),
-            self.pool.to_string(),
-            self.device.name.clone(),
-        )
-    }
+/// Whether a selector matches each device of a slice, in order (an error is a CEL runtime
+/// error on that device).
+pub type SliceMatch = Arc<[Result<bool, String>]>;
+
+/// A selector on a slice's devices: [`match_slice`], or a cache of it.
+pub type Matcher<'m> = dyn Fn(&Selector, &ResourceSlice) -> SliceMatch + 'm;
+
+/// [`Matcher`] without a cache.
+pub fn match_slice(s: &Selector, slice: &ResourceSlice) -> SliceMatch {
+    slice
+        .devices
+        .iter()
+        .map(|d| s.0.matches(&slice.driver, d))
+        .collect()
 }
 
 /// The devices `claim` would be allocated on a node named `node` with `labels`, with `taken`
-/// saying which devices other claims hold.
+/// saying which devices other claims hold and `matches` evaluating selectors.
 pub fn allocate(
     dra: &Dra,
     claim: &ResourceClaim,
     node: &str,
     labels: &Labels,
-    taken: &dyn Fn(&DeviceKey) -> bool,
+    taken: &dyn Fn(&Device) -> bool,
+    matches: &Matcher,
 ) -> Result<ClaimAllocation, DeviceUnfit> {
+    choose_devices(dra, claim, node, labels, taken, matches).map(|c| allocation(claim, &c))
+}
+
+/// The allocation of the devices chosen for `claim`'s requests.
+fn allocation(claim: &ResourceClaim, chosen: &[(usize, Visible)]) -> ClaimAllocation {
+    let nodes = chosen
+        .iter()
+        .map(|(_, v)| v.nodes)
+        .fold(SliceNodes::All, |acc, n| match (acc, n) {
+            (SliceNodes::Node(a), _) => SliceNodes::Node(a),
+            (_, SliceNodes::Node(b)) => SliceNodes::Node(b.clone()),
+            (SliceNodes::Selector(a), _) => SliceNodes::Selector(a),
+            (_, other) => other.clone(),
+        });
+    let devices = chosen
+        .iter()
+        .map(|(r, v)| AllocatedDevice {
+            request: claim.requests[*r].name.clone(),
+            driver: v.driver.to_string(),
+            pool: v.pool.to_string(),
+            device: v.device.name.clone(),
+        })
+        .collect();
+    ClaimAllocation { devices, nodes }
+}
+
+/// The devices of [`allocate`], each with the index of the request it serves, before they are
+/// written down as an allocation.
+fn choose_devices<'a>(
+    dra: &'a Dra,
+    claim: &ResourceClaim,
+    node: &'a str,
+    labels: &'a Labels,
+    taken: &dyn Fn(&Device) -> bool,
+    matches: &Matcher,
+) -> Result<Vec<(usize, Visible<'a>)>, DeviceUnfit> {
     if let Some(what) = &claim.unsupported {
         return Err(DeviceUnfit::Unsupported(what.clone()));
     }
-    let visible: Vec<Visible> = dra
-        .current_slices()
-        .filter(|s| s.nodes.reach(node, labels))
+    let slices: Vec<&ResourceSlice> = dra.slices_for(node, labels).collect();
+    let visible: Vec<Visible> = slices
+        .iter()
         .flat_map(|s| {
             s.devices.iter().map(move |d| Visible {
                 driver: &s.driver,
@@ -67,27 +147,37 @@ pub fn allocate(
         })
         .collect();
     // Each request's matching devices, in slice and device order.
-    let mut matching: Vec<Vec<usize>> = Vec::new();
+    let mut matching: Vec<Vec<usize>> = Vec::with_capacity(claim.requests.len());
     for r in &claim.requests {
         let Some(class) = dra.classes.get(&r.class) else {
             return Err(DeviceUnfit::ClassMissing(r.name.clone(), r.class.clone()));
         };
         let mut m = Vec::new();
-        for (i, v) in visible.iter().enumerate() {
-            let mut ok = true;
-            for s in class.selectors.iter().chain(&r.selectors) {
-                match s.0.matches(v.driver, v.device) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        ok = false;
-                        break;
+        let mut first = 0;
+        for slice in &slices {
+            let results: Vec<SliceMatch> = class
+                .selectors
+                .iter()
+                .chain(&r.selectors)
+                .map(|s| matches(s, slice))
+                .collect();
+            for j in 0..slice.devices.len() {
+                let mut ok = true;
+                for result in &results {
+                    match result.get(j) {
+                        Some(Ok(true)) => {}
+                        Some(Ok(false)) | None => {
+                            ok = false;
+                            break;
+                        }
+                        Some(Err(e)) => return Err(DeviceUnfit::Cel(claim.key(), e.clone())),
                     }
-                    Err(e) => return Err(DeviceUnfit::Cel(claim.key(), e)),
+                }
+                if ok {
+                    m.push(first + j);
                 }
             }
-            if ok {
-                m.push(i);
-            }
+            first += slice.devices.len();
         }
         matching.push(m);
     }
@@ -105,25 +195,7 @@ pub fn allocate(
     };
     for value in values {
         if let Some(chosen) = choose(claim, &visible, &matching, taken, value.as_ref()) {
-            let nodes = chosen.iter().map(|&(_, i)| visible[i].nodes).fold(
-                SliceNodes::All,
-                |acc, n| match (acc, n) {
-                    (SliceNodes::Node(a), _) => SliceNodes::Node(a),
-                    (_, SliceNodes::Node(b)) => SliceNodes::Node(b.clone()),
-                    (SliceNodes::Selector(a), _) => SliceNodes::Selector(a),
-                    (_, other) => other.clone(),
-                },
-            );
-            let devices = chosen
-                .into_iter()
-                .map(|(r, i)| AllocatedDevice {
-                    request: claim.requests[r].name.clone(),
-                    driver: visible[i].driver.to_string(),
-                    pool: visible[i].pool.to_string(),
-                    device: visible[i].device.name.clone(),
-                })
-                .collect();
-            return Ok(ClaimAllocation { devices, nodes });
+            return Ok(chosen.into_iter().map(|(r, i)| (r, visible[i])).collect());
         }
     }
     Err(DeviceUnfit::CannotAllocate)
@@ -148,10 +220,10 @@ fn choose(
     claim: &ResourceClaim,
     visible: &[Visible],
     matching: &[Vec<usize>],
-    taken: &dyn Fn(&DeviceKey) -> bool,
+    taken: &dyn Fn(&Device) -> bool,
     value: Option<&Attribute>,
 ) -> Option<Vec<(usize, usize)>> {
-    let mut used: HashSet<usize> = HashSet::new();
+    let mut used: Vec<usize> = Vec::new();
     let mut out = Vec::new();
     for (r, req) in claim.requests.iter().enumerate() {
         let constrained = claim
@@ -173,10 +245,10 @@ fn choose(
                     if got == n {
                         break;
                     }
-                    if used.contains(&i) || taken(&visible[i].key()) || !fits(i) {
+                    if used.contains(&i) || taken(visible[i].device) || !fits(i) {
                         continue;
                     }
-                    used.insert(i);
+                    used.push(i);
                     out.push((r, i));
                     got += 1;
                 }
@@ -189,12 +261,12 @@ fn choose(
                 if all.is_empty()
                     || all
                         .iter()
-                        .any(|&i| used.contains(&i) || taken(&visible[i].key()))
+                        .any(|&i| used.contains(&i) || taken(visible[i].device))
                 {
                     return None;
                 }
                 for i in all {
-                    used.insert(i);
+                    used.push(i);
                     out.push((r, i));
                 }
             }
@@ -211,15 +283,62 @@ fn reaches(a: &ClaimAllocation, node: &str, labels: &Labels) -> bool {
 /// What the session allocated, and which devices every claim holds.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceState {
+    /// Selector results of the session, by (selector, device): a class's selector is evaluated
+    /// once per device, whatever the number of pods and nodes looked at.
+    matched: RefCell<HashMap<(usize, usize), SliceMatch, ByAddr>>,
     /// Devices held by an allocation, by cluster: those the cache knows, and the session's.
-    taken: HashMap<Id, HashSet<DeviceKey>>,
+    taken: HashMap<Id, HashSet<DeviceRef, ByAddr>>,
     /// (cluster, claim `namespace/name`) → what the session allocated it.
-    given: HashMap<(Id, String), ClaimAllocation>,
+    given: HashMap<(Id, String), Given>,
     /// The claims each task allocated, to undo.
     by_task: HashMap<Id, Vec<(Id, String)>>,
+    /// What the last shape checked asks of a node in one cluster: a scan checks one shape
+    /// against many nodes, and only the node changes until the next placement.
+    memo: RefCell<Option<Memo>>,
+}
+
+/// An allocation the session made, with the devices it holds.
+#[derive(Clone, Debug)]
+struct Given {
+    allocation: ClaimAllocation,
+    devices: Vec<DeviceRef>,
+}
+
+/// The node-independent part of checking one shape's claims in one cluster.
+#[derive(Clone, Debug)]
+struct Memo {
+    shape: Arc<TaskShape>,
+    cluster: Id,
+    empty: bool,
+    needs: Arc<Vec<Need>>,
+}
+
+/// What one of a pod's claims asks of a node, in order.
+#[derive(Clone, Debug)]
+enum Need {
+    /// It fails on every node, and the claims after it are not looked at.
+    Fail(Unfit),
+    /// Allocated already: the node must reach its devices.
+    Allocated(ClaimAllocation),
+    /// Devices to allocate on the node.
+    Allocate(Arc<ResourceClaim>),
 }
 
 impl DeviceState {
+    /// `s` on the devices of a slice, remembered for the session.
+    fn cached(&self, s: &Selector, slice: &ResourceSlice) -> SliceMatch {
+        let key = (
+            Arc::as_ptr(&s.0) as *const () as usize,
+            std::ptr::from_ref(slice) as usize,
+        );
+        if let Some(r) = self.matched.borrow().get(&key) {
+            return Arc::clone(r);
+        }
+        let r = match_slice(s, slice);
+        self.matched.borrow_mut().insert(key, Arc::clone(&r));
+        r
+    }
+
     /// The devices held as a session opens on `snap`: every allocated claim's.
     pub fn open(snap: &Snapshot) -> Self {
         let mut s = Self::default();
@@ -230,10 +349,21 @@ impl DeviceState {
             let Some(id) = snap.cluster_id(cluster) else {
                 continue;
             };
+            let held: HashSet<(&str, &str, &str)> = dra
+                .claims
+                .values()
+                .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
+                .map(|d| (d.driver.as_str(), d.pool.as_str(), d.device.as_str()))
+                .collect();
+            if held.is_empty() {
+                continue;
+            }
             let set = s.taken.entry(id).or_default();
-            for c in dra.claims.values() {
-                for d in c.allocation.iter().flat_map(|a| &a.devices) {
-                    set.insert((d.driver.clone(), d.pool.clone(), d.device.clone()));
+            for slice in dra.slices().values() {
+                for d in &slice.devices {
+                    if held.contains(&(slice.driver.as_str(), slice.pool.as_str(), &d.name)) {
+                        set.insert(device_ref(d));
+                    }
                 }
             }
         }
@@ -249,62 +379,173 @@ impl DeviceState {
     pub fn check(
         &self,
         snap: &Snapshot,
-        shape: &TaskShape,
+        shape: &Arc<TaskShape>,
         node: Id,
         empty: bool,
     ) -> Result<(), Unfit> {
-        let claims = &shape.rules.device_claims;
-        if claims.is_empty() {
+        if shape.rules.device_claims.is_empty() {
             return Ok(());
         }
         let Some(n) = snap.nodes.get(node) else {
             return Ok(());
         };
-        let unfit = |d: DeviceUnfit| Err(Unfit::Device(d));
-        let Some(dra) = snap.dra.get(&n.spec.cluster) else {
-            return unfit(DeviceUnfit::Missing(Self::claim_key(
-                shape,
-                claims[0].claim.as_deref().unwrap_or(&claims[0].name),
-            )));
+        let needs = self.needs(snap, shape, n.cluster, &n.spec.cluster, empty);
+        let held = if empty {
+            None
+        } else {
+            self.taken.get(&n.cluster)
         };
-        let held = self.taken.get(&n.cluster);
         // Devices this pod's earlier claims would take on the node.
-        let mut mine: HashSet<DeviceKey> = HashSet::new();
-        for pc in claims {
-            let Some(name) = &pc.claim else {
-                return unfit(DeviceUnfit::NotCreated(pc.name.clone()));
-            };
-            let key = Self::claim_key(shape, name);
-            let Some(claim) = dra.claims.get(&key) else {
-                return unfit(DeviceUnfit::Missing(key));
-            };
-            if claim.deleting {
-                return unfit(DeviceUnfit::Deleting(name.clone()));
-            }
-            let allocated = if empty {
-                claim.allocation.as_ref()
-            } else {
-                self.given
-                    .get(&(n.cluster, key.clone()))
-                    .or(claim.allocation.as_ref())
-            };
-            if let Some(a) = allocated {
-                if !reaches(a, &n.spec.name, &n.spec.labels) {
-                    return unfit(DeviceUnfit::NotAvailable);
+        let mut mine: Vec<DeviceRef> = Vec::new();
+        for need in needs.iter() {
+            let claim = match need {
+                Need::Fail(u) => return Err(u.clone()),
+                Need::Allocated(a) => {
+                    if !reaches(a, &n.spec.name, &n.spec.labels) {
+                        return Err(Unfit::Device(DeviceUnfit::NotAvailable));
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let taken =
-                |k: &DeviceKey| mine.contains(k) || (!empty && held.is_some_and(|h| h.contains(k)));
-            let a = match allocate(dra, claim, &n.spec.name, &n.spec.labels, &taken) {
-                Ok(a) => a,
-                Err(e) => return unfit(e),
+                Need::Allocate(claim) => claim,
             };
-            for d in a.devices {
-                mine.insert((d.driver, d.pool, d.device));
-            }
+            let Some(dra) = snap.dra.get(&n.spec.cluster) else {
+                return Err(Unfit::Device(DeviceUnfit::Missing(claim.key())));
+            };
+            let taken = |d: &Device| {
+                let r = device_ref(d);
+                mine.contains(&r) || held.is_some_and(|h| h.contains(&r))
+            };
+            let cached = |s: &Selector, slice: &ResourceSlice| self.cached(s, slice);
+            let chosen = choose_devices(dra, claim, &n.spec.name, &n.spec.labels, &taken, &cached)
+                .map_err(Unfit::Device)?;
+            mine.extend(chosen.iter().map(|(_, v)| device_ref(v.device)));
         }
         Ok(())
+    }
+
+    /// What [`check`](Self::check) answers on a node of `cluster` that reaches no
+    /// ResourceSlice, when it is sure to be a refusal: a claim to allocate has nothing to take
+    /// there. A scan then skips such nodes whole, as it skips nodes without an extended resource
+    /// the pod asks for. `empty` is [`check`](Self::check)'s.
+    pub fn off_slice(
+        &self,
+        snap: &Snapshot,
+        shape: &Arc<TaskShape>,
+        cluster: Id,
+        cluster_name: &str,
+        empty: bool,
+    ) -> Option<Unfit> {
+        if shape.rules.device_claims.is_empty() {
+            return None;
+        }
+        let needs = self.needs(snap, shape, cluster, cluster_name, empty);
+        for need in needs.iter() {
+            match need {
+                Need::Fail(u) => return Some(u.clone()),
+                // Whether the node reaches an allocation depends on the node.
+                Need::Allocated(_) => return None,
+                Need::Allocate(claim) => {
+                    if let Some(what) = &claim.unsupported {
+                        return Some(Unfit::Device(DeviceUnfit::Unsupported(what.clone())));
+                    }
+                    let dra = snap.dra.get(cluster_name)?;
+                    if let Some(r) = claim
+                        .requests
+                        .iter()
+                        .find(|r| !dra.classes.contains_key(&r.class))
+                    {
+                        return Some(Unfit::Device(DeviceUnfit::ClassMissing(
+                            r.name.clone(),
+                            r.class.clone(),
+                        )));
+                    }
+                    let wants = !claim.match_attributes.is_empty()
+                        || claim.requests.iter().any(|r| match r.mode {
+                            AllocationMode::Exact(n) => n > 0,
+                            AllocationMode::All => true,
+                        });
+                    if wants {
+                        return Some(Unfit::Device(DeviceUnfit::CannotAllocate));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// What `shape`'s claims ask of a node of `cluster`, worked out once until a placement.
+    fn needs(
+        &self,
+        snap: &Snapshot,
+        shape: &Arc<TaskShape>,
+        cluster: Id,
+        cluster_name: &str,
+        empty: bool,
+    ) -> Arc<Vec<Need>> {
+        if let Some(m) = self.memo.borrow().as_ref()
+            && Arc::ptr_eq(&m.shape, shape)
+            && m.cluster == cluster
+            && m.empty == empty
+        {
+            return Arc::clone(&m.needs);
+        }
+        let needs = Arc::new(self.build_needs(snap, shape, cluster, cluster_name, empty));
+        *self.memo.borrow_mut() = Some(Memo {
+            shape: Arc::clone(shape),
+            cluster,
+            empty,
+            needs: Arc::clone(&needs),
+        });
+        needs
+    }
+
+    /// Each claim of `shape` in turn, as far as the first that fails on every node.
+    fn build_needs(
+        &self,
+        snap: &Snapshot,
+        shape: &TaskShape,
+        cluster: Id,
+        cluster_name: &str,
+        empty: bool,
+    ) -> Vec<Need> {
+        let claims = &shape.rules.device_claims;
+        let fail = |d: DeviceUnfit| vec![Need::Fail(Unfit::Device(d))];
+        let Some(dra) = snap.dra.get(cluster_name) else {
+            let first = claims[0].claim.as_deref().unwrap_or(&claims[0].name);
+            return fail(DeviceUnfit::Missing(Self::claim_key(shape, first)));
+        };
+        let mut needs = Vec::with_capacity(claims.len());
+        for pc in claims {
+            let need = match &pc.claim {
+                None => Need::Fail(Unfit::Device(DeviceUnfit::NotCreated(pc.name.clone()))),
+                Some(name) => {
+                    let key = Self::claim_key(shape, name);
+                    match dra.claims.get(&key) {
+                        None => Need::Fail(Unfit::Device(DeviceUnfit::Missing(key))),
+                        Some(c) if c.deleting => {
+                            Need::Fail(Unfit::Device(DeviceUnfit::Deleting(name.clone())))
+                        }
+                        Some(c) => {
+                            let given = if empty {
+                                None
+                            } else {
+                                self.given.get(&(cluster, key)).map(|g| &g.allocation)
+                            };
+                            match given.or(c.allocation.as_ref()) {
+                                Some(a) => Need::Allocated(a.clone()),
+                                None => Need::Allocate(Arc::clone(c)),
+                            }
+                        }
+                    }
+                }
+            };
+            let failed = matches!(need, Need::Fail(_));
+            needs.push(need);
+            if failed {
+                break;
+            }
+        }
+        needs
     }
 
     /// `task` is placed on `node` (`sign` 1) or taken off it (-1): its claims not allocated yet
@@ -317,12 +558,13 @@ impl DeviceState {
         if shape.rules.device_claims.is_empty() {
             return;
         }
+        self.memo.get_mut().take();
         if sign < 0 {
             for slot in self.by_task.remove(&task).unwrap_or_default() {
-                if let Some(a) = self.given.remove(&slot) {
+                if let Some(g) = self.given.remove(&slot) {
                     let set = self.taken.entry(slot.0).or_default();
-                    for d in a.devices {
-                        set.remove(&(d.driver, d.pool, d.device));
+                    for d in g.devices {
+                        set.remove(&d);
                     }
                 }
             }
@@ -348,15 +590,25 @@ impl DeviceState {
             if claim.allocation.is_some() {
                 continue;
             }
-            let held = self.taken.entry(n.cluster).or_default();
-            let taken = |k: &DeviceKey| held.contains(k);
-            let Ok(a) = allocate(dra, claim, &n.spec.name, &n.spec.labels, &taken) else {
-                continue;
+            let given = {
+                let held = self.taken.get(&n.cluster);
+                let taken = |d: &Device| held.is_some_and(|h| h.contains(&device_ref(d)));
+                let cached = |s: &Selector, slice: &ResourceSlice| self.cached(s, slice);
+                let Ok(chosen) =
+                    choose_devices(dra, claim, &n.spec.name, &n.spec.labels, &taken, &cached)
+                else {
+                    continue;
+                };
+                Given {
+                    allocation: allocation(claim, &chosen),
+                    devices: chosen.iter().map(|(_, v)| device_ref(v.device)).collect(),
+                }
             };
-            for d in &a.devices {
-                held.insert((d.driver.clone(), d.pool.clone(), d.device.clone()));
-            }
-            self.given.insert(slot.clone(), a);
+            self.taken
+                .entry(n.cluster)
+                .or_default()
+                .extend(given.devices.iter().copied());
+            self.given.insert(slot.clone(), given);
             gave.push(slot);
         }
         if !gave.is_empty() {
@@ -388,7 +640,7 @@ impl DeviceState {
             }
             out.push(DeviceBind {
                 claim: key,
-                allocation: given.cloned(),
+                allocation: given.map(|g| g.allocation.clone()),
             });
         }
         out

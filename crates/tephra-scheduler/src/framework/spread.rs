@@ -156,9 +156,11 @@ impl Domains {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+/// One constraint's domains, per cluster (indexed by cluster id), counted when first asked.
+#[derive(Clone, Debug)]
 struct Entry {
-    clusters: HashMap<Id, Domains>,
+    key: EntryKey,
+    clusters: Vec<Option<Domains>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -167,14 +169,39 @@ struct Inner {
     /// Pods on nodes, not terminating, by namespace and label pair; and by namespace.
     by_label: HashMap<(String, String, String), BTreeSet<Id>>,
     by_namespace: HashMap<String, BTreeSet<Id>>,
-    entries: HashMap<EntryKey, Entry>,
+    /// Each distinct constraint once, by the number it was given when first seen: the checks
+    /// index by number, so a check never hashes a key.
+    ids: HashMap<EntryKey, usize>,
+    entries: Vec<Entry>,
     /// Entries by namespace and the label pair they are found by; those with none by namespace.
-    routes: HashMap<(String, String, String), Vec<EntryKey>>,
-    unrouted: HashMap<String, Vec<EntryKey>>,
+    routes: HashMap<(String, String, String), Vec<usize>>,
+    unrouted: HashMap<String, Vec<usize>>,
 }
 
-/// A shape and the entry keys of its constraints.
-type LastShape = (Arc<TaskShape>, Arc<Vec<EntryKey>>);
+impl Inner {
+    /// The number of `key`'s entry, registering it (and its route) when new.
+    fn intern(&mut self, key: EntryKey) -> usize {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.entries.len();
+        let ns = key.namespace.clone();
+        match key.route() {
+            Some((k, v)) => self.routes.entry((ns, k, v)).or_default().push(id),
+            None => self.unrouted.entry(ns).or_default().push(id),
+        }
+        self.ids.insert(key.clone(), id);
+        self.entries.push(Entry {
+            key,
+            clusters: Vec::new(),
+        });
+        id
+    }
+}
+
+/// A shape and, for each of its constraints, the entry number and whether the constraint
+/// selects the shape's own pods.
+type LastShape = (Arc<TaskShape>, Arc<Vec<(usize, bool)>>);
 
 /// Counts of selected pods per topology domain, for one kind of constraint.
 #[derive(Clone, Debug)]
@@ -201,8 +228,9 @@ impl SpreadIndex {
         }
     }
 
-    /// The entry key of each of `task`'s constraints of this kind, in order.
-    fn entry_keys(&self, task: &Task) -> Arc<Vec<EntryKey>> {
+    /// The entry number of each of `task`'s constraints of this kind, in order, and whether
+    /// the constraint selects `task` itself.
+    fn entry_keys(&self, task: &Task) -> Arc<Vec<(usize, bool)>> {
         let shape = &task.spec.shape;
         if let Some((s, keys)) = self.last.borrow().as_ref()
             && Arc::ptr_eq(s, shape)
@@ -210,11 +238,19 @@ impl SpreadIndex {
             return Arc::clone(keys);
         }
         let topology = self.keys(task);
-        let keys: Arc<Vec<EntryKey>> = Arc::new(
+        let mut inner = self.inner.borrow_mut();
+        let own = &shape.rules.labels;
+        let keys: Arc<Vec<(usize, bool)>> = Arc::new(
             self.terms(task)
-                .map(|t| EntryKey::of(task, t, &topology))
+                .map(|t| {
+                    (
+                        inner.intern(EntryKey::of(task, t, &topology)),
+                        t.selects(own),
+                    )
+                })
                 .collect(),
         );
+        drop(inner);
         *self.last.borrow_mut() = Some((Arc::clone(shape), Arc::clone(&keys)));
         keys
     }
@@ -277,25 +313,30 @@ impl SpreadIndex {
         } else {
             set.remove(&task);
         }
-        let mut keys: Vec<&EntryKey> = inner.unrouted.get(ns).into_iter().flatten().collect();
+        let mut ids: Vec<usize> = inner
+            .unrouted
+            .get(ns)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
         for (k, v) in labels {
             if let Some(list) = inner.routes.get(&(ns.clone(), k.clone(), v.clone())) {
-                keys.extend(list);
+                ids.extend(list);
             }
         }
-        let keys: Vec<EntryKey> = keys.into_iter().cloned().collect();
-        for key in keys {
+        for id in ids {
+            let Some(entry) = inner.entries.get_mut(id) else {
+                continue;
+            };
+            let Some(Some(d)) = entry.clusters.get_mut(n.cluster as usize) else {
+                continue;
+            };
+            let key = &entry.key;
             if !key.selects(t) || !key.counts_on(n) {
                 continue;
             }
-            let Some(value) = n.spec.labels.get(&key.term.topology_key) else {
-                continue;
-            };
-            if let Some(d) = inner
-                .entries
-                .get_mut(&key)
-                .and_then(|e| e.clusters.get_mut(&n.cluster))
-            {
+            if let Some(value) = n.spec.labels.get(&key.term.topology_key) {
                 d.shift(value, delta);
             }
         }
@@ -320,47 +361,36 @@ impl SpreadIndex {
         }
     }
 
-    /// Runs `f` on the domains of `cluster` for `key`, counting them first if needed.
+    /// Runs `f` on the term and the domains of `cluster` for entry `id`, counting them first
+    /// if needed.
     fn with_domains<R>(
         &self,
         view: &View,
-        key: &EntryKey,
+        id: usize,
         cluster: Id,
-        f: impl FnOnce(&Domains) -> R,
-    ) -> R {
+        f: impl FnOnce(&SpreadTerm, &Domains) -> R,
+    ) -> Option<R> {
         let mut inner = self.inner.borrow_mut();
         if !inner.built {
             Self::build(&mut inner, view);
         }
-        if !inner.entries.contains_key(key) {
-            let ns = key.namespace.clone();
-            match key.route() {
-                Some((k, v)) => inner
-                    .routes
-                    .entry((ns, k, v))
-                    .or_default()
-                    .push(key.clone()),
-                None => inner.unrouted.entry(ns).or_default().push(key.clone()),
-            }
-            inner.entries.insert(key.clone(), Entry::default());
-        }
+        let slot = cluster as usize;
         let counted_already = inner
             .entries
-            .get(key)
-            .is_some_and(|e| e.clusters.contains_key(&cluster));
+            .get(id)
+            .is_some_and(|e| matches!(e.clusters.get(slot), Some(Some(_))));
         if !counted_already {
+            let key = &inner.entries.get(id)?.key;
             let d = Self::domains(&inner, view, key, cluster);
-            if let Some(e) = inner.entries.get_mut(key) {
-                e.clusters.insert(cluster, d);
+            let e = inner.entries.get_mut(id)?;
+            if e.clusters.len() <= slot {
+                e.clusters.resize(slot + 1, None);
             }
+            e.clusters[slot] = Some(d);
         }
-        let empty = Domains::default();
-        let d = inner
-            .entries
-            .get(key)
-            .and_then(|e| e.clusters.get(&cluster))
-            .unwrap_or(&empty);
-        f(d)
+        let e = inner.entries.get(id)?;
+        let d = e.clusters.get(slot)?.as_ref()?;
+        Some(f(&e.key.term, d))
     }
 
     /// Counts the domains of `cluster` for `key` from the pods indexed.
@@ -405,28 +435,23 @@ impl SpreadIndex {
             return Ok(());
         };
         let keys = self.entry_keys(task);
-        // A node that is no domain fails first, whatever the counts.
-        if keys
-            .iter()
-            .any(|k| !n.spec.labels.contains_key(&k.term.topology_key))
-        {
-            return Err(Breach::MissingLabel);
-        }
-        for key in keys.iter() {
-            let term = &key.term;
+        // A node that is no domain fails first, whatever the counts: after a skew, the other
+        // constraints' keys are still looked for.
+        let mut skewed = false;
+        for (term, &(id, own)) in self.terms(task).zip(keys.iter()) {
             let Some(value) = n.spec.labels.get(&term.topology_key) else {
                 return Err(Breach::MissingLabel);
             };
-            let own = u32::from(term.selects(&task.spec.shape.rules.labels));
-            let skew = self.with_domains(view, key, n.cluster, |d| {
+            if skewed {
+                continue;
+            }
+            let skew = self.with_domains(view, id, n.cluster, |term, d| {
                 let here = d.counts.get(value).copied().unwrap_or(0);
                 i64::from(here) + i64::from(own) - i64::from(d.min(term.min_domains))
             });
-            if skew > i64::from(term.max_skew) {
-                return Err(Breach::Skew);
-            }
+            skewed = skew.is_some_and(|skew| skew > i64::from(term.max_skew));
         }
-        Ok(())
+        if skewed { Err(Breach::Skew) } else { Ok(()) }
     }
 
     /// The score, 0–100: how well placing `task` on `node` keeps its `ScheduleAnyway`
@@ -437,28 +462,29 @@ impl SpreadIndex {
         };
         let keys = self.entry_keys(task);
         if keys.is_empty()
-            || keys
-                .iter()
-                .any(|k| !n.spec.labels.contains_key(&k.term.topology_key))
+            || self
+                .terms(task)
+                .any(|t| !n.spec.labels.contains_key(&t.topology_key))
         {
             return 0.0;
         }
         let mut sum = 0.0;
         let mut terms = 0u32;
-        for key in keys.iter() {
-            let term = &key.term;
+        for (term, &(id, _)) in self.terms(task).zip(keys.iter()) {
             let Some(value) = n.spec.labels.get(&term.topology_key) else {
                 return 0.0;
             };
-            sum += self.with_domains(view, key, n.cluster, |d| {
-                let here = d.counts.get(value).copied().unwrap_or(0);
-                let (min, max) = (d.min(1), d.max());
-                if max <= min {
-                    100.0
-                } else {
-                    100.0 * f64::from(max - here.min(max)) / f64::from(max - min)
-                }
-            });
+            sum += self
+                .with_domains(view, id, n.cluster, |_, d| {
+                    let here = d.counts.get(value).copied().unwrap_or(0);
+                    let (min, max) = (d.min(1), d.max());
+                    if max <= min {
+                        100.0
+                    } else {
+                        100.0 * f64::from(max - here.min(max)) / f64::from(max - min)
+                    }
+                })
+                .unwrap_or(0.0);
             terms += 1;
         }
         sum / f64::from(terms.max(1))

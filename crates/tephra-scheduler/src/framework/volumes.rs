@@ -8,13 +8,17 @@
 //!
 //! A claim is looked up in the cluster of the node: a cluster that lacks it cannot run the pod.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::fit::{Unfit, VolumeUnfit};
 use crate::cache::Snapshot;
 use crate::decisions::VolumeBind;
-use crate::model::volumes::Delay;
-use crate::model::{Id, Node, Storage, Task, TaskShape, TaskStatus};
+use crate::model::volumes::{Delay, pick_volume};
+use crate::model::{
+    Id, Node, PersistentVolume, Storage, StorageClass, Task, TaskShape, TaskStatus,
+};
 
 /// What a claim was given in this session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +44,45 @@ pub struct VolumeState {
     /// The volumes attached to each node, by CSI driver; kept only where attach limits exist.
     attached: HashMap<Id, BTreeMap<String, BTreeSet<String>>>,
     limits: bool,
+    /// What the last shape checked needs of a node, in one cluster: a scan checks one shape
+    /// against many nodes, and all but the node's labels stay the same until the next change.
+    memo: RefCell<Option<Memo>>,
+}
+
+/// The node-independent part of checking one shape's claims in one cluster.
+#[derive(Clone, Debug)]
+struct Memo {
+    shape: Arc<TaskShape>,
+    cluster: Id,
+    plan: Arc<Plan>,
+}
+
+/// What a shape's claims ask of a node, claim by claim in order, and the attachments they
+/// make.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    needs: Vec<Need>,
+    /// (driver, handle) per claim that attaches, when the cluster has attach limits.
+    attachments: Vec<(String, String)>,
+}
+
+/// What one claim asks of a node.
+#[derive(Clone, Debug)]
+enum Need {
+    /// Its volume's node affinity allows the node.
+    Volume(Arc<PersistentVolume>),
+    /// It was given this node in the session.
+    Node(Id),
+    /// An earlier session wrote this node on it.
+    Named(String),
+    /// A delayed claim: one of these volumes (see [`pick_volume`]) that the pod's earlier
+    /// claims do not take, else provisioning by this class where it allows the node.
+    Delayed {
+        candidates: Vec<(Arc<PersistentVolume>, bool)>,
+        provision: Option<Arc<StorageClass>>,
+    },
+    /// It fails on every node, and the claims after it are not looked at.
+    Fail(Unfit),
 }
 
 fn on_node(status: TaskStatus) -> bool {
@@ -87,6 +130,8 @@ impl VolumeState {
     }
 
     fn count(&mut self, snap: &Snapshot, t: &Task, node: Id, sign: i32) {
+        self.memo.get_mut().take();
+
         let Some(n) = snap.nodes.get(node) else {
             return;
         };
@@ -122,111 +167,158 @@ impl VolumeState {
     }
 
     /// Whether the claims of a pod of `shape` let it run on `node`.
-    pub fn check(&self, snap: &Snapshot, shape: &TaskShape, node: Id) -> Result<(), Unfit> {
-        let claims = &shape.rules.claims;
-        if claims.is_empty() {
+    pub fn check(&self, snap: &Snapshot, shape: &Arc<TaskShape>, node: Id) -> Result<(), Unfit> {
+        if shape.rules.claims.is_empty() {
             return Ok(());
         }
         let Some(n) = snap.nodes.get(node) else {
             return Ok(());
         };
+        let plan = self.plan(snap, shape, n);
         let unfit = |v: VolumeUnfit| Err(Unfit::Volume(v));
-        let ns = &shape.namespace;
-        let Some(storage) = snap.storage.get(&n.spec.cluster) else {
-            return unfit(VolumeUnfit::ClaimNotFound(claims[0].clone()));
-        };
+        let labels = &n.spec.labels;
         // Volumes this pod's earlier claims would take.
-        let mut mine: Vec<String> = Vec::new();
-        let mut new_attachments: Vec<(String, String)> = Vec::new();
-        for name in claims {
-            let key = format!("{ns}/{name}");
-            let Some(claim) = storage.claims.get(&key) else {
-                return unfit(VolumeUnfit::ClaimNotFound(name.clone()));
-            };
-            if claim.deleting {
-                return unfit(VolumeUnfit::ClaimDeleting(name.clone()));
-            }
-            if claim.lost {
-                return unfit(VolumeUnfit::ClaimLost(name.clone()));
-            }
-            let slot = (n.cluster, key.clone());
-            if claim.access_modes.once_pod() && self.in_use.get(&slot).copied().unwrap_or(0) > 0 {
-                return unfit(VolumeUnfit::OncePodConflict);
-            }
-            match self.given.get(&slot) {
-                Some(Given::Volume(v)) => {
-                    let ok = storage
-                        .volumes
-                        .get(v)
-                        .is_some_and(|pv| pv.node_allows(&n.spec.labels));
-                    if !ok {
+        let mut mine: Vec<&str> = Vec::new();
+        for need in &plan.needs {
+            match need {
+                Need::Fail(u) => return Err(u.clone()),
+                Need::Volume(pv) => {
+                    if !pv.node_allows(labels) {
                         return unfit(VolumeUnfit::NodeConflict);
                     }
                 }
-                Some(Given::Node(at)) => {
+                Need::Node(at) => {
                     if *at != node {
                         return unfit(VolumeUnfit::BindConflict);
                     }
                 }
-                None => self.check_claim(storage, claim, n, &mut mine)?,
-            }
-            if self.limits
-                && let Some(a) = attachment(storage, &key, self.given.get(&slot))
-            {
-                new_attachments.push(a);
+                Need::Named(name) => {
+                    if *name != n.spec.name {
+                        return unfit(VolumeUnfit::BindConflict);
+                    }
+                }
+                Need::Delayed {
+                    candidates,
+                    provision,
+                } => {
+                    let candidates = candidates.iter().map(|(pv, pre)| (pv, *pre));
+                    let picked = pick_volume(candidates, labels, &|v| mine.contains(&v));
+                    match picked {
+                        Some(pv) => mine.push(&pv.name),
+                        None if provision.as_ref().is_some_and(|c| c.allows(labels)) => {}
+                        None => return unfit(VolumeUnfit::BindConflict),
+                    }
+                }
             }
         }
-        if self.limits {
-            self.check_limits(storage, n, node, &new_attachments)?;
+        if self.limits
+            && let Some(storage) = snap.storage.get(&n.spec.cluster)
+        {
+            self.check_limits(storage, n, node, &plan.attachments)?;
         }
         Ok(())
     }
 
-    /// One claim the session gave nothing yet, on node `n`.
-    fn check_claim(
+    /// The plan of `shape`'s claims in the cluster of `n`, worked out once until a change.
+    fn plan(&self, snap: &Snapshot, shape: &Arc<TaskShape>, n: &Node) -> Arc<Plan> {
+        if let Some(m) = self.memo.borrow().as_ref()
+            && Arc::ptr_eq(&m.shape, shape)
+            && m.cluster == n.cluster
+        {
+            return Arc::clone(&m.plan);
+        }
+        let plan = Arc::new(self.build_plan(snap, shape, n));
+        *self.memo.borrow_mut() = Some(Memo {
+            shape: Arc::clone(shape),
+            cluster: n.cluster,
+            plan: Arc::clone(&plan),
+        });
+        plan
+    }
+
+    /// Each claim of `shape` in turn, as far as the first that fails on every node.
+    fn build_plan(&self, snap: &Snapshot, shape: &TaskShape, n: &Node) -> Plan {
+        let claims = &shape.rules.claims;
+        let mut plan = Plan::default();
+        let fail = |plan: &mut Plan, v: VolumeUnfit| plan.needs.push(Need::Fail(Unfit::Volume(v)));
+        let Some(storage) = snap.storage.get(&n.spec.cluster) else {
+            fail(&mut plan, VolumeUnfit::ClaimNotFound(claims[0].clone()));
+            return plan;
+        };
+        for name in claims {
+            let key = format!("{}/{name}", shape.namespace);
+            let Some(claim) = storage.claims.get(&key) else {
+                fail(&mut plan, VolumeUnfit::ClaimNotFound(name.clone()));
+                break;
+            };
+            if claim.deleting {
+                fail(&mut plan, VolumeUnfit::ClaimDeleting(name.clone()));
+                break;
+            }
+            if claim.lost {
+                fail(&mut plan, VolumeUnfit::ClaimLost(name.clone()));
+                break;
+            }
+            let slot = (n.cluster, key.clone());
+            if claim.access_modes.once_pod() && self.in_use.get(&slot).copied().unwrap_or(0) > 0 {
+                fail(&mut plan, VolumeUnfit::OncePodConflict);
+                break;
+            }
+            let given = self.given.get(&slot);
+            let need = match given {
+                Some(Given::Volume(v)) => match storage.volumes.get(v) {
+                    Some(pv) => Need::Volume(Arc::clone(pv)),
+                    None => Need::Fail(Unfit::Volume(VolumeUnfit::NodeConflict)),
+                },
+                Some(Given::Node(at)) => Need::Node(*at),
+                None => self.claim_need(storage, claim, n.cluster),
+            };
+            let failed = matches!(need, Need::Fail(_));
+            plan.needs.push(need);
+            if failed {
+                break;
+            }
+            if self.limits
+                && let Some(a) = attachment(storage, &key, given)
+            {
+                plan.attachments.push(a);
+            }
+        }
+        plan
+    }
+
+    /// What one claim the session gave nothing yet asks of a node of `cluster`.
+    fn claim_need(
         &self,
         storage: &Storage,
         claim: &crate::model::VolumeClaim,
-        n: &Node,
-        mine: &mut Vec<String>,
-    ) -> Result<(), Unfit> {
-        let unfit = |v: VolumeUnfit| Err(Unfit::Volume(v));
+        cluster: Id,
+    ) -> Need {
+        let fail = |v: VolumeUnfit| Need::Fail(Unfit::Volume(v));
         match storage.delay(claim) {
             Delay::Bound => {
                 let volume = claim.volume.as_deref().unwrap_or_default();
                 match storage.volumes.get(volume) {
-                    None => unfit(VolumeUnfit::VolumeMissing),
-                    Some(pv) if !pv.node_allows(&n.spec.labels) => unfit(VolumeUnfit::NodeConflict),
-                    Some(_) => Ok(()),
+                    None => fail(VolumeUnfit::VolumeMissing),
+                    Some(pv) => Need::Volume(Arc::clone(pv)),
                 }
             }
-            Delay::Immediate => unfit(VolumeUnfit::UnboundImmediate),
-            Delay::Delayed => {
-                if let Some(selected) = &claim.selected_node {
-                    return if *selected == n.spec.name {
-                        Ok(())
-                    } else {
-                        unfit(VolumeUnfit::BindConflict)
-                    };
-                }
-                let cluster = n.cluster;
-                let taken = |v: &str| {
-                    mine.iter().any(|m| m == v) || self.taken.contains(&(cluster, v.to_string()))
-                };
-                if let Some(pv) = storage.matching_volume(claim, &n.spec.labels, &taken) {
-                    mine.push(pv.name.clone());
-                    return Ok(());
-                }
-                let provisions = storage
-                    .classes
-                    .get(&claim.class)
-                    .is_some_and(|c| c.provisions() && c.allows(&n.spec.labels));
-                if provisions {
-                    Ok(())
-                } else {
-                    unfit(VolumeUnfit::BindConflict)
-                }
-            }
+            Delay::Immediate => fail(VolumeUnfit::UnboundImmediate),
+            Delay::Delayed => match &claim.selected_node {
+                Some(selected) => Need::Named(selected.clone()),
+                None => Need::Delayed {
+                    candidates: storage
+                        .volume_candidates(claim)
+                        .filter(|(pv, _)| !self.taken.contains(&(cluster, pv.name.clone())))
+                        .map(|(pv, pre)| (Arc::clone(pv), pre))
+                        .collect(),
+                    provision: storage
+                        .classes
+                        .get(&claim.class)
+                        .filter(|c| c.provisions())
+                        .cloned(),
+                },
+            },
         }
     }
 
@@ -260,6 +352,8 @@ impl VolumeState {
     /// `task` is placed on `node` (`sign` 1) or taken off it (-1): its delayed claims are given
     /// a volume or provisioning there, or given back, and its claims counted as in use.
     pub fn place(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i32) {
+        self.memo.get_mut().take();
+
         let Some(t) = snap.tasks.get(task) else {
             return;
         };

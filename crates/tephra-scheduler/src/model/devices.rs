@@ -204,25 +204,79 @@ pub struct PodClaim {
 pub struct Dra {
     /// DeviceClasses by name.
     pub classes: BTreeMap<String, Arc<DeviceClass>>,
-    /// ResourceSlices by name.
-    pub slices: BTreeMap<String, Arc<ResourceSlice>>,
     /// ResourceClaims by `namespace/name`.
     pub claims: BTreeMap<String, Arc<ResourceClaim>>,
+    /// ResourceSlices by name.
+    slices: BTreeMap<String, Arc<ResourceSlice>>,
+    /// The slices that count (each pool's newest generation): those of one node by node name,
+    /// and those of nodes by selector or of every node.
+    by_node: BTreeMap<String, Vec<Arc<ResourceSlice>>>,
+    shared: Vec<Arc<ResourceSlice>>,
 }
 
 impl Dra {
-    /// The slices that count: of each (driver, pool), only those of its newest generation.
-    pub fn current_slices(&self) -> impl Iterator<Item = &ResourceSlice> {
+    /// Adds or replaces a slice.
+    pub fn upsert_slice(&mut self, s: ResourceSlice) {
+        self.slices.insert(s.name.clone(), Arc::new(s));
+        self.reindex();
+    }
+
+    /// Removes a slice.
+    pub fn delete_slice(&mut self, name: &str) {
+        if self.slices.remove(name).is_some() {
+            self.reindex();
+        }
+    }
+
+    /// Every slice, by name.
+    pub fn slices(&self) -> &BTreeMap<String, Arc<ResourceSlice>> {
+        &self.slices
+    }
+
+    fn reindex(&mut self) {
         let mut newest: BTreeMap<(&str, &str), i64> = BTreeMap::new();
         for s in self.slices.values() {
             let g = newest.entry((&s.driver, &s.pool)).or_insert(s.generation);
             *g = (*g).max(s.generation);
         }
-        self.slices
-            .values()
-            .filter(move |s| {
-                newest.get(&(s.driver.as_str(), s.pool.as_str())) == Some(&s.generation)
-            })
+        let mut by_node: BTreeMap<String, Vec<Arc<ResourceSlice>>> = BTreeMap::new();
+        let mut shared = Vec::new();
+        for s in self.slices.values() {
+            if newest.get(&(s.driver.as_str(), s.pool.as_str())) != Some(&s.generation) {
+                continue;
+            }
+            match &s.nodes {
+                SliceNodes::Node(n) => by_node.entry(n.clone()).or_default().push(Arc::clone(s)),
+                _ => shared.push(Arc::clone(s)),
+            }
+        }
+        self.by_node = by_node;
+        self.shared = shared;
+    }
+
+    /// The names of the nodes that reach a slice of their own, when no slice is shared (by a
+    /// node selector or with every node): then only these nodes reach any device.
+    pub fn only_node_slices(&self) -> Option<impl Iterator<Item = &str>> {
+        self.shared
+            .is_empty()
+            .then(|| self.by_node.keys().map(String::as_str))
+    }
+
+    /// The slices that count and that a node named `node` with `labels` reaches.
+    pub fn slices_for<'a>(
+        &'a self,
+        node: &'a str,
+        labels: &'a Labels,
+    ) -> impl Iterator<Item = &'a ResourceSlice> {
+        self.by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .chain(
+                self.shared
+                    .iter()
+                    .filter(move |s| s.nodes.reach(node, labels)),
+            )
             .map(|s| &**s)
     }
 }

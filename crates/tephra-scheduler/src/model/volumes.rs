@@ -221,38 +221,62 @@ impl Storage {
         labels: &Labels,
         taken: &dyn Fn(&str) -> bool,
     ) -> Option<&'a PersistentVolume> {
-        let mut best: Option<&PersistentVolume> = None;
-        for pv in self.volumes.values() {
-            if taken(&pv.name) || pv.deleting {
-                continue;
+        pick_volume(self.volume_candidates(claim), labels, taken)
+    }
+
+    /// What of [`matching_volume`](Self::matching_volume) does not depend on the node: the
+    /// volumes that could take `claim` on some node, in name order, each with whether it is
+    /// pre-bound to the claim. A scan works this out once and picks per node.
+    pub fn volume_candidates<'a>(
+        &'a self,
+        claim: &VolumeClaim,
+    ) -> impl Iterator<Item = (&'a Arc<PersistentVolume>, bool)> {
+        self.volumes.values().filter_map(move |pv| {
+            if pv.deleting || pv.capacity < claim.request || pv.block != claim.block {
+                return None;
             }
             let pre_bound = pv
                 .claim
                 .as_ref()
                 .is_some_and(|c| c.namespace == claim.namespace && c.name == claim.name);
-            if pv.claim.is_some() && !pre_bound {
-                continue;
-            }
-            if pv.capacity < claim.request || pv.block != claim.block {
-                continue;
-            }
             if pre_bound {
-                return pv.node_allows(labels).then_some(pv);
+                return Some((pv, true));
             }
-            let fits = pv.available
+            let fits = pv.claim.is_none()
+                && pv.available
                 && pv.class == claim.class
                 && pv.access_modes.covers(claim.access_modes)
                 && claim
                     .selector
                     .as_ref()
-                    .is_none_or(|s| s.matches(&pv.labels))
-                && pv.node_allows(labels);
-            if fits && best.is_none_or(|b| pv.capacity < b.capacity) {
-                best = Some(pv);
-            }
-        }
-        best
+                    .is_none_or(|s| s.matches(&pv.labels));
+            fits.then_some((pv, false))
+        })
     }
+}
+
+/// The volume of `candidates` (see [`Storage::volume_candidates`]) a claim is bound to on a
+/// node with `labels`: the first pre-bound one that is not `taken` decides alone (if the node
+/// may use it); else the smallest the node may use that is not `taken`.
+pub fn pick_volume<'a, P: AsRef<PersistentVolume> + 'a>(
+    candidates: impl IntoIterator<Item = (&'a P, bool)>,
+    labels: &Labels,
+    taken: &dyn Fn(&str) -> bool,
+) -> Option<&'a PersistentVolume> {
+    let mut best: Option<&PersistentVolume> = None;
+    for (pv, pre_bound) in candidates {
+        let pv = pv.as_ref();
+        if taken(&pv.name) {
+            continue;
+        }
+        if pre_bound {
+            return pv.node_allows(labels).then_some(pv);
+        }
+        if pv.node_allows(labels) && best.is_none_or(|b| pv.capacity < b.capacity) {
+            best = Some(pv);
+        }
+    }
+    best
 }
 
 #[cfg(test)]

@@ -59,7 +59,15 @@ pub fn capacities(ssn: &Session) -> Vec<Capacity> {
 }
 
 /// Why `shape` can never run on `node`, judged on what does not change with what runs there.
-fn never_on(snap: &Snapshot, shape: &TaskShape, id: Id, node: &Node) -> Option<Unfit> {
+/// `volumes` and `devices` are empty states, as if nothing were placed: kept across the nodes
+/// of one shape, they work out what its claims ask once.
+fn never_on(
+    snap: &Snapshot,
+    shape: &Arc<TaskShape>,
+    id: Id,
+    node: &Node,
+    (volumes, devices): (&VolumeState, &DeviceState),
+) -> Option<Unfit> {
     let labels = &node.spec.labels;
     if !selector_matches(&shape.node_selector, labels) || !affinity_matches(&shape.affinity, labels)
     {
@@ -87,18 +95,23 @@ fn never_on(snap: &Snapshot, shape: &TaskShape, id: Id, node: &Node) -> Option<U
         });
     }
     // Volumes: a claim missing, bound to a volume the node cannot use, or never bindable there.
-    if let Err(why) = VolumeState::default().check(snap, shape, id)
+    if let Err(why) = volumes.check(snap, shape, id)
         && !why.resolvable()
     {
         return Some(why);
     }
     // Devices: claims the node could not serve even with every device free.
-    DeviceState::default().check(snap, shape, id, true).err()
+    devices.check(snap, shape, id, true).err()
 }
 
 /// Why no node of `cluster` could ever take a pod of `shape`, node by node; `None` when one
 /// could.
-fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) -> Option<FitErrors> {
+fn no_node_for(
+    ssn: &Session,
+    shape: &Arc<TaskShape>,
+    cluster: Id,
+    cap: &Capacity,
+) -> Option<FitErrors> {
     let trivial = shape.node_selector.is_empty()
         && shape.affinity.is_empty()
         && shape.rules.claims.is_empty()
@@ -107,19 +120,37 @@ fn no_node_for(ssn: &Session, shape: &TaskShape, cluster: Id, cap: &Capacity) ->
     if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
         return None;
     }
+    let snap = &ssn.snap;
     let mut errs = FitErrors::default();
-    for &n in ssn
-        .snap
+    let states = (&VolumeState::default(), &DeviceState::default());
+    let all = snap
         .cluster_nodes
         .get(cluster as usize)
         .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let Some(node) = ssn.snap.nodes.get(n) else {
+        .unwrap_or_default();
+    // A pod with devices to allocate can only run on nodes that reach a device: when every
+    // slice belongs to one node, only those nodes are looked at.
+    let name = snap.clusters.get(cluster).map(|c| c.name.as_str());
+    let sliced: Option<(Unfit, Vec<Id>)> = name.and_then(|name| {
+        let off = states.1.off_slice(snap, shape, cluster, name, true)?;
+        let nodes = snap.dra.get(name)?.only_node_slices()?;
+        Some((off, nodes.filter_map(|n| snap.node_id(name, n)).collect()))
+    });
+    let nodes = match &sliced {
+        Some((off, with_slices)) => {
+            let without = all.len().saturating_sub(with_slices.len());
+            errs.add_n(off.clone(), without as u32);
+            errs.nodes += without as u32;
+            with_slices.as_slice()
+        }
+        None => all,
+    };
+    for &n in nodes {
+        let Some(node) = snap.nodes.get(n) else {
             continue;
         };
         errs.nodes += 1;
-        match never_on(&ssn.snap, shape, n, node) {
+        match never_on(snap, shape, n, node, states) {
             None => return None,
             Some(why) => errs.add(why),
         }

@@ -1,6 +1,7 @@
 //! The node-class index: the nodes of each cluster grouped by which extended resources (GPUs,
-//! ...) they offer, so that a scan skips whole classes that lack what a task asks for. Each
-//! class keeps where its next scan starts (round robin, as kube-scheduler does).
+//! ...) they offer and whether they reach any DRA device, so that a scan skips whole classes
+//! that lack what a task asks for. Each class keeps where its next scan starts (round robin, as
+//! kube-scheduler does).
 //!
 //! A [`Placer`] holds the index for one session; actions get it next to the session.
 
@@ -15,6 +16,8 @@ pub struct NodeClass {
     pub mask: u32,
     /// Whether the nodes have GPUs.
     pub gpu: bool,
+    /// Whether the nodes reach a ResourceSlice (DRA devices).
+    pub devices: bool,
     /// Node slots.
     pub nodes: Vec<Id>,
     /// Where the next scan starts.
@@ -36,8 +39,8 @@ pub struct Placer {
 }
 
 impl Placer {
-    /// Groups the nodes of every cluster of the session's snapshot, classes without GPUs first,
-    /// then those with the fewest extended resources: O(nodes).
+    /// Groups the nodes of every cluster of the session's snapshot, classes without GPUs or
+    /// devices first, then those with the fewest extended resources: O(nodes).
     pub fn new(ssn: &Session) -> Self {
         let snap = &ssn.snap;
         let mut all = vec![Vec::new(); snap.clusters.capacity()];
@@ -48,17 +51,26 @@ impl Placer {
                     continue;
                 };
                 let mask = extended_mask(&node.spec.allocatable);
-                match classes.iter_mut().find(|c| c.mask == mask) {
+                let devices = snap.dra.get(&node.spec.cluster).is_some_and(|d| {
+                    d.slices_for(&node.spec.name, &node.spec.labels)
+                        .next()
+                        .is_some()
+                });
+                match classes
+                    .iter_mut()
+                    .find(|c| c.mask == mask && c.devices == devices)
+                {
                     Some(c) => c.nodes.push(n),
                     None => classes.push(NodeClass {
                         mask,
                         gpu: node.has_gpu,
+                        devices,
                         nodes: vec![n],
                         start: 0,
                     }),
                 }
             }
-            classes.sort_by_key(|c| (c.gpu, c.mask.count_ones(), c.mask));
+            classes.sort_by_key(|c| (c.gpu, c.devices, c.mask.count_ones(), c.mask));
             if let Some(slot) = all.get_mut(cluster) {
                 *slot = classes;
             }

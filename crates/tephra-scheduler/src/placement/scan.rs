@@ -146,12 +146,21 @@ pub fn place_group(
         .map(|j| j.queue().to_string())
         .unwrap_or_default();
     let need = extended_mask(&first.spec.shape.request);
+    // What nodes that reach no DRA device answer, when a claim must be allocated.
+    let off_slice = snap.clusters.get(cluster).and_then(|c| {
+        ssn.state
+            .devices
+            .off_slice(&snap, &first.spec.shape, cluster, &c.name, false)
+    });
     let mut bulk = 0usize;
     // (class index, number of nodes, first position)
     let mut plan: Vec<(usize, usize, usize)> = Vec::new();
     for (ci, class) in classes.iter().enumerate() {
         let len = class.nodes.len();
-        if class.mask & need == need {
+        if let Some(u) = off_slice.as_ref().filter(|_| !class.devices) {
+            errs.add_n(u.clone(), len as u32);
+            bulk += len;
+        } else if class.mask & need == need {
             if len > 0 {
                 plan.push((ci, len, class.start % len));
             }

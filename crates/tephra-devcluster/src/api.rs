@@ -31,6 +31,9 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// How long a watch without `timeoutSeconds` stays open.
     pub default_watch_timeout: Duration,
+    /// Built-in API groups this server does not serve, as a Kubernetes older than 1.34 serves
+    /// no `resource.k8s.io` (v1): requests for them get the 404 a real server gives.
+    pub unserved_groups: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -40,6 +43,7 @@ impl Default for ServerOptions {
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
+            unserved_groups: Vec::new(),
         }
     }
 }
@@ -129,7 +133,7 @@ impl ApiServer {
         let api = Arc::new(Self {
             name: name.to_string(),
             store: Store::new(options.history_limit),
-            registry: RwLock::new(Arc::new(Registry::new())),
+            registry: RwLock::new(Arc::new(Registry::without(&options.unserved_groups))),
             options,
             fault: AtomicU16::new(0),
             service_ips: AtomicU32::new(1),
@@ -184,13 +188,9 @@ impl ApiServer {
     /// A built-in resource.
     pub fn builtin(&self, which: Builtin) -> Arc<ResourceDef> {
         let reg = self.registry();
-        let found = reg
-            .resources()
-            .iter()
-            .find(|r| r.builtin == Some(which))
-            .cloned();
-        // Every built-in is always registered.
-        found.unwrap_or_else(|| reg.resources()[0].clone())
+        // Every built-in is always known, served or not.
+        reg.builtin(which)
+            .unwrap_or_else(|| reg.resources()[0].clone())
     }
 
     /// One object.

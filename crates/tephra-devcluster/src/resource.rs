@@ -395,6 +395,11 @@ pub struct Registry {
     /// Per CRD name: its spec and the resources built from it (kept while the spec is unchanged,
     /// so a status write does not recompile CEL rules).
     crds: BTreeMap<String, (Value, Vec<Arc<ResourceDef>>)>,
+    /// Built-in API groups not served, as an older Kubernetes does not serve them.
+    unserved: Vec<String>,
+    /// Every built-in kind, served or not: the in-process controllers find their kinds here
+    /// (an unserved kind simply has no objects).
+    all_builtins: Vec<Arc<ResourceDef>>,
     /// Bumped on every change; openapi documents are cached against it.
     pub generation: u64,
 }
@@ -408,10 +413,17 @@ impl Default for Registry {
 impl Registry {
     /// The built-in kinds only.
     pub fn new() -> Self {
+        Self::without(&[])
+    }
+
+    /// The built-in kinds but those of the `unserved` API groups.
+    pub fn without(unserved: &[String]) -> Self {
         let mut r = Self {
             resources: Vec::new(),
             index: HashMap::new(),
             crds: BTreeMap::new(),
+            unserved: unserved.to_vec(),
+            all_builtins: builtins(),
             generation: 0,
         };
         r.reindex();
@@ -420,6 +432,7 @@ impl Registry {
 
     fn reindex(&mut self) {
         let mut resources = builtins();
+        resources.retain(|r| !self.unserved.contains(&r.group));
         for (_, defs) in self.crds.values() {
             resources.extend(defs.iter().cloned());
         }
@@ -434,6 +447,14 @@ impl Registry {
             .collect();
         self.resources = resources;
         self.generation += 1;
+    }
+
+    /// A built-in kind, whether it is served or not.
+    pub fn builtin(&self, which: Builtin) -> Option<Arc<ResourceDef>> {
+        self.all_builtins
+            .iter()
+            .find(|r| r.builtin == Some(which))
+            .cloned()
     }
 
     /// The resource served at `group/version/plural`.

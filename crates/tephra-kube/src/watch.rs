@@ -62,6 +62,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether a cluster may not serve the kind at all: `resource.k8s.io/v1` is served from
+    /// Kubernetes 1.34 on. A cluster that answers 404 for it has none of it.
+    pub fn optional(self) -> bool {
+        matches!(
+            self,
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim
+        )
+    }
+
     /// The kind's name in logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -184,7 +193,10 @@ pub struct Update {
 }
 
 /// Starts a watcher of `api` that sends its updates to `tx` until the receiver is gone.
-/// Errors are retried with kube-runtime's default backoff, logged and counted.
+/// Errors are retried with kube-runtime's default backoff, logged and counted. An
+/// [optional](Kind::optional) kind the cluster does not serve (404) is reported once as an
+/// empty list, so that the scheduler does not wait for it, and looked for again with the same
+/// backoff.
 pub fn spawn<K>(
     api: Api<K>,
     (cluster, kind, tx, metrics): (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
@@ -195,7 +207,35 @@ where
 {
     tokio::spawn(async move {
         let mut stream = watcher(api).default_backoff().boxed();
+        let mut absent = false;
         while let Some(event) = stream.next().await {
+            let send = |change| {
+                tx.send(Update {
+                    cluster: Arc::clone(&cluster),
+                    kind,
+                    change,
+                })
+            };
+            if let Err(e) = &event
+                && kind.optional()
+                && error_code(e) == 404
+            {
+                if !absent {
+                    absent = true;
+                    tracing::info!(
+                        cluster = %cluster,
+                        kind = kind.as_str(),
+                        "not served by this cluster (resource.k8s.io/v1 needs Kubernetes 1.34): it has none"
+                    );
+                    for change in [Change::ListStart, Change::ListDone] {
+                        if send(change).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+            absent = false;
             let change = match event {
                 Ok(WatchEvent::Init) => Change::ListStart,
                 Ok(WatchEvent::InitApply(o)) => Change::Listed(wrap(o)),
@@ -210,13 +250,7 @@ where
                             change: Change::Failed,
                         })
                         .await;
-                    let code = match &e {
-                        watcher::Error::InitialListFailed(kube::Error::Api(s))
-                        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code,
-                        watcher::Error::WatchError(s) => s.code,
-                        _ => 0,
-                    };
-                    metrics.api_error(&cluster, "watch", code);
+                    metrics.api_error(&cluster, "watch", error_code(&e));
                     tracing::warn!(cluster = %cluster, kind = kind.as_str(), error = %e, "watch failed; retrying");
                     continue;
                 }
@@ -231,6 +265,16 @@ where
             }
         }
     })
+}
+
+/// The HTTP status of a watcher error, 0 when there is none.
+fn error_code(e: &watcher::Error) -> u16 {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code,
+        watcher::Error::WatchError(s) => s.code,
+        _ => 0,
+    }
 }
 
 /// The watchers of one member cluster: its Nodes and Pods, its storage objects (claims,

@@ -208,6 +208,29 @@ async fn a_zone_spread_constraint_spreads_a_gang_over_the_zones() {
 }
 
 #[tokio::test]
+async fn a_cluster_that_serves_no_dra_api_is_scheduled_as_one_without_devices() {
+    logs();
+    // Kubernetes before 1.34 serves no resource.k8s.io/v1.
+    let mut options = tephra_devcluster::Options::single();
+    options.members[0].nodes = vec![node("n0", "8", 0)];
+    options.kubelet = fast_kubelet();
+    options.queues = vec![queue_json("default", 1)];
+    options.server.unserved_groups = vec!["resource.k8s.io".into()];
+    let dev = tephra_devcluster::DevCluster::start(options).await.unwrap();
+    let c = client(&dev).await;
+    let slices: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(c.clone());
+    match slices.list(&Default::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "{s:?}"),
+        other => panic!("a server without the group answers 404, got {other:?}"),
+    }
+    let _sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    gang_with(&c, "plain", 2, 2, json!({})).await;
+    all_running(&c, "plain-", 2).await;
+}
+
+#[tokio::test]
 async fn a_gang_no_node_could_take_is_not_inqueueable_and_a_valid_one_behind_it_runs() {
     logs();
     let dev = cluster(vec![node("n0", "8", 0)]).await;

@@ -34,6 +34,9 @@ pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
 pub const PLANNED_CLUSTER: &str = "tephra.io/planned-cluster";
 /// Pod annotation: the node tephra planned the pod for; the extender binds it there.
 pub const PLANNED_NODE: &str = "tephra.io/planned-node";
+/// Pod annotation on a member's copy: the uid of the pod declared on the control plane that it
+/// is a copy of. A copy whose declared pod is gone, or was made anew (a new uid), is deleted.
+pub const DECLARED_UID: &str = "tephra.io/declared-uid";
 /// Pod annotation on a member's copy (`bindingMode: Extender`): its gang's minMember, for the
 /// extender's barrier.
 pub const GANG_MIN_MEMBER: &str = "tephra.io/gang-min-member";

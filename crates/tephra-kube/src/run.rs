@@ -631,10 +631,12 @@ impl Loop {
         writes.extend(self.state.nominations(&d));
         let timeout =
             i64::try_from(self.options.graceful_eviction_timeout.as_millis()).unwrap_or(i64::MAX);
-        writes.extend(self.state.graceful_evictions(
-            k8s_openapi::jiff::Timestamp::now().as_millisecond(),
-            timeout,
-        ));
+        let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+        writes.extend(self.state.graceful_evictions(now_ms, timeout));
+        match self.state.orphan_deletions(now_ms) {
+            Ok(w) => writes.extend(w),
+            Err(e) => tracing::warn!(error = %e, "member copies of deleted pods not set aside"),
+        }
         let deadline = i64::try_from(self.options.gang_bind_timeout.as_secs()).unwrap_or(i64::MAX);
         for (job, held) in self.state.expired_gangs(now, deadline) {
             tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");

@@ -27,15 +27,6 @@ async fn no_pods_in(dev: &tephra_devcluster::Handle, members: &[&str]) {
     }
 }
 
-/// The scheduler on the control plane, with members from its Cluster objects.
-async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
-    let options = tephra_kube::Options {
-        members: tephra_kube::MemberSource::Clusters,
-        ..scheduler_options()
-    };
-    tephra_kube::start(cp.clone(), options).await.unwrap()
-}
-
 #[tokio::test]
 async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
     logs();
@@ -178,12 +169,7 @@ async fn a_volcano_jobs_plugin_objects_follow_its_pods_into_the_member() {
     logs();
     let dev = fleet().await;
     let cp = dev.client("control-plane").await.unwrap();
-    let sched = fleet_scheduler(&cp).await;
-    let ctl = tephra_kube::jobs::start(
-        cp.clone(),
-        Default::default(),
-        tephra_kube::leader::Leadership::always(),
-    );
+    let (sched, ctl) = fleet_scheduler_and_jobs(&cp).await;
     // Two pods of 8 GPUs: only west can run them.
     let job: tephra_api::Job = serde_json::from_value(serde_json::json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
@@ -222,8 +208,5 @@ async fn a_volcano_jobs_plugin_objects_follow_its_pods_into_the_member() {
         .expect("the headless Service in west");
     assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"));
     job_reaches(&jobs, "mpi", tephra_api::batch::JobPhase::Completed, 30).await;
-    for t in ctl {
-        t.abort();
-    }
-    sched.stop().await;
+    stop_everything(sched, ctl).await;
 }

@@ -144,19 +144,6 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
     stop_everything(sched, ctl).await;
 }
 
-fn command(job: &Job, action: &str) -> tephra_api::Command {
-    let mut c = tephra_api::Command::default();
-    c.metadata.generate_name = Some(format!(
-        "{}-{}-",
-        job.metadata.name.clone().unwrap(),
-        action.to_lowercase()
-    ));
-    c.metadata.namespace = job.metadata.namespace.clone();
-    c.fields.action = Some(action.into());
-    c.fields.target = Some(tephra_controllers::job::pods::owner(job));
-    c
-}
-
 #[tokio::test]
 async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
     logs();

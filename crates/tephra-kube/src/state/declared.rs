@@ -39,7 +39,13 @@ impl State {
         cluster: &str,
         p: &k8s_openapi::api::core::v1::Pod,
     ) {
-        if !self.declared.contains_key(key) {
+        let Some(declared) = self.declared.get(key) else {
+            return;
+        };
+        // An old copy, of a pod of the same name before this one, says nothing of this one.
+        if let (Some(Some(copy)), Some(uid)) = (super::orphans::copy_of(p), declared.uid())
+            && copy != uid
+        {
             return;
         }
         let phase = p
@@ -58,16 +64,34 @@ impl State {
         }
         self.aggregated.insert(key.to_string(), seen);
         let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
-        let message = format!("running in member cluster {cluster} on node {node}");
+        // Scheduled only once the copy has a node: under `bindingMode: Extender` the member's
+        // kube-scheduler binds it, and until then it waits there.
+        let condition = if node.is_empty() {
+            let scheduler = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduler_name.as_deref())
+                .unwrap_or("default-scheduler");
+            let planned = p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(tephra_api::well_known::PLANNED_NODE))
+                .map(String::as_str)
+                .unwrap_or_default();
+            serde_json::json!({"type": "PodScheduled", "status": "False",
+                "reason": "WaitingInMember",
+                "message": format!("created in member cluster {cluster}; waits for its kube-scheduler ({scheduler}) to bind it to node {planned}")})
+        } else {
+            serde_json::json!({"type": "PodScheduled", "status": "True",
+                "reason": "PlacedInMember",
+                "message": format!("running in member cluster {cluster} on node {node}")})
+        };
         self.status_writes
             .push(crate::writes::Write::DeclaredStatus {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                status: serde_json::json!({
-                    "phase": phase,
-                    "conditions": [{"type": "PodScheduled", "status": "True",
-                                    "reason": "PlacedInMember", "message": message}],
-                }),
+                status: serde_json::json!({"phase": phase, "conditions": [condition]}),
             });
     }
 

@@ -110,7 +110,7 @@ impl State {
         self.declare_again(&key)
     }
 
-    fn put_ghost(
+    pub(super) fn put_ghost(
         &mut self,
         job: &str,
         cluster: &str,
@@ -137,26 +137,24 @@ impl State {
         cluster: &Arc<str>,
         p: &Pod,
     ) -> Result<bool, StateError> {
-        let Some(group) = convert::group_of(p) else {
-            return Ok(false);
-        };
-        let ns = p
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let job = format!("{ns}/{group}");
         let key = convert::key(&p.metadata);
-        let ghosted = self
-            .ghosts
-            .contains_key(&(cluster.to_string(), key.clone()));
-        let evicted = self
-            .evicting
-            .get(&job)
-            .is_some_and(|c| c.contains(&**cluster));
-        if !ghosted && !evicted {
-            return Ok(false);
-        }
+        let ghost = self.ghosts.get(&(cluster.to_string(), key.clone()));
+        let job = match (ghost, convert::group_of(p)) {
+            (Some((_, job)), _) => job.clone(),
+            (None, Some(group)) => {
+                let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+                let job = format!("{ns}/{group}");
+                let evicted = self
+                    .evicting
+                    .get(&job)
+                    .is_some_and(|c| c.contains(&**cluster));
+                if !evicted {
+                    return Ok(false);
+                }
+                job
+            }
+            (None, None) => return Ok(false),
+        };
         let Some(spec) = convert::pod(cluster, p, &self.ours, self.cache.names_mut())? else {
             return Ok(true);
         };

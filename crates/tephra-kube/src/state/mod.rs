@@ -20,6 +20,7 @@ mod claims;
 mod decided;
 mod declared;
 mod evicted;
+mod orphans;
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
@@ -126,6 +127,8 @@ pub struct State {
     purged: HashMap<(String, String), i64>,
     /// Claims declared on the control plane, and the members that have their own copies.
     declared_claims: claims::Declared,
+    /// Members' copies of declared pods, and those whose declared pod is gone.
+    copies: orphans::Copies,
 }
 
 impl State {
@@ -162,6 +165,7 @@ impl State {
             purged: HashMap::new(),
             nominated: HashMap::new(),
             declared_claims: claims::Declared::default(),
+            copies: orphans::Copies::default(),
         }
     }
 
@@ -422,7 +426,11 @@ impl State {
                 errors.push(e);
             }
         }
+        let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
         self.synced.insert((cluster, kind));
+        if declared_pods {
+            self.judge_copies();
+        }
         errors
     }
 
@@ -472,7 +480,10 @@ impl State {
                     source: e,
                 })?;
                 self.declared.insert(key.clone(), kept);
-                if self.mirrored.contains(&key) {
+                self.declared_changed(&key, p.metadata.uid.as_deref());
+                // A copy in a member counts instead; an old copy (of a pod of the same name
+                // before this one) is deleted first.
+                if self.mirrored.contains(&key) || self.old_copy_left(&key) {
                     return Ok(());
                 }
                 let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
@@ -492,6 +503,9 @@ impl State {
             }
             Obj::Pod(p) => {
                 let key = convert::key(&p.metadata);
+                if self.control.is_some() {
+                    self.copy_seen(cluster, &key, &p);
+                }
                 if self.control.is_some() && self.member_pod_of_evicted(cluster, &p)? {
                     return Ok(());
                 }
@@ -633,6 +647,7 @@ impl State {
             Kind::Pod if self.control.as_deref() == Some(cluster) => {
                 self.declared.remove(key);
                 self.aggregated.remove(key);
+                self.declared_changed(key, None);
                 if self.mirrored.contains(key) {
                     return Ok(());
                 }
@@ -640,7 +655,12 @@ impl State {
                 Event::PodDelete { namespace, name }
             }
             Kind::Pod => {
+                let was_orphan = self.copy_gone(cluster, key);
                 if self.ghost_gone(cluster, key)? {
+                    // The old copy is gone: a new pod declared under its name may be placed.
+                    if was_orphan && !self.mirrored.contains(key) && !self.old_copy_left(key) {
+                        return self.declare_again(key);
+                    }
                     return Ok(());
                 }
                 self.assumed.remove(key);

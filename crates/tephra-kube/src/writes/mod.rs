@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
 use tephra_api::well_known::{
-    GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, PLANNED_CLUSTER, PLANNED_NODE,
+    DECLARED_UID, GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, PLANNED_CLUSTER, PLANNED_NODE,
 };
 use tephra_api::work::{ObjectReference, TargetCluster};
 use tephra_api::{PodGroupStatus, ResourceBinding, ResourceBindingSpec};
@@ -59,7 +59,7 @@ pub struct ExtenderPlan {
 /// `extender`, left for the member's kube-scheduler, which the extender steers to the node.
 pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&ExtenderPlan>) -> Pod {
     let meta = &mut p.metadata;
-    meta.uid = None;
+    let declared_uid = meta.uid.take();
     meta.resource_version = None;
     meta.creation_timestamp = None;
     meta.managed_fields = None;
@@ -70,6 +70,10 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
     annotations.insert(PLANNED_CLUSTER.into(), cluster.into());
     annotations.insert(PLANNED_NODE.into(), node.into());
+    if let Some(uid) = declared_uid {
+        annotations.insert(DECLARED_UID.into(), uid);
+    }
+
     if let Some(plan) = extender {
         annotations.insert(GANG_MIN_MEMBER.into(), plan.min_member.to_string());
         if !plan.min_task_member.is_empty() {
@@ -130,7 +134,9 @@ fn allocation(a: &tephra_scheduler::model::ClaimAllocation) -> serde_json::Value
 }
 
 /// A job's ResourceBinding: the clusters it runs in with each task's replicas there, and its
-/// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation.
+/// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation. Its PodGroup owns
+/// it (as Karmada's resource template owns its binding), so that deleting the job, or the
+/// PodGroup, takes the binding with it.
 pub fn resource_binding(
     job: &str,
     uid: Option<String>,
@@ -155,7 +161,7 @@ pub fn resource_binding(
                 kind: "PodGroup".into(),
                 namespace: Some(namespace.clone()),
                 name: name.clone(),
-                uid,
+                uid: uid.clone(),
             },
             clusters: clusters
                 .into_iter()
@@ -166,6 +172,18 @@ pub fn resource_binding(
         },
     );
     rb.metadata.namespace = Some(namespace.clone());
+    rb.metadata.owner_references = uid.map(|uid| {
+        vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "scheduling.volcano.sh/v1beta1".into(),
+                kind: "PodGroup".into(),
+                name: name.clone(),
+                uid,
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            },
+        ]
+    });
     rb.metadata.annotations = Some(BTreeMap::from([(
         NODE_PLAN_ANNOTATION.to_string(),
         serde_json::to_string(&plan).unwrap_or_default(),

@@ -14,17 +14,28 @@ use super::ExtenderPlan;
 /// k8s-openapi's `Pod` takes about 7.5 KB of memory for a one-container pod whose JSON is under
 /// 1 KB (most of its many optional fields are inline).
 #[derive(Clone, Debug)]
-pub struct DeclaredPod(Arc<[u8]>);
+pub struct DeclaredPod {
+    json: Arc<[u8]>,
+    uid: Option<Arc<str>>,
+}
 
 impl DeclaredPod {
     /// Keeps `pod`.
     pub fn new(pod: &Pod) -> Result<Self, serde_json::Error> {
-        serde_json::to_vec(pod).map(|v| Self(v.into()))
+        Ok(Self {
+            json: serde_json::to_vec(pod)?.into(),
+            uid: pod.metadata.uid.as_deref().map(Arc::from),
+        })
     }
 
     /// The pod, decoded again.
     pub fn pod(&self) -> Result<Pod, serde_json::Error> {
-        serde_json::from_slice(&self.0)
+        serde_json::from_slice(&self.json)
+    }
+
+    /// Its `metadata.uid`, which its member copies carry in `tephra.io/declared-uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.uid.as_deref()
     }
 }
 

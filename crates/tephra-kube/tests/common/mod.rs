@@ -347,3 +347,39 @@ pub fn simulated_phases(records: &[tephra_sim::Record], job: &str) -> Vec<String
         .filter_map(|r| r.reason.clone())
         .collect()
 }
+
+/// The scheduler on a fleet's control plane, with members from its Cluster objects.
+pub async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
+    let options = tephra_kube::Options {
+        members: tephra_kube::MemberSource::Clusters,
+        ..scheduler_options()
+    };
+    tephra_kube::start(cp.clone(), options).await.unwrap()
+}
+
+/// A bus Command with `action` for the Volcano Job `job`, as `vcctl job suspend|resume` makes.
+pub fn command(job: &tephra_api::Job, action: &str) -> tephra_api::Command {
+    let mut c = tephra_api::Command::default();
+    c.metadata.generate_name = Some(format!(
+        "{}-{}-",
+        job.metadata.name.clone().unwrap(),
+        action.to_lowercase()
+    ));
+    c.metadata.namespace = job.metadata.namespace.clone();
+    c.fields.action = Some(action.into());
+    c.fields.target = Some(tephra_controllers::job::pods::owner(job));
+    c
+}
+
+/// A fleet's scheduler and job controller on the control plane `cp`.
+pub async fn fleet_scheduler_and_jobs(
+    cp: &kube::Client,
+) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
+    let sched = fleet_scheduler(cp).await;
+    let ctl = tephra_kube::jobs::start(
+        cp.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    );
+    (sched, ctl)
+}

@@ -76,8 +76,9 @@ fn kube_scheduler(member: kube::Client, addr: std::net::SocketAddr) -> tokio::ta
     })
 }
 
-#[tokio::test]
-async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_the_plan() {
+/// A control plane and one member, `east` (two 2-CPU nodes), that binds through its own
+/// kube-scheduler profile [`PROFILE`].
+async fn extender_fleet() -> (tephra_devcluster::Handle, kube::Client, kube::Client) {
     let options = Options {
         members: vec![MemberSpec {
             name: "east".into(),
@@ -110,14 +111,12 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
         )
         .await
         .unwrap();
-    let ext =
-        tephra_extender::Extender::new(east.clone(), &tephra_extender::Options::default()).unwrap();
-    tephra_extender::watch::start(ext.clone(), east.clone());
-    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let _driver = kube_scheduler(east.clone(), addr);
-    let sched = tephra_kube::start(
+    (dev, cp, east)
+}
+
+/// The scheduler on the control plane, with members from its Cluster objects.
+async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
+    tephra_kube::start(
         cp.clone(),
         tephra_kube::Options {
             members: tephra_kube::MemberSource::Clusters,
@@ -127,20 +126,22 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
         },
     )
     .await
-    .unwrap();
+    .unwrap()
+}
 
-    // A gang of three one-CPU pods on two-CPU nodes: it must span both nodes.
+/// A PodGroup `llm` of `n` one-CPU pods `llm-<i>`, declared on the control plane.
+async fn declare_gang(cp: &kube::Client, n: usize) {
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "llm", "namespace": "default"},
-        "spec": {"minMember": 3, "queue": "default"}
+        "spec": {"minMember": n, "queue": "default"}
     }))
     .unwrap();
     Api::<PodGroup>::namespaced(cp.clone(), "default")
         .create(&PostParams::default(), &pg)
         .await
         .unwrap();
-    for i in 0..3 {
+    for i in 0..n {
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("llm-{i}"), "namespace": "default",
@@ -155,6 +156,21 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
             .await
             .unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_the_plan() {
+    let (_dev, cp, east) = extender_fleet().await;
+    let ext =
+        tephra_extender::Extender::new(east.clone(), &tephra_extender::Options::default()).unwrap();
+    tephra_extender::watch::start(ext.clone(), east.clone());
+    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let _driver = kube_scheduler(east.clone(), addr);
+    let sched = fleet_scheduler(&cp).await;
+    // A gang of three one-CPU pods on two-CPU nodes: it must span both nodes.
+    declare_gang(&cp, 3).await;
 
     let pods: Api<Pod> = Api::namespaced(east.clone(), "default");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -192,5 +208,52 @@ async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_t
         .filter_map(|p| p.spec.clone()?.node_name)
         .collect();
     assert_eq!(nodes.len(), 2, "the plan spans both nodes: {nodes:?}");
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_declared_pod_is_not_scheduled_until_its_member_copy_has_a_node() {
+    let (_dev, cp, east) = extender_fleet().await;
+    // No kube-scheduler runs in east: the copies are created there and stay unbound.
+    let sched = fleet_scheduler(&cp).await;
+    declare_gang(&cp, 3).await;
+    let copies: Api<Pod> = Api::namespaced(east.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while copies
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len()
+        < 3
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no copies in east");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Time for any status the copies would bring back to the control plane.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let declared: Api<Pod> = Api::namespaced(cp.clone(), "default");
+    for i in 0..3 {
+        let p = declared.get(&format!("llm-{i}")).await.unwrap();
+        let scheduled = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled")
+            .expect("a PodScheduled condition");
+        assert_eq!(scheduled.status, "False", "{scheduled:?}");
+        assert_eq!(scheduled.reason.as_deref(), Some("WaitingInMember"));
+        let message = scheduled.message.unwrap_or_default();
+        assert!(message.contains("east"), "{message}");
+        assert!(message.contains(PROFILE), "{message}");
+    }
+    let pg = Api::<PodGroup>::namespaced(cp.clone(), "default")
+        .get("llm")
+        .await
+        .unwrap();
+    // Volcano's phase counts pods allocated to nodes, but none runs.
+    let status = pg.status.unwrap_or_default();
+    assert_eq!(status.running, 0, "{status:?}");
     sched.stop().await;
 }

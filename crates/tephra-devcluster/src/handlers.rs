@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::admit::{self, FieldValidation};
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts, Written};
+use crate::authz_admission::{authorize_create, enforce_owner_references};
 use crate::http::{Body, Req, bytes_reply, error_reply, json_reply};
 use crate::pagination;
 use crate::patch::{self, PatchKind};
@@ -268,6 +269,15 @@ fn create(
     req: &Req,
 ) -> Result<Response<Body>, ApiError> {
     let body = req.json()?;
+    let name = match admit::name_of(&body) {
+        "" => body
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .unwrap_or("Unknown"),
+        n => n,
+    }
+    .to_string();
+    enforce_owner_references(api, req.user.as_ref(), def, ns, &name, None, &body)?;
     let w = api.create(def, ns, body, &write_opts(req))?;
     Ok(render_one(def, &w.obj, req, 201, &w.warnings))
 }
@@ -307,6 +317,10 @@ fn update(
                     .unwrap_or_default()
         {
             return Err(ApiError::stale(&def.group, &def.plural, &key.1));
+        }
+        if !status_only {
+            let ns = Some(key.0.as_str()).filter(|n| !n.is_empty());
+            enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, Some(cur), &body)?;
         }
         Ok(body.clone())
     })?;
@@ -355,6 +369,9 @@ fn patch_object(
             check_rv(cur)?;
             let mut v = cur.clone();
             patch::apply_simple(kind, &mut v, &patch_body)?;
+            if !status_only {
+                enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, Some(cur), &v)?;
+            }
             Ok(v)
         })?;
         return Ok(written_reply(def, &w, req, 200));
@@ -394,7 +411,10 @@ fn patch_object(
             if status_only {
                 return Err(ApiError::not_found(&def.group, &def.plural, &key.1));
             }
+            // An apply that creates needs `create`, whatever let it patch.
+            authorize_create(api, req.user.as_ref(), def, ns, &key.1)?;
             let obj = patch::apply::apply(None, &applied, &manager, force, keyed, &now)?;
+            enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, None, &obj)?;
             match api.create(def, ns, obj, &opts) {
                 Ok(w) => return Ok(written_reply(def, &w, req, 201)),
                 Err(e) if e.reason == "AlreadyExists" => continue,
@@ -403,7 +423,11 @@ fn patch_object(
         }
         match api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
             check_rv(cur)?;
-            patch::apply::apply(Some(cur), &applied, &manager, force, keyed, &now)
+            let v = patch::apply::apply(Some(cur), &applied, &manager, force, keyed, &now)?;
+            if !status_only {
+                enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, Some(cur), &v)?;
+            }
+            Ok(v)
         }) {
             Ok(w) => return Ok(written_reply(def, &w, req, 200)),
             Err(e) if e.code == 404 => continue,

@@ -63,6 +63,9 @@ pub struct Req {
     pub user_agent: String,
     /// The body.
     pub body: Bytes,
+    /// Who asks, when RBAC judges them (None: an administrator). Admission checks that
+    /// authorize more than the request itself (a create by apply, owner references) use it.
+    pub user: Option<crate::authz::User>,
 }
 
 impl Req {

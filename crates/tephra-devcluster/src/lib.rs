@@ -11,6 +11,7 @@ pub mod admit_pod;
 pub mod admit_storage;
 pub mod api;
 pub mod authz;
+pub mod authz_admission;
 pub mod builtin_schema;
 pub mod claims;
 pub mod cluster;

@@ -260,40 +260,43 @@ async fn dispatch(
     let path = req.uri().path().to_string();
     let route = router::route(&path);
     let public = matches!(route, Route::Version | Route::Health);
-    let resp = if let Some(denied) = (!public)
-        .then(|| authorize(api, token, &req, &route))
-        .and_then(Result::err)
-    {
-        error_reply(&denied)
-    } else if let Some(code) = Some(api.fault.load(Ordering::SeqCst)).filter(|c| *c != 0) {
-        error_reply(&ApiError::injected(code))
+    let user = if public {
+        Ok(None)
     } else {
-        route_request(api, docs, route, req).await
+        authorize(api, token, &req, &route)
+    };
+    let resp = match user {
+        Err(denied) => error_reply(&denied),
+        Ok(_) if api.fault.load(Ordering::SeqCst) != 0 => {
+            error_reply(&ApiError::injected(api.fault.load(Ordering::SeqCst)))
+        }
+        Ok(user) => route_request(api, docs, route, req, user).await,
     };
     tracing::debug!(server = %api.name, %method, %path, status = resp.status().as_u16(), "request");
     resp
 }
 
 /// 401 for a request without a known token; 403 for a resource request RBAC does not allow.
+/// The user RBAC judged, for the checks admission makes on their behalf (None: a master).
 fn authorize(
     api: &ApiServer,
     admin_token: &str,
     req: &Request<Incoming>,
     route: &Route,
-) -> Result<(), ApiError> {
+) -> Result<Option<authz::User>, ApiError> {
     let auth = header(req, "authorization");
     let Some(bearer) = auth.strip_prefix("Bearer ") else {
         return Err(ApiError::unauthorized());
     };
     if bearer == admin_token {
-        return Ok(());
+        return Ok(None);
     }
     let user = api.users.get(bearer).ok_or_else(ApiError::unauthorized)?;
     let Route::Resource(path) = route else {
-        return Ok(());
+        return Ok(None);
     };
     if user.is_master() {
-        return Ok(());
+        return Ok(None);
     }
     let query = http::parse_query(req.uri().query().unwrap_or_default());
     let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
@@ -305,7 +308,7 @@ fn authorize(
     let allowed = authz::allowed(&api.store, &user, &attrs);
     api.access.record(&user, &attrs, allowed);
     if allowed {
-        Ok(())
+        Ok(Some(user))
     } else {
         Err(ApiError::forbidden(
             &attrs.group,
@@ -321,6 +324,7 @@ async fn route_request(
     docs: &openapi::Cache,
     route: Route,
     req: Request<Incoming>,
+    user: Option<authz::User>,
 ) -> Response<Body> {
     let aggregated = header(&req, "accept").contains("as=APIGroupDiscoveryList");
     let reg = api.registry();
@@ -378,6 +382,7 @@ async fn route_request(
                 content_type,
                 user_agent,
                 body,
+                user,
             };
             crate::handlers::resource(api, path, r).await
         }

@@ -28,15 +28,21 @@ const ALWAYS_UNUSED: &[Grant] = &[
     ("controller-manager", "apps", "daemonsets", "get"),
     ("controller-manager", "apps", "statefulsets", "get"),
     ("controller-manager", "batch", "jobs", "get"),
-    // Owner references with blockOwnerDeletion, where OwnerReferencesPermissionEnforcement is
-    // on (the devcluster does not enforce it).
+    // A bare pod's PodGroup blocks the deletion of the pod's controller, as for the
+    // workload's ReplicaSet (OwnerReferencesPermissionEnforcement).
     (
         "controller-manager",
-        "batch.volcano.sh",
-        "jobs/finalizers",
+        "apps",
+        "statefulsets/finalizers",
         "update",
     ),
-    ("controller-manager", "", "pods/finalizers", "update"),
+    (
+        "controller-manager",
+        "apps",
+        "daemonsets/finalizers",
+        "update",
+    ),
+    ("controller-manager", "batch", "jobs/finalizers", "update"),
     // jobs.rs UpdatePodGroup: a Job's minAvailable or priorityClassName changed.
     (
         "controller-manager",
@@ -94,8 +100,6 @@ const FLEET_UNUSED: &[Grant] = &[
         "resourceclaims/status",
         "patch",
     ),
-    // executor.rs Purge: a moved gang's old copy is deleted from the member it left.
-    ("member", "", "pods", "delete"),
     // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
     ("member", "", "pods/binding", "create"),
     // executor.rs Evict and Nominate, and their Events: preemption and reclaim in a member.
@@ -420,6 +424,27 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
         })
     })
     .await;
+    // The aborted job's copies were deleted in the members, under the members' roles.
+    for m in ["east", "west"] {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(dev.client(m).await.unwrap(), "team-a");
+        wait_for(
+            &guard,
+            &format!("no copy of job long left in {m}"),
+            60,
+            || async {
+                pods.list(&Default::default()).await.is_ok_and(|l| {
+                    !l.items.iter().any(|p| {
+                        p.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with("long-"))
+                    })
+                })
+            },
+        )
+        .await;
+    }
     let mut used = check_access(&dev, "control-plane");
     for m in ["east", "west"] {
         for (user, set) in check_access(&dev, m) {

@@ -521,7 +521,7 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
                             "annotations": {"tephra.io/sim-duration": "1s"},
                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                 "name": "web", "uid": "0b3c0e9a-4d6c-4a8e-9a51-3f0f7d7f0001",
-                                "controller": true}]},
+                                "controller": true, "blockOwnerDeletion": true}]},
                "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
                         "containers": [{"name": "main", "image": "busybox",
                                         "resources": {"requests": {"cpu": "1"}}}]}}),

@@ -446,6 +446,34 @@ fn an_invalid_job_stays_pending_with_the_field_named_and_creates_nothing() {
     assert!(w.events.iter().any(|e| e.starts_with("InvalidJob")));
 }
 
+#[test]
+fn a_depends_on_cycle_is_refused_naming_the_field_as_tephra_validate_does() {
+    let task = |name: &str, on: &str| {
+        serde_json::json!({"name": name, "replicas": 1, "dependsOn": {"name": [on]},
+            "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}})
+    };
+    let spec = job(serde_json::json!({"tasks": [task("a", "b"), task("b", "a")]}));
+    let parsed: tephra_api::Job = serde_json::from_value(spec.clone()).expect("job");
+    let validate = tephra_api::checks::job(&parsed);
+    assert!(!validate.is_empty(), "tephra validate refuses it");
+    let mut w = World::new(spec);
+    w.settle();
+    assert_eq!(w.phase(), Some(JobPhase::Pending));
+    assert!(w.pg.is_none() && w.pods.is_empty(), "nothing is created");
+    let message = w.status().state.message.unwrap_or_default();
+    assert!(message.contains(&validate[0].to_string()), "{message}");
+    assert!(message.contains("dependsOn"), "{message}");
+    assert_eq!(
+        w.events
+            .iter()
+            .filter(|e| e.starts_with("InvalidJob"))
+            .count(),
+        1,
+        "one Event: {:?}",
+        w.events
+    );
+}
+
 fn env_of(w: &World, pod: &str) -> BTreeMap<String, String> {
     let spec = w.pods[pod].spec.clone().expect("spec");
     spec.containers[0]

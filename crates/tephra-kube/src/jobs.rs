@@ -338,9 +338,10 @@ impl Worker {
                 match api.create(&PostParams::default(), p).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
-                        // The API server refused the template: say so on the Job and retry
-                        // later (the user may fix the Job; nothing else is created meanwhile).
+                    Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 429 => {
+                        // The API server refused the pod (validation, an admission plugin such
+                        // as Priority or a quota, a webhook, RBAC): say so on the Job and retry
+                        // later (the user may fix it; nothing else is created meanwhile).
                         let message = format!("Error creating pods: {}", s.message);
                         let said = job
                             .status

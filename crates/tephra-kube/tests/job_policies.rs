@@ -218,6 +218,19 @@ async fn a_pod_pending_past_its_timeout_triggers_the_policy() {
     stop_everything(sched, ctl).await;
 }
 
+/// How many Events in `default` give `reason`.
+async fn events_with_reason(c: &kube::Client, reason: &str) -> usize {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .count()
+}
+
 #[tokio::test]
 async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
     logs();
@@ -244,15 +257,7 @@ async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
     let message = waiting.message.unwrap_or_default();
     assert!(message.contains("spec.containers[0].image"), "{message}");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
-    let refusals = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("FailedCreatePod"))
-        .count();
+    let refusals = events_with_reason(&c, "FailedCreatePod").await;
     assert_eq!(refusals, 1, "one Event, though the creation is retried");
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     assert!(
@@ -268,5 +273,48 @@ async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
         1,
         "the PodGroup stays for the retries"
     );
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it_exists() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // Admission, not validation, refuses this one: a 403 from the Priority plugin.
+    let mut w = task("w", 1, None, json!({}));
+    w["template"]["spec"]["priorityClassName"] = json!("high-priority");
+    jobs.create(&PostParams::default(), &job("prio", vec![w], json!({})))
+        .await
+        .unwrap();
+    let waiting = eventually(20, "the refusal on the Job", || async {
+        let j = jobs.get("prio").await.ok()?;
+        let state = j.status?.state;
+        (state.reason.as_deref() == Some("FailedCreatePod")).then_some(state)
+    })
+    .await;
+    let message = waiting.message.unwrap_or_default();
+    assert!(
+        message.contains("no PriorityClass with name high-priority was found"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let refusals = events_with_reason(&c, "FailedCreatePod").await;
+    assert_eq!(refusals, 1, "one Event, though the creation is retried");
+    // Once the class exists, the retried creation goes through and the job runs.
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(c.clone());
+    classes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "high-priority"}, "value": 1000}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    job_reaches(&jobs, "prio", JobPhase::Running, 40).await;
     stop_everything(sched, ctl).await;
 }

@@ -104,6 +104,14 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
         return out;
     }
     let old = job.status.clone().unwrap_or_default();
+    // What Volcano's admission webhook refuses (and `tephra validate`): with no webhook here,
+    // the Job waits with the fields named.
+    let problems = tephra_api::checks::job(job);
+    if !problems.is_empty() {
+        let message: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        refuse(&old, &message.join("; "), o.now_ms, &mut out);
+        return out;
+    }
     let plan = match plan(job) {
         Ok(p) => p,
         Err(e) => {

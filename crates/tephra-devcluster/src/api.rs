@@ -237,6 +237,22 @@ impl ApiServer {
                 admit::validate_builtin(def, &obj)?;
                 crate::admit_pod::check_pod_create(&obj)?;
                 let priority = self.pod_priority(&obj)?;
+                // As the Priority admission plugin: a pod may not bring an integer of its own
+                // that differs from the one its class gives.
+                if let (Some(given), Some(computed)) = (
+                    obj.pointer("/spec/priority").and_then(Value::as_i64),
+                    priority,
+                ) && given != computed
+                {
+                    return Err(ApiError::forbidden(
+                        "",
+                        "pods",
+                        admit::name_of(&obj),
+                        &format!(
+                            "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
+                        ),
+                    ));
+                }
                 crate::admit_pod::default_pod(&mut obj, priority);
             }
             Some(Builtin::Namespace) => obj["status"] = json!({"phase": "Active"}),

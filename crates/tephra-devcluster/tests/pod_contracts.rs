@@ -1,7 +1,8 @@
 //! The devcluster refuses what a real cluster refuses, so that a scheduler that ignores a
 //! contract fails a test: kube-apiserver's rules for scheduling gates (no binding while gated,
 //! the `SchedulingGated` condition, gates may only be removed) and the kubelet's admission
-//! (host ports, node affinity, NoExecute taints), with their status codes and wording.
+//! (host ports, node affinity, NoExecute taints), and the Priority admission plugin's, with
+//! their status codes and wording.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
@@ -38,6 +39,28 @@ fn api_error(e: kube::Error) -> kube::core::Status {
         kube::Error::Api(s) => *s,
         other => panic!("not an API error: {other}"),
     }
+}
+
+#[tokio::test]
+async fn a_pod_may_not_bring_a_priority_its_class_does_not_give() {
+    let h = common::single().await;
+    let c = h.client("local").await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(c);
+    let err = pods
+        .create(&PostParams::default(), &pod("p", json!({"priority": 7})))
+        .await
+        .unwrap_err();
+    let s = api_error(err);
+    assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        s.message,
+        "pods \"p\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 0 from the given PriorityClass name"
+    );
+    let created = pods
+        .create(&PostParams::default(), &pod("q", json!({"priority": 0})))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().priority, Some(0));
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! A declared pod's dependencies, copied from the control plane to the member that runs it
 //! before the pod itself (as Karmada's dependencies distributor does): the ConfigMaps and
-//! Secrets its volumes and environment name, and the headless Service its `subdomain` names.
-//! Without them a member's kubelet could not start a Volcano Job's pods (the `svc` plugin's
-//! hosts ConfigMap, the `ssh` plugin's key pair) and their DNS names would not resolve.
+//! Secrets its volumes and environment name, the headless Service its `subdomain` names, and
+//! its PriorityClass. Without them a member's kubelet could not start a Volcano Job's pods (the
+//! `svc` plugin's hosts ConfigMap, the `ssh` plugin's key pair), their DNS names would not
+//! resolve, and the member's Priority admission would refuse a pod whose class it lacks.
 //!
 //! A copy is made once (an object already in the member is left as it is) and says where it
 //! came from (`tephra.io/source: control-plane`). A dependency missing on the control plane
@@ -11,6 +12,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
@@ -25,6 +27,8 @@ pub struct Deps {
     pub secrets: BTreeSet<String>,
     /// The headless Service that gives the pod its DNS name.
     pub service: Option<String>,
+    /// Its `priorityClassName` (cluster-scoped).
+    pub priority_class: Option<String>,
 }
 
 /// The dependencies `pod` names: volumes (also projected), `envFrom` and `valueFrom` of every
@@ -79,6 +83,7 @@ pub fn named(pod: &Pod) -> Deps {
     d.config_maps.retain(|n| !n.is_empty());
     d.secrets.retain(|n| !n.is_empty());
     d.service = spec.subdomain.clone().filter(|s| !s.is_empty());
+    d.priority_class = spec.priority_class_name.clone().filter(|s| !s.is_empty());
     d
 }
 
@@ -146,6 +151,35 @@ where
     }
 }
 
+/// Copies a PriorityClass to the member unless it has one of that name (its own value then
+/// holds there) or the control plane has none. The copy is never the member's global default.
+async fn copy_priority_class(
+    control: &Client,
+    member: &Client,
+    name: &str,
+) -> Result<(), kube::Error> {
+    let theirs: Api<PriorityClass> = Api::all(member.clone());
+    if theirs.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let Some(pc) = Api::<PriorityClass>::all(control.clone())
+        .get_opt(name)
+        .await?
+    else {
+        return Ok(());
+    };
+    let copy = PriorityClass {
+        metadata: copied_meta(&pc.metadata),
+        global_default: None,
+        ..pc
+    };
+    match theirs.create(&PostParams::default(), &copy).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Copies what `pod` depends on into the member, in `namespace` (which must exist there).
 pub async fn copy(
     control: &Client,
@@ -153,6 +187,9 @@ pub async fn copy(
     namespace: &str,
     deps: &Deps,
 ) -> Result<(), kube::Error> {
+    if let Some(name) = &deps.priority_class {
+        copy_priority_class(control, member, name).await?;
+    }
     for name in &deps.config_maps {
         copy_one::<ConfigMap>(control, member, namespace, name, |c| c).await?;
     }
@@ -191,6 +228,7 @@ mod tests {
                     {"name": "ssh", "secret": {"secretName": "mpi-ssh"}},
                     {"name": "p", "projected": {"sources": [{"configMap": {"name": "extra"}}]}}],
                 "imagePullSecrets": [{"name": "registry"}],
+                "priorityClassName": "high-priority",
                 "containers": [{"name": "c", "image": "i",
                     "envFrom": [{"secretRef": {"name": "creds"}}],
                     "env": [{"name": "VC_WORKER_HOSTS", "valueFrom":
@@ -207,6 +245,7 @@ mod tests {
             BTreeSet::from(["mpi-ssh".into(), "registry".into(), "creds".into()])
         );
         assert_eq!(d.service.as_deref(), Some("mpi"));
+        assert_eq!(d.priority_class.as_deref(), Some("high-priority"));
     }
 
     #[test]

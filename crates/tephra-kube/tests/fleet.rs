@@ -210,3 +210,52 @@ async fn a_volcano_jobs_plugin_objects_follow_its_pods_into_the_member() {
     job_reaches(&jobs, "mpi", tephra_api::batch::JobPhase::Completed, 30).await;
     stop_everything(sched, ctl).await;
 }
+
+#[tokio::test]
+async fn a_pod_with_a_priority_class_runs_in_a_member_that_lacked_the_class() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let classes: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(cp.clone());
+    classes
+        .create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "high-priority"}, "value": 1000, "globalDefault": true}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    let pods: Api<Pod> = Api::namespaced(cp.clone(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "urgent", "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "priorityClassName": "high-priority",
+            "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "8"},
+                              "limits": {"nvidia.com/gpu": "8"}}}]}
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    // Only west has 8 GPUs on a node; it had no such class until the pod needed it.
+    let west = dev.client("west").await.unwrap();
+    all_bound(&west, "default", "urgent", 1, 30).await;
+    let copy = Api::<Pod>::namespaced(west.clone(), "default")
+        .get("urgent")
+        .await
+        .unwrap();
+    assert_eq!(copy.spec.unwrap().priority, Some(1000));
+    let theirs = Api::<k8s_openapi::api::scheduling::v1::PriorityClass>::all(west)
+        .get("high-priority")
+        .await
+        .unwrap();
+    assert_eq!(theirs.value, 1000);
+    assert_ne!(
+        theirs.global_default,
+        Some(true),
+        "a copy is never the member's default"
+    );
+    sched.stop().await;
+}

@@ -89,6 +89,12 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
     } else if let Some(spec) = p.spec.as_mut() {
         spec.node_name = Some(node.into());
     }
+    // The member's Priority admission computes these from its own PriorityClass, and refuses
+    // a pod that brings values of its own that differ.
+    if let Some(spec) = p.spec.as_mut() {
+        spec.priority = None;
+        spec.preemption_policy = None;
+    }
     // A claim its template gave it on the control plane is copied to the member under the same
     // name (`prebind.rs`): the copy names it, or the member would make a claim of its own.
     let generated: BTreeMap<String, String> = p

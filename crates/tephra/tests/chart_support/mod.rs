@@ -481,7 +481,7 @@ fn command(ns: &str, name: &str, action: &str, target: &Value) -> Value {
 
 /// What makes every controller act, and waits until each has happened:
 /// - a Volcano Job with the `svc` and `ssh` plugins (a Service, ConfigMap and Secret, which a
-///   fleet copies to the member) that runs to completion;
+///   fleet copies to the member) and a PriorityClass (copied too) that runs to completion;
 /// - one aborted through a Command, one removed after `ttlSecondsAfterFinished`, and one too
 ///   big for any node (the scheduler says why it waits);
 /// - bare pods that get their PodGroup from the pg-controller, one owned by a ReplicaSet;
@@ -505,7 +505,14 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
                "spec": {"weight": 1, "parent": "research"}}),
     )
     .await;
-    let plugins = json!({"plugins": {"svc": [], "ssh": []}});
+    // A class the members do not have: a fleet copies it with the pods that name it.
+    create(
+        admin,
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+               "metadata": {"name": "team-priority"}, "value": 100}),
+    )
+    .await;
+    let plugins = json!({"plugins": {"svc": [], "ssh": []}, "priorityClassName": "team-priority"});
     create(admin, job_with("train", "2s", "1", plugins)).await;
     create(admin, job("long", "1h")).await;
     create(

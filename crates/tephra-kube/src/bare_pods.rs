@@ -40,6 +40,8 @@ pub struct BarePodOptions {
     pub inherit_owner_annotations: bool,
     /// How often every pod is looked at even if nothing changed.
     pub resync: Duration,
+    /// Failed passes, by reason (`tephra_controller_errors_total`).
+    pub errors: reconciler::ErrorCounter,
 }
 
 impl Default for BarePodOptions {
@@ -49,6 +51,7 @@ impl Default for BarePodOptions {
             scheduler_names: vec![tephra_api::well_known::VOLCANO_SCHEDULER_NAME.into()],
             inherit_owner_annotations: true,
             resync: Duration::from_secs(30),
+            errors: reconciler::ErrorCounter::default(),
         }
     }
 }
@@ -68,6 +71,7 @@ pub fn start(
     options: BarePodOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
+    let errors = options.errors.clone();
     let (queue, rx) = WorkQueue::new();
     let wanting: Wanting = Arc::default();
     let mut tasks = Vec::new();
@@ -119,7 +123,9 @@ pub fn start(
         options,
         wanting,
     };
-    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks.push(tokio::spawn(reconciler::run(
+        worker, queue, rx, leadership, errors,
+    )));
     tasks
 }
 
@@ -211,6 +217,10 @@ impl Reconciler for Worker {
         })?;
         tracing::info!(namespace = %ns, pod = %name, podgroup = %group, "pod joined its PodGroup");
         Ok(())
+    }
+
+    fn reason(e: &PassError) -> &str {
+        reconciler::api_reason(&e.source)
     }
 }
 

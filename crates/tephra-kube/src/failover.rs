@@ -36,6 +36,8 @@ pub struct FailoverOptions {
     pub taints: bool,
     /// Whether a job unhealthy in a cluster moves (application failover).
     pub application: bool,
+    /// Failed passes, by reason (`tephra_controller_errors_total`).
+    pub errors: reconciler::ErrorCounter,
 }
 
 impl Default for FailoverOptions {
@@ -45,6 +47,7 @@ impl Default for FailoverOptions {
             resync: Duration::from_secs(30),
             taints: true,
             application: true,
+            errors: reconciler::ErrorCounter::default(),
         }
     }
 }
@@ -61,6 +64,7 @@ pub fn start(
     options: FailoverOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
+    let errors = options.errors.clone();
     let (queue, rx) = WorkQueue::new();
     let (rbs, rbs_w) = reflector::store::<ResourceBinding>();
     let (clusters, clusters_w) = reflector::store::<Cluster>();
@@ -134,7 +138,9 @@ pub fn start(
         wakes: Wakes::default(),
         unhealthy: std::collections::HashMap::new(),
     };
-    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks.push(tokio::spawn(reconciler::run(
+        worker, queue, rx, leadership, errors,
+    )));
     tasks
 }
 
@@ -294,5 +300,9 @@ impl Reconciler for Worker {
             }
         }
         Ok(())
+    }
+
+    fn reason(e: &PassError) -> &str {
+        reconciler::api_reason(&e.source)
     }
 }

@@ -38,6 +38,8 @@ pub struct JobControllerOptions {
     pub identity: String,
     /// How often every Job is looked at even if nothing changed.
     pub resync: Duration,
+    /// Failed passes, by reason (`tephra_controller_errors_total`).
+    pub errors: reconciler::ErrorCounter,
 }
 
 impl Default for JobControllerOptions {
@@ -45,6 +47,7 @@ impl Default for JobControllerOptions {
         Self {
             identity: "tephra-controller-manager".into(),
             resync: Duration::from_secs(30),
+            errors: reconciler::ErrorCounter::default(),
         }
     }
 }
@@ -94,6 +97,7 @@ pub fn start(
     options: JobControllerOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
+    let errors = options.errors.clone();
     let (queue, rx) = WorkQueue::new();
     let (jobs, jobs_w) = reflector::store();
     let (pods, pods_w) = reflector::store();
@@ -123,7 +127,9 @@ pub fn start(
         written: HashMap::new(),
         wakes: Wakes::default(),
     };
-    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks.push(tokio::spawn(reconciler::run(
+        worker, queue, rx, leadership, errors,
+    )));
     tasks
 }
 
@@ -173,6 +179,13 @@ impl Reconciler for Worker {
 
     async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
         Worker::pass(self, key).await
+    }
+
+    fn reason(e: &ApplyError) -> &str {
+        match e {
+            ApplyError::Api { source, .. } => reconciler::api_reason(source),
+            ApplyError::Key { .. } => "SshKey",
+        }
     }
 }
 

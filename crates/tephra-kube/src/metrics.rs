@@ -70,6 +70,9 @@ pub struct Metrics {
     pub write_latency: HistogramVec,
     /// `tephra_api_errors_total{cluster,verb,code}`.
     pub api_errors: IntCounterVec,
+    /// `tephra_controller_errors_total{controller,reason}`: failed controller passes (the
+    /// controller-manager's registry only).
+    pub controller_errors: IntCounterVec,
     /// `tephra_leader`.
     pub leader: IntGauge,
     /// `tephra_config_inert_plugins{plugin}`.
@@ -396,6 +399,13 @@ impl Metrics {
                 "Failed API requests, by cluster, verb and HTTP code (0: no response)",
                 &["cluster", "verb", "code"],
             )?,
+            controller_errors: IntCounterVec::new(
+                Opts::new(
+                    "tephra_controller_errors_total",
+                    "Failed controller passes, by controller and reason (each retried with backoff)",
+                ),
+                &["controller", "reason"],
+            )?,
             leader: int_gauge(
                 &r,
                 "tephra_leader",
@@ -440,6 +450,7 @@ impl Metrics {
         )?;
         // Its Lease renewals count failed requests here.
         r.register(Box::new(m.api_errors.clone()))?;
+        r.register(Box::new(m.controller_errors.clone()))?;
         m.names = r.names.into_inner();
         m.registry = r.registry;
         Ok(m)

@@ -31,6 +31,8 @@ pub struct QueueControllerOptions {
     pub identity: String,
     /// How often every Queue is looked at even if nothing changed.
     pub resync: Duration,
+    /// Failed passes, by reason (`tephra_controller_errors_total`).
+    pub errors: reconciler::ErrorCounter,
 }
 
 impl Default for QueueControllerOptions {
@@ -38,6 +40,7 @@ impl Default for QueueControllerOptions {
         Self {
             identity: "tephra-controller-manager".into(),
             resync: Duration::from_secs(30),
+            errors: reconciler::ErrorCounter::default(),
         }
     }
 }
@@ -55,6 +58,7 @@ pub fn start(
     options: QueueControllerOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
+    let errors = options.errors.clone();
     let (queue, rx) = WorkQueue::new();
     let (queues, queues_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
@@ -84,7 +88,9 @@ pub fn start(
         queue: queue.clone(),
         written: HashMap::new(),
     };
-    tasks.push(tokio::spawn(reconciler::run(worker, queue, rx, leadership)));
+    tasks.push(tokio::spawn(reconciler::run(
+        worker, queue, rx, leadership, errors,
+    )));
     tasks
 }
 
@@ -204,6 +210,10 @@ impl Reconciler for Worker {
             }
         }
         Ok(())
+    }
+
+    fn reason(e: &PassError) -> &str {
+        reconciler::api_reason(&e.source)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The loop every controller adapter shares: reflectors feed a de-duplicated work queue of
 //! keys, and one worker takes a key at a time and runs a pass over it, only while leading.
-//! A failed pass is retried a second later; on gaining the lead every key is looked at.
+//! A failed pass is retried with per-key exponential backoff ([`backoff`]: 1 s, doubling, at
+//! most 5 min), one retry chain per key however many changes queue it meanwhile, and counted by
+//! reason in `tephra_controller_errors_total`; on gaining the lead every key is looked at.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -129,6 +131,100 @@ pub fn resync<Q: Clone + Eq + Hash + Send + 'static>(
     })
 }
 
+/// The wait before retrying a key whose last `failures` passes failed: 1 s, doubling with
+/// each failure, at most 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    const FIRST: Duration = Duration::from_secs(1);
+    const CAP: Duration = Duration::from_secs(300);
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST.saturating_mul(1 << doublings).min(CAP)
+}
+
+/// `tephra_controller_errors_total{controller, reason}`, where the binary registers it (a
+/// default one counts in no registry).
+#[derive(Clone, Default)]
+pub struct ErrorCounter(Option<prometheus::IntCounterVec>);
+
+impl ErrorCounter {
+    /// Counts into `c`, whose labels are `controller` and `reason`.
+    pub fn new(c: prometheus::IntCounterVec) -> Self {
+        Self(Some(c))
+    }
+
+    fn inc(&self, controller: &str, reason: &str) {
+        if let Some(c) = &self.0 {
+            c.with_label_values(&[controller, reason]).inc();
+        }
+    }
+}
+
+impl Debug for ErrorCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ErrorCounter"
+        } else {
+            "ErrorCounter(none)"
+        })
+    }
+}
+
+/// The reason of a failed API request, as the API server gave it (`Forbidden`, `Conflict`,
+/// `Invalid`, ...), or what failed before an answer.
+pub fn api_reason(e: &kube::Error) -> &str {
+    match e {
+        kube::Error::Api(s) if !s.reason.is_empty() => &s.reason,
+        kube::Error::Api(_) => "Unknown",
+        kube::Error::HyperError(_) | kube::Error::Service(_) => "Unreachable",
+        _ => "ClientError",
+    }
+}
+
+/// The keys whose passes fail, each with its failures so far and the generation of its one
+/// live retry timer (a timer of an older generation is stale and queues nothing).
+struct Retries<K> {
+    state: Arc<Mutex<std::collections::HashMap<K, (u32, u64)>>>,
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Retries<K> {
+    fn new() -> Self {
+        Self {
+            state: Arc::default(),
+        }
+    }
+
+    /// A pass over `key` failed: its retry is armed after the backoff its failures earn,
+    /// replacing any retry armed before. Returns the wait.
+    fn failed(&self, queue: &WorkQueue<K>, key: K) -> Duration {
+        let Ok(mut s) = self.state.lock() else {
+            return Duration::ZERO;
+        };
+        let entry = s.entry(key.clone()).or_insert((0, 0));
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = entry.1.wrapping_add(1);
+        let (failures, generation) = *entry;
+        drop(s);
+        let wait = backoff(failures);
+        let (state, q) = (Arc::clone(&self.state), queue.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let live = state
+                .lock()
+                .is_ok_and(|s| s.get(&key).is_some_and(|&(_, g)| g == generation));
+            if live {
+                q.push(key);
+            }
+        });
+        wait
+    }
+
+    /// A pass over `key` succeeded: its failures are forgotten and its retry is stale.
+    fn succeeded(&self, key: &K) {
+        if let Ok(mut s) = self.state.lock() {
+            s.remove(key);
+        }
+    }
+}
+
 /// One controller's passes.
 pub trait Reconciler: Send + 'static {
     /// What a pass is over.
@@ -147,15 +243,21 @@ pub trait Reconciler: Send + 'static {
         &mut self,
         key: &Self::Key,
     ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Why a pass failed, in one word, for `tephra_controller_errors_total`.
+    fn reason(e: &Self::Error) -> &str;
 }
 
-/// Runs `r` over the keys `rx` delivers, only while `leadership` leads.
+/// Runs `r` over the keys `rx` delivers, only while `leadership` leads, counting failed
+/// passes in `errors`.
 pub async fn run<R: Reconciler>(
     mut r: R,
     queue: WorkQueue<R::Key>,
     mut rx: mpsc::UnboundedReceiver<R::Key>,
     leadership: Leadership,
+    errors: ErrorCounter,
 ) {
+    let retries = Retries::new();
     let mut was_leader = false;
     while let Some(key) = rx.recv().await {
         queue.taken(&key);
@@ -169,9 +271,15 @@ pub async fn run<R: Reconciler>(
         if !leading {
             continue;
         }
-        if let Err(e) = r.pass(&key).await {
-            tracing::warn!(controller = R::NAME, key = ?key, error = %e, "pass failed; retrying");
-            queue.later(key, Duration::from_secs(1));
+        match r.pass(&key).await {
+            Ok(()) => retries.succeeded(&key),
+            Err(e) => {
+                errors.inc(R::NAME, R::reason(&e));
+                let wait = retries.failed(&queue, key.clone());
+                tracing::warn!(controller = R::NAME, key = ?key, error = %e,
+                    retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    "pass failed; retrying");
+            }
         }
     }
 }
@@ -208,5 +316,42 @@ pub fn ok_if<T: Default>(r: Result<T, kube::Error>, code: u16) -> Result<T, kube
     match r {
         Err(kube::Error::Api(s)) if s.code == code => Ok(T::default()),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_doubling_from_a_second_to_five_minutes() {
+        let waits: Vec<u64> = [1, 2, 3, 4, 9, 10, 40]
+            .map(|f| backoff(f).as_secs())
+            .to_vec();
+        assert_eq!(waits, [1, 2, 4, 8, 256, 300, 300]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_that_fails_again_and_again_has_one_retry_chain() {
+        let (queue, mut rx) = WorkQueue::<u32>::new();
+        let retries = Retries::new();
+        // Three passes fail before any retry is due (each change queued it again).
+        retries.failed(&queue, 7);
+        retries.failed(&queue, 7);
+        let wait = retries.failed(&queue, 7);
+        assert_eq!(wait, Duration::from_secs(4));
+        // The retries armed by the first two failures are stale: nothing comes when they fall due.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(rx.try_recv().is_err(), "a stale retry queued the key");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(rx.try_recv().ok(), Some(7));
+        // A success forgets the failures: the next failure waits a second again, and a retry
+        // armed before the success queues nothing.
+        queue.taken(&7);
+        retries.failed(&queue, 7);
+        retries.succeeded(&7);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(rx.try_recv().is_err());
+        assert_eq!(retries.failed(&queue, 7), Duration::from_secs(1));
     }
 }

@@ -318,3 +318,39 @@ async fn a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it
     job_reaches(&jobs, "prio", JobPhase::Running, 40).await;
     stop_everything(sched, ctl).await;
 }
+
+#[tokio::test]
+async fn a_refused_pod_is_retried_with_backoff_not_every_second_and_counted_by_reason() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let errors = prometheus::IntCounterVec::new(
+        prometheus::Opts::new("errors", "failed passes"),
+        &["controller", "reason"],
+    )
+    .unwrap();
+    // The scheduler admits the PodGroup; then the job controller creates the pod.
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let ctl = tephra_kube::jobs::start(
+        c.clone(),
+        tephra_kube::jobs::JobControllerOptions {
+            errors: tephra_kube::reconciler::ErrorCounter::new(errors.clone()),
+            ..Default::default()
+        },
+        tephra_kube::leader::Leadership::always(),
+    );
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let mut w = task("w", 1, None, json!({}));
+    w["template"]["spec"]["priorityClassName"] = json!("missing");
+    jobs.create(&PostParams::default(), &job("refused", vec![w], json!({})))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let failed = errors.with_label_values(&["job", "Forbidden"]).get();
+    // 1 s, 2 s, 4 s apart (and one pass for the Job's own status change): a fixed one-second
+    // retry would have failed at least eight times by now.
+    assert!((2..=6).contains(&failed), "{failed} failed passes in 8 s");
+    stop_everything(sched, ctl).await;
+}

@@ -87,6 +87,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         let client = f.connection.client().await?;
         let mut tasks = Vec::new();
         let metrics = Arc::new(Metrics::controller_manager().context("registering metrics")?);
+        let errors = metrics.controller_errors.clone();
         if let Some(addr) = listen {
             let health = tephra_kube::serve::Health {
                 ready: Arc::new(AtomicBool::new(true)),
@@ -119,6 +120,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             scheduler_names: f.scheduler_names,
             inherit_owner_annotations: f.inherit_owner_annotations,
             clusters,
+            errors: tephra_kube::reconciler::ErrorCounter::new(errors),
         };
         tasks.extend(start_all(&client, &settings, &which, &leadership));
         tracing::info!("tephra controller-manager started");
@@ -234,6 +236,8 @@ pub struct Settings {
     pub inherit_owner_annotations: bool,
     /// How members are probed and tainted.
     pub clusters: ClusterStatusOptions,
+    /// Where the controllers count failed passes.
+    pub errors: tephra_kube::reconciler::ErrorCounter,
 }
 
 /// Starts the chosen controllers on `client`; they write only while `leadership` leads.
@@ -248,6 +252,7 @@ pub fn start_all(
         let options = JobControllerOptions {
             identity: s.identity.clone(),
             resync: s.resync,
+            errors: s.errors.clone(),
         };
         tasks.extend(tephra_kube::jobs::start(
             client.clone(),
@@ -261,6 +266,7 @@ pub fn start_all(
             scheduler_names: s.scheduler_names.clone(),
             inherit_owner_annotations: s.inherit_owner_annotations,
             resync: s.resync,
+            errors: s.errors.clone(),
         };
         tasks.extend(tephra_kube::bare_pods::start(
             client.clone(),
@@ -272,6 +278,7 @@ pub fn start_all(
         let options = QueueControllerOptions {
             identity: s.identity.clone(),
             resync: s.resync,
+            errors: s.errors.clone(),
         };
         tasks.extend(tephra_kube::queues::start(
             client.clone(),
@@ -292,6 +299,7 @@ pub fn start_all(
             resync: s.resync,
             taints: which.taint_manager,
             application: which.application_failover,
+            errors: s.errors.clone(),
         };
         tasks.extend(tephra_kube::failover::start(
             client.clone(),

@@ -70,6 +70,7 @@ pub fn run(
                         },
                         no_execute_after: Some(std::time::Duration::from_secs(60)),
                     },
+                    errors: tephra_kube::reconciler::ErrorCounter::default(),
                 },
                 &crate::controller_manager::Which::ALL,
                 &tephra_kube::leader::Leadership::always(),

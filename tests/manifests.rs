@@ -134,6 +134,13 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
                     .unwrap_or_else(|e| panic!("{origin}: not a valid Namespace: {e}"));
                 continue;
             }
+            if api_version == "scheduling.k8s.io/v1" && kind == "PriorityClass" {
+                serde_json::from_value::<k8s_openapi::api::scheduling::v1::PriorityClass>(
+                    doc.clone(),
+                )
+                .unwrap_or_else(|e| panic!("{origin}: not a valid PriorityClass: {e}"));
+                continue;
+            }
             if api_version == "v1" && kind == "PersistentVolumeClaim" {
                 serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
                     doc.clone(),

@@ -90,19 +90,10 @@ async fn the_shipped_pytorch_mpi_and_spark_jobs_run_to_completed_as_in_the_simul
         heartbeat: Duration::from_millis(200),
         speed: 2000.0,
     });
-    options.queues = ["default", "research", "batch"]
-        .map(|q| queue_json(q, 1))
-        .to_vec();
+    // The examples bring their PriorityClass and the batch queue themselves.
+    options.queues = ["default", "research"].map(|q| queue_json(q, 1)).to_vec();
     let dev = DevCluster::start(options).await.unwrap();
     let api = &dev.server("local").unwrap().api;
-    tephra_devcluster::cluster::create_objects(
-        api,
-        &[
-            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": "high-priority"}, "value": 1000}),
-        ],
-    )
-    .unwrap();
     let c = client(&dev).await;
     let seen = Arc::new(Mutex::new(Seen::default()));
     let recorder = {

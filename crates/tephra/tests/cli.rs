@@ -30,10 +30,10 @@ fn validate_accepts_the_examples_and_skips_core_kinds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(
-        "ok       examples/podgroup-with-pods.yaml (document 1, PodGroup ray-cluster-a)"
+        "ok       examples/podgroup-with-pods.yaml (document 2, PodGroup ray-cluster-a)"
     ));
     assert!(stdout.contains(
-        "skipped  examples/podgroup-with-pods.yaml (document 2, Pod ray-cluster-a-head)"
+        "skipped  examples/podgroup-with-pods.yaml (document 3, Pod ray-cluster-a-head)"
     ));
 }
 

@@ -218,3 +218,52 @@ fn tephra_dev_runs_the_volume_and_dra_examples_to_completed() {
     );
     assert!(ok && out.lines().count() == 4, "{out}");
 }
+
+/// The phase of the Volcano Job `ns/job`.
+fn phase_in(k: &Path, ns: &str, job: &str) -> String {
+    let (_, out) = kubectl(
+        k,
+        &[
+            "get",
+            "vcjob",
+            "-n",
+            ns,
+            job,
+            "-o",
+            "jsonpath={.status.state.phase}",
+        ],
+    );
+    out.trim().to_string()
+}
+
+#[test]
+fn tephra_dev_runs_every_shipped_volcano_job_example_to_completed_as_shipped() {
+    let k = kubeconfig("examples");
+    let _dev = start(&[
+        "dev",
+        "--speed",
+        "1000",
+        "--kubeconfig",
+        k.to_str().unwrap(),
+    ]);
+    until(30, "the kubeconfig written", || k.exists());
+    until(20, "the API answers", || kubectl(&k, &["get", "queues"]).0);
+    // Each brings what it needs (its namespace, PriorityClass, queue): nothing else is made.
+    for example in [
+        "examples/pytorch-distributed.yaml",
+        "examples/mpi-job.yaml",
+        "examples/spark-job.yaml",
+    ] {
+        let (ok, out) = kubectl(&k, &["apply", "-f", example]);
+        assert!(ok, "{example}: {out}");
+    }
+    let jobs = [
+        ("ml", "llama-finetune"),
+        ("hpc", "lm-mpi"),
+        ("analytics", "nightly-etl"),
+    ];
+    until(120, "every example Job Completed", || {
+        jobs.iter()
+            .all(|(ns, job)| phase_in(&k, ns, job) == "Completed")
+    });
+}

@@ -385,6 +385,13 @@ impl Handle {
         Ok(())
     }
 
+    /// The member is rebuilt with new credentials: its old token gets 401 from now on and its
+    /// open watches are closed. Returns the new token, which the member's credentials Secret on
+    /// the control plane does not have until someone writes it there.
+    pub fn rotate_member_token(&self, name: &str) -> Result<String, Error> {
+        Ok(self.member(name)?.server.rotate_token())
+    }
+
     /// Undoes [`Handle::stop_member`] and [`Handle::fail_member_with`].
     pub async fn restore_member(&self, name: &str) -> Result<(), Error> {
         let m = self.member(name)?;

@@ -39,7 +39,7 @@ pub struct Server {
     /// The server's state.
     pub api: Arc<ApiServer>,
     addr: SocketAddr,
-    token: String,
+    token: Arc<std::sync::RwLock<String>>,
     ca_pem: String,
     acceptor: TlsAcceptor,
     openapi: Arc<openapi::Cache>,
@@ -75,7 +75,7 @@ impl Server {
         let server = Arc::new(Self {
             api,
             addr,
-            token,
+            token: Arc::new(std::sync::RwLock::new(token)),
             ca_pem: certs.ca_pem.clone(),
             acceptor: certs.acceptor()?,
             openapi: Arc::new(openapi::Cache::default()),
@@ -97,7 +97,7 @@ impl Server {
                 let _ = stream.set_nodelay(true);
                 let acceptor = me.acceptor.clone();
                 let api = me.api.clone();
-                let token = me.token.clone();
+                let token = Arc::clone(&me.token);
                 let docs = me.openapi.clone();
                 let mut kill = me.connections.subscribe();
                 tokio::spawn(async move {
@@ -106,7 +106,7 @@ impl Server {
                     };
                     let service = service_fn(move |req| {
                         let api = api.clone();
-                        let token = token.clone();
+                        let token = token.read().unwrap_or_else(|e| e.into_inner()).clone();
                         let docs = docs.clone();
                         async move { Ok::<_, Infallible>(dispatch(&api, &token, &docs, req).await) }
                     });
@@ -135,8 +135,17 @@ impl Server {
     }
 
     /// Its bearer token.
-    pub fn token(&self) -> &str {
-        &self.token
+    pub fn token(&self) -> String {
+        self.token.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A new bearer token, as when a cluster is rebuilt: the old one gets 401 from now on, and
+    /// open connections (watches) are closed. Returns the new token.
+    pub fn rotate_token(&self) -> String {
+        let fresh = crate::kubeconfig::token();
+        *self.token.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        self.connections.send_modify(|g| *g += 1);
+        fresh
     }
 
     /// A kubeconfig entry for a service account of this server: its own token, authorized by
@@ -153,7 +162,7 @@ impl Server {
         Entry {
             name: self.api.name.clone(),
             server: self.url(),
-            token: self.token.clone(),
+            token: self.token(),
             ca_pem: self.ca_pem.clone(),
         }
     }
@@ -260,7 +269,10 @@ async fn dispatch(
     let path = req.uri().path().to_string();
     let route = router::route(&path);
     let public = matches!(route, Route::Version | Route::Health);
-    let user = if public {
+    // A public path needs no credentials, but bad ones are refused there too, as
+    // kube-apiserver's authentication does before any authorization.
+    let presented = !header(&req, "authorization").is_empty();
+    let user = if public && !presented {
         Ok(None)
     } else {
         authorize(api, token, &req, &route)

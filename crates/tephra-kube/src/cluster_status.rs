@@ -25,7 +25,7 @@ use tephra_controllers::cluster_taints::taints;
 use tokio::task::JoinHandle;
 
 use crate::leader::Leadership;
-use crate::members::{Endpoint, connect};
+use crate::members::{Credentials, Endpoint, client_for, credentials};
 
 /// How the cluster status controller runs.
 #[derive(Clone, Debug)]
@@ -99,7 +99,7 @@ async fn run(
     store: Store<Cluster>,
 ) {
     let mut seen: HashMap<String, Seen> = HashMap::new();
-    let mut members: HashMap<String, (Endpoint, Client)> = HashMap::new();
+    let mut members: HashMap<String, (Endpoint, Credentials, Client)> = HashMap::new();
     let mut rounds: u64 = 0;
     loop {
         tokio::time::sleep(options.period).await;
@@ -114,20 +114,30 @@ async fn run(
         let mut probes = Vec::new();
         for c in &clusters {
             let name = c.name_any();
+            // The Secret is read every round, so a rotated token or CA is used at once.
             let member = match Endpoint::of(c) {
-                Some(e) if c.spec.sync_mode != ClusterSyncMode::Pull => match members.get(&name) {
-                    Some((have, m)) if *have == e => Some(m.clone()),
-                    _ => match connect(&client, &e).await {
-                        Ok(m) => {
-                            members.insert(name.clone(), (e, m.clone()));
-                            Some(m)
-                        }
+                Some(e) if c.spec.sync_mode != ClusterSyncMode::Pull => {
+                    match credentials(&client, &e).await {
+                        Ok(now) => match members.get(&name) {
+                            Some((have, was, m)) if *have == e && *was == now => Some(m.clone()),
+                            _ => match client_for(&e, &now) {
+                                Ok(m) => {
+                                    members.insert(name.clone(), (e, now, m.clone()));
+                                    Some(m)
+                                }
+                                Err(err) => {
+                                    tracing::warn!(cluster = %name, error = %err, "cannot build the member's client");
+                                    None
+                                }
+                            },
+                        },
                         Err(err) => {
-                            tracing::warn!(cluster = %name, error = %err, "cannot build the member's client");
+                            tracing::warn!(cluster = %name, error = %err, "cannot read the member's credentials");
+                            members.remove(&name);
                             None
                         }
-                    },
-                },
+                    }
+                }
                 _ => None,
             };
             let timeout = options.period.min(Duration::from_secs(5));

@@ -1,7 +1,9 @@
 //! Member clusters from `Cluster` objects (Push mode, as Karmada's): a client built from the
 //! Cluster's `apiEndpoint` and the token and CA bundle of the Secret its `secretRef` names, and
 //! that member's Node and Pod watchers. Adding, changing or removing a Cluster starts, restarts
-//! or stops them while the scheduler runs.
+//! or stops them while the scheduler runs. The Secret is read again every
+//! [`CREDENTIALS_EVERY`] probes and whenever the member answers 401, so a rotated token or CA
+//! is used at once; a member restarted or stopped has all its watchers and its probe stopped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use kube::Client;
 use kube::api::Api;
 use tephra_api::Cluster as ApiCluster;
 use tokio::sync::mpsc;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 use crate::executor::Clients;
 use crate::metrics::Metrics;
@@ -22,6 +24,8 @@ use crate::watch::{self, Change, Kind, Update};
 
 /// How often a member is probed.
 const PROBE_PERIOD: Duration = Duration::from_secs(1);
+/// How many probes apart the credentials Secret is read again (also after any 401).
+pub const CREDENTIALS_EVERY: u32 = 10;
 
 /// What a member's connection depends on: a change restarts its watchers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,8 +103,26 @@ fn pem_certs(pem: &str) -> Vec<Vec<u8>> {
     out
 }
 
+/// What a member's client is built from: the token and CA bundle of its Secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    token: String,
+    ca: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(..)")
+    }
+}
+
 /// A client for the member behind `e`, with the token and CA bundle from its Secret.
 pub async fn connect(control: &Client, e: &Endpoint) -> Result<Client, MemberError> {
+    client_for(e, &credentials(control, e).await?)
+}
+
+/// The credentials `e`'s Secret holds now.
+pub async fn credentials(control: &Client, e: &Endpoint) -> Result<Credentials, MemberError> {
     let (ns, name) = e.secret.split_once('/').unwrap_or(("default", &e.secret));
     let secrets: Api<Secret> = Api::namespaced(control.clone(), ns);
     let secret = secrets
@@ -119,7 +141,14 @@ pub async fn connect(control: &Client, e: &Endpoint) -> Result<Client, MemberErr
                 key,
             })
     };
-    let token = get("token")?;
+    Ok(Credentials {
+        token: get("token")?,
+        ca: get("caBundle").ok(),
+    })
+}
+
+/// A client for the member behind `e` with `c`.
+pub fn client_for(e: &Endpoint, c: &Credentials) -> Result<Client, MemberError> {
     let url = e
         .url
         .parse()
@@ -128,17 +157,30 @@ pub async fn connect(control: &Client, e: &Endpoint) -> Result<Client, MemberErr
             message: err.to_string(),
         })?;
     let mut config = kube::Config::new(url);
-    if let Ok(ca) = get("caBundle") {
-        config.root_cert = Some(pem_certs(&ca));
+    if let Some(ca) = &c.ca {
+        config.root_cert = Some(pem_certs(ca));
     }
     config.accept_invalid_certs = e.insecure;
-    config.auth_info.token = Some(token.into());
+    config.auth_info.token = Some(c.token.clone().into());
     Ok(Client::try_from(config)?)
 }
 
+/// Aborts the tasks it holds when dropped: a member's watchers stop with the task that runs
+/// them, whether it ends, restarts or is aborted (dropping a `JoinHandle` alone detaches it).
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
 /// Runs one member until aborted: connects (retrying every few seconds while it cannot),
-/// registers its client for the executor and runs its Node and Pod watchers. Aborting the
-/// task stops the watchers too.
+/// registers its client for the executor and runs its watchers and its probe; when the
+/// credentials in its Secret change, all of them stop and it connects again with the new ones.
+/// Aborting the task stops them too.
 pub fn spawn(
     control: Client,
     name: Arc<str>,
@@ -148,56 +190,93 @@ pub fn spawn(
     clients: Clients,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let client = loop {
-            match connect(&control, &endpoint).await {
-                Ok(c) => break c,
-                Err(e) => {
-                    tracing::warn!(cluster = %name, error = %e, "cannot connect to member; retrying");
-                    metrics.api_error(&name, "connect", 0);
-                    let failed = Update {
-                        cluster: Arc::clone(&name),
-                        kind: Kind::Node,
-                        change: Change::Failed,
-                    };
-                    if tx.send(failed).await.is_err() {
-                        return;
+        loop {
+            let (client, creds) = loop {
+                let attempt = match credentials(&control, &endpoint).await {
+                    Ok(c) => client_for(&endpoint, &c).map(|client| (client, c)),
+                    Err(e) => Err(e),
+                };
+                match attempt {
+                    Ok(ok) => break ok,
+                    Err(e) => {
+                        tracing::warn!(cluster = %name, error = %e, "cannot connect to member; retrying");
+                        metrics.api_error(&name, "connect", 0);
+                        let failed = Update {
+                            cluster: Arc::clone(&name),
+                            kind: Kind::Node,
+                            change: Change::Failed,
+                        };
+                        if tx.send(failed).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(5)).await;
                     }
-                    tokio::time::sleep(Duration::from_secs(5)).await;
                 }
+            };
+            if let Ok(mut m) = clients.members.write() {
+                m.insert(name.to_string(), client.clone());
             }
-        };
-        if let Ok(mut m) = clients.members.write() {
-            m.insert(name.to_string(), client.clone());
-        }
-        let mut set = JoinSet::new();
-        for handle in watch::spawn_member(&client, &name, &tx, &metrics) {
-            set.spawn(async move {
-                let _ = handle.await;
-            });
-        }
-        // A resumed watch says nothing when nothing changed: a probe tells that the member
-        // answers again (and, between watch errors, that it still does).
-        let (probe, probe_tx, probe_name) = (client.clone(), tx.clone(), Arc::clone(&name));
-        set.spawn(async move {
-            loop {
-                tokio::time::sleep(PROBE_PERIOD).await;
-                let change = match probe.apiserver_version().await {
-                    Ok(_) => Change::Reachable,
-                    Err(_) => Change::Failed,
-                };
-                let update = Update {
-                    cluster: Arc::clone(&probe_name),
-                    kind: Kind::Node,
-                    change,
-                };
-                if probe_tx.send(update).await.is_err() {
-                    return;
-                }
+            let watchers = AbortOnDrop(watch::spawn_member(&client, &name, &tx, &metrics));
+            let rotated = probe(&control, &endpoint, &name, &client, &creds, &tx).await;
+            drop(watchers);
+            if !rotated {
+                return;
             }
-        });
-        // The watchers run until this task is aborted; dropping the set aborts them.
-        while set.join_next().await.is_some() {}
+            tracing::info!(cluster = %name, "member credentials changed; reconnecting");
+        }
     })
+}
+
+/// Probes the member every [`PROBE_PERIOD`] (a resumed watch says nothing when nothing
+/// changed: a probe tells that the member answers again, and between watch errors that it
+/// still does), reading its Secret again every [`CREDENTIALS_EVERY`] probes and after a 401.
+/// Returns true when the credentials changed, false when the state loop is gone.
+async fn probe(
+    control: &Client,
+    endpoint: &Endpoint,
+    name: &Arc<str>,
+    client: &Client,
+    creds: &Credentials,
+    tx: &mpsc::Sender<Update>,
+) -> bool {
+    let mut probes: u32 = 0;
+    let mut refusal_said = false;
+    loop {
+        tokio::time::sleep(PROBE_PERIOD).await;
+        probes = probes.wrapping_add(1);
+        let answer = client.apiserver_version().await;
+        let unauthorized = matches!(&answer, Err(kube::Error::Api(s)) if s.code == 401);
+        let change = if answer.is_ok() {
+            Change::Reachable
+        } else {
+            Change::Failed
+        };
+        let update = Update {
+            cluster: Arc::clone(name),
+            kind: Kind::Node,
+            change,
+        };
+        if tx.send(update).await.is_err() {
+            return false;
+        }
+        if !unauthorized {
+            refusal_said = false;
+        }
+        if unauthorized || probes.is_multiple_of(CREDENTIALS_EVERY) {
+            match credentials(control, endpoint).await {
+                Ok(now) if now != *creds => return true,
+                Ok(_) if unauthorized && !refusal_said => {
+                    refusal_said = true;
+                    tracing::warn!(cluster = %name, secret = %endpoint.secret,
+                        "member refuses its credentials (401); write the new token into the Secret");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %e, "cannot read the member's credentials")
+                }
+            }
+        }
+    }
 }
 
 /// The members running now, by name.

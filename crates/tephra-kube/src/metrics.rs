@@ -471,6 +471,15 @@ impl Metrics {
         }
     }
 
+    /// Drops a deleted Cluster's series (the per-resource ones are emptied and refilled for the
+    /// clusters that remain by the next session's report).
+    pub fn forget_cluster(&self, cluster: &str) {
+        let _ = self.cluster_ready.remove_label_values(&[cluster]);
+        let _ = self.cluster_nodes.remove_label_values(&[cluster]);
+        self.cluster_allocatable.reset();
+        self.cluster_allocated.reset();
+    }
+
     /// Drops a deleted queue's series.
     pub fn forget_queue(&self, queue: &str) {
         let q = &self.queue;

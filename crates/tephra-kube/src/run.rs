@@ -417,6 +417,10 @@ impl Loop {
             (watch::Change::Delete(o), Kind::Queue) => Some(o.key()),
             _ => None,
         };
+        let deleted_cluster = match (&u.change, kind) {
+            (watch::Change::Delete(o), Kind::Cluster) => Some(o.key()),
+            _ => None,
+        };
         for e in self.state.apply(unix_now(), u) {
             tracing::warn!(cluster = %cluster, kind = kind.as_str(), error = %e, "object not taken into the cache");
         }
@@ -426,6 +430,9 @@ impl Loop {
         }
         if let Some(q) = deleted_queue {
             self.metrics.forget_queue(&q);
+        }
+        if let Some(c) = deleted_cluster {
+            self.metrics.forget_cluster(&c);
         }
         if clusters_changed {
             self.reconcile_members();
@@ -504,6 +511,23 @@ impl Loop {
             ) => {
                 let pod = format!("{namespace}/{name}");
                 tracing::warn!(pod = %pod, node = %node, outcome = ?outcome, "bind failed; the pod is placed again next session");
+                self.state.bind_failed(&pod, unix_now());
+            }
+            (
+                Write::Place {
+                    cluster,
+                    namespace,
+                    name,
+                    node,
+                    ..
+                },
+                Outcome::Failed { code, message },
+            ) => {
+                // The copy was not made (a refusal, a member that stopped answering or took
+                // new credentials): the declared pod waits to be placed again.
+                let pod = format!("{namespace}/{name}");
+                tracing::warn!(pod = %pod, cluster = %cluster, node = %node, code, error = %message,
+                    "copy not created in the member; the pod is placed again next session");
                 self.state.bind_failed(&pod, unix_now());
             }
             (w, Outcome::Failed { code, message }) => {

@@ -93,13 +93,7 @@ async fn an_unreachable_member_takes_no_pods_until_it_answers_again() {
     let dev = fleet().await;
     let cp = dev.client("control-plane").await.unwrap();
     let sched = fleet_scheduler(&cp).await;
-    eventually(10, "ready", || async {
-        sched
-            .ready
-            .load(std::sync::atomic::Ordering::SeqCst)
-            .then_some(())
-    })
-    .await;
+    until_ready(&sched).await;
     dev.stop_member("west").await.unwrap();
     let ready =
         |m: &tephra_kube::metrics::Metrics| m.cluster_ready.with_label_values(&["west"]).get();
@@ -257,5 +251,81 @@ async fn a_pod_with_a_priority_class_runs_in_a_member_that_lacked_the_class() {
         Some(true),
         "a copy is never the member's default"
     );
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_members_rotated_token_is_used_once_written_into_its_secret() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    until_ready(&sched).await;
+    // west is rebuilt: its old token is refused, and an operator writes the new one into the
+    // same Secret (no new Secret name, no change to the Cluster).
+    let token = dev.rotate_member_token("west").unwrap();
+    let refused = || {
+        sched
+            .metrics
+            .api_errors
+            .with_label_values(&["west", "watch", "401"])
+            .get()
+    };
+    eventually(10, "west's watches refused", || async {
+        (refused() > 0).then_some(())
+    })
+    .await;
+    use base64::Engine;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(cp.clone(), "tephra-system");
+    secrets
+        .patch(
+            "west-credentials",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"data": {
+                "token": base64::engine::general_purpose::STANDARD.encode(&token)}})),
+        )
+        .await
+        .unwrap();
+    // Only west can hold this gang.
+    gang(&cp, "default", "after", "default", 4, 4, 4).await;
+    let west = dev.client("west").await.unwrap();
+    all_bound(&west, "default", "after-", 4, 30).await;
+    // The watchers with the old token are gone: no refusal comes any more.
+    let before = refused();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(refused(), before, "a watcher with the old token still runs");
+    sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_cluster_is_no_longer_watched_nor_in_the_metrics() {
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+
+    eventually(10, "north in the metrics", || async {
+        sched
+            .metrics
+            .render()
+            .contains("tephra_cluster_ready{cluster=\"north\"} 1")
+            .then_some(())
+    })
+    .await;
+    Api::<tephra_api::Cluster>::all(cp.clone())
+        .delete("north", &Default::default())
+        .await
+        .unwrap();
+    eventually(10, "north's series gone", || async {
+        let text = sched.metrics.render();
+        (!text.contains("cluster=\"north\"")).then_some(())
+    })
+    .await;
+    // Its watchers are stopped: north going down is not even noticed.
+    dev.stop_member("north").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let text = sched.metrics.render();
+    assert!(!text.contains("cluster=\"north\""), "{text}");
     sched.stop().await;
 }

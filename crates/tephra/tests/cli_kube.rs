@@ -268,7 +268,7 @@ async fn job_pg_and_cluster_commands_list_view_suspend_and_taint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_join_registers_a_member_from_its_kubeconfig_and_unjoin_removes_it() {
+async fn cluster_join_registers_a_member_rotate_gives_it_new_credentials_and_unjoin_removes_it() {
     let dev = fleet().await;
     let other = DevCluster::start(Options::single()).await.unwrap();
     let cli = Cli::new(&dev, "join");
@@ -316,6 +316,29 @@ async fn cluster_join_registers_a_member_from_its_kubeconfig_and_unjoin_removes_
         .list(&Default::default())
         .await
         .expect("the joined member answers with the Secret's token and CA");
+    // The member is rebuilt with a new token: the Secret's no longer works, and `rotate`
+    // writes the new one from the member's new kubeconfig into the same Secret.
+    other.rotate_member_token("local").unwrap();
+    let stale = tephra_kube::members::connect(&cp, &endpoint).await.unwrap();
+    assert!(
+        Api::<k8s_openapi::api::core::v1::Node>::all(stale)
+            .list(&Default::default())
+            .await
+            .is_err()
+    );
+    std::fs::write(&member_kubeconfig, other.kubeconfig_for("local").unwrap()).unwrap();
+    tokio::task::block_in_place(|| {
+        let out = cli.ok(&["cluster", "rotate", "west", "--cluster-kubeconfig", &path]);
+        assert!(
+            out.starts_with("cluster.cluster.tephra.io/west credentials rotated (https://"),
+            "{out}"
+        );
+    });
+    let fresh = tephra_kube::members::connect(&cp, &endpoint).await.unwrap();
+    Api::<k8s_openapi::api::core::v1::Node>::all(fresh)
+        .list(&Default::default())
+        .await
+        .expect("the member answers with the rotated token");
     tokio::task::block_in_place(|| {
         assert_eq!(
             cli.ok(&["cluster", "unjoin", "west"]),

@@ -383,3 +383,14 @@ pub async fn fleet_scheduler_and_jobs(
     );
     (sched, ctl)
 }
+
+/// Waits until the scheduler's watchers have all synced.
+pub async fn until_ready(sched: &tephra_kube::Running) {
+    eventually(10, "ready", || async {
+        sched
+            .ready
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then_some(())
+    })
+    .await;
+}

@@ -65,6 +65,19 @@ enum Verb {
         #[arg(long, default_value = "Direct")]
         binding_mode: String,
     },
+    /// A rebuilt member, or new credentials for one: write the token and CA of its kubeconfig
+    /// into the Secret its Cluster names (and its server into `spec.apiEndpoint`). The
+    /// scheduler and the controller-manager use them at once.
+    Rotate {
+        /// The member's name on the control plane.
+        name: String,
+        /// The member's kubeconfig.
+        #[arg(long)]
+        cluster_kubeconfig: std::path::PathBuf,
+        /// The context in it (default: its current context).
+        #[arg(long)]
+        cluster_context: Option<String>,
+    },
     /// Remove a member: its Cluster object and the Secret it names.
     Unjoin {
         /// The member's name.
@@ -349,6 +362,54 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
                     .map_err(|e| CliError::api(&what, e))?;
                 println!(
                     "cluster.cluster.tephra.io/{name} joined ({})",
+                    member.server
+                );
+            }
+            Verb::Rotate {
+                name,
+                cluster_kubeconfig,
+                cluster_context,
+            } => {
+                let member = Member::read(&cluster_kubeconfig, cluster_context.as_deref())?;
+                let what = format!("cluster {name}");
+                let c = api.get(&name).await.map_err(|e| CliError::api(&what, e))?;
+                let Some(r) = c.spec.secret_ref.clone() else {
+                    return Err(CliError::Other(format!(
+                        "{what}: spec.secretRef: none to rotate (a Pull-mode member)"
+                    ))
+                    .into());
+                };
+                let mut data = serde_json::Map::new();
+                data.insert("token".into(), json!(b64(member.token.as_bytes())));
+                data.insert(
+                    "caBundle".into(),
+                    member
+                        .ca
+                        .as_ref()
+                        .map_or(serde_json::Value::Null, |ca| json!(b64(ca))),
+                );
+                let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+                    Api::namespaced(api.clone().into_client(), &r.namespace);
+                let secret_what = format!("secret {}/{}", r.namespace, r.name);
+                secrets
+                    .patch(
+                        &r.name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"data": data})),
+                    )
+                    .await
+                    .map_err(|e| CliError::api(&secret_what, e))?;
+                if c.spec.api_endpoint.as_deref() != Some(member.server.as_str()) {
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"apiEndpoint": member.server}})),
+                    )
+                    .await
+                    .map_err(|e| CliError::api(&what, e))?;
+                }
+                println!(
+                    "cluster.cluster.tephra.io/{name} credentials rotated ({})",
                     member.server
                 );
             }

@@ -530,7 +530,8 @@ mod tests {
             m.names(),
             [
                 "tephra_controller_manager_leader",
-                "tephra_api_errors_total"
+                "tephra_api_errors_total",
+                "tephra_controller_errors_total"
             ]
         );
         // The scheduler's own registry is untouched.

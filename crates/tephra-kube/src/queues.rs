@@ -87,6 +87,7 @@ pub fn start(
         commands,
         queue: queue.clone(),
         written: HashMap::new(),
+        tree_said: HashMap::new(),
     };
     tasks.push(tokio::spawn(reconciler::run(
         worker, queue, rx, leadership, errors,
@@ -104,6 +105,8 @@ struct Worker {
     /// The Queue as the controller last wrote it, for when the cache has not caught up (a
     /// stale Open read back after a close would otherwise reopen it).
     written: HashMap<String, Arc<Queue>>,
+    /// What was last said about each queue's place in the tree (one Event per problem).
+    tree_said: HashMap<String, String>,
 }
 
 /// Why a pass stopped.
@@ -130,8 +133,14 @@ impl Reconciler for Worker {
     async fn pass(&mut self, name: &String) -> Result<(), PassError> {
         let Some(q) = self.get(name) else {
             self.written.remove(name);
+            self.tree_said.remove(name);
             return Ok(());
         };
+        self.tell_tree_problem(&q).await;
+        // A queue created or changed may mend (or break) the trees of those already told.
+        for other in self.tree_said.keys().filter(|k| *k != name) {
+            self.queue.push(other.clone());
+        }
         let parent_name = q
             .spec
             .parent
@@ -218,6 +227,45 @@ impl Reconciler for Worker {
 }
 
 impl Worker {
+    /// A queue whose `spec.parent` names no queue, or makes a cycle, gets one Warning Event
+    /// saying so (the scheduler admits nothing new into it meanwhile); fixed, it is forgotten.
+    async fn tell_tree_problem(&mut self, q: &Queue) {
+        let name = q.name_any();
+        let problem = tephra_scheduler::framework::queues::tree_problem(&name, |n| {
+            self.get(n).map(|q| q.spec.parent.clone())
+        });
+        let Some(problem) = problem else {
+            self.tree_said.remove(&name);
+            return;
+        };
+        let message = format!("{problem}; the scheduler admits nothing new into it until fixed");
+        if self.tree_said.get(&name) == Some(&message) {
+            return;
+        }
+        tracing::warn!(queue = %name, problem = %problem, "queue tree broken");
+        let on = EventFor {
+            namespace: "default",
+            api_version: "scheduling.volcano.sh/v1beta1",
+            kind: "Queue",
+            name: &name,
+            uid: q.metadata.uid.clone(),
+        };
+        let reason = match problem {
+            tephra_scheduler::framework::queues::TreeProblem::Missing(_) => "ParentNotFound",
+            tephra_scheduler::framework::queues::TreeProblem::Cycle(_) => "ParentCycle",
+        };
+        record(
+            &self.client,
+            &on,
+            reason,
+            &message,
+            true,
+            &self.options.identity,
+        )
+        .await;
+        self.tree_said.insert(name, message);
+    }
+
     /// The Queue from the cache, or as last written when the cache is older.
     fn get(&self, name: &str) -> Option<Arc<Queue>> {
         let cached = self.queues.get(&ObjectRef::new(name));

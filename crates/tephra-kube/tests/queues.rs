@@ -158,3 +158,86 @@ async fn a_child_queue_closes_with_its_parent_and_reopens_with_it() {
         t.abort();
     }
 }
+
+#[tokio::test]
+async fn a_queue_under_a_missing_parent_or_in_a_cycle_is_told_once_and_admits_nothing() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let queues_api: Api<Queue> = Api::all(c.clone());
+    let with_parent = |name: &str, parent: &str| -> Queue {
+        let mut q = queue_json(name, 1);
+        q["spec"]["parent"] = json!(parent);
+        serde_json::from_value(q).unwrap()
+    };
+    // The scheduler, the job controller and the queue controller.
+    let (sched, ctl) = start_everything(&c).await;
+    let pp = PostParams::default();
+    queues_api
+        .create(&pp, &with_parent("orphan", "gone"))
+        .await
+        .unwrap();
+    queues_api
+        .create(&pp, &with_parent("a", "b"))
+        .await
+        .unwrap();
+    queues_api
+        .create(&pp, &with_parent("b", "a"))
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(&pp, &job("stray", "orphan")).await.unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let told = || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.kind.as_deref() == Some("Queue"))
+            .filter_map(|e| Some((e.involved_object.name?, e.reason?, e.message?)))
+            .collect::<Vec<_>>()
+    };
+    let said = eventually(20, "an Event on each broken queue", || async {
+        let t = told().await;
+        let has = |q: &str, r: &str| t.iter().any(|(n, reason, _)| n == q && reason == r);
+        (has("orphan", "ParentNotFound") && has("a", "ParentCycle") && has("b", "ParentCycle"))
+            .then_some(t)
+    })
+    .await;
+    let orphan = said.iter().find(|(n, _, _)| n == "orphan").unwrap();
+    assert!(
+        orphan.2.contains("spec.parent \"gone\" does not exist"),
+        "{}",
+        orphan.2
+    );
+    // The job in the orphaned queue is not admitted, and its PodGroup says why.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let j = jobs.get("stray").await.unwrap();
+    assert_eq!(j.status.unwrap().state.phase, Some(JobPhase::Pending));
+    let pgs: Api<tephra_api::PodGroup> = Api::namespaced(c.clone(), "default");
+    let pg = pgs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .pop()
+        .unwrap();
+    let conditions = pg.status.unwrap_or_default().conditions;
+    assert!(
+        conditions.iter().any(|c| c
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("spec.parent \"gone\" does not exist"))),
+        "{conditions:?}"
+    );
+    // Once: the controller's resyncs and the other queues' changes say nothing new.
+    let once = told()
+        .await
+        .iter()
+        .filter(|(n, _, _)| n == "orphan")
+        .count();
+    assert_eq!(once, 1, "{:?}", told().await);
+    stop_everything(sched, ctl).await;
+}

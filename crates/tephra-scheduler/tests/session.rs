@@ -473,6 +473,54 @@ fn enqueue_admits_pending_jobs_only_through_open_queues() {
 }
 
 #[test]
+fn a_queue_under_a_missing_parent_or_in_a_cycle_admits_nothing_and_says_why() {
+    let mut c = gpu_cluster(4);
+    let queue = |name: &str, parent: &str| {
+        let mut q = QueueSpec::named(name);
+        q.parent = Some(parent.to_string());
+        Event::QueueUpsert(Box::new(q))
+    };
+    for e in [
+        queue("orphan", "gone"),
+        queue("a", "b"),
+        queue("b", "a"),
+        queue("team", "root"),
+    ] {
+        c.apply(e).unwrap();
+    }
+    for (job, q) in [("j-orphan", "orphan"), ("j-a", "a"), ("j-team", "team")] {
+        add_job(
+            &mut c,
+            &GangJob::new(job, vec![gpu_role("w", 1, "8")])
+                .queue(q)
+                .phase(GroupPhase::Pending),
+        )
+        .unwrap();
+    }
+    let d = run(&c);
+    assert_eq!(
+        binds_of(&d, "default/j-team").len(),
+        1,
+        "a sound tree admits"
+    );
+    for (job, says) in [
+        (
+            "default/j-orphan",
+            "queue orphan: spec.parent \"gone\" does not exist",
+        ),
+        (
+            "default/j-a",
+            "queue a: spec.parent makes a cycle (a → b → a)",
+        ),
+    ] {
+        assert!(binds_of(&d, job).is_empty(), "{job} was placed");
+        assert_eq!(d.group(job).unwrap().phase, GroupPhase::Pending);
+        let message = &d.event_for(job).unwrap().message;
+        assert!(message.contains(says), "{job}: {message}");
+    }
+}
+
+#[test]
 fn enqueue_holds_back_jobs_whose_min_resources_exceed_the_overcommitted_fleet() {
     let mut c = gpu_cluster(1);
     // 1.2 x 8 GPUs = 9.6: a 16-GPU gang is not admitted at all.

@@ -70,6 +70,65 @@ pub fn queue_parents(view: &View) -> std::collections::BTreeMap<String, Option<S
         .collect()
 }
 
+/// What is wrong with a queue's place in the queue tree. A queue in a cycle, or under a
+/// parent that does not exist, admits nothing new until it is fixed (Volcano's webhook refuses
+/// both; with no webhook, the scheduler refuses to guess where the queue belongs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeProblem {
+    /// The chain of `spec.parent` from the queue up to a queue that does not exist (last).
+    Missing(Vec<String>),
+    /// The chain of `spec.parent` from the queue until it comes back to a queue on it (last).
+    Cycle(Vec<String>),
+}
+
+impl std::fmt::Display for TreeProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing(chain) if chain.len() == 2 => write!(
+                f,
+                "queue {}: spec.parent {:?} does not exist",
+                chain[0], chain[1]
+            ),
+            Self::Missing(chain) => write!(
+                f,
+                "queue {}: spec.parent leads to {:?}, which does not exist ({})",
+                chain[0],
+                chain.last().map_or("", String::as_str),
+                chain.join(" → ")
+            ),
+            Self::Cycle(chain) => write!(
+                f,
+                "queue {}: spec.parent makes a cycle ({})",
+                chain[0],
+                chain.join(" → ")
+            ),
+        }
+    }
+}
+
+/// Whether `name`'s ancestry through `spec.parent` is broken. `parent_of(q)` is `None` when `q`
+/// does not exist and `Some(parent)` when it does; `root` is always there, as Volcano makes it.
+pub fn tree_problem(
+    name: &str,
+    parent_of: impl Fn(&str) -> Option<Option<String>>,
+) -> Option<TreeProblem> {
+    let root = tephra_api::defaults::ROOT_QUEUE;
+    let mut chain = vec![name.to_string()];
+    let mut cur = parent_of(name)?;
+    while let Some(p) = cur.filter(|p| !p.is_empty() && p != root) {
+        let seen = chain.contains(&p);
+        chain.push(p.clone());
+        if seen {
+            return Some(TreeProblem::Cycle(chain));
+        }
+        match parent_of(&p) {
+            None => return Some(TreeProblem::Missing(chain)),
+            Some(next) => cur = next,
+        }
+    }
+    None
+}
+
 /// A queue and its ancestors, leaf first; a cycle is cut where it closes.
 pub fn ancestry(parent: impl Fn(&str) -> Option<String>, queue: &str) -> Vec<String> {
     let mut out = vec![queue.to_string()];
@@ -95,5 +154,54 @@ pub fn order_in_tree(a: &[String], b: &[String], share: impl Fn(&str) -> f64) ->
     match (a.first(), b.first()) {
         (Some(x), Some(y)) => share(x).total_cmp(&share(y)),
         _ => Ordering::Equal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(edges: &[(&str, Option<&str>)]) -> impl Fn(&str) -> Option<Option<String>> {
+        let map: BTreeMap<String, Option<String>> = edges
+            .iter()
+            .map(|(q, p)| (q.to_string(), p.map(str::to_string)))
+            .collect();
+        move |q| map.get(q).cloned()
+    }
+
+    #[test]
+    fn a_queue_under_root_or_under_queues_that_exist_has_no_problem() {
+        let t = tree(&[("a", None), ("b", Some("a")), ("c", Some("root"))]);
+        assert_eq!(tree_problem("b", &t), None);
+        assert_eq!(tree_problem("c", &t), None);
+        assert_eq!(
+            tree_problem("nope", &t),
+            None,
+            "a missing queue is another matter"
+        );
+    }
+
+    #[test]
+    fn a_missing_parent_or_ancestor_and_a_cycle_are_named_with_the_chain() {
+        let t = tree(&[
+            ("a", Some("gone")),
+            ("b", Some("a")),
+            ("x", Some("y")),
+            ("y", Some("x")),
+            ("z", Some("x")),
+        ]);
+        assert_eq!(
+            tree_problem("a", &t).map(|p| p.to_string()).as_deref(),
+            Some("queue a: spec.parent \"gone\" does not exist")
+        );
+        assert_eq!(
+            tree_problem("b", &t).map(|p| p.to_string()).as_deref(),
+            Some("queue b: spec.parent leads to \"gone\", which does not exist (b → a → gone)")
+        );
+        assert_eq!(
+            tree_problem("x", &t),
+            Some(TreeProblem::Cycle(vec!["x".into(), "y".into(), "x".into()]))
+        );
+        assert!(matches!(tree_problem("z", &t), Some(TreeProblem::Cycle(_))));
     }
 }

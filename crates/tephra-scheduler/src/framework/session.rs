@@ -164,6 +164,9 @@ pub enum QueueClosed {
         /// Its state.
         state: QueueState,
     },
+    /// The queue's `spec.parent` names a queue that does not exist, or makes a cycle.
+    #[error("{0}; it admits nothing new until that is fixed")]
+    Tree(super::queues::TreeProblem),
 }
 
 /// Whether a queue admits new work.
@@ -174,6 +177,11 @@ pub fn queue_open(snap: &Snapshot, name: &str) -> Result<(), QueueClosed> {
             name: name.to_string(),
             state: q.state,
         }),
-        Some(_) => Ok(()),
+        Some(_) => match super::queues::tree_problem(name, |q| {
+            snap.queues.get(q).map(|spec| spec.parent.clone())
+        }) {
+            Some(problem) => Err(QueueClosed::Tree(problem)),
+            None => Ok(()),
+        },
     }
 }

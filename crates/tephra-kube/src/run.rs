@@ -657,6 +657,7 @@ impl Loop {
             i64::try_from(self.options.graceful_eviction_timeout.as_millis()).unwrap_or(i64::MAX);
         let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
         writes.extend(self.state.graceful_evictions(now_ms, timeout));
+        writes.extend(self.state.stray_pods(now_ms));
         match self.state.orphan_deletions(now_ms) {
             Ok(w) => writes.extend(w),
             Err(e) => tracing::warn!(error = %e, "member copies of deleted pods not set aside"),

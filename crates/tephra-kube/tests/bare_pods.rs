@@ -126,3 +126,51 @@ async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted() {
         t.abort();
     }
 }
+
+#[tokio::test]
+async fn a_pod_naming_a_podgroup_that_does_not_exist_is_told_and_runs_once_it_does() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    create_pod(&c, "default", "lost-0", Some("nowhere"), 0, "volcano").await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let condition = eventually(20, "the pod told why it waits", || async {
+        let p = pods.get("lost-0").await.ok()?;
+        p.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("PodGroupNotFound"))
+    })
+    .await;
+    assert_eq!(condition.status, "False");
+    let message = condition.message.unwrap_or_default();
+    assert!(
+        message.contains("scheduling.k8s.io/group-name") && message.contains("\"nowhere\""),
+        "{message}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let told = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PodGroupNotFound"))
+        .count();
+    assert_eq!(told, 1, "one Event, not one a session");
+    let pgs: Api<tephra_api::PodGroup> = Api::namespaced(c.clone(), "default");
+    pgs.create(
+        &Default::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "nowhere", "namespace": "default"},
+            "spec": {"minMember": 1, "queue": "default"}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    all_bound(&c, "default", "lost-", 1, 20).await;
+    stop_everything(sched, ctl).await;
+}

@@ -21,6 +21,7 @@ mod decided;
 mod declared;
 mod evicted;
 mod orphans;
+mod strays;
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
@@ -129,6 +130,8 @@ pub struct State {
     declared_claims: claims::Declared,
     /// Members' copies of declared pods, and those whose declared pod is gone.
     copies: orphans::Copies,
+    /// Pods that name a PodGroup that does not exist.
+    strays: strays::Strays,
 }
 
 impl State {
@@ -166,6 +169,7 @@ impl State {
             nominated: HashMap::new(),
             declared_claims: claims::Declared::default(),
             copies: orphans::Copies::default(),
+            strays: strays::Strays::default(),
         }
     }
 

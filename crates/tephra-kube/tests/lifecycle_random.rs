@@ -1,0 +1,545 @@
+//! A seeded, model-based test of the fleet's lifecycle on the devcluster: a control plane and
+//! three members, the scheduler and the job, PodGroup and queue controllers, over HTTP. A
+//! generator issues random sequences of what users and the world do (create Volcano Jobs of
+//! random shapes, delete them, suspend and resume them, delete a pod in a member, a member's
+//! outage and return, a member's credentials rotated, the scheduler restarted), and after each
+//! step and at quiescence the invariants are checked:
+//! - no node is over-committed (always);
+//! - no declared pod has more than one copy in the members (always);
+//! - no Job is lost (always);
+//! - at quiescence: no member copy whose declared pod is gone or was made anew; every live Job
+//!   runs whole (all its pods have a copy on a node) or not at all; a suspended Job has no copy
+//!   and is Aborted; a deleted Job has left nothing behind.
+//!
+//! A failing seed prints its steps. `cargo test -p tephra-kube --test lifecycle_random` runs a
+//! few seeds; `TEPHRA_LIFECYCLE_SEEDS=500 cargo test -p tephra-kube --test lifecycle_random --
+//! --ignored` runs many.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use base64::Engine;
+use common::*;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tephra_api::batch::JobPhase;
+use tephra_api::well_known::{DECLARED_UID, PLANNED_CLUSTER};
+use tephra_api::{Job, ResourceBinding};
+
+const MEMBERS: [&str; 3] = ["east", "west", "north"];
+
+/// A small deterministic generator (xorshift64*), so a seed replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % (n as u64)).unwrap()
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        (!items.is_empty()).then(|| &items[self.below(items.len())])
+    }
+}
+
+/// What the model expects of one Job.
+#[derive(Clone, Debug)]
+struct Expected {
+    replicas: u32,
+    suspended: bool,
+}
+
+/// One step of the world.
+#[derive(Clone, Debug)]
+enum Step {
+    Create {
+        name: String,
+        replicas: u32,
+        gpus: u32,
+    },
+    Delete(String),
+    Suspend(String),
+    Resume(String),
+    DeleteCopy(String, String),
+    Outage(String),
+    Return(String),
+    Rotate(String),
+    RestartScheduler,
+}
+
+struct World {
+    dev: tephra_devcluster::Handle,
+    cp: kube::Client,
+    sched: Option<tephra_kube::Running>,
+    ctl: Vec<tokio::task::JoinHandle<()>>,
+    jobs: BTreeMap<String, Expected>,
+    deleted: BTreeSet<String>,
+    down: BTreeSet<String>,
+    steps: Vec<String>,
+}
+
+fn job(name: &str, replicas: u32, gpus: u32) -> Job {
+    let mut requests = json!({"cpu": "1"});
+    if gpus > 0 {
+        requests["nvidia.com/gpu"] = json!(gpus.to_string());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default",
+            "annotations": {"tephra.io/sim-duration": "1h"}},
+        "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": replicas,
+            "tasks": [{"name": "w", "replicas": replicas, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": requests, "limits": requests}}]}}}]}
+    }))
+    .unwrap()
+}
+
+fn command(job: &Job, action: &str) -> tephra_api::Command {
+    common::command(job, action)
+}
+
+fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> i64 {
+    let Some(q) = q else { return 0 };
+    let s = q.0.as_str();
+    match s.strip_suffix('m') {
+        Some(milli) => milli.parse().unwrap_or(0),
+        None => s.parse::<i64>().map(|v| v * 1000).unwrap_or(0),
+    }
+}
+
+impl World {
+    async fn start() -> Self {
+        let dev = fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await;
+        let cp = dev.client("control-plane").await.unwrap();
+        let (sched, mut ctl) = fleet_scheduler_and_jobs(&cp).await;
+        ctl.extend(tephra_kube::bare_pods::start(
+            cp.clone(),
+            Default::default(),
+            tephra_kube::leader::Leadership::always(),
+        ));
+        ctl.extend(tephra_kube::queues::start(
+            cp.clone(),
+            Default::default(),
+            tephra_kube::leader::Leadership::always(),
+        ));
+        until_ready(&sched).await;
+        Self {
+            dev,
+            cp,
+            sched: Some(sched),
+            ctl,
+            jobs: BTreeMap::new(),
+            deleted: BTreeSet::new(),
+            down: BTreeSet::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn jobs_api(&self) -> Api<Job> {
+        Api::namespaced(self.cp.clone(), "default")
+    }
+
+    /// A step the model allows now.
+    fn propose(&self, rng: &mut Rng, n: usize) -> Step {
+        let live: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| !e.suspended)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let suspended: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| e.suspended)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let up: Vec<&str> = MEMBERS
+            .iter()
+            .copied()
+            .filter(|m| !self.down.contains(*m))
+            .collect();
+        loop {
+            let step = match rng.below(10) {
+                0..=2 => Step::Create {
+                    name: format!("j{n}"),
+                    replicas: 1 + rng.below(3) as u32,
+                    gpus: [0, 1, 2, 4][rng.below(4)],
+                },
+                3 => match rng.pick(&self.jobs.keys().cloned().collect::<Vec<_>>()) {
+                    Some(j) => Step::Delete(j.clone()),
+                    None => continue,
+                },
+                4 => match rng.pick(&live) {
+                    Some(j) => Step::Suspend(j.clone()),
+                    None => continue,
+                },
+                5 => match rng.pick(&suspended) {
+                    Some(j) => Step::Resume(j.clone()),
+                    None => continue,
+                },
+                6 => match (rng.pick(&up), rng.pick(&live)) {
+                    (Some(m), Some(j)) => Step::DeleteCopy((*m).to_string(), j.clone()),
+                    _ => continue,
+                },
+                7 => match self.down.iter().next() {
+                    Some(m) => Step::Return(m.clone()),
+                    None => Step::Outage(MEMBERS[rng.below(3)].to_string()),
+                },
+                8 => match rng.pick(&up) {
+                    Some(m) => Step::Rotate((*m).to_string()),
+                    None => continue,
+                },
+                _ => Step::RestartScheduler,
+            };
+            return step;
+        }
+    }
+
+    async fn apply(&mut self, step: &Step) {
+        self.steps.push(format!("{step:?}"));
+        let pp = PostParams::default();
+        match step {
+            Step::Create {
+                name,
+                replicas,
+                gpus,
+            } => {
+                self.jobs_api()
+                    .create(&pp, &job(name, *replicas, *gpus))
+                    .await
+                    .unwrap();
+                self.jobs.insert(
+                    name.clone(),
+                    Expected {
+                        replicas: *replicas,
+                        suspended: false,
+                    },
+                );
+            }
+            Step::Delete(name) => {
+                self.jobs_api()
+                    .delete(name, &DeleteParams::default())
+                    .await
+                    .unwrap();
+                self.jobs.remove(name);
+                self.deleted.insert(name.clone());
+            }
+            Step::Suspend(name) | Step::Resume(name) => {
+                let j = self.jobs_api().get(name).await.unwrap();
+                let (action, suspended) = match step {
+                    Step::Suspend(_) => ("AbortJob", true),
+                    _ => ("ResumeJob", false),
+                };
+                let commands: Api<tephra_api::Command> =
+                    Api::namespaced(self.cp.clone(), "default");
+                commands.create(&pp, &command(&j, action)).await.unwrap();
+                if let Some(e) = self.jobs.get_mut(name) {
+                    e.suspended = suspended;
+                }
+            }
+            Step::DeleteCopy(member, name) => {
+                let pods: Api<Pod> =
+                    Api::namespaced(self.dev.client(member).await.unwrap(), "default");
+                let prefix = format!("{name}-");
+                let list = pods.list(&ListParams::default()).await.unwrap();
+                if let Some(p) = list.items.iter().find(|p| {
+                    p.metadata
+                        .name
+                        .as_deref()
+                        .unwrap_or("")
+                        .starts_with(&prefix)
+                }) {
+                    let _ = pods
+                        .delete(
+                            p.metadata.name.as_deref().unwrap(),
+                            &DeleteParams::default(),
+                        )
+                        .await;
+                }
+            }
+            Step::Outage(m) => {
+                self.dev.stop_member(m).await.unwrap();
+                self.down.insert(m.clone());
+            }
+            Step::Return(m) => {
+                self.dev.restore_member(m).await.unwrap();
+                self.down.remove(m);
+            }
+            Step::Rotate(m) => {
+                let token = self.dev.rotate_member_token(m).unwrap();
+                let secrets: Api<Secret> = Api::namespaced(self.cp.clone(), "tephra-system");
+                secrets
+                    .patch(
+                        &format!("{m}-credentials"),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"data": {"token":
+                            base64::engine::general_purpose::STANDARD.encode(&token)}})),
+                    )
+                    .await
+                    .unwrap();
+            }
+            Step::RestartScheduler => {
+                if let Some(s) = self.sched.take() {
+                    s.stop().await;
+                }
+                self.sched = Some(fleet_scheduler(&self.cp).await);
+            }
+        }
+    }
+
+    /// The copies in the members that answer: (member, pod).
+    async fn copies(&self) -> Vec<(String, Pod)> {
+        let mut out = Vec::new();
+        for m in MEMBERS.iter().filter(|m| !self.down.contains(**m)) {
+            let pods: Api<Pod> = Api::namespaced(self.dev.client(m).await.unwrap(), "default");
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                out.extend(list.items.into_iter().map(|p| (m.to_string(), p)));
+            }
+        }
+        out
+    }
+
+    /// What must hold at every moment. Returns the first violation.
+    async fn always(&self) -> Result<(), String> {
+        let copies = self.copies().await;
+        // No node over-committed: what its pods ask of CPU and GPUs fits what it has.
+        let mut used: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+        for (m, p) in &copies {
+            let s = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(s, Some("Succeeded" | "Failed")) {
+                continue;
+            }
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let u = used.entry((m.clone(), node)).or_default();
+            for c in &p.spec.as_ref().unwrap().containers {
+                let r = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+                u.0 += quantity(r.and_then(|r| r.get("cpu")));
+                u.1 += quantity(r.and_then(|r| r.get("nvidia.com/gpu"))) / 1000;
+            }
+        }
+        for ((m, node), (cpu, gpu)) in &used {
+            let gpus = match m.as_str() {
+                "east" => 2,
+                "west" => 8,
+                _ => 4,
+            };
+            if *cpu > 16_000 || *gpu > gpus {
+                return Err(format!("{m}/{node} over-committed: {cpu}m CPU, {gpu} GPUs"));
+            }
+        }
+        // No kubelet refused a pod for want of room (the scheduler over-committed it).
+        for (m, p) in &copies {
+            let reason = p.status.as_ref().and_then(|s| s.reason.clone());
+            if reason.as_deref().is_some_and(|r| r.starts_with("OutOf")) {
+                return Err(format!(
+                    "{m}: the kubelet refused {:?}: {reason:?}",
+                    p.metadata.name
+                ));
+            }
+        }
+        // At most one copy of each declared pod.
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        for (m, p) in &copies {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if let Some(other) = seen.insert(name.clone(), m.clone()) {
+                return Err(format!("{name} has copies in {other} and {m}"));
+            }
+        }
+        // No Job lost.
+        let jobs = self.jobs_api().list(&ListParams::default()).await.unwrap();
+        let have: BTreeSet<String> = jobs
+            .items
+            .iter()
+            .filter_map(|j| j.metadata.name.clone())
+            .collect();
+        for j in self.jobs.keys() {
+            if !have.contains(j) {
+                return Err(format!("job {j} is lost"));
+            }
+        }
+        Ok(())
+    }
+
+    /// What must hold once the world has settled (every member answering).
+    async fn settled(&self) -> Result<(), String> {
+        self.always().await?;
+        let declared: Api<Pod> = Api::namespaced(self.cp.clone(), "default");
+        let declared: BTreeMap<String, Pod> = declared
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+            .collect();
+        let copies = self.copies().await;
+        for (m, p) in &copies {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let a = p.metadata.annotations.clone().unwrap_or_default();
+            if !a.contains_key(PLANNED_CLUSTER) {
+                continue;
+            }
+            let owner = declared.get(&name);
+            let uid_ok = owner.is_some_and(|d| {
+                a.get(DECLARED_UID)
+                    .is_none_or(|u| d.metadata.uid.as_ref() == Some(u))
+            });
+            if !uid_ok {
+                return Err(format!("{m}: copy {name} outlives its declared pod"));
+            }
+        }
+        for (name, e) in &self.jobs {
+            let prefix = format!("{name}-");
+            let mine: Vec<&Pod> = copies
+                .iter()
+                .filter(|(_, p)| {
+                    p.metadata
+                        .name
+                        .as_deref()
+                        .unwrap_or("")
+                        .starts_with(&prefix)
+                })
+                .map(|(_, p)| p)
+                .collect();
+            let j = self.jobs_api().get(name).await.unwrap();
+            let phase = j.status.and_then(|s| s.state.phase);
+            if e.suspended {
+                if !mine.is_empty() || phase != Some(JobPhase::Aborted) {
+                    return Err(format!(
+                        "suspended job {name}: {} copies, phase {phase:?}",
+                        mine.len()
+                    ));
+                }
+                continue;
+            }
+            let bound = mine
+                .iter()
+                .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .count();
+            if bound != 0 && bound != e.replicas as usize {
+                return Err(format!(
+                    "job {name} partly bound: {bound} of {}",
+                    e.replicas
+                ));
+            }
+            if bound == e.replicas as usize && phase != Some(JobPhase::Running) {
+                return Err(format!("job {name} runs whole but is {phase:?}"));
+            }
+        }
+        for name in &self.deleted {
+            let prefix = format!("{name}-");
+            if copies.iter().any(|(_, p)| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .unwrap_or("")
+                    .starts_with(&prefix)
+            }) {
+                return Err(format!("deleted job {name} left copies behind"));
+            }
+            let rbs: Api<ResourceBinding> = Api::namespaced(self.cp.clone(), "default");
+            let left = rbs
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .any(|rb| rb.spec.resource.name.starts_with(&prefix));
+            if left {
+                return Err(format!("deleted job {name} left its ResourceBinding"));
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&self, seed: u64, what: &str) -> ! {
+        panic!(
+            "seed {seed}: {what}\nsteps to replay it:\n  {}",
+            self.steps.join("\n  ")
+        );
+    }
+
+    async fn stop(mut self) {
+        if let Some(s) = self.sched.take() {
+            s.stop().await;
+        }
+        for t in self.ctl.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Waits until `settled` holds (up to `secs`), checking `always` on the way.
+async fn settle(w: &World, seed: u64, secs: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Err(e) = w.always().await {
+            w.fail(seed, &e);
+        }
+        match w.settled().await {
+            Ok(()) => return,
+            Err(e) if tokio::time::Instant::now() > deadline => w.fail(seed, &e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+async fn run_seed(seed: u64, steps: usize) {
+    let mut w = World::start().await;
+    let mut rng = Rng::new(seed);
+    for n in 0..steps {
+        let step = w.propose(&mut rng, n);
+        w.apply(&step).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Err(e) = w.always().await {
+            w.fail(seed, &e);
+        }
+    }
+    // Every member answers again, then the world must settle.
+    for m in w.down.clone() {
+        let step = Step::Return(m);
+        w.apply(&step).await;
+    }
+    settle(&w, seed, 45).await;
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_lifecycles_leave_nothing_behind_and_keep_gangs_whole() {
+    logs();
+    for seed in [1, 2] {
+        run_seed(seed, 12).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "many seeds: TEPHRA_LIFECYCLE_SEEDS=500 cargo test -p tephra-kube --test lifecycle_random -- --ignored"]
+async fn many_random_lifecycles() {
+    logs();
+    let seeds: u64 = std::env::var("TEPHRA_LIFECYCLE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
+    for seed in 1..=seeds {
+        run_seed(seed, 16).await;
+    }
+}

@@ -308,6 +308,7 @@ impl ApiServer {
         if def.builtin == Some(Builtin::Crd) {
             self.edit_registry(|r| r.put_crd(&stored.value))?;
         }
+        self.collect_if_ownerless(def, &stored);
         Ok(Written {
             obj: stored,
             warnings,

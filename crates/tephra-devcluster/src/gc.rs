@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::api::{ApiServer, DeleteOpts};
-use crate::resource::Builtin;
+use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
 
 impl ApiServer {
@@ -56,6 +56,44 @@ impl ApiServer {
                     let _ = self.delete(def, &o.key(), &DeleteOpts::default());
                 }
             }
+        }
+    }
+
+    /// An object created naming owners none of which exists (by uid) is deleted at once, as the
+    /// garbage collector deletes a dependent whose owners are all absent (an owner deleted while
+    /// its dependent was being written). An owner of a kind this server does not serve is
+    /// taken to exist: a real cluster serves it.
+    pub(crate) fn collect_if_ownerless(&self, def: &std::sync::Arc<ResourceDef>, obj: &Obj) {
+        let Some(refs) = obj
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .filter(|r| !r.is_empty())
+        else {
+            return;
+        };
+        let namespace = obj
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let registry = self.registry();
+        let text = |r: &Value, f: &str| {
+            r.get(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let some_owner = refs.iter().any(|r| {
+            let Some(owner) = registry.by_kind(&text(r, "apiVersion"), &text(r, "kind")) else {
+                return true;
+            };
+            let ns = if owner.namespaced { namespace } else { "" };
+            self.get(&owner, &(ns.to_string(), text(r, "name")))
+                .is_some_and(|o| o.uid() == text(r, "uid"))
+        });
+        if !some_owner {
+            let _ = self.delete(def, &obj.key(), &DeleteOpts::default());
         }
     }
 

@@ -1007,3 +1007,42 @@ async fn a_pods_spec_is_immutable_but_for_images_and_nodes_come_through_binding(
         Some("busybox:2")
     );
 }
+
+#[tokio::test]
+async fn an_object_created_for_owners_that_are_all_gone_is_collected() {
+    let h = common::single().await;
+    let c = h.client("local").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(c);
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
+    let owned_by = |name: &str, refs: Value| -> ConfigMap {
+        let mut c = cm(name, json!({}));
+        c.metadata.owner_references = Some(serde_json::from_value(refs).unwrap());
+        c
+    };
+    let alive = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                        "uid": owner.metadata.uid.clone().unwrap()}]);
+    let gone =
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "old-uid"}]);
+    let unserved =
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u"}]);
+    for (name, refs) in [("a", alive), ("b", gone), ("c", unserved)] {
+        cms.create(&PostParams::default(), &owned_by(name, refs))
+            .await
+            .unwrap();
+    }
+    assert!(
+        cms.get_opt("a").await.unwrap().is_some(),
+        "its owner exists"
+    );
+    assert!(
+        cms.get_opt("b").await.unwrap().is_none(),
+        "its owner (that uid) is gone"
+    );
+    assert!(
+        cms.get_opt("c").await.unwrap().is_some(),
+        "a kind this server does not serve is taken to exist"
+    );
+}

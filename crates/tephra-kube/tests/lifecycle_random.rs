@@ -625,10 +625,13 @@ async fn random_lifecycles_leave_nothing_behind_and_keep_gangs_whole() {
 async fn many_random_lifecycles() {
     logs();
     let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
-    // TEPHRA_LIFECYCLE_SEED=N replays one seed; TEPHRA_LIFECYCLE_SEEDS=N runs 1..=N.
+    // TEPHRA_LIFECYCLE_SEED=N replays one seed; TEPHRA_LIFECYCLE_SEEDS=N runs 1..=N (from
+    // TEPHRA_LIFECYCLE_FROM, if given).
     let seeds = match var("TEPHRA_LIFECYCLE_SEED") {
         Some(one) => one..=one,
-        None => 1..=var("TEPHRA_LIFECYCLE_SEEDS").unwrap_or(500),
+        None => {
+            var("TEPHRA_LIFECYCLE_FROM").unwrap_or(1)..=var("TEPHRA_LIFECYCLE_SEEDS").unwrap_or(500)
+        }
     };
     for seed in seeds {
         run_seed(seed, 16).await;

@@ -85,7 +85,9 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
         if let Some((f, overused)) = &q.figures {
             m.queue.request.set(&q.name, &list(&f.request));
             m.queue.deserved.set(&q.name, &list(&f.deserved));
-            m.queue.share.with_label_values(&[&q.name]).set(f.share);
+            // A queue that deserves nothing (root, an empty parent) has no share, not NaN.
+            let share = if f.share.is_finite() { f.share } else { 0.0 };
+            m.queue.share.with_label_values(&[&q.name]).set(share);
             m.queue
                 .overused
                 .with_label_values(&[&q.name])

@@ -484,8 +484,8 @@ impl World {
         Ok(())
     }
 
-    /// Whether the job's PodGroup says why part of it waits (an Unschedulable condition).
-    async fn says_why(&self, job: &str) -> bool {
+    /// The job's PodGroups (`<job>-<uid>`).
+    async fn groups_of(&self, job: &str) -> Vec<tephra_api::PodGroup> {
         let pgs: Api<tephra_api::PodGroup> = Api::namespaced(self.cp.clone(), "default");
         let prefix = format!("{job}-");
         pgs.list(&ListParams::default())
@@ -500,33 +500,28 @@ impl World {
                     .unwrap_or("")
                     .starts_with(&prefix)
             })
-            .any(|g| {
-                g.status.is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.type_ == tephra_api::scheduling::PodGroupConditionType::Unschedulable
-                            && c.status == "True"
-                    })
+            .collect()
+    }
+
+    /// Whether the job's PodGroup says why part of it waits (an Unschedulable condition).
+    async fn says_why(&self, job: &str) -> bool {
+        self.groups_of(job).await.into_iter().any(|g| {
+            g.status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == tephra_api::scheduling::PodGroupConditionType::Unschedulable
+                        && c.status == "True"
                 })
             })
+        })
     }
 
     /// The job's PodGroup status and its declared pods' conditions, for a failure message.
     async fn explain(&self, job: &str) -> String {
-        let pgs: Api<tephra_api::PodGroup> = Api::namespaced(self.cp.clone(), "default");
         let prefix = format!("{job}-");
-        let groups: Vec<String> = pgs
-            .list(&ListParams::default())
+        let groups: Vec<String> = self
+            .groups_of(job)
             .await
-            .map(|l| l.items)
-            .unwrap_or_default()
             .into_iter()
-            .filter(|g| {
-                g.metadata
-                    .name
-                    .as_deref()
-                    .unwrap_or("")
-                    .starts_with(&prefix)
-            })
             .map(|g| format!("{:?}", g.status))
             .collect();
         let pods: Api<Pod> = Api::namespaced(self.cp.clone(), "default");

@@ -39,7 +39,9 @@ impl State {
             }
         }
         let strays = &mut self.strays.0;
-        strays.retain(|k, _| waiting.iter().any(|(w, ..)| w == k));
+        let now_waiting: std::collections::HashSet<&str> =
+            waiting.iter().map(|(k, ..)| k.as_str()).collect();
+        strays.retain(|k, _| now_waiting.contains(k.as_str()));
         let mut out = Vec::new();
         for (key, namespace, name, group) in waiting {
             let (since, told) = strays.entry(key).or_insert((now_ms, false));

@@ -1,6 +1,6 @@
 //! The shipped Grafana dashboard and Prometheus alerts (`examples/observability/`) query only
 //! metrics the code registers (the scheduler's and the extender's), and every alert has a
-//! runbook line in README.
+//! runbook line in README, which names only metrics that are exported.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -16,6 +16,13 @@ fn registered() -> BTreeSet<String> {
         .iter()
         .cloned()
         .collect();
+    names.extend(
+        tephra_kube::metrics::Metrics::controller_manager()
+            .unwrap()
+            .names()
+            .iter()
+            .cloned(),
+    );
     names.extend(
         tephra_extender::metrics::Metrics::new()
             .unwrap()
@@ -141,4 +148,102 @@ fn a_query_naming_an_unknown_metric_is_caught() {
         "volcano_e2e_scheduling_latency_milliseconds_bucket",
         &registered
     ));
+}
+
+/// `a_{b,c}_d` → `a_b_d`, `a_c_d`.
+fn expand(token: &str) -> Vec<String> {
+    let Some(open) = token.find('{') else {
+        return vec![token.to_string()];
+    };
+    let close = open + token[open..].find('}').expect("closed brace");
+    token[open + 1..close]
+        .split(',')
+        .flat_map(|alt| expand(&format!("{}{alt}{}", &token[..open], &token[close + 1..])))
+        .collect()
+}
+
+/// The metric names a text mentions: whole names, and prefixes (`tephra_cluster_`, `tephra_*`),
+/// with `{a,b}` alternatives after an underscore expanded (a brace after a letter holds labels).
+/// Rust paths (`tephra_api::`) are not metrics.
+fn mentioned_metrics(text: &str) -> Vec<(String, bool)> {
+    let flat = text.replace('\n', " ");
+    let mut flat = flat.as_str().to_string();
+    while flat.contains(", ") {
+        flat = flat.replace(", ", ",");
+    }
+    let chars: Vec<char> = flat.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let rest: String = chars[i..chars.len().min(i + 8)].iter().collect();
+        let boundary = i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_');
+        if !(boundary && (rest.starts_with("volcano_") || rest.starts_with("tephra_"))) {
+            i += 1;
+            continue;
+        }
+        let mut token = String::new();
+        while i < chars.len() {
+            let c = chars[i];
+            if c.is_ascii_alphanumeric() || c == '_' {
+                token.push(c);
+                i += 1;
+            } else if c == '{' && token.ends_with('_') {
+                while i < chars.len() && chars[i] != '}' {
+                    token.push(chars[i]);
+                    i += 1;
+                }
+                token.push('}');
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let next: String = chars[i..chars.len().min(i + 2)].iter().collect();
+        if next == "::" {
+            continue;
+        }
+        let prefix = next.starts_with('*') || token.ends_with('_');
+        out.extend(expand(&token).into_iter().map(|n| (n, prefix)));
+    }
+    out
+}
+
+#[test]
+fn readme_names_only_metrics_that_are_exported() {
+    let registered = registered();
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let mentioned = mentioned_metrics(&readme);
+    assert!(mentioned.len() > 40, "{mentioned:?}");
+    for (name, prefix) in mentioned {
+        let ok = if prefix {
+            registered.iter().any(|r| r.starts_with(&name))
+        } else {
+            known(&name, &registered)
+        };
+        assert!(ok, "README names {name}, which no tephra process exports");
+    }
+}
+
+#[test]
+fn metric_names_in_prose_are_read_with_their_alternatives_and_prefixes() {
+    let m = mentioned_metrics(
+        "per queue `volcano_queue_{allocated,\n request}_{milli_cpu,memory_bytes}`, \
+         `tephra_cluster_{ready,nodes}{cluster}`, `tephra_cluster_*`, `tephra_api::Job`, \
+         `tephra_no_such_total`",
+    );
+    let names: Vec<(&str, bool)> = m.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    assert_eq!(
+        names,
+        [
+            ("volcano_queue_allocated_milli_cpu", false),
+            ("volcano_queue_allocated_memory_bytes", false),
+            ("volcano_queue_request_milli_cpu", false),
+            ("volcano_queue_request_memory_bytes", false),
+            ("tephra_cluster_ready", false),
+            ("tephra_cluster_nodes", false),
+            ("tephra_cluster_", true),
+            ("tephra_no_such_total", false),
+        ]
+    );
+    assert!(!known("tephra_no_such_total", &registered()));
 }

@@ -43,6 +43,7 @@ pub mod table;
 pub mod time;
 pub mod tls;
 pub mod volumes;
+pub mod wait;
 pub mod watch;
 
 pub use api::{ApiServer, ServerOptions};

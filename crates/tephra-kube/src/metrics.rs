@@ -95,6 +95,9 @@ pub struct QueueMetrics {
     pub deserved: ResourceGauges,
     /// `volcano_queue_capacity_*`.
     pub capacity: ResourceGauges,
+    /// `tephra_queue_admissible_request_*`: what the queue's waiting jobs that could be placed
+    /// once room is made ask for (the starvation alert's demand).
+    pub admissible: ResourceGauges,
     /// `volcano_queue_share`.
     pub share: GaugeVec,
     /// `volcano_queue_weight`.
@@ -117,23 +120,27 @@ pub struct ResourceGauges {
 
 impl ResourceGauges {
     fn new(r: &Names, what: &str) -> Result<Self, prometheus::Error> {
+        Self::named(r, "volcano_queue", what)
+    }
+
+    fn named(r: &Names, prefix: &str, what: &str) -> Result<Self, prometheus::Error> {
         Ok(Self {
             milli_cpu: gauge_vec(
                 r,
-                &format!("volcano_queue_{what}_milli_cpu"),
-                &format!("{what} CPU in millicores for one queue"),
+                &format!("{prefix}_{what}_milli_cpu"),
+                &format!("{} CPU in millicores for one queue", what.replace('_', " ")),
                 &["queue_name"],
             )?,
             memory: gauge_vec(
                 r,
-                &format!("volcano_queue_{what}_memory_bytes"),
-                &format!("{what} memory in bytes for one queue"),
+                &format!("{prefix}_{what}_memory_bytes"),
+                &format!("{} memory in bytes for one queue", what.replace('_', " ")),
                 &["queue_name"],
             )?,
             scalar: gauge_vec(
                 r,
-                &format!("volcano_queue_{what}_scalar_resources"),
-                &format!("{what} scalar resources for one queue"),
+                &format!("{prefix}_{what}_scalar_resources"),
+                &format!("{} scalar resources for one queue", what.replace('_', " ")),
                 &["queue_name", "resource"],
             )?,
         })
@@ -256,6 +263,7 @@ impl Metrics {
             request: ResourceGauges::new(&r, "request")?,
             deserved: ResourceGauges::new(&r, "deserved")?,
             capacity: ResourceGauges::new(&r, "capacity")?,
+            admissible: ResourceGauges::named(&r, "tephra_queue", "admissible_request")?,
             share: gauge_vec(
                 &r,
                 "volcano_queue_share",
@@ -276,7 +284,7 @@ impl Metrics {
             )?,
             groups: [g0?, g1?, g2?, g3?, g4?],
         };
-        Ok(Self {
+        let m = Self {
             e2e: histogram(
                 &r,
                 "volcano_e2e_scheduling_latency_milliseconds",
@@ -434,7 +442,9 @@ impl Metrics {
             )?,
             names: r.names.into_inner(),
             registry: r.registry,
-        })
+        };
+        m.counters_at_zero();
+        Ok(m)
     }
 
     /// The controller-manager's metrics: its leadership, named
@@ -454,6 +464,22 @@ impl Metrics {
         m.names = r.names.into_inner();
         m.registry = r.registry;
         Ok(m)
+    }
+
+    /// Creates, at 0, the counters a dashboard panel or an alert reads, so that they have a
+    /// series before the first increment (and `rate()` sees that increment).
+    fn counters_at_zero(&self) {
+        for result in ["scheduled", "unschedulable"] {
+            self.attempts.with_label_values(&[result]);
+        }
+    }
+
+    /// Creates a member's API error counters for the verbs the bind-error alert reads, at 0
+    /// with code 0 (no response), so that the member has a series from the start.
+    pub fn member_seen(&self, cluster: &str) {
+        for verb in ["bind", "place"] {
+            self.api_errors.with_label_values(&[cluster, verb, "0"]);
+        }
     }
 
     /// Counts a failed API request.
@@ -483,7 +509,13 @@ impl Metrics {
     /// Drops a deleted queue's series.
     pub fn forget_queue(&self, queue: &str) {
         let q = &self.queue;
-        for g in [&q.allocated, &q.request, &q.deserved, &q.capacity] {
+        for g in [
+            &q.allocated,
+            &q.request,
+            &q.deserved,
+            &q.capacity,
+            &q.admissible,
+        ] {
             g.remove(queue);
         }
         for g in [&q.share, &q.weight, &q.overused] {

@@ -74,6 +74,7 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
     };
     for q in &d.queues {
         m.queue.allocated.set(&q.name, &list(&q.allocated_vec));
+        m.queue.admissible.set(&q.name, &list(&q.admissible));
         for (i, count) in [q.inqueue, q.pending, q.running, q.unknown, q.completed]
             .into_iter()
             .enumerate()
@@ -108,6 +109,7 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
             .cluster_nodes
             .get(cid as usize)
             .map_or(&[][..], Vec::as_slice);
+        m.member_seen(&c.name);
         m.cluster_ready
             .with_label_values(&[&c.name])
             .set(i64::from(c.ready));

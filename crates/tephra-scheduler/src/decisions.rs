@@ -139,6 +139,10 @@ pub struct QueueStatus {
     /// The queue share provider's figures (proportion or capacity) and whether the queue is
     /// overused, when one is configured.
     pub figures: Option<(QueueFigures, bool)>,
+    /// What its waiting jobs that could be placed once room is made ask for: their pending,
+    /// ungated pods, of jobs that are valid (enough pods for their gang) and not known never
+    /// to fit. The deserved share counts every request; starvation is judged on this.
+    pub admissible: Resources,
 }
 
 /// An event on a job, explaining a decision.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tephra_scheduler::config::DEFAULT_CONFIG;
 use tephra_scheduler::model::{Cluster, GroupPhase, PodGroupSpec};
-use tephra_scheduler::testing::{GPU8, GangJob, Role, add_cluster, add_job, add_nodes};
+use tephra_scheduler::testing::{GPU8, GangJob, Role, add_cluster, add_job, add_nodes, resources};
 use tephra_scheduler::{Cache, Decisions, SchedulerConfig, schedule};
 
 fn gpu_job(name: &str, replicas: u32, gpus: &str) -> GangJob {
@@ -288,5 +288,43 @@ fn a_gang_that_only_a_cluster_now_down_can_hold_is_not_called_impossible() {
             .is_none_or(|e| !e.message.contains("can never be placed")),
         "{:?}",
         d.events
+    );
+}
+
+#[test]
+fn a_queue_admissible_demand_counts_only_waiting_jobs_that_could_be_placed() {
+    let mut c = fleet(1, 1);
+    // Takes the only node.
+    add_job(&mut c, &gpu_job("runs", 1, "8").created(0)).unwrap();
+    // Could run once the node is free: admissible.
+    add_job(&mut c, &gpu_job("waits", 1, "8").created(1)).unwrap();
+    // No node has 16 GPUs: never placed.
+    add_job(&mut c, &gpu_job("huge", 1, "16").created(2)).unwrap();
+    // Two pods for a gang of five: never placed until more pods come.
+    add_job(&mut c, &gpu_job("short", 2, "1").min_member(5).created(3)).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    assert_eq!(d.binds.len(), 1, "{:?}", d.binds);
+    assert_eq!(d.binds[0].job, "default/runs");
+    let q = d.queues.iter().find(|q| q.name == "default").unwrap();
+    let one = resources(
+        &mut c,
+        &[
+            ("cpu", "8"),
+            ("memory", "64Gi"),
+            ("nvidia.com/gpu", "8"),
+            ("pods", "1"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        q.admissible, one,
+        "only `waits` could be placed once room is made"
+    );
+    // The deserved share still counts what every job asks (Volcano's proportion).
+    let (figures, _) = q.figures.unwrap();
+    assert!(
+        figures.request.0 > q.admissible.0,
+        "request {:?} counts the jobs that can never be placed too",
+        figures.request
     );
 }

@@ -4,7 +4,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use tephra_devcluster::fleet::MemberSpec;
@@ -80,21 +79,6 @@ pub async fn client(handle: &Handle, name: &str) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
-/// Polls `check` until it returns `Some`, or fails after `secs` seconds.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
+// Not every test binary waits.
+#[allow(unused_imports)]
+pub use tephra_devcluster::wait::eventually;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod fleet;
+
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -4,7 +4,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -171,25 +170,9 @@ pub async fn queue(client: &kube::Client, name: &str) -> Queue {
     qs.get(name).await.expect("queue")
 }
 
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` seconds with
-/// `what`.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+// Not every test binary waits.
+#[allow(unused_imports)]
+pub use tephra_devcluster::wait::eventually;
 
 /// GETs a path from a plain-HTTP address and returns the status code and body.
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {

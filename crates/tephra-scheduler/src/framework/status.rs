@@ -8,6 +8,7 @@ use tephra_api::reasons::{self, conditions};
 use super::session::Session;
 use crate::decisions::{Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
 use crate::model::{GroupPhase, Id, TaskStatus};
+use crate::resources::Resources;
 
 impl Session {
     /// Ends the session and returns its decisions.
@@ -18,6 +19,7 @@ impl Session {
         let mut events = Vec::new();
         let mut park = Vec::new();
         let mut wake_at: Option<i64> = None;
+        let mut admissible: HashMap<&str, Resources> = HashMap::new();
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
         touched.extend(self.snap.changed_jobs.iter().copied());
@@ -82,6 +84,24 @@ impl Session {
             } else {
                 phase
             };
+            if matches!(phase, GroupPhase::Pending | GroupPhase::Inqueue)
+                && counts.pending > 0
+                && self
+                    .notes
+                    .get(&job_id)
+                    .is_none_or(|n| !n.never_fits && n.invalid.is_none())
+                && self.hooks().job_valid(job_id).is_ok()
+            {
+                let sum = admissible.entry(group.queue.as_str()).or_default();
+                for &t in &job.tasks {
+                    if view.status(t) == TaskStatus::Pending
+                        && let Some(task) = view.task(t)
+                        && !task.spec.shape.gated()
+                    {
+                        sum.add(&task.spec.shape.request);
+                    }
+                }
+            }
             // Timers that fall due with nothing else happening.
             if let Some(timeout) = self.inqueue_timeout
                 && phase == GroupPhase::Inqueue
@@ -199,6 +219,7 @@ impl Session {
                 unknown: c.get(GroupPhase::Unknown),
                 completed: c.get(GroupPhase::Completed),
                 figures: self.hooks().queue_figures(name),
+                admissible: admissible.get(name.as_str()).copied().unwrap_or_default(),
             });
         }
         let held = self.held_decisions();

@@ -1,14 +1,18 @@
-//! The garbage collector's part: when an object is removed, the objects that name it in their
-//! `ownerReferences` are deleted too (background propagation, Kubernetes' default), and theirs
-//! in turn. Events, Nodes and Leases own nothing here, so removing them looks no further; a pod
-//! owns at most the PodGroup Volcano's PodGroup controller made for it, which it names in
-//! `scheduling.k8s.io/group-name` (looked up directly, so that deleting pods stays cheap).
+//! The garbage collector's part: when an object is removed, each object that names it in its
+//! `ownerReferences` is deleted too (background propagation, Kubernetes' default), and theirs
+//! in turn, once none of its owners exists; one that still has an owner only loses the
+//! references to the absent ones, as kube-controller-manager's garbage collector does. Events,
+//! Nodes and Leases own nothing here, so removing them looks no further; a pod owns at most
+//! the PodGroup Volcano's PodGroup controller made for it, which it names in
+//! `scheduling.k8s.io/group-name` (looked up directly), and ConfigMaps, Secrets and Services
+//! of its namespace (the copies of its dependencies in a member), so that deleting pods stays
+//! cheap.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::api::{ApiServer, DeleteOpts};
+use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
 use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
 
@@ -25,10 +29,6 @@ impl ApiServer {
         if uid.is_empty() {
             return;
         }
-        if builtin == Some(Builtin::Pod) {
-            self.collect_pods_podgroup(owner, &uid);
-            return;
-        }
         let namespace = owner
             .value
             .pointer("/metadata/namespace")
@@ -36,8 +36,21 @@ impl ApiServer {
             .filter(|n| !n.is_empty())
             .map(str::to_string);
         let registry = self.registry();
+        let defs: Vec<std::sync::Arc<ResourceDef>> = if builtin == Some(Builtin::Pod) {
+            self.collect_pods_podgroup(owner, &uid);
+            [Builtin::ConfigMap, Builtin::Secret, Builtin::Service]
+                .map(|b| self.builtin(b))
+                .to_vec()
+        } else {
+            registry
+                .resources()
+                .iter()
+                .filter(|d| d.namespaced)
+                .cloned()
+                .collect()
+        };
         let mut seen = BTreeSet::new();
-        for def in registry.resources().iter().filter(|d| d.namespaced) {
+        for def in &defs {
             let kind = def.storage_key();
             if !seen.insert(kind.clone()) {
                 continue;
@@ -53,10 +66,68 @@ impl ApiServer {
                             .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
                     });
                 if owned {
-                    let _ = self.delete(def, &o.key(), &DeleteOpts::default());
+                    self.collect_dependent(def, &o);
                 }
             }
         }
+    }
+
+    /// Whether the owner a reference names exists (by uid). An owner of a kind this server
+    /// does not serve is taken to exist: a real cluster serves it.
+    fn owner_exists(&self, r: &Value, namespace: &str) -> bool {
+        let text = |f: &str| {
+            r.get(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let Some(owner) = self.registry().by_kind(&text("apiVersion"), &text("kind")) else {
+            return true;
+        };
+        let ns = if owner.namespaced { namespace } else { "" };
+        self.get(&owner, &(ns.to_string(), text("name")))
+            .is_some_and(|o| o.uid() == text("uid"))
+    }
+
+    /// A dependent one of whose owners went: deleted when none of its owners exists; otherwise
+    /// the references to absent owners are removed and it stays.
+    fn collect_dependent(&self, def: &std::sync::Arc<ResourceDef>, obj: &Obj) {
+        let namespace = obj
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let refs = obj
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let solid: Vec<Value> = refs
+            .into_iter()
+            .filter(|r| self.owner_exists(r, namespace))
+            .collect();
+        if solid.is_empty() {
+            let _ = self.delete(def, &obj.key(), &DeleteOpts::default());
+            return;
+        }
+        let uid = obj.uid().to_string();
+        let _ = self.update(
+            def,
+            &obj.key(),
+            Scope::All,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut new = cur.clone();
+                if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                    return Ok(new);
+                }
+                if let Some(m) = new.get_mut("metadata") {
+                    m["ownerReferences"] = Value::Array(solid.clone());
+                }
+                Ok(new)
+            },
+        );
     }
 
     /// An object created naming owners none of which exists (by uid) is deleted at once, as the
@@ -77,21 +148,7 @@ impl ApiServer {
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let registry = self.registry();
-        let text = |r: &Value, f: &str| {
-            r.get(f)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let some_owner = refs.iter().any(|r| {
-            let Some(owner) = registry.by_kind(&text(r, "apiVersion"), &text(r, "kind")) else {
-                return true;
-            };
-            let ns = if owner.namespaced { namespace } else { "" };
-            self.get(&owner, &(ns.to_string(), text(r, "name")))
-                .is_some_and(|o| o.uid() == text(r, "uid"))
-        });
+        let some_owner = refs.iter().any(|r| self.owner_exists(r, namespace));
         if !some_owner {
             let _ = self.delete(def, &obj.key(), &DeleteOpts::default());
         }

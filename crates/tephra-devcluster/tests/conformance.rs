@@ -1046,3 +1046,51 @@ async fn an_object_created_for_owners_that_are_all_gone_is_collected() {
         "a kind this server does not serve is taken to exist"
     );
 }
+
+#[tokio::test]
+async fn a_dependent_of_two_owners_goes_only_with_the_last_and_loses_the_reference_to_the_first() {
+    let h = common::single().await;
+    let c = h.client("local").await.unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(c);
+    let mut uids = Vec::new();
+    for name in ["first", "second"] {
+        let o = cms
+            .create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
+        uids.push(o.metadata.uid.unwrap());
+    }
+    let mut shared = cm("shared", json!({}));
+    shared.metadata.owner_references = Some(
+        serde_json::from_value(json!([
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "first", "uid": uids[0]},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "second", "uid": uids[1]}]))
+        .unwrap(),
+    );
+    cms.create(&PostParams::default(), &shared).await.unwrap();
+    cms.delete("first", &DeleteParams::default()).await.unwrap();
+    let left = cms
+        .get_opt("shared")
+        .await
+        .unwrap()
+        .expect("an owner remains: the dependent stays");
+    let refs: Vec<String> = left
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(
+        refs,
+        ["second"],
+        "the reference to the absent owner is removed"
+    );
+    cms.delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        cms.get_opt("shared").await.unwrap().is_none(),
+        "its last owner went"
+    );
+}

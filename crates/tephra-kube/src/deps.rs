@@ -5,18 +5,28 @@
 //! `svc` plugin's hosts ConfigMap, the `ssh` plugin's key pair), their DNS names would not
 //! resolve, and the member's Priority admission would refuse a pod whose class it lacks.
 //!
-//! A copy is made once (an object already in the member is left as it is) and says where it
-//! came from (`tephra.io/source: control-plane`). A dependency missing on the control plane
-//! is skipped: the kubelet reports it, as it would without tephra.
+//! A copy says where it came from (`tephra.io/source: control-plane`, as a label and an
+//! annotation) and which object it copies (`tephra.io/declared-uid`). It is made once; an
+//! object of that name the member has of its own is left alone and never adopted, and a copy
+//! of an earlier object of the same name (a Job deleted and made again) is replaced. A
+//! dependency missing on the control plane is skipped: the kubelet reports it, as it would
+//! without tephra.
+//!
+//! Once the pod's copy exists, each namespaced dependency copy names it in its
+//! `ownerReferences` ([`adopt`]), so that the member's garbage collector deletes the copy when
+//! the last pod copy using it is deleted: a Job's ConfigMaps, Secrets and Service leave the
+//! member with its pods, even when tephra is down meanwhile. PriorityClasses (cluster-scoped,
+//! shared by every job of that class) and namespaces stay.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource};
-use tephra_api::well_known::SOURCE_OBJECT;
+use serde_json::json;
+use tephra_api::well_known::{DECLARED_UID, SOURCE_OBJECT};
 
 /// What a pod needs in its namespace before it can start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,17 +97,60 @@ pub fn named(pod: &Pod) -> Deps {
     d
 }
 
-/// The metadata a copy keeps: name, namespace, labels and annotations, marked as a copy.
+/// A namespaced kind a pod depends on (ConfigMap, Secret, Service).
+trait Namespaced:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+{
+}
+
+/// The value of [`SOURCE_OBJECT`] on a copy.
+const FROM_CONTROL_PLANE: &str = "control-plane";
+
+/// The metadata a copy keeps: name, namespace, labels and annotations, marked as a copy of the
+/// object with this uid.
 fn copied_meta(m: &ObjectMeta) -> ObjectMeta {
     let mut annotations = m.annotations.clone().unwrap_or_default();
-    annotations.insert(SOURCE_OBJECT.into(), "control-plane".into());
+    annotations.insert(SOURCE_OBJECT.into(), FROM_CONTROL_PLANE.into());
+    if let Some(uid) = &m.uid {
+        annotations.insert(DECLARED_UID.into(), uid.clone());
+    }
+    let mut labels = m.labels.clone().unwrap_or_default();
+    labels.insert(SOURCE_OBJECT.into(), FROM_CONTROL_PLANE.into());
     ObjectMeta {
         name: m.name.clone(),
         namespace: m.namespace.clone(),
-        labels: m.labels.clone(),
+        labels: Some(labels),
         annotations: Some(annotations),
         ..ObjectMeta::default()
     }
+}
+
+/// Whether a member's object is a copy tephra made.
+fn is_copy(m: &ObjectMeta) -> bool {
+    m.annotations
+        .as_ref()
+        .and_then(|a| a.get(SOURCE_OBJECT))
+        .is_some_and(|s| s == FROM_CONTROL_PLANE)
+}
+
+/// Whether a copy copies the object with this uid (a copy made before copies recorded it
+/// counts as another object's).
+fn copies(copy: &ObjectMeta, uid: Option<&String>) -> bool {
+    let recorded = copy.annotations.as_ref().and_then(|a| a.get(DECLARED_UID));
+    recorded.is_some() && recorded == uid
 }
 
 /// Creates the pod's namespace in the member unless it is there.
@@ -118,35 +171,54 @@ pub async fn ensure_namespace(member: &Client, namespace: &str) -> Result<(), ku
 }
 
 /// Copies one object from the control plane to the member, unless the member has it or the
-/// control plane does not.
+/// control plane does not; a copy of an earlier object of that name is replaced. Returns
+/// whether the member's object is a copy (made now or before), which the pod may then own.
 async fn copy_one<K>(
     control: &Client,
     member: &Client,
     namespace: &str,
     name: &str,
     strip: fn(K) -> K,
-) -> Result<(), kube::Error>
+) -> Result<bool, kube::Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
+    K: Namespaced,
 {
     let theirs: Api<K> = Api::namespaced(member.clone(), namespace);
-    if theirs.get_opt(name).await?.is_some() {
-        return Ok(());
+    let existing = theirs.get_opt(name).await?;
+    if existing.as_ref().is_some_and(|t| !is_copy(t.meta())) {
+        // The member's own object: never touched.
+        return Ok(false);
     }
     let ours: Api<K> = Api::namespaced(control.clone(), namespace);
     let Some(obj) = ours.get_opt(name).await? else {
-        return Ok(());
+        // Nothing to copy; a copy already there is still what the pod had.
+        return Ok(existing.is_some());
     };
+    if let Some(old) = &existing {
+        if copies(old.meta(), obj.meta().uid.as_ref()) {
+            return Ok(true);
+        }
+        // A copy of an earlier object of this name: it goes, and this one is copied.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: old.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match theirs.delete(name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
     let mut copy = strip(obj);
     let meta = copied_meta(copy.meta());
     *copy.meta_mut() = meta;
     match theirs.create(&PostParams::default(), &copy).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Ok(_) => Ok(true),
+        // Another placement of the same job copied it meanwhile.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(true),
         Err(e) => Err(e),
     }
 }
@@ -181,35 +253,104 @@ async fn copy_priority_class(
 }
 
 /// Copies what `pod` depends on into the member, in `namespace` (which must exist there).
+/// Returns the namespaced dependencies whose member object is a copy, for [`adopt`].
 pub async fn copy(
     control: &Client,
     member: &Client,
     namespace: &str,
     deps: &Deps,
-) -> Result<(), kube::Error> {
+) -> Result<Deps, kube::Error> {
+    let mut copied = Deps::default();
     if let Some(name) = &deps.priority_class {
         copy_priority_class(control, member, name).await?;
     }
     for name in &deps.config_maps {
-        copy_one::<ConfigMap>(control, member, namespace, name, |c| c).await?;
+        if copy_one::<ConfigMap>(control, member, namespace, name, |c| c).await? {
+            copied.config_maps.insert(name.clone());
+        }
     }
     for name in &deps.secrets {
-        copy_one::<Secret>(control, member, namespace, name, |s| s).await?;
+        if copy_one::<Secret>(control, member, namespace, name, |s| s).await? {
+            copied.secrets.insert(name.clone());
+        }
     }
-    if let Some(name) = &deps.service {
-        copy_one::<Service>(control, member, namespace, name, |mut s| {
-            // The member allocates its own addresses; a headless Service stays headless.
-            if let Some(spec) = s.spec.as_mut() {
-                let headless = spec.cluster_ip.as_deref() == Some("None");
-                spec.cluster_ip = headless.then(|| "None".to_string());
-                spec.cluster_ips = headless.then(|| vec!["None".to_string()]);
-            }
-            s.status = None;
-            s
-        })
-        .await?;
+    if let Some(name) = &deps.service
+        && copy_one::<Service>(control, member, namespace, name, strip_service).await?
+    {
+        copied.service = Some(name.clone());
+    }
+    Ok(copied)
+}
+
+/// A Service as the member may take it: the member allocates its own addresses; a headless
+/// Service stays headless.
+fn strip_service(mut s: Service) -> Service {
+    if let Some(spec) = s.spec.as_mut() {
+        let headless = spec.cluster_ip.as_deref() == Some("None");
+        spec.cluster_ip = headless.then(|| "None".to_string());
+        spec.cluster_ips = headless.then(|| vec!["None".to_string()]);
+    }
+    s.status = None;
+    s
+}
+
+/// Makes the pod copy `pod` (with `uid`) an owner of the dependency copies `copied` (from
+/// [`copy`]), so that the member's garbage collector deletes each once no pod copy owns it. A
+/// copy collected meanwhile (its last owner went between the copy and now) is copied again.
+pub async fn adopt(
+    control: &Client,
+    member: &Client,
+    namespace: &str,
+    copied: &Deps,
+    pod: &str,
+    uid: &str,
+) -> Result<(), kube::Error> {
+    let owner = Owner { pod, uid };
+    let (c, m, ns) = (control, member, namespace);
+    for name in &copied.config_maps {
+        adopt_one::<ConfigMap>(c, m, ns, name, |c| c, &owner).await?;
+    }
+    for name in &copied.secrets {
+        adopt_one::<Secret>(c, m, ns, name, |s| s, &owner).await?;
+    }
+    if let Some(name) = &copied.service {
+        adopt_one::<Service>(c, m, ns, name, strip_service, &owner).await?;
     }
     Ok(())
+}
+
+/// The pod copy that owns a dependency copy.
+struct Owner<'a> {
+    pod: &'a str,
+    uid: &'a str,
+}
+
+async fn adopt_one<K>(
+    control: &Client,
+    member: &Client,
+    namespace: &str,
+    name: &str,
+    strip: fn(K) -> K,
+    owner: &Owner<'_>,
+) -> Result<(), kube::Error>
+where
+    K: Namespaced,
+{
+    // A strategic merge adds this owner to the list (merged by uid), beside the other pods'.
+    let patch = json!({"metadata": {"ownerReferences": [
+        {"apiVersion": "v1", "kind": "Pod", "name": owner.pod, "uid": owner.uid}]}});
+    let api: Api<K> = Api::namespaced(member.clone(), namespace);
+    let params = PatchParams::default();
+    match api.patch(name, &params, &Patch::Strategic(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            if copy_one(control, member, namespace, name, strip).await? {
+                api.patch(name, &params, &Patch::Strategic(&patch)).await?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -184,3 +184,94 @@ async fn a_pod_deleted_while_its_member_is_down_goes_there_when_it_answers_even_
     none_left_in(&dev, "west", "llm-", 30).await;
     sched.stop().await;
 }
+
+#[tokio::test]
+async fn a_deleted_jobs_configmaps_secret_and_service_leave_the_member_with_its_pods() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+    logs();
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let west = dev.client("west").await.unwrap();
+    // `settings` exists on both sides: the member's own object must never be taken over.
+    for (client, value) in [(&cp, "control-plane"), (&west, "west's own")] {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "settings", "namespace": "default"},
+            "data": {"who": value}}))
+        .unwrap();
+        Api::<ConfigMap>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let (sched, ctl) = fleet_scheduler_and_jobs(&cp).await;
+    let mut job = long_job("mpi");
+    let mut spec = serde_json::to_value(&job.spec).unwrap();
+    spec["plugins"] = json!({"svc": [], "ssh": []});
+    spec["tasks"][0]["template"]["spec"]["volumes"] =
+        json!([{"name": "settings", "configMap": {"name": "settings"}}]);
+    job.spec = serde_json::from_value(spec).unwrap();
+    let jobs: Api<Job> = Api::namespaced(cp.clone(), "default");
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    all_bound(&west, "default", "mpi-w-", 2, 30).await;
+    let pod_uids: std::collections::BTreeSet<String> =
+        Api::<Pod>::namespaced(west.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("mpi-w-"))
+            })
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+    let owners = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(west.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(west.clone(), "default");
+    let services: Api<Service> = Api::namespaced(west.clone(), "default");
+    let hosts = cms.get("mpi-svc").await.unwrap();
+    assert_eq!(
+        owners(&hosts.metadata),
+        pod_uids,
+        "both pod copies own the hosts copy"
+    );
+    let key = secrets.get("mpi-ssh").await.unwrap();
+    assert_eq!(owners(&key.metadata), pod_uids);
+    let svc = services.get("mpi").await.unwrap();
+    assert_eq!(owners(&svc.metadata), pod_uids);
+    let theirs = cms.get("settings").await.unwrap();
+    assert!(
+        owners(&theirs.metadata).is_empty(),
+        "the member's own ConfigMap was adopted"
+    );
+
+    jobs.delete("mpi", &DeleteParams::default()).await.unwrap();
+    none_left_in(&dev, "west", "mpi-", 20).await;
+    eventually(10, "the job's copies gone from west", || async {
+        let cm = cms.get_opt("mpi-svc").await.ok()?;
+        let secret = secrets.get_opt("mpi-ssh").await.ok()?;
+        let service = services.get_opt("mpi").await.ok()?;
+        (cm.is_none() && secret.is_none() && service.is_none()).then_some(())
+    })
+    .await;
+    let theirs = cms.get("settings").await.unwrap();
+    assert_eq!(
+        theirs
+            .data
+            .unwrap_or_default()
+            .get("who")
+            .map(String::as_str),
+        Some("west's own"),
+        "the member's own ConfigMap stays as it was"
+    );
+    stop_everything(sched, ctl).await;
+}

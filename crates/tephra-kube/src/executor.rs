@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -424,6 +425,14 @@ impl Inner {
             | Write::EvictionTasks { .. }
             | Write::BindingStatus { .. } => "control-plane",
         };
+        // The client's own log lines (a connection refused) name the cluster through this span,
+        // at the error level so that it is there whatever level the log shows.
+        let span = tracing::error_span!("write", cluster);
+        self.attempts(client, w, cluster).instrument(span).await
+    }
+
+    /// Writes `w` to `cluster` with `client`, retrying what may succeed later.
+    async fn attempts(&self, client: Client, w: &Write, cluster: &str) -> Outcome {
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
             self.limiter.acquire().await;
@@ -490,11 +499,13 @@ impl Inner {
                 let deps = crate::deps::named(&pod);
                 let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+                let mut copied = crate::deps::Deps::default();
                 if deps != crate::deps::Deps::default() {
                     // The pod's ConfigMaps, Secrets and Service go first (and so its
                     // namespace), so that the member's kubelet can start it.
                     crate::deps::ensure_namespace(&client, namespace).await?;
-                    crate::deps::copy(&self.clients.control, &client, namespace, &deps).await?;
+                    copied =
+                        crate::deps::copy(&self.clients.control, &client, namespace, &deps).await?;
                 }
                 let created = match pods.create(&PostParams::default(), &pod).await {
                     // The member lacks the namespace the job lives in on the control plane.
@@ -502,9 +513,36 @@ impl Inner {
                         crate::deps::ensure_namespace(&client, namespace).await?;
                         pods.create(&PostParams::default(), &pod).await?
                     }
+                    // A retry after the copy was made (what followed failed): the copy of this
+                    // same declared pod is the one made then.
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        let declared = |p: &Pod| {
+                            p.metadata
+                                .annotations
+                                .as_ref()
+                                .and_then(|a| a.get(tephra_api::well_known::DECLARED_UID))
+                                .cloned()
+                        };
+                        match pods
+                            .get_opt(&pod.metadata.name.clone().unwrap_or_default())
+                            .await?
+                        {
+                            Some(p) if declared(&p).is_some() && declared(&p) == declared(&pod) => {
+                                p
+                            }
+                            _ => return Err(kube::Error::Api(s)),
+                        }
+                    }
                     Err(e) => return Err(e),
                     Ok(p) => p,
                 };
+                let uid = created.metadata.uid.clone().unwrap_or_default();
+                let name = created.metadata.name.clone().unwrap_or_default();
+                if copied != crate::deps::Deps::default() {
+                    // The copies of its dependencies go with the last pod copy using them.
+                    let control = &self.clients.control;
+                    crate::deps::adopt(control, &client, namespace, &copied, &name, &uid).await?;
+                }
                 // Its ResourceClaims were allocated before it existed: reserved for it now.
                 let claims: Vec<String> = created
                     .spec
@@ -513,8 +551,6 @@ impl Inner {
                     .filter_map(|c| c.resource_claim_name.clone())
                     .collect();
                 if !claims.is_empty() {
-                    let uid = created.metadata.uid.clone().unwrap_or_default();
-                    let name = created.metadata.name.clone().unwrap_or_default();
                     crate::prebind::reserve(&client, namespace, &claims, &name, &uid).await?;
                 }
                 Ok(())

@@ -93,9 +93,11 @@ rules:
     resources: [leases]
     verbs: [get, create, update]
   {{- if .secrets }}
+  # members.rs and cluster_status.rs: the members' credentials; the scheduler watches each
+  # member's Secret (by name) to use a rotated token at once.
   - apiGroups: [""]
     resources: [secrets]
-    verbs: [get]
+    verbs: [get{{ if .watchSecrets }}, list, watch{{ end }}]
   {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1

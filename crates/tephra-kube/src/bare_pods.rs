@@ -91,7 +91,7 @@ pub fn start(
                     Ok(watcher::Event::Delete(p)) => (p, true),
                     Ok(_) => continue,
                     Err(e) => {
-                        tracing::warn!(error = %e, "pod watch error");
+                        tracing::warn!(error = %crate::brief::watch(&e), "pod watch error");
                         continue;
                     }
                 };
@@ -137,7 +137,7 @@ struct Worker {
 
 /// Why a pass stopped.
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
+#[error("{what}: {}", crate::brief::kube(.source))]
 pub struct PassError {
     what: String,
     source: kube::Error,

@@ -84,7 +84,7 @@ pub fn start(
         futures::pin_mut!(stream);
         while let Some(ev) = futures::StreamExt::next(&mut stream).await {
             if let Err(e) = ev {
-                tracing::warn!(error = %e, "cluster watch error");
+                tracing::warn!(error = %crate::brief::watch(&e), "cluster watch error");
             }
         }
     });
@@ -150,7 +150,7 @@ async fn run(
             };
             let s = seen.entry(name.clone()).or_default();
             if let Err(e) = write(&client, c, f, s, &options).await {
-                tracing::warn!(cluster = %name, error = %e, "writing cluster status failed");
+                tracing::warn!(cluster = %name, error = %crate::brief::kube(&e), "writing cluster status failed");
             }
         }
     }

@@ -75,7 +75,7 @@ pub async fn record(
     let ev = event(on, reason, message, warning, CONTROLLERS, identity);
     let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), on.namespace);
     if let Err(e) = api.create(&kube::api::PostParams::default(), &ev).await {
-        tracing::warn!(namespace = %on.namespace, kind = %on.kind, name = %on.name, error = %e,
+        tracing::warn!(namespace = %on.namespace, kind = %on.kind, name = %on.name, error = %crate::brief::kube(&e),
             "recording an event failed");
     }
 }

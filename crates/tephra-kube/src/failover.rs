@@ -159,7 +159,7 @@ struct Worker {
 
 /// Why a pass stopped.
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
+#[error("{what}: {}", crate::brief::kube(.source))]
 pub struct PassError {
     what: String,
     source: kube::Error,

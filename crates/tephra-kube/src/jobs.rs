@@ -150,7 +150,7 @@ struct Worker {
 /// Why applying a pass's writes stopped.
 #[derive(Debug, thiserror::Error)]
 enum ApplyError {
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", crate::brief::kube(.source))]
     Api { what: String, source: kube::Error },
     #[error("making the ssh plugin's key pair: {what}")]
     Key { what: String },

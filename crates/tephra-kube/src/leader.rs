@@ -181,7 +181,7 @@ pub fn spawn(
                         _ => 0,
                     };
                     metrics.api_error("control-plane", "lease", code);
-                    tracing::warn!(identity = %o.identity, error = %e, "lease update failed");
+                    tracing::warn!(identity = %o.identity, error = %crate::brief::kube(&e), "lease update failed");
                     if last_renew.is_none_or(|t| t.elapsed() > o.renew_deadline)
                         && leadership.is_leader()
                     {

@@ -16,6 +16,7 @@
 //! when its NoExecute taint is not tolerated or the job stays unhealthy there.
 
 pub mod bare_pods;
+pub mod brief;
 pub mod cluster_status;
 pub mod commands;
 pub mod convert;
@@ -26,6 +27,7 @@ pub mod failover;
 pub mod jobs;
 pub mod lanes;
 pub mod leader;
+pub mod logging;
 pub mod members;
 pub mod metrics;
 pub mod prebind;

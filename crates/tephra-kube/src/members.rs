@@ -1,13 +1,15 @@
 //! Member clusters from `Cluster` objects (Push mode, as Karmada's): a client built from the
 //! Cluster's `apiEndpoint` and the token and CA bundle of the Secret its `secretRef` names, and
 //! that member's Node and Pod watchers. Adding, changing or removing a Cluster starts, restarts
-//! or stops them while the scheduler runs. The Secret is read again every
-//! [`CREDENTIALS_EVERY`] probes and whenever the member answers 401, so a rotated token or CA
-//! is used at once; a member restarted or stopped has all its watchers and its probe stopped.
+//! or stops them while the scheduler runs. The Secret is watched (by name) and read again when
+//! it changes, when the member answers 401, and every [`CREDENTIALS_EVERY`] probes should the
+//! watch be refused, so a rotated token or CA is used at once; a member restarted or stopped
+//! has all its watchers and its probe stopped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -24,8 +26,9 @@ use crate::watch::{self, Change, Kind, Update};
 
 /// How often a member is probed.
 const PROBE_PERIOD: Duration = Duration::from_secs(1);
-/// How many probes apart the credentials Secret is read again (also after any 401).
-pub const CREDENTIALS_EVERY: u32 = 10;
+/// How many probes apart the credentials Secret is read again besides its watch (and after any
+/// 401): only a watch that is refused leaves a rotation to this.
+pub const CREDENTIALS_EVERY: u32 = 60;
 
 /// What a member's connection depends on: a change restarts its watchers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +57,7 @@ impl Endpoint {
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
     /// The Secret cannot be read.
-    #[error("secret {secret}: {source}")]
+    #[error("secret {secret}: {}", crate::brief::kube(.source))]
     Secret {
         /// `namespace/name`.
         secret: String,
@@ -78,7 +81,7 @@ pub enum MemberError {
         message: String,
     },
     /// The client cannot be built.
-    #[error("client: {0}")]
+    #[error("client: {}", crate::brief::kube(.0))]
     Client(#[from] kube::Error),
 }
 
@@ -189,6 +192,9 @@ pub fn spawn(
     metrics: Arc<Metrics>,
     clients: Clients,
 ) -> JoinHandle<()> {
+    // The client's own log lines (a connection refused) name the member through this span,
+    // at the error level so that it is there whatever level the log shows.
+    let span = tracing::error_span!("member", cluster = %name);
     tokio::spawn(async move {
         loop {
             let (client, creds) = loop {
@@ -224,13 +230,38 @@ pub fn spawn(
             }
             tracing::info!(cluster = %name, "member credentials changed; reconnecting");
         }
-    })
+    }.instrument(span))
+}
+
+/// Each time the member's Secret changes (its watch, by name).
+fn secret_changes(
+    control: &Client,
+    endpoint: &Endpoint,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let (ns, name) = endpoint
+        .secret
+        .split_once('/')
+        .unwrap_or(("default", &endpoint.secret));
+    let api: Api<Secret> = Api::namespaced(control.clone(), ns);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(|e| async move {
+            let changed = matches!(
+                e,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            );
+            changed.then_some(())
+        })
 }
 
 /// Probes the member every [`PROBE_PERIOD`] (a resumed watch says nothing when nothing
 /// changed: a probe tells that the member answers again, and between watch errors that it
-/// still does), reading its Secret again every [`CREDENTIALS_EVERY`] probes and after a 401.
-/// Returns true when the credentials changed, false when the state loop is gone.
+/// still does), reading its Secret again when its watch says it changed, after a 401, and
+/// every [`CREDENTIALS_EVERY`] probes. Returns true when the credentials changed, false when
+/// the state loop is gone.
 async fn probe(
     control: &Client,
     endpoint: &Endpoint,
@@ -239,10 +270,25 @@ async fn probe(
     creds: &Credentials,
     tx: &mpsc::Sender<Update>,
 ) -> bool {
+    use futures::StreamExt;
     let mut probes: u32 = 0;
     let mut refusal_said = false;
+    let mut changes = Box::pin(secret_changes(control, endpoint));
     loop {
-        tokio::time::sleep(PROBE_PERIOD).await;
+        let changed = tokio::select! {
+            () = tokio::time::sleep(PROBE_PERIOD) => false,
+            Some(()) = changes.next() => true,
+        };
+        if changed {
+            match credentials(control, endpoint).await {
+                Ok(now) if now != *creds => return true,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %e, "cannot read the member's credentials")
+                }
+            }
+            continue;
+        }
         probes = probes.wrapping_add(1);
         let answer = client.apiserver_version().await;
         let unauthorized = matches!(&answer, Err(kube::Error::Api(s)) if s.code == 401);

@@ -500,6 +500,19 @@ impl Metrics {
     /// Drops a deleted Cluster's series (the per-resource ones are emptied and refilled for the
     /// clusters that remain by the next session's report).
     pub fn forget_cluster(&self, cluster: &str) {
+        use prometheus::core::Collector;
+        // Its API error counters, whatever verbs and codes they count.
+        for family in self.api_errors.collect() {
+            for m in family.get_metric() {
+                let labels: Vec<&str> = m.get_label().iter().map(|l| l.value()).collect();
+                let names: Vec<&str> = m.get_label().iter().map(|l| l.name()).collect();
+                if names == ["cluster", "code", "verb"] && labels[0] == cluster {
+                    let _ = self
+                        .api_errors
+                        .remove_label_values(&[labels[0], labels[2], labels[1]]);
+                }
+            }
+        }
         let _ = self.cluster_ready.remove_label_values(&[cluster]);
         let _ = self.cluster_nodes.remove_label_values(&[cluster]);
         self.cluster_allocatable.reset();
@@ -544,6 +557,22 @@ impl Metrics {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_forgotten_cluster_leaves_no_series_behind_and_the_others_keep_theirs() {
+        let m = Metrics::new().unwrap();
+        m.member_seen("north");
+        m.member_seen("south");
+        m.api_error("north", "watch", 401);
+        m.cluster_ready.with_label_values(&["north"]).set(1);
+        m.forget_cluster("north");
+        let text = m.render();
+        assert!(!text.contains("cluster=\"north\""), "{text}");
+        assert!(
+            text.contains("tephra_api_errors_total{cluster=\"south\",code=\"0\",verb=\"bind\"} 0"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn the_controller_manager_exports_its_leadership_and_none_of_the_schedulers_series() {

@@ -108,7 +108,9 @@ where
                         q.push(k);
                     }
                 }
-                Err(e) => tracing::warn!(kind = %K::kind(&()), error = %e, "watch error"),
+                Err(e) => {
+                    tracing::warn!(kind = %K::kind(&()), error = %crate::brief::watch(&e), "watch error")
+                }
             }
         }
     })

@@ -6,6 +6,7 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -205,9 +206,13 @@ pub fn spawn<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    tokio::spawn(async move {
+    // The client's own log lines (a connection refused) name the cluster through this span,
+    // at the error level so that it is there whatever level the log shows.
+    let span = tracing::error_span!("watch", cluster = %cluster, kind = ?kind);
+    let task = async move {
         let mut stream = watcher(api).default_backoff().boxed();
         let mut absent = false;
+        let mut failing = Failing::default();
         while let Some(event) = stream.next().await {
             let send = |change| {
                 tx.send(Update {
@@ -251,10 +256,11 @@ where
                         })
                         .await;
                     metrics.api_error(&cluster, "watch", error_code(&e));
-                    tracing::warn!(cluster = %cluster, kind = kind.as_str(), error = %e, "watch failed; retrying");
+                    failing.failed(&cluster, kind, &crate::brief::watch(&e));
                     continue;
                 }
             };
+            failing.works(&cluster, kind);
             let update = Update {
                 cluster: Arc::clone(&cluster),
                 kind,
@@ -264,7 +270,51 @@ where
                 return;
             }
         }
-    })
+    };
+    tokio::spawn(task.instrument(span))
+}
+
+/// One watch's run of failures: the first of each distinct error is a warning, its repeats
+/// are counted (debug lines), and the watch working again says how many there were.
+#[derive(Default)]
+struct Failing {
+    last: Option<String>,
+    count: u64,
+}
+
+impl Failing {
+    fn failed(&mut self, cluster: &str, kind: Kind, error: &str) {
+        self.count += 1;
+        if self.last.as_deref() == Some(error) {
+            tracing::debug!(
+                cluster,
+                kind = kind.as_str(),
+                error,
+                failures = self.count,
+                "watch still failing; retrying"
+            );
+        } else {
+            tracing::warn!(
+                cluster,
+                kind = kind.as_str(),
+                error,
+                "watch failed; retrying"
+            );
+            self.last = Some(error.to_string());
+        }
+    }
+
+    fn works(&mut self, cluster: &str, kind: Kind) {
+        if self.count > 0 {
+            tracing::info!(
+                cluster,
+                kind = kind.as_str(),
+                failures = self.count,
+                "watch works again"
+            );
+            *self = Self::default();
+        }
+    }
 }
 
 /// The HTTP status of a watcher error, 0 when there is none.

@@ -57,10 +57,12 @@ pub fn positive_duration(flag: &str, text: &str) -> anyhow::Result<std::time::Du
         .with_context(|| format!("{flag} {text:?}: must be positive"))
 }
 
-/// Logs to stderr at `info` (or `RUST_LOG`), as text or JSON.
+/// Logs to stderr at `info` without the kube client's own lines (or `RUST_LOG`), as text or
+/// JSON.
 pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(tephra_kube::logging::DEFAULT_FILTER)
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

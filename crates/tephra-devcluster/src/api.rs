@@ -4,7 +4,7 @@
 //! handlers and the simulated kubelet both write through here, so every write follows the same
 //! rules and reaches watchers the same way.
 
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -117,6 +117,8 @@ pub struct ApiServer {
     pub users: authz::Users,
     /// What non-administrators asked for, and whether RBAC allowed it.
     pub access: authz::AccessLog,
+    /// Requests served, from anyone (for tests that bound a client's request rate).
+    requests: AtomicU64,
 }
 
 fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -139,6 +141,7 @@ impl ApiServer {
             service_ips: AtomicU32::new(1),
             users: authz::Users::default(),
             access: authz::AccessLog::default(),
+            requests: AtomicU64::new(0),
         });
         let opts = WriteOpts::default();
         let ns = api.builtin(Builtin::Namespace);
@@ -159,6 +162,16 @@ impl ApiServer {
             );
         }
         api
+    }
+
+    /// Counts one request served.
+    pub(crate) fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many requests this server has answered (watches count once, when they start).
+    pub fn requests_served(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// What is served now.

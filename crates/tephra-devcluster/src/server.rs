@@ -265,6 +265,7 @@ async fn dispatch(
     docs: &openapi::Cache,
     req: Request<Incoming>,
 ) -> Response<Body> {
+    api.count_request();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let route = router::route(&path);

@@ -1,15 +1,22 @@
 //! A seeded, model-based test of the fleet's lifecycle on the devcluster: a control plane and
 //! three members, the scheduler and the job, PodGroup and queue controllers, over HTTP. A
 //! generator issues random sequences of what users and the world do (create Volcano Jobs of
-//! random shapes, delete them, suspend and resume them, delete a pod in a member, a member's
-//! outage and return, a member's credentials rotated, the scheduler restarted), and after each
-//! step and at quiescence the invariants are checked:
+//! random shapes, some with the `svc` plugin's ConfigMap and Service, delete them, suspend and
+//! resume them, close and open their queue, cordon and uncordon a member's node, delete a pod
+//! in a member, a member's outage and return, a member's credentials rotated, the scheduler or
+//! the controllers restarted), and after each step and at quiescence the invariants are
+//! checked:
 //! - no node is over-committed (always);
 //! - no declared pod has more than one copy in the members (always);
 //! - no Job is lost (always);
+//! - no pod is placed on a node after it was cordoned (always);
+//! - no Job created while its queue is closed runs before it opens again (always);
 //! - at quiescence: no member copy whose declared pod is gone or was made anew; every live Job
 //!   runs whole (all its pods have a copy on a node) or not at all; a suspended Job has no copy
-//!   and is Aborted; a deleted Job has left nothing behind.
+//!   and is Aborted; a deleted Job has left nothing behind, its ConfigMap and Service copies
+//!   included; every dependency copy in a member is owned by pod copies that exist there;
+//! - at quiescence the fleet's API servers see at most [`QUIET_RATE`] requests a second (no
+//!   retry loop, no watch restarting over and over).
 //!
 //! A failing seed prints its steps. `cargo test -p tephra-kube --test lifecycle_random` runs a
 //! few seeds; `TEPHRA_LIFECYCLE_SEEDS=500 cargo test -p tephra-kube --test lifecycle_random --
@@ -32,6 +39,13 @@ use tephra_api::well_known::{DECLARED_UID, PLANNED_CLUSTER};
 use tephra_api::{Job, ResourceBinding};
 
 const MEMBERS: [&str; 3] = ["east", "west", "north"];
+
+/// Requests a second that the scheduler and the controllers may make of the fleet's API servers
+/// once nothing changes (probes and resyncs).
+const QUIET_RATE: f64 = 5.0;
+
+/// How long after a cordon a pod may still land on the node (a placement already decided).
+const CORDON_GRACE_S: i64 = 2;
 
 /// A small deterministic generator (xorshift64*), so a seed replays exactly.
 struct Rng(u64);
@@ -75,6 +89,7 @@ enum Step {
         name: String,
         replicas: u32,
         gpus: u32,
+        svc: bool,
     },
     Delete(String),
     Suspend(String),
@@ -84,6 +99,11 @@ enum Step {
     Return(String),
     Rotate(String),
     RestartScheduler,
+    RestartControllers,
+    Cordon(String, String),
+    Uncordon(String, String),
+    CloseQueue,
+    OpenQueue,
 }
 
 struct World {
@@ -94,15 +114,19 @@ struct World {
     jobs: BTreeMap<String, Expected>,
     deleted: BTreeSet<String>,
     down: BTreeSet<String>,
+    /// Cordoned nodes (member, node) and when (Unix seconds).
+    cordoned: BTreeMap<(String, String), i64>,
+    /// Whether the `default` queue is closed, and the Jobs created since it was.
+    closed: Option<BTreeSet<String>>,
     steps: Vec<String>,
 }
 
-fn job(name: &str, replicas: u32, gpus: u32) -> Job {
+fn job(name: &str, replicas: u32, gpus: u32, svc: bool) -> Job {
     let mut requests = json!({"cpu": "1"});
     if gpus > 0 {
         requests["nvidia.com/gpu"] = json!(gpus.to_string());
     }
-    serde_json::from_value(json!({
+    let mut j = json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": "default",
             "annotations": {"tephra.io/sim-duration": "1h"}},
@@ -111,8 +135,49 @@ fn job(name: &str, replicas: u32, gpus: u32) -> Job {
                 "restartPolicy": "Never",
                 "containers": [{"name": "c", "image": "busybox",
                     "resources": {"requests": requests, "limits": requests}}]}}}]}
-    }))
-    .unwrap()
+    });
+    if svc {
+        j["spec"]["plugins"] = json!({"svc": []});
+    }
+    serde_json::from_value(j).unwrap()
+}
+
+/// A Command as `vcctl queue operate` makes it.
+fn queue_command(q: &tephra_api::Queue, action: &str) -> tephra_api::Command {
+    let mut c = tephra_api::Command::default();
+    c.metadata.generate_name = Some(format!("default-{}-", action.to_lowercase()));
+    c.metadata.namespace = Some("default".into());
+    c.fields.action = Some(action.into());
+    c.fields.target = Some(
+        serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "name": q.metadata.name, "uid": q.metadata.uid, "controller": true}))
+        .unwrap(),
+    );
+    c
+}
+
+/// The job, PodGroup and queue controllers on the control plane.
+fn controllers(cp: &kube::Client) -> Vec<tokio::task::JoinHandle<()>> {
+    use tephra_kube::leader::Leadership;
+    let mut ctl = tephra_kube::jobs::start(cp.clone(), Default::default(), Leadership::always());
+    ctl.extend(tephra_kube::bare_pods::start(
+        cp.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    ctl.extend(tephra_kube::queues::start(
+        cp.clone(),
+        Default::default(),
+        Leadership::always(),
+    ));
+    ctl
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn command(job: &Job, action: &str) -> tephra_api::Command {
@@ -132,17 +197,8 @@ impl World {
     async fn start() -> Self {
         let dev = fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await;
         let cp = dev.client("control-plane").await.unwrap();
-        let (sched, mut ctl) = fleet_scheduler_and_jobs(&cp).await;
-        ctl.extend(tephra_kube::bare_pods::start(
-            cp.clone(),
-            Default::default(),
-            tephra_kube::leader::Leadership::always(),
-        ));
-        ctl.extend(tephra_kube::queues::start(
-            cp.clone(),
-            Default::default(),
-            tephra_kube::leader::Leadership::always(),
-        ));
+        let sched = fleet_scheduler(&cp).await;
+        let ctl = controllers(&cp);
         until_ready(&sched).await;
         Self {
             dev,
@@ -152,6 +208,8 @@ impl World {
             jobs: BTreeMap::new(),
             deleted: BTreeSet::new(),
             down: BTreeSet::new(),
+            cordoned: BTreeMap::new(),
+            closed: None,
             steps: Vec::new(),
         }
     }
@@ -180,11 +238,12 @@ impl World {
             .filter(|m| !self.down.contains(*m))
             .collect();
         loop {
-            let step = match rng.below(10) {
-                0..=2 => Step::Create {
+            let step = match rng.below(14) {
+                0..=2 | 13 => Step::Create {
                     name: format!("j{n}"),
                     replicas: 1 + rng.below(3) as u32,
                     gpus: [0, 1, 2, 4][rng.below(4)],
+                    svc: rng.below(2) == 0,
                 },
                 3 => match rng.pick(&self.jobs.keys().cloned().collect::<Vec<_>>()) {
                     Some(j) => Step::Delete(j.clone()),
@@ -210,7 +269,22 @@ impl World {
                     Some(m) => Step::Rotate((*m).to_string()),
                     None => continue,
                 },
-                _ => Step::RestartScheduler,
+                9 => Step::RestartScheduler,
+                10 => Step::RestartControllers,
+                11 => match self.cordoned.keys().next() {
+                    Some((m, node)) if !self.down.contains(m) => {
+                        Step::Uncordon(m.clone(), node.clone())
+                    }
+                    Some(_) => continue,
+                    None => match rng.pick(&up) {
+                        Some(m) => Step::Cordon((*m).to_string(), format!("{m}-{}", rng.below(2))),
+                        None => continue,
+                    },
+                },
+                _ => match self.closed {
+                    Some(_) => Step::OpenQueue,
+                    None => Step::CloseQueue,
+                },
             };
             return step;
         }
@@ -224,11 +298,15 @@ impl World {
                 name,
                 replicas,
                 gpus,
+                svc,
             } => {
                 self.jobs_api()
-                    .create(&pp, &job(name, *replicas, *gpus))
+                    .create(&pp, &job(name, *replicas, *gpus, *svc))
                     .await
                     .unwrap();
+                if let Some(created) = self.closed.as_mut() {
+                    created.insert(name.clone());
+                }
                 self.jobs.insert(
                     name.clone(),
                     Expected {
@@ -309,7 +387,53 @@ impl World {
                 }
                 self.sched = Some(fleet_scheduler(&self.cp).await);
             }
+            Step::RestartControllers => {
+                for t in self.ctl.drain(..) {
+                    t.abort();
+                }
+                self.ctl = controllers(&self.cp);
+            }
+            Step::Cordon(m, node) | Step::Uncordon(m, node) => {
+                let cordon = matches!(step, Step::Cordon(..));
+                let nodes: Api<k8s_openapi::api::core::v1::Node> =
+                    Api::all(self.dev.client(m).await.unwrap());
+                nodes
+                    .patch(
+                        node,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"unschedulable": cordon}})),
+                    )
+                    .await
+                    .unwrap();
+                if cordon {
+                    self.cordoned.insert((m.clone(), node.clone()), unix_now());
+                } else {
+                    self.cordoned.remove(&(m.clone(), node.clone()));
+                }
+            }
+            Step::CloseQueue | Step::OpenQueue => {
+                let close = matches!(step, Step::CloseQueue);
+                let queues: Api<tephra_api::Queue> = Api::all(self.cp.clone());
+                let q = queues.get("default").await.unwrap();
+                let action = if close { "CloseQueue" } else { "OpenQueue" };
+                let commands: Api<tephra_api::Command> =
+                    Api::namespaced(self.cp.clone(), "default");
+                commands
+                    .create(&pp, &queue_command(&q, action))
+                    .await
+                    .unwrap();
+                self.closed = close.then(BTreeSet::new);
+            }
         }
+    }
+
+    /// Requests a second the fleet's API servers answer over three seconds while the test
+    /// itself is quiet.
+    async fn quiet_rate(&self) -> f64 {
+        let served = || -> u64 { self.dev.servers().map(|s| s.api.requests_served()).sum() };
+        let before = served();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        (served() - before) as f64 / 3.0
     }
 
     /// The copies in the members that answer: (member, pod).
@@ -370,6 +494,40 @@ impl World {
             let name = p.metadata.name.clone().unwrap_or_default();
             if let Some(other) = seen.insert(name.clone(), m.clone()) {
                 return Err(format!("{name} has copies in {other} and {m}"));
+            }
+        }
+        // Nothing placed on a node after it was cordoned.
+        for (m, p) in &copies {
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let Some(since) = self.cordoned.get(&(m.clone(), node.clone())) else {
+                continue;
+            };
+            let created = p
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second());
+            if created > since + CORDON_GRACE_S {
+                return Err(format!(
+                    "{m}: {:?} placed on {node}, cordoned {}s before",
+                    p.metadata.name,
+                    created - since
+                ));
+            }
+        }
+        // A Job created while its queue is closed does not run until it opens.
+        for name in self.closed.iter().flatten() {
+            let prefix = format!("{name}-");
+            if copies.iter().any(|(_, p)| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .unwrap_or("")
+                    .starts_with(&prefix)
+            }) {
+                return Err(format!("job {name}, created in a closed queue, runs"));
             }
         }
         // No Job lost.
@@ -479,6 +637,63 @@ impl World {
                 .any(|rb| rb.spec.resource.name.starts_with(&prefix));
             if left {
                 return Err(format!("deleted job {name} left its ResourceBinding"));
+            }
+        }
+        self.dependency_copies_owned().await
+    }
+
+    /// Every ConfigMap and Service copied into a member is owned by pod copies that exist
+    /// there, and none is left of a deleted Job.
+    async fn dependency_copies_owned(&self) -> Result<(), String> {
+        use k8s_openapi::api::core::v1::{ConfigMap, Service};
+        let copied = ListParams::default().labels("tephra.io/source=control-plane");
+        for m in MEMBERS {
+            let client = self.dev.client(m).await.unwrap();
+            let pods: BTreeSet<String> = Api::<Pod>::namespaced(client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.uid)
+                .collect();
+            let mut metas: Vec<(
+                String,
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+            )> = Vec::new();
+            for c in Api::<ConfigMap>::namespaced(client.clone(), "default")
+                .list(&copied)
+                .await
+                .unwrap()
+                .items
+            {
+                metas.push(("ConfigMap".into(), c.metadata));
+            }
+            for s in Api::<Service>::namespaced(client.clone(), "default")
+                .list(&copied)
+                .await
+                .unwrap()
+                .items
+            {
+                metas.push(("Service".into(), s.metadata));
+            }
+            for (kind, meta) in metas {
+                let name = meta.name.clone().unwrap_or_default();
+                let owners: Vec<String> = meta
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| o.uid.clone())
+                    .collect();
+                if owners.is_empty() || owners.iter().any(|u| !pods.contains(u)) {
+                    return Err(format!(
+                        "{m}: {kind} copy {name} is not owned by pod copies there: {owners:?}"
+                    ));
+                }
+                let job = name.trim_end_matches("-svc");
+                if self.deleted.contains(job) {
+                    return Err(format!("{m}: deleted job {job} left its {kind} {name}"));
+                }
             }
         }
         Ok(())
@@ -598,10 +813,29 @@ async fn run_seed(seed: u64, steps: usize) {
             w.fail(seed, &e);
         }
     }
-    // Every member answers again, then the world must settle.
+    // Every member answers again and the queue is open, then the world must settle.
     for m in w.down.clone() {
         let step = Step::Return(m);
         w.apply(&step).await;
+    }
+    if w.closed.is_some() {
+        w.apply(&Step::OpenQueue).await;
+    }
+    settle(&w, seed, 45).await;
+    // What settling set in motion (a gang admitted once its queue opened) ends; then the
+    // requests must die down to probes and resyncs, and the world still be settled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let rate = w.quiet_rate().await;
+        if rate <= QUIET_RATE {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            w.fail(
+                seed,
+                &format!("{rate:.1} requests a second at quiescence (at most {QUIET_RATE})"),
+            );
+        }
     }
     settle(&w, seed, 45).await;
     w.stop().await;

@@ -240,6 +240,38 @@ fn a_job_waits_for_its_podgroup_to_be_admitted_then_runs_to_completed() {
 }
 
 #[test]
+fn a_pending_job_says_why_it_waits_in_the_words_of_its_podgroup_with_one_event_per_reason() {
+    let mut w = World::new(job(serde_json::json!({})));
+    w.settle();
+    let unschedulable = |reason: &str, message: &str| {
+        serde_json::from_value(serde_json::json!({"phase": "Pending", "conditions": [
+            {"type": "Unschedulable", "status": "True", "reason": reason, "message": message}]}))
+        .expect("status")
+    };
+    let why = "queue default cannot admit the job yet: nvidia.com/gpu";
+    w.pg.as_mut().expect("PodGroup").status = Some(unschedulable("NotInqueueable", why));
+    w.settle();
+    let s = w.status();
+    assert_eq!(s.state.phase, Some(JobPhase::Pending));
+    assert_eq!(s.state.reason.as_deref(), Some("NotInqueueable"));
+    assert_eq!(s.state.message.as_deref(), Some(why));
+    assert_eq!(w.events, [format!("NotInqueueable: {why}")]);
+    // The same reason in other words: the message follows, no new Event.
+    let later = "queue default cannot admit the job yet: nvidia.com/gpu (2 free)";
+    w.pg.as_mut().expect("PodGroup").status = Some(unschedulable("NotInqueueable", later));
+    w.settle();
+    assert_eq!(w.status().state.message.as_deref(), Some(later));
+    assert_eq!(w.events.len(), 1, "{:?}", w.events);
+    // Once admitted and running, the reason goes.
+    w.admit();
+    w.settle();
+    w.all("Running");
+    w.settle();
+    assert_eq!(w.phase(), Some(JobPhase::Running));
+    assert_eq!(w.status().state.reason, None);
+}
+
+#[test]
 fn restart_job_on_pod_failed_restarts_with_a_new_version_until_max_retry_then_fails() {
     let mut w = World::running(job(serde_json::json!({
         "maxRetry": 2,

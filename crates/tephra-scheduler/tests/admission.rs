@@ -328,3 +328,20 @@ fn a_queue_admissible_demand_counts_only_waiting_jobs_that_could_be_placed() {
         figures.request
     );
 }
+
+#[test]
+fn a_job_the_queue_cannot_admit_yet_is_told_what_it_asks_for() {
+    let mut c = fleet(1, 1);
+    add_job(&mut c, &gpu_job("first", 1, "8").created(0)).unwrap();
+    add_job(&mut c, &gpu_job("second", 1, "8").created(1)).unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    let why = d.event_for("default/second").unwrap();
+    assert_eq!(why.reason, "NotInqueueable");
+    assert!(
+        why.message.contains("cannot admit the job yet")
+            && why.message.contains("nvidia.com/gpu 8")
+            && why.message.contains("cpu 8"),
+        "{}",
+        why.message
+    );
+}

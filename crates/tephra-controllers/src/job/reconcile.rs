@@ -252,6 +252,9 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
             last_transition_time: Some(at),
         });
     }
+    if phase == Some(now_phase) && now_phase == JobPhase::Pending {
+        waits_because(o.podgroup, &mut status, &mut out);
+    }
     if finished(Some(now_phase)) || now_phase == JobPhase::Aborted {
         status.running_duration = running_duration(job, &status);
     }
@@ -276,6 +279,39 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
     }
     ttl(job, &status, o.now_ms, &mut out);
     out
+}
+
+/// Why a Pending Job waits, where users look (`kubectl describe vcjob`, `tephra job view`):
+/// the scheduler's reason on its PodGroup (`Unschedulable`) becomes the Job's `status.state`
+/// reason and message, in the same words, with a Warning Event each time the reason changes.
+/// The controller's own reasons (`InvalidJob`, `FailedCreatePod`) are left in place.
+fn waits_because(podgroup: Option<&PodGroup>, status: &mut JobStatus, out: &mut Outcome) {
+    if matches!(
+        status.state.reason.as_deref(),
+        Some("InvalidJob" | "FailedCreatePod")
+    ) {
+        return;
+    }
+    let Some(c) = podgroup.and_then(|pg| pg.status.as_ref()).and_then(|s| {
+        s.conditions.iter().find(|c| {
+            c.type_ == tephra_api::scheduling::PodGroupConditionType::Unschedulable
+                && c.status == "True"
+        })
+    }) else {
+        return;
+    };
+    let (Some(reason), Some(message)) = (c.reason.clone(), c.message.clone()) else {
+        return;
+    };
+    if status.state.reason.as_deref() != Some(reason.as_str()) {
+        out.writes.push(Write::Event {
+            warning: true,
+            reason: reason.clone(),
+            message: message.clone(),
+        });
+    }
+    status.state.reason = Some(reason);
+    status.state.message = Some(message);
 }
 
 /// A Job the controller cannot plan: it stays Pending with the reason, and an Event names the

@@ -105,11 +105,28 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
             ssn.set_phase(job, GroupPhase::Inqueue);
             ssn.job_enqueued(job);
         } else {
+            // What it asks, so that the resource in short supply can be told.
+            let asks = ssn
+                .snap
+                .jobs
+                .get(job)
+                .and_then(|j| j.group.as_ref())
+                .and_then(|g| g.min_resources)
+                .map(|r| {
+                    let list = ssn.snap.names.to_list(&r);
+                    let parts: Vec<String> = list
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != "pods")
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect();
+                    format!(" ({})", parts.join(", "))
+                })
+                .unwrap_or_default();
             let note = ssn.note(job);
             note.reason = Some(reasons::NOT_ENQUEUEABLE);
             note.message = Some(format!(
-                "queue {queue} cannot admit the job yet: its minResources do not fit what the \
-                 fleet and the queue have free"
+                "queue {queue} cannot admit the job yet: its minResources{asks} do not fit what \
+                 the fleet and the queue have free"
             ));
         }
     }

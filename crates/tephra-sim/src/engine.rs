@@ -75,6 +75,7 @@ impl<'s> Sim<'s> {
         let sources = Merged::open(&s)?;
         let mut sim = Sim {
             scenario,
+            seed: s.run.seed,
             cache: Cache::new(),
             config,
             now: 0,
@@ -336,7 +337,7 @@ impl<'s> Sim<'s> {
         let failover = self.failover_report();
         let mut report = self.stats.finish(
             &self.scenario.source,
-            self.scenario.run.seed,
+            self.seed,
             self.now,
             self.wall.elapsed().as_secs_f64(),
             pending,

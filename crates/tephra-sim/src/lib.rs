@@ -9,6 +9,7 @@ pub mod error;
 pub mod executor;
 pub mod failover;
 pub mod faults;
+pub mod human;
 pub mod jobs;
 pub mod kubelet;
 pub mod members;

@@ -101,6 +101,8 @@ pub(crate) struct JobRt {
 /// configuration, the jobs and pods in flight, and the checker and statistics watching them.
 pub struct Sim<'s> {
     pub(crate) scenario: &'s Scenario,
+    /// The seed in force: `--seed`, or the scenario's `run.seed`.
+    pub(crate) seed: u64,
     pub(crate) cache: Cache,
     pub(crate) config: Arc<SchedulerConfig>,
     pub(crate) now: i64,
@@ -224,7 +226,8 @@ impl Sim<'_> {
         if let Some((key, lines)) = &mut self.explain
             && key == job
         {
-            lines.push(format!("{:>10.1}s  {}", self.now as f64 / 1000.0, line()));
+            let at = crate::human::clock(self.now as f64 / 1000.0);
+            lines.push(format!("{at:>10}  {}", line()));
         }
     }
 

@@ -58,13 +58,25 @@ fn a_job_whose_sla_runs_out_is_admitted_then_though_nothing_else_happens() {
         .iter()
         .find(|l| l.contains("Pending -> Inqueue"))
         .unwrap_or_else(|| panic!("never admitted: {:#?}", report.explain));
-    let at: f64 = admitted
-        .trim_start()
-        .split('s')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    // The line starts with the time, as the summary writes durations (`1m11s`).
+    let clock = admitted.split_whitespace().next().unwrap();
+    let mut at = 0.0;
+    let mut digits = String::new();
+    for c in clock.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400.0,
+            'h' => 3600.0,
+            'm' => 60.0,
+            's' => 1.0,
+            other => panic!("unit {other} in {clock}"),
+        };
+        at += digits.parse::<f64>().unwrap() * unit;
+        digits.clear();
+    }
     // Submitted at 10s with a 1m SLA: admitted at its SLA (the next period), not when the hog
     // ends ten hours later.
     assert!((70.0..=72.0).contains(&at), "admitted at {at}s: {admitted}");

@@ -94,13 +94,13 @@ enum Command {
     /// Serve kube-scheduler's extender verbs for a member that keeps its own kube-scheduler:
     /// tephra's planned nodes, and gangs bound all or nothing.
     Extender(extender::Flags),
-    /// Volcano Jobs: list, view (why a job waits), suspend, resume, delete.
+    /// Volcano Jobs: run, list, view (why a job waits), suspend, resume, delete.
     Job(cli::job::Flags),
     /// Queues: create, list, get, operate (open, close, update, delete).
     Queue(cli::queue::Flags),
     /// PodGroups: list, get.
     Pg(cli::pg::Flags),
-    /// Member clusters: list, get, taint, untaint.
+    /// Member clusters: list, get, taint, untaint, join, rotate, unjoin.
     Cluster(cli::cluster::Flags),
     /// Check manifests offline, as a kube-apiserver with tephra's CRDs would at admission:
     /// schema, defaults and CEL rules. Kinds tephra does not serve are skipped.

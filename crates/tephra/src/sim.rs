@@ -107,22 +107,46 @@ fn progress_line(p: &Progress) -> String {
     };
     format!(
         "{bar}simulated {} | jobs {}/{} done | {:.0} pods/s",
-        human(p.simulated_s),
+        tephra_sim::human::coarse(p.simulated_s),
         p.completed,
         p.submitted,
         rate
     )
 }
 
-fn human(secs: f64) -> String {
-    let s = secs as i64;
-    if s >= 86_400 {
-        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
-    } else if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{}m{:02}s", s / 60, s % 60)
+/// The failover section: each member fault, how soon the chain saw it, what moved and how soon
+/// it ran again (nothing when the scenario has no fault).
+fn failover(r: &Report) -> String {
+    let f = &r.failover;
+    if f.faults.is_empty() {
+        return String::new();
     }
+    let secs = |v: Option<f64>| v.map_or_else(|| "-".to_string(), tephra_sim::human::clock);
+    let mut s = format!(
+        "\nfailover   {} fault(s): {} job(s) moved, {} lost; detected within {}, all running again within {}\n",
+        f.faults.len(),
+        f.jobs_moved,
+        f.lost_jobs,
+        secs(f.max_detection_delay_s),
+        secs(f.max_all_running_again_s)
+    );
+    for x in &f.faults {
+        let lasted = x.ended_s.map_or_else(
+            || "to the end".to_string(),
+            |e| format!("for {}", tephra_sim::human::clock(e - x.at_s)),
+        );
+        s += &format!(
+            "  {:<16} {:<11} at {:>9} {:<14} detected after {:>6}, {:>3} job(s) moved, running again after {}\n",
+            x.cluster,
+            x.kind,
+            tephra_sim::human::clock(x.at_s),
+            lasted,
+            secs(x.detection_delay_s),
+            x.jobs_moved,
+            secs(x.all_running_again_s)
+        );
+    }
+    s
 }
 
 fn summary(r: &Report, out: &Path) -> String {
@@ -131,7 +155,7 @@ fn summary(r: &Report, out: &Path) -> String {
     s += &format!("scenario   {}\n", r.scenario);
     s += &format!(
         "simulated  {} in {:.2}s wall (seed {})\n",
-        human(r.simulated_s),
+        tephra_sim::human::coarse(r.simulated_s),
         r.wall_s,
         r.seed
     );
@@ -168,20 +192,32 @@ fn summary(r: &Report, out: &Path) -> String {
         r.utilization.cpu * 100.0,
         r.fairness.jain_gpu_share
     );
-    s += "\nqueue                jobs  done   wait mean   wait p95   GPU-h   deserved  actual\n";
+    // The shares are of the fleet's GPUs (DRF and proportion judge every resource; GPUs are
+    // what a training fleet waits for).
+    s += "\nqueue                jobs  done   wait mean   wait p95   GPU-h  GPU deserved  GPU actual\n";
     for (name, q) in &r.queues {
+        // A queue that has no GPU share and used none (a CPU-only queue) shows none.
+        let gpu_free = q.gpu_hours == 0.0 && q.deserved_share == 0.0 && q.actual_share == 0.0;
+        let pct = |v: f64, w: usize| {
+            if gpu_free {
+                format!("{:>w$}", "-")
+            } else {
+                format!("{:>w$.1}%", v * 100.0, w = w - 1)
+            }
+        };
         s += &format!(
-            "{:<18} {:>6} {:>5} {:>10} {:>10} {:>7.1} {:>9.1}% {:>6.1}%\n",
+            "{:<18} {:>6} {:>5} {:>10} {:>10} {:>7.1} {} {}\n",
             name,
             q.jobs_submitted,
             q.jobs_completed,
-            human(q.wait_s.mean),
-            human(q.wait_s.p95),
+            tephra_sim::human::coarse(q.wait_s.mean),
+            tephra_sim::human::coarse(q.wait_s.p95),
             q.gpu_hours,
-            q.deserved_share * 100.0,
-            q.actual_share * 100.0
+            pct(q.deserved_share, 13),
+            pct(q.actual_share, 11)
         );
     }
+    s += &failover(r);
     s += "\ncluster              GPU util  CPU util\n";
     for (name, c) in &r.utilization.by_cluster {
         s += &format!(

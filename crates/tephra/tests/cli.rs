@@ -188,3 +188,82 @@ fn sim_refuses_a_bad_scenario_with_file_line_and_field_and_runs_nothing() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sim_summary_reports_the_seed_used_the_failover_and_the_units_of_its_shares() {
+    let out = std::env::temp_dir().join(format!("tephra-sim-seed-{}", std::process::id()));
+    let out_s = out.to_string_lossy().to_string();
+    let run = tephra(&[
+        "sim",
+        "examples/sim/quickstart.yaml",
+        "--out",
+        &out_s,
+        "--quiet",
+        "--seed",
+        "7",
+        "--explain",
+        "default/train-0-0",
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert!(stdout.contains("(seed 7)"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["seed"], 7);
+    // The quick start's one-hour outage of gpu-east, in the summary itself.
+    assert!(
+        stdout.contains("failover   1 fault(s): ")
+            && stdout.contains("gpu-east         unreachable at  3h00m00s for 1h00m00s"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("GPU deserved  GPU actual"), "{stdout}");
+    // A CPU-only queue has no GPU share to show.
+    let batch = stdout.lines().find(|l| l.starts_with("batch ")).unwrap();
+    assert!(batch.trim_end().ends_with("-           -"), "{batch}");
+    // The explanation's times read as the summary's, not as raw seconds.
+    let explain: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| *l != "explain")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(!explain.is_empty(), "{stdout}");
+    for l in explain {
+        let at = l.split_whitespace().next().unwrap();
+        assert!(
+            !at.contains('.') && at.ends_with('s') || l.contains("at the end"),
+            "{l}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Each command group's one-line help names every one of its subcommands.
+#[test]
+fn help_names_every_subcommand_of_each_group() {
+    let top = String::from_utf8_lossy(&tephra(&["--help"]).stdout).to_string();
+    let commands = |help: &str| -> Vec<(String, String)> {
+        help.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| {
+                let l = l.trim();
+                let (name, about) = l.split_once(char::is_whitespace)?;
+                Some((name.to_string(), about.trim().to_string()))
+            })
+            .filter(|(n, _)| n != "help")
+            .collect()
+    };
+    let groups = commands(&top);
+    assert!(groups.len() >= 10, "{top}");
+    for (group, about) in groups {
+        let help = String::from_utf8_lossy(&tephra(&[&group, "--help"]).stdout).to_string();
+        for (sub, _) in commands(&help) {
+            assert!(
+                about.contains(&sub),
+                "`tephra --help` says of {group}: \"{about}\", which omits its subcommand {sub}"
+            );
+        }
+    }
+}

@@ -622,3 +622,52 @@ fn readme_values_table_names_every_value() {
         "values.yaml values missing from README's table: {missing:?}"
     );
 }
+
+/// One supported-versions statement: README's "Kubernetes versions" names the chart's
+/// `kubeVersion` minimum and the Kubernetes API the types are built against, the Install
+/// section the same minimum, and no other minimum appears.
+#[test]
+fn readme_states_the_supported_kubernetes_versions_the_chart_and_build_declare() {
+    let chart: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap())
+            .unwrap();
+    let min = chart["kubeVersion"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches(">=")
+        .trim_end_matches(".0-0")
+        .to_string();
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let versions = readme
+        .split("**Kubernetes versions:**")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("README has a Kubernetes versions paragraph");
+    assert!(
+        versions.contains(&format!("Kubernetes {min} or later")),
+        "README says: {versions}\nChart.yaml: >= {min}"
+    );
+    let cargo = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    let feature = cargo
+        .split('"')
+        .find(|w| w.starts_with("v1_") && w[3..].chars().all(|c| c.is_ascii_digit()))
+        .expect("k8s-openapi's version feature");
+    assert!(
+        versions.contains(&format!("`{feature}`"))
+            && versions.contains(&format!(
+                "Kubernetes {} API",
+                feature[1..].replace('_', ".")
+            )),
+        "README's versions paragraph does not name the build's {feature}: {versions}"
+    );
+    let flat = readme.replace('\n', " ");
+    for (i, _) in flat.match_indices(" or later") {
+        let before = &flat[flat[..i].rfind("Kubernetes ").unwrap_or(i)..i];
+        if let Some(v) = before.strip_prefix("Kubernetes ")
+            && v.starts_with("1.")
+            && v.len() <= 5
+        {
+            assert_eq!(v, min, "README states another minimum: {before} or later");
+        }
+    }
+}

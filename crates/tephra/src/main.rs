@@ -85,6 +85,10 @@ enum Command {
         /// Serve the API only: do not run the scheduler inside.
         #[arg(long)]
         no_scheduler: bool,
+        /// Where to write the log (default: tephra-dev.log beside the kubeconfig; `-` for
+        /// stderr), so that the terminal stays the user's kubectl's.
+        #[arg(long)]
+        log: Option<PathBuf>,
     },
     /// Run the scheduler against a Kubernetes cluster: watch PodGroups, Queues, Nodes and
     /// Pods, gang-schedule every period and bind (a drop-in for vc-scheduler).
@@ -111,15 +115,6 @@ enum Command {
     },
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -138,16 +133,15 @@ fn main() -> ExitCode {
             port,
             speed,
             no_scheduler,
-        } => {
-            init_logging();
-            dev::run(
-                scenario.as_deref(),
-                kubeconfig.as_deref(),
-                port,
-                speed,
-                !no_scheduler,
-            )
-        }
+            log,
+        } => dev::run(&dev::Settings {
+            scenario: scenario.as_deref(),
+            kubeconfig: kubeconfig.as_deref(),
+            log: log.as_deref(),
+            port,
+            speed,
+            scheduler: !no_scheduler,
+        }),
         Command::Sim {
             scenario,
             out,

@@ -267,3 +267,47 @@ fn tephra_dev_runs_every_shipped_volcano_job_example_to_completed_as_shipped() {
             .all(|(ns, job)| phase_in(&k, ns, job) == "Completed")
     });
 }
+
+#[test]
+fn a_second_tephra_dev_refuses_a_live_kubeconfig_and_the_first_removes_its_own_when_stopped() {
+    let k = kubeconfig("two");
+    let mut first = start(&["dev", "--no-scheduler", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    let written = std::fs::read_to_string(&k).unwrap();
+    let second = Command::new(env!("CARGO_BIN_EXE_tephra"))
+        .args(["dev", "--no-scheduler", "--kubeconfig", k.to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .expect("tephra runs");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        !second.status.success(),
+        "a second instance took over: {said}"
+    );
+    assert!(
+        said.contains(k.to_str().unwrap()) && said.contains("is running"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&k).unwrap(),
+        written,
+        "the live kubeconfig was overwritten"
+    );
+    // Its log went to the file beside the kubeconfig, not to the terminal.
+    let log = k.with_file_name("tephra-dev.log");
+    assert!(log.exists(), "no log file beside the kubeconfig");
+    // SIGTERM (a background job killed): it stops and removes its kubeconfig.
+    let pid = first.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    until(10, "the first instance stopped", || {
+        first.0.try_wait().ok().flatten().is_some()
+    });
+    assert!(!k.exists(), "its kubeconfig was left behind");
+    // A kubeconfig left by an instance that is gone is simply replaced.
+    std::fs::write(&k, written).unwrap();
+    let _third = start(&["dev", "--no-scheduler", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "kubectl answered through a fresh kubeconfig", || {
+        kubectl(&k, &["get", "queues"]).0
+    });
+}

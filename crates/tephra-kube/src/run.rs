@@ -651,7 +651,7 @@ impl Loop {
         );
         writes.extend(state.bindings(&d));
         writes.extend(self.state.take_status_writes());
-        writes.extend(self.state.aggregated_statuses());
+        writes.extend(self.state.aggregated_statuses(&stamp));
         writes.extend(self.state.nominations(&d));
         let timeout =
             i64::try_from(self.options.graceful_eviction_timeout.as_millis()).unwrap_or(i64::MAX);

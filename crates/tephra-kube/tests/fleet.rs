@@ -84,6 +84,24 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits() {
     .await;
     assert_eq!(agg[0].cluster_name, "west");
     assert!(agg[0].applied);
+    // Karmada's conditions, which kubectl shows as its printer columns.
+    let conditions: Vec<(String, String)> = rbs
+        .get("llm")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            ("Scheduled".to_string(), "True".to_string()),
+            ("FullyApplied".to_string(), "True".to_string())
+        ]
+    );
     sched.stop().await;
 }
 

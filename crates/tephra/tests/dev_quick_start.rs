@@ -80,6 +80,14 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
         &["get", "resourcebindings", "-n", "ray", "-o", "name"],
     );
     assert!(ok && out.contains("ray-cluster-a"), "{out}");
+    // Its printer columns say it is scheduled and fully applied.
+    until(20, "the binding's SCHEDULED and FULLYAPPLIED columns True", || {
+        let (ok, out) = kubectl(kubeconfig, &["get", "resourcebindings", "-n", "ray"]);
+        let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+        let row: Vec<&str> = out.lines().nth(1).unwrap_or("").split_whitespace().collect();
+        ok && header.get(1..3) == Some(&["SCHEDULED", "FULLYAPPLIED"][..])
+            && row.get(1..3) == Some(&["True", "True"][..])
+    });
 }
 
 fn kubeconfig(name: &str) -> PathBuf {

@@ -1,17 +1,25 @@
-//! Each ResourceBinding's `status.aggregatedStatus`: per cluster it places the job in, whether
-//! the pods meant for it are there (`applied`) and how they run (`health`: Healthy when all of
-//! them run or have finished well, Unhealthy when one failed, Unknown while they start).
-//! Looked at for the jobs whose pods or binding changed, written when it changed.
+//! Each ResourceBinding's status: per cluster it places the job in (`aggregatedStatus`),
+//! whether the pods meant for it are there (`applied`) and how they run (`health`: Healthy when
+//! all of them run or have finished well, Unhealthy when one failed, Unknown while they start);
+//! and Karmada's two conditions, `Scheduled` (it names its clusters) and `FullyApplied` (every
+//! cluster has all its pods), which `kubectl get resourcebindings` shows as columns. Looked at
+//! for the jobs whose pods or binding changed, written when it changed.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use tephra_api::work::{AggregatedStatusItem, ResourceHealth};
 use tephra_scheduler::model::TaskStatus;
 
 use super::State;
 use crate::writes::Write;
 
+/// What was last written for a binding: its items and its conditions' (type, status, reason,
+/// message).
+pub(crate) type Written = (Vec<AggregatedStatusItem>, Vec<[String; 4]>);
+
 impl State {
-    /// The aggregated-status writes due for the jobs touched since the last call.
-    pub fn aggregated_statuses(&mut self) -> Vec<Write> {
+    /// The status writes due for the jobs touched since the last call, stamped `now` where a
+    /// condition changes.
+    pub fn aggregated_statuses(&mut self, now: &Time) -> Vec<Write> {
         let touched = std::mem::take(&mut self.touched);
         let mut out = Vec::new();
         for job in touched {
@@ -19,21 +27,47 @@ impl State {
                 continue;
             };
             let items = self.aggregate_binding(&job, rb);
-            let stored = rb
+            let stored_conditions = rb
                 .status
                 .as_ref()
-                .map(|s| s.aggregated_status.clone())
+                .map(|s| s.conditions.clone())
                 .unwrap_or_default();
+            let conditions = conditions(
+                !rb.spec.clusters.is_empty(),
+                &items,
+                &stored_conditions,
+                now,
+            );
+            let key = |cs: &[Condition]| -> Vec<[String; 4]> {
+                cs.iter()
+                    .map(|c| {
+                        [
+                            c.type_.clone(),
+                            c.status.clone(),
+                            c.reason.clone(),
+                            c.message.clone(),
+                        ]
+                    })
+                    .collect()
+            };
+            let want: Written = (items.clone(), key(&conditions));
+            let stored: Written = (
+                rb.status
+                    .as_ref()
+                    .map(|s| s.aggregated_status.clone())
+                    .unwrap_or_default(),
+                key(&stored_conditions),
+            );
             let last = self.aggregated_written.get(&job).unwrap_or(&stored);
-            if *last == items {
+            if *last == want {
                 continue;
             }
-            self.aggregated_written.insert(job.clone(), items.clone());
+            self.aggregated_written.insert(job.clone(), want);
             let (namespace, name) = job.split_once('/').unwrap_or(("default", &job));
             out.push(Write::BindingStatus {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                status: serde_json::json!({"aggregatedStatus": items}),
+                status: serde_json::json!({"aggregatedStatus": items, "conditions": conditions}),
             });
         }
         out
@@ -77,4 +111,77 @@ impl State {
             })
             .collect()
     }
+}
+
+/// `Scheduled` and `FullyApplied` for a binding with these items; a condition whose status did
+/// not change keeps its time.
+fn conditions(
+    scheduled: bool,
+    items: &[AggregatedStatusItem],
+    stored: &[Condition],
+    now: &Time,
+) -> Vec<Condition> {
+    let short: Vec<String> = items
+        .iter()
+        .filter(|i| !i.applied)
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i.cluster_name,
+                i.applied_message.as_deref().unwrap_or("not applied")
+            )
+        })
+        .collect();
+    let applied = !items.is_empty() && short.is_empty();
+    let make = |type_: &str, ok: bool, reason: &str, message: String| {
+        let status = if ok { "True" } else { "False" };
+        let since = stored
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            last_transition_time: since,
+            observed_generation: None,
+        }
+    };
+    vec![
+        if scheduled {
+            make(
+                "Scheduled",
+                true,
+                "Success",
+                "placed in its target clusters".into(),
+            )
+        } else {
+            make(
+                "Scheduled",
+                false,
+                "NoClusterFit",
+                "no target cluster".into(),
+            )
+        },
+        if applied {
+            make(
+                "FullyApplied",
+                true,
+                "FullyAppliedSuccess",
+                "every target cluster has all its pods".into(),
+            )
+        } else {
+            make(
+                "FullyApplied",
+                false,
+                "FullyAppliedFailed",
+                if short.is_empty() {
+                    "no target cluster".into()
+                } else {
+                    short.join("; ")
+                },
+            )
+        },
+    ]
 }

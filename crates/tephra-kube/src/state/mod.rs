@@ -121,7 +121,7 @@ pub struct State {
     /// Jobs whose pods or binding changed since their aggregated status was last looked at.
     touched: HashSet<String>,
     /// The aggregated status last written per job.
-    aggregated_written: HashMap<String, Vec<tephra_api::work::AggregatedStatusItem>>,
+    aggregated_written: HashMap<String, aggregated::Written>,
     /// The node each pending pod is nominated to, as last written: pod key → (cluster, node).
     nominated: HashMap<String, (String, String)>,
     /// When the deletion of each set-aside copy was last asked for (ms).

@@ -80,6 +80,14 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
         &["get", "resourcebindings", "-n", "ray", "-o", "name"],
     );
     assert!(ok && out.contains("ray-cluster-a"), "{out}");
+    // The pods declared on the control plane read as their copies run: READY 1/1.
+    until(20, "the declared pods READY 1/1 on the control plane", || {
+        let (ok, out) = kubectl(kubeconfig, &["get", "pods", "-n", "ray", "--no-headers"]);
+        ok && out.lines().count() == 3
+            && out
+                .lines()
+                .all(|l| l.split_whitespace().nth(1) == Some("1/1") && l.contains("Running"))
+    });
     // Its printer columns say it is scheduled and fully applied.
     until(20, "the binding's SCHEDULED and FULLYAPPLIED columns True", || {
         let (ok, out) = kubectl(kubeconfig, &["get", "resourcebindings", "-n", "ray"]);

@@ -30,9 +30,10 @@ impl State {
         self.declared.get(key)
     }
 
-    /// A member's copy of a declared pod changed: its phase, cluster and node are reported on
-    /// the declared pod's status (once per change), so that the control plane shows where and
-    /// how it runs.
+    /// A member's copy of a declared pod changed: its phase, cluster and node, its containers'
+    /// statuses and its `Ready` conditions are reported on the declared pod's status (once per
+    /// change), so that the control plane shows where and how it runs (`kubectl get pods`
+    /// READY included).
     pub(super) fn aggregate(
         &mut self,
         key: &str,
@@ -58,7 +59,25 @@ impl State {
             .as_ref()
             .and_then(|s| s.node_name.clone())
             .unwrap_or_default();
-        let seen = (phase.clone(), format!("{cluster}/{node}"));
+        let containers = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        let ready_conditions: Vec<serde_json::Value> = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready" || c.type_ == "ContainersReady")
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        let ready = containers.iter().filter(|c| c.ready).count();
+        let seen = (
+            phase.clone(),
+            format!("{cluster}/{node} {ready}/{}", containers.len()),
+        );
         if self.aggregated.get(key) == Some(&seen) {
             return;
         }
@@ -87,11 +106,17 @@ impl State {
                 "reason": "PlacedInMember",
                 "message": format!("running in member cluster {cluster} on node {node}")})
         };
+        let mut conditions = vec![condition];
+        conditions.extend(ready_conditions);
+        let mut status = serde_json::json!({"phase": phase, "conditions": conditions});
+        if !containers.is_empty() {
+            status["containerStatuses"] = serde_json::to_value(&containers).unwrap_or_default();
+        }
         self.status_writes
             .push(crate::writes::Write::DeclaredStatus {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                status: serde_json::json!({"phase": phase, "conditions": [condition]}),
+                status,
             });
     }
 

@@ -74,6 +74,9 @@ async fn handle(
         (Some("eviction"), &Method::POST) if def.builtin == Some(Builtin::Pod) => {
             crate::subresource::evict(api, &key, &req)
         }
+        (Some("log"), &Method::GET) if def.builtin == Some(Builtin::Pod) => {
+            crate::pod_log::serve(api, &key, &req)
+        }
         (Some(_), _) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }

@@ -30,6 +30,7 @@ pub mod kubelet;
 pub mod openapi;
 pub mod pagination;
 pub mod patch;
+pub mod pod_log;
 pub mod prune;
 pub mod quantity;
 pub mod resource;

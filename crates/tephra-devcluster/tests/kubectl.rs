@@ -287,4 +287,18 @@ async fn kubectl_get_watch_prints_pods_as_they_start() {
             .any(|l| l.contains("watched") && l.contains("Pending")),
         "{lines:?}"
     );
+    // kubectl logs: what the simulated kubelet did with it, with times.
+    let log = k.ok(&["--context", "east", "logs", "watched"]).await;
+    assert!(
+        log.contains("simulated container c (image busybox) started on node east-0")
+            && log.contains("runs until deleted"),
+        "{log}"
+    );
+    let (ok, _, err) = k
+        .run(&["--context", "east", "logs", "watched", "-c", "nope"])
+        .await;
+    assert!(
+        !ok && err.contains("container nope is not valid for pod watched"),
+        "{err}"
+    );
 }

@@ -1,6 +1,11 @@
 //! Charts as standalone SVG files: per-cluster GPU and CPU utilization over time, each
 //! queue's GPU share against its deserved share over time, and the distribution of queue wait
 //! times. Plain SVG text, no plotting dependency.
+//!
+//! Sampled figures hold until the next sample, so they are drawn as steps, not diagonals; a
+//! series that does not apply (the GPUs of a CPU-only cluster, the GPU share of a queue that
+//! has none and uses none) is left out rather than drawn as a flat 0 %; member outages are
+//! shaded; time axes are ticked at round durations.
 
 use std::fmt::Write;
 
@@ -23,6 +28,9 @@ struct Series {
     dashed: bool,
     points: Vec<(f64, f64)>,
 }
+
+/// A shaded span of time: (from, to, label), in seconds.
+type Span = (f64, f64, String);
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -52,13 +60,9 @@ fn frame(title: &str, x_label: &str, y_label: &str) -> String {
     s
 }
 
-fn axes(
-    s: &mut String,
-    x_max: f64,
-    y_max: f64,
-    x_fmt: &dyn Fn(f64) -> String,
-    y_fmt: &dyn Fn(f64) -> String,
-) {
+/// The axes, with the y grid at sixths of `y_max` and the x labels at `x_ticks` (fractions of
+/// the axis, label).
+fn axes(s: &mut String, y_max: f64, y_fmt: &dyn Fn(f64) -> String, x_ticks: &[(f64, String)]) {
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
     let _ = writeln!(
         s,
@@ -70,7 +74,6 @@ fn axes(
     );
     for i in 0..=5 {
         let f = f64::from(i) / 5.0;
-        let x = x0 + f * (x1 - x0);
         let y = y0 - f * (y0 - y1);
         let _ = writeln!(
             s,
@@ -79,20 +82,93 @@ fn axes(
             y + 4.0,
             esc(&y_fmt(f * y_max))
         );
+    }
+    for (f, label) in x_ticks {
+        let x = x0 + f * (x1 - x0);
         let _ = writeln!(
             s,
-            r##"<text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
+            r##"<line x1="{x}" y1="{y0}" x2="{x}" y2="{}" stroke="black"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
+            y0 + 4.0,
             y0 + 18.0,
-            esc(&x_fmt(f * x_max))
+            esc(label)
         );
     }
 }
 
+/// Round durations for a time axis from 0 to `x_max` seconds: at most 8 ticks.
+fn time_ticks(x_max: f64) -> Vec<(f64, String)> {
+    const STEPS: [f64; 14] = [
+        60.0,
+        300.0,
+        600.0,
+        900.0,
+        1800.0,
+        3600.0,
+        7200.0,
+        10_800.0,
+        21_600.0,
+        43_200.0,
+        86_400.0,
+        172_800.0,
+        604_800.0,
+        2_592_000.0,
+    ];
+    let step = STEPS
+        .iter()
+        .copied()
+        .find(|s| x_max / s <= 8.0)
+        .unwrap_or(x_max / 8.0);
+    let mut out = Vec::new();
+    let mut t = 0.0;
+    while t <= x_max + 1e-9 {
+        out.push((t / x_max, duration_label(t)));
+        t += step;
+    }
+    out
+}
+
+/// `0`, `45s`, `15m`, `2h`, `1h30m`, `3d`.
+fn duration_label(secs: f64) -> String {
+    let s = secs.round() as i64;
+    match s {
+        0 => "0".into(),
+        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        _ if s % 3600 == 0 => format!("{}h", s / 3600),
+        _ if s >= 3600 && s % 60 == 0 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
+/// `y` rounded up so that fifths of it are round numbers (1, 2 or 5 times a power of ten).
+fn nice_max(y: f64) -> f64 {
+    let raw = (y / 5.0).max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    step * 5.0
+}
+
+/// Step points: each sampled value holds until the next sample.
+fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((x, points[i - 1].1));
+        }
+        out.push((x, y));
+    }
+    out
+}
+
 fn line_chart(
     title: &str,
-    x_label: &str,
     y_label: &str,
     series: &[Series],
+    spans: &[Span],
     y_max: f64,
     y_fmt: &dyn Fn(f64) -> String,
 ) -> String {
@@ -101,15 +177,27 @@ fn line_chart(
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .fold(0.0f64, f64::max)
         .max(1.0);
-    let mut s = frame(title, x_label, y_label);
-    axes(&mut s, x_max, y_max, &|x| hours(x), y_fmt);
+    let mut s = frame(title, "simulated time", y_label);
     let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
+    for (from, to, label) in spans {
+        let a = x0 + (from / x_max).clamp(0.0, 1.0) * (x1 - x0);
+        let b = x0 + (to / x_max).clamp(0.0, 1.0) * (x1 - x0);
+        let _ = writeln!(
+            s,
+            r##"<rect x="{a:.1}" y="{y1}" width="{:.1}" height="{}" fill="#d62728" fill-opacity="0.12"/><text x="{:.1}" y="{}" font-size="11" fill="#a00">{}</text>"##,
+            (b - a).max(1.0),
+            y0 - y1,
+            a + 3.0,
+            y0 - 6.0,
+            esc(label)
+        );
+    }
+    axes(&mut s, y_max, y_fmt, &time_ticks(x_max));
     for (i, ser) in series.iter().enumerate() {
         if ser.points.is_empty() {
             continue;
         }
-        let pts: Vec<String> = ser
-            .points
+        let pts: Vec<String> = steps(&ser.points)
             .iter()
             .map(|(x, y)| {
                 format!(
@@ -146,18 +234,6 @@ fn line_chart(
     s
 }
 
-fn hours(secs: f64) -> String {
-    if secs >= 2.0 * 86_400.0 {
-        format!("{:.1}d", secs / 86_400.0)
-    } else if secs >= 3600.0 {
-        format!("{:.1}h", secs / 3600.0)
-    } else if secs >= 60.0 {
-        format!("{:.0}m", secs / 60.0)
-    } else {
-        format!("{secs:.0}s")
-    }
-}
-
 fn pct(v: f64) -> String {
     format!("{:.0}%", v * 100.0)
 }
@@ -165,10 +241,25 @@ fn pct(v: f64) -> String {
 /// Renders the charts of a report: (file name, SVG text).
 pub fn render(r: &Report) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    let end = r.series.last().map_or(0.0, |s| s.t);
+    // Member outages, shaded on the time charts.
+    let spans: Vec<Span> = r
+        .failover
+        .faults
+        .iter()
+        .map(|f| {
+            (
+                f.at_s,
+                f.ended_s.unwrap_or(end),
+                format!("{} {}", f.cluster, f.kind),
+            )
+        })
+        .collect();
     let clusters: Vec<String> = r.utilization.by_cluster.keys().cloned().collect();
     let mut series = Vec::new();
     for (i, c) in clusters.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        let has_gpus = r.utilization.by_cluster.get(c).is_some_and(|u| u.gpus > 0);
         let gpu: Vec<(f64, f64)> = r
             .series
             .iter()
@@ -179,12 +270,14 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
             .iter()
             .filter_map(|s| s.clusters.get(c).map(|v| (s.t, v.1)))
             .collect();
-        series.push(Series {
-            name: format!("{c} GPU"),
-            color,
-            dashed: false,
-            points: gpu,
-        });
+        if has_gpus {
+            series.push(Series {
+                name: format!("{c} GPU"),
+                color,
+                dashed: false,
+                points: gpu,
+            });
+        }
         series.push(Series {
             name: format!("{c} CPU"),
             color,
@@ -196,9 +289,9 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
         "utilization.svg".to_string(),
         line_chart(
             "GPU (solid) and CPU (dashed) utilization per cluster",
-            "simulated time",
             "utilization",
             &series,
+            &spans,
             1.0,
             &pct,
         ),
@@ -207,12 +300,15 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
     let mut series = Vec::new();
     for (i, (q, rep)) in r.queues.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        // A queue with no GPU share that used none: nothing to draw.
+        if rep.gpu_hours == 0.0 && rep.deserved_share == 0.0 {
+            continue;
+        }
         let points: Vec<(f64, f64)> = r
             .series
             .iter()
             .map(|s| (s.t, s.queue_gpu_share.get(q).copied().unwrap_or(0.0)))
             .collect();
-        let end = r.series.last().map_or(0.0, |s| s.t);
         series.push(Series {
             name: format!("{q} actual"),
             color,
@@ -230,9 +326,9 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
         "queue-share.svg".to_string(),
         line_chart(
             "Share of GPUs in use by queue, against deserved share",
-            "simulated time",
             "share of GPUs in use",
             &series,
+            &spans,
             1.0,
             &pct,
         ),
@@ -256,13 +352,22 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
             let i = ((f * n_bars as f64) as usize).min(n_bars - 1);
             counts[i] += c;
         }
-        let y_max = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
-        axes(
-            &mut s,
-            1.0,
-            y_max,
-            &|f| hours((llo + f * (lhi - llo)).exp()),
-            &|v| format!("{v:.0}"),
+        let y_max = nice_max(counts.iter().copied().max().unwrap_or(1).max(1) as f64);
+        // Round durations on the log axis.
+        let ticks: Vec<(f64, String)> = [
+            1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14_400.0, 28_800.0,
+            86_400.0, 172_800.0, 604_800.0,
+        ]
+        .iter()
+        .filter(|&&v| v >= lo && v <= hi)
+        .map(|&v| ((v.ln() - llo) / (lhi - llo), duration_label(v)))
+        .collect();
+        axes(&mut s, y_max, &|v| format!("{v:.0}"), &ticks);
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" font-size="11" fill="#555" text-anchor="end">from submission until running: a job placed at once waits its pods' start delay</text>"##,
+            W - RIGHT,
+            TOP - 6.0
         );
         let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
         let bw = (x1 - x0) / n_bars as f64;
@@ -288,4 +393,41 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
     s.push_str("</svg>\n");
     out.push(("wait-times.svg".to_string(), s));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sampled_value_holds_until_the_next_sample() {
+        assert_eq!(
+            steps(&[(0.0, 0.0), (10.0, 1.0), (20.0, 0.5)]),
+            [
+                (0.0, 0.0),
+                (10.0, 0.0),
+                (10.0, 1.0),
+                (20.0, 1.0),
+                (20.0, 0.5)
+            ]
+        );
+    }
+
+    #[test]
+    fn time_axes_are_ticked_at_round_durations() {
+        let labels: Vec<String> = time_ticks(18.0 * 3600.0 + 50.0 * 60.0)
+            .into_iter()
+            .map(|t| t.1)
+            .collect();
+        assert_eq!(labels, ["0", "3h", "6h", "9h", "12h", "15h", "18h"]);
+        assert_eq!(duration_label(5400.0), "1h30m");
+        assert_eq!(duration_label(172_800.0), "2d");
+    }
+
+    #[test]
+    fn count_axes_end_on_a_round_number() {
+        assert_eq!(nice_max(220.0), 250.0);
+        assert_eq!(nice_max(3.0), 5.0);
+        assert_eq!(nice_max(1000.0), 1000.0);
+    }
 }

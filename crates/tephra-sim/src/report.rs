@@ -324,6 +324,7 @@ impl Stats {
                 ClusterUtil {
                     gpu: f(c.gpu_area, c.gpu_cap),
                     cpu: f(c.cpu_area, c.cpu_cap),
+                    gpus: c.gpu_cap,
                 },
             );
         }
@@ -656,6 +657,8 @@ pub struct ClusterUtil {
     pub gpu: f64,
     /// CPU.
     pub cpu: f64,
+    /// The GPUs it has (0: a CPU-only cluster, whose GPU figures do not apply).
+    pub gpus: i64,
 }
 
 /// Fairness.

@@ -235,6 +235,36 @@ fn sim_summary_reports_the_seed_used_the_failover_and_the_units_of_its_shares() 
             "{l}"
         );
     }
+    // The charts: no GPU line for the CPU-only cluster or queue, the outage shaded, steps.
+    let util = std::fs::read_to_string(out.join("utilization.svg")).unwrap();
+    assert!(util.contains(">gpu-east GPU<") && !util.contains(">cpu-east GPU<"));
+    assert!(util.contains(">cpu-east CPU<"));
+    assert!(
+        util.contains(">gpu-east unreachable<"),
+        "the outage is not shaded"
+    );
+    let share = std::fs::read_to_string(out.join("queue-share.svg")).unwrap();
+    assert!(share.contains(">research actual<") && !share.contains(">batch actual<"));
+    for line in util.lines().filter(|l| l.contains("<polyline")) {
+        let pts: Vec<(f64, f64)> = line
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches("\"/>")
+            .split(' ')
+            .map(|p| {
+                let (x, y) = p.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            })
+            .collect();
+        for w in pts.windows(2) {
+            assert!(
+                w[0].0 == w[1].0 || w[0].1 == w[1].1,
+                "a diagonal between samples: {:?}",
+                w
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -84,10 +84,17 @@ impl Req {
         self.accept.contains("as=PartialObjectMetadata")
     }
 
-    /// The body as JSON (an empty body is `null`).
+    /// The body as JSON (an empty body is `null`; a protobuf body of a kind kubectl creates is
+    /// decoded, see `protobuf.rs`).
     pub fn json(&self) -> Result<Value, ApiError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
+        }
+        if self
+            .content_type
+            .starts_with("application/vnd.kubernetes.protobuf")
+        {
+            return crate::protobuf::decode(&self.body);
         }
         serde_json::from_slice(&self.body).or_else(|e| {
             // kubectl sends JSON; YAML bodies are accepted as the real server does.

@@ -31,6 +31,7 @@ pub mod openapi;
 pub mod pagination;
 pub mod patch;
 pub mod pod_log;
+pub mod protobuf;
 pub mod prune;
 pub mod quantity;
 pub mod resource;

@@ -7,10 +7,10 @@
 use serde_json::Value;
 
 use crate::api::ApiServer;
-use crate::store::Key;
 use crate::http::{Body, Req, bytes_reply};
 use crate::resource::Builtin;
 use crate::status::ApiError;
+use crate::store::Key;
 
 /// Serves one container's log.
 pub fn serve(api: &ApiServer, key: &Key, req: &Req) -> Result<hyper::Response<Body>, ApiError> {

@@ -302,3 +302,95 @@ async fn kubectl_get_watch_prints_pods_as_they_start() {
         "{err}"
     );
 }
+
+/// kubectl sends the built-in kinds its `create` subcommands write in protobuf: they are
+/// decoded as kube-apiserver decodes them, and a kind this server cannot decode is refused
+/// with 415 naming it (and how to send it instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_writes_namespaces_configmaps_secrets_priorityclasses_and_serviceaccounts() {
+    let h = common::fleet().await;
+    let k = Kubectl::new(&h.kubeconfig_yaml());
+    for args in [
+        &["create", "namespace", "team-a"][..],
+        &[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "team-a",
+            "--from-literal=a=b",
+        ],
+        &[
+            "create",
+            "secret",
+            "generic",
+            "pw",
+            "-n",
+            "team-a",
+            "--from-literal=pw=hunter2",
+        ],
+        &[
+            "create",
+            "priorityclass",
+            "urgent",
+            "--value=-5",
+            "--description=low, really",
+        ],
+        &["create", "serviceaccount", "robot", "-n", "team-a"],
+    ] {
+        k.ok(args).await;
+    }
+    let data = k
+        .ok(&[
+            "get",
+            "cm",
+            "cfg",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.a}",
+        ])
+        .await;
+    assert_eq!(data, "b");
+    let pw = k
+        .ok(&[
+            "get",
+            "secret",
+            "pw",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.pw}",
+        ])
+        .await;
+    assert_eq!(pw, "aHVudGVyMg==", "hunter2, base64");
+    let pc = k
+        .ok(&[
+            "get",
+            "pc",
+            "urgent",
+            "-o",
+            "jsonpath={.value}|{.description}",
+        ])
+        .await;
+    assert_eq!(pc, "-5|low, really");
+    let ns = k
+        .ok(&["get", "ns", "team-a", "-o", "jsonpath={.status.phase}"])
+        .await;
+    assert_eq!(ns, "Active");
+    k.ok(&["get", "sa", "robot", "-n", "team-a"]).await;
+    let (ok, _, err) = k
+        .run(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=busybox",
+            "-n",
+            "team-a",
+        ])
+        .await;
+    assert!(
+        !ok && err.contains("not apps/v1 Deployment: send it as JSON"),
+        "{err}"
+    );
+}

@@ -3,9 +3,10 @@
 //! generator issues random sequences of what users and the world do (create Volcano Jobs of
 //! random shapes, some with the `svc` plugin's ConfigMap and Service, delete them, suspend and
 //! resume them, close and open their queue, cordon and uncordon a member's node, delete a pod
-//! in a member, a member's outage and return, a member's credentials rotated, the scheduler or
-//! the controllers restarted), and after each step and at quiescence the invariants are
-//! checked:
+//! in a member, a member's outage and return, a member's credentials rotated, the scheduler's
+//! two replicas or the controllers restarted, the leading replica stopped so that its standby
+//! takes the Lease), and after each step and at quiescence the invariants are checked:
+//! - at most one scheduler replica leads (always);
 //! - no node is over-committed (always);
 //! - no declared pod has more than one copy in the members (always);
 //! - no Job is lost (always);
@@ -40,9 +41,10 @@ use tephra_api::{Job, ResourceBinding};
 
 const MEMBERS: [&str; 3] = ["east", "west", "north"];
 
-/// Requests a second that the scheduler and the controllers may make of the fleet's API servers
-/// once nothing changes (probes and resyncs).
-const QUIET_RATE: f64 = 5.0;
+/// Requests a second that the two scheduler replicas and the controllers may make of the fleet's
+/// API servers once nothing changes: each replica probes each member every second, and the
+/// Lease is renewed and watched for every second.
+const QUIET_RATE: f64 = 10.0;
 
 /// How long after a cordon a pod may still land on the node (a placement already decided).
 const CORDON_GRACE_S: i64 = 2;
@@ -99,6 +101,7 @@ enum Step {
     Return(String),
     Rotate(String),
     RestartScheduler,
+    LeaderChange,
     RestartControllers,
     Cordon(String, String),
     Uncordon(String, String),
@@ -109,7 +112,10 @@ enum Step {
 struct World {
     dev: tephra_devcluster::Handle,
     cp: kube::Client,
-    sched: Option<tephra_kube::Running>,
+    /// Two scheduler replicas sharing a Lease: one leads, one stands by.
+    scheds: Vec<tephra_kube::Running>,
+    /// Replicas started so far (their identities are `s<n>`).
+    replicas: usize,
     ctl: Vec<tokio::task::JoinHandle<()>>,
     jobs: BTreeMap<String, Expected>,
     deleted: BTreeSet<String>,
@@ -157,6 +163,24 @@ fn queue_command(q: &tephra_api::Queue, action: &str) -> tephra_api::Command {
     c
 }
 
+/// A scheduler replica `s<n>` on the control plane, electing its leader through a Lease (3 s,
+/// renewed every second).
+async fn replica(cp: &kube::Client, n: usize) -> tephra_kube::Running {
+    let identity = format!("s{n}");
+    let mut lease =
+        tephra_kube::leader::LeaderOptions::new("default", "tephra-scheduler", &identity);
+    lease.lease_duration = Duration::from_secs(3);
+    lease.renew_deadline = Duration::from_secs(2);
+    lease.retry_period = Duration::from_secs(1);
+    let options = tephra_kube::Options {
+        members: tephra_kube::MemberSource::Clusters,
+        leader: Some(lease),
+        identity,
+        ..scheduler_options()
+    };
+    tephra_kube::start(cp.clone(), options).await.unwrap()
+}
+
 /// The job, PodGroup and queue controllers on the control plane.
 fn controllers(cp: &kube::Client) -> Vec<tokio::task::JoinHandle<()>> {
     use tephra_kube::leader::Leadership;
@@ -197,13 +221,16 @@ impl World {
     async fn start() -> Self {
         let dev = fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await;
         let cp = dev.client("control-plane").await.unwrap();
-        let sched = fleet_scheduler(&cp).await;
+        let scheds = vec![replica(&cp, 0).await, replica(&cp, 1).await];
         let ctl = controllers(&cp);
-        until_ready(&sched).await;
+        for s in &scheds {
+            until_ready(s).await;
+        }
         Self {
             dev,
             cp,
-            sched: Some(sched),
+            scheds,
+            replicas: 2,
             ctl,
             jobs: BTreeMap::new(),
             deleted: BTreeSet::new(),
@@ -269,7 +296,10 @@ impl World {
                     Some(m) => Step::Rotate((*m).to_string()),
                     None => continue,
                 },
-                9 => Step::RestartScheduler,
+                9 => match rng.below(2) {
+                    0 => Step::RestartScheduler,
+                    _ => Step::LeaderChange,
+                },
                 10 => Step::RestartControllers,
                 11 => match self.cordoned.keys().next() {
                     Some((m, node)) if !self.down.contains(m) => {
@@ -382,10 +412,28 @@ impl World {
                     .unwrap();
             }
             Step::RestartScheduler => {
-                if let Some(s) = self.sched.take() {
+                for s in self.scheds.drain(..) {
                     s.stop().await;
                 }
-                self.sched = Some(fleet_scheduler(&self.cp).await);
+                for _ in 0..2 {
+                    let s = replica(&self.cp, self.replicas).await;
+                    self.replicas += 1;
+                    self.scheds.push(s);
+                }
+            }
+            Step::LeaderChange => {
+                // The leader goes (the first replica if none leads yet); a new one stands by.
+                let i = self
+                    .scheds
+                    .iter()
+                    .position(|s| s.leadership.is_leader())
+                    .unwrap_or(0);
+                if i < self.scheds.len() {
+                    self.scheds.remove(i).stop().await;
+                }
+                let s = replica(&self.cp, self.replicas).await;
+                self.replicas += 1;
+                self.scheds.push(s);
             }
             Step::RestartControllers => {
                 for t in self.ctl.drain(..) {
@@ -529,6 +577,15 @@ impl World {
             }) {
                 return Err(format!("job {name}, created in a closed queue, runs"));
             }
+        }
+        // At most one scheduler replica leads.
+        let leading = self
+            .scheds
+            .iter()
+            .filter(|s| s.leadership.is_leader())
+            .count();
+        if leading > 1 {
+            return Err(format!("{leading} scheduler replicas lead at once"));
         }
         // No Job lost.
         let jobs = self.jobs_api().list(&ListParams::default()).await.unwrap();
@@ -778,7 +835,7 @@ impl World {
     }
 
     async fn stop(mut self) {
-        if let Some(s) = self.sched.take() {
+        for s in self.scheds.drain(..) {
             s.stop().await;
         }
         for t in self.ctl.drain(..) {

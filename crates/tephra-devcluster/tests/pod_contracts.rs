@@ -470,6 +470,61 @@ mod volumes {
             .unwrap();
         running(&pods, "right").await;
     }
+
+    #[tokio::test]
+    async fn a_pod_waits_for_the_configmap_and_secret_its_volumes_name_unless_optional() {
+        let h = common::single_with(vec![common::node("n1", "4", 0)]).await;
+        let c = common::client(&h, "local").await;
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": "needs"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "busybox"}],
+                "volumes": [
+                    {"name": "hosts", "configMap": {"name": "cfg"}},
+                    {"name": "maybe", "configMap": {"name": "absent", "optional": true}},
+                    {"name": "keys", "projected": {"sources": [{"secret": {"name": "ssh"}}]}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+        let why = event(&c, "needs", "FailedMount").await;
+        assert_eq!(
+            why,
+            "MountVolume.SetUp failed for volume \"hosts\" : configmap \"cfg\" not found"
+        );
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(c.clone());
+        cms.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "cfg"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+        // Still the Secret of the projected volume.
+        common::eventually(10, "the FailedMount for the Secret", || async {
+            let events: Api<Event> = Api::default_namespaced(c.clone());
+            let list = events.list(&ListParams::default()).await.ok()?.items;
+            list.into_iter()
+                .filter_map(|e| e.message)
+                .find(|m| m.ends_with("secret \"ssh\" not found"))
+        })
+        .await;
+        assert_eq!(
+            pods.get("needs")
+                .await
+                .unwrap()
+                .status
+                .unwrap()
+                .phase
+                .as_deref(),
+            Some("Pending")
+        );
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(c.clone());
+        secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "ssh"}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        running(&pods, "needs").await;
+    }
 }
 
 mod devices {

@@ -12,17 +12,20 @@
 //! dependency missing on the control plane is skipped: the kubelet reports it, as it would
 //! without tephra.
 //!
-//! Once the pod's copy exists, each namespaced dependency copy names it in its
-//! `ownerReferences` ([`adopt`]), so that the member's garbage collector deletes the copy when
-//! the last pod copy using it is deleted: a Job's ConfigMaps, Secrets and Service leave the
-//! member with its pods, even when tephra is down meanwhile. PriorityClasses (cluster-scoped,
-//! shared by every job of that class) and namespaces stay.
+//! The PriorityClass is copied before the pod (the member's Priority admission needs it); the
+//! namespaced dependencies after the pod's copy exists, each naming it in its `ownerReferences`
+//! from the moment it is created (or, when another pod's copy made it, added to them), so that
+//! the member's garbage collector deletes the copy with the last pod copy using it: a Job's
+//! ConfigMaps, Secrets and Service leave the member with its pods, even when tephra is down
+//! meanwhile, and no copy is ever left without an owner. The member's kubelet waits for them
+//! (`FailedMount` until they exist), as it would for any volume. PriorityClasses
+//! (cluster-scoped, shared by every job of that class) and namespaces stay.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Resource};
 use serde_json::json;
@@ -170,16 +173,18 @@ pub async fn ensure_namespace(member: &Client, namespace: &str) -> Result<(), ku
     }
 }
 
-/// Copies one object from the control plane to the member, unless the member has it or the
-/// control plane does not; a copy of an earlier object of that name is replaced. Returns
-/// whether the member's object is a copy (made now or before), which the pod may then own.
+/// Copies one object from the control plane to the member for the pod copy `owner`, unless the
+/// member has one of its own or the control plane has none: created naming `owner`, or, if a
+/// copy is there already, with `owner` added to its owners; a copy of an earlier object of that
+/// name is replaced.
 async fn copy_one<K>(
     control: &Client,
     member: &Client,
     namespace: &str,
     name: &str,
     strip: fn(K) -> K,
-) -> Result<bool, kube::Error>
+    owner: &Owner<'_>,
+) -> Result<(), kube::Error>
 where
     K: Namespaced,
 {
@@ -187,16 +192,26 @@ where
     let existing = theirs.get_opt(name).await?;
     if existing.as_ref().is_some_and(|t| !is_copy(t.meta())) {
         // The member's own object: never touched.
-        return Ok(false);
+        return Ok(());
     }
     let ours: Api<K> = Api::namespaced(control.clone(), namespace);
-    let Some(obj) = ours.get_opt(name).await? else {
-        // Nothing to copy; a copy already there is still what the pod had.
-        return Ok(existing.is_some());
-    };
+    let source = ours.get_opt(name).await?;
     if let Some(old) = &existing {
-        if copies(old.meta(), obj.meta().uid.as_ref()) {
-            return Ok(true);
+        let current = source
+            .as_ref()
+            .is_none_or(|o| copies(old.meta(), o.meta().uid.as_ref()));
+        if current {
+            // Nothing newer to copy: this pod owns the copy there too.
+            let patch = json!({"metadata": {"ownerReferences": [owner.reference()]}});
+            return match theirs
+                .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Collected meanwhile (its last owner went): copied anew below, next time.
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            };
         }
         // A copy of an earlier object of this name: it goes, and this one is copied.
         let params = DeleteParams {
@@ -212,20 +227,30 @@ where
             Err(e) => return Err(e),
         }
     }
+    let Some(obj) = source else {
+        return Ok(());
+    };
     let mut copy = strip(obj);
-    let meta = copied_meta(copy.meta());
+    let mut meta = copied_meta(copy.meta());
+    meta.owner_references = Some(vec![owner.typed()]);
     *copy.meta_mut() = meta;
     match theirs.create(&PostParams::default(), &copy).await {
-        Ok(_) => Ok(true),
-        // Another placement of the same job copied it meanwhile.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(true),
+        Ok(_) => Ok(()),
+        // Another pod of the same job copied it meanwhile: own it too.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let patch = json!({"metadata": {"ownerReferences": [owner.reference()]}});
+            theirs
+                .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+                .map(|_| ())
+        }
         Err(e) => Err(e),
     }
 }
 
 /// Copies a PriorityClass to the member unless it has one of that name (its own value then
 /// holds there) or the control plane has none. The copy is never the member's global default.
-async fn copy_priority_class(
+pub async fn copy_priority_class(
     control: &Client,
     member: &Client,
     name: &str,
@@ -252,34 +277,28 @@ async fn copy_priority_class(
     }
 }
 
-/// Copies what `pod` depends on into the member, in `namespace` (which must exist there).
-/// Returns the namespaced dependencies whose member object is a copy, for [`adopt`].
-pub async fn copy(
+/// Copies the namespaced dependencies `deps` names into the member, in `namespace`, for the
+/// pod copy `pod` (with `uid`), which owns each.
+pub async fn copy_owned(
     control: &Client,
     member: &Client,
     namespace: &str,
     deps: &Deps,
-) -> Result<Deps, kube::Error> {
-    let mut copied = Deps::default();
-    if let Some(name) = &deps.priority_class {
-        copy_priority_class(control, member, name).await?;
-    }
+    pod: &str,
+    uid: &str,
+) -> Result<(), kube::Error> {
+    let owner = Owner { pod, uid };
+    let (c, m, ns) = (control, member, namespace);
     for name in &deps.config_maps {
-        if copy_one::<ConfigMap>(control, member, namespace, name, |c| c).await? {
-            copied.config_maps.insert(name.clone());
-        }
+        copy_one::<ConfigMap>(c, m, ns, name, |c| c, &owner).await?;
     }
     for name in &deps.secrets {
-        if copy_one::<Secret>(control, member, namespace, name, |s| s).await? {
-            copied.secrets.insert(name.clone());
-        }
+        copy_one::<Secret>(c, m, ns, name, |s| s, &owner).await?;
     }
-    if let Some(name) = &deps.service
-        && copy_one::<Service>(control, member, namespace, name, strip_service).await?
-    {
-        copied.service = Some(name.clone());
+    if let Some(name) = &deps.service {
+        copy_one::<Service>(c, m, ns, name, strip_service, &owner).await?;
     }
-    Ok(copied)
+    Ok(())
 }
 
 /// A Service as the member may take it: the member allocates its own addresses; a headless
@@ -294,62 +313,26 @@ fn strip_service(mut s: Service) -> Service {
     s
 }
 
-/// Makes the pod copy `pod` (with `uid`) an owner of the dependency copies `copied` (from
-/// [`copy`]), so that the member's garbage collector deletes each once no pod copy owns it. A
-/// copy collected meanwhile (its last owner went between the copy and now) is copied again.
-pub async fn adopt(
-    control: &Client,
-    member: &Client,
-    namespace: &str,
-    copied: &Deps,
-    pod: &str,
-    uid: &str,
-) -> Result<(), kube::Error> {
-    let owner = Owner { pod, uid };
-    let (c, m, ns) = (control, member, namespace);
-    for name in &copied.config_maps {
-        adopt_one::<ConfigMap>(c, m, ns, name, |c| c, &owner).await?;
-    }
-    for name in &copied.secrets {
-        adopt_one::<Secret>(c, m, ns, name, |s| s, &owner).await?;
-    }
-    if let Some(name) = &copied.service {
-        adopt_one::<Service>(c, m, ns, name, strip_service, &owner).await?;
-    }
-    Ok(())
-}
-
 /// The pod copy that owns a dependency copy.
 struct Owner<'a> {
     pod: &'a str,
     uid: &'a str,
 }
 
-async fn adopt_one<K>(
-    control: &Client,
-    member: &Client,
-    namespace: &str,
-    name: &str,
-    strip: fn(K) -> K,
-    owner: &Owner<'_>,
-) -> Result<(), kube::Error>
-where
-    K: Namespaced,
-{
-    // A strategic merge adds this owner to the list (merged by uid), beside the other pods'.
-    let patch = json!({"metadata": {"ownerReferences": [
-        {"apiVersion": "v1", "kind": "Pod", "name": owner.pod, "uid": owner.uid}]}});
-    let api: Api<K> = Api::namespaced(member.clone(), namespace);
-    let params = PatchParams::default();
-    match api.patch(name, &params, &Patch::Strategic(&patch)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            if copy_one(control, member, namespace, name, strip).await? {
-                api.patch(name, &params, &Patch::Strategic(&patch)).await?;
-            }
-            Ok(())
+impl Owner<'_> {
+    /// As a strategic-merge item of `ownerReferences` (merged by uid).
+    fn reference(&self) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "name": self.pod, "uid": self.uid})
+    }
+
+    fn typed(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: self.pod.to_string(),
+            uid: self.uid.to_string(),
+            ..OwnerReference::default()
         }
-        Err(e) => Err(e),
     }
 }
 

@@ -431,10 +431,17 @@ impl Inner {
         self.attempts(client, w, cluster).instrument(span).await
     }
 
-    /// Writes `w` to `cluster` with `client`, retrying what may succeed later.
-    async fn attempts(&self, client: Client, w: &Write, cluster: &str) -> Outcome {
+    /// Writes `w` to `cluster` with `client`, retrying what may succeed later: with the
+    /// cluster's client of the moment, so that a write refused during a credential rotation
+    /// (401) succeeds once the member reconnected with the new token.
+    async fn attempts(&self, mut client: Client, w: &Write, cluster: &str) -> Outcome {
         let mut delay = Duration::from_millis(50);
         for attempt in 0..=RETRIES {
+            if attempt > 0
+                && let Some(now) = self.clients.for_write(w)
+            {
+                client = now;
+            }
             self.limiter.acquire().await;
             let started = Instant::now();
             let result = self.once(client.clone(), w).await;
@@ -452,8 +459,9 @@ impl Inner {
             };
             self.metrics.api_error(cluster, w.verb(), code);
             // A bind that conflicts means the pod is bound already (or gone): retrying cannot
-            // help. Throttling, server errors and lost connections are retried.
-            let retry = matches!(code, 0 | 429 | 500..=599)
+            // help. Throttling, server errors, lost connections and a token being rotated are
+            // retried.
+            let retry = matches!(code, 0 | 401 | 429 | 500..=599)
                 || (code == 409 && !matches!(w, Write::Bind { .. }));
             if !retry || attempt == RETRIES {
                 tracing::warn!(cluster, verb = w.verb(), code, error = %message, "write failed");
@@ -499,13 +507,13 @@ impl Inner {
                 let deps = crate::deps::named(&pod);
                 let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
                 let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-                let mut copied = crate::deps::Deps::default();
+                let control = &self.clients.control;
                 if deps != crate::deps::Deps::default() {
-                    // The pod's ConfigMaps, Secrets and Service go first (and so its
-                    // namespace), so that the member's kubelet can start it.
                     crate::deps::ensure_namespace(&client, namespace).await?;
-                    copied =
-                        crate::deps::copy(&self.clients.control, &client, namespace, &deps).await?;
+                }
+                // Its PriorityClass first: the member's Priority admission needs it.
+                if let Some(pc) = &deps.priority_class {
+                    crate::deps::copy_priority_class(control, &client, pc).await?;
                 }
                 let created = match pods.create(&PostParams::default(), &pod).await {
                     // The member lacks the namespace the job lives in on the control plane.
@@ -538,11 +546,9 @@ impl Inner {
                 };
                 let uid = created.metadata.uid.clone().unwrap_or_default();
                 let name = created.metadata.name.clone().unwrap_or_default();
-                if copied != crate::deps::Deps::default() {
-                    // The copies of its dependencies go with the last pod copy using them.
-                    let control = &self.clients.control;
-                    crate::deps::adopt(control, &client, namespace, &copied, &name, &uid).await?;
-                }
+                // Its ConfigMaps, Secrets and Service, owned by it (the kubelet waits for them):
+                // they go with the last pod copy using them.
+                crate::deps::copy_owned(control, &client, namespace, &deps, &name, &uid).await?;
                 // Its ResourceClaims were allocated before it existed: reserved for it now.
                 let claims: Vec<String> = created
                     .spec

@@ -1,7 +1,8 @@
 //! The kubelet's volume manager, as far as it decides whether a pod can start: every
-//! PersistentVolumeClaim the pod mounts must exist and be bound, and its volume's node affinity
-//! must admit this node. Until then the pod stays `Pending` (ContainerCreating) and a
-//! `FailedMount` Event says why, in the kubelet's words.
+//! ConfigMap and Secret its volumes name (projected ones too) must exist unless marked
+//! `optional`; every PersistentVolumeClaim the pod mounts must exist and be bound, and its
+//! volume's node affinity must admit this node. Until then the pod stays `Pending`
+//! (ContainerCreating) and a `FailedMount` Event says why, in the kubelet's words.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,49 @@ fn claims(pod: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The ConfigMaps and Secrets the pod's volumes need: (volume, "configmap" or "secret", name),
+/// those marked `optional` left out.
+fn sources(pod: &Value) -> Vec<(String, &'static str, String)> {
+    let mut out = Vec::new();
+    let required = |src: &Value, name_field: &str| -> Option<String> {
+        if src.get("optional").and_then(Value::as_bool) == Some(true) {
+            return None;
+        }
+        src.get(name_field)
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+    };
+    for v in pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let vol = v.get("name").and_then(Value::as_str).unwrap_or_default();
+        if let Some(n) = v.get("configMap").and_then(|c| required(c, "name")) {
+            out.push((vol.to_string(), "configmap", n));
+        }
+        if let Some(n) = v.get("secret").and_then(|c| required(c, "secretName")) {
+            out.push((vol.to_string(), "secret", n));
+        }
+        for p in v
+            .pointer("/projected/sources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(n) = p.get("configMap").and_then(|c| required(c, "name")) {
+                out.push((vol.to_string(), "configmap", n));
+            }
+            if let Some(n) = p.get("secret").and_then(|c| required(c, "name")) {
+                out.push((vol.to_string(), "secret", n));
+            }
+        }
+    }
+    out
+}
+
 /// Why the pod's volumes cannot be mounted on `node` yet, as the `FailedMount` Event says it;
 /// `None` when they can.
 pub fn not_mountable(
@@ -48,6 +92,22 @@ pub fn not_mountable(
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
+    for (vol, kind, name) in sources(pod) {
+        let def = api.builtin(if kind == "configmap" {
+            Builtin::ConfigMap
+        } else {
+            Builtin::Secret
+        });
+        if api
+            .store
+            .get(&def.storage_key(), &(ns.to_string(), name.clone()))
+            .is_none()
+        {
+            return Some(format!(
+                "MountVolume.SetUp failed for volume \"{vol}\" : {kind} \"{name}\" not found"
+            ));
+        }
+    }
     let pvcs = api.builtin(Builtin::PersistentVolumeClaim);
     let pvs = api.builtin(Builtin::PersistentVolume);
     let mut failed: Vec<(String, String)> = Vec::new();

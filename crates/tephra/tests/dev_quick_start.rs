@@ -81,21 +81,39 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
     );
     assert!(ok && out.contains("ray-cluster-a"), "{out}");
     // The pods declared on the control plane read as their copies run: READY 1/1.
-    until(20, "the declared pods READY 1/1 on the control plane", || {
-        let (ok, out) = kubectl(kubeconfig, &["get", "pods", "-n", "ray", "--no-headers"]);
-        ok && out.lines().count() == 3
-            && out
-                .lines()
-                .all(|l| l.split_whitespace().nth(1) == Some("1/1") && l.contains("Running"))
-    });
+    until(
+        20,
+        "the declared pods READY 1/1 on the control plane",
+        || {
+            let (ok, out) = kubectl(kubeconfig, &["get", "pods", "-n", "ray", "--no-headers"]);
+            ok && out.lines().count() == 3
+                && out
+                    .lines()
+                    .all(|l| l.split_whitespace().nth(1) == Some("1/1") && l.contains("Running"))
+        },
+    );
     // Its printer columns say it is scheduled and fully applied.
-    until(20, "the binding's SCHEDULED and FULLYAPPLIED columns True", || {
-        let (ok, out) = kubectl(kubeconfig, &["get", "resourcebindings", "-n", "ray"]);
-        let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
-        let row: Vec<&str> = out.lines().nth(1).unwrap_or("").split_whitespace().collect();
-        ok && header.get(1..3) == Some(&["SCHEDULED", "FULLYAPPLIED"][..])
-            && row.get(1..3) == Some(&["True", "True"][..])
-    });
+    until(
+        20,
+        "the binding's SCHEDULED and FULLYAPPLIED columns True",
+        || {
+            let (ok, out) = kubectl(kubeconfig, &["get", "resourcebindings", "-n", "ray"]);
+            let header: Vec<&str> = out
+                .lines()
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let row: Vec<&str> = out
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            ok && header.get(1..3) == Some(&["SCHEDULED", "FULLYAPPLIED"][..])
+                && row.get(1..3) == Some(&["True", "True"][..])
+        },
+    );
 }
 
 fn kubeconfig(name: &str) -> PathBuf {

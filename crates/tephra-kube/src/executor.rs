@@ -504,62 +504,8 @@ impl Inner {
                 ..
             } => {
                 let pod = pod.pod().map_err(kube::Error::SerdeError)?;
-                let deps = crate::deps::named(&pod);
                 let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
-                let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-                let control = &self.clients.control;
-                if deps != crate::deps::Deps::default() {
-                    crate::deps::ensure_namespace(&client, namespace).await?;
-                }
-                // Its PriorityClass first: the member's Priority admission needs it.
-                if let Some(pc) = &deps.priority_class {
-                    crate::deps::copy_priority_class(control, &client, pc).await?;
-                }
-                let created = match pods.create(&PostParams::default(), &pod).await {
-                    // The member lacks the namespace the job lives in on the control plane.
-                    Err(kube::Error::Api(s)) if s.code == 404 => {
-                        crate::deps::ensure_namespace(&client, namespace).await?;
-                        pods.create(&PostParams::default(), &pod).await?
-                    }
-                    // A retry after the copy was made (what followed failed): the copy of this
-                    // same declared pod is the one made then.
-                    Err(kube::Error::Api(s)) if s.code == 409 => {
-                        let declared = |p: &Pod| {
-                            p.metadata
-                                .annotations
-                                .as_ref()
-                                .and_then(|a| a.get(tephra_api::well_known::DECLARED_UID))
-                                .cloned()
-                        };
-                        match pods
-                            .get_opt(&pod.metadata.name.clone().unwrap_or_default())
-                            .await?
-                        {
-                            Some(p) if declared(&p).is_some() && declared(&p) == declared(&pod) => {
-                                p
-                            }
-                            _ => return Err(kube::Error::Api(s)),
-                        }
-                    }
-                    Err(e) => return Err(e),
-                    Ok(p) => p,
-                };
-                let uid = created.metadata.uid.clone().unwrap_or_default();
-                let name = created.metadata.name.clone().unwrap_or_default();
-                // Its ConfigMaps, Secrets and Service, owned by it (the kubelet waits for them):
-                // they go with the last pod copy using them.
-                crate::deps::copy_owned(control, &client, namespace, &deps, &name, &uid).await?;
-                // Its ResourceClaims were allocated before it existed: reserved for it now.
-                let claims: Vec<String> = created
-                    .spec
-                    .iter()
-                    .flat_map(|s| s.resource_claims.iter().flatten())
-                    .filter_map(|c| c.resource_claim_name.clone())
-                    .collect();
-                if !claims.is_empty() {
-                    crate::prebind::reserve(&client, namespace, &claims, &name, &uid).await?;
-                }
-                Ok(())
+                crate::place::copy(&self.clients.control, &client, namespace, pod).await
             }
             Write::DeclaredStatus {
                 namespace,

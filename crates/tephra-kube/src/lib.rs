@@ -30,6 +30,7 @@ pub mod leader;
 pub mod logging;
 pub mod members;
 pub mod metrics;
+pub mod place;
 pub mod prebind;
 pub mod queues;
 pub mod reconciler;

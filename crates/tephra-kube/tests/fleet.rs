@@ -201,23 +201,24 @@ async fn a_volcano_jobs_plugin_objects_follow_its_pods_into_the_member() {
     let west = dev.client("west").await.unwrap();
     all_bound(&west, "default", "mpi-w-", 2, 30).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(west.clone(), "default");
-    let hosts = cms
-        .get("mpi-svc")
-        .await
-        .expect("the hosts ConfigMap in west");
+    // Copied right after the pods' copies, owned by them (the kubelet waits for them).
+    let hosts = eventually(10, "the hosts ConfigMap in west", || async {
+        cms.get_opt("mpi-svc").await.ok().flatten()
+    })
+    .await;
     assert_eq!(hosts.data.unwrap()["VC_W_HOSTS"], "mpi-w-0.mpi,mpi-w-1.mpi");
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(west.clone(), "default");
-    let keys = secrets
-        .get("mpi-ssh")
-        .await
-        .expect("the ssh Secret in west");
+    let keys = eventually(10, "the ssh Secret in west", || async {
+        secrets.get_opt("mpi-ssh").await.ok().flatten()
+    })
+    .await;
     assert!(keys.data.unwrap().contains_key("id_rsa"));
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(west.clone(), "default");
-    let svc = services
-        .get("mpi")
-        .await
-        .expect("the headless Service in west");
+    let svc = eventually(10, "the headless Service in west", || async {
+        services.get_opt("mpi").await.ok().flatten()
+    })
+    .await;
     assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"));
     job_reaches(&jobs, "mpi", tephra_api::batch::JobPhase::Completed, 30).await;
     stop_everything(sched, ctl).await;

@@ -238,16 +238,21 @@ async fn a_deleted_jobs_configmaps_secret_and_service_leave_the_member_with_its_
     let cms: Api<ConfigMap> = Api::namespaced(west.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(west.clone(), "default");
     let services: Api<Service> = Api::namespaced(west.clone(), "default");
-    let hosts = cms.get("mpi-svc").await.unwrap();
-    assert_eq!(
-        owners(&hosts.metadata),
-        pod_uids,
-        "both pod copies own the hosts copy"
-    );
-    let key = secrets.get("mpi-ssh").await.unwrap();
-    assert_eq!(owners(&key.metadata), pod_uids);
-    let svc = services.get("mpi").await.unwrap();
-    assert_eq!(owners(&svc.metadata), pod_uids);
+    // Each copy is made right after the pod copies and names both as owners.
+    eventually(
+        10,
+        "both pod copies own the ConfigMap, Secret and Service copies",
+        || async {
+            let hosts = cms.get_opt("mpi-svc").await.ok()??;
+            let key = secrets.get_opt("mpi-ssh").await.ok()??;
+            let svc = services.get_opt("mpi").await.ok()??;
+            (owners(&hosts.metadata) == pod_uids
+                && owners(&key.metadata) == pod_uids
+                && owners(&svc.metadata) == pod_uids)
+                .then_some(())
+        },
+    )
+    .await;
     let theirs = cms.get("settings").await.unwrap();
     assert!(
         owners(&theirs.metadata).is_empty(),

@@ -195,7 +195,7 @@ pub fn spawn(
     // The client's own log lines (a connection refused) name the member through this span,
     // at the error level so that it is there whatever level the log shows.
     let span = tracing::error_span!("member", cluster = %name);
-    tokio::spawn(async move {
+    let task = async move {
         loop {
             let (client, creds) = loop {
                 let attempt = match credentials(&control, &endpoint).await {
@@ -230,7 +230,8 @@ pub fn spawn(
             }
             tracing::info!(cluster = %name, "member credentials changed; reconnecting");
         }
-    }.instrument(span))
+    };
+    tokio::spawn(task.instrument(span))
 }
 
 /// Each time the member's Secret changes (its watch, by name).

@@ -198,6 +198,14 @@ fn controllers(cp: &kube::Client) -> Vec<tokio::task::JoinHandle<()>> {
     ctl
 }
 
+/// Whether pod `p` is one of the job whose pods' names start with `prefix` (`<job>-`).
+fn of_job(p: &Pod, prefix: &str) -> bool {
+    p.metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with(prefix))
+}
+
 fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -372,13 +380,7 @@ impl World {
                     Api::namespaced(self.dev.client(member).await.unwrap(), "default");
                 let prefix = format!("{name}-");
                 let list = pods.list(&ListParams::default()).await.unwrap();
-                if let Some(p) = list.items.iter().find(|p| {
-                    p.metadata
-                        .name
-                        .as_deref()
-                        .unwrap_or("")
-                        .starts_with(&prefix)
-                }) {
+                if let Some(p) = list.items.iter().find(|p| of_job(p, &prefix)) {
                     let _ = pods
                         .delete(
                             p.metadata.name.as_deref().unwrap(),
@@ -568,13 +570,7 @@ impl World {
         // A Job created while its queue is closed does not run until it opens.
         for name in self.closed.iter().flatten() {
             let prefix = format!("{name}-");
-            if copies.iter().any(|(_, p)| {
-                p.metadata
-                    .name
-                    .as_deref()
-                    .unwrap_or("")
-                    .starts_with(&prefix)
-            }) {
+            if copies.iter().any(|(_, p)| of_job(p, &prefix)) {
                 return Err(format!("job {name}, created in a closed queue, runs"));
             }
         }
@@ -634,13 +630,7 @@ impl World {
             let prefix = format!("{name}-");
             let mine: Vec<&Pod> = copies
                 .iter()
-                .filter(|(_, p)| {
-                    p.metadata
-                        .name
-                        .as_deref()
-                        .unwrap_or("")
-                        .starts_with(&prefix)
-                })
+                .filter(|(_, p)| of_job(p, &prefix))
                 .map(|(_, p)| p)
                 .collect();
             let j = self.jobs_api().get(name).await.unwrap();
@@ -675,13 +665,7 @@ impl World {
         }
         for name in &self.deleted {
             let prefix = format!("{name}-");
-            if copies.iter().any(|(_, p)| {
-                p.metadata
-                    .name
-                    .as_deref()
-                    .unwrap_or("")
-                    .starts_with(&prefix)
-            }) {
+            if copies.iter().any(|(_, p)| of_job(p, &prefix)) {
                 return Err(format!("deleted job {name} left copies behind"));
             }
             let rbs: Api<ResourceBinding> = Api::namespaced(self.cp.clone(), "default");
@@ -803,13 +787,7 @@ impl World {
             .map(|l| l.items)
             .unwrap_or_default()
             .into_iter()
-            .filter(|p| {
-                p.metadata
-                    .name
-                    .as_deref()
-                    .unwrap_or("")
-                    .starts_with(&prefix)
-            })
+            .filter(|p| of_job(p, &prefix))
             .map(|p| {
                 let s = p.status.unwrap_or_default();
                 format!(

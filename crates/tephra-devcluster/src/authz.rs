@@ -87,6 +87,14 @@ impl Users {
         token
     }
 
+    /// Forgets every token issued so far, as a rebuilt cluster (a new signing key) does.
+    pub fn revoke_all(&self) {
+        self.by_token
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// The user a token was issued to.
     pub fn get(&self, token: &str) -> Option<User> {
         self.by_token

@@ -385,8 +385,8 @@ impl Handle {
         Ok(())
     }
 
-    /// The member is rebuilt with new credentials: its old token gets 401 from now on and its
-    /// open watches are closed. Returns the new token, which the member's credentials Secret on
+    /// The member is rebuilt with new credentials: its old token and its service accounts'
+    /// tokens get 401 from now on and its open watches are closed. Returns the new token, which the member's credentials Secret on
     /// the control plane does not have until someone writes it there.
     pub fn rotate_member_token(&self, name: &str) -> Result<String, Error> {
         Ok(self.member(name)?.server.rotate_token())

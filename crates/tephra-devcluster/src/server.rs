@@ -139,10 +139,12 @@ impl Server {
         self.token.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// A new bearer token, as when a cluster is rebuilt: the old one gets 401 from now on, and
-    /// open connections (watches) are closed. Returns the new token.
+    /// A new bearer token, as when a cluster is rebuilt: the old one, and every service account
+    /// token issued before, get 401 from now on, and open connections (watches) are closed.
+    /// Returns the new token.
     pub fn rotate_token(&self) -> String {
         let fresh = crate::kubeconfig::token();
+        self.api.users.revoke_all();
         *self.token.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         self.connections.send_modify(|g| *g += 1);
         fresh

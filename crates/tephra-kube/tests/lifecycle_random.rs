@@ -12,6 +12,9 @@
 //! - no Job is lost (always);
 //! - no pod is placed on a node after it was cordoned (always);
 //! - no Job created while its queue is closed runs before it opens again (always);
+//! - no request of the scheduler or the controllers is refused by RBAC (always): they run as
+//!   the chart's ServiceAccounts under its rendered roles, on the control plane and in each
+//!   member (needs Helm, as the chart tests do; without it they run as the administrator);
 //! - at quiescence: no member copy whose declared pod is gone or was made anew; every live Job
 //!   runs whole (all its pods have a copy on a node) or not at all; a suspended Job has no copy
 //!   and is Aborted; a deleted Job has left nothing behind, its ConfigMap and Service copies
@@ -26,6 +29,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../../tephra/tests/chart_support/helm.rs"]
+mod helm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -111,7 +116,10 @@ enum Step {
 
 struct World {
     dev: tephra_devcluster::Handle,
+    /// The administrator of the control plane: the users' and the world's steps.
     cp: kube::Client,
+    /// Who the components run as.
+    ids: Identities,
     /// Two scheduler replicas sharing a Lease: one leads, one stands by.
     scheds: Vec<tephra_kube::Running>,
     /// Replicas started so far (their identities are `s<n>`).
@@ -163,12 +171,130 @@ fn queue_command(q: &tephra_api::Queue, action: &str) -> tephra_api::Command {
     c
 }
 
+/// The control plane's clients of the scheduler and the controllers, and the ServiceAccount
+/// the members' credentials name (`None`: the members' administrator).
+struct Identities {
+    scheduler: kube::Client,
+    controllers: kube::Client,
+    member_account: Option<String>,
+}
+
+/// The chart's RBAC objects rendered for a fleet's control plane and for a member, once.
+fn chart_rbac() -> Option<&'static (Vec<serde_json::Value>, Vec<serde_json::Value>)> {
+    static RBAC: std::sync::OnceLock<Option<(Vec<serde_json::Value>, Vec<serde_json::Value>)>> =
+        std::sync::OnceLock::new();
+    RBAC.get_or_init(|| {
+        let helm = helm::helm()?;
+        let rbac = |docs: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+            const KINDS: [&str; 6] = [
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Deployment",
+            ];
+            docs.into_iter()
+                .filter(|d| KINDS.iter().any(|k| d["kind"] == *k))
+                .collect()
+        };
+        let cp = rbac(helm::render(
+            &helm,
+            &["--skip-crds", "--set", "scheduler.members=clusters"],
+        ));
+        let values = std::env::temp_dir().join(format!(
+            "tephra-lifecycle-member-{}.json",
+            std::process::id()
+        ));
+        std::fs::write(&values, helm::member_values().to_string()).unwrap();
+        let member = rbac(helm::render(
+            &helm,
+            &["--skip-crds", "-f", values.to_str().unwrap()],
+        ));
+        let _ = std::fs::remove_file(&values);
+        Some((cp, member))
+    })
+    .as_ref()
+}
+
+/// The ServiceAccount of the rendered Deployment of `component`.
+fn account_of(docs: &[serde_json::Value], component: &str) -> String {
+    helm::of_kind(docs, "Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == component)
+        .and_then(|d| d["spec"]["template"]["spec"]["serviceAccountName"].as_str())
+        .unwrap_or_else(|| panic!("the chart renders no {component} Deployment"))
+        .to_string()
+}
+
+/// Installs the chart's roles on the control plane and in each member, points each member's
+/// credentials at the member chart's ServiceAccount, and returns the components' clients.
+async fn under_chart_roles(dev: &tephra_devcluster::Handle, cp: &kube::Client) -> Identities {
+    let Some((cp_docs, member_docs)) = chart_rbac() else {
+        return Identities {
+            scheduler: cp.clone(),
+            controllers: cp.clone(),
+            member_account: None,
+        };
+    };
+    let installed = |docs: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        docs.iter()
+            .filter(|d| d["kind"] != "Deployment")
+            .cloned()
+            .collect()
+    };
+    helm::install(cp, &installed(cp_docs)).await;
+    let account = helm::of_kind(member_docs, "ServiceAccount")[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for m in MEMBERS {
+        helm::install(&dev.client(m).await.unwrap(), &installed(member_docs)).await;
+        let token = dev
+            .server(m)
+            .unwrap()
+            .service_account_entry(helm::NS, &account)
+            .token;
+        set_member_token(cp, m, &token).await;
+    }
+    let client = |component: &str| {
+        let yaml = dev
+            .service_account_kubeconfig("control-plane", helm::NS, &account_of(cp_docs, component))
+            .unwrap();
+        async move {
+            let config = tephra_devcluster::kubeconfig::config(&yaml, "control-plane")
+                .await
+                .unwrap();
+            kube::Client::try_from(config).unwrap()
+        }
+    };
+    Identities {
+        scheduler: client("scheduler").await,
+        controllers: client("controller-manager").await,
+        member_account: Some(account),
+    }
+}
+
+/// Writes `token` into member `m`'s credentials Secret on the control plane.
+async fn set_member_token(cp: &kube::Client, m: &str, token: &str) {
+    let secrets: Api<Secret> = Api::namespaced(cp.clone(), helm::NS);
+    secrets
+        .patch(
+            &format!("{m}-credentials"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"token":
+                base64::engine::general_purpose::STANDARD.encode(token)}})),
+        )
+        .await
+        .unwrap();
+}
+
 /// A scheduler replica `s<n>` on the control plane, electing its leader through a Lease (3 s,
-/// renewed every second).
+/// renewed every second) in the release's namespace.
 async fn replica(cp: &kube::Client, n: usize) -> tephra_kube::Running {
     let identity = format!("s{n}");
     let mut lease =
-        tephra_kube::leader::LeaderOptions::new("default", "tephra-scheduler", &identity);
+        tephra_kube::leader::LeaderOptions::new(helm::NS, "tephra-scheduler", &identity);
     lease.lease_duration = Duration::from_secs(3);
     lease.renew_deadline = Duration::from_secs(2);
     lease.retry_period = Duration::from_secs(1);
@@ -229,14 +355,19 @@ impl World {
     async fn start() -> Self {
         let dev = fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await;
         let cp = dev.client("control-plane").await.unwrap();
-        let scheds = vec![replica(&cp, 0).await, replica(&cp, 1).await];
-        let ctl = controllers(&cp);
+        let ids = under_chart_roles(&dev, &cp).await;
+        let scheds = vec![
+            replica(&ids.scheduler, 0).await,
+            replica(&ids.scheduler, 1).await,
+        ];
+        let ctl = controllers(&ids.controllers);
         for s in &scheds {
             until_ready(s).await;
         }
         Self {
             dev,
             cp,
+            ids,
             scheds,
             replicas: 2,
             ctl,
@@ -401,24 +532,21 @@ impl World {
                 self.down.remove(m);
             }
             Step::Rotate(m) => {
-                let token = self.dev.rotate_member_token(m).unwrap();
-                let secrets: Api<Secret> = Api::namespaced(self.cp.clone(), "tephra-system");
-                secrets
-                    .patch(
-                        &format!("{m}-credentials"),
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"data": {"token":
-                            base64::engine::general_purpose::STANDARD.encode(&token)}})),
-                    )
-                    .await
-                    .unwrap();
+                // A rebuilt member: every token it issued is void; the new one is written
+                // into the same Secret.
+                let mut token = self.dev.rotate_member_token(m).unwrap();
+                if let Some(account) = &self.ids.member_account {
+                    let server = self.dev.server(m).unwrap();
+                    token = server.service_account_entry(helm::NS, account).token;
+                }
+                set_member_token(&self.cp, m, &token).await;
             }
             Step::RestartScheduler => {
                 for s in self.scheds.drain(..) {
                     s.stop().await;
                 }
                 for _ in 0..2 {
-                    let s = replica(&self.cp, self.replicas).await;
+                    let s = replica(&self.ids.scheduler, self.replicas).await;
                     self.replicas += 1;
                     self.scheds.push(s);
                 }
@@ -433,7 +561,7 @@ impl World {
                 if i < self.scheds.len() {
                     self.scheds.remove(i).stop().await;
                 }
-                let s = replica(&self.cp, self.replicas).await;
+                let s = replica(&self.ids.scheduler, self.replicas).await;
                 self.replicas += 1;
                 self.scheds.push(s);
             }
@@ -441,7 +569,7 @@ impl World {
                 for t in self.ctl.drain(..) {
                     t.abort();
                 }
-                self.ctl = controllers(&self.cp);
+                self.ctl = controllers(&self.ids.controllers);
             }
             Step::Cordon(m, node) | Step::Uncordon(m, node) => {
                 let cordon = matches!(step, Step::Cordon(..));
@@ -500,6 +628,31 @@ impl World {
 
     /// What must hold at every moment. Returns the first violation.
     async fn always(&self) -> Result<(), String> {
+        // No request of a component refused by the chart's roles (the administrator's are
+        // never refused).
+        let denied: Vec<String> = self
+            .dev
+            .servers()
+            .flat_map(|s| {
+                let api = s.api.clone();
+                api.access
+                    .entries()
+                    .into_iter()
+                    .filter(|(a, _)| !a.allowed)
+                    .map(move |(a, n)| {
+                        format!(
+                            "{}: {} {} {}/{} in {:?} (x{n})",
+                            api.name, a.user, a.verb, a.group, a.resource, a.namespace
+                        )
+                    })
+            })
+            .collect();
+        if !denied.is_empty() {
+            return Err(format!(
+                "requests the chart's roles refused:\n{}",
+                denied.join("\n")
+            ));
+        }
         let copies = self.copies().await;
         // No node over-committed: what its pods ask of CPU and GPUs fits what it has.
         let mut used: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();

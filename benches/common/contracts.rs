@@ -156,6 +156,7 @@ pub fn world(contracts: Contracts) -> Cache {
             min_member: *size,
             min_task_member: BTreeMap::new(),
             min_resources: Some(request.times(i64::from(*size))),
+            largest_task: None,
             priority_class: None,
             priority: Some(0),
             phase: GroupPhase::Inqueue,

@@ -217,6 +217,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                     min_member: gang as u32,
                     min_task_member: Default::default(),
                     min_resources: None,
+                    largest_task: None,
                     priority_class: None,
                     priority: Some(fill.priority),
                     phase: GroupPhase::Running,

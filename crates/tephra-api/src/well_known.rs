@@ -37,6 +37,11 @@ pub const PLANNED_NODE: &str = "tephra.io/planned-node";
 /// Pod annotation on a member's copy: the uid of the pod declared on the control plane that it
 /// is a copy of. A copy whose declared pod is gone, or was made anew (a new uid), is deleted.
 pub const DECLARED_UID: &str = "tephra.io/declared-uid";
+/// PodGroup annotation the job controller sets: the largest request of any one pod of the Job
+/// (per resource, a JSON object of quantities), so that the scheduler can tell a task larger than
+/// any node before the pods exist (a Volcano Job's pods are created once its PodGroup is
+/// admitted).
+pub const LARGEST_TASK_REQUEST: &str = "tephra.io/largest-task-request";
 /// Pod annotation on a member's copy (`bindingMode: Extender`): its gang's minMember, for the
 /// extender's barrier.
 pub const GANG_MIN_MEMBER: &str = "tephra.io/gang-min-member";

@@ -85,6 +85,7 @@ pub fn gang(spec: GangSpec, created: i64) -> Gang {
         min_member,
         min_task_member,
         min_resources: Some(min_resources(&spec.tasks, min_member)),
+        largest_task: None,
         priority_class: spec.priority_class,
         priority: spec.priority,
         phase: GroupPhase::Pending,

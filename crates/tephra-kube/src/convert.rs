@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra_api::scheduling::PodGroupPhase;
-use tephra_api::well_known::GROUP_NAME_ANNOTATION;
+use tephra_api::well_known::{GROUP_NAME_ANNOTATION, LARGEST_TASK_REQUEST};
 use tephra_api::{Cluster as ApiCluster, PodGroup, Queue};
 use tephra_controllers::members::{self, MembersError};
 use tephra_controllers::pod::{UnknownValue, label_selector};
@@ -276,6 +276,28 @@ pub fn pod_group(
         ),
         None => None,
     };
+    let largest_task = match g
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LARGEST_TASK_REQUEST))
+    {
+        Some(text) => {
+            let field = "metadata.annotations[tephra.io/largest-task-request]";
+            let list: BTreeMap<String, String> = serde_json::from_str(text).map_err(|e| {
+                bad(
+                    field,
+                    format!("not a JSON object of resource quantities: {e}"),
+                )
+            })?;
+            Some(
+                names
+                    .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .map_err(|e| bad(field, e.to_string()))?,
+            )
+        }
+        None => None,
+    };
     let status = g.status.as_ref();
     let created = created(&g.metadata);
     let since = phase_since.unwrap_or_else(|| {
@@ -303,6 +325,7 @@ pub fn pod_group(
         min_member,
         min_task_member,
         min_resources,
+        largest_task,
         priority_class: spec.priority_class_name.clone(),
         priority: None,
         phase: phase(status.and_then(|s| s.phase)),
@@ -484,5 +507,37 @@ mod tests {
         assert_eq!(spec.phase_since, 5);
         assert_eq!(spec.queue, "q");
         assert!(spec.min_resources.is_some());
+        assert!(spec.largest_task.is_none());
+    }
+
+    #[test]
+    fn a_podgroups_declared_largest_task_is_read_and_a_bad_one_is_named() {
+        let group = |text: &str| -> PodGroup {
+            serde_json::from_value(json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "ns",
+                    "annotations": {"tephra.io/largest-task-request": text}},
+                "spec": {"minMember": 1}
+            }))
+            .unwrap()
+        };
+        let mut names = ResourceNames::default();
+        let spec = pod_group(
+            &group(r#"{"cpu": "12", "nvidia.com/gpu": "4"}"#),
+            &mut names,
+            None,
+            Arc::default(),
+        )
+        .unwrap();
+        let largest = spec.largest_task.unwrap();
+        assert_eq!(names.to_list(&largest).len(), 2);
+        for bad in ["12 cpus", r#"{"cpu": "twelve"}"#] {
+            let e = pod_group(&group(bad), &mut names, None, Arc::default()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("metadata.annotations[tephra.io/largest-task-request]"),
+                "{e}"
+            );
+        }
     }
 }

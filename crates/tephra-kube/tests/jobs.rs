@@ -190,3 +190,58 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
     assert_eq!(back.status.unwrap().retry_count, 1);
     stop_everything(sched, ctl).await;
 }
+
+/// A task larger than any node, in a cluster whose nodes together could hold it: the Job says
+/// `NotInqueueable`, naming the resource, from the scheduler's first verdict, before any pod
+/// exists (a Volcano Job's pods are created once its PodGroup is admitted).
+#[tokio::test]
+async fn a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let big: Job = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "big", "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "queue": "default", "tasks": [
+            {"name": "w", "replicas": 1, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "12"}}}]}}}]}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &big).await.unwrap();
+    let state = eventually(20, "the Job says why it waits", || async {
+        let state = jobs.get("big").await.ok()?.status?.state;
+        state.reason.is_some().then_some(state)
+    })
+    .await;
+    assert_eq!(state.reason.as_deref(), Some("NotInqueueable"), "{state:?}");
+    let message = state.message.unwrap_or_default();
+    assert!(
+        message.contains("its largest task needs more cpu than any node"),
+        "{message}"
+    );
+    // Never admitted, so its pod was never created.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    let pg = pgs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    assert_eq!(
+        pg.status.and_then(|s| s.phase).map(|p| format!("{p:?}")),
+        Some("Pending".to_string())
+    );
+    stop_everything(sched, ctl).await;
+}

@@ -1050,7 +1050,12 @@ async fn many_random_lifecycles() {
             var("TEPHRA_LIFECYCLE_FROM").unwrap_or(1)..=var("TEPHRA_LIFECYCLE_SEEDS").unwrap_or(500)
         }
     };
+    let started = std::time::Instant::now();
     for seed in seeds {
         run_seed(seed, 16).await;
+        eprintln!(
+            "lifecycle_random: seed {seed} passed ({} s so far)",
+            started.elapsed().as_secs()
+        );
     }
 }

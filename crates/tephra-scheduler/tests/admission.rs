@@ -345,3 +345,53 @@ fn a_job_the_queue_cannot_admit_yet_is_told_what_it_asks_for() {
         why.message
     );
 }
+
+/// A Volcano Job's PodGroup comes before its pods: the largest task its controller declares
+/// is enough to tell, in the first session, that no node can ever hold it.
+#[test]
+fn a_podgroup_whose_declared_task_fits_no_node_is_not_inqueueable_before_its_pods_exist() {
+    let mut c = fleet(2, 2);
+    let mut group = |name: &str, gpus: &str| {
+        let ask = resources(&mut c, &[("cpu", "1"), ("nvidia.com/gpu", gpus)]).unwrap();
+        PodGroupSpec {
+            namespace: "default".into(),
+            name: name.into(),
+            queue: "default".into(),
+            min_member: 1,
+            min_task_member: Default::default(),
+            min_resources: Some(ask),
+            largest_task: Some(ask),
+            priority_class: None,
+            priority: None,
+            phase: GroupPhase::Pending,
+            phase_since: 0,
+            created: 0,
+            policy: Arc::new(Default::default()),
+        }
+    };
+    let (big, fits) = (group("big", "12"), group("fits", "8"));
+    c.apply(tephra_scheduler::Event::PodGroupUpsert(big))
+        .unwrap();
+    c.apply(tephra_scheduler::Event::PodGroupUpsert(fits))
+        .unwrap();
+    let d = run_with(&c, DEFAULT_CONFIG);
+    let why = d.event_for("default/big").unwrap();
+    assert_eq!(why.reason, "NotInqueueable");
+    assert!(
+        why.message.contains("never be placed")
+            && why
+                .message
+                .contains("largest task needs more nvidia.com/gpu"),
+        "{}",
+        why.message
+    );
+    assert_ne!(
+        d.group("default/big").map(|g| g.phase),
+        Some(GroupPhase::Inqueue)
+    );
+    // A task as large as a node is admitted (its pods come next).
+    assert_eq!(
+        d.group("default/fits").map(|g| g.phase),
+        Some(GroupPhase::Inqueue)
+    );
+}

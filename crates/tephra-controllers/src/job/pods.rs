@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, Volume,
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tephra_api::well_known::{
-    GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION, PREEMPTABLE,
-    QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC, TEMPLATE_UID,
-    VOLCANO_SCHEDULER_NAME,
+    GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION,
+    LARGEST_TASK_REQUEST, PREEMPTABLE, QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX,
+    TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
 };
 use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
@@ -80,9 +80,46 @@ pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
     let mut pg = PodGroup::new(&podgroup_name(job), spec);
     pg.metadata.namespace = Some(plan.namespace.clone());
     pg.metadata.labels = job.metadata.labels.clone();
-    pg.metadata.annotations = job.metadata.annotations.clone();
+    let mut annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let largest = largest_task(plan)?;
+    if !largest.is_empty() {
+        let text = serde_json::Value::Object(
+            largest
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::String(v.0)))
+                .collect(),
+        );
+        annotations.insert(LARGEST_TASK_REQUEST.to_string(), text.to_string());
+    }
+    pg.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     pg.metadata.owner_references = Some(vec![owner(job)]);
     Ok(pg)
+}
+
+/// The largest request of any one pod of the Job, per resource (tasks without replicas left
+/// out): what the scheduler compares with its largest node before the pods exist.
+fn largest_task(plan: &GangPlan) -> Result<BTreeMap<String, Quantity>, JobError> {
+    let mut names = ResourceNames::default();
+    let mut largest = Resources::ZERO;
+    for (index, t) in plan.tasks.iter().enumerate() {
+        if t.replicas > 0 {
+            largest = largest.max(&t.request(index, &mut names)?);
+        }
+    }
+    Ok(quantities(&names, &largest))
+}
+
+/// A resource vector as the API's quantities, zero entries left out.
+fn quantities(names: &ResourceNames, r: &Resources) -> BTreeMap<String, Quantity> {
+    (0..names.len())
+        .filter(|&slot| r.get(slot) != 0)
+        .map(|slot| {
+            (
+                names.name(slot).to_string(),
+                Quantity(format_quantity(slot, r.get(slot))),
+            )
+        })
+        .collect()
 }
 
 /// Whether an existing PodGroup needs its spec brought in line with `want` (Volcano updates
@@ -120,15 +157,7 @@ fn min_resources(plan: &GangPlan) -> Result<BTreeMap<String, Quantity>, JobError
         total.add(&r.times(i64::from(take)));
         counted += take;
     }
-    Ok((0..names.len())
-        .filter(|&slot| total.get(slot) != 0)
-        .map(|slot| {
-            (
-                names.name(slot).to_string(),
-                Quantity(format_quantity(slot, total.get(slot))),
-            )
-        })
-        .collect())
+    Ok(quantities(&names, &total))
 }
 
 /// Pod `index` of task number `task` (in spec order) of a Job at its current version.
@@ -279,6 +308,21 @@ mod tests {
         assert_eq!(min.get("cpu").map(|q| q.0.as_str()), Some("4"));
         assert_eq!(min.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"));
         assert_eq!(pg.metadata.owner_references.expect("owner")[0].uid, "u1");
+    }
+
+    #[test]
+    fn the_podgroup_declares_the_largest_request_of_any_one_pod() {
+        let j = job();
+        let pg = podgroup(&j, &plan(&j).expect("plan")).expect("podgroup");
+        let a = pg.metadata.annotations.expect("annotations");
+        // ps asks 2 CPUs, a worker one CPU and a GPU: per resource, the larger.
+        let largest: serde_json::Value =
+            serde_json::from_str(&a[LARGEST_TASK_REQUEST]).expect("JSON");
+        assert_eq!(
+            largest,
+            serde_json::json!({"cpu": "2", "nvidia.com/gpu": "1"})
+        );
+        assert_eq!(a[PREEMPTABLE], "false", "the Job's own annotations stay");
     }
 
     #[test]

@@ -369,6 +369,7 @@ impl World {
             min_member: 1,
             min_task_member: BTreeMap::new(),
             min_resources: Some(spec.shape.request),
+            largest_task: None,
             priority_class: spec.shape.priority_class.clone(),
             priority: (spec.shape.priority != 0).then_some(spec.shape.priority),
             // A pod that already holds a node is running; one that does not waits to be placed.

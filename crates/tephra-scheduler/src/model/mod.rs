@@ -440,6 +440,9 @@ pub struct PodGroupSpec {
     pub min_task_member: BTreeMap<String, u32>,
     /// Minimum resources to start the gang (enqueue admission).
     pub min_resources: Option<Resources>,
+    /// The largest request of one pod of the gang, per resource, as its controller declares it
+    /// before the pods exist (`tephra.io/largest-task-request`).
+    pub largest_task: Option<Resources>,
     /// Priority class name.
     pub priority_class: Option<String>,
     /// Priority value when given directly (overrides the class).

@@ -216,12 +216,15 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
     let g = j.group.as_ref()?;
     // Without minResources only the largest task is checked.
     let min = g.min_resources.unwrap_or(Resources::ZERO);
+    // The pods it has, and the largest its controller declares (before the pods exist).
     let largest = j
         .tasks
         .iter()
         .filter_map(|&t| ssn.snap.tasks.get(t))
         .map(|t| t.spec.shape.request)
-        .fold(Resources::ZERO, |acc, r| acc.max(&r));
+        .fold(g.largest_task.unwrap_or(Resources::ZERO), |acc, r| {
+            acc.max(&r)
+        });
     if ssn.snap.clusters.iter().any(|(_, c)| !c.ready) {
         // A cluster that is down may be the one that can hold the gang: no verdict until it
         // is back.

@@ -271,6 +271,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
         min_member,
         min_task_member,
         min_resources: Some(min_resources),
+        largest_task: None,
         priority_class: None,
         priority: Some(job.priority),
         phase: job.phase,

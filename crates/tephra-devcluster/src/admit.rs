@@ -512,9 +512,13 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
     }
 }
 
-/// A Secret's `stringData` folded into `data`, as the API server stores it.
+/// A Secret's `stringData` folded into `data`, and its `type` defaulted to `Opaque`, as the
+/// API server stores it.
 pub fn fold_string_data(secret: &mut Value) {
     use base64::Engine;
+    if secret.get("type").is_none_or(|t| t.as_str() == Some("")) {
+        secret["type"] = json!("Opaque");
+    }
     let Some(string_data) = secret.as_object_mut().and_then(|m| m.remove("stringData")) else {
         return;
     };
@@ -524,9 +528,6 @@ pub fn fold_string_data(secret: &mut Value) {
     for (k, v) in string_data.as_object().into_iter().flatten() {
         let text = v.as_str().unwrap_or_default();
         secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
-    }
-    if secret.get("type").is_none() {
-        secret["type"] = json!("Opaque");
     }
 }
 

@@ -1,6 +1,7 @@
 //! Request bodies in Kubernetes' protobuf encoding, as kubectl sends the built-in kinds its
 //! `create` subcommands write (`kubectl create namespace`, `configmap`, `secret`,
-//! `priorityclass`, `serviceaccount`): the `k8s\0` envelope (a `runtime.Unknown` holding the
+//! `priorityclass`, `serviceaccount`, `service`, `role`, `rolebinding`, `clusterrole`,
+//! `clusterrolebinding`, `poddisruptionbudget`): the `k8s\0` envelope (a `runtime.Unknown` holding the
 //! type and the raw message), decoded to the object's JSON by the field numbers of the
 //! Kubernetes API's `generated.proto`. Answers stay JSON (kubectl accepts both).
 //!
@@ -36,9 +37,11 @@ enum Field {
     MapBytes(&'static str),
     /// `meta.v1.Time` (seconds and nanos), as RFC 3339.
     Time(&'static str),
+    /// `intstr.IntOrString` (type = 1, intVal = 2, strVal = 3), as a JSON number or string.
+    IntOrStr(&'static str),
 }
 
-use Field::{Bool, Int, MapBytes, MapStr, Msg, RepMsg, RepStr, Str, Time};
+use Field::{Bool, Int, IntOrStr, MapBytes, MapStr, Msg, RepMsg, RepStr, Str, Time};
 
 const OWNER_REFERENCE: &[(u64, Field)] = &[
     (1, Str("kind")),
@@ -112,6 +115,100 @@ const SERVICE_ACCOUNT: &[(u64, Field)] = &[
     (4, Bool("automountServiceAccountToken")),
 ];
 
+const LABEL_SELECTOR_REQUIREMENT: &[(u64, Field)] =
+    &[(1, Str("key")), (2, Str("operator")), (3, RepStr("values"))];
+
+const LABEL_SELECTOR: &[(u64, Field)] = &[
+    (1, MapStr("matchLabels")),
+    (2, RepMsg("matchExpressions", LABEL_SELECTOR_REQUIREMENT)),
+];
+
+const SERVICE_PORT: &[(u64, Field)] = &[
+    (1, Str("name")),
+    (2, Str("protocol")),
+    (3, Int("port")),
+    (4, IntOrStr("targetPort")),
+    (5, Int("nodePort")),
+    (6, Str("appProtocol")),
+];
+
+const CLIENT_IP_CONFIG: &[(u64, Field)] = &[(1, Int("timeoutSeconds"))];
+
+const SESSION_AFFINITY_CONFIG: &[(u64, Field)] = &[(1, Msg("clientIP", CLIENT_IP_CONFIG))];
+
+const SERVICE_SPEC: &[(u64, Field)] = &[
+    (1, RepMsg("ports", SERVICE_PORT)),
+    (2, MapStr("selector")),
+    (3, Str("clusterIP")),
+    (4, Str("type")),
+    (5, RepStr("externalIPs")),
+    (7, Str("sessionAffinity")),
+    (8, Str("loadBalancerIP")),
+    (9, RepStr("loadBalancerSourceRanges")),
+    (10, Str("externalName")),
+    (11, Str("externalTrafficPolicy")),
+    (12, Int("healthCheckNodePort")),
+    (13, Bool("publishNotReadyAddresses")),
+    (14, Msg("sessionAffinityConfig", SESSION_AFFINITY_CONFIG)),
+    (17, Str("ipFamilyPolicy")),
+    (18, RepStr("clusterIPs")),
+    (19, RepStr("ipFamilies")),
+    (20, Bool("allocateLoadBalancerNodePorts")),
+    (21, Str("loadBalancerClass")),
+    (22, Str("internalTrafficPolicy")),
+    (23, Str("trafficDistribution")),
+];
+
+const SERVICE: &[(u64, Field)] = &[
+    (1, Msg("metadata", OBJECT_META)),
+    (2, Msg("spec", SERVICE_SPEC)),
+];
+
+const POLICY_RULE: &[(u64, Field)] = &[
+    (1, RepStr("verbs")),
+    (2, RepStr("apiGroups")),
+    (3, RepStr("resources")),
+    (4, RepStr("resourceNames")),
+    (5, RepStr("nonResourceURLs")),
+];
+
+const AGGREGATION_RULE: &[(u64, Field)] = &[(1, RepMsg("clusterRoleSelectors", LABEL_SELECTOR))];
+
+/// Role, and ClusterRole (whose aggregationRule a Role never carries).
+const ROLE: &[(u64, Field)] = &[
+    (1, Msg("metadata", OBJECT_META)),
+    (2, RepMsg("rules", POLICY_RULE)),
+    (3, Msg("aggregationRule", AGGREGATION_RULE)),
+];
+
+const SUBJECT: &[(u64, Field)] = &[
+    (1, Str("kind")),
+    (2, Str("apiGroup")),
+    (3, Str("name")),
+    (4, Str("namespace")),
+];
+
+const ROLE_REF: &[(u64, Field)] = &[(1, Str("apiGroup")), (2, Str("kind")), (3, Str("name"))];
+
+/// RoleBinding and ClusterRoleBinding.
+const ROLE_BINDING: &[(u64, Field)] = &[
+    (1, Msg("metadata", OBJECT_META)),
+    (2, RepMsg("subjects", SUBJECT)),
+    (3, Msg("roleRef", ROLE_REF)),
+];
+
+const POD_DISRUPTION_BUDGET_SPEC: &[(u64, Field)] = &[
+    (1, IntOrStr("minAvailable")),
+    (2, Msg("selector", LABEL_SELECTOR)),
+    (3, IntOrStr("maxUnavailable")),
+    (4, Str("unhealthyPodEvictionPolicy")),
+];
+
+const POD_DISRUPTION_BUDGET: &[(u64, Field)] = &[
+    (1, Msg("metadata", OBJECT_META)),
+    (2, Msg("spec", POD_DISRUPTION_BUDGET_SPEC)),
+];
+
 /// The message layout of a kind this decoder knows.
 fn layout(api_version: &str, kind: &str) -> Option<&'static [(u64, Field)]> {
     Some(match (api_version, kind) {
@@ -120,6 +217,10 @@ fn layout(api_version: &str, kind: &str) -> Option<&'static [(u64, Field)]> {
         ("v1", "Secret") => SECRET,
         ("v1", "ServiceAccount") => SERVICE_ACCOUNT,
         ("scheduling.k8s.io/v1", "PriorityClass") => PRIORITY_CLASS,
+        ("v1", "Service") => SERVICE,
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => ROLE,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => ROLE_BINDING,
+        ("policy/v1", "PodDisruptionBudget") => POD_DISRUPTION_BUDGET,
         _ => return None,
     })
 }
@@ -159,8 +260,9 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             &["application/json", "application/yaml"],
         );
         e.message = format!(
-            "this server decodes protobuf only for Namespace, ConfigMap, Secret, ServiceAccount \
-             and PriorityClass, not {api_version} {kind}: send it as JSON (kubectl apply -f, or \
+            "this server decodes protobuf only for Namespace, ConfigMap, Secret, ServiceAccount, \
+             PriorityClass, Service, Role, ClusterRole, RoleBinding, ClusterRoleBinding and \
+             PodDisruptionBudget, not {api_version} {kind}: send it as JSON (kubectl apply -f, or \
              kubectl create ... --dry-run=client -o yaml | kubectl apply -f -)"
         );
         return Err(e);
@@ -257,6 +359,8 @@ fn message(b: &[u8], layout: &[(u64, Field)]) -> Result<Map<String, Value>, Stri
             continue;
         };
         match (*field, f.value) {
+            // Go writes an unset optional string as ""; its JSON leaves it out (omitempty).
+            (Str(_), Wire::Len([])) => {}
             (Str(name), Wire::Len(v)) => {
                 out.insert(name.into(), json!(text(v)));
             }
@@ -293,6 +397,19 @@ fn message(b: &[u8], layout: &[(u64, Field)]) -> Result<Map<String, Value>, Stri
                 }
                 out.insert(name.into(), json!(crate::time::format_rfc3339(secs)));
             }
+            (IntOrStr(name), Wire::Len(v)) => {
+                let (mut is_string, mut int, mut string) = (false, 0i64, String::new());
+                for t in fields(v)? {
+                    match (t.number, t.value) {
+                        (1, Wire::Varint(k)) => is_string = k == 1,
+                        (2, Wire::Varint(i)) => int = i as i64,
+                        (3, Wire::Len(s)) => string = text(s),
+                        _ => {}
+                    }
+                }
+                let value = if is_string { json!(string) } else { json!(int) };
+                out.insert(name.into(), value);
+            }
             (field, _) => return Err(format!("field {} has the wrong wire type", name_of(field))),
         }
     }
@@ -309,7 +426,8 @@ fn name_of(f: Field) -> &'static str {
         | RepStr(n)
         | MapStr(n)
         | MapBytes(n)
-        | Time(n) => n,
+        | Time(n)
+        | IntOrStr(n) => n,
     }
 }
 
@@ -379,6 +497,29 @@ mod tests {
             obj,
             json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                    "metadata": {"name": "low", "labels": {"tier": "batch"}}, "value": -5})
+        );
+    }
+
+    #[test]
+    fn int_or_string_fields_decode_to_numbers_or_strings_and_empty_strings_are_left_out() {
+        let int_or_str = |text: Option<&str>, int: u64| {
+            let mut b = key(1, 0);
+            b.extend(varint_bytes(u64::from(text.is_some())));
+            b.extend(key(2, 0));
+            b.extend(varint_bytes(int));
+            b.extend(len(3, text.unwrap_or_default().as_bytes()));
+            b
+        };
+        let mut spec = len(1, &int_or_str(Some("50%"), 0));
+        spec.extend(len(3, &int_or_str(None, 2)));
+        spec.extend(len(4, b""));
+        let mut raw = len(1, &len(1, b"budget"));
+        raw.extend(len(2, &spec));
+        let obj = decode(&envelope("policy/v1", "PodDisruptionBudget", &raw)).unwrap();
+        assert_eq!(
+            obj["spec"],
+            json!({"minAvailable": "50%", "maxUnavailable": 2}),
+            "an empty unhealthyPodEvictionPolicy is not set"
         );
     }
 

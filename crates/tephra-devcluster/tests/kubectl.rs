@@ -307,7 +307,7 @@ async fn kubectl_get_watch_prints_pods_as_they_start() {
 /// decoded as kube-apiserver decodes them, and a kind this server cannot decode is refused
 /// with 415 naming it (and how to send it instead).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_writes_namespaces_configmaps_secrets_priorityclasses_and_serviceaccounts() {
+async fn kubectl_create_writes_the_built_in_kinds_it_sends_in_protobuf() {
     let h = common::fleet().await;
     let k = Kubectl::new(&h.kubeconfig_yaml());
     for args in [
@@ -337,9 +337,178 @@ async fn kubectl_create_writes_namespaces_configmaps_secrets_priorityclasses_and
             "--description=low, really",
         ],
         &["create", "serviceaccount", "robot", "-n", "team-a"],
+        &[
+            "create",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+        &[
+            "create",
+            "rolebinding",
+            "reader",
+            "-n",
+            "team-a",
+            "--role=reader",
+            "--serviceaccount=team-a:robot",
+        ],
+        &[
+            "create",
+            "clusterrole",
+            "aggregate",
+            "--aggregation-rule=example.com/agg=true",
+        ],
+        &[
+            "create",
+            "clusterrolebinding",
+            "devs",
+            "--clusterrole=aggregate",
+            "--group=devs",
+        ],
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "web",
+            "-n",
+            "team-a",
+            "--tcp=80:8080",
+        ],
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "named",
+            "-n",
+            "team-a",
+            "--tcp=80:http",
+        ],
+        &[
+            "create",
+            "pdb",
+            "half",
+            "-n",
+            "team-a",
+            "--selector=app=x",
+            "--min-available=50%",
+        ],
+        &[
+            "create",
+            "pdb",
+            "one",
+            "-n",
+            "team-a",
+            "--selector=app=y",
+            "--max-unavailable=1",
+        ],
     ] {
         k.ok(args).await;
     }
+    let get = |args: &'static [&'static str]| k.ok(args);
+    assert_eq!(
+        get(&[
+            "get",
+            "secret",
+            "pw",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.type}"
+        ])
+        .await,
+        "Opaque",
+        "defaulted, as kube-apiserver does"
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.rules[0].verbs}|{.rules[0].resources}|{.rules[0].apiGroups}"
+        ])
+        .await,
+        r#"["get","list"]|["pods"]|[""]"#
+    );
+    assert_eq!(
+        get(&["get", "rolebinding", "reader", "-n", "team-a", "-o",
+            "jsonpath={.roleRef.kind}/{.roleRef.name}|{.subjects[0].kind}/{.subjects[0].namespace}/{.subjects[0].name}"])
+        .await,
+        "Role/reader|ServiceAccount/team-a/robot"
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "clusterrole",
+            "aggregate",
+            "-o",
+            "jsonpath={.aggregationRule.clusterRoleSelectors[0].matchLabels}"
+        ])
+        .await,
+        r#"{"example.com/agg":"true"}"#
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "clusterrolebinding",
+            "devs",
+            "-o",
+            "jsonpath={.subjects[0].kind}/{.subjects[0].name}"
+        ])
+        .await,
+        "Group/devs"
+    );
+    // targetPort is an IntOrString: a number, or a port's name.
+    assert_eq!(
+        get(&["get", "svc", "web", "-n", "team-a", "-o",
+            "jsonpath={.spec.type}|{.spec.ports[0].port}|{.spec.ports[0].targetPort}|{.spec.selector}"])
+        .await,
+        r#"ClusterIP|80|8080|{"app":"web"}"#
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "svc",
+            "named",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.spec.type}|{.spec.ports[0].targetPort}"
+        ])
+        .await,
+        "NodePort|http"
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "pdb",
+            "half",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.spec.minAvailable}|{.spec.selector.matchLabels.app}"
+        ])
+        .await,
+        "50%|x"
+    );
+    assert_eq!(
+        get(&[
+            "get",
+            "pdb",
+            "one",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.spec.maxUnavailable}"
+        ])
+        .await,
+        "1"
+    );
     let data = k
         .ok(&[
             "get",

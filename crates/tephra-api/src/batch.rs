@@ -65,9 +65,7 @@ use crate::defaults;
     validation = Rule::new(
         "!has(self.minSuccess) || !has(self.tasks) || self.minSuccess <= self.tasks.map(t, has(t.replicas) ? t.replicas : 0).sum()"
     ).message("spec.minSuccess must not exceed the total replicas of all tasks").field_path(".minSuccess"),
-    validation = Rule::new(
-        "!has(self.plugins) || self.plugins.all(p, p in ['env', 'svc', 'ssh', 'pytorch', 'mpi', 'tensorflow', 'ray', 'hcclrank'])"
-    ).message("spec.plugins keys must be job plugins: env, svc, ssh, pytorch, mpi, tensorflow, ray or hcclrank").field_path(".plugins"),
+    validation = Rule::new(plugins_rule()).message(plugins_message().as_str()).field_path(".plugins"),
     validation = Rule::new("!has(self.queue) || self.queue != 'root'")
         .message("spec.queue: a job cannot be submitted to the root queue; use a leaf queue").field_path(".queue"),
     validation = Rule::new(POLICY_EVENTS_UNIQUE)
@@ -358,6 +356,38 @@ pub struct LifecyclePolicy {
 /// The policy rules that look across a list of policies (on a job and on each task). Each
 /// walks the list a bounded number of times: the list holds at most 32 policies of at most 16
 /// events.
+/// The job plugins a Job may name in `spec.plugins`, as Volcano's: the job controller applies
+/// each (`tephra_controllers::job::plugins`) but `tensorflow`, `ray` and `hcclrank`, which are
+/// accepted and not applied yet.
+pub const JOB_PLUGINS: [&str; 8] = [
+    "env",
+    "svc",
+    "ssh",
+    "pytorch",
+    "mpi",
+    "tensorflow",
+    "ray",
+    "hcclrank",
+];
+
+/// The CRD's CEL rule for `spec.plugins`: every key one of [`JOB_PLUGINS`].
+fn plugins_rule() -> String {
+    let names: Vec<String> = JOB_PLUGINS.iter().map(|n| format!("'{n}'")).collect();
+    format!(
+        "!has(self.plugins) || self.plugins.all(p, p in [{}])",
+        names.join(", ")
+    )
+}
+
+/// The message of [`plugins_rule`].
+fn plugins_message() -> String {
+    let (last, rest) = JOB_PLUGINS.split_last().unwrap_or((&"", &[]));
+    format!(
+        "spec.plugins keys must be job plugins: {} or {last}",
+        rest.join(", ")
+    )
+}
+
 const POLICY_EVENTS_UNIQUE: &str = "!has(self.policies) || ['*', 'PodFailed', 'PodEvicted', 'PodPending', 'Unknown', 'TaskCompleted', 'TaskFailed', 'JobUpdated'].all(v, self.policies.filter(p, (has(p.event) && p.event == v) || (has(p.events) && v in p.events)).size() <= 1)";
 const POLICY_ANY_ALONE: &str = "!has(self.policies) || !self.policies.exists(p, (has(p.event) && p.event == '*') || (has(p.events) && '*' in p.events)) || self.policies.all(p, has(p.exitCode) || ((!has(p.event) || p.event == '*') && (!has(p.events) || p.events.all(e, e == '*'))))";
 const POLICY_EXIT_CODES_UNIQUE: &str = "!has(self.policies) || self.policies.all(p, !has(p.exitCode) || self.policies.filter(q, has(q.exitCode) && q.exitCode == p.exitCode).size() == 1)";

@@ -3,7 +3,7 @@
 //! several select one (the highest `priority`, then the name), and the placement it gives:
 //! cluster names, exclusions, cluster labels and fields, tolerations, spread and gang split.
 
-use crate::job::pods::{JOB_API_VERSION, names_a_job};
+use crate::job::names::{JOB_API_VERSION, names_a_job};
 use std::cmp::Reverse;
 
 use tephra_api::PodGroup;

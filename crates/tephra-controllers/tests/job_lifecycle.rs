@@ -14,8 +14,8 @@ use tephra_api::batch::{Action, JobPhase};
 use tephra_api::scheduling::PodGroupPhase;
 use tephra_api::well_known::OUT_OF_SYNC;
 use tephra_api::{Job, PodGroup, PodGroupStatus};
-use tephra_controllers::job::reconcile::needs_ssh_key;
-use tephra_controllers::job::ssh::SshKey;
+use tephra_controllers::job::plugins::SshKey;
+use tephra_controllers::job::plugins::ssh::needs_key as needs_ssh_key;
 use tephra_controllers::job::{Observed, Write, reconcile};
 
 struct World {

@@ -20,9 +20,9 @@ use kube::{Client, Resource, ResourceExt};
 use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
 use tephra_api::{Command, Job, PodGroup};
-use tephra_controllers::job::pods::{names_a_job, podgroup_name};
-use tephra_controllers::job::reconcile::needs_ssh_key;
-use tephra_controllers::job::ssh::SshKey;
+use tephra_controllers::job::names::{names_a_job, podgroup_name};
+use tephra_controllers::job::plugins::SshKey;
+use tephra_controllers::job::plugins::ssh::needs_key as needs_ssh_key;
 use tephra_controllers::job::{Observed, Write, reconcile};
 use tokio::task::JoinHandle;
 

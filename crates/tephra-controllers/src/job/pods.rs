@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tephra_api::well_known::{
     GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION,
     LARGEST_TASK_REQUEST, PREEMPTABLE, QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX,
@@ -18,6 +18,7 @@ use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
 
 use super::gang::{GangPlan, JobError};
+use super::names::{owner, pod_name, podgroup_name};
 
 /// Job annotations and labels that Volcano copies onto every pod.
 const COPIED_TO_PODS: [&str; 5] = [
@@ -27,41 +28,6 @@ const COPIED_TO_PODS: [&str; 5] = [
     "volcano.sh/jdb-min-available",
     "volcano.sh/jdb-max-unavailable",
 ];
-
-/// The name of a Job's PodGroup: `<job>-<uid>`, as Volcano names it (the Job's name alone
-/// while it has no uid, as in the simulator).
-pub fn podgroup_name(job: &Job) -> String {
-    let name = job.metadata.name.clone().unwrap_or_default();
-    match job.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() => format!("{name}-{uid}"),
-        _ => name,
-    }
-}
-
-/// The name of a task's pod: `<job>-<task>-<index>`.
-pub fn pod_name(job: &str, task: &str, index: u32) -> String {
-    format!("{job}-{task}-{index}")
-}
-
-/// The `apiVersion` of a Volcano Job.
-pub const JOB_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
-
-/// Whether a reference (an owner, a Command's target) names a Volcano Job.
-pub fn names_a_job(r: &OwnerReference) -> bool {
-    r.kind == "Job" && r.api_version.starts_with("batch.volcano.sh/")
-}
-
-/// The owner reference that ties an object to its Job (as the Job's controller).
-pub fn owner(job: &Job) -> OwnerReference {
-    OwnerReference {
-        api_version: JOB_API_VERSION.into(),
-        kind: "Job".into(),
-        name: job.metadata.name.clone().unwrap_or_default(),
-        uid: job.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
 
 /// The PodGroup of a Job, from its gang plan.
 pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
@@ -216,7 +182,6 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
         &pod_name(&job_name, name, index),
         &mut spec,
     );
-    super::ssh::on_pod(job, &mut spec);
     let idx = index.to_string();
     let mut annotations = tmeta.annotations.unwrap_or_default();
     for (k, v) in [

@@ -20,10 +20,11 @@ use tephra_scheduler::duration::Duration;
 
 use super::gang::{GangPlan, plan};
 use super::lifecycle::{Facts, Pods, finished, step};
+use super::names::{pod_name, podgroup_name};
 use super::observe::{Counts, JobPod, Phase};
-use super::pods::{pod, pod_name, podgroup, podgroup_drifted, podgroup_name};
+use super::plugins::{self, SshKey, made, made_key};
+use super::pods::{pod, podgroup, podgroup_drifted};
 use super::policy::{Trigger, decide, triggers};
-use super::ssh::{self, SshKey};
 
 /// What the controller sees of one Job.
 #[derive(Clone, Copy, Debug)]
@@ -226,12 +227,12 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
         conditions: old.conditions.clone(),
     };
     if matches!(step.pods, Pods::Sync) {
-        for (key, plugin) in [(SVC_MADE, "svc"), (SSH_MADE, "ssh")] {
-            let made = plugin != "ssh" || o.ssh_key.is_some() || ssh::brings_key(job);
-            if job.spec.plugins.contains_key(plugin) && made {
+        // A plugin's objects count as made once it can make them (ssh: once it has a key).
+        for (plugin, ctx) in plugins::asked(job, &plan, o.ssh_key) {
+            if plugin.objects(&ctx).is_some() {
                 status
                     .controlled_resources
-                    .insert(key.into(), plugin.into());
+                    .insert(made_key(plugin.name()), plugin.name().into());
             }
         }
     }
@@ -364,23 +365,31 @@ fn sync(
             message: e.to_string(),
         }),
     }
-    if !made(job, "svc", SVC_MADE) {
-        let (services, configs) = super::plugins::objects(job, plan);
+    for (plugin, ctx) in plugins::asked(job, plan, o.ssh_key) {
+        if made(job, plugin.name()) {
+            continue;
+        }
+        let Some(objects) = plugin.objects(&ctx) else {
+            continue;
+        };
         writes.extend(
-            services
+            objects
+                .services
                 .into_iter()
                 .map(|x| Write::CreateService(Box::new(x))),
         );
         writes.extend(
-            configs
+            objects
+                .config_maps
                 .into_iter()
                 .map(|x| Write::CreateConfigMap(Box::new(x))),
         );
-    }
-    if !made(job, "ssh", SSH_MADE)
-        && let Some(secret) = ssh::secret(job, o.ssh_key)
-    {
-        writes.push(Write::CreateSecret(Box::new(secret)));
+        writes.extend(
+            objects
+                .secrets
+                .into_iter()
+                .map(|x| Write::CreateSecret(Box::new(x))),
+        );
     }
     let admitted = o
         .podgroup
@@ -423,24 +432,6 @@ fn sync(
         }
         counts.terminating += 1;
     }
-}
-
-/// The `status.controlledResources` keys that record a plugin's objects as made.
-const SVC_MADE: &str = "plugin-svc";
-const SSH_MADE: &str = "plugin-ssh";
-
-/// Whether `plugin`'s objects are made (or the Job does not ask for it).
-pub fn made(job: &Job, plugin: &str, key: &str) -> bool {
-    !job.spec.plugins.contains_key(plugin)
-        || job
-            .status
-            .as_ref()
-            .is_some_and(|s| s.controlled_resources.get(key).map(String::as_str) == Some(plugin))
-}
-
-/// Whether a pass over `job` would use a fresh key pair for the `ssh` plugin.
-pub fn needs_ssh_key(job: &Job) -> bool {
-    ssh::wanted(job) && !ssh::brings_key(job) && !made(job, "ssh", SSH_MADE)
 }
 
 /// Whether task `i` may start: every task it depends on (any one, with `iteration: any` and

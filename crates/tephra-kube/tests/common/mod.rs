@@ -350,7 +350,7 @@ pub fn command(job: &tephra_api::Job, action: &str) -> tephra_api::Command {
     ));
     c.metadata.namespace = job.metadata.namespace.clone();
     c.fields.action = Some(action.into());
-    c.fields.target = Some(tephra_controllers::job::pods::owner(job));
+    c.fields.target = Some(tephra_controllers::job::names::owner(job));
     c
 }
 

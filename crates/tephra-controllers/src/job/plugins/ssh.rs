@@ -10,8 +10,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     KeyToPath, PodSpec, Secret, SecretVolumeSource, Volume, VolumeMount,
@@ -19,8 +17,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tephra_api::Job;
 
-use super::plugins::Flags;
-use super::pods::{owner, pod_name};
+use super::plugin::{Ctx, Flags, JobPlugin, Objects, PodAt, made};
+use super::ssh_key::SshKey;
+use crate::job::names::{owner, pod_name};
 
 /// The Secret's keys, as Volcano names them.
 pub const PRIVATE_KEY: &str = "id_rsa";
@@ -33,61 +32,6 @@ pub const CONFIG: &str = "config";
 /// Where the keys are mounted by default.
 pub const DEFAULT_PATH: &str = "/root/.ssh";
 
-/// A key pair, as text for `id_rsa` and `id_rsa.pub`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SshKey {
-    /// The private key (`-----BEGIN OPENSSH PRIVATE KEY-----` ...).
-    pub private: String,
-    /// The public key, one `authorized_keys` line.
-    pub public: String,
-}
-
-fn put_string(out: &mut Vec<u8>, s: &[u8]) {
-    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
-    out.extend_from_slice(s);
-}
-
-impl SshKey {
-    /// An Ed25519 key pair from its 32-byte seed and public key (the caller derives the public
-    /// key; `check` is the format's random check number), in OpenSSH's formats.
-    pub fn ed25519(seed: &[u8; 32], public: &[u8; 32], check: u32, comment: &str) -> Self {
-        const KIND: &[u8] = b"ssh-ed25519";
-        let mut blob = Vec::new();
-        put_string(&mut blob, KIND);
-        put_string(&mut blob, public);
-        let mut secret = Vec::new();
-        secret.extend_from_slice(&check.to_be_bytes());
-        secret.extend_from_slice(&check.to_be_bytes());
-        put_string(&mut secret, KIND);
-        put_string(&mut secret, public);
-        let mut pair = seed.to_vec();
-        pair.extend_from_slice(public);
-        put_string(&mut secret, &pair);
-        put_string(&mut secret, comment.as_bytes());
-        let mut pad = 1u8;
-        while secret.len() % 8 != 0 {
-            secret.push(pad);
-            pad += 1;
-        }
-        let mut body = b"openssh-key-v1\0".to_vec();
-        put_string(&mut body, b"none");
-        put_string(&mut body, b"none");
-        put_string(&mut body, b"");
-        body.extend_from_slice(&1u32.to_be_bytes());
-        put_string(&mut body, &blob);
-        put_string(&mut body, &secret);
-        let text = STANDARD.encode(&body);
-        let mut private = String::from("-----BEGIN OPENSSH PRIVATE KEY-----\n");
-        for line in text.as_bytes().chunks(70) {
-            private.push_str(&String::from_utf8_lossy(line));
-            private.push('\n');
-        }
-        private.push_str("-----END OPENSSH PRIVATE KEY-----\n");
-        let public = format!("ssh-ed25519 {} {comment}\n", STANDARD.encode(&blob));
-        Self { private, public }
-    }
-}
-
 /// The name of the Job's ssh Secret.
 pub fn secret_name(job: &Job) -> String {
     format!("{}-ssh", job.metadata.name.as_deref().unwrap_or_default())
@@ -95,11 +39,11 @@ pub fn secret_name(job: &Job) -> String {
 
 /// Whether the Job asks for the plugin.
 pub fn wanted(job: &Job) -> bool {
-    job.spec.plugins.contains_key("ssh")
+    job.spec.plugins.contains_key(NAME)
 }
 
 fn flags(job: &Job) -> Flags<'_> {
-    Flags(job.spec.plugins.get("ssh").map_or(&[][..], Vec::as_slice))
+    Flags(job.spec.plugins.get(NAME).map_or(&[][..], Vec::as_slice))
 }
 
 /// Whether the Job brings its own key pair (`--ssh-private-key`), so that none need be made.
@@ -218,6 +162,35 @@ pub fn on_pod(job: &Job, spec: &mut PodSpec) {
     }
 }
 
+/// Whether a pass over `job` would use a fresh key pair: it asks for the plugin, brings no
+/// pair of its own, and its Secret is not made yet.
+pub fn needs_key(job: &Job) -> bool {
+    wanted(job) && !brings_key(job) && !made(job, NAME)
+}
+
+/// Its name in `spec.plugins`.
+pub const NAME: &str = "ssh";
+
+/// The `ssh` plugin.
+pub struct Ssh;
+
+impl JobPlugin for Ssh {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn objects(&self, ctx: &Ctx<'_>) -> Option<Objects> {
+        secret(ctx.job, ctx.key).map(|s| Objects {
+            secrets: vec![s],
+            ..Objects::default()
+        })
+    }
+
+    fn on_pod(&self, ctx: &Ctx<'_>, _pod: &PodAt<'_>, spec: &mut PodSpec) {
+        on_pod(ctx.job, spec);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::expect_used)]
@@ -260,55 +233,6 @@ mod tests {
             "{config}"
         );
         assert_eq!(config.matches("Host ").count(), 3);
-    }
-
-    /// Reads OpenSSH's length-prefixed strings.
-    fn strings(mut raw: &[u8], n: usize) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        for _ in 0..n {
-            let len = u32::from_be_bytes(raw[..4].try_into().expect("len")) as usize;
-            out.push(raw[4..4 + len].to_vec());
-            raw = &raw[4 + len..];
-        }
-        out
-    }
-
-    #[test]
-    fn the_private_key_is_in_openssh_format_with_matching_check_numbers() {
-        let k = key();
-        let body: String = k
-            .private
-            .lines()
-            .filter(|l| !l.starts_with("-----"))
-            .collect();
-        assert!(
-            k.private
-                .lines()
-                .all(|l| l.len() <= 70 || l.starts_with("-----"))
-        );
-        let raw = STANDARD.decode(body).expect("base64");
-        let rest = raw.strip_prefix(b"openssh-key-v1\0").expect("magic");
-        let head = strings(rest, 3);
-        assert_eq!(
-            (head[0].as_slice(), head[1].as_slice()),
-            (&b"none"[..], &b"none"[..])
-        );
-        let after = &rest[4 + 4 + 4 + 4 + 4..];
-        assert_eq!(u32::from_be_bytes(after[..4].try_into().expect("n")), 1);
-        let keys = strings(&after[4..], 2);
-        let secret = &keys[1];
-        assert_eq!(secret.len() % 8, 0);
-        assert_eq!(secret[..4], secret[4..8], "the two check numbers match");
-        let fields = strings(&secret[8..], 4);
-        assert_eq!(fields[0], b"ssh-ed25519");
-        assert_eq!(fields[2].len(), 64, "seed and public key");
-        let public = STANDARD
-            .decode(k.public.split(' ').nth(1).expect("blob"))
-            .expect("base64");
-        assert_eq!(
-            public, keys[0],
-            "id_rsa.pub is the private key's public half"
-        );
     }
 
     #[test]

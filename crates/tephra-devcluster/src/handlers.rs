@@ -9,18 +9,18 @@ use hyper::{Method, Response};
 use serde_json::{Value, json};
 
 use crate::admit::{self, FieldValidation};
-use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts, Written};
+use crate::api::{ApiServer, Scope, WriteOpts, Written};
 use crate::authz_admission::{authorize_create, enforce_owner_references};
 use crate::http::{Body, Req, bytes_reply, error_reply, json_reply};
 use crate::pagination;
 use crate::patch::{self, PatchKind};
 use crate::resource::{Builtin, ResourceDef};
 use crate::router::ResourcePath;
-use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{self, ApiError};
 use crate::store::{Key, Obj};
 use crate::table;
 use crate::time;
+use crate::wire::{delete_opts, object_bytes, selectors};
 
 /// Answers a resource request.
 pub async fn resource(api: &Arc<ApiServer>, path: ResourcePath, req: Req) -> Response<Body> {
@@ -107,17 +107,6 @@ pub fn write_opts(req: &Req) -> WriteOpts {
     }
 }
 
-/// An object's JSON for the resource's version.
-pub fn object_bytes(def: &ResourceDef, obj: &Obj) -> Bytes {
-    if obj.value.get("apiVersion").and_then(Value::as_str) == Some(def.api_version().as_str()) {
-        obj.json()
-    } else {
-        let mut v = obj.value.clone();
-        v["apiVersion"] = json!(def.api_version());
-        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
-    }
-}
-
 /// One object as the client asked for it (object, Table, or metadata).
 pub fn render_one(
     def: &ResourceDef,
@@ -153,18 +142,6 @@ fn get(
         .get(def, key)
         .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
     Ok(render_one(def, &obj, req, 200, &[]))
-}
-
-/// Label and field selectors of a request.
-pub fn selectors(def: &ResourceDef, req: &Req) -> Result<(LabelSelector, FieldSelector), ApiError> {
-    let label = LabelSelector::parse(req.q("labelSelector").unwrap_or_default())?;
-    let field = FieldSelector::parse(
-        req.q("fieldSelector").unwrap_or_default(),
-        &def.group,
-        &def.kind,
-        !def.is_custom(),
-    )?;
-    Ok((label, field))
 }
 
 fn list(
@@ -438,31 +415,6 @@ fn patch_object(
         }
     }
     Err(ApiError::internal("apply raced with deletion; try again"))
-}
-
-/// Delete options from the body (`DeleteOptions`) and the query.
-pub fn delete_opts(req: &Req) -> Result<DeleteOpts, ApiError> {
-    let body = req.json()?;
-    let grace = body
-        .get("gracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .or_else(|| req.q("gracePeriodSeconds").and_then(|g| g.parse().ok()));
-    let dry_run = req.q("dryRun") == Some("All")
-        || body
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| d.iter().any(|x| x == "All"));
-    let pre = |k: &str| {
-        body.pointer(&format!("/preconditions/{k}"))
-            .and_then(Value::as_str)
-            .map(String::from)
-    };
-    Ok(DeleteOpts {
-        grace,
-        uid: pre("uid"),
-        resource_version: pre("resourceVersion"),
-        dry_run,
-    })
 }
 
 fn delete(

@@ -15,6 +15,7 @@ pub mod authz_admission;
 pub mod builtin_schema;
 pub mod claims;
 pub mod cluster;
+pub mod conditions;
 pub mod controller;
 pub mod discovery;
 pub mod error;
@@ -47,6 +48,7 @@ pub mod tls;
 pub mod volumes;
 pub mod wait;
 pub mod watch;
+pub mod wire;
 
 pub use api::{ApiServer, ServerOptions};
 pub use cluster::{DevCluster, Handle, Options};

@@ -86,18 +86,18 @@ pub fn log_of(pod: &Value, name: &str, container: Option<&str>) -> Result<String
         pod.pointer(&format!("/metadata/annotations/{}", k.replace('/', "~1")))
             .and_then(Value::as_str)
     };
-    match annotation(crate::kubelet::SIM_DURATION) {
+    match annotation(tephra_api::well_known::SIM_DURATION) {
         Some(d) => {
-            let code = annotation(crate::kubelet::SIM_EXIT_CODE).unwrap_or("0");
+            let code = annotation(tephra_api::well_known::SIM_EXIT_CODE).unwrap_or("0");
             out += &format!(
                 "{started} [tephra devcluster] it runs for {d} ({}) and then exits with code {code}\n",
-                crate::kubelet::SIM_DURATION
+                tephra_api::well_known::SIM_DURATION
             );
         }
         None => {
             out += &format!(
                 "{started} [tephra devcluster] it runs until deleted (set {} to end it)\n",
-                crate::kubelet::SIM_DURATION
+                tephra_api::well_known::SIM_DURATION
             );
         }
     }

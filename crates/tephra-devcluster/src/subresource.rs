@@ -5,37 +5,17 @@ use hyper::Response;
 use serde_json::{Value, json};
 
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts, pod_healthy};
-use crate::handlers::delete_opts;
+use crate::conditions::set_condition;
 use crate::http::{Body, Req, json_reply};
 use crate::resource::Builtin;
 use crate::selector::LabelSelector;
 use crate::status::{self, ApiError, Cause};
 use crate::store::Key;
 use crate::time;
+use crate::wire::delete_opts;
 
 fn condition_true(t: &str) -> Value {
     json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": time::now_rfc3339()})
-}
-
-/// Sets (or replaces) a condition in `status.conditions`.
-pub fn set_condition(obj: &mut Value, condition: Value) {
-    if !obj.get("status").is_some_and(Value::is_object) {
-        obj["status"] = json!({});
-    }
-    let t = condition.get("type").cloned();
-    let list = obj["status"]
-        .as_object_mut()
-        .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
-    if let Some(Value::Array(items)) = list {
-        match items.iter_mut().find(|c| c.get("type") == t.as_ref()) {
-            Some(existing) => {
-                if existing.get("status") != condition.get("status") {
-                    *existing = condition;
-                }
-            }
-            None => items.push(condition),
-        }
-    }
 }
 
 /// `POST pods/{name}/binding`.

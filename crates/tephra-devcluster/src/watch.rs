@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::api::ApiServer;
-use crate::handlers::{object_bytes, selectors};
 use crate::http::{Body, ChannelBody, Req, stream_reply};
 use crate::resource::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::{Event, EventType, Obj, Subscriber};
 use crate::table;
+use crate::wire::{object_bytes, selectors};
 
 struct Filter {
     namespace: Option<String>,

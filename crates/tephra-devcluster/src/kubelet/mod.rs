@@ -24,11 +24,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
+use crate::conditions::set_condition;
 use crate::quantity;
 use crate::resource::Builtin;
 use crate::status::ApiError;
 use crate::store::{Event, EventType, Obj, Subscriber};
-use crate::subresource::set_condition;
 use crate::time;
 
 pub mod admission;
@@ -39,10 +39,7 @@ mod prepare;
 pub use admission::pod_requests;
 use admission::{HostPort, NodeFacts};
 
-/// The pod annotation giving how long a simulated pod runs.
-pub const SIM_DURATION: &str = "tephra.io/sim-duration";
-/// The pod annotation giving the exit code a simulated pod finishes with.
-pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
+use tephra_api::well_known::{SIM_DURATION, SIM_EXIT_CODE};
 
 /// How the simulated kubelets behave.
 #[derive(Clone, Debug)]

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use super::{Kubelet, NodeSpec, str_at};
 use crate::api::{DeleteOpts, Scope, WriteOpts};
+use crate::conditions::set_condition;
 use crate::resource::Builtin;
 use crate::status::ApiError;
 use crate::store::Obj;
-use crate::subresource::set_condition;
 use crate::time;
 
 impl Kubelet {

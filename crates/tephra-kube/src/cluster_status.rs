@@ -24,8 +24,9 @@ use tephra_controllers::cluster_health::{Probe, Seen, next_ready};
 use tephra_controllers::cluster_taints::taints;
 use tokio::task::JoinHandle;
 
+use crate::clients::Endpoint;
 use crate::leader::Leadership;
-use crate::members::{Credentials, Endpoint, client_for, credentials};
+use crate::members::{Credentials, client_for, credentials};
 
 /// How the cluster status controller runs.
 #[derive(Clone, Debug)]

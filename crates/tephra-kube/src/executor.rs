@@ -4,7 +4,6 @@
 //! back on a channel. Writes to one object keep their planned order (`lanes`). Before each
 //! write it checks that this replica still leads.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -18,6 +17,7 @@ use tephra_api::{PodGroup, Queue, ResourceBinding};
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 
+use crate::clients::Clients;
 use crate::events::{EventFor, event};
 use crate::lanes::Lanes;
 use crate::leader::Leadership;
@@ -90,41 +90,6 @@ impl RateLimiter {
                 Duration::from_secs_f64((1.0 - s.0) / self.qps)
             };
             tokio::time::sleep(wait).await;
-        }
-    }
-}
-
-/// The clients of the clusters writes go to: the control plane (PodGroups, Queues, Events)
-/// and each member by name (binds, evictions).
-#[derive(Clone)]
-pub struct Clients {
-    /// The control plane.
-    pub control: Client,
-    /// Members by name.
-    pub members: Arc<std::sync::RwLock<BTreeMap<String, Client>>>,
-}
-
-impl Clients {
-    fn member(&self, name: &str) -> Option<Client> {
-        self.members.read().ok()?.get(name).cloned()
-    }
-
-    fn for_write(&self, w: &Write) -> Option<Client> {
-        match w {
-            Write::Bind { cluster, .. }
-            | Write::Evict { cluster, .. }
-            | Write::Place { cluster, .. }
-            | Write::Purge { cluster, .. }
-            | Write::PreBind { cluster, .. }
-            | Write::Nominate { cluster, .. } => self.member(cluster),
-            Write::Binding { .. }
-            | Write::DeclaredStatus { .. }
-            | Write::EvictionTasks { .. }
-            | Write::BindingStatus { .. } => Some(self.control.clone()),
-            Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
-                self.member(cluster).or_else(|| Some(self.control.clone()))
-            }
-            Write::QueueStatus { .. } => Some(self.control.clone()),
         }
     }
 }

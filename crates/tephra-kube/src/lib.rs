@@ -17,6 +17,7 @@
 
 pub mod bare_pods;
 pub mod brief;
+pub mod clients;
 pub mod cluster_status;
 pub mod commands;
 pub mod convert;

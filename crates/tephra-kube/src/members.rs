@@ -16,11 +16,10 @@ use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::Api;
-use tephra_api::Cluster as ApiCluster;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::executor::Clients;
+use crate::clients::{Clients, Endpoint};
 use crate::metrics::Metrics;
 use crate::watch::{self, Change, Kind, Update};
 
@@ -29,29 +28,6 @@ const PROBE_PERIOD: Duration = Duration::from_secs(1);
 /// How many probes apart the credentials Secret is read again besides its watch (and after any
 /// 401): only a watch that is refused leaves a rotation to this.
 pub const CREDENTIALS_EVERY: u32 = 60;
-
-/// What a member's connection depends on: a change restarts its watchers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    /// `spec.apiEndpoint`.
-    pub url: String,
-    /// `spec.secretRef` as `namespace/name`.
-    pub secret: String,
-    /// `spec.insecureSkipTLSVerification`.
-    pub insecure: bool,
-}
-
-impl Endpoint {
-    /// The endpoint of a Cluster, if it names one (Pull-mode clusters do not).
-    pub fn of(c: &ApiCluster) -> Option<Self> {
-        let r = c.spec.secret_ref.as_ref()?;
-        Some(Self {
-            url: c.spec.api_endpoint.clone()?,
-            secret: format!("{}/{}", r.namespace, r.name),
-            insecure: c.spec.insecure_skip_tls_verification,
-        })
-    }
-}
 
 /// Why a member cannot be reached.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,8 @@ use tephra_scheduler::{SchedulerConfig, Step};
 use tokio::sync::{mpsc, watch as signal};
 use tokio::task::JoinHandle;
 
-use crate::executor::{Clients, Done, Executor, Outcome, RateLimiter};
+use crate::clients::{CONTROL_PLANE, Clients};
+use crate::executor::{Done, Executor, Outcome, RateLimiter};
 use crate::leader::{self, LeaderOptions, Leadership};
 use crate::members;
 use crate::metrics::{Metrics, ms};
@@ -28,8 +29,6 @@ use crate::writes::{Planner, Write};
 
 /// The name of the local cluster as a member.
 pub const LOCAL: &str = "local";
-/// The name the control plane goes by in logs and metrics when members come from Clusters.
-pub const CONTROL_PLANE: &str = "control-plane";
 
 /// Where member clusters come from (`--members`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

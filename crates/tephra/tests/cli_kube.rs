@@ -310,7 +310,7 @@ async fn cluster_join_registers_a_member_rotate_gives_it_new_credentials_and_unj
         ("tephra-cluster", "west")
     );
     // The Secret is what the scheduler connects with: the member answers with it.
-    let endpoint = tephra_kube::members::Endpoint::of(&west).unwrap();
+    let endpoint = tephra_kube::clients::Endpoint::of(&west).unwrap();
     let member = tephra_kube::members::connect(&cp, &endpoint).await.unwrap();
     Api::<k8s_openapi::api::core::v1::Node>::all(member)
         .list(&Default::default())

@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use tephra_api::{Cluster as ApiCluster, PodGroupStatus};
+use tephra_api::Cluster as ApiCluster;
 use tephra_controllers::dra;
 use tephra_scheduler::cache::{Cache, CacheError, DraChange, Event, StorageChange};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
@@ -25,7 +25,7 @@ mod strays;
 
 use crate::convert::{self, ConvertError};
 use crate::watch::{Change, Kind, Obj, Update};
-use crate::writes::DeclaredPod;
+use crate::writes::{DeclaredPod, GroupSeen};
 use tephra_controllers::propagation;
 use tephra_controllers::storage;
 
@@ -60,18 +60,6 @@ pub enum StateError {
         /// Why.
         source: serde_json::Error,
     },
-}
-
-/// What the state loop knows of one PodGroup beyond the cache: its uid (for Events) and its
-/// status as last observed (conditions are merged into it when the status is written).
-#[derive(Clone, Debug, Default)]
-pub struct GroupSeen {
-    /// `metadata.uid`.
-    pub uid: Option<String>,
-    /// `status`, as last observed.
-    pub status: PodGroupStatus,
-    /// The cluster whose API holds the PodGroup.
-    pub cluster: Arc<str>,
 }
 
 /// The state loop's world.
@@ -235,11 +223,11 @@ impl State {
     }
 
     /// The endpoints of the members that come from Cluster objects.
-    pub fn member_endpoints(&self) -> std::collections::BTreeMap<String, crate::members::Endpoint> {
+    pub fn member_endpoints(&self) -> std::collections::BTreeMap<String, crate::clients::Endpoint> {
         self.members
             .iter()
             .filter_map(|(name, (obj, _))| {
-                Some((name.clone(), crate::members::Endpoint::of(obj.as_ref()?)?))
+                Some((name.clone(), crate::clients::Endpoint::of(obj.as_ref()?)?))
             })
             .collect()
     }

@@ -60,7 +60,7 @@ impl State {
                     "status": "False", "reason": "PodGroupNotFound", "message": message}]}),
             });
             out.push(Write::Event {
-                cluster: crate::run::CONTROL_PLANE.into(),
+                cluster: crate::clients::CONTROL_PLANE.into(),
                 namespace,
                 kind: Involved::Pod,
                 group: name,

@@ -6,6 +6,7 @@
 //! carry (a member's copy of a pod, a ResourceBinding, a PodGroup's status).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -20,11 +21,22 @@ use tephra_scheduler::Decisions;
 use tephra_scheduler::decisions::GroupStatus;
 
 use crate::convert::api_phase;
-use crate::state::GroupSeen;
 
 mod write;
 
 pub use write::{DeclaredPod, Involved, Write};
+
+/// What the state loop knows of one PodGroup beyond the cache: its uid (for Events) and its
+/// status as last observed (conditions are merged into it when the status is written).
+#[derive(Clone, Debug, Default)]
+pub struct GroupSeen {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `status`, as last observed.
+    pub status: PodGroupStatus,
+    /// The cluster whose API holds the PodGroup.
+    pub cluster: Arc<str>,
+}
 
 /// Remembers what was written, to write only changes.
 #[derive(Default)]

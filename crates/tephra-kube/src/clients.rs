@@ -1,0 +1,72 @@
+//! Who the runtime talks to: the clients of the control plane and of each member that writes
+//! go to ([`Clients`]), what a member's connection depends on ([`Endpoint`]), and the name the
+//! control plane goes by where a write names a cluster ([`CONTROL_PLANE`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::Client;
+use tephra_api::Cluster as ApiCluster;
+
+use crate::writes::Write;
+
+/// The control plane's name as a cluster, in writes and Events about the control plane itself.
+pub const CONTROL_PLANE: &str = "control-plane";
+
+/// The clients of the clusters writes go to: the control plane (PodGroups, Queues, Events)
+/// and each member by name (binds, evictions).
+#[derive(Clone)]
+pub struct Clients {
+    /// The control plane.
+    pub control: Client,
+    /// Members by name.
+    pub members: Arc<std::sync::RwLock<BTreeMap<String, Client>>>,
+}
+
+impl Clients {
+    pub(crate) fn member(&self, name: &str) -> Option<Client> {
+        self.members.read().ok()?.get(name).cloned()
+    }
+
+    pub(crate) fn for_write(&self, w: &Write) -> Option<Client> {
+        match w {
+            Write::Bind { cluster, .. }
+            | Write::Evict { cluster, .. }
+            | Write::Place { cluster, .. }
+            | Write::Purge { cluster, .. }
+            | Write::PreBind { cluster, .. }
+            | Write::Nominate { cluster, .. } => self.member(cluster),
+            Write::Binding { .. }
+            | Write::DeclaredStatus { .. }
+            | Write::EvictionTasks { .. }
+            | Write::BindingStatus { .. } => Some(self.control.clone()),
+            Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
+                self.member(cluster).or_else(|| Some(self.control.clone()))
+            }
+            Write::QueueStatus { .. } => Some(self.control.clone()),
+        }
+    }
+}
+
+/// What a member's connection depends on: a change restarts its watchers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `spec.apiEndpoint`.
+    pub url: String,
+    /// `spec.secretRef` as `namespace/name`.
+    pub secret: String,
+    /// `spec.insecureSkipTLSVerification`.
+    pub insecure: bool,
+}
+
+impl Endpoint {
+    /// The endpoint of a Cluster, if it names one (Pull-mode clusters do not).
+    pub fn of(c: &ApiCluster) -> Option<Self> {
+        let r = c.spec.secret_ref.as_ref()?;
+        Some(Self {
+            url: c.spec.api_endpoint.clone()?,
+            secret: format!("{}/{}", r.namespace, r.name),
+            insecure: c.spec.insecure_skip_tls_verification,
+        })
+    }
+}

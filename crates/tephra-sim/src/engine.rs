@@ -8,14 +8,18 @@
 //! | file | its part |
 //! | --- | --- |
 //! | `state.rs` | the clock, the agenda, the cache, jobs and pods in flight |
+//! | `agenda.rs` | the events the agenda holds |
 //! | `world.rs` | the fleet, queues and scheduler configuration from the scenario |
 //! | `engine.rs` | this loop, and arrivals: the job controller turns each job into a gang |
 //! | `executor.rs` | sessions and their decisions: binds, evictions, PodGroup phases |
 //! | `kubelet.rs` | pods start, run, finish, release their nodes |
 //! | `faults.rs` | faults and recovery as they happen to a member, and its node lifecycle |
-//! | `members.rs` | members as the control plane sees them: probes, Ready, taints |
-//! | `failover/` | the taint manager, old copies set aside, graceful eviction; `measure.rs`: what each fault did |
-//! | `jobs.rs` | Volcano Jobs, run by the job controller's own passes |
+//! | `members/` | members as the control plane sees them: probes, Ready, taints; `member.rs`: a member itself, and the chain's timings |
+//! | `failover/` | the taint manager, old copies set aside, graceful eviction; `binding.rs`: a job's tasks and old copies; `measure.rs`: what each fault did; `report.rs`: the `failover` section |
+//! | `jobs/` | Volcano Jobs, run by the job controller's own passes; `vcjob.rs`: what is kept of each |
+//! | `report/` | `report.json` (`fields.rs`) and the statistics behind it (`stats.rs`, `hist.rs`) |
+//!
+//! How the files import each other, so that no import runs in a circle: see `state.rs`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -25,12 +29,13 @@ use std::time::Instant;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 
+use crate::agenda::Ev;
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
-use crate::state::{Ev, JobRt, NewPod, PodState, Sim, scaled};
+use crate::state::{JobRt, NewPod, PodState, Sim, scaled};
 use crate::workload::{Merged, SimJob};
 use crate::world::load_config;
 
@@ -109,7 +114,7 @@ impl<'s> Sim<'s> {
             clusters: BTreeMap::new(),
             down_nodes: BTreeMap::new(),
             members: BTreeMap::new(),
-            timings: crate::members::Timings::from_def(&scenario.failover),
+            timings: crate::members::member::Timings::from_def(&scenario.failover),
             bindings: HashMap::new(),
             failover_records: Vec::new(),
             open_faults: BTreeMap::new(),
@@ -117,7 +122,7 @@ impl<'s> Sim<'s> {
             wall: Instant::now(),
         };
         sim.build_fleet()?;
-        sim.members = crate::members::members(
+        sim.members = crate::members::member::members(
             sim.clusters
                 .iter()
                 .map(|(n, c)| (n.as_str(), c.taints.as_slice())),

@@ -9,11 +9,12 @@ use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 use tephra_scheduler::schedule;
 
+use crate::agenda::Ev;
 use crate::checker::CheckBind;
 use crate::error::SimError;
-use crate::jobs::PodChange;
+use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
-use crate::state::{Ev, PodState, Sim};
+use crate::state::{PodState, Sim};
 
 /// Sessions in a row that bind and evict nothing, with nothing but the scheduler's own timers
 /// left to happen, after which the timers stop waking sessions.

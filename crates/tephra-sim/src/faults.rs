@@ -13,10 +13,11 @@ use std::collections::BTreeSet;
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::NodeSpec;
 
+use crate::agenda::Ev;
 use crate::error::SimError;
 use crate::record::Record;
 use crate::scenario::FaultKind;
-use crate::state::{Ev, PodState, Sim};
+use crate::state::{PodState, Sim};
 
 impl Sim<'_> {
     /// The pods on `lost` nodes fail, and each gang that had one there restarts whole.

@@ -7,10 +7,11 @@
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 
+use crate::agenda::Ev;
 use crate::error::SimError;
-use crate::jobs::PodChange;
+use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
-use crate::state::{Ev, PodState, Sim};
+use crate::state::{PodState, Sim};
 
 impl Sim<'_> {
     pub(crate) fn start(

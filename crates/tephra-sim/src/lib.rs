@@ -2,6 +2,7 @@
 //! scheduler core through the same cache event API the Kubernetes informers use, replays real
 //! traces, injects faults, checks every bind independently, and reports.
 
+mod agenda;
 pub mod charts;
 pub mod checker;
 pub mod engine;

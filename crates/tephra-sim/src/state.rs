@@ -1,7 +1,11 @@
 //! The state of a simulation: the virtual clock and its agenda of events, the cache the
 //! scheduler reads, the jobs and pods in flight, and the checker and statistics that watch
-//! them. The other parts of the simulator (world, kubelet, executor, faults, the event loop)
-//! each add their own methods to [`Sim`].
+//! them. The other parts of the simulator (world, kubelet, executor, faults, members, failover,
+//! Volcano Jobs, the event loop) each add their own methods to [`Sim`].
+//!
+//! The parts import this file; it imports only the data types they own, each in a file that
+//! imports no part (`agenda.rs`, `jobs/vcjob.rs`, `members/member.rs`, `failover/binding.rs`,
+//! `failover/report.rs`, `report/stats.rs`), so no import runs in a circle.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -13,38 +17,19 @@ use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
+use crate::agenda::Ev;
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
-use crate::report::Stats;
+use crate::failover::binding::Binding;
+use crate::failover::report::FaultReport;
+use crate::jobs::vcjob::VcJob;
+use crate::members::member::{Member, Timings};
+use crate::report::stats::Stats;
 use crate::scenario::Scenario;
 use crate::workload::Merged;
 
 /// Resource quantities as (name, quantity).
 pub(crate) type Quantities = Vec<(String, String)>;
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Ev {
-    Fault(usize),
-    FaultEnd(usize),
-    /// The cluster status controller probes a member.
-    Probe(String),
-    /// The cluster controller looks at a member's taints again (a NoExecute taint or a
-    /// toleration falls due).
-    Taints(String),
-    /// Graceful eviction looks at a job again.
-    Eviction(String),
-    /// An old copy's pod (job, ghost name) finished terminating.
-    GhostGone(String, String),
-    Released(String, u32),
-    Finish(String, u32),
-    Start(String, u32),
-    JobWake(String),
-    /// A scheduler timer falls due (an inqueue timeout, an SLA running out): a session runs, as
-    /// the runtime's periodic one would.
-    Timer,
-    Arrival,
-    Tick,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PodState {
@@ -112,7 +97,7 @@ pub struct Sim<'s> {
     pub(crate) jobs: HashMap<String, JobRt>,
     pub(crate) pods: HashMap<String, PodRt>,
     /// Volcano Jobs, run by the job controller ([`crate::jobs`]).
-    pub(crate) vcjobs: HashMap<String, crate::jobs::VcJob>,
+    pub(crate) vcjobs: HashMap<String, VcJob>,
     /// The faults of this run: the scenario's, and those drawn from its seed.
     pub(crate) faults: Vec<crate::scenario::FaultDef>,
     pub(crate) tick_pending: bool,
@@ -138,12 +123,12 @@ pub struct Sim<'s> {
     pub(crate) clusters: BTreeMap<String, Cluster>,
     pub(crate) down_nodes: BTreeMap<(String, String), u32>,
     /// The members as the control plane sees them ([`crate::members`]).
-    pub(crate) members: BTreeMap<String, crate::members::Member>,
-    pub(crate) timings: crate::members::Timings,
+    pub(crate) members: BTreeMap<String, Member>,
+    pub(crate) timings: Timings,
     /// Failover of each job that moved ([`crate::failover`]).
-    pub(crate) bindings: HashMap<String, crate::failover::Binding>,
+    pub(crate) bindings: HashMap<String, Binding>,
     /// Each fault's measures, the open one of each cluster, and each fault's record.
-    pub(crate) failover_records: Vec<crate::failover::FaultReport>,
+    pub(crate) failover_records: Vec<FaultReport>,
     pub(crate) open_faults: BTreeMap<String, usize>,
     pub(crate) fault_records: BTreeMap<usize, usize>,
     pub(crate) wall: Instant,

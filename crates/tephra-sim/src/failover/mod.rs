@@ -8,7 +8,8 @@
 //!
 //! The new copy starts over: the simulator has no checkpoints, and a ghost's work is lost.
 //!
-//! Each fault is measured for `report.json`'s `failover` section (`measure`).
+//! A job's binding as failover keeps it (its tasks and ghosts) is in `binding.rs`. Each fault
+//! is measured (`measure.rs`) for `report.json`'s `failover` section (`report.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,45 +22,18 @@ use tephra_controllers::taint_manager::{self, EvictionDefaults};
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::{PodSpec, TaskStatus, Toleration};
 
+use crate::agenda::Ev;
 use crate::error::SimError;
-use crate::jobs::PodChange;
+use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
-use crate::state::{Ev, PodState, Sim};
+use crate::state::{PodState, Sim};
 
+pub(crate) mod binding;
 mod measure;
+pub(crate) mod report;
 
-pub use measure::{FailoverReport, FaultReport};
-
-/// An old copy's pod, set aside.
-#[derive(Clone, Debug)]
-pub(crate) struct Ghost {
-    /// The cache's name for it (`<pod>~<cluster>`).
-    name: String,
-    namespace: String,
-    cluster: String,
-    node: (String, String),
-    gpus: i64,
-    cpu_milli: i64,
-    started_ms: i64,
-    /// It was running when set aside (it runs on until it is deleted).
-    running: bool,
-    /// Its deletion has reached the member: it is terminating.
-    terminating: bool,
-}
-
-/// A job's binding as failover sees it: its graceful-eviction tasks and old copies.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Binding {
-    tasks: Vec<GracefulEvictionTask>,
-    ghosts: Vec<Ghost>,
-    /// Clusters failover excludes from the job's PodGroup while their tasks last.
-    excluded: BTreeSet<String>,
-    /// The fault that moved it (index into the records), and when its new copy ran whole.
-    fault: Option<usize>,
-    back_at: Option<i64>,
-    /// Since when two copies run at once, and whether the old one's member answered then.
-    both_since: Option<(i64, bool)>,
-}
+use binding::Ghost;
+pub use report::{FailoverReport, FaultReport};
 
 fn k8s_toleration(t: &Toleration) -> K8sToleration {
     K8sToleration {

@@ -8,6 +8,8 @@
 //!
 //! The plugins' Services, ConfigMaps and Secrets have nothing to simulate and are only
 //! counted; the `ssh` plugin gets a fixed key pair.
+//!
+//! What the simulator keeps of each Job in flight is in `vcjob.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,35 +23,23 @@ use k8s_openapi::jiff::Timestamp;
 use tephra_api::batch::JobPhase;
 use tephra_api::scheduling::PodGroupPhase;
 use tephra_api::well_known::{SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC};
-use tephra_api::{Job, PodGroup, PodGroupStatus};
+use tephra_api::{Job, PodGroupStatus};
 use tephra_controllers::job::plugins::SshKey;
 use tephra_controllers::job::plugins::ssh::needs_key as needs_ssh_key;
 use tephra_controllers::job::{Observed, Write, reconcile};
 use tephra_scheduler::cache::Event;
-use tephra_scheduler::model::{GroupPhase, TaskShape};
+use tephra_scheduler::model::GroupPhase;
 
+use crate::agenda::Ev;
 use crate::error::SimError;
 use crate::record::Record;
 use crate::scenario::Dur;
-use crate::state::{Ev, JobRt, NewPod, PodState, Sim};
+use crate::state::{JobRt, NewPod, PodState, Sim};
 use crate::workload::SimJob;
 
-/// One role of a Volcano Job, as its pods run in the simulator.
-pub(crate) struct Role {
-    shape: Arc<TaskShape>,
-    request: Vec<(String, String)>,
-    duration_ms: i64,
-}
+pub(crate) mod vcjob;
 
-/// A Volcano Job in flight: the API objects the job controller reads and writes.
-pub(crate) struct VcJob {
-    pub(crate) job: Job,
-    pub(crate) podgroup: Option<PodGroup>,
-    pub(crate) pods: BTreeMap<String, Pod>,
-    roles: BTreeMap<String, Role>,
-    /// The wake-up already on the agenda.
-    wake_at: Option<i64>,
-}
+use vcjob::{PodChange, Role, VcJob};
 
 fn time(ms: i64) -> Time {
     Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH))
@@ -526,21 +516,6 @@ impl Sim<'_> {
         self.failover_job_changed(&job, out)?;
         self.job_pass(&job, out)
     }
-}
-
-/// What happened to a pod of a Volcano Job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PodChange {
-    /// Bound to a node.
-    Bound,
-    /// Running.
-    Started,
-    /// Its gang moved off its member: it waits to be placed again ([`crate::failover`]).
-    Replaced,
-    /// Exited with this code.
-    Finished(i32),
-    /// Being evicted (preemption, reclaim, a fault).
-    Evicted,
 }
 
 /// Volcano's name of a phase.

@@ -160,39 +160,11 @@ pub fn human_age(seconds: i64) -> String {
 }
 
 /// Parses a Go-style duration (`500ms`, `30s`, `10m`, `2h`, `1h30m`, `1d`), as the simulated
-/// kubelet reads `tephra.io/sim-duration`.
+/// kubelet reads `tephra.io/sim-duration`: the scheduler core's grammar, as the simulator
+/// reads it. `None` for text that is not a duration, or a negative one.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let mut rest = text.trim();
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        if end == 0 {
-            return None;
-        }
-        let value: f64 = rest[..end].parse().ok()?;
-        let unit_end = rest[end..]
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .map_or(rest.len(), |i| end + i);
-        let unit = match &rest[end..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86_400.0,
-            _ => return None,
-        };
-        total += value * unit;
-        rest = &rest[unit_end..];
-    }
-    (total.is_finite() && total < 1e12).then(|| Duration::from_secs_f64(total))
+    let d = tephra_scheduler::duration::Duration::parse(text).ok()?;
+    u64::try_from(d.as_nanos()).ok().map(Duration::from_nanos)
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The one adapter to the simulator's scenario format: a scenario's `fleet` (clusters, node
 //! pools, labels, taints) and `queues` become the devcluster's members, nodes and Queue objects,
-//! and `run.podStartDelay` the kubelets' start delay. Nothing else reads `tephra_sim` types.
+//! and `run.podStartDelay` the kubelets' start delay. Nothing else reads `tephra_scenario` types.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tephra_sim::scenario::{ClusterDef, Effect, NodePool, Scenario, TaintDef, objects};
+use tephra_scenario::{ClusterDef, Effect, NodePool, Scenario, TaintDef, objects};
 
 use crate::error::Error;
 use crate::kubelet::NodeSpec;
@@ -115,7 +115,7 @@ pub fn from_scenario(s: &Scenario) -> Result<FleetSpec, Error> {
             objects: objects::objects(c),
         })
         .collect();
-    let resources = |r: &BTreeMap<String, tephra_sim::scenario::Qty>| -> Value {
+    let resources = |r: &BTreeMap<String, tephra_scenario::Qty>| -> Value {
         r.iter().map(|(k, q)| (k.clone(), json!(q.0))).collect()
     };
     let queues = s

@@ -1,5 +1,5 @@
-//! The simulator's source of randomness: a small, fast, deterministic generator, so that the
-//! same seed gives the same run.
+//! The source of randomness of scenarios and the simulator: a small, fast, deterministic
+//! generator, so that the same seed gives the same fault schedule and the same run.
 
 /// A small, fast, deterministic generator (SplitMix64).
 #[derive(Clone, Debug)]

@@ -332,7 +332,7 @@ pub(super) fn check(scenario: &Scenario) -> Result<(), String> {
 }
 
 /// The queues that explicit, generated and trace jobs name, with the field that names each.
-pub(crate) fn named_queues(scenario: &Scenario) -> Vec<(String, &str)> {
+pub fn named_queues(scenario: &Scenario) -> Vec<(String, &str)> {
     let w = &scenario.workload;
     let mut out = Vec::new();
     for (i, j) in w.jobs.iter().enumerate() {
@@ -428,7 +428,7 @@ fn check_cluster_objects(i: usize, c: &super::defs::ClusterDef) -> Result<(), St
 mod tests {
     use std::path::Path;
 
-    use crate::scenario::Scenario;
+    use crate::Scenario;
 
     fn refusal(text: &str) -> String {
         Scenario::parse(text, "s.yaml", Path::new("."))

@@ -2,8 +2,8 @@
 //! run's seed, in time order. The same seed gives the same faults.
 
 use super::{FaultDef, FaultKind, Scenario};
+use crate::Dur;
 use crate::rng::Rng;
-use crate::scenario::Dur;
 
 /// Every fault of `s` for a run with `seed`, ordered by time (given ones first at a tie).
 pub fn expand(s: &Scenario, seed: u64) -> Result<Vec<FaultDef>, String> {

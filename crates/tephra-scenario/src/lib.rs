@@ -1,5 +1,7 @@
-//! The scenario file: a fleet, queues, a workload, faults, scheduler settings and run settings.
-//! The format is public and documented in README; keep it stable.
+//! tephra-scenario: the scenario file, which the simulator runs and `tephra dev` serves the
+//! fleet of: a fleet, queues, a workload, faults, scheduler settings and run settings. The
+//! format is public and documented in README; keep it stable. [`rng`] is the seeded generator
+//! that expands fault generators here and drives the simulator.
 //!
 //! Durations and quantities are checked while the YAML is read (`values.rs`), so a bad one is
 //! reported with the file, line and column it sits on, and the field it belongs to; the rest is
@@ -9,6 +11,7 @@ pub mod check;
 pub mod defs;
 pub mod faults;
 pub mod objects;
+pub mod rng;
 pub mod values;
 
 use std::path::{Path, PathBuf};

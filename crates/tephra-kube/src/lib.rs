@@ -2,8 +2,9 @@
 //!
 //! Watchers ([`watch`]) feed every Node, Pod, PodGroup, Queue, PriorityClass and
 //! PodDisruptionBudget into the state ([`state`]), which holds the core cache. Every period, as
-//! leader ([`leader`]), the loop ([`run`]) runs a session on a snapshot, plans the writes its
-//! decisions call for ([`writes`]) and hands them to the executor ([`executor`]): binds,
+//! leader ([`leader`]), the loop ([`run`]) runs a session on a snapshot, plans in one call
+//! ([`tick`]) the writes its decisions call for ([`writes`]) and hands them to the executor
+//! ([`executor`], talking to the clusters of [`clients`]): binds,
 //! evictions, PodGroup and Queue status, Events; in a fleet, a declared pod's copy in its member,
 //! after its dependencies ([`deps`]). [`metrics`] carries Volcano's metric names, [`report`] fills
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
@@ -39,6 +40,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod tick;
 pub mod watch;
 pub mod writes;
 

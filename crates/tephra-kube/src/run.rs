@@ -24,6 +24,7 @@ use crate::metrics::{Metrics, ms};
 use crate::report;
 use crate::serve::{self, Health};
 use crate::state::State;
+use crate::tick;
 use crate::watch::{self, Kind};
 use crate::writes::{Planner, Write};
 
@@ -635,42 +636,18 @@ impl Loop {
             .state
             .session(Arc::clone(&self.config), now, self.session, &mut observe);
         let decided = started.elapsed();
-        let stamp = Time(k8s_openapi::jiff::Timestamp::now());
-        let state = &self.state;
-        let mut writes = self.planner.plan(
-            &d,
-            &|job| state.group(job).cloned(),
-            &|pod| state.declared(pod).cloned(),
-            &|cluster, job| state.extender_plan(cluster, job),
-            &stamp,
-        );
-        writes.extend(
-            self.planner
-                .recount(&d, state.recounted(), &|job| state.group(job).cloned()),
-        );
-        writes.extend(state.bindings(&d));
-        writes.extend(self.state.take_status_writes());
-        writes.extend(self.state.aggregated_statuses(&stamp));
-        writes.extend(self.state.nominations(&d));
-        let timeout =
-            i64::try_from(self.options.graceful_eviction_timeout.as_millis()).unwrap_or(i64::MAX);
-        let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
-        writes.extend(self.state.graceful_evictions(now_ms, timeout));
-        writes.extend(self.state.stray_pods(now_ms));
-        match self.state.orphan_deletions(now_ms) {
-            Ok(w) => writes.extend(w),
-            Err(e) => tracing::warn!(error = %e, "member copies of deleted pods not set aside"),
-        }
-        let deadline = i64::try_from(self.options.gang_bind_timeout.as_secs()).unwrap_or(i64::MAX);
-        for (job, held) in self.state.expired_gangs(now, deadline) {
-            tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");
-            writes.extend(crate::writes::evict_gang(
-                &job,
-                &held,
-                self.state.group(&job).cloned(),
-                deadline,
-            ));
-        }
+        let clock = tick::Clock {
+            now,
+            now_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
+            stamp: Time(k8s_openapi::jiff::Timestamp::now()),
+        };
+        let deadlines = tick::Deadlines {
+            graceful_eviction_ms: i64::try_from(self.options.graceful_eviction_timeout.as_millis())
+                .unwrap_or(i64::MAX),
+            gang_bind_s: i64::try_from(self.options.gang_bind_timeout.as_secs())
+                .unwrap_or(i64::MAX),
+        };
+        let writes = tick::writes(&mut self.state, &mut self.planner, &d, &clock, &deadlines);
         let planned = started.elapsed();
         let count = writes.len();
         self.executor.submit(writes);

@@ -1,0 +1,71 @@
+//! What one session brings, in one call: from the session's decisions and the state, every
+//! write the tick hands to the executor, in order: binds, evictions and status ([`Planner`]),
+//! recounted PodGroups, ResourceBindings, declared pods' status, aggregated binding status,
+//! nominations, graceful evictions that ran out, stray and orphaned copies, and gangs left
+//! short by failed binds past their deadline. No IO: the loop in `run.rs` passes the clock.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tephra_scheduler::Decisions;
+
+use crate::state::State;
+use crate::writes::{Planner, Write, evict_gang};
+
+/// The clock of one tick.
+pub struct Clock {
+    /// Now, in seconds (the session's time).
+    pub now: i64,
+    /// Now, in milliseconds.
+    pub now_ms: i64,
+    /// Now, for conditions' `lastTransitionTime`.
+    pub stamp: Time,
+}
+
+/// How long things may take before the tick acts on them.
+pub struct Deadlines {
+    /// A graceful-eviction task's timeout, in ms.
+    pub graceful_eviction_ms: i64,
+    /// How long a gang may stay short after failed binds, in seconds.
+    pub gang_bind_s: i64,
+}
+
+/// Every write that session `d` brings.
+pub fn writes(
+    state: &mut State,
+    planner: &mut Planner,
+    d: &Decisions,
+    clock: &Clock,
+    deadlines: &Deadlines,
+) -> Vec<Write> {
+    let mut writes = {
+        let state = &*state;
+        let mut w = planner.plan(
+            d,
+            &|job| state.group(job).cloned(),
+            &|pod| state.declared(pod).cloned(),
+            &|cluster, job| state.extender_plan(cluster, job),
+            &clock.stamp,
+        );
+        w.extend(planner.recount(d, state.recounted(), &|job| state.group(job).cloned()));
+        w.extend(state.bindings(d));
+        w
+    };
+    writes.extend(state.take_status_writes());
+    writes.extend(state.aggregated_statuses(&clock.stamp));
+    writes.extend(state.nominations(d));
+    writes.extend(state.graceful_evictions(clock.now_ms, deadlines.graceful_eviction_ms));
+    writes.extend(state.stray_pods(clock.now_ms));
+    match state.orphan_deletions(clock.now_ms) {
+        Ok(w) => writes.extend(w),
+        Err(e) => tracing::warn!(error = %e, "member copies of deleted pods not set aside"),
+    }
+    for (job, held) in state.expired_gangs(clock.now, deadlines.gang_bind_s) {
+        tracing::warn!(job = %job, pods = held.len(), "gang still below minMember after failed binds: evicted whole");
+        writes.extend(evict_gang(
+            &job,
+            &held,
+            state.group(&job).cloned(),
+            deadlines.gang_bind_s,
+        ));
+    }
+    writes
+}

@@ -25,8 +25,9 @@ use tephra_controllers::bare_pod::{annotated_owner, group_name, needs_group, pod
 use tokio::task::JoinHandle;
 
 use crate::events::{EventFor, record};
+use crate::gone::{done_if_exists, done_if_gone};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, WorkQueue, ok_if, resync};
+use crate::reconciler::{self, Reconciler, WorkQueue, resync};
 
 /// How the PodGroup controller runs.
 #[derive(Clone, Debug)]
@@ -194,22 +195,18 @@ impl Reconciler for Worker {
         };
         let group = group_name(&pod);
         let pgs: Api<PodGroup> = Api::namespaced(self.client.clone(), ns);
-        ok_if(
-            pgs.create(&PostParams::default(), &pg).await.map(|_| ()),
-            409,
-        )
-        .map_err(|source| PassError {
-            what: format!("creating PodGroup {ns}/{group} for pod {name}"),
-            source,
+        done_if_exists(pgs.create(&PostParams::default(), &pg).await).map_err(|source| {
+            PassError {
+                what: format!("creating PodGroup {ns}/{group} for pod {name}"),
+                source,
+            }
         })?;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let patch =
             serde_json::json!({"metadata": {"annotations": {GROUP_NAME_ANNOTATION: group}}});
-        ok_if(
+        done_if_gone(
             pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
-            404,
+                .await,
         )
         .map_err(|source| PassError {
             what: format!("annotating pod {ns}/{name}"),

@@ -27,7 +27,7 @@ pub async fn take(client: &Client, cmd: &Command) -> Result<bool, kube::Error> {
     let api: Api<Command> = Api::namespaced(client.clone(), &ns);
     match api.delete(&cmd.name_any(), &DeleteParams::default()).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) if crate::gone::is_gone(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }

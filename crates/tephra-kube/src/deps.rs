@@ -209,7 +209,7 @@ where
             {
                 Ok(_) => Ok(()),
                 // Collected meanwhile (its last owner went): copied anew below, next time.
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) if crate::gone::is_gone(&e) => Ok(()),
                 Err(e) => Err(e),
             };
         }
@@ -223,7 +223,7 @@ where
         };
         match theirs.delete(name, &params).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) if crate::gone::is_gone(&e) || crate::gone::is_conflict(&e) => {}
             Err(e) => return Err(e),
         }
     }

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use crate::clients::Clients;
 use crate::events::{EventFor, event};
+use crate::gone::done_if_gone;
 use crate::lanes::Lanes;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ms};
@@ -485,7 +486,7 @@ impl Inner {
                 {
                     Ok(_) => Ok(()),
                     // The declared pod is gone: nothing to report on.
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
@@ -563,7 +564,7 @@ impl Inner {
                 match pods.evict(name, &EvictParams::default()).await {
                     Ok(_) => Ok(()),
                     // Gone already: evicted.
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
@@ -592,7 +593,7 @@ impl Inner {
                     .await
                 {
                     Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
@@ -632,14 +633,5 @@ impl Inner {
                 Ok(())
             }
         }
-    }
-}
-
-/// A write whose object is gone (404) has nothing left to do.
-fn done_if_gone<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
     }
 }

@@ -28,8 +28,9 @@ use tokio::task::JoinHandle;
 
 use crate::commands;
 use crate::events::{EventFor, record};
+use crate::gone::{done_if_exists, done_if_gone};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, ok_if, resync, watch};
+use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, resync, watch};
 
 /// How the job controller runs.
 #[derive(Clone, Debug)]
@@ -301,11 +302,8 @@ impl Worker {
         match w {
             Write::CreatePodGroup(pg) => {
                 let api: Api<PodGroup> = Api::namespaced(c, &ns);
-                ok_if(
-                    api.create(&PostParams::default(), pg).await.map(|_| ()),
-                    409,
-                )
-                .map_err(api_err(format!("creating PodGroup for {ns}/{name}")))?;
+                done_if_exists(api.create(&PostParams::default(), pg).await)
+                    .map_err(api_err(format!("creating PodGroup for {ns}/{name}")))?;
             }
             Write::UpdatePodGroup(pg) => {
                 let api: Api<PodGroup> = Api::namespaced(c, &ns);
@@ -325,25 +323,22 @@ impl Worker {
             }
             Write::DeletePodGroup(pg) => {
                 let api: Api<PodGroup> = Api::namespaced(c, &ns);
-                ok_if(
-                    api.delete(pg, &DeleteParams::default()).await.map(|_| ()),
-                    404,
-                )
-                .map_err(api_err(format!("deleting PodGroup {ns}/{pg}")))?;
+                done_if_gone(api.delete(pg, &DeleteParams::default()).await)
+                    .map_err(api_err(format!("deleting PodGroup {ns}/{pg}")))?;
             }
             Write::CreateService(x) => {
                 let api: Api<Service> = Api::namespaced(c, &ns);
-                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                done_if_exists(api.create(&PostParams::default(), x).await)
                     .map_err(api_err(format!("creating Service {ns}/{}", x.name_any())))?;
             }
             Write::CreateConfigMap(x) => {
                 let api: Api<ConfigMap> = Api::namespaced(c, &ns);
-                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                done_if_exists(api.create(&PostParams::default(), x).await)
                     .map_err(api_err(format!("creating ConfigMap {ns}/{}", x.name_any())))?;
             }
             Write::CreateSecret(x) => {
                 let api: Api<Secret> = Api::namespaced(c, &ns);
-                ok_if(api.create(&PostParams::default(), x).await.map(|_| ()), 409)
+                done_if_exists(api.create(&PostParams::default(), x).await)
                     .map_err(api_err(format!("creating Secret {ns}/{}", x.name_any())))?;
             }
             Write::CreatePod(p) => {
@@ -392,18 +387,13 @@ impl Worker {
             Write::DeletePod(pod) => {
                 let api: Api<Pod> = Api::namespaced(c, &ns);
                 let mark = serde_json::json!({"metadata": {"annotations": {OUT_OF_SYNC: "true"}}});
-                ok_if(
+                done_if_gone(
                     api.patch(pod, &PatchParams::default(), &Patch::Merge(&mark))
-                        .await
-                        .map(|_| ()),
-                    404,
+                        .await,
                 )
                 .map_err(api_err(format!("marking pod {ns}/{pod}")))?;
-                ok_if(
-                    api.delete(pod, &DeleteParams::default()).await.map(|_| ()),
-                    404,
-                )
-                .map_err(api_err(format!("deleting pod {ns}/{pod}")))?;
+                done_if_gone(api.delete(pod, &DeleteParams::default()).await)
+                    .map_err(api_err(format!("deleting pod {ns}/{pod}")))?;
             }
             Write::Status(status) => {
                 let api: Api<Job> = Api::namespaced(c, &ns);
@@ -428,7 +418,7 @@ impl Worker {
                     propagation_policy: Some(PropagationPolicy::Background),
                     ..DeleteParams::default()
                 };
-                ok_if(api.delete(&name, &dp).await.map(|_| ()), 404)
+                done_if_gone(api.delete(&name, &dp).await)
                     .map_err(api_err(format!("deleting finished job {ns}/{name}")))?;
                 tracing::info!(namespace = %ns, job = %name, "deleted: ttlSecondsAfterFinished passed");
             }

@@ -26,6 +26,7 @@ pub mod deps;
 pub mod events;
 pub mod executor;
 pub mod failover;
+pub mod gone;
 pub mod jobs;
 pub mod lanes;
 pub mod leader;

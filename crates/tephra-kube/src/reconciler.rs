@@ -313,14 +313,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> Wakes<K> {
     }
 }
 
-/// Treats one API status code (409 AlreadyExists, 404 NotFound) as success.
-pub fn ok_if<T: Default>(r: Result<T, kube::Error>, code: u16) -> Result<T, kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == code => Ok(T::default()),
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use tephra_scheduler::config::{ConfigError, ParseOptions};
-use tephra_scheduler::{SchedulerConfig, Step};
+use tephra_scheduler::{ConfigHolder, SchedulerConfig, Step};
 use tokio::sync::{mpsc, watch as signal};
 use tokio::task::JoinHandle;
 
@@ -330,8 +330,10 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         leadership: leadership.clone(),
         ready: Arc::clone(&ready),
         expected,
-        config: Arc::new(config),
-        config_text,
+        config: match config_text {
+            Some(text) => ConfigHolder::read_from(config, text),
+            None => ConfigHolder::new(config),
+        },
         options,
         session: 0,
         was_leader: false,
@@ -361,8 +363,8 @@ struct Loop {
     leadership: Leadership,
     ready: Arc<AtomicBool>,
     expected: BTreeSet<(String, Kind)>,
-    config: Arc<SchedulerConfig>,
-    config_text: Option<String>,
+    /// The configuration in force, and the text it was read from.
+    config: ConfigHolder,
     options: Options,
     session: u64,
     was_leader: bool,
@@ -545,19 +547,18 @@ impl Loop {
             // A mounted ConfigMap is briefly absent while it is swapped; keep the config.
             return;
         };
-        if self.config_text.as_deref() == Some(text.as_str()) {
-            return;
-        }
-        self.config_text = Some(text.clone());
         let options = ParseOptions {
             strict: self.options.strict_config,
         };
-        match SchedulerConfig::parse_with(&text, &tephra_scheduler::Registry, options) {
-            Ok(mut c) => {
-                tephra_scheduler::default_node_search(&mut c, &self.options.search);
+        let search = &self.options.search;
+        match self.config.reload_with(&text, options, |c| {
+            tephra_scheduler::default_node_search(c, search);
+        }) {
+            Ok(false) => {}
+            Ok(true) => {
+                let c = self.config.current();
                 tracing::info!(path = %path.display(), actions = ?c.actions, "scheduler configuration reloaded");
                 announce(&c, &self.metrics);
-                self.config = Arc::new(c);
                 // What can never be placed may differ under the new plugins.
                 self.state.config_changed();
                 self.metrics.reload_ok.set(1);
@@ -634,7 +635,7 @@ impl Loop {
         let now = unix_now();
         let d = self
             .state
-            .session(Arc::clone(&self.config), now, self.session, &mut observe);
+            .session(self.config.current(), now, self.session, &mut observe);
         let decided = started.elapsed();
         let clock = tick::Clock {
             now,

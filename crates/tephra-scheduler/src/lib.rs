@@ -336,19 +336,30 @@ impl SchedulerConfig {
 }
 
 /// Holds the configuration in force and swaps in a new one on reload, keeping the last good
-/// configuration when the new text is bad.
+/// configuration when the new text is bad. The text last read is remembered, so that reading
+/// the same file again (a periodic reload) neither parses it nor reports its error again.
 #[derive(Clone, Debug)]
 pub struct ConfigHolder {
     current: Arc<SchedulerConfig>,
     last_error: Option<ConfigError>,
+    text: Option<String>,
 }
 
 impl ConfigHolder {
-    /// Starts with `config`.
+    /// Starts with `config`, read from `text` if it came from one.
     pub fn new(config: SchedulerConfig) -> Self {
         Self {
             current: Arc::new(config),
             last_error: None,
+            text: None,
+        }
+    }
+
+    /// Starts with `config`, parsed from `text`.
+    pub fn read_from(config: SchedulerConfig, text: String) -> Self {
+        Self {
+            text: Some(text),
+            ..Self::new(config)
         }
     }
 
@@ -362,13 +373,32 @@ impl ConfigHolder {
         self.last_error.as_ref()
     }
 
-    /// Parses `text`; on success it takes effect, on error the last good config stays.
+    /// Parses `text` with the built-in plugins; on success it takes effect, on error the last
+    /// good config stays.
     pub fn reload(&mut self, text: &str) -> Result<(), ConfigError> {
-        match SchedulerConfig::parse(text) {
-            Ok(c) => {
+        self.reload_with(text, ParseOptions::default(), |_| {})
+            .map(|_| ())
+    }
+
+    /// Parses `text` with `options` and `adjust` applied to the result, unless it is the text
+    /// last read: `Ok(true)` when a new configuration took effect, `Ok(false)` when the text
+    /// is unchanged, and on error the last good configuration stays.
+    pub fn reload_with(
+        &mut self,
+        text: &str,
+        options: ParseOptions,
+        adjust: impl FnOnce(&mut SchedulerConfig),
+    ) -> Result<bool, ConfigError> {
+        if self.text.as_deref() == Some(text) {
+            return Ok(false);
+        }
+        self.text = Some(text.to_string());
+        match SchedulerConfig::parse_with(text, &Registry, options) {
+            Ok(mut c) => {
+                adjust(&mut c);
                 self.current = Arc::new(c);
                 self.last_error = None;
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 self.last_error = Some(e.clone());

@@ -218,3 +218,24 @@ configurations:
     assert_eq!(flags.to_find(1000), 1000);
     assert_eq!(SearchArgs::default().to_find(1000), 420);
 }
+
+#[test]
+fn a_reload_of_the_text_last_read_neither_parses_nor_reports_again() {
+    let default = SchedulerConfig::parse(VOLCANO_DEFAULT).unwrap();
+    let mut h = ConfigHolder::read_from(default, VOLCANO_DEFAULT.to_string());
+    let opts = crate::config::ParseOptions::default();
+    let unchanged = h.reload_with(VOLCANO_DEFAULT, opts, |_| panic!("parsed again"));
+    assert!(matches!(unchanged, Ok(false)));
+    assert!(h.reload_with("actions: bogus", opts, |_| {}).is_err());
+    // The same bad text again: no second error, the last good config stays.
+    assert!(matches!(
+        h.reload_with("actions: bogus", opts, |_| {}),
+        Ok(false)
+    ));
+    assert_eq!(h.current().actions, ["enqueue", "allocate", "backfill"]);
+    let fresh = h.reload_with("actions: \"allocate\"", opts, |c| {
+        c.actions.push("backfill".into());
+    });
+    assert!(matches!(fresh, Ok(true)));
+    assert_eq!(h.current().actions, ["allocate", "backfill"]);
+}

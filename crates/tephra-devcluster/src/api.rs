@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use crate::admit::{self, FieldValidation};
 use crate::authz;
 use crate::patch::apply::record_update;
-use crate::resource::{Builtin, Registry, ResourceDef};
+use crate::registry::Registry;
+use crate::resource::{Builtin, ResourceDef};
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
 use crate::store::{Key, Obj, Store, StoreError, Stored};
@@ -276,7 +277,7 @@ impl ApiServer {
                 obj["status"] = self.pdb_status(&obj);
             }
             Some(Builtin::Crd) => {
-                crate::resource::check_crd(&obj)?;
+                crate::crd::check_crd(&obj)?;
                 admit::crd_status(&mut obj);
             }
             Some(
@@ -366,7 +367,7 @@ impl ApiServer {
             match def.builtin {
                 Some(Builtin::Secret) => admit::fold_string_data(&mut new),
                 Some(Builtin::Crd) if !status_only => {
-                    crate::resource::check_crd(&new)?;
+                    crate::crd::check_crd(&new)?;
                     admit::crd_status(&mut new);
                 }
                 Some(_) => admit::validate_builtin(def, &new)?,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::resource::{Builtin, Registry, ResourceDef};
+use crate::registry::Registry;
+use crate::resource::{Builtin, ResourceDef};
 
 /// The aggregated-discovery content type.
 pub const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

@@ -13,7 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use crate::resource::{Builtin, Registry, ResourceDef};
+use crate::registry::Registry;
+use crate::resource::{Builtin, ResourceDef};
 
 /// The documents of one registry generation.
 pub struct Docs {

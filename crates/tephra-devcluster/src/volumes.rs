@@ -25,9 +25,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::api::{ApiServer, Scope, WriteOpts};
+use crate::crd::strings_at as strings;
 use crate::quantity;
 use crate::resource::Builtin;
-use crate::resource::strings_at as strings;
 use crate::status::ApiError;
 use crate::store::{Key, Obj};
 

@@ -1,5 +1,6 @@
 //! Behaviour of one scheduling session: gangs, two-level placement, GPU packing, policies,
-//! queues and explanations.
+//! queues and explanations. Cluster selection (`session/clusters.rs`) and queues
+//! (`session/queues.rs`) have files of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -99,66 +100,6 @@ fn a_gang_that_does_not_fit_binds_nothing_and_says_why() {
 }
 
 #[test]
-fn a_fragmented_cluster_with_more_free_gpus_in_total_is_never_chosen() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("fragmented")).unwrap();
-    add_cluster(&mut c, Cluster::named("whole")).unwrap();
-    // 16 nodes with one free GPU each: 16 free GPUs, but no node can take an 8-GPU pod.
-    add_nodes(
-        &mut c,
-        "fragmented",
-        "f",
-        16,
-        &[("cpu", "96"), ("memory", "1Ti"), ("nvidia.com/gpu", "1")],
-        &[],
-    )
-    .unwrap();
-    // 2 nodes with 8 free GPUs each: fewer in total, but the gang fits.
-    add_nodes(&mut c, "whole", "w", 2, GPU8, &[]).unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("train", vec![gpu_role("worker", 2, "8")]),
-    )
-    .unwrap();
-    let d = run(&c);
-    let binds = binds_of(&d, "default/train");
-    assert_eq!(binds.len(), 2);
-    assert!(binds.iter().all(|b| b.cluster == "whole"), "{binds:?}");
-}
-
-#[test]
-fn the_fragmented_cluster_alone_is_refused_with_a_node_level_reason() {
-    let mut c = Cache::new();
-    add_cluster(&mut c, Cluster::named("fragmented")).unwrap();
-    add_nodes(
-        &mut c,
-        "fragmented",
-        "f",
-        16,
-        &[("cpu", "96"), ("memory", "1Ti"), ("nvidia.com/gpu", "1")],
-        &[],
-    )
-    .unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("train", vec![gpu_role("worker", 2, "8")]),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert!(d.binds.is_empty());
-    let ev = d.event_for("default/train").unwrap();
-    // No node of the cluster could ever hold one pod: the job is refused admission, naming the
-    // resource, and parked until the fleet changes.
-    assert_eq!(ev.reason, "NotInqueueable", "{}", ev.message);
-    assert!(
-        ev.message.contains("never") && ev.message.contains("nvidia.com/gpu"),
-        "{}",
-        ev.message
-    );
-    assert_eq!(d.park.jobs, vec!["default/train".to_string()]);
-}
-
-#[test]
 fn one_jobs_gpu_tasks_are_packed_onto_few_nodes() {
     let mut c = gpu_cluster(4);
     add_job(
@@ -250,119 +191,6 @@ fn gpu_model_is_selected_through_node_labels() {
     );
 }
 
-fn regional_fleet() -> Cache {
-    let mut c = Cache::new();
-    let mut east = Cluster::named("east");
-    east.region = Some("us-east-1".into());
-    let mut west = Cluster::named("west");
-    west.region = Some("us-west-2".into());
-    add_cluster(&mut c, east).unwrap();
-    add_cluster(&mut c, west).unwrap();
-    add_nodes(&mut c, "east", "e", 2, GPU8, &[]).unwrap();
-    add_nodes(&mut c, "west", "w", 2, GPU8, &[]).unwrap();
-    c
-}
-
-#[test]
-fn region_affinity_is_honored() {
-    let mut c = regional_fleet();
-    let policy = JobPolicy {
-        field_requirements: vec![Requirement {
-            key: "region".into(),
-            op: SelectorOp::In,
-            values: vec!["us-west-2".into()],
-        }],
-        ..JobPolicy::default()
-    };
-    add_job(
-        &mut c,
-        &GangJob::new("pinned", vec![gpu_role("w", 2, "8")]).policy(policy),
-    )
-    .unwrap();
-    let d = run(&c);
-    let binds = binds_of(&d, "default/pinned");
-    assert_eq!(binds.len(), 2);
-    assert!(binds.iter().all(|b| b.cluster == "west"));
-}
-
-#[test]
-fn a_tainted_cluster_is_skipped_unless_the_job_tolerates_the_taint() {
-    let mut c = regional_fleet();
-    let mut west = Cluster::named("west");
-    west.region = Some("us-west-2".into());
-    west.taints = vec![Taint {
-        key: "cluster.tephra.io/unreachable".into(),
-        value: String::new(),
-        effect: TaintEffect::NoSchedule,
-    }];
-    c.apply(Event::ClusterUpsert(west)).unwrap();
-    // Fill east so that only west could take the job.
-    add_job(&mut c, &GangJob::new("filler", vec![gpu_role("w", 2, "8")])).unwrap();
-    let d = run(&c);
-    apply_binds(&mut c, &d).unwrap();
-    assert!(
-        binds_of(&d, "default/filler")
-            .iter()
-            .all(|b| b.cluster == "east")
-    );
-
-    add_job(
-        &mut c,
-        &GangJob::new("blocked", vec![gpu_role("w", 1, "8")]).created(1),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert!(binds_of(&d, "default/blocked").is_empty());
-    let msg = &d.event_for("default/blocked").unwrap().message;
-    assert!(msg.contains("cluster west: cluster has untolerated taint {cluster.tephra.io/unreachable: }:NoSchedule"), "{msg}");
-
-    let tolerant = JobPolicy {
-        tolerations: vec![Toleration {
-            key: "cluster.tephra.io/unreachable".into(),
-            exists: true,
-            ..Default::default()
-        }],
-        ..JobPolicy::default()
-    };
-    add_job(
-        &mut c,
-        &GangJob::new("tolerant", vec![gpu_role("w", 1, "8")])
-            .created(2)
-            .policy(tolerant),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert_eq!(binds_of(&d, "default/tolerant").len(), 1);
-    assert_eq!(binds_of(&d, "default/tolerant")[0].cluster, "west");
-}
-
-#[test]
-fn a_gang_stays_in_one_cluster_unless_it_may_be_split() {
-    let mut c = regional_fleet();
-    add_job(&mut c, &GangJob::new("wide", vec![gpu_role("w", 3, "8")])).unwrap();
-    let d = run(&c);
-    assert!(d.binds.is_empty(), "3 x 8 GPUs fit in no single cluster");
-
-    let split = JobPolicy {
-        splittable: true,
-        ..JobPolicy::default()
-    };
-    add_job(
-        &mut c,
-        &GangJob::new("split", vec![gpu_role("w", 3, "8")])
-            .created(1)
-            .policy(split),
-    )
-    .unwrap();
-    let d = run(&c);
-    let binds = binds_of(&d, "default/split");
-    assert_eq!(binds.len(), 3, "admitted atomically across clusters");
-    let clusters: std::collections::BTreeSet<_> =
-        binds.iter().map(|b| b.cluster.as_str()).collect();
-    assert_eq!(clusters.len(), 2);
-    assert!(binds_of(&d, "default/wide").is_empty());
-}
-
 #[test]
 fn per_role_minimums_are_met_before_extra_replicas() {
     let mut c = Cache::new();
@@ -416,160 +244,6 @@ fn role_minimums_beyond_min_member_are_ignored_as_volcano_does() {
 }
 
 #[test]
-fn higher_priority_jobs_go_first_within_a_queue() {
-    let mut c = gpu_cluster(1);
-    add_job(
-        &mut c,
-        &GangJob::new("low", vec![gpu_role("w", 1, "8")]).priority(1),
-    )
-    .unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("high", vec![gpu_role("w", 1, "8")])
-            .priority(100)
-            .created(5),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert_eq!(binds_of(&d, "default/high").len(), 1);
-    assert!(binds_of(&d, "default/low").is_empty());
-}
-
-#[test]
-fn enqueue_admits_pending_jobs_only_through_open_queues() {
-    let mut c = gpu_cluster(2);
-    let mut closed = QueueSpec::named("closed");
-    closed.state = QueueState::Closed;
-    c.apply(Event::QueueUpsert(Box::new(closed))).unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("open-job", vec![gpu_role("w", 1, "8")]).phase(GroupPhase::Pending),
-    )
-    .unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("closed-job", vec![gpu_role("w", 1, "8")])
-            .queue("closed")
-            .phase(GroupPhase::Pending),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert_eq!(
-        binds_of(&d, "default/open-job").len(),
-        1,
-        "enqueued and allocated in one session"
-    );
-    assert!(binds_of(&d, "default/closed-job").is_empty());
-    assert_eq!(
-        d.group("default/closed-job").unwrap().phase,
-        GroupPhase::Pending
-    );
-    assert!(
-        d.event_for("default/closed-job")
-            .unwrap()
-            .message
-            .contains("queue closed is Closed")
-    );
-}
-
-#[test]
-fn a_queue_under_a_missing_parent_or_in_a_cycle_admits_nothing_and_says_why() {
-    let mut c = gpu_cluster(4);
-    let queue = |name: &str, parent: &str| {
-        let mut q = QueueSpec::named(name);
-        q.parent = Some(parent.to_string());
-        Event::QueueUpsert(Box::new(q))
-    };
-    for e in [
-        queue("orphan", "gone"),
-        queue("a", "b"),
-        queue("b", "a"),
-        queue("team", "root"),
-    ] {
-        c.apply(e).unwrap();
-    }
-    for (job, q) in [("j-orphan", "orphan"), ("j-a", "a"), ("j-team", "team")] {
-        add_job(
-            &mut c,
-            &GangJob::new(job, vec![gpu_role("w", 1, "8")])
-                .queue(q)
-                .phase(GroupPhase::Pending),
-        )
-        .unwrap();
-    }
-    let d = run(&c);
-    assert_eq!(
-        binds_of(&d, "default/j-team").len(),
-        1,
-        "a sound tree admits"
-    );
-    for (job, says) in [
-        (
-            "default/j-orphan",
-            "queue orphan: spec.parent \"gone\" does not exist",
-        ),
-        (
-            "default/j-a",
-            "queue a: spec.parent makes a cycle (a → b → a)",
-        ),
-    ] {
-        assert!(binds_of(&d, job).is_empty(), "{job} was placed");
-        assert_eq!(d.group(job).unwrap().phase, GroupPhase::Pending);
-        let message = &d.event_for(job).unwrap().message;
-        assert!(message.contains(says), "{job}: {message}");
-    }
-}
-
-#[test]
-fn enqueue_holds_back_jobs_whose_min_resources_exceed_the_overcommitted_fleet() {
-    let mut c = gpu_cluster(1);
-    // 1.2 x 8 GPUs = 9.6: a 16-GPU gang is not admitted at all.
-    add_job(
-        &mut c,
-        &GangJob::new("huge", vec![gpu_role("w", 2, "8")]).phase(GroupPhase::Pending),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert_eq!(d.group("default/huge").unwrap().phase, GroupPhase::Pending);
-    assert_eq!(
-        d.event_for("default/huge").unwrap().reason,
-        "NotInqueueable"
-    );
-}
-
-#[test]
-fn a_fifo_queue_blocks_behind_its_head_and_a_traverse_queue_does_not() {
-    for (strategy, expect_small) in [(Dequeue::Fifo, 0), (Dequeue::Traverse, 1)] {
-        // The head could be placed once the busy node frees up, not now.
-        let mut c = gpu_cluster(2);
-        occupy(&mut c, "busy", 1);
-        let mut q = QueueSpec::named("team");
-        q.dequeue = strategy;
-        c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
-        add_job(
-            &mut c,
-            &GangJob::new("head", vec![gpu_role("w", 2, "8")])
-                .queue("team")
-                .priority(10),
-        )
-        .unwrap();
-        add_job(
-            &mut c,
-            &GangJob::new("small", vec![gpu_role("w", 1, "1")])
-                .queue("team")
-                .created(1),
-        )
-        .unwrap();
-        let d = run(&c);
-        assert_eq!(
-            binds_of(&d, "default/small").len(),
-            expect_small,
-            "{strategy:?}"
-        );
-    }
-}
-
-#[test]
 fn best_effort_pods_are_backfilled() {
     let mut c = Cache::new();
     add_cluster(&mut c, Cluster::named("east")).unwrap();
@@ -577,31 +251,6 @@ fn best_effort_pods_are_backfilled() {
     add_job(&mut c, &GangJob::new("be", vec![Role::new("w", 2, &[])])).unwrap();
     let d = run(&c);
     assert_eq!(binds_of(&d, "default/be").len(), 2);
-}
-
-#[test]
-fn a_partly_running_gang_places_replacements_in_its_own_cluster() {
-    let mut c = regional_fleet();
-    add_job(&mut c, &GangJob::new("g", vec![gpu_role("w", 2, "4")])).unwrap();
-    let d = run(&c);
-    apply_binds(&mut c, &d).unwrap();
-    let home = binds_of(&d, "default/g")[0].cluster.clone();
-    // Scale up: a third replica arrives.
-    let world = c.world();
-    let t = world
-        .tasks
-        .get(world.task_id("default/g-w-0").unwrap())
-        .unwrap();
-    let mut spec = t.spec.clone();
-    spec.name = "g-w-2".into();
-    spec.index = 2;
-    spec.status = tephra_scheduler::model::TaskStatus::Pending;
-    spec.placement = None;
-    c.apply(Event::PodUpsert(spec)).unwrap();
-    let d = run(&c);
-    let binds = binds_of(&d, "default/g");
-    assert_eq!(binds.len(), 1);
-    assert_eq!(binds[0].cluster, home);
 }
 
 #[test]
@@ -615,74 +264,6 @@ fn the_same_snapshot_and_config_give_the_same_decisions() {
         .unwrap();
     }
     assert_eq!(run(&c), run(&c));
-}
-
-#[test]
-fn queue_status_reports_allocation_and_podgroup_counts() {
-    let mut c = gpu_cluster(1);
-    add_job(&mut c, &GangJob::new("a", vec![gpu_role("w", 1, "8")])).unwrap();
-    add_job(
-        &mut c,
-        &GangJob::new("b", vec![gpu_role("w", 1, "8")]).created(1),
-    )
-    .unwrap();
-    let d = run(&c);
-    let q = d.queues.iter().find(|q| q.name == "default").unwrap();
-    assert_eq!(
-        q.allocated.get("nvidia.com/gpu").map(String::as_str),
-        Some("8")
-    );
-    assert_eq!((q.running, q.inqueue), (1, 1));
-}
-
-#[test]
-fn a_split_gang_respects_max_groups_of_its_spread_constraint() {
-    use tephra_scheduler::model::{SpreadConstraint, SpreadField};
-    let mut c = Cache::new();
-    for (name, region) in [("a1", "r1"), ("a2", "r1"), ("b1", "r2")] {
-        let mut cl = Cluster::named(name);
-        cl.region = Some(region.into());
-        add_cluster(&mut c, cl).unwrap();
-        add_nodes(&mut c, name, name, 1, GPU8, &[]).unwrap();
-    }
-    let policy = |max| JobPolicy {
-        splittable: true,
-        spread: vec![SpreadConstraint {
-            field: SpreadField::Region,
-            min_groups: 1,
-            max_groups: max,
-        }],
-        ..JobPolicy::default()
-    };
-    // Three 8-GPU pods need three clusters; with maxGroups 1 only region r1 (two clusters) may
-    // be used, so the gang cannot be placed at all.
-    add_job(
-        &mut c,
-        &GangJob::new("one-region", vec![gpu_role("w", 3, "8")]).policy(policy(1)),
-    )
-    .unwrap();
-    let d = run(&c);
-    assert!(d.binds.is_empty(), "{:?}", d.binds);
-    let mut c2 = c.clone();
-    c2.apply(Event::PodGroupDelete {
-        namespace: "default".into(),
-        name: "one-region".into(),
-    })
-    .unwrap();
-    for i in 0..3 {
-        c2.apply(Event::PodDelete {
-            namespace: "default".into(),
-            name: format!("one-region-w-{i}"),
-        })
-        .unwrap();
-    }
-    add_job(
-        &mut c2,
-        &GangJob::new("two-regions", vec![gpu_role("w", 3, "8")]).policy(policy(2)),
-    )
-    .unwrap();
-    let d = run(&c2);
-    assert_eq!(binds_of(&d, "default/two-regions").len(), 3);
 }
 
 /// The summed node score of `job`'s first task on `node` of cluster `east`, as a session
@@ -762,3 +343,10 @@ fn a_cpu_task_spilling_onto_gpu_nodes_takes_the_best_of_the_nodes_searched() {
     let node = &binds_of(&d, "default/etl")[0].node;
     assert!(node.starts_with("gpu-"), "{node}");
 }
+
+#[path = "session/clusters.rs"]
+mod clusters;
+
+use clusters::regional_fleet;
+#[path = "session/queues.rs"]
+mod queues;

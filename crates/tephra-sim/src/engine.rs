@@ -69,18 +69,25 @@ pub struct Progress {
     pub wall_s: f64,
 }
 
-impl<'s> Sim<'s> {
+impl Sim {
     /// Builds the fleet, queues and sources. Nothing runs yet.
-    pub fn new(scenario: &'s Scenario, opts: RunOptions) -> Result<Self, SimError> {
+    pub fn new(scenario: &Scenario, opts: RunOptions) -> Result<Self, SimError> {
         let config = Arc::new(load_config(scenario, opts.strict_config)?);
         let mut s = scenario.clone();
         if let Some(seed) = opts.seed {
             s.run.seed = seed;
         }
         let sources = Merged::open(&s)?;
+        // Random faults are drawn over the scenario's own `run.until`, whatever `--until` says.
+        let faults =
+            crate::scenario::faults::expand(&s, s.run.seed).map_err(|message| SimError::Build {
+                source_name: scenario.source.clone(),
+                message,
+            })?;
+        if let Some(until) = opts.until_ms {
+            s.run.until = Some(crate::scenario::Dur(until));
+        }
         let mut sim = Sim {
-            scenario,
-            seed: s.run.seed,
             cache: Cache::new(),
             config,
             now: 0,
@@ -90,12 +97,7 @@ impl<'s> Sim<'s> {
             jobs: HashMap::new(),
             pods: HashMap::new(),
             vcjobs: HashMap::new(),
-            faults: crate::scenario::faults::expand(&s, s.run.seed).map_err(|message| {
-                SimError::Build {
-                    source_name: scenario.source.clone(),
-                    message,
-                }
-            })?,
+            faults,
             tick_pending: false,
             last_tick: None,
             timer_at: None,
@@ -103,7 +105,6 @@ impl<'s> Sim<'s> {
             quiet_sessions: 0,
             dirty: false,
             session: 0,
-            until_ms: opts.until_ms.or(scenario.run.until.map(|d| d.0)),
             explain: opts.explain.clone().map(|k| (k, Vec::new())),
             period: scenario.scheduler.period.0.max(1),
             start_delay: scenario.run.pod_start_delay.0.max(0),
@@ -114,12 +115,13 @@ impl<'s> Sim<'s> {
             clusters: BTreeMap::new(),
             down_nodes: BTreeMap::new(),
             members: BTreeMap::new(),
-            timings: crate::members::member::Timings::from_def(&scenario.failover),
+            timings: crate::members::member::Timings::from_def(&s.failover),
             bindings: HashMap::new(),
             failover_records: Vec::new(),
             open_faults: BTreeMap::new(),
             fault_records: BTreeMap::new(),
             wall: Instant::now(),
+            scenario: Arc::new(s),
         };
         sim.build_fleet()?;
         sim.members = crate::members::member::members(
@@ -258,8 +260,8 @@ impl<'s> Sim<'s> {
             if !matches!(ev, Ev::Tick | Ev::Timer) {
                 self.agenda_work = self.agenda_work.saturating_sub(1);
             }
-            if self.until_ms.is_some_and(|u| t > u) {
-                self.now = self.until_ms.unwrap_or(t);
+            if self.until_ms().is_some_and(|u| t > u) {
+                self.now = self.until_ms().unwrap_or(t);
                 break;
             }
             self.now = t;
@@ -306,7 +308,7 @@ impl<'s> Sim<'s> {
                 progress(&self.progress());
             }
         }
-        if let Some(u) = self.until_ms
+        if let Some(u) = self.until_ms()
             && self.now < u
             && self.queue.is_empty()
         {
@@ -342,7 +344,7 @@ impl<'s> Sim<'s> {
         let failover = self.failover_report();
         let mut report = self.stats.finish(
             &self.scenario.source,
-            self.seed,
+            self.scenario.run.seed,
             self.now,
             self.wall.elapsed().as_secs_f64(),
             pending,
@@ -358,7 +360,7 @@ impl<'s> Sim<'s> {
                 .iter()
                 .map(|w| format!("scheduler.config: {w}")),
         );
-        if pending > 0 && self.until_ms.is_none() {
+        if pending > 0 && self.scenario.run.until.is_none() {
             // Nothing more could happen, yet jobs wait: say which, so a run that ends with
             // work left is never mistaken for one that finished it.
             let mut waiting: Vec<&String> = self
@@ -426,7 +428,7 @@ impl<'s> Sim<'s> {
     fn progress(&self) -> Progress {
         Progress {
             simulated_s: self.now as f64 / 1000.0,
-            until_s: self.until_ms.map(|u| u as f64 / 1000.0),
+            until_s: self.until_ms().map(|u| u as f64 / 1000.0),
             submitted: self.stats.total_submitted(),
             completed: self.stats.total_completed(),
             bound: self.stats.total_bound(),

@@ -20,7 +20,7 @@ use crate::state::{PodState, Sim};
 /// left to happen, after which the timers stop waking sessions.
 const QUIET_TIMER_SESSIONS: u32 = 64;
 
-impl Sim<'_> {
+impl Sim {
     /// Runs a session if anything changed since the last one, and carries out its decisions:
     /// binds (checked independently), evictions, and PodGroup phases.
     pub(crate) fn tick(&mut self, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {

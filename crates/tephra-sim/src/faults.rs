@@ -19,7 +19,7 @@ use crate::record::Record;
 use crate::scenario::FaultKind;
 use crate::state::{PodState, Sim};
 
-impl Sim<'_> {
+impl Sim {
     /// The pods on `lost` nodes fail, and each gang that had one there restarts whole.
     fn node_lifecycle(
         &mut self,

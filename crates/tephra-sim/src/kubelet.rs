@@ -13,7 +13,7 @@ use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
 use crate::state::{PodState, Sim};
 
-impl Sim<'_> {
+impl Sim {
     pub(crate) fn start(
         &mut self,
         pod: &str,

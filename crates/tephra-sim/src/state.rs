@@ -84,10 +84,10 @@ pub(crate) struct JobRt {
 
 /// A simulation in progress: the virtual clock and its agenda, the scheduler's cache and
 /// configuration, the jobs and pods in flight, and the checker and statistics watching them.
-pub struct Sim<'s> {
-    pub(crate) scenario: &'s Scenario,
-    /// The seed in force: `--seed`, or the scenario's `run.seed`.
-    pub(crate) seed: u64,
+pub struct Sim {
+    /// The scenario as it runs: the file's, with `--seed` and `--until` applied, so that what
+    /// the report says of it is what ran.
+    pub(crate) scenario: Arc<Scenario>,
     pub(crate) cache: Cache,
     pub(crate) config: Arc<SchedulerConfig>,
     pub(crate) now: i64,
@@ -110,7 +110,6 @@ pub struct Sim<'s> {
     pub(crate) quiet_sessions: u32,
     pub(crate) dirty: bool,
     pub(crate) session: u64,
-    pub(crate) until_ms: Option<i64>,
     /// With `--explain JOB`: that job's key and its history so far.
     pub(crate) explain: Option<(String, Vec<String>)>,
     pub(crate) period: i64,
@@ -143,7 +142,12 @@ pub(crate) fn scaled(list: &[(String, String)], name: &str) -> i64 {
         .unwrap_or(0)
 }
 
-impl Sim<'_> {
+impl Sim {
+    /// When the run stops (ms of simulated time): `--until`, or the scenario's `run.until`.
+    pub(crate) fn until_ms(&self) -> Option<i64> {
+        self.scenario.run.until.map(|d| d.0)
+    }
+
     pub(crate) fn apply(&mut self, e: Event) -> Result<(), SimError> {
         self.cache
             .apply(e)

@@ -2,6 +2,8 @@
 //! list), queues, and the scheduler configuration. Every object reaches the scheduler through
 //! the cache's event API, and the checker and statistics learn the capacity too.
 
+use std::sync::Arc;
+
 use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{Cluster, Dequeue, NodeSpec, QueueSpec, QueueState, Taint};
@@ -87,7 +89,7 @@ fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resource
         .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
-impl Sim<'_> {
+impl Sim {
     fn add_cluster(&mut self, c: Cluster) -> Result<(), SimError> {
         self.checker.cluster(
             &c.name,
@@ -124,7 +126,7 @@ impl Sim<'_> {
     }
 
     pub(crate) fn build_fleet(&mut self) -> Result<(), SimError> {
-        let s = self.scenario;
+        let s = Arc::clone(&self.scenario);
         for c in &s.fleet.clusters {
             let mut cluster = Cluster::named(&c.name);
             cluster.labels = c.labels.clone();
@@ -234,7 +236,7 @@ impl Sim<'_> {
     }
 
     pub(crate) fn build_queues(&mut self) -> Result<(), SimError> {
-        let s = self.scenario;
+        let s = Arc::clone(&self.scenario);
         for q in &s.queues {
             let list = |r: &Option<crate::scenario::Resources>| -> Option<Vec<(String, String)>> {
                 r.as_ref()

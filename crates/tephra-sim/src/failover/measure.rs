@@ -8,7 +8,7 @@ use super::binding::Ghost;
 use super::report::{FailoverReport, FaultReport};
 use crate::state::{PodState, Sim};
 
-impl Sim<'_> {
+impl Sim {
     /// Opens a fault's record; returns its index. A cluster fault on a member whose Ready
     /// condition already says it is unhealthy (another fault) counts as detected at once.
     pub(crate) fn fault_opened(&mut self, cluster: &str, kind: &str) -> usize {

@@ -45,7 +45,7 @@ fn k8s_toleration(t: &Toleration) -> K8sToleration {
     }
 }
 
-impl Sim<'_> {
+impl Sim {
     /// The jobs with a pod bound or running in `cluster`, and where each runs.
     fn jobs_in(&self, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -55,7 +55,7 @@ fn finished(p: JobPhase) -> bool {
 /// Passes over one Job at one instant, at most: the controller settles well within them.
 const PASSES: usize = 8;
 
-impl Sim<'_> {
+impl Sim {
     /// Submits a Volcano Job: the job controller makes its PodGroup now, and its pods once
     /// the scheduler admits the PodGroup.
     pub(crate) fn submit_volcano(

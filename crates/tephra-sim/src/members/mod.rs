@@ -27,7 +27,7 @@ use crate::state::Sim;
 
 pub(crate) mod member;
 
-impl Sim<'_> {
+impl Sim {
     /// The cache and the checker take a member's readiness (Ready condition True, and
     /// reachable) and taints.
     fn sync_cluster(&mut self, name: &str) -> Result<(), SimError> {

@@ -21,15 +21,14 @@
 //!
 //! How the files import each other, so that no import runs in a circle: see `state.rs`.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 
-use crate::agenda::Ev;
+use crate::agenda::{Agenda, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::record::Record;
@@ -91,8 +90,7 @@ impl Sim {
             cache: Cache::new(),
             config,
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            agenda: Agenda::default(),
             sources,
             jobs: HashMap::new(),
             pods: HashMap::new(),
@@ -101,7 +99,6 @@ impl Sim {
             tick_pending: false,
             last_tick: None,
             timer_at: None,
-            agenda_work: 0,
             quiet_sessions: 0,
             dirty: false,
             session: 0,
@@ -256,10 +253,7 @@ impl Sim {
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<Report, SimError> {
         let mut last_progress = Instant::now();
-        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
-            if !matches!(ev, Ev::Tick | Ev::Timer) {
-                self.agenda_work = self.agenda_work.saturating_sub(1);
-            }
+        while let Some((t, ev)) = self.agenda.pop() {
             if self.until_ms().is_some_and(|u| t > u) {
                 self.now = self.until_ms().unwrap_or(t);
                 break;
@@ -310,7 +304,7 @@ impl Sim {
         }
         if let Some(u) = self.until_ms()
             && self.now < u
-            && self.queue.is_empty()
+            && self.agenda.is_empty()
         {
             // Nothing more happens; the clock still reaches `until` for utilization.
             self.now = u;

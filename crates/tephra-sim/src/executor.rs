@@ -147,7 +147,7 @@ impl Sim {
         // falls due, even if nothing else happens by then; unless nothing but such timers is
         // left and the last sessions changed nothing (jobs that go back and forth between
         // Pending and Inqueue with no room for any of them), which would never end.
-        let spinning = self.agenda_work == 0 && self.quiet_sessions >= QUIET_TIMER_SESSIONS;
+        let spinning = self.agenda.only_timers() && self.quiet_sessions >= QUIET_TIMER_SESSIONS;
         if let Some(at) = d.wake_at.map(|s| s.saturating_mul(1000))
             && !spinning
             && at > self.now

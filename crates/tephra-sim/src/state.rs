@@ -7,8 +7,7 @@
 //! imports no part (`agenda.rs`, `jobs/vcjob.rs`, `members/member.rs`, `failover/binding.rs`,
 //! `failover/report.rs`, `report/stats.rs`), so no import runs in a circle.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,7 +16,7 @@ use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
-use crate::agenda::Ev;
+use crate::agenda::{Agenda, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::failover::binding::Binding;
@@ -91,8 +90,8 @@ pub struct Sim {
     pub(crate) cache: Cache,
     pub(crate) config: Arc<SchedulerConfig>,
     pub(crate) now: i64,
-    pub(crate) seq: u64,
-    pub(crate) queue: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    /// The events to come.
+    pub(crate) agenda: Agenda,
     pub(crate) sources: Merged,
     pub(crate) jobs: HashMap<String, JobRt>,
     pub(crate) pods: HashMap<String, PodRt>,
@@ -104,8 +103,6 @@ pub struct Sim {
     pub(crate) last_tick: Option<i64>,
     /// The scheduler timer already on the agenda, in ms.
     pub(crate) timer_at: Option<i64>,
-    /// Events on the agenda other than sessions and scheduler timers.
-    pub(crate) agenda_work: usize,
     /// Sessions in a row that bound and evicted nothing.
     pub(crate) quiet_sessions: u32,
     pub(crate) dirty: bool,
@@ -155,11 +152,7 @@ impl Sim {
     }
 
     pub(crate) fn push(&mut self, t: i64, ev: Ev) {
-        if !matches!(ev, Ev::Tick | Ev::Timer) {
-            self.agenda_work += 1;
-        }
-        self.seq += 1;
-        self.queue.push(Reverse((t, self.seq, ev)));
+        self.agenda.push(t, ev);
     }
 
     pub(crate) fn mark_dirty(&mut self) {

@@ -31,6 +31,7 @@ use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 use crate::agenda::{Agenda, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
+use crate::failover::book::Book;
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
@@ -113,10 +114,7 @@ impl Sim {
             down_nodes: BTreeMap::new(),
             members: BTreeMap::new(),
             timings: crate::members::member::Timings::from_def(&s.failover),
-            bindings: HashMap::new(),
-            failover_records: Vec::new(),
-            open_faults: BTreeMap::new(),
-            fault_records: BTreeMap::new(),
+            failover: Book::default(),
             wall: Instant::now(),
             scenario: Arc::new(s),
         };

@@ -110,7 +110,7 @@ impl Sim {
         if !begin || f.kind == FaultKind::Recover {
             // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
             out(&Record::fault("recover", self.now, &f.cluster, None, kind));
-            if let Some(r) = self.fault_records.get(&i).copied() {
+            if let Some(r) = self.failover.record_of.get(&i).copied() {
                 self.fault_closed(r);
             }
             match f.kind {
@@ -148,7 +148,8 @@ impl Sim {
                     }
                     // The faults it ended are over.
                     let open: Vec<usize> = self
-                        .fault_records
+                        .failover
+                        .record_of
                         .iter()
                         .filter(|(fi, _)| self.faults[**fi].cluster == f.cluster)
                         .map(|(_, r)| *r)
@@ -167,7 +168,7 @@ impl Sim {
             return Ok(());
         }
         let record = self.fault_opened(&f.cluster, kind);
-        self.fault_records.insert(i, record);
+        self.failover.record_of.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {
                 out(&Record::fault("fault", self.now, &f.cluster, None, kind));

@@ -19,8 +19,7 @@ use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskSta
 use crate::agenda::{Agenda, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
-use crate::failover::binding::Binding;
-use crate::failover::report::FaultReport;
+use crate::failover::book::Book;
 use crate::jobs::vcjob::VcJob;
 use crate::members::member::{Member, Timings};
 use crate::report::stats::Stats;
@@ -121,12 +120,8 @@ pub struct Sim {
     /// The members as the control plane sees them ([`crate::members`]).
     pub(crate) members: BTreeMap<String, Member>,
     pub(crate) timings: Timings,
-    /// Failover of each job that moved ([`crate::failover`]).
-    pub(crate) bindings: HashMap<String, Binding>,
-    /// Each fault's measures, the open one of each cluster, and each fault's record.
-    pub(crate) failover_records: Vec<FaultReport>,
-    pub(crate) open_faults: BTreeMap<String, usize>,
-    pub(crate) fault_records: BTreeMap<usize, usize>,
+    /// What failover keeps: moved jobs' bindings and the faults' measures ([`crate::failover`]).
+    pub(crate) failover: Book,
     pub(crate) wall: Instant,
 }
 

@@ -18,7 +18,7 @@ impl Sim {
                 .get(cluster)
                 .and_then(|m| m.ready.as_ref())
                 .is_some_and(|c| c.status != "True");
-        self.failover_records.push(FaultReport {
+        self.failover.records.push(FaultReport {
             cluster: cluster.to_string(),
             kind: kind.to_string(),
             at_s: self.now as f64 / 1000.0,
@@ -26,15 +26,15 @@ impl Sim {
             detection_delay_s: known.then_some(0.0),
             ..FaultReport::default()
         });
-        let i = self.failover_records.len() - 1;
+        let i = self.failover.records.len() - 1;
         if kind != "node-down" {
-            self.open_faults.insert(cluster.to_string(), i);
+            self.failover.open.insert(cluster.to_string(), i);
         }
         i
     }
 
     pub(crate) fn fault_closed(&mut self, i: usize) {
-        if let Some(r) = self.failover_records.get_mut(i)
+        if let Some(r) = self.failover.records.get_mut(i)
             && r.ended_s.is_none()
         {
             r.ended_s = Some(self.now as f64 / 1000.0);
@@ -43,7 +43,7 @@ impl Sim {
 
     /// A node-down fault restarted `job` whole.
     pub(crate) fn fault_restarted(&mut self, i: usize, job: &str) {
-        if let Some(r) = self.failover_records.get_mut(i)
+        if let Some(r) = self.failover.records.get_mut(i)
             && r.moved.insert(job.to_string())
         {
             r.jobs_moved += 1;
@@ -57,9 +57,10 @@ impl Sim {
         }
         let now = self.now;
         if let Some(r) = self
-            .open_faults
+            .failover
+            .open
             .get(cluster)
-            .and_then(|i| self.failover_records.get_mut(*i))
+            .and_then(|i| self.failover.records.get_mut(*i))
             && r.detection_delay_s.is_none()
         {
             r.detection_delay_s = Some((now - r.at_ms) as f64 / 1000.0);
@@ -70,7 +71,7 @@ impl Sim {
     /// running, or terminating) and the new one, each at least the gang.
     pub(super) fn both_copies(&mut self, job: &str) {
         let placement = self.new_placement(job);
-        let Some(b) = self.bindings.get(job) else {
+        let Some(b) = self.failover.bindings.get(job) else {
             return;
         };
         let min = placement.min_member.max(1) as usize;
@@ -85,7 +86,7 @@ impl Sim {
     fn overlap(&mut self, job: &str, state: Option<bool>) {
         let now = self.now;
         let grace = self.grace as f64 / 1000.0;
-        let Some(b) = self.bindings.get_mut(job) else {
+        let Some(b) = self.failover.bindings.get_mut(job) else {
             return;
         };
         if b.both_since.map(|(_, a)| a) == state {
@@ -96,7 +97,7 @@ impl Sim {
             return;
         };
         let secs = (now - t) as f64 / 1000.0;
-        if let Some(r) = b.fault.and_then(|i| self.failover_records.get_mut(i)) {
+        if let Some(r) = b.fault.and_then(|i| self.failover.records.get_mut(i)) {
             if answered {
                 r.duplicate_gang_s += secs;
                 r.duplicate_beyond_grace_s += (secs - grace).max(0.0);
@@ -108,16 +109,17 @@ impl Sim {
 
     /// The `failover` section, once the run ends.
     pub(crate) fn failover_report(&mut self) -> FailoverReport {
-        let jobs: BTreeSet<String> = self.bindings.keys().cloned().collect();
+        let jobs: BTreeSet<String> = self.failover.bindings.keys().cloned().collect();
         for job in &jobs {
             // Overlaps still open count up to the end of the run.
             self.overlap(job, None);
         }
-        let mut records = std::mem::take(&mut self.failover_records);
+        let mut records = std::mem::take(&mut self.failover.records);
         for r in &mut records {
             let mut last_back: Option<i64> = Some(r.at_ms);
             for job in &r.moved {
                 let back = self
+                    .failover
                     .bindings
                     .get(job)
                     .and_then(|b| b.back_at)

@@ -29,6 +29,7 @@ use crate::record::Record;
 use crate::state::{PodState, Sim};
 
 pub(crate) mod binding;
+pub(crate) mod book;
 mod measure;
 pub(crate) mod report;
 
@@ -100,6 +101,7 @@ impl Sim {
                         })
                         .collect(),
                     graceful_eviction_tasks: self
+                        .failover
                         .bindings
                         .get(&job)
                         .map(|b| b.tasks.clone())
@@ -152,12 +154,12 @@ impl Sim {
             })
             .cloned()
             .collect();
-        let fault = self.open_faults.get(cluster).copied();
-        let b = self.bindings.entry(job.to_string()).or_default();
+        let fault = self.failover.open.get(cluster).copied();
+        let b = self.failover.bindings.entry(job.to_string()).or_default();
         b.tasks = tasks;
         b.fault = fault;
         b.back_at = None;
-        if let Some(r) = fault.and_then(|i| self.failover_records.get_mut(i))
+        if let Some(r) = fault.and_then(|i| self.failover.records.get_mut(i))
             && r.moved.insert(job.to_string())
         {
             r.jobs_moved += 1;
@@ -225,7 +227,7 @@ impl Sim {
             if running && let Some(j) = self.jobs.get_mut(job) {
                 j.started = j.started.saturating_sub(1);
             }
-            if let Some(b) = self.bindings.get_mut(job) {
+            if let Some(b) = self.failover.bindings.get_mut(job) {
                 b.ghosts.push(ghost);
             }
             if self.is_volcano(job) {
@@ -236,7 +238,7 @@ impl Sim {
             let policy = std::sync::Arc::make_mut(&mut j.group.policy);
             if !policy.exclude.iter().any(|c| c == cluster) {
                 policy.exclude.push(cluster.to_string());
-                if let Some(b) = self.bindings.get_mut(job) {
+                if let Some(b) = self.failover.bindings.get_mut(job) {
                     b.excluded.insert(cluster.to_string());
                 }
             }
@@ -281,7 +283,7 @@ impl Sim {
         job: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(b) = self.bindings.get(job) else {
+        let Some(b) = self.failover.bindings.get(job) else {
             return Ok(());
         };
         let placement = self.new_placement(job);
@@ -296,7 +298,7 @@ impl Sim {
             }
         }
         if placement.healthy()
-            && let Some(b) = self.bindings.get_mut(job)
+            && let Some(b) = self.failover.bindings.get_mut(job)
             && b.back_at.is_none()
         {
             b.back_at = Some(now);
@@ -306,7 +308,7 @@ impl Sim {
                 continue;
             }
             let grace = self.grace;
-            let Some(b) = self.bindings.get_mut(job) else {
+            let Some(b) = self.failover.bindings.get_mut(job) else {
                 continue;
             };
             let mut gone = Vec::new();
@@ -324,6 +326,7 @@ impl Sim {
                 }
             }
             if self
+                .failover
                 .bindings
                 .get(job)
                 .is_some_and(|b| !b.ghosts.iter().any(|g| g.cluster == cluster))
@@ -338,7 +341,7 @@ impl Sim {
     /// The task evicting `job` from `cluster` is done (its old copy is gone): the task leaves
     /// the binding, and the PodGroup may use the cluster again.
     fn task_done(&mut self, job: &str, cluster: &str) -> Result<(), SimError> {
-        let Some(b) = self.bindings.get_mut(job) else {
+        let Some(b) = self.failover.bindings.get_mut(job) else {
             return Ok(());
         };
         b.tasks.retain(|t| t.from_cluster != cluster);
@@ -361,6 +364,7 @@ impl Sim {
     pub(crate) fn evictions_in(&mut self, cluster: &str) -> Result<(), SimError> {
         // In name order: the agenda's order must not depend on a hash map's.
         let jobs: BTreeSet<String> = self
+            .failover
             .bindings
             .iter()
             .filter(|(_, b)| b.ghosts.iter().any(|g| g.cluster == cluster))
@@ -378,7 +382,7 @@ impl Sim {
         job: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if self.bindings.contains_key(job) {
+        if self.failover.bindings.contains_key(job) {
             self.evictions(job, out)?;
         }
         Ok(())
@@ -391,7 +395,7 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(b) = self.bindings.get_mut(job) else {
+        let Some(b) = self.failover.bindings.get_mut(job) else {
             return Ok(());
         };
         let Some(i) = b.ghosts.iter().position(|g| g.name == name) else {
@@ -430,12 +434,13 @@ impl Sim {
         })?;
         self.both_copies(job);
         if self
+            .failover
             .bindings
             .get(job)
             .is_some_and(|b| b.ghosts.is_empty() && b.tasks.is_empty())
             && !self.jobs.contains_key(job)
         {
-            self.bindings.remove(job);
+            self.failover.bindings.remove(job);
         }
         self.mark_dirty();
         Ok(())

@@ -1,0 +1,22 @@
+//! What failover keeps over a run: each moved job's binding (its eviction tasks, ghosts and
+//! excluded clusters), each fault's measures, the fault open on each cluster, and the record
+//! each fault of the scenario keeps its measures in. Data only: `failover/mod.rs` and
+//! `failover/measure.rs` act on it, `faults.rs` opens and closes the faults.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::binding::Binding;
+use super::report::FaultReport;
+
+/// Failover's state over a run.
+#[derive(Default)]
+pub(crate) struct Book {
+    /// The binding of each job that moved, by job key.
+    pub(crate) bindings: HashMap<String, Binding>,
+    /// Each fault's measures, in the order the faults began.
+    pub(crate) records: Vec<FaultReport>,
+    /// The fault open on each cluster: its index in `records`.
+    pub(crate) open: BTreeMap<String, usize>,
+    /// The record of each fault of the scenario (by its index): its index in `records`.
+    pub(crate) record_of: BTreeMap<usize, usize>,
+}

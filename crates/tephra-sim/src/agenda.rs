@@ -1,7 +1,7 @@
 //! A simulation's agenda: the events that can fall due at an instant of the virtual clock
 //! ([`Ev`]), kept in time order, those of one instant in the order they were put on it
-//! ([`Agenda`]). The event loop (`engine.rs`) takes them one by one and hands each to the part
-//! of the simulator it concerns.
+//! ([`Agenda`]), and when sessions run ([`Cadence`]). The event loop (`engine.rs`) takes the
+//! events one by one and hands each to the part of the simulator it concerns.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -70,6 +70,59 @@ impl Agenda {
     }
 }
 
+/// When sessions run: on the scheduler's period, only when something changed since the last
+/// one, never twice at one instant; and the scheduler's own timer on the agenda.
+pub(crate) struct Cadence {
+    /// The scheduler period, in ms.
+    pub(crate) period: i64,
+    /// Something changed since the last session.
+    pub(crate) dirty: bool,
+    /// A session is on the agenda.
+    pub(crate) tick_pending: bool,
+    /// When the last session ran.
+    pub(crate) last_tick: Option<i64>,
+    /// The scheduler timer already on the agenda, in ms.
+    pub(crate) timer_at: Option<i64>,
+    /// Sessions in a row that bound and evicted nothing.
+    pub(crate) quiet_sessions: u32,
+    /// Sessions so far.
+    pub(crate) session: u64,
+}
+
+impl Cadence {
+    /// A cadence of `period` ms, nothing run yet.
+    pub(crate) fn new(period: i64) -> Self {
+        Self {
+            period: period.max(1),
+            dirty: false,
+            tick_pending: false,
+            last_tick: None,
+            timer_at: None,
+            quiet_sessions: 0,
+            session: 0,
+        }
+    }
+
+    /// Something changed at `now`: when the next session must run, if none is on the agenda
+    /// yet (the next period boundary; a change made by a session waits for the next period,
+    /// never the same instant).
+    pub(crate) fn changed(&mut self, now: i64) -> Option<i64> {
+        self.dirty = true;
+        if self.tick_pending {
+            return None;
+        }
+        let next = (now + self.period - 1) / self.period * self.period;
+        let next = if next < now { now } else { next };
+        let next = if self.last_tick == Some(next) {
+            next + self.period
+        } else {
+            next
+        };
+        self.tick_pending = true;
+        Some(next)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +161,22 @@ mod tests {
                 assert!(a.only_timers());
             }
         }
+    }
+
+    #[test]
+    fn a_change_asks_for_one_session_at_the_next_period_never_the_instant_of_the_last() {
+        let mut c = Cadence::new(1000);
+        assert_eq!(c.changed(1500), Some(2000));
+        assert_eq!(c.changed(1700), None, "one session on the agenda at a time");
+        // The session at 2000 ran; a change it made waits for the next period.
+        c.tick_pending = false;
+        c.last_tick = Some(2000);
+        assert_eq!(c.changed(2000), Some(3000));
+        c.tick_pending = false;
+        assert_eq!(
+            c.changed(3000),
+            Some(3000),
+            "a change from elsewhere runs at once"
+        );
     }
 }

@@ -28,7 +28,7 @@ use std::time::Instant;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
 
-use crate::agenda::{Agenda, Ev};
+use crate::agenda::{Agenda, Cadence, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
@@ -97,14 +97,8 @@ impl Sim {
             pods: HashMap::new(),
             vcjobs: HashMap::new(),
             faults,
-            tick_pending: false,
-            last_tick: None,
-            timer_at: None,
-            quiet_sessions: 0,
-            dirty: false,
-            session: 0,
+            cadence: Cadence::new(scenario.scheduler.period.0),
             explain: opts.explain.clone().map(|k| (k, Vec::new())),
-            period: scenario.scheduler.period.0.max(1),
             start_delay: scenario.run.pod_start_delay.0.max(0),
             grace: scenario.run.eviction_grace_period.0.max(0),
             checker: Checker::default(),
@@ -273,8 +267,8 @@ impl Sim {
                 }
                 Ev::Tick => self.tick(out)?,
                 Ev::Timer => {
-                    if self.timer_at == Some(self.now) {
-                        self.timer_at = None;
+                    if self.cadence.timer_at == Some(self.now) {
+                        self.cadence.timer_at = None;
                     }
                     self.mark_dirty();
                 }

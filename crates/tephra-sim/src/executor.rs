@@ -24,19 +24,19 @@ impl Sim {
     /// Runs a session if anything changed since the last one, and carries out its decisions:
     /// binds (checked independently), evictions, and PodGroup phases.
     pub(crate) fn tick(&mut self, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
-        self.tick_pending = false;
-        self.last_tick = Some(self.now);
-        if !self.dirty {
+        self.cadence.tick_pending = false;
+        self.cadence.last_tick = Some(self.now);
+        if !self.cadence.dirty {
             return Ok(());
         }
-        self.dirty = false;
-        self.session += 1;
+        self.cadence.dirty = false;
+        self.cadence.session += 1;
         let started = Instant::now();
         let d = schedule(
             self.cache.snapshot(),
             Arc::clone(&self.config),
             self.now / 1000,
-            self.session,
+            self.cadence.session,
         );
         self.stats.session(started.elapsed().as_secs_f64() * 1000.0);
         let mut checks = Vec::new();
@@ -139,21 +139,25 @@ impl Sim {
         // Room reserved for waiting pods stays theirs in the next session.
         self.cache.nominate(d.nominations());
         if d.binds.is_empty() && d.evictions.is_empty() {
-            self.quiet_sessions = self.quiet_sessions.saturating_add(1);
+            self.cadence.quiet_sessions = self.cadence.quiet_sessions.saturating_add(1);
         } else {
-            self.quiet_sessions = 0;
+            self.cadence.quiet_sessions = 0;
         }
         // A timer of the scheduler's own (an inqueue timeout, an SLA) gets a session when it
         // falls due, even if nothing else happens by then; unless nothing but such timers is
         // left and the last sessions changed nothing (jobs that go back and forth between
         // Pending and Inqueue with no room for any of them), which would never end.
-        let spinning = self.agenda.only_timers() && self.quiet_sessions >= QUIET_TIMER_SESSIONS;
+        let spinning =
+            self.agenda.only_timers() && self.cadence.quiet_sessions >= QUIET_TIMER_SESSIONS;
         if let Some(at) = d.wake_at.map(|s| s.saturating_mul(1000))
             && !spinning
             && at > self.now
-            && self.timer_at.is_none_or(|t| t <= self.now || at < t)
+            && self
+                .cadence
+                .timer_at
+                .is_none_or(|t| t <= self.now || at < t)
         {
-            self.timer_at = Some(at);
+            self.cadence.timer_at = Some(at);
             self.push(at, Ev::Timer);
         }
         Ok(())

@@ -16,7 +16,7 @@ use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
 use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
-use crate::agenda::{Agenda, Ev};
+use crate::agenda::{Agenda, Cadence, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
@@ -98,17 +98,10 @@ pub struct Sim {
     pub(crate) vcjobs: HashMap<String, VcJob>,
     /// The faults of this run: the scenario's, and those drawn from its seed.
     pub(crate) faults: Vec<crate::scenario::FaultDef>,
-    pub(crate) tick_pending: bool,
-    pub(crate) last_tick: Option<i64>,
-    /// The scheduler timer already on the agenda, in ms.
-    pub(crate) timer_at: Option<i64>,
-    /// Sessions in a row that bound and evicted nothing.
-    pub(crate) quiet_sessions: u32,
-    pub(crate) dirty: bool,
-    pub(crate) session: u64,
+    /// When sessions run.
+    pub(crate) cadence: Cadence,
     /// With `--explain JOB`: that job's key and its history so far.
     pub(crate) explain: Option<(String, Vec<String>)>,
-    pub(crate) period: i64,
     pub(crate) start_delay: i64,
     pub(crate) grace: i64,
     pub(crate) checker: Checker,
@@ -151,18 +144,8 @@ impl Sim {
     }
 
     pub(crate) fn mark_dirty(&mut self) {
-        self.dirty = true;
-        if !self.tick_pending {
-            let next = (self.now + self.period - 1) / self.period * self.period;
-            let next = if next < self.now { self.now } else { next };
-            // A change made by a session waits for the next period, never the same instant.
-            let next = if self.last_tick == Some(next) {
-                next + self.period
-            } else {
-                next
-            };
-            self.tick_pending = true;
-            self.push(next, Ev::Tick);
+        if let Some(at) = self.cadence.changed(self.now) {
+            self.push(at, Ev::Tick);
         }
     }
 

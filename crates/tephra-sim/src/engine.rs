@@ -21,7 +21,7 @@
 //!
 //! How the files import each other, so that no import runs in a circle: see `state.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +32,7 @@ use crate::agenda::{Agenda, Cadence, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
+use crate::members::fleet::Fleet;
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
@@ -103,18 +104,15 @@ impl Sim {
             grace: scenario.run.eviction_grace_period.0.max(0),
             checker: Checker::default(),
             stats: Stats::default(),
-            nodes: BTreeMap::new(),
-            clusters: BTreeMap::new(),
-            down_nodes: BTreeMap::new(),
-            members: BTreeMap::new(),
-            timings: crate::members::member::Timings::from_def(&s.failover),
+            fleet: Fleet::new(crate::members::member::Timings::from_def(&s.failover)),
             failover: Book::default(),
             wall: Instant::now(),
             scenario: Arc::new(s),
         };
         sim.build_fleet()?;
-        sim.members = crate::members::member::members(
-            sim.clusters
+        sim.fleet.members = crate::members::member::members(
+            sim.fleet
+                .clusters
                 .iter()
                 .map(|(n, c)| (n.as_str(), c.taints.as_slice())),
         );

@@ -71,6 +71,7 @@ impl Sim {
     fn fault_nodes(&self, i: usize) -> Vec<String> {
         let f = &self.faults[i];
         let all: Vec<String> = self
+            .fleet
             .nodes
             .get(&f.cluster)
             .map(|ns| ns.iter().map(|(n, _)| n.clone()).collect())
@@ -84,7 +85,7 @@ impl Sim {
 
     /// Changes the count of faults of `kind` in force on `cluster` by `delta`.
     fn member_fault(&mut self, cluster: &str, kind: FaultKind, delta: i32) {
-        if let Some(m) = self.members.get_mut(cluster) {
+        if let Some(m) = self.fleet.members.get_mut(cluster) {
             let n = match kind {
                 FaultKind::Unreachable => &mut m.unreachable,
                 FaultKind::Notready => &mut m.notready,
@@ -118,32 +119,36 @@ impl Sim {
                     for n in self.fault_nodes(i) {
                         let key = (f.cluster.clone(), n.clone());
                         let left = self
+                            .fleet
                             .down_nodes
                             .get(&key)
                             .copied()
                             .unwrap_or(1)
                             .saturating_sub(1);
                         if left == 0 {
-                            self.down_nodes.remove(&key);
+                            self.fleet.down_nodes.remove(&key);
                             self.set_node_ready(&f.cluster, &n, true)?;
                         } else {
-                            self.down_nodes.insert(key, left);
+                            self.fleet.down_nodes.insert(key, left);
                         }
                     }
                 }
                 FaultKind::Recover => {
-                    if let Some(m) = self.members.get_mut(&f.cluster) {
+                    if let Some(m) = self.fleet.members.get_mut(&f.cluster) {
                         m.unreachable = 0;
                         m.notready = 0;
                     }
                     let downs: Vec<String> = self
+                        .fleet
                         .down_nodes
                         .keys()
                         .filter(|(c, _)| *c == f.cluster)
                         .map(|(_, n)| n.clone())
                         .collect();
                     for n in downs {
-                        self.down_nodes.remove(&(f.cluster.clone(), n.clone()));
+                        self.fleet
+                            .down_nodes
+                            .remove(&(f.cluster.clone(), n.clone()));
                         self.set_node_ready(&f.cluster, &n, true)?;
                     }
                     // The faults it ended are over.
@@ -180,6 +185,7 @@ impl Sim {
                 for n in &nodes {
                     out(&Record::fault("fault", self.now, &f.cluster, Some(n), kind));
                     *self
+                        .fleet
                         .down_nodes
                         .entry((f.cluster.clone(), n.clone()))
                         .or_insert(0) += 1;

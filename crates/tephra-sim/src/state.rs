@@ -3,31 +3,29 @@
 //! them. The other parts of the simulator (world, kubelet, executor, faults, members, failover,
 //! Volcano Jobs, the event loop) each add their own methods to [`Sim`].
 //!
-//! The parts import this file; it imports only the data types they own, each in a file that
-//! imports no part (`agenda.rs`, `jobs/vcjob.rs`, `members/member.rs`, `failover/binding.rs`,
-//! `failover/report.rs`, `report/stats.rs`), so no import runs in a circle.
+//! The parts import this file; it imports only the types they own, each in a file that imports
+//! no part: the agenda and the session cadence (`agenda.rs`), the fleet (`members/fleet.rs`),
+//! failover's book (`failover/book.rs`), Volcano Jobs (`jobs/vcjob.rs`) and the statistics
+//! (`report/stats.rs`), so no import runs in a circle.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tephra_controllers::podgroup;
 use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
-use tephra_scheduler::model::{Cluster, PodGroupSpec, PodSpec, TaskShape, TaskStatus};
+use tephra_scheduler::model::{PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
 use crate::agenda::{Agenda, Cadence, Ev};
 use crate::checker::Checker;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
 use crate::jobs::vcjob::VcJob;
-use crate::members::member::{Member, Timings};
+use crate::members::fleet::Fleet;
 use crate::report::stats::Stats;
 use crate::scenario::Scenario;
 use crate::workload::Merged;
-
-/// Resource quantities as (name, quantity).
-pub(crate) type Quantities = Vec<(String, String)>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PodState {
@@ -106,13 +104,8 @@ pub struct Sim {
     pub(crate) grace: i64,
     pub(crate) checker: Checker,
     pub(crate) stats: Stats,
-    /// Nodes of each cluster in scenario order, with their capacity.
-    pub(crate) nodes: BTreeMap<String, Vec<(String, Quantities)>>,
-    pub(crate) clusters: BTreeMap<String, Cluster>,
-    pub(crate) down_nodes: BTreeMap<(String, String), u32>,
-    /// The members as the control plane sees them ([`crate::members`]).
-    pub(crate) members: BTreeMap<String, Member>,
-    pub(crate) timings: Timings,
+    /// The clusters, their nodes and members ([`crate::members`]).
+    pub(crate) fleet: Fleet,
     /// What failover keeps: moved jobs' bindings and the faults' measures ([`crate::failover`]).
     pub(crate) failover: Book,
     pub(crate) wall: Instant,

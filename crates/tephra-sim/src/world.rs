@@ -103,7 +103,7 @@ impl Sim {
             },
         );
         self.stats.cluster(&c.name);
-        self.clusters.insert(c.name.clone(), c.clone());
+        self.fleet.clusters.insert(c.name.clone(), c.clone());
         self.apply(Event::ClusterUpsert(c))
     }
 
@@ -118,7 +118,8 @@ impl Sim {
             scaled(&capacity, "nvidia.com/gpu"),
             scaled(&capacity, "cpu"),
         );
-        self.nodes
+        self.fleet
+            .nodes
             .entry(spec.cluster.clone())
             .or_default()
             .push((spec.name.clone(), capacity));

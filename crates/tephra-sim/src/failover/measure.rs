@@ -14,6 +14,7 @@ impl Sim {
     pub(crate) fn fault_opened(&mut self, cluster: &str, kind: &str) -> usize {
         let known = kind != "node-down"
             && self
+                .fleet
                 .members
                 .get(cluster)
                 .and_then(|m| m.ready.as_ref())
@@ -136,7 +137,7 @@ impl Sim {
                 .filter(|_| !r.moved.is_empty())
                 .map(|t| (t - r.at_ms) as f64 / 1000.0);
         }
-        let t = self.timings;
+        let t = self.fleet.timings;
         let fmax = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),

@@ -287,7 +287,7 @@ impl Sim {
             return Ok(());
         };
         let placement = self.new_placement(job);
-        let (now, timeout) = (self.now, self.timings.eviction_timeout_ms);
+        let (now, timeout) = (self.now, self.fleet.timings.eviction_timeout_ms);
         let tasks = b.tasks.clone();
         let mut purge = Vec::new();
         for task in &tasks {

@@ -25,18 +25,19 @@ use crate::error::SimError;
 use crate::record::Record;
 use crate::state::Sim;
 
+pub(crate) mod fleet;
 pub(crate) mod member;
 
 impl Sim {
     /// The cache and the checker take a member's readiness (Ready condition True, and
     /// reachable) and taints.
     fn sync_cluster(&mut self, name: &str) -> Result<(), SimError> {
-        let Some(m) = self.members.get(name) else {
+        let Some(m) = self.fleet.members.get(name) else {
             return Ok(());
         };
         let ready = m.condition_status() == "True" && !m.cut_off();
         let taints = tephra_controllers::pod::taint_list(&m.taints);
-        let Some(c) = self.clusters.get_mut(name) else {
+        let Some(c) = self.fleet.clusters.get_mut(name) else {
             return Ok(());
         };
         if c.ready == ready && c.taints == taints {
@@ -57,7 +58,7 @@ impl Sim {
     pub(crate) fn member_changed(&mut self, name: &str) -> Result<(), SimError> {
         self.sync_cluster(name)?;
         self.probe_soon(name);
-        let Some(m) = self.members.get_mut(name) else {
+        let Some(m) = self.fleet.members.get_mut(name) else {
             return Ok(());
         };
         if !m.cut_off() {
@@ -73,7 +74,7 @@ impl Sim {
     /// Holds `ev`, about a pod in `cluster`, while the member is cut off. Returns whether it
     /// was held.
     pub(crate) fn hold_if_cut_off(&mut self, cluster: &str, ev: &Ev) -> bool {
-        match self.members.get_mut(cluster) {
+        match self.fleet.members.get_mut(cluster) {
             Some(m) if m.cut_off() => {
                 m.held.push(ev.clone());
                 true
@@ -84,12 +85,12 @@ impl Sim {
 
     /// Whether the control plane can reach `cluster`.
     pub(crate) fn reachable(&self, cluster: &str) -> bool {
-        self.members.get(cluster).is_none_or(|m| !m.cut_off())
+        self.fleet.members.get(cluster).is_none_or(|m| !m.cut_off())
     }
 
     fn probe_soon(&mut self, name: &str) {
-        let period = self.timings.probe_ms;
-        let Some(m) = self.members.get_mut(name) else {
+        let period = self.fleet.timings.probe_ms;
+        let Some(m) = self.fleet.members.get_mut(name) else {
             return;
         };
         if m.probing {
@@ -112,8 +113,8 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let (now, t) = (self.now, self.timings.thresholds);
-        let Some(m) = self.members.get_mut(name) else {
+        let (now, t) = (self.now, self.fleet.timings.thresholds);
+        let Some(m) = self.fleet.members.get_mut(name) else {
             return Ok(());
         };
         m.probing = false;
@@ -141,8 +142,8 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let (now, grace) = (self.now, self.timings.no_execute_ms);
-        let Some(m) = self.members.get_mut(name) else {
+        let (now, grace) = (self.now, self.fleet.timings.no_execute_ms);
+        let Some(m) = self.fleet.members.get_mut(name) else {
             return Ok(());
         };
         let next = cluster_taints::taints(&m.taints, m.ready.as_ref(), now, Some(grace));
@@ -172,6 +173,6 @@ impl Sim {
 
     /// The taints of `cluster` as the Cluster object has them.
     pub(crate) fn cluster_taints(&self, cluster: &str) -> Option<&[K8sTaint]> {
-        self.members.get(cluster).map(|m| m.taints.as_slice())
+        self.fleet.members.get(cluster).map(|m| m.taints.as_slice())
     }
 }

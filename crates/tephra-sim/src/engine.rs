@@ -21,7 +21,6 @@
 //!
 //! How the files import each other, so that no import runs in a circle: see `state.rs`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,7 +35,7 @@ use crate::members::fleet::Fleet;
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
-use crate::state::{JobRt, NewPod, PodState, Sim, scaled};
+use crate::state::{InFlight, JobRt, NewPod, PodState, Sim, scaled};
 use crate::workload::{Merged, SimJob};
 use crate::world::load_config;
 
@@ -94,9 +93,7 @@ impl Sim {
             now: 0,
             agenda: Agenda::default(),
             sources,
-            jobs: HashMap::new(),
-            pods: HashMap::new(),
-            vcjobs: HashMap::new(),
+            flight: InFlight::default(),
             faults,
             cadence: Cadence::new(scenario.scheduler.period.0),
             explain: opts.explain.clone().map(|k| (k, Vec::new())),
@@ -142,12 +139,12 @@ impl Sim {
     fn submit(&mut self, mut job: SimJob, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
         let key = job.key();
         let job_pods = job.tasks.iter().map(|t| u64::from(t.replicas)).sum();
-        crate::scenario::check::admit_pods(self.pods.len() as u64, job_pods).map_err(|m| {
-            SimError::Build {
+        crate::scenario::check::admit_pods(self.flight.pods.len() as u64, job_pods).map_err(
+            |m| SimError::Build {
                 source_name: self.scenario.source.clone(),
                 message: format!("job {key}, submitted at {}s: {m}", self.now / 1000),
-            }
-        })?;
+            },
+        )?;
         if let Some(vc) = job.volcano.take() {
             return self.submit_volcano(job, *vc.0, out);
         }
@@ -189,7 +186,7 @@ impl Sim {
             }
         }
         let empty = pod_names.is_empty();
-        self.jobs.insert(
+        self.flight.jobs.insert(
             key.clone(),
             JobRt {
                 queue: job.queue.clone(),
@@ -274,7 +271,7 @@ impl Sim {
                 Ev::JobWake(key) => self.job_wake(&key, out)?,
                 Ev::Finish(pod, generation) => self.finish(&pod, generation, out)?,
                 Ev::Released(pod, generation) => {
-                    if self.pods.get(&pod).is_some_and(|p| {
+                    if self.flight.pods.get(&pod).is_some_and(|p| {
                         p.generation == generation && p.state == PodState::Releasing
                     }) {
                         self.release_pod(&pod, out)?;
@@ -302,6 +299,7 @@ impl Sim {
         progress(&self.progress());
         // Pods still running at the end have used GPU time too.
         let still: Vec<(String, i64, i64)> = self
+            .flight
             .pods
             .values()
             .filter(|p| {
@@ -309,7 +307,8 @@ impl Sim {
                     || (p.state == PodState::Releasing && p.releasing_from == PodState::Running)
             })
             .filter_map(|p| {
-                self.jobs
+                self.flight
+                    .jobs
                     .get(&p.job)
                     .map(|j| (j.queue.clone(), p.gpus, self.now - p.started_ms))
             })
@@ -318,13 +317,14 @@ impl Sim {
             self.stats.gpu_time(&queue, gpus, ran);
         }
         let started: std::collections::HashSet<String> = self
+            .flight
             .jobs
             .iter()
             .filter(|(k, j)| self.job_started(k, j))
             .map(|(k, _)| k.clone())
             .collect();
         let running = started.len() as u64;
-        let pending = self.jobs.len() as u64 - running;
+        let pending = self.flight.jobs.len() as u64 - running;
         let failover = self.failover_report();
         let mut report = self.stats.finish(
             &self.scenario.source,
@@ -348,6 +348,7 @@ impl Sim {
             // Nothing more could happen, yet jobs wait: say which, so a run that ends with
             // work left is never mistaken for one that finished it.
             let mut waiting: Vec<&String> = self
+                .flight
                 .jobs
                 .iter()
                 .filter(|(k, _)| !started.contains(*k))
@@ -357,10 +358,12 @@ impl Sim {
             let shown: Vec<String> = waiting
                 .iter()
                 .take(5)
-                .map(|k| match self.jobs.get(*k).and_then(|j| j.why.as_ref()) {
-                    Some(why) => format!("{k} ({why})"),
-                    None => k.to_string(),
-                })
+                .map(
+                    |k| match self.flight.jobs.get(*k).and_then(|j| j.why.as_ref()) {
+                        Some(why) => format!("{k} ({why})"),
+                        None => k.to_string(),
+                    },
+                )
                 .collect();
             report.notes.push(format!(
                 "{pending} job(s) still pending when nothing more could happen: {}",
@@ -368,7 +371,8 @@ impl Sim {
             ));
         }
         report.jobs.pending_reasons = crate::report::pending_reasons(
-            self.jobs
+            self.flight
+                .jobs
                 .iter()
                 .filter(|(k, _)| !started.contains(*k))
                 .map(|(k, j)| (k.as_str(), j.why.as_deref())),
@@ -376,7 +380,7 @@ impl Sim {
         if let Some((key, mut lines)) = self.explain.take() {
             if lines.is_empty() {
                 lines.push(format!("{key}: no such job was submitted"));
-            } else if let Some(j) = self.jobs.get(&key) {
+            } else if let Some(j) = self.flight.jobs.get(&key) {
                 lines.push(format!(
                     "at the end: {:?}{}",
                     j.group.phase,
@@ -395,12 +399,12 @@ impl Sim {
     /// Whether a job in flight has started: a Volcano Job past Pending (a Job with no
     /// replicas runs with no pods, as in Volcano), any other job with a pod placed or done.
     fn job_started(&self, key: &str, j: &JobRt) -> bool {
-        if let Some(vc) = self.vcjobs.get(key) {
+        if let Some(vc) = self.flight.vcjobs.get(key) {
             let phase = vc.job.status.as_ref().and_then(|s| s.state.phase);
             return phase.is_some_and(|p| p != tephra_api::batch::JobPhase::Pending);
         }
         j.pods.iter().any(|p| {
-            self.pods.get(p).is_some_and(|p| {
+            self.flight.pods.get(p).is_some_and(|p| {
                 matches!(
                     p.state,
                     PodState::Bound | PodState::Running | PodState::Done

@@ -41,7 +41,7 @@ impl Sim {
         self.stats.session(started.elapsed().as_secs_f64() * 1000.0);
         let mut checks = Vec::new();
         for b in &d.binds {
-            let Some(p) = self.pods.get_mut(&b.task) else {
+            let Some(p) = self.flight.pods.get_mut(&b.task) else {
                 continue;
             };
             if p.state != PodState::Pending {
@@ -58,6 +58,7 @@ impl Sim {
                 request: p.request.clone(),
             });
             let queue = self
+                .flight
                 .jobs
                 .get(&b.job)
                 .map(|j| j.queue.clone())
@@ -94,7 +95,7 @@ impl Sim {
         self.cache.clear_changed();
         let mut admitted = Vec::new();
         for g in &d.groups {
-            let Some(job) = self.jobs.get_mut(&g.job) else {
+            let Some(job) = self.flight.jobs.get_mut(&g.job) else {
                 continue;
             };
             let mut said = Vec::new();
@@ -173,7 +174,7 @@ impl Sim {
         kind: &'static str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<bool, SimError> {
-        let Some(p) = self.pods.get_mut(pod) else {
+        let Some(p) = self.flight.pods.get_mut(pod) else {
             return Ok(false);
         };
         if !matches!(p.state, PodState::Bound | PodState::Running) {
@@ -184,6 +185,7 @@ impl Sim {
         let job_key = p.job.clone();
         let generation = p.generation;
         let queue = self
+            .flight
             .jobs
             .get(&job_key)
             .map(|j| j.queue.clone())
@@ -208,7 +210,7 @@ impl Sim {
             }
             self.release_pod(pod, out)?;
         } else {
-            if let Some(p) = self.pods.get_mut(pod) {
+            if let Some(p) = self.flight.pods.get_mut(pod) {
                 p.releasing_from = p.state;
                 p.state = PodState::Releasing;
             }

@@ -29,6 +29,7 @@ impl Sim {
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         let hit: BTreeSet<String> = self
+            .flight
             .pods
             .values()
             .filter(|p| matches!(p.state, PodState::Bound | PodState::Running))
@@ -41,7 +42,7 @@ impl Sim {
             .collect();
         let reason = format!("node(s) down in cluster {cluster}; the gang restarts whole");
         for job_key in hit {
-            let Some(pods) = self.jobs.get(&job_key).map(|j| j.pods.clone()) else {
+            let Some(pods) = self.flight.jobs.get(&job_key).map(|j| j.pods.clone()) else {
                 continue;
             };
             self.fault_restarted(fault, &job_key);
@@ -209,6 +210,7 @@ impl Sim {
             _ => return false,
         };
         let Some(cluster) = self
+            .flight
             .pods
             .get(pod)
             .and_then(|p| p.node.as_ref())

@@ -32,7 +32,7 @@ impl Sim {
         let request = p.request.clone();
         self.pod_event(pod, TaskStatus::Running)?;
         self.push(finish, Ev::Finish(pod.to_string(), generation));
-        if let Some(j) = self.jobs.get_mut(&job_key) {
+        if let Some(j) = self.flight.jobs.get_mut(&job_key) {
             j.started += 1;
             if !j.waited && j.started >= j.min {
                 j.waited = true;
@@ -74,7 +74,7 @@ impl Sim {
             },
         )?;
         self.checker.released(&job_key, pod, true);
-        let Some(j) = self.jobs.get_mut(&job_key) else {
+        let Some(j) = self.flight.jobs.get_mut(&job_key) else {
             return Ok(());
         };
         let queue = j.queue.clone();
@@ -95,7 +95,7 @@ impl Sim {
             self.mark_dirty();
             return self.pod_changed(pod, PodChange::Finished(code), out);
         }
-        let Some(j) = self.jobs.get_mut(&job_key) else {
+        let Some(j) = self.flight.jobs.get_mut(&job_key) else {
             return Ok(());
         };
         j.done += 1;
@@ -115,11 +115,11 @@ impl Sim {
     /// A job leaves the cache and the engine, counted as completed or failed; a pod still
     /// holding a node releases it.
     pub(crate) fn retire(&mut self, key: &str, completed: bool) -> Result<(), SimError> {
-        let Some(j) = self.jobs.remove(key) else {
+        let Some(j) = self.flight.jobs.remove(key) else {
             return Ok(());
         };
         for pod in &j.pods {
-            if let Some(p) = self.pods.remove(pod)
+            if let Some(p) = self.flight.pods.remove(pod)
                 && matches!(
                     p.state,
                     PodState::Bound | PodState::Running | PodState::Releasing
@@ -156,11 +156,16 @@ impl Sim {
         pod: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if self.pods.get(pod).is_some_and(|p| self.is_volcano(&p.job)) {
+        if self
+            .flight
+            .pods
+            .get(pod)
+            .is_some_and(|p| self.is_volcano(&p.job))
+        {
             return self.pod_gone(pod, out);
         }
         let now = self.now;
-        let Some(p) = self.pods.get_mut(pod) else {
+        let Some(p) = self.flight.pods.get_mut(pod) else {
             return Ok(());
         };
         let node = p.node.take().unwrap_or_default();
@@ -171,6 +176,7 @@ impl Sim {
         p.generation += 1;
         let job_key = p.job.clone();
         let queue = self
+            .flight
             .jobs
             .get(&job_key)
             .map(|j| j.queue.clone())
@@ -179,16 +185,16 @@ impl Sim {
         self.stats.released(&node.0, &queue, gpus, cpu, now);
         if was_running {
             self.stats.gpu_time(&queue, gpus, ran);
-            if let Some(j) = self.jobs.get_mut(&job_key) {
+            if let Some(j) = self.flight.jobs.get_mut(&job_key) {
                 j.started = j.started.saturating_sub(1);
             }
         }
         self.pod_event(pod, TaskStatus::Pending)?;
-        let placed = self.jobs.get(&job_key).map_or(0, |j| {
+        let placed = self.flight.jobs.get(&job_key).map_or(0, |j| {
             j.pods
                 .iter()
                 .filter(|p| {
-                    self.pods.get(*p).is_some_and(|p| {
+                    self.flight.pods.get(*p).is_some_and(|p| {
                         matches!(
                             p.state,
                             PodState::Bound | PodState::Running | PodState::Releasing

@@ -6,7 +6,8 @@
 //! The parts import this file; it imports only the types they own, each in a file that imports
 //! no part: the agenda and the session cadence (`agenda.rs`), the fleet (`members/fleet.rs`),
 //! failover's book (`failover/book.rs`), Volcano Jobs (`jobs/vcjob.rs`) and the statistics
-//! (`report/stats.rs`), so no import runs in a circle.
+//! (`report/stats.rs`), so no import runs in a circle. The jobs and pods in flight are one type
+//! here ([`InFlight`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,6 +79,18 @@ pub(crate) struct JobRt {
     pub(crate) why: Option<String>,
 }
 
+/// The jobs and pods in flight: every job submitted (gangs and the pods they have), each pod,
+/// and the Volcano Jobs the job controller runs ([`crate::jobs`]).
+#[derive(Default)]
+pub(crate) struct InFlight {
+    /// Jobs by key.
+    pub(crate) jobs: HashMap<String, JobRt>,
+    /// Pods by key.
+    pub(crate) pods: HashMap<String, PodRt>,
+    /// Volcano Jobs by key.
+    pub(crate) vcjobs: HashMap<String, VcJob>,
+}
+
 /// A simulation in progress: the virtual clock and its agenda, the scheduler's cache and
 /// configuration, the jobs and pods in flight, and the checker and statistics watching them.
 pub struct Sim {
@@ -90,10 +103,8 @@ pub struct Sim {
     /// The events to come.
     pub(crate) agenda: Agenda,
     pub(crate) sources: Merged,
-    pub(crate) jobs: HashMap<String, JobRt>,
-    pub(crate) pods: HashMap<String, PodRt>,
-    /// Volcano Jobs, run by the job controller ([`crate::jobs`]).
-    pub(crate) vcjobs: HashMap<String, VcJob>,
+    /// The jobs and pods in flight.
+    pub(crate) flight: InFlight,
     /// The faults of this run: the scenario's, and those drawn from its seed.
     pub(crate) faults: Vec<crate::scenario::FaultDef>,
     /// When sessions run.
@@ -143,11 +154,11 @@ impl Sim {
     }
 
     pub(crate) fn pod_event(&mut self, key: &str, status: TaskStatus) -> Result<(), SimError> {
-        let Some(p) = self.pods.get(key) else {
+        let Some(p) = self.flight.pods.get(key) else {
             return Ok(());
         };
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let group = self.jobs.get(&p.job).map(|j| j.group.name.clone());
+        let group = self.flight.jobs.get(&p.job).map(|j| j.group.name.clone());
         let spec = PodSpec {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -169,7 +180,8 @@ impl Sim {
         generation: u32,
         state: PodState,
     ) -> Option<&mut PodRt> {
-        self.pods
+        self.flight
+            .pods
             .get_mut(pod)
             .filter(|p| p.generation == generation && p.state == state)
     }
@@ -197,7 +209,7 @@ impl Sim {
             placement: None,
             created: self.now / 1000,
         }))?;
-        self.pods.insert(
+        self.flight.pods.insert(
             pod.key,
             PodRt {
                 job: job.to_string(),
@@ -220,7 +232,7 @@ impl Sim {
 
     /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.
     pub(crate) fn requeue_group(&mut self, job_key: &str) -> Result<(), SimError> {
-        if let Some(j) = self.jobs.get_mut(job_key)
+        if let Some(j) = self.flight.jobs.get_mut(job_key)
             && podgroup::requeue(&mut j.group)
         {
             j.group.phase_since = self.now / 1000;

@@ -124,7 +124,7 @@ impl Sim {
                     .bindings
                     .get(job)
                     .and_then(|b| b.back_at)
-                    .or_else(|| (!self.jobs.contains_key(job)).then_some(r.at_ms));
+                    .or_else(|| (!self.flight.jobs.contains_key(job)).then_some(r.at_ms));
                 last_back = match (last_back, back) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     _ => None,
@@ -181,7 +181,7 @@ impl Sim {
     /// Whether a moved job is lost: still in flight, yet the scheduler holds no gang for it
     /// or fewer pods than it has.
     fn lost(&self, job: &str) -> bool {
-        let Some(j) = self.jobs.get(job) else {
+        let Some(j) = self.flight.jobs.get(job) else {
             return false;
         };
         let world = self.cache.world();
@@ -192,7 +192,12 @@ impl Sim {
         let live = j
             .pods
             .iter()
-            .filter(|k| self.pods.get(*k).is_some_and(|p| p.state != PodState::Done))
+            .filter(|k| {
+                self.flight
+                    .pods
+                    .get(*k)
+                    .is_some_and(|p| p.state != PodState::Done)
+            })
             .count();
         w.tasks.len() < live
     }

@@ -50,7 +50,7 @@ impl Sim {
     /// The jobs with a pod bound or running in `cluster`, and where each runs.
     fn jobs_in(&self, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for p in self.pods.values() {
+        for p in self.flight.pods.values() {
             if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
                 out.entry(p.job.clone()).or_default().insert(c.clone());
             }
@@ -72,7 +72,7 @@ impl Sim {
             return Ok(());
         }
         for (job, clusters) in self.jobs_in(cluster) {
-            let Some(j) = self.jobs.get(&job) else {
+            let Some(j) = self.flight.jobs.get(&job) else {
                 continue;
             };
             let tolerations: Vec<K8sToleration> = j
@@ -139,7 +139,7 @@ impl Sim {
         tasks: Vec<GracefulEvictionTask>,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(j) = self.jobs.get(job) else {
+        let Some(j) = self.flight.jobs.get(job) else {
             return Ok(());
         };
         let queue = j.queue.clone();
@@ -147,7 +147,7 @@ impl Sim {
             .pods
             .iter()
             .filter(|k| {
-                self.pods.get(*k).is_some_and(|p| {
+                self.flight.pods.get(*k).is_some_and(|p| {
                     matches!(p.state, PodState::Bound | PodState::Running)
                         && p.node.as_ref().is_some_and(|(c, _)| c == cluster)
                 })
@@ -169,7 +169,7 @@ impl Sim {
         );
         self.explain(job, || why.clone());
         for key in pods {
-            let Some(p) = self.pods.get_mut(&key) else {
+            let Some(p) = self.flight.pods.get_mut(&key) else {
                 continue;
             };
             let node = p.node.take().unwrap_or_default();
@@ -224,7 +224,7 @@ impl Sim {
             self.checker
                 .ghost(job, &key, &format!("{ns}/{}", ghost.name));
             self.pod_event(&key, TaskStatus::Pending)?;
-            if running && let Some(j) = self.jobs.get_mut(job) {
+            if running && let Some(j) = self.flight.jobs.get_mut(job) {
                 j.started = j.started.saturating_sub(1);
             }
             if let Some(b) = self.failover.bindings.get_mut(job) {
@@ -234,7 +234,7 @@ impl Sim {
                 self.pod_changed(&key, PodChange::Replaced, out)?;
             }
         }
-        if let Some(j) = self.jobs.get_mut(job) {
+        if let Some(j) = self.flight.jobs.get_mut(job) {
             let policy = std::sync::Arc::make_mut(&mut j.group.policy);
             if !policy.exclude.iter().any(|c| c == cluster) {
                 policy.exclude.push(cluster.to_string());
@@ -245,7 +245,7 @@ impl Sim {
         }
         self.checker.exclude(job, cluster, true);
         self.requeue_group(job)?;
-        if let Some(spec) = self.jobs.get(job).map(|j| j.group.clone()) {
+        if let Some(spec) = self.flight.jobs.get(job).map(|j| j.group.clone()) {
             self.apply(Event::PodGroupUpsert(spec))?;
         }
         self.mark_dirty();
@@ -254,7 +254,7 @@ impl Sim {
 
     /// How `job` runs in its new placement.
     fn new_placement(&self, job: &str) -> NewPlacement {
-        let Some(j) = self.jobs.get(job) else {
+        let Some(j) = self.flight.jobs.get(job) else {
             return NewPlacement {
                 clusters: 0,
                 running: 0,
@@ -263,7 +263,7 @@ impl Sim {
         };
         let mut clusters = BTreeSet::new();
         let mut running = 0u32;
-        for p in j.pods.iter().filter_map(|k| self.pods.get(k)) {
+        for p in j.pods.iter().filter_map(|k| self.flight.pods.get(k)) {
             if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
                 clusters.insert(c.clone());
                 running += u32::from(p.state == PodState::Running);
@@ -349,7 +349,7 @@ impl Sim {
             return Ok(());
         }
         self.checker.exclude(job, cluster, false);
-        if let Some(j) = self.jobs.get_mut(job) {
+        if let Some(j) = self.flight.jobs.get_mut(job) {
             std::sync::Arc::make_mut(&mut j.group.policy)
                 .exclude
                 .retain(|c| c != cluster);
@@ -407,6 +407,7 @@ impl Sim {
             self.task_done(job, &cluster)?;
         }
         let queue = self
+            .flight
             .jobs
             .get(job)
             .map(|j| j.queue.clone())
@@ -438,7 +439,7 @@ impl Sim {
             .bindings
             .get(job)
             .is_some_and(|b| b.ghosts.is_empty() && b.tasks.is_empty())
-            && !self.jobs.contains_key(job)
+            && !self.flight.jobs.contains_key(job)
         {
             self.failover.bindings.remove(job);
         }

@@ -90,7 +90,7 @@ impl Sim {
             )
         });
         job.metadata.creation_timestamp = Some(time(self.now));
-        self.jobs.insert(
+        self.flight.jobs.insert(
             key.clone(),
             JobRt {
                 queue: sj.queue.clone(),
@@ -104,7 +104,7 @@ impl Sim {
                 why: None,
             },
         );
-        self.vcjobs.insert(
+        self.flight.vcjobs.insert(
             key.clone(),
             VcJob {
                 job,
@@ -119,7 +119,7 @@ impl Sim {
 
     /// Whether `job` is a Volcano Job the controller runs.
     pub(crate) fn is_volcano(&self, job: &str) -> bool {
-        self.vcjobs.contains_key(job)
+        self.flight.vcjobs.contains_key(job)
     }
 
     /// Runs the job controller over `key` until it writes nothing more, and carries out what
@@ -130,7 +130,7 @@ impl Sim {
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         for _ in 0..PASSES {
-            let Some(vc) = self.vcjobs.get(key) else {
+            let Some(vc) = self.flight.vcjobs.get(key) else {
                 return Ok(());
             };
             let ssh = needs_ssh_key(&vc.job).then(|| SshKey::ed25519(&[7; 32], &[9; 32], 1, "sim"));
@@ -144,7 +144,7 @@ impl Sim {
                 ssh_key: ssh.as_ref(),
             });
             if let Some(wake) = outcome.wake_ms
-                && let Some(vc) = self.vcjobs.get_mut(key)
+                && let Some(vc) = self.flight.vcjobs.get_mut(key)
                 && vc.wake_at.is_none_or(|w| w <= self.now || w > wake)
             {
                 vc.wake_at = Some(wake);
@@ -155,7 +155,7 @@ impl Sim {
             }
             for w in outcome.writes {
                 self.job_write(key, w, out)?;
-                if !self.vcjobs.contains_key(key) {
+                if !self.flight.vcjobs.contains_key(key) {
                     return Ok(());
                 }
             }
@@ -169,7 +169,7 @@ impl Sim {
         key: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if let Some(vc) = self.vcjobs.get_mut(key) {
+        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
             vc.wake_at = None;
         }
         self.job_pass(key, out)
@@ -183,20 +183,29 @@ impl Sim {
     ) -> Result<(), SimError> {
         match w {
             Write::CreatePodGroup(pg) | Write::UpdatePodGroup(pg) => {
-                let fresh = self.vcjobs.get(key).is_some_and(|v| v.podgroup.is_none());
+                let fresh = self
+                    .flight
+                    .vcjobs
+                    .get(key)
+                    .is_some_and(|v| v.podgroup.is_none());
                 let mut pg = *pg;
                 if fresh {
                     pg.status = Some(PodGroupStatus {
                         phase: Some(PodGroupPhase::Pending),
                         ..PodGroupStatus::default()
                     });
-                } else if let Some(old) = self.vcjobs.get(key).and_then(|v| v.podgroup.as_ref()) {
+                } else if let Some(old) = self
+                    .flight
+                    .vcjobs
+                    .get(key)
+                    .and_then(|v| v.podgroup.as_ref())
+                {
                     pg.status = old.status.clone();
                 }
-                if let Some(vc) = self.vcjobs.get_mut(key) {
+                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
                     vc.podgroup = Some(pg);
                 }
-                if fresh && let Some(j) = self.jobs.get_mut(key) {
+                if fresh && let Some(j) = self.flight.jobs.get_mut(key) {
                     j.group.phase = GroupPhase::Pending;
                     j.group.phase_since = self.now / 1000;
                     let spec = j.group.clone();
@@ -205,10 +214,10 @@ impl Sim {
                 }
             }
             Write::DeletePodGroup(_) => {
-                if let Some(vc) = self.vcjobs.get_mut(key) {
+                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
                     vc.podgroup = None;
                 }
-                if let Some(j) = self.jobs.get(key) {
+                if let Some(j) = self.flight.jobs.get(key) {
                     let (namespace, name) = (j.group.namespace.clone(), j.group.name.clone());
                     self.apply(Event::PodGroupDelete { namespace, name })?;
                 }
@@ -217,18 +226,20 @@ impl Sim {
             Write::DeletePod(name) => self.delete_pod(key, &name, out)?,
             Write::Status(status) => {
                 let was = self
+                    .flight
                     .vcjobs
                     .get(key)
                     .and_then(|v| v.job.status.as_ref())
                     .and_then(|s| s.state.phase);
                 let now = status.state.phase;
-                if let Some(vc) = self.vcjobs.get_mut(key) {
+                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
                     vc.job.status = Some(*status);
                 }
                 if now != was
                     && let Some(phase) = now
                 {
                     let queue = self
+                        .flight
                         .jobs
                         .get(key)
                         .map(|j| j.queue.clone())
@@ -246,7 +257,7 @@ impl Sim {
                 self.explain(key, || format!("{reason}: {message}"));
             }
             Write::DeleteJob => {
-                self.vcjobs.remove(key);
+                self.flight.vcjobs.remove(key);
             }
             Write::CreateService(_) | Write::CreateConfigMap(_) | Write::CreateSecret(_) => {}
         }
@@ -266,7 +277,7 @@ impl Sim {
             .get(TASK_INDEX)
             .and_then(|i| i.parse().ok())
             .unwrap_or(0);
-        let Some(r) = self.vcjobs.get(key).and_then(|v| v.roles.get(&role)) else {
+        let Some(r) = self.flight.vcjobs.get(key).and_then(|v| v.roles.get(&role)) else {
             return Ok(());
         };
         let duration_ms = annotations
@@ -285,6 +296,7 @@ impl Sim {
         });
         let pod_key = format!("{ns}/{name}");
         let group = self
+            .flight
             .jobs
             .get(key)
             .map(|j| j.group.name.clone())
@@ -301,10 +313,10 @@ impl Sim {
                 exit_code,
             },
         )?;
-        if let Some(j) = self.jobs.get_mut(key) {
+        if let Some(j) = self.flight.jobs.get_mut(key) {
             j.pods.push(pod_key);
         }
-        if let Some(vc) = self.vcjobs.get_mut(key) {
+        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
             vc.pods.insert(name, pod);
         }
         self.mark_dirty();
@@ -319,6 +331,7 @@ impl Sim {
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         let ns = self
+            .flight
             .vcjobs
             .get(key)
             .and_then(|v| v.job.metadata.namespace.clone())
@@ -335,7 +348,7 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if let Some(p) = self.pods.remove(pod_key) {
+        if let Some(p) = self.flight.pods.remove(pod_key) {
             let holds = matches!(
                 p.state,
                 PodState::Bound | PodState::Running | PodState::Releasing
@@ -343,6 +356,7 @@ impl Sim {
             if holds {
                 let node = p.node.clone().unwrap_or_default();
                 let queue = self
+                    .flight
                     .jobs
                     .get(key)
                     .map(|j| j.queue.clone())
@@ -354,7 +368,7 @@ impl Sim {
                     || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
                 if was_running {
                     self.stats.gpu_time(&queue, p.gpus, self.now - p.started_ms);
-                    if let Some(j) = self.jobs.get_mut(key) {
+                    if let Some(j) = self.flight.jobs.get_mut(key) {
                         j.started = j.started.saturating_sub(1);
                     }
                 }
@@ -368,10 +382,10 @@ impl Sim {
                 name: n.into(),
             })?;
         }
-        if let Some(j) = self.jobs.get_mut(key) {
+        if let Some(j) = self.flight.jobs.get_mut(key) {
             j.pods.retain(|p| p != pod_key);
         }
-        if let Some(vc) = self.vcjobs.get_mut(key) {
+        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
             vc.pods.remove(name);
         }
         self.mark_dirty();
@@ -382,7 +396,7 @@ impl Sim {
     /// or failed.
     fn job_finished(&mut self, key: &str, phase: JobPhase) -> Result<(), SimError> {
         self.retire(key, phase == JobPhase::Completed)?;
-        self.vcjobs.remove(key);
+        self.flight.vcjobs.remove(key);
         self.mark_dirty();
         Ok(())
     }
@@ -401,7 +415,12 @@ impl Sim {
             GroupPhase::Unknown => PodGroupPhase::Unknown,
             GroupPhase::Completed => PodGroupPhase::Completed,
         };
-        if let Some(pg) = self.vcjobs.get_mut(key).and_then(|v| v.podgroup.as_mut()) {
+        if let Some(pg) = self
+            .flight
+            .vcjobs
+            .get_mut(key)
+            .and_then(|v| v.podgroup.as_mut())
+        {
             pg.status.get_or_insert_with(PodGroupStatus::default).phase = Some(api);
         }
         self.job_pass(key, out)
@@ -415,16 +434,17 @@ impl Sim {
         change: PodChange,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(job) = self.pods.get(pod_key).map(|p| p.job.clone()) else {
+        let Some(job) = self.flight.pods.get(pod_key).map(|p| p.job.clone()) else {
             return Ok(());
         };
-        let node = self.pods.get(pod_key).and_then(|p| p.node.clone());
+        let node = self.flight.pods.get(pod_key).and_then(|p| p.node.clone());
         let name = pod_key
             .split_once('/')
             .map_or(pod_key, |(_, n)| n)
             .to_string();
         let now = time(self.now);
         if let Some(pod) = self
+            .flight
             .vcjobs
             .get_mut(&job)
             .and_then(|v| v.pods.get_mut(&name))
@@ -505,7 +525,7 @@ impl Sim {
         pod_key: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(job) = self.pods.get(pod_key).map(|p| p.job.clone()) else {
+        let Some(job) = self.flight.pods.get(pod_key).map(|p| p.job.clone()) else {
             return Ok(());
         };
         let name = pod_key

@@ -7,7 +7,7 @@
 //! no part: the agenda and the session cadence (`agenda.rs`), the fleet (`members/fleet.rs`),
 //! failover's book (`failover/book.rs`), Volcano Jobs (`jobs/vcjob.rs`) and the statistics
 //! (`report/stats.rs`), so no import runs in a circle. The jobs and pods in flight are one type
-//! here ([`InFlight`]).
+//! here (`InFlight`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -637,10 +637,11 @@ impl Loop {
             .state
             .session(self.config.current(), now, self.session, &mut observe);
         let decided = started.elapsed();
+        let wall = k8s_openapi::jiff::Timestamp::now();
         let clock = tick::Clock {
             now,
-            now_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
-            stamp: Time(k8s_openapi::jiff::Timestamp::now()),
+            now_ms: wall.as_millisecond(),
+            stamp: Time(wall),
         };
         let deadlines = tick::Deadlines {
             graceful_eviction_ms: i64::try_from(self.options.graceful_eviction_timeout.as_millis())

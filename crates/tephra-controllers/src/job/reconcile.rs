@@ -229,7 +229,7 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
     if matches!(step.pods, Pods::Sync) {
         // A plugin's objects count as made once it can make them (ssh: once it has a key).
         for (plugin, ctx) in plugins::asked(job, &plan, o.ssh_key) {
-            if plugin.objects(&ctx).is_some() {
+            if plugin.makes_objects(&ctx) {
                 status
                     .controlled_resources
                     .insert(made_key(plugin.name()), plugin.name().into());

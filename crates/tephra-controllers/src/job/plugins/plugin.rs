@@ -14,6 +14,12 @@ pub trait JobPlugin: Sync {
     /// Its name in `spec.plugins`.
     fn name(&self) -> &'static str;
 
+    /// Whether it has objects to make for the Job now (an `ssh` plugin without a key pair
+    /// cannot yet): what `status.controlledResources` records once the pass made them.
+    fn makes_objects(&self, _ctx: &Ctx<'_>) -> bool {
+        false
+    }
+
     /// The objects it needs before the Job's pods (Volcano's `OnJobAdd`), created once and
     /// recorded in `status.controlledResources`; `None` when it makes none, or cannot yet.
     fn objects(&self, _ctx: &Ctx<'_>) -> Option<Objects> {

@@ -179,6 +179,10 @@ impl JobPlugin for Ssh {
         NAME
     }
 
+    fn makes_objects(&self, ctx: &Ctx<'_>) -> bool {
+        ctx.key.is_some() || brings_key(ctx.job)
+    }
+
     fn objects(&self, ctx: &Ctx<'_>) -> Option<Objects> {
         secret(ctx.job, ctx.key).map(|s| Objects {
             secrets: vec![s],

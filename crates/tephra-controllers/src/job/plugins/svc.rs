@@ -29,6 +29,10 @@ impl JobPlugin for Svc {
         "svc"
     }
 
+    fn makes_objects(&self, _ctx: &Ctx<'_>) -> bool {
+        true
+    }
+
     fn objects(&self, ctx: &Ctx<'_>) -> Option<Objects> {
         let (job, plan) = (ctx.job, ctx.plan);
         let name = job.metadata.name.clone().unwrap_or_default();

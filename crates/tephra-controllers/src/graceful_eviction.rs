@@ -6,10 +6,14 @@
 //! `Directly` deletes at once; `Never` keeps the old pods (the task stays as the record);
 //! `suppressDeletion: true` holds the deletion until a user sets it false, which deletes.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use tephra_api::policy::PurgeMode;
 use tephra_api::work::{GracefulEvictionTask, ResourceBinding};
+use tephra_scheduler::cache::World;
+use tephra_scheduler::model::TaskStatus;
 
 /// What a failover controller (taint manager, application failover) decides for one binding.
 #[derive(Clone, Debug, Default)]
@@ -85,6 +89,32 @@ pub struct NewPlacement {
 }
 
 impl NewPlacement {
+    /// How `job` runs now, as the scheduler's cache holds it: the clusters its pods are placed
+    /// in ([`TaskStatus::is_placed`]; a moved gang's old copy is set aside as ghosts, which are
+    /// no longer its pods, so these are its new place), its pods Running, and its minMember.
+    pub fn of(world: &World, job: &str) -> Self {
+        let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+            return Self {
+                clusters: 0,
+                running: 0,
+                min_member: 1,
+            };
+        };
+        let mut clusters = BTreeSet::new();
+        let mut running = 0u32;
+        for t in j.tasks.iter().filter_map(|&t| world.tasks.get(t)) {
+            if let (Some((c, _)), true) = (&t.spec.placement, t.spec.status.is_placed()) {
+                clusters.insert(c.as_str());
+                running += u32::from(t.spec.status == TaskStatus::Running);
+            }
+        }
+        Self {
+            clusters: clusters.len(),
+            running,
+            min_member: j.group.as_ref().map_or(1, |g| g.min_member),
+        }
+    }
+
     /// Whether the gang runs whole in its new place.
     pub fn healthy(&self) -> bool {
         self.clusters > 0 && self.running >= self.min_member.max(1)
@@ -226,5 +256,53 @@ mod tests {
             assess(&task(None, None, Some(false)), NOWHERE, 0, 1),
             Verdict::Purge
         );
+    }
+
+    #[test]
+    fn the_new_placement_is_where_the_jobs_own_pods_are_placed_and_how_many_run() {
+        use tephra_scheduler::Cache;
+        use tephra_scheduler::model::{Cluster, GroupPhase};
+        use tephra_scheduler::testing::{GPU8, GangJob, Role, add_cluster, add_job, add_nodes};
+        let mut c = Cache::new();
+        for name in ["east", "west"] {
+            add_cluster(&mut c, Cluster::named(name)).expect("cluster");
+            add_nodes(&mut c, name, name, 1, GPU8, &[]).expect("nodes");
+        }
+        let job = GangJob::new("g", vec![Role::new("w", 3, &[("cpu", "1")])])
+            .phase(GroupPhase::Running)
+            .min_member(3);
+        add_job(&mut c, &job).expect("job");
+        assert_eq!(
+            NewPlacement::of(c.world(), "default/g"),
+            NewPlacement {
+                clusters: 0,
+                running: 0,
+                min_member: 3
+            }
+        );
+        let set = |c: &mut Cache, i: usize, status, node: &str| {
+            let at = Some((node.to_string(), format!("{node}-0")));
+            c.set_task(&format!("default/g-w-{i}"), status, at)
+                .expect("set");
+        };
+        set(&mut c, 0, TaskStatus::Running, "west");
+        set(&mut c, 1, TaskStatus::Binding, "west");
+        // Its old copy in east, set aside, is no longer the job's.
+        set(&mut c, 2, TaskStatus::Running, "east");
+        c.set_aside("default/g-w-2", "east").expect("aside");
+        let now = NewPlacement::of(c.world(), "default/g");
+        assert_eq!(
+            now,
+            NewPlacement {
+                clusters: 1,
+                running: 1,
+                min_member: 3
+            }
+        );
+        assert!(!now.healthy());
+        // A finished pod is not placed, and a job the cache does not hold runs nowhere.
+        set(&mut c, 1, TaskStatus::Succeeded, "west");
+        assert_eq!(NewPlacement::of(c.world(), "default/g").clusters, 1);
+        assert_eq!(NewPlacement::of(c.world(), "default/none").clusters, 0);
     }
 }

@@ -161,6 +161,9 @@ pub struct JobEvent {
 pub struct Decisions {
     /// Session number.
     pub session: u64,
+    /// The session's time (seconds, the caller's clock): PodGroups take their new phase since
+    /// then ([`Cache::take`](crate::Cache::take)).
+    pub now: i64,
     /// Pods to bind, gang by gang.
     pub binds: Vec<Bind>,
     /// What must be written before some of those pods are bound (their volumes), by pod.

@@ -10,6 +10,7 @@
 
 pub mod counts;
 pub mod event;
+pub mod follow;
 mod nominations;
 mod parking;
 pub mod slab;
@@ -21,6 +22,7 @@ mod tests;
 use std::sync::Arc;
 
 pub use event::{CacheError, DraChange, Event, StorageChange};
+pub use follow::{Taken, ghost, ghost_name};
 pub use slab::Slab;
 pub use world::World;
 
@@ -62,8 +64,8 @@ impl Cache {
         &mut Arc::make_mut(&mut self.world).names
     }
 
-    /// Forgets which jobs changed. Call it after a session's decisions were applied, so that
-    /// the next session recomputes PodGroup status only for jobs that changed since.
+    /// Forgets which jobs changed, so that the next session recomputes PodGroup status only
+    /// for jobs that change since ([`Cache::take`] calls it).
     pub fn clear_changed(&mut self) {
         if !self.world.changed_jobs.is_empty() {
             Arc::make_mut(&mut self.world).changed_jobs.clear();

@@ -225,6 +225,7 @@ impl Session {
         let held = self.held_decisions();
         Decisions {
             session: self.id,
+            now: self.now,
             held,
             binds: self.binds,
             prebinds: self.prebinds,

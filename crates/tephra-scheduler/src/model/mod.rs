@@ -169,6 +169,13 @@ impl TaskStatus {
         )
     }
 
+    /// Placed on a node and staying there (`Binding`, `Bound`, `Running`): the pods that make
+    /// a job's copy in a cluster.
+    #[inline]
+    pub fn is_placed(self) -> bool {
+        matches!(self, Self::Binding | Self::Bound | Self::Running)
+    }
+
     /// Counts towards a gang being ready (Volcano's "ready" statuses).
     #[inline]
     pub fn is_ready(self) -> bool {

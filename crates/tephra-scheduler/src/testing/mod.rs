@@ -299,39 +299,10 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
     Ok(names)
 }
 
-/// Applies a session's decisions to the cache as the executor would (pods become Running on
-/// their nodes, PodGroups take their new phase, jobs that can never be placed are parked), so
-/// that the next session sees them.
+/// Takes a session's decisions into the cache as the runtime does ([`Cache::take`]), with bound
+/// pods Running on their nodes at once, so that the next session sees them.
 pub fn apply_binds(cache: &mut Cache, decisions: &Decisions) -> Result<(), BuildError> {
-    for b in &decisions.binds {
-        let Some(id) = cache.world().task_id(&b.task) else {
-            continue;
-        };
-        let Some(task) = cache.world().tasks.get(id) else {
-            continue;
-        };
-        let mut spec = task.spec.clone();
-        spec.status = TaskStatus::Running;
-        spec.placement = Some((b.cluster.clone(), b.node.clone()));
-        cache.apply(Event::PodUpsert(spec))?;
-    }
-    for g in &decisions.groups {
-        let Some(id) = cache.world().job_id(&g.job) else {
-            continue;
-        };
-        let Some(group) = cache.world().jobs.get(id).and_then(|j| j.group.clone()) else {
-            continue;
-        };
-        if group.phase != g.phase {
-            cache.apply(Event::PodGroupUpsert(PodGroupSpec {
-                phase: g.phase,
-                ..group
-            }))?;
-        }
-    }
-    cache.park(&decisions.park);
-    // Room reserved for waiting pods stays theirs in the next session.
-    cache.nominate(decisions.nominations());
+    cache.take(decisions, TaskStatus::Running)?;
     Ok(())
 }
 

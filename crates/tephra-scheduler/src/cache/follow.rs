@@ -1,0 +1,152 @@
+//! What follows a session in the cache, the same for every front end (the Kubernetes runtime,
+//! the simulator, the test helpers): the session's decisions taken in as the writes will make
+//! them true, a task set to a new status, and a moved gang's old copy set aside as ghosts.
+//! Front ends keep their own bookkeeping (what they wrote, what they record) and no rule of
+//! their own about the cache.
+
+use std::sync::Arc;
+
+use super::{Cache, CacheError, Event};
+use crate::decisions::Decisions;
+use crate::model::{GroupPhase, PodSpec, TaskStatus};
+
+/// What [`Cache::take`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// PodGroups whose phase changed, with the new phase, in the decisions' order.
+    pub phases: Vec<(String, GroupPhase)>,
+}
+
+impl Cache {
+    /// Takes a session's decisions in, so that the next session sees them:
+    /// every bound task holds its node in status `bound` (`Binding` where the bind is written
+    /// later and confirmed by a watcher, `Bound` where it takes effect at once); every evicted
+    /// task that holds a node is `Releasing`; then the jobs the session saw change are
+    /// forgotten (its own binds and evictions need no second look); each PodGroup takes its
+    /// new phase, since the session's time; jobs that can never be placed are parked, and the room the
+    /// session reserved stays reserved.
+    ///
+    /// Decisions about tasks or jobs the cache no longer holds are skipped: they went away
+    /// while the session ran.
+    pub fn take(&mut self, d: &Decisions, bound: TaskStatus) -> Result<Taken, CacheError> {
+        for b in &d.binds {
+            self.set_task(&b.task, bound, Some((b.cluster.clone(), b.node.clone())))?;
+        }
+        for e in &d.evictions {
+            self.release(&e.task)?;
+        }
+        self.clear_changed();
+        let mut taken = Taken::default();
+        for g in &d.groups {
+            let world = self.world();
+            let Some(mut spec) = world
+                .job_id(&g.job)
+                .and_then(|id| world.jobs.get(id))
+                .and_then(|j| j.group.clone())
+            else {
+                continue;
+            };
+            if spec.phase != g.phase {
+                spec.phase = g.phase;
+                spec.phase_since = d.now;
+                self.apply(Event::PodGroupUpsert(spec))?;
+                taken.phases.push((g.job.clone(), g.phase));
+            }
+        }
+        self.park(&d.park);
+        self.nominate(d.nominations());
+        Ok(taken)
+    }
+
+    /// The task `key` (`namespace/name`) as the cache holds it.
+    pub fn task(&self, key: &str) -> Option<&PodSpec> {
+        let world = self.world();
+        world
+            .task_id(key)
+            .and_then(|id| world.tasks.get(id))
+            .map(|t| &t.spec)
+    }
+
+    /// Sets the task `key` to `status` at `placement` (`None`: it holds no node). Returns
+    /// whether the cache holds the task.
+    pub fn set_task(
+        &mut self,
+        key: &str,
+        status: TaskStatus,
+        placement: Option<(String, String)>,
+    ) -> Result<bool, CacheError> {
+        let Some(mut spec) = self.task(key).cloned() else {
+            return Ok(false);
+        };
+        spec.status = status;
+        spec.placement = placement;
+        self.apply(Event::PodUpsert(spec))?;
+        Ok(true)
+    }
+
+    /// The task `key` is being evicted: if it is bound or running, it is `Releasing` where it
+    /// is, holding its node until it is gone. Returns whether it was.
+    pub fn release(&mut self, key: &str) -> Result<bool, CacheError> {
+        let Some(t) = self.task(key) else {
+            return Ok(false);
+        };
+        if !matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
+            return Ok(false);
+        }
+        let at = t.placement.clone();
+        self.set_task(key, TaskStatus::Releasing, at)
+    }
+
+    /// The tasks of `job` that make its copy in `cluster`: those placed there, finished ones
+    /// included (a copy moves whole and starts over elsewhere, as a workload Karmada moves is
+    /// made anew), except those already leaving (`Releasing`: they are being deleted there
+    /// anyway). In the job's task order.
+    pub fn copy_in(&self, job: &str, cluster: &str) -> Vec<String> {
+        let world = self.world();
+        let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+            return Vec::new();
+        };
+        j.tasks
+            .iter()
+            .filter_map(|&t| world.tasks.get(t))
+            .filter(|t| t.spec.status != TaskStatus::Releasing)
+            .filter(|t| t.spec.placement.as_ref().is_some_and(|(c, _)| c == cluster))
+            .map(|t| t.key.clone())
+            .collect()
+    }
+
+    /// Sets the task `key`, its job's copy in `cluster`, aside: the task leaves its job (which
+    /// places it again) and its ghost ([`ghost`]) keeps its node. Returns the ghost, or `None`
+    /// when the cache does not hold the task.
+    pub fn set_aside(&mut self, key: &str, cluster: &str) -> Result<Option<PodSpec>, CacheError> {
+        let Some(spec) = self.task(key).cloned() else {
+            return Ok(None);
+        };
+        self.apply(Event::PodDelete {
+            namespace: spec.namespace.clone(),
+            name: spec.name.clone(),
+        })?;
+        let ghost = ghost(spec, cluster);
+        self.apply(Event::PodUpsert(ghost.clone()))?;
+        Ok(Some(ghost))
+    }
+}
+
+/// The ghost of a pod of a moved gang in `cluster`, which the cluster still runs until it is
+/// deleted there: a pod of no job, under its own name (`name~cluster`), that keeps its node
+/// and status, and that nothing may preempt (its gang is already being moved).
+pub fn ghost(mut spec: PodSpec, cluster: &str) -> PodSpec {
+    spec.name = ghost_name(&spec.name, cluster);
+    spec.group = None;
+    if spec.shape.preemptable {
+        let mut shape = (*spec.shape).clone();
+        shape.preemptable = false;
+        spec.shape = Arc::new(shape);
+    }
+    spec
+}
+
+/// The name of pod `name`'s ghost in `cluster`.
+pub fn ghost_name(name: &str, cluster: &str) -> String {
+    format!("{name}~{cluster}")
+}

@@ -12,6 +12,20 @@ use tephra_sim::{Record, Report, Scenario};
 /// Two members of two 8-GPU nodes each, and one gang of two 8-GPU pods running for 2 hours
 /// from time 0, with `policy` (YAML, may be empty) and `faults` (a YAML list).
 fn scenario(policy: &str, faults: &str) -> Scenario {
+    gang(
+        r#"{name: worker, replicas: 2, resources: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}, duration: 2h}"#,
+        policy,
+        faults,
+    )
+}
+
+/// The fleet of [`scenario`] and a gang of minimum 2 submitted at time 0 whose `tasks` are
+/// given (YAML flow mappings, one per line).
+fn gang(tasks: &str, policy: &str, faults: &str) -> Scenario {
+    let tasks: String = tasks
+        .lines()
+        .map(|t| format!("        - {}\n", t.trim()))
+        .collect();
     let text = format!(
         r#"
 fleet:
@@ -28,8 +42,7 @@ workload:
       submitAt: 0s
       minAvailable: 2
       tasks:
-        - {{name: worker, replicas: 2, resources: {{cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}}, duration: 2h}}
-{policy}
+{tasks}{policy}
 faults: {faults}
 run: {{seed: 1}}
 "#
@@ -159,4 +172,43 @@ fn a_not_ready_member_keeps_reporting_and_its_old_copy_goes_once_the_new_one_run
         (30.0, 0.0)
     );
     assert_eq!(f.cut_off_overlap_s, 0.0);
+}
+
+#[test]
+fn a_gang_moves_whole_and_starts_over_its_finished_pods_included() {
+    // A gang of a short `prep` pod and a long `worker`, both in the member that goes away
+    // after `prep` has finished.
+    let tasks = r#"{name: prep, replicas: 1, resources: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}, duration: 5m}
+        {name: worker, replicas: 1, resources: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8"}, duration: 2h}"#;
+    let (_, calm) = run(&gang(tasks, "", "[]"));
+    let home = calm
+        .iter()
+        .find(|e| e.kind == "bind")
+        .and_then(|e| e.cluster.clone())
+        .unwrap();
+    let (r, events) = run(&gang(
+        tasks,
+        "",
+        &format!("[{{at: 10m, cluster: {home}, kind: unreachable, for: 1h}}]"),
+    ));
+    let finished = |pod: &str| {
+        events
+            .iter()
+            .filter(|e| e.kind == "finish" && e.pod.as_deref() == Some(pod))
+            .count()
+    };
+    assert_eq!(
+        finished("default/train-prep-0"),
+        2,
+        "prep runs again in the new copy"
+    );
+    let moved: Vec<(f64, String)> = bind_clusters(&events)
+        .into_iter()
+        .filter(|(t, _)| *t > 0.0)
+        .collect();
+    assert_eq!(moved.len(), 2, "the whole gang is placed again: {moved:?}");
+    assert!(moved.iter().all(|(t, c)| *t == 940.0 && *c != home));
+    // Only the worker held a node when the gang moved: one pod evicted.
+    assert_eq!(r.pods.evicted, 1);
+    assert_eq!((r.jobs.completed, r.failover.lost_jobs), (1, 0));
 }

@@ -121,13 +121,16 @@ impl Checker {
     }
 
     /// A pod of `job` is set aside under a new name (`ghost`): it still holds its node, but
-    /// is no longer the job's.
-    pub fn ghost(&mut self, job: &str, pod: &str, ghost: &str) {
+    /// is no longer the job's. A `finished` one no longer counts as done: it runs again.
+    pub fn ghost(&mut self, job: &str, pod: &str, ghost: &str, finished: bool) {
         if let Some(r) = self.pod_req.remove(pod) {
             self.pod_req.insert(ghost.to_string(), r);
         }
         if let Some(j) = self.jobs.get_mut(job) {
             j.placed.remove(pod);
+            if finished {
+                j.done = j.done.saturating_sub(1);
+            }
         }
     }
 

@@ -5,13 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 use tephra_scheduler::schedule;
 
 use crate::agenda::Ev;
 use crate::checker::CheckBind;
-use crate::error::SimError;
+use crate::error::{SimError, build_err};
 use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
 use crate::state::{PodState, Sim};
@@ -39,6 +38,12 @@ impl Sim {
             self.cadence.session,
         );
         self.stats.session(started.elapsed().as_secs_f64() * 1000.0);
+        // The cache takes the decisions in as the runtime's does; a bind here takes effect at
+        // once, so bound pods are Bound, not Binding.
+        let taken = self
+            .cache
+            .take(&d, TaskStatus::Bound)
+            .map_err(build_err(&self.scenario.source))?;
         let mut checks = Vec::new();
         for b in &d.binds {
             let Some(p) = self.flight.pods.get_mut(&b.task) else {
@@ -68,7 +73,6 @@ impl Sim {
             ));
             self.stats
                 .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.now);
-            self.pod_event(&b.task.clone(), TaskStatus::Bound)?;
             if self.is_volcano(&b.job) {
                 self.pod_changed(&b.task, PodChange::Bound, out)?;
             }
@@ -91,9 +95,6 @@ impl Sim {
         if !d.evictions.is_empty() {
             self.mark_dirty();
         }
-        // Decisions are applied below; the next session only revisits jobs that change.
-        self.cache.clear_changed();
-        let mut admitted = Vec::new();
         for g in &d.groups {
             let Some(job) = self.flight.jobs.get_mut(&g.job) else {
                 continue;
@@ -119,26 +120,20 @@ impl Sim {
                 said.push(format!("PodGroup {:?} -> {:?}", job.group.phase, g.phase));
             }
             if changed {
+                // The cache has it already (`take`); this is the simulator's own copy.
                 job.group.phase = g.phase;
-                job.group.phase_since = self.now / 1000;
-                let spec = job.group.clone();
-                self.apply(Event::PodGroupUpsert(spec))?;
-                admitted.push((g.job.clone(), g.phase));
+                job.group.phase_since = d.now;
             }
             for line in said {
                 self.explain(&g.job, || line);
             }
         }
         // The job controller sees its PodGroups' new phases (pods are made once Inqueue).
-        for (job, phase) in admitted {
+        for (job, phase) in taken.phases {
             if self.is_volcano(&job) {
                 self.podgroup_phase(&job, phase, out)?;
             }
         }
-        // Jobs that can never be placed cost nothing until they or the fleet change.
-        self.cache.park(&d.park);
-        // Room reserved for waiting pods stays theirs in the next session.
-        self.cache.nominate(d.nominations());
         if d.binds.is_empty() && d.evictions.is_empty() {
             self.cadence.quiet_sessions = self.cadence.quiet_sessions.saturating_add(1);
         } else {
@@ -214,7 +209,9 @@ impl Sim {
                 p.releasing_from = p.state;
                 p.state = PodState::Releasing;
             }
-            self.pod_event(pod, TaskStatus::Releasing)?;
+            self.cache
+                .release(pod)
+                .map_err(build_err(&self.scenario.source))?;
             self.push(
                 self.now + self.grace,
                 Ev::Released(pod.to_string(), generation),

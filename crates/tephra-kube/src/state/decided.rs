@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 use tephra_scheduler::{Decisions, SchedulerConfig, Step};
 
@@ -97,8 +96,9 @@ impl State {
     }
 
     /// Runs one session at `now` and takes its decisions into the cache at once, as the
-    /// writes will make them true: bound pods hold their nodes (assumed until the watchers
-    /// show them bound), evicted pods are releasing, PodGroups are in their new phase.
+    /// writes will make them true ([`tephra_scheduler::Cache::take`]): bound pods hold their
+    /// nodes (`Binding`, assumed until the watchers show them bound), evicted pods are
+    /// releasing, PodGroups are in their new phase.
     pub fn session(
         &mut self,
         config: Arc<SchedulerConfig>,
@@ -109,49 +109,19 @@ impl State {
         let d =
             tephra_scheduler::schedule_observed(self.cache.snapshot(), config, now, id, observe);
         self.recount();
-        self.cache.clear_changed();
+        // A refusal leaves the cache as observed; the next session decides again.
+        match self.cache.take(&d, TaskStatus::Binding) {
+            Ok(taken) => {
+                for (job, phase) in taken.phases {
+                    self.phases.insert(job, (phase, now));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "a session's decisions not taken into the cache"),
+        }
         for b in &d.binds {
-            self.set_task(
-                &b.task,
-                TaskStatus::Binding,
-                Some((b.cluster.clone(), b.node.clone())),
-            );
             self.assumed
                 .insert(b.task.clone(), (b.cluster.clone(), b.node.clone()));
         }
-        for e in &d.evictions {
-            if let Some(t) = self.task(&e.task)
-                && matches!(t.status, TaskStatus::Bound | TaskStatus::Running)
-            {
-                let at = t.placement.clone();
-                self.set_task(&e.task, TaskStatus::Releasing, at);
-            }
-        }
-        for g in &d.groups {
-            let Some(id) = self.cache.world().job_id(&g.job) else {
-                continue;
-            };
-            let Some(mut spec) = self
-                .cache
-                .world()
-                .jobs
-                .get(id)
-                .and_then(|j| j.group.clone())
-            else {
-                continue;
-            };
-            if spec.phase != g.phase {
-                spec.phase = g.phase;
-                spec.phase_since = now;
-                self.phases.insert(g.job.clone(), (g.phase, now));
-                // A refusal here leaves the phase as observed; the next session decides again.
-                let _ = self.cache.apply(Event::PodGroupUpsert(spec));
-            }
-        }
-        // Jobs that can never be placed cost nothing until they or the fleet change.
-        self.cache.park(&d.park);
-        // Room reserved for waiting pods stays theirs in the next session.
-        self.cache.nominate(d.nominations());
         d
     }
 
@@ -193,17 +163,12 @@ impl State {
     }
 
     fn task(&self, key: &str) -> Option<tephra_scheduler::model::PodSpec> {
-        let id = self.cache.world().task_id(key)?;
-        self.cache.world().tasks.get(id).map(|t| t.spec.clone())
+        self.cache.task(key).cloned()
     }
 
     fn set_task(&mut self, key: &str, status: TaskStatus, placement: Option<(String, String)>) {
-        if let Some(mut spec) = self.task(key) {
-            spec.status = status;
-            spec.placement = placement;
-            // The pod is known to the cache, so the upsert cannot name an unknown cluster.
-            let _ = self.cache.apply(Event::PodUpsert(spec));
-        }
+        // The pod is known to the cache, so the upsert cannot name an unknown cluster.
+        let _ = self.cache.set_task(key, status, placement);
     }
 
     /// The scheduler configuration changed: jobs set aside as never placeable are tried again.
@@ -265,6 +230,7 @@ impl State {
         for (_, held) in &expired {
             for (task, _) in held {
                 if let Some(t) = self.task(task) {
+                    // Binding too: the gang is evicted whole, bound or not yet.
                     let at = t.placement.clone();
                     self.set_task(task, TaskStatus::Releasing, at);
                 }

@@ -17,7 +17,6 @@ use k8s_openapi::api::core::v1::Pod;
 use tephra_api::ResourceBinding;
 use tephra_controllers::graceful_eviction::{NewPlacement, Verdict, assess};
 use tephra_scheduler::cache::Event;
-use tephra_scheduler::model::PodSpec;
 
 use super::{State, StateError};
 use crate::convert;
@@ -63,14 +62,8 @@ impl State {
         }
         for cluster in clusters.difference(&old) {
             tracing::info!(job, cluster = %cluster, "failover: the gang is placed again elsewhere");
-            let placed: Vec<PodSpec> = self
-                .job_pods(job)
-                .into_iter()
-                .filter(|t| t.placement.as_ref().is_some_and(|(c, _)| c == cluster))
-                .cloned()
-                .collect();
-            for spec in placed {
-                self.ghost(job, cluster, spec)?;
+            for key in self.cache.copy_in(job, cluster) {
+                self.ghost(job, cluster, &key)?;
             }
         }
         // The PodGroup again: its policy now excludes the clusters.
@@ -85,19 +78,20 @@ impl State {
         Ok(())
     }
 
-    /// Sets a job's copy in `cluster` aside as a ghost, and declares its pod again.
-    fn ghost(&mut self, job: &str, cluster: &str, spec: PodSpec) -> Result<(), StateError> {
-        let key = format!("{}/{}", spec.namespace, spec.name);
-        self.cache.apply(Event::PodDelete {
-            namespace: spec.namespace.clone(),
-            name: spec.name.clone(),
-        })?;
-        self.mirrored.remove(&key);
-        self.assumed.remove(&key);
-        if self.aggregated.remove(&key).is_some() {
+    /// Sets a pod of a job's copy in `cluster` aside as a ghost
+    /// ([`tephra_scheduler::Cache::set_aside`]), and declares it again.
+    fn ghost(&mut self, job: &str, cluster: &str, key: &str) -> Result<(), StateError> {
+        let Some(ghost) = self.cache.set_aside(key, cluster)? else {
+            return Ok(());
+        };
+        self.mirrored.remove(key);
+        self.assumed.remove(key);
+        if self.aggregated.remove(key).is_some()
+            && let Some((namespace, name)) = key.split_once('/')
+        {
             self.status_writes.push(crate::writes::Write::DeclaredStatus {
-                namespace: spec.namespace.clone(),
-                name: spec.name.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
                 status: serde_json::json!({
                     "phase": "Pending",
                     "conditions": [{"type": "PodScheduled", "status": "False",
@@ -106,28 +100,16 @@ impl State {
                 }),
             });
         }
-        self.put_ghost(job, cluster, &key, spec)?;
-        self.declare_again(&key)
+        self.keep_ghost(job, cluster, key, ghost.name);
+        self.declare_again(key)
     }
 
-    pub(super) fn put_ghost(
-        &mut self,
-        job: &str,
-        cluster: &str,
-        key: &str,
-        mut spec: PodSpec,
-    ) -> Result<(), StateError> {
-        let name = format!("{}~{cluster}", spec.name);
-        spec.name.clone_from(&name);
-        spec.group = None;
-        let mut shape = (*spec.shape).clone();
-        shape.preemptable = false;
-        spec.shape = Arc::new(shape);
+    /// Remembers that the member's pod `key` in `cluster`, of `job`, is the ghost `name`.
+    pub(super) fn keep_ghost(&mut self, job: &str, cluster: &str, key: &str, name: String) {
         self.ghosts.insert(
             (cluster.to_string(), key.to_string()),
             (name, job.to_string()),
         );
-        Ok(self.cache.apply(Event::PodUpsert(spec))?)
     }
 
     /// A member's pod of a job evicted from that member: kept as a ghost. Returns false when
@@ -158,7 +140,9 @@ impl State {
         let Some(spec) = convert::pod(cluster, p, &self.ours, self.cache.names_mut())? else {
             return Ok(true);
         };
-        self.put_ghost(&job, cluster, &key, spec)?;
+        let ghost = tephra_scheduler::cache::ghost(spec, cluster);
+        self.keep_ghost(&job, cluster, &key, ghost.name.clone());
+        self.cache.apply(Event::PodUpsert(ghost))?;
         Ok(true)
     }
 
@@ -193,7 +177,7 @@ impl State {
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
             .collect();
         for (job, rb) in bindings {
-            let placement = self.new_placement(&job, &rb);
+            let placement = NewPlacement::of(self.cache.world(), &job);
             let mut left = Vec::new();
             let mut done = false;
             for task in &rb.spec.graceful_eviction_tasks {
@@ -243,35 +227,5 @@ impl State {
             }
         }
         out
-    }
-
-    /// How the job runs where its binding places it now.
-    fn new_placement(&self, job: &str, rb: &ResourceBinding) -> NewPlacement {
-        let world = self.cache.world();
-        let clusters: Vec<&str> = rb.spec.clusters.iter().map(|c| c.name.as_str()).collect();
-        let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
-            return NewPlacement {
-                clusters: clusters.len(),
-                running: 0,
-                min_member: 1,
-            };
-        };
-        let running = j
-            .tasks
-            .iter()
-            .filter_map(|t| world.tasks.get(*t))
-            .filter(|t| t.spec.status == tephra_scheduler::model::TaskStatus::Running)
-            .filter(|t| {
-                t.spec
-                    .placement
-                    .as_ref()
-                    .is_some_and(|(c, _)| clusters.contains(&c.as_str()))
-            })
-            .count();
-        NewPlacement {
-            clusters: clusters.len(),
-            running: u32::try_from(running).unwrap_or(u32::MAX),
-            min_member: j.group.as_ref().map_or(1, |g| g.min_member),
-        }
     }
 }

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use tephra_api::well_known::{DECLARED_UID, PLANNED_CLUSTER};
-use tephra_scheduler::model::PodSpec;
 
 use super::{State, StateError};
 use crate::watch::Kind;
@@ -223,29 +222,27 @@ impl State {
         {
             return Ok(());
         }
-        let world = self.cache.world();
-        let spec: Option<PodSpec> = world
-            .task_id(key)
-            .and_then(|id| world.tasks.get(id))
-            .map(|t| t.spec.clone())
-            .filter(|s| s.placement.as_ref().is_some_and(|(c, _)| c == cluster));
-        let Some(spec) = spec else {
+        let Some(job) = self
+            .cache
+            .task(key)
+            .filter(|s| s.placement.as_ref().is_some_and(|(c, _)| c == cluster))
+            .map(|s| {
+                s.group
+                    .as_ref()
+                    .map(|g| format!("{}/{g}", s.namespace))
+                    .unwrap_or_default()
+            })
+        else {
             return Ok(());
         };
-        let job = spec
-            .group
-            .as_ref()
-            .map(|g| format!("{}/{g}", spec.namespace))
-            .unwrap_or_default();
-        self.cache
-            .apply(tephra_scheduler::cache::Event::PodDelete {
-                namespace: spec.namespace.clone(),
-                name: spec.name.clone(),
-            })?;
+        let Some(ghost) = self.cache.set_aside(key, cluster)? else {
+            return Ok(());
+        };
         self.mirrored.remove(key);
         self.assumed.remove(key);
         self.aggregated.remove(key);
-        self.put_ghost(&job, cluster, key, spec)
+        self.keep_ghost(&job, cluster, key, ghost.name);
+        Ok(())
     }
 }
 

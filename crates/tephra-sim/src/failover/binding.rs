@@ -20,6 +20,8 @@ pub(crate) struct Ghost {
     pub(super) started_ms: i64,
     /// It was running when set aside (it runs on until it is deleted).
     pub(super) running: bool,
+    /// It holds its node (it had not finished when set aside).
+    pub(super) holds: bool,
     /// Its deletion has reached the member: it is terminating.
     pub(super) terminating: bool,
 }

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use tephra_controllers::graceful_eviction::NewPlacement;
+
 use super::binding::Ghost;
 use super::report::{FailoverReport, FaultReport};
 use crate::state::{PodState, Sim};
@@ -71,7 +73,7 @@ impl Sim {
     /// Measures how long two copies of `job` run at once: the old one (its ghosts still
     /// running, or terminating) and the new one, each at least the gang.
     pub(super) fn both_copies(&mut self, job: &str) {
-        let placement = self.new_placement(job);
+        let placement = NewPlacement::of(self.cache.world(), job);
         let Some(b) = self.failover.bindings.get(job) else {
             return;
         };

@@ -20,10 +20,10 @@ use tephra_api::work::{
 use tephra_controllers::graceful_eviction::{NewPlacement, Verdict, assess};
 use tephra_controllers::taint_manager::{self, EvictionDefaults};
 use tephra_scheduler::cache::Event;
-use tephra_scheduler::model::{PodSpec, TaskStatus, Toleration};
+use tephra_scheduler::model::{TaskStatus, Toleration};
 
 use crate::agenda::Ev;
-use crate::error::SimError;
+use crate::error::{SimError, build_err};
 use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
 use crate::state::{PodState, Sim};
@@ -143,17 +143,7 @@ impl Sim {
             return Ok(());
         };
         let queue = j.queue.clone();
-        let pods: Vec<String> = j
-            .pods
-            .iter()
-            .filter(|k| {
-                self.flight.pods.get(*k).is_some_and(|p| {
-                    matches!(p.state, PodState::Bound | PodState::Running)
-                        && p.node.as_ref().is_some_and(|(c, _)| c == cluster)
-                })
-            })
-            .cloned()
-            .collect();
+        let pods = self.cache.copy_in(job, cluster);
         let fault = self.failover.open.get(cluster).copied();
         let b = self.failover.bindings.entry(job.to_string()).or_default();
         b.tasks = tasks;
@@ -174,38 +164,21 @@ impl Sim {
             };
             let node = p.node.take().unwrap_or_default();
             let running = p.state == PodState::Running;
+            // A finished pod moves too: the copy starts over elsewhere, whole.
+            let finished = p.state == PodState::Done;
             p.state = PodState::Pending;
             p.generation += 1;
-            let (ns, name) = key.split_once('/').unwrap_or(("default", &key));
-            let ghost = Ghost {
-                name: format!("{name}~{cluster}"),
-                namespace: ns.to_string(),
-                cluster: cluster.to_string(),
-                node: node.clone(),
-                gpus: p.gpus,
-                cpu_milli: p.cpu_milli,
-                started_ms: p.started_ms,
-                running,
-                terminating: false,
-            };
-            let mut shape = (*p.shape).clone();
-            shape.preemptable = false;
-            let spec = PodSpec {
-                namespace: ghost.namespace.clone(),
-                name: ghost.name.clone(),
-                group: None,
-                shape: std::sync::Arc::new(shape),
-                index: p.index,
-                status: if running {
-                    TaskStatus::Running
-                } else {
-                    TaskStatus::Bound
-                },
-                placement: Some(node.clone()),
-                created: 0,
-            };
+            let (gpus, cpu_milli, started_ms) = (p.gpus, p.cpu_milli, p.started_ms);
             let request = p.request.clone();
-            self.stats.evicted("failover");
+            if finished {
+                if !self.is_volcano(job)
+                    && let Some(j) = self.flight.jobs.get_mut(job)
+                {
+                    j.done = j.done.saturating_sub(1);
+                }
+            } else {
+                self.stats.evicted("failover");
+            }
             out(&Record::pod(
                 "evict",
                 self.now,
@@ -216,13 +189,31 @@ impl Sim {
                 &request,
                 Some(why.clone()),
             ));
-            self.apply(Event::PodDelete {
-                namespace: ns.to_string(),
-                name: name.to_string(),
-            })?;
-            self.apply(Event::PodUpsert(spec))?;
-            self.checker
-                .ghost(job, &key, &format!("{ns}/{}", ghost.name));
+            let Some(spec) = self
+                .cache
+                .set_aside(&key, cluster)
+                .map_err(build_err(&self.scenario.source))?
+            else {
+                continue;
+            };
+            let ghost = Ghost {
+                name: spec.name,
+                namespace: spec.namespace,
+                cluster: cluster.to_string(),
+                node,
+                gpus,
+                cpu_milli,
+                started_ms,
+                running,
+                holds: !finished,
+                terminating: false,
+            };
+            self.checker.ghost(
+                job,
+                &key,
+                &format!("{}/{}", ghost.namespace, ghost.name),
+                finished,
+            );
             self.pod_event(&key, TaskStatus::Pending)?;
             if running && let Some(j) = self.flight.jobs.get_mut(job) {
                 j.started = j.started.saturating_sub(1);
@@ -252,30 +243,6 @@ impl Sim {
         self.evictions(job, out)
     }
 
-    /// How `job` runs in its new placement.
-    fn new_placement(&self, job: &str) -> NewPlacement {
-        let Some(j) = self.flight.jobs.get(job) else {
-            return NewPlacement {
-                clusters: 0,
-                running: 0,
-                min_member: 1,
-            };
-        };
-        let mut clusters = BTreeSet::new();
-        let mut running = 0u32;
-        for p in j.pods.iter().filter_map(|k| self.flight.pods.get(k)) {
-            if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
-                clusters.insert(c.clone());
-                running += u32::from(p.state == PodState::Running);
-            }
-        }
-        NewPlacement {
-            clusters: clusters.len(),
-            running,
-            min_member: j.min,
-        }
-    }
-
     /// Graceful eviction's pass over `job`'s tasks: old copies whose time has come are
     /// deleted where their member answers; tasks whose copies are gone leave.
     pub(crate) fn evictions(
@@ -286,7 +253,7 @@ impl Sim {
         let Some(b) = self.failover.bindings.get(job) else {
             return Ok(());
         };
-        let placement = self.new_placement(job);
+        let placement = NewPlacement::of(self.cache.world(), job);
         let (now, timeout) = (self.now, self.fleet.timings.eviction_timeout_ms);
         let tasks = b.tasks.clone();
         let mut purge = Vec::new();
@@ -412,10 +379,12 @@ impl Sim {
             .get(job)
             .map(|j| j.queue.clone())
             .unwrap_or_default();
-        self.checker
-            .released(job, &format!("{}/{}", g.namespace, g.name), false);
-        self.stats
-            .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.now);
+        if g.holds {
+            self.checker
+                .released(job, &format!("{}/{}", g.namespace, g.name), false);
+            self.stats
+                .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.now);
+        }
         if g.running {
             self.stats.gpu_time(&queue, g.gpus, self.now - g.started_ms);
         }

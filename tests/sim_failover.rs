@@ -81,6 +81,16 @@ fn bind_clusters(events: &[Record]) -> Vec<(f64, String)> {
         .collect()
 }
 
+/// Both pods of the gang were bound again at 940 s (the NoExecute taint), away from `home`.
+fn assert_moved_whole_at_940(events: &[Record], home: &str) {
+    let moved: Vec<(f64, String)> = bind_clusters(events)
+        .into_iter()
+        .filter(|(t, _)| *t > 0.0)
+        .collect();
+    assert_eq!(moved.len(), 2, "the whole gang is placed again: {moved:?}");
+    assert!(moved.iter().all(|(t, c)| *t == 940.0 && *c != home));
+}
+
 #[test]
 fn a_cut_off_member_loses_its_gang_to_another_after_the_grace_and_gets_it_back_clean() {
     let home = home("");
@@ -92,12 +102,7 @@ fn a_cut_off_member_loses_its_gang_to_another_after_the_grace_and_gets_it_back_c
     assert_eq!(first(&events, "ready", "Unknown"), Some(640.0));
     assert_eq!(first(&events, "taint", "NoExecute"), Some(940.0));
     assert_eq!(first(&events, "evict", "TaintManager"), Some(940.0));
-    let moved: Vec<(f64, String)> = bind_clusters(&events)
-        .into_iter()
-        .filter(|(t, _)| *t > 0.0)
-        .collect();
-    assert_eq!(moved.len(), 2, "the whole gang is placed again: {moved:?}");
-    assert!(moved.iter().all(|(t, c)| *t == 940.0 && *c != home));
+    assert_moved_whole_at_940(&events, &home);
     let f = &r.failover.faults[0];
     assert_eq!(f.detection_delay_s, Some(40.0));
     assert_eq!(f.jobs_moved, 1);
@@ -202,12 +207,7 @@ fn a_gang_moves_whole_and_starts_over_its_finished_pods_included() {
         2,
         "prep runs again in the new copy"
     );
-    let moved: Vec<(f64, String)> = bind_clusters(&events)
-        .into_iter()
-        .filter(|(t, _)| *t > 0.0)
-        .collect();
-    assert_eq!(moved.len(), 2, "the whole gang is placed again: {moved:?}");
-    assert!(moved.iter().all(|(t, c)| *t == 940.0 && *c != home));
+    assert_moved_whole_at_940(&events, &home);
     // Only the worker held a node when the gang moved: one pod evicted.
     assert_eq!(r.pods.evicted, 1);
     assert_eq!((r.jobs.completed, r.failover.lost_jobs), (1, 0));

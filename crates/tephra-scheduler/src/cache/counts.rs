@@ -3,29 +3,26 @@
 
 use std::collections::BTreeMap;
 
-use super::world::World;
-use crate::model::{GroupPhase, Id, PhaseCounts};
+use crate::model::{GroupPhase, Job, PhaseCounts};
 
-impl World {
-    /// Counts `job` as it is now, in place of what it was counted as. A job removed from
-    /// the cache is uncounted by `uncount` instead.
-    pub(super) fn recount_phase(&mut self, job: Id) {
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        let now = j.group.as_ref().map(|g| (g.queue.clone(), g.phase));
-        if j.counted_as == now {
-            return;
-        }
-        let before = std::mem::replace(&mut j.counted_as, now.clone());
-        count(&mut self.queue_phases, before, -1);
-        count(&mut self.queue_phases, now, 1);
+/// Counts `job` as it is now in `by_queue`, in place of what it was counted as. A job removed
+/// from the cache is uncounted by [`uncount`] instead.
+pub(super) fn recount(by_queue: &mut BTreeMap<String, PhaseCounts>, j: &mut Job) {
+    let now = j.group.as_ref().map(|g| (g.queue.clone(), g.phase));
+    if j.counted_as == now {
+        return;
     }
+    let before = std::mem::replace(&mut j.counted_as, now.clone());
+    count(by_queue, before, -1);
+    count(by_queue, now, 1);
+}
 
-    /// Uncounts a job leaving the cache.
-    pub(super) fn uncount(&mut self, counted_as: Option<(String, GroupPhase)>) {
-        count(&mut self.queue_phases, counted_as, -1);
-    }
+/// Uncounts a job leaving the cache.
+pub(super) fn uncount(
+    by_queue: &mut BTreeMap<String, PhaseCounts>,
+    counted_as: Option<(String, GroupPhase)>,
+) {
+    count(by_queue, counted_as, -1);
 }
 
 fn count(

@@ -1,11 +1,12 @@
 //! What the cache is fed: one change of one object, as an informer or the simulator reports it,
-//! and why an event may be refused.
+//! and why an event may be refused; a storage or DRA change made in its cluster's objects.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::model::{
-    Cluster, DeviceClass, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec, QueueSpec,
-    ResourceClaim, ResourceSlice, StorageClass, VolumeClaim,
+    Cluster, DeviceClass, Dra, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec,
+    QueueSpec, ResourceClaim, ResourceSlice, Storage, StorageClass, VolumeClaim,
 };
 
 /// One change reported by an informer or the simulator.
@@ -104,6 +105,39 @@ pub enum StorageChange {
     },
 }
 
+impl StorageChange {
+    /// Makes the change in a member cluster's storage objects.
+    pub(super) fn apply_to(self, s: &mut Storage) {
+        match self {
+            Self::ClassUpsert(c) => {
+                s.classes.insert(c.name.clone(), Arc::new(c));
+            }
+            Self::ClassDelete(name) => {
+                s.classes.remove(&name);
+            }
+            Self::VolumeUpsert(v) => {
+                s.volumes.insert(v.name.clone(), Arc::new(v));
+            }
+            Self::VolumeDelete(name) => {
+                s.volumes.remove(&name);
+            }
+            Self::ClaimUpsert(c) => {
+                s.claims.insert(c.key(), Arc::new(c));
+            }
+            Self::ClaimDelete(key) => {
+                s.claims.remove(&key);
+            }
+            Self::AttachLimits { node, limits } => {
+                if limits.is_empty() {
+                    s.attach_limits.remove(&node);
+                } else {
+                    s.attach_limits.insert(node, limits);
+                }
+            }
+        }
+    }
+}
+
 /// Errors applying an event. The cache is unchanged when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CacheError {
@@ -135,4 +169,26 @@ pub enum DraChange {
     ClaimUpsert(ResourceClaim),
     /// A ResourceClaim was removed (`namespace/name`).
     ClaimDelete(String),
+}
+
+impl DraChange {
+    /// Makes the change in a member cluster's DRA objects.
+    pub(super) fn apply_to(self, d: &mut Dra) {
+        match self {
+            Self::ClassUpsert(c) => {
+                d.classes.insert(c.name.clone(), Arc::new(c));
+            }
+            Self::ClassDelete(name) => {
+                d.classes.remove(&name);
+            }
+            Self::SliceUpsert(s) => d.upsert_slice(s),
+            Self::SliceDelete(name) => d.delete_slice(&name),
+            Self::ClaimUpsert(c) => {
+                d.claims.insert(c.key(), Arc::new(c));
+            }
+            Self::ClaimDelete(key) => {
+                d.claims.remove(&key);
+            }
+        }
+    }
 }

@@ -89,7 +89,8 @@ impl Cache {
             // Nothing was nominated and nothing is: no copy of the world.
             return;
         }
-        Arc::make_mut(&mut self.world).nominate(binds);
+        let next = nominations::of(&self.world, binds);
+        Arc::make_mut(&mut self.world).nominated = next;
     }
 
     /// Brings every parked job back: call it when the scheduler configuration changes, as

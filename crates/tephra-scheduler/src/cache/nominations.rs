@@ -9,22 +9,10 @@ use super::world::World;
 use crate::decisions::Bind;
 use crate::model::Id;
 
-impl World {
-    /// Replaces every nomination with `binds` (pod and node by name; unknown ones are skipped).
-    pub(super) fn nominate<'a>(&mut self, binds: impl Iterator<Item = &'a Bind>) {
-        let mut next = BTreeMap::new();
-        for b in binds {
-            if let (Some(task), Some(node)) =
-                (self.task_id(&b.task), self.node_id(&b.cluster, &b.node))
-            {
-                next.insert(task, node);
-            }
-        }
-        self.nominated = next;
-    }
-
-    /// Drops a deleted pod's nomination.
-    pub(super) fn forget_nomination(&mut self, task: Id) {
-        self.nominated.remove(&task);
-    }
+/// The nominations `binds` make (pod and node by name; unknown ones are skipped), which
+/// replace the world's.
+pub(super) fn of<'a>(world: &World, binds: impl Iterator<Item = &'a Bind>) -> BTreeMap<Id, Id> {
+    binds
+        .filter_map(|b| Some((world.task_id(&b.task)?, world.node_id(&b.cluster, &b.node)?)))
+        .collect()
 }

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::event::{CacheError, DraChange, Event, StorageChange};
+use super::counts;
+use super::event::{CacheError, Event};
 use super::slab::Slab;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
@@ -219,7 +220,9 @@ impl World {
 
     fn refresh_active(&mut self, job_id: Id) {
         self.parked.remove(&job_id);
-        self.recount_phase(job_id);
+        if let Some(j) = self.jobs.get_mut(job_id) {
+            counts::recount(&mut self.queue_phases, j);
+        }
         let changed_at = self.generation + 1;
         let Some(job) = self.jobs.get_mut(job_id) else {
             self.active_jobs.remove(&job_id);
@@ -421,7 +424,7 @@ impl World {
         }
         if empty && let Some(j) = self.jobs.remove(job) {
             self.job_index.remove(&j.key);
-            self.uncount(j.counted_as.clone());
+            counts::uncount(&mut self.queue_phases, j.counted_as.clone());
         }
         self.refresh_active(job);
     }
@@ -438,7 +441,8 @@ impl World {
         self.port_holders.remove(&id);
         self.claim_users.remove(&id);
         self.device_users.remove(&id);
-        self.forget_nomination(id);
+        // A deleted pod loses its nomination at once.
+        self.nominated.remove(&id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
         }
@@ -580,68 +584,11 @@ impl World {
         }
         if orphaned {
             if let Some(j) = self.jobs.remove(id) {
-                self.uncount(j.counted_as.clone());
+                counts::uncount(&mut self.queue_phases, j.counted_as.clone());
             }
             self.job_index.remove(key);
         }
         self.refresh_active(id);
-    }
-
-    /// A storage object changed: a waiting job may now fit (a volume appeared, a claim was
-    /// bound), so jobs set aside as never placeable are looked at again.
-    fn change_storage(&mut self, cluster: String, change: StorageChange) {
-        let s = self.storage.entry(cluster).or_default();
-        match change {
-            StorageChange::ClassUpsert(c) => {
-                s.classes.insert(c.name.clone(), Arc::new(c));
-            }
-            StorageChange::ClassDelete(name) => {
-                s.classes.remove(&name);
-            }
-            StorageChange::VolumeUpsert(v) => {
-                s.volumes.insert(v.name.clone(), Arc::new(v));
-            }
-            StorageChange::VolumeDelete(name) => {
-                s.volumes.remove(&name);
-            }
-            StorageChange::ClaimUpsert(c) => {
-                s.claims.insert(c.key(), Arc::new(c));
-            }
-            StorageChange::ClaimDelete(key) => {
-                s.claims.remove(&key);
-            }
-            StorageChange::AttachLimits { node, limits } => {
-                if limits.is_empty() {
-                    s.attach_limits.remove(&node);
-                } else {
-                    s.attach_limits.insert(node, limits);
-                }
-            }
-        }
-        self.fleet_changed();
-    }
-
-    /// A DRA object changed: devices may have appeared or been freed, or a claim created, so
-    /// jobs set aside as never placeable are looked at again.
-    fn change_dra(&mut self, cluster: String, change: DraChange) {
-        let d = self.dra.entry(cluster).or_default();
-        match change {
-            DraChange::ClassUpsert(c) => {
-                d.classes.insert(c.name.clone(), Arc::new(c));
-            }
-            DraChange::ClassDelete(name) => {
-                d.classes.remove(&name);
-            }
-            DraChange::SliceUpsert(s) => d.upsert_slice(s),
-            DraChange::SliceDelete(name) => d.delete_slice(&name),
-            DraChange::ClaimUpsert(c) => {
-                d.claims.insert(c.key(), Arc::new(c));
-            }
-            DraChange::ClaimDelete(key) => {
-                d.claims.remove(&key);
-            }
-        }
-        self.fleet_changed();
     }
 
     pub(super) fn apply(&mut self, event: Event) -> Result<(), CacheError> {
@@ -712,8 +659,16 @@ impl World {
             Event::PdbDelete { namespace, name } => {
                 self.pdbs.remove(&format!("{namespace}/{name}"));
             }
-            Event::Storage { cluster, change } => self.change_storage(cluster, change),
-            Event::Dra { cluster, change } => self.change_dra(cluster, change),
+            // A storage or DRA object changed: a waiting job may now fit (a volume appeared,
+            // a claim was bound, devices were freed), so parked jobs are looked at again.
+            Event::Storage { cluster, change } => {
+                change.apply_to(self.storage.entry(cluster).or_default());
+                self.fleet_changed();
+            }
+            Event::Dra { cluster, change } => {
+                change.apply_to(self.dra.entry(cluster).or_default());
+                self.fleet_changed();
+            }
         }
         self.generation += 1;
         Ok(())

@@ -14,6 +14,7 @@ use tephra_api::{Cluster as ApiCluster, PodGroup, Queue};
 use tephra_controllers::members::{self, MembersError};
 use tephra_controllers::pod::{UnknownValue, label_selector};
 use tephra_controllers::queue::{self, QueueError};
+use tephra_scheduler::cache::{DraChange, Event, StorageChange};
 use tephra_scheduler::model::{
     Cluster, GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, TaskStatus,
 };
@@ -397,6 +398,22 @@ pub fn pdb(p: &PodDisruptionBudget) -> Result<PdbSpec, ConvertError> {
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default(),
     })
+}
+
+/// A change to `cluster`'s DRA objects, as a cache event.
+pub(crate) fn dra_event(cluster: &str, change: DraChange) -> Event {
+    Event::Dra {
+        cluster: cluster.to_string(),
+        change,
+    }
+}
+
+/// A change to `cluster`'s storage objects, as a cache event.
+pub(crate) fn storage_event(cluster: &str, change: StorageChange) -> Event {
+    Event::Storage {
+        cluster: cluster.to_string(),
+        change,
+    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,28 @@ pub enum Obj {
 }
 
 impl Obj {
+    /// The kind of the object.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Obj::Node(_) => Kind::Node,
+            Obj::Pod(_) => Kind::Pod,
+            Obj::PodGroup(_) => Kind::PodGroup,
+            Obj::Queue(_) => Kind::Queue,
+            Obj::PriorityClass(_) => Kind::PriorityClass,
+            Obj::Pdb(_) => Kind::Pdb,
+            Obj::Cluster(_) => Kind::Cluster,
+            Obj::Policy(_) => Kind::Policy,
+            Obj::Binding(_) => Kind::Binding,
+            Obj::Pvc(_) => Kind::Pvc,
+            Obj::Pv(_) => Kind::Pv,
+            Obj::StorageClass(_) => Kind::StorageClass,
+            Obj::CsiNode(_) => Kind::CsiNode,
+            Obj::DeviceClass(_) => Kind::DeviceClass,
+            Obj::ResourceSlice(_) => Kind::ResourceSlice,
+            Obj::ResourceClaim(_) => Kind::ResourceClaim,
+        }
+    }
+
     /// The object's key within its kind and cluster: `namespace/name`, or `name` when
     /// cluster-scoped.
     pub fn key(&self) -> String {

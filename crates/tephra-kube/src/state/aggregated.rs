@@ -17,6 +17,22 @@ use crate::writes::Write;
 pub(crate) type Written = (Vec<AggregatedStatusItem>, Vec<[String; 4]>);
 
 impl State {
+    /// The pods of `job` (`namespace/podgroup`) as the cache has them.
+    fn job_pods(&self, job: &str) -> Vec<&tephra_scheduler::model::PodSpec> {
+        let world = self.cache.world();
+        world
+            .job_id(job)
+            .and_then(|id| world.jobs.get(id))
+            .map(|j| {
+                j.tasks
+                    .iter()
+                    .filter_map(|t| world.tasks.get(*t))
+                    .map(|t| &t.spec)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The status writes due for the jobs touched since the last call, stamped `now` where a
     /// condition changes.
     pub fn aggregated_statuses(&mut self, now: &Time) -> Vec<Write> {

@@ -20,10 +20,11 @@ mod claims;
 mod decided;
 mod declared;
 mod evicted;
+mod intake;
 mod orphans;
 mod strays;
 
-use crate::convert::{self, ConvertError};
+use crate::convert::{self, ConvertError, dra_event, storage_event};
 use crate::watch::{Change, Kind, Obj, Update};
 use crate::writes::{DeclaredPod, GroupSeen};
 use tephra_controllers::propagation;
@@ -67,12 +68,11 @@ pub struct State {
     cache: Cache,
     ours: Vec<String>,
     default_queue: String,
-    known: HashMap<(Arc<str>, Kind), HashSet<String>>,
     assumed: HashMap<String, (String, String)>,
     phases: HashMap<String, (GroupPhase, i64)>,
     groups: HashMap<String, GroupSeen>,
-    synced: BTreeSet<(Arc<str>, Kind)>,
-    refused: HashMap<String, String>,
+    /// What the watchers told, and what the cache refused.
+    intake: intake::Intake,
     /// The cluster whose pods are declared for placement in a member (fleet mode).
     control: Option<Arc<str>>,
     /// `--members both`: the cluster every PodGroup's pods live in (the scheduler's own),
@@ -88,8 +88,6 @@ pub struct State {
     recounted: Vec<(String, [i32; 3])>,
     /// Gangs left below their minimum by failed binds, since when.
     partial: HashMap<String, i64>,
-    /// Keys named so far by each (re)list in progress.
-    listing: HashMap<(Arc<str>, Kind), HashSet<String>>,
     /// PropagationPolicies by `namespace/name`.
     policies: std::collections::BTreeMap<String, Arc<tephra_api::PropagationPolicy>>,
     /// PodGroups as last observed, to apply a changed policy to them.
@@ -130,12 +128,10 @@ impl State {
             cache: Cache::new(),
             ours,
             default_queue,
-            known: HashMap::new(),
             assumed: HashMap::new(),
             phases: HashMap::new(),
             groups: HashMap::new(),
-            synced: BTreeSet::new(),
-            refused: HashMap::new(),
+            intake: intake::Intake::default(),
             control: None,
             home: None,
             declared: HashMap::new(),
@@ -143,7 +139,6 @@ impl State {
             members: HashMap::new(),
             recounted: Vec::new(),
             partial: HashMap::new(),
-            listing: HashMap::new(),
             policies: std::collections::BTreeMap::new(),
             group_objects: HashMap::new(),
             aggregated: HashMap::new(),
@@ -291,22 +286,6 @@ impl State {
         }
     }
 
-    /// The pods of `job` (`namespace/podgroup`) as the cache has them.
-    fn job_pods(&self, job: &str) -> Vec<&tephra_scheduler::model::PodSpec> {
-        let world = self.cache.world();
-        world
-            .job_id(job)
-            .and_then(|id| world.jobs.get(id))
-            .map(|j| {
-                j.tasks
-                    .iter()
-                    .filter_map(|t| world.tasks.get(*t))
-                    .map(|t| &t.spec)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// The core cache.
     pub fn cache(&self) -> &Cache {
         &self.cache
@@ -321,9 +300,7 @@ impl State {
 
     /// Whether a watcher of `kind` in `cluster` has delivered its first full list.
     pub fn is_synced(&self, cluster: &str, kind: Kind) -> bool {
-        self.synced
-            .iter()
-            .any(|(c, k)| &**c == cluster && *k == kind)
+        self.intake.is_synced(cluster, kind)
     }
 
     /// What the runtime knows of a PodGroup (`namespace/name`).
@@ -333,7 +310,7 @@ impl State {
 
     /// Objects the cache refused, by `kind namespace/name`, with why.
     pub fn refused(&self) -> &HashMap<String, String> {
-        &self.refused
+        self.intake.refused()
     }
 
     /// Pods bound by this scheduler that the watchers do not show bound yet.
@@ -361,31 +338,23 @@ impl State {
         match change {
             Change::Failed | Change::Reachable => {}
             Change::Apply(obj) => {
-                self.known
-                    .entry((Arc::clone(&cluster), kind))
-                    .or_default()
-                    .insert(obj.key());
+                self.intake.seen(&cluster, kind, obj.key());
                 if let Err(e) = self.upsert(now, &cluster, obj) {
                     errors.push(e);
                 }
             }
             Change::Delete(obj) => {
                 let key = obj.key();
-                if let Some(k) = self.known.get_mut(&(Arc::clone(&cluster), kind)) {
-                    k.remove(&key);
-                }
+                self.intake.gone(&cluster, kind, &key);
                 if let Err(e) = self.delete(&cluster, kind, &key) {
                     errors.push(e);
                 }
             }
-            Change::ListStart => {
-                self.listing.insert((cluster, kind), HashSet::new());
-            }
+            Change::ListStart => self.intake.list_start(cluster, kind),
             Change::Listed(obj) => errors.extend(self.listed(now, &cluster, kind, obj)),
             Change::ListDone => errors.extend(self.list_done(cluster, kind)),
             Change::Relisted(objs) => {
-                self.listing
-                    .insert((Arc::clone(&cluster), kind), HashSet::new());
+                self.intake.list_start(Arc::clone(&cluster), kind);
                 for obj in objs {
                     errors.extend(self.listed(now, &cluster, kind, obj));
                 }
@@ -397,29 +366,22 @@ impl State {
 
     /// One object of a (re)list in progress: remembered as listed and known, and taken in.
     fn listed(&mut self, now: i64, cluster: &Arc<str>, kind: Kind, obj: Obj) -> Option<StateError> {
-        let key = (Arc::clone(cluster), kind);
-        self.listing
-            .entry(key.clone())
-            .or_default()
-            .insert(obj.key());
-        self.known.entry(key).or_default().insert(obj.key());
+        self.intake.listed(cluster, kind, obj.key());
         self.upsert(now, cluster, obj).err()
     }
 
     /// A (re)list is complete: what the cache knew of `kind` in `cluster` that the list did
     /// not name is deleted.
     fn list_done(&mut self, cluster: Arc<str>, kind: Kind) -> Vec<StateError> {
-        let key = (Arc::clone(&cluster), kind);
-        let fresh = self.listing.remove(&key).unwrap_or_default();
-        let old = self.known.insert(key, fresh.clone()).unwrap_or_default();
+        let gone = self.intake.list_done(Arc::clone(&cluster), kind);
         let mut errors = Vec::new();
-        for gone in old.difference(&fresh) {
-            if let Err(e) = self.delete(&cluster, kind, gone) {
+        for key in &gone {
+            if let Err(e) = self.delete(&cluster, kind, key) {
                 errors.push(e);
             }
         }
         let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
-        self.synced.insert((cluster, kind));
+        self.intake.synced(cluster, kind);
         if declared_pods {
             self.judge_copies();
         }
@@ -427,16 +389,16 @@ impl State {
     }
 
     fn refuse(&mut self, what: String, e: StateError) -> StateError {
-        self.refused.insert(what, e.to_string());
+        self.intake.refuse(what, e.to_string());
         e
     }
 
     fn upsert(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
-        let label = format!("{:?} {}", kind_of(&obj), obj.key());
+        let label = format!("{:?} {}", obj.kind(), obj.key());
         let result = self.upsert_inner(now, cluster, obj);
         match result {
             Ok(()) => {
-                self.refused.remove(&label);
+                self.intake.accepted(&label);
                 Ok(())
             }
             Err(e) => Err(self.refuse(label, e)),
@@ -630,7 +592,7 @@ impl State {
             Some((ns, n)) => (ns.to_string(), n.to_string()),
             None => (String::new(), key.to_string()),
         };
-        self.refused.retain(|k, _| !k.ends_with(&format!(" {key}")));
+        self.intake.forget_refusals(key);
         let event = match kind {
             Kind::Node => Event::NodeDelete {
                 cluster: cluster.to_string(),
@@ -724,40 +686,5 @@ impl State {
             ),
         };
         Ok(self.cache.apply(event)?)
-    }
-}
-
-fn kind_of(obj: &Obj) -> Kind {
-    match obj {
-        Obj::Node(_) => Kind::Node,
-        Obj::Pod(_) => Kind::Pod,
-        Obj::PodGroup(_) => Kind::PodGroup,
-        Obj::Queue(_) => Kind::Queue,
-        Obj::PriorityClass(_) => Kind::PriorityClass,
-        Obj::Pdb(_) => Kind::Pdb,
-        Obj::Cluster(_) => Kind::Cluster,
-        Obj::Policy(_) => Kind::Policy,
-        Obj::Binding(_) => Kind::Binding,
-        Obj::Pvc(_) => Kind::Pvc,
-        Obj::Pv(_) => Kind::Pv,
-        Obj::StorageClass(_) => Kind::StorageClass,
-        Obj::CsiNode(_) => Kind::CsiNode,
-        Obj::DeviceClass(_) => Kind::DeviceClass,
-        Obj::ResourceSlice(_) => Kind::ResourceSlice,
-        Obj::ResourceClaim(_) => Kind::ResourceClaim,
-    }
-}
-
-fn dra_event(cluster: &str, change: DraChange) -> Event {
-    Event::Dra {
-        cluster: cluster.to_string(),
-        change,
-    }
-}
-
-fn storage_event(cluster: &str, change: StorageChange) -> Event {
-    Event::Storage {
-        cluster: cluster.to_string(),
-        change,
     }
 }

@@ -9,40 +9,64 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use tephra_api::work::{AggregatedStatusItem, ResourceHealth};
 use tephra_scheduler::model::TaskStatus;
 
-use super::State;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tephra_api::ResourceBinding;
+use tephra_scheduler::cache::World;
+use tephra_scheduler::model::PodSpec;
+
 use crate::writes::Write;
 
 /// What was last written for a binding: its items and its conditions' (type, status, reason,
 /// message).
-pub(crate) type Written = (Vec<AggregatedStatusItem>, Vec<[String; 4]>);
+type Written = (Vec<AggregatedStatusItem>, Vec<[String; 4]>);
 
-impl State {
-    /// The pods of `job` (`namespace/podgroup`) as the cache has them.
-    fn job_pods(&self, job: &str) -> Vec<&tephra_scheduler::model::PodSpec> {
-        let world = self.cache.world();
-        world
-            .job_id(job)
-            .and_then(|id| world.jobs.get(id))
-            .map(|j| {
-                j.tasks
-                    .iter()
-                    .filter_map(|t| world.tasks.get(*t))
-                    .map(|t| &t.spec)
-                    .collect()
-            })
-            .unwrap_or_default()
+/// The bindings' statuses: which jobs to look at again, and what was last written for each.
+#[derive(Default)]
+pub(super) struct Aggregation {
+    /// Jobs whose pods or binding changed since their status was last looked at.
+    touched: HashSet<String>,
+    /// The status last written per job.
+    written: HashMap<String, Written>,
+}
+
+/// The pods of `job` (`namespace/podgroup`) as the cache has them.
+fn job_pods<'w>(world: &'w World, job: &str) -> Vec<&'w PodSpec> {
+    world
+        .job_id(job)
+        .and_then(|id| world.jobs.get(id))
+        .map(|j| {
+            j.tasks
+                .iter()
+                .filter_map(|t| world.tasks.get(*t))
+                .map(|t| &t.spec)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Aggregation {
+    /// The pods or binding of `job` changed: its status is looked at again.
+    pub(super) fn touch(&mut self, job: String) {
+        self.touched.insert(job);
     }
 
     /// The status writes due for the jobs touched since the last call, stamped `now` where a
     /// condition changes.
-    pub fn aggregated_statuses(&mut self, now: &Time) -> Vec<Write> {
+    pub(super) fn statuses(
+        &mut self,
+        world: &World,
+        bindings: &HashMap<String, Arc<ResourceBinding>>,
+        now: &Time,
+    ) -> Vec<Write> {
         let touched = std::mem::take(&mut self.touched);
         let mut out = Vec::new();
         for job in touched {
-            let Some(rb) = self.bindings.get(&job) else {
+            let Some(rb) = bindings.get(&job) else {
                 continue;
             };
-            let items = self.aggregate_binding(&job, rb);
+            let items = aggregate_binding(world, &job, rb);
             let stored_conditions = rb
                 .status
                 .as_ref()
@@ -74,11 +98,11 @@ impl State {
                     .unwrap_or_default(),
                 key(&stored_conditions),
             );
-            let last = self.aggregated_written.get(&job).unwrap_or(&stored);
+            let last = self.written.get(&job).unwrap_or(&stored);
             if *last == want {
                 continue;
             }
-            self.aggregated_written.insert(job.clone(), want);
+            self.written.insert(job.clone(), want);
             let (namespace, name) = job.split_once('/').unwrap_or(("default", &job));
             out.push(Write::BindingStatus {
                 namespace: namespace.to_string(),
@@ -88,45 +112,42 @@ impl State {
         }
         out
     }
+}
 
-    fn aggregate_binding(
-        &self,
-        job: &str,
-        rb: &tephra_api::ResourceBinding,
-    ) -> Vec<AggregatedStatusItem> {
-        let tasks = self.job_pods(job);
-        rb.spec
-            .clusters
-            .iter()
-            .map(|target| {
-                let want: i32 = target.tasks.values().sum();
-                let here: Vec<TaskStatus> = tasks
-                    .iter()
-                    .filter(|t| t.placement.as_ref().is_some_and(|(c, _)| *c == target.name))
-                    .map(|t| t.status)
-                    .collect();
-                let placed = i32::try_from(here.len()).unwrap_or(i32::MAX);
-                let fine = here
-                    .iter()
-                    .filter(|s| matches!(s, TaskStatus::Running | TaskStatus::Succeeded))
-                    .count();
-                let health = if here.contains(&TaskStatus::Failed) {
-                    ResourceHealth::Unhealthy
-                } else if want > 0 && i32::try_from(fine).unwrap_or(i32::MAX) >= want {
-                    ResourceHealth::Healthy
-                } else {
-                    ResourceHealth::Unknown
-                };
-                AggregatedStatusItem {
-                    cluster_name: target.name.clone(),
-                    applied: placed >= want,
-                    applied_message: (placed < want)
-                        .then(|| format!("{placed} of {want} pod(s) placed")),
-                    health: Some(health),
-                }
-            })
-            .collect()
-    }
+/// Each target cluster's item of `job`'s binding `rb`.
+fn aggregate_binding(world: &World, job: &str, rb: &ResourceBinding) -> Vec<AggregatedStatusItem> {
+    let tasks = job_pods(world, job);
+    rb.spec
+        .clusters
+        .iter()
+        .map(|target| {
+            let want: i32 = target.tasks.values().sum();
+            let here: Vec<TaskStatus> = tasks
+                .iter()
+                .filter(|t| t.placement.as_ref().is_some_and(|(c, _)| *c == target.name))
+                .map(|t| t.status)
+                .collect();
+            let placed = i32::try_from(here.len()).unwrap_or(i32::MAX);
+            let fine = here
+                .iter()
+                .filter(|s| matches!(s, TaskStatus::Running | TaskStatus::Succeeded))
+                .count();
+            let health = if here.contains(&TaskStatus::Failed) {
+                ResourceHealth::Unhealthy
+            } else if want > 0 && i32::try_from(fine).unwrap_or(i32::MAX) >= want {
+                ResourceHealth::Healthy
+            } else {
+                ResourceHealth::Unknown
+            };
+            AggregatedStatusItem {
+                cluster_name: target.name.clone(),
+                applied: placed >= want,
+                applied_message: (placed < want)
+                    .then(|| format!("{placed} of {want} pod(s) placed")),
+                health: Some(health),
+            }
+        })
+        .collect()
 }
 
 /// `Scheduled` and `FullyApplied` for a binding with these items; a condition whose status did

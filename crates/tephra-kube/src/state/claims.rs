@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use tephra_scheduler::cache::{DraChange, Event, StorageChange};
 use tephra_scheduler::model::{ResourceClaim, VolumeClaim};
 
-use super::{State, StateError};
+use tephra_scheduler::Cache;
+
+use super::StateError;
 
 /// The claims declared on the control plane, and which members have copies of their own.
 #[derive(Default)]
@@ -84,39 +86,38 @@ fn as_copy(claim: DeclaredClaim) -> DeclaredClaim {
     }
 }
 
-impl State {
-    fn member_names(&self) -> Vec<String> {
-        self.cache
-            .world()
-            .clusters
-            .iter()
-            .map(|(_, c)| c.name.clone())
-            .collect()
-    }
+/// The member clusters the cache knows.
+fn member_names(cache: &Cache) -> Vec<String> {
+    cache
+        .world()
+        .clusters
+        .iter()
+        .map(|(_, c)| c.name.clone())
+        .collect()
+}
 
-    /// A claim declared on the control plane appeared or changed (`Some`), or is gone.
-    pub(super) fn declared_claim(
+impl Declared {
+    /// A claim declared on the control plane appeared or changed (`Some`), or is gone: its
+    /// copy is seen in every member that has none of its own.
+    pub(super) fn changed(
         &mut self,
+        cache: &mut Cache,
         slot: &str,
         claim: Option<DeclaredClaim>,
     ) -> Result<(), StateError> {
-        let old = self.declared_claims.get(slot);
+        let old = self.get(slot);
         let fresh = claim.map(as_copy);
         match &fresh {
             Some(DeclaredClaim::Volume(c)) => {
-                self.declared_claims.volumes.insert(c.key(), c.clone());
+                self.volumes.insert(c.key(), c.clone());
             }
             Some(DeclaredClaim::Device(c)) => {
-                self.declared_claims.devices.insert(c.key(), c.clone());
+                self.devices.insert(c.key(), c.clone());
             }
-            None => self.declared_claims.remove(slot),
+            None => self.remove(slot),
         }
-        for m in self.member_names() {
-            if self
-                .declared_claims
-                .in_member
-                .contains(&(m.clone(), slot.to_string()))
-            {
+        for m in member_names(cache) {
+            if self.in_member.contains(&(m.clone(), slot.to_string())) {
                 continue;
             }
             let event = match (&fresh, &old) {
@@ -124,48 +125,41 @@ impl State {
                 (None, Some(c)) => c.delete(&m),
                 (None, None) => continue,
             };
-            self.cache.apply(event)?;
+            cache.apply(event)?;
         }
         Ok(())
     }
 
     /// A member's own claim appeared (`true`) or is gone: while it is there it counts, once
     /// gone the declared claim's copy does again (or nothing, if none is declared).
-    pub(super) fn member_claim(
+    pub(super) fn in_member(
         &mut self,
+        cache: &mut Cache,
         cluster: &str,
         slot: &str,
         present: bool,
     ) -> Result<(), StateError> {
         let key = (cluster.to_string(), slot.to_string());
         if present {
-            self.declared_claims.in_member.insert(key);
+            self.in_member.insert(key);
             return Ok(());
         }
-        self.declared_claims.in_member.remove(&key);
-        if let Some(c) = self.declared_claims.get(slot) {
-            self.cache.apply(c.upsert(cluster))?;
+        self.in_member.remove(&key);
+        if let Some(c) = self.get(slot) {
+            cache.apply(c.upsert(cluster))?;
         }
         Ok(())
     }
 
     /// A member (re)joined: every declared claim it has no copy of is seen there.
-    pub(super) fn seed_declared(&mut self, cluster: &str) -> Result<(), StateError> {
-        let claims: Vec<DeclaredClaim> = self.declared_claims.all();
-        for c in claims {
-            if !self
-                .declared_claims
-                .in_member
-                .contains(&(cluster.to_string(), c.slot()))
-            {
-                self.cache.apply(c.upsert(cluster))?;
+    pub(super) fn seed(&self, cache: &mut Cache, cluster: &str) -> Result<(), StateError> {
+        for c in self.all() {
+            if !self.in_member.contains(&(cluster.to_string(), c.slot())) {
+                cache.apply(c.upsert(cluster))?;
             }
         }
         Ok(())
     }
-}
-
-impl Declared {
     fn get(&self, slot: &str) -> Option<DeclaredClaim> {
         if let Some(k) = slot.strip_prefix("pvc:") {
             return self.volumes.get(k).cloned().map(DeclaredClaim::Volume);

@@ -2,32 +2,30 @@
 //! as it exists; it is offered to the session until a member has a copy, placed again when the
 //! copy is gone, and its copy's phase, cluster and node are reported on it.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 
-use super::{State, StateError};
-use crate::watch::Obj;
-use crate::writes::DeclaredPod;
+use crate::writes::{DeclaredPod, Write};
 
-impl State {
-    /// The declared pod `key` (fleet mode) waits to be placed again, if it is still declared.
-    pub(super) fn declare_again(&mut self, key: &str) -> Result<(), StateError> {
-        let Some(kept) = self.declared.get(key) else {
-            return Ok(());
-        };
-        let pod = kept.pod().map_err(|e| StateError::Declared {
-            pod: key.to_string(),
-            source: e,
-        })?;
-        let control = self.control.clone().unwrap_or_else(|| Arc::from(""));
-        self.upsert(0, &control, Obj::Pod(Box::new(pod)))
-    }
+/// The declared pods, which of them a member has, and what was reported on them.
+#[derive(Default)]
+pub(super) struct DeclaredPods {
+    /// Pods declared on the control plane, by key.
+    pub(super) pods: HashMap<String, DeclaredPod>,
+    /// Keys of pods some member has: the member's copy is the one that counts.
+    pub(super) mirrored: HashSet<String>,
+    /// What was last reported on each declared pod: phase and `cluster/node`.
+    pub(super) aggregated: HashMap<String, (String, String)>,
+    /// Declared pods' status writes not handed out yet.
+    pub(super) status_writes: Vec<Write>,
+}
 
-    /// The declared pod `key` (fleet mode), unless a member already has it.
-    pub fn declared(&self, key: &str) -> Option<&DeclaredPod> {
+impl DeclaredPods {
+    /// The declared pod `key`, unless a member already has it.
+    pub(super) fn unplaced(&self, key: &str) -> Option<&DeclaredPod> {
         if self.mirrored.contains(key) {
             return None;
         }
-        self.declared.get(key)
+        self.pods.get(key)
     }
 
     /// A member's copy of a declared pod changed: its phase, cluster and node, its containers'
@@ -40,11 +38,11 @@ impl State {
         cluster: &str,
         p: &k8s_openapi::api::core::v1::Pod,
     ) {
-        let Some(declared) = self.declared.get(key) else {
+        let Some(declared) = self.pods.get(key) else {
             return;
         };
         // An old copy, of a pod of the same name before this one, says nothing of this one.
-        if let (Some(Some(copy)), Some(uid)) = (super::orphans::copy_of(p), declared.uid())
+        if let (Some(Some(copy)), Some(uid)) = (super::copies::copy_of(p), declared.uid())
             && copy != uid
         {
             return;
@@ -112,16 +110,10 @@ impl State {
         if !containers.is_empty() {
             status["containerStatuses"] = serde_json::to_value(&containers).unwrap_or_default();
         }
-        self.status_writes
-            .push(crate::writes::Write::DeclaredStatus {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                status,
-            });
-    }
-
-    /// The status writes for declared pods that [`State::apply`] found due.
-    pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
-        std::mem::take(&mut self.status_writes)
+        self.status_writes.push(Write::DeclaredStatus {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            status,
+        });
     }
 }

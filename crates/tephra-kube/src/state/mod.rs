@@ -3,32 +3,37 @@
 //! it issued whose pods still look pending (assumed, as kube-scheduler assumes a pod), and when
 //! each PodGroup entered its phase; in fleet mode, the pods declared on the control plane, the
 //! members and their reachability, and the PropagationPolicies. No IO: the run loop feeds it
-//! updates and write results. What follows a session is in `decided.rs`; failover (a job's
-//! copies in a cluster it is evicted from) in `evicted.rs`; the bindings' per-cluster status
-//! in `aggregated.rs`; the pods declared on the control plane in `declared.rs`.
+//! updates and write results.
+//!
+//! `State` coordinates; its parts keep their own state and rules: the watchers' bookkeeping
+//! (`intake.rs`), the pods declared on the control plane (`declared.rs`), the claims declared
+//! there (`claims.rs`), the bindings' per-cluster status (`aggregated.rs`) and pods waiting for
+//! a PodGroup that does not exist (`strays.rs`). `State` itself is in three files: this one
+//! (its fields, what it tells the run loop, and what follows a session, in the core's words:
+//! [`Cache::take`]), `objects.rs` (each watched object taken in, kind by kind) and `copies.rs`
+//! (members' copies that count for no job: orphans and failover ghosts, graceful eviction).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tephra_api::Cluster as ApiCluster;
-use tephra_controllers::dra;
-use tephra_scheduler::cache::{Cache, CacheError, DraChange, Event, StorageChange};
+use tephra_scheduler::cache::{Cache, CacheError, Event};
 use tephra_scheduler::model::{Cluster, GroupPhase, JobPolicy, TaskStatus};
+use tephra_scheduler::{Decisions, SchedulerConfig, Step};
 
 mod aggregated;
 mod claims;
-mod decided;
+
+mod copies;
 mod declared;
-mod evicted;
 mod intake;
-mod orphans;
+mod objects;
+
 mod strays;
 
-use crate::convert::{self, ConvertError, dra_event, storage_event};
-use crate::watch::{Change, Kind, Obj, Update};
+use crate::convert::{self, ConvertError};
+use crate::watch::{Kind, Obj};
 use crate::writes::{DeclaredPod, GroupSeen};
-use tephra_controllers::propagation;
-use tephra_controllers::storage;
 
 /// Why an update was not taken into the cache. The cache is unchanged for that object.
 #[derive(Debug, thiserror::Error)]
@@ -78,10 +83,8 @@ pub struct State {
     /// `--members both`: the cluster every PodGroup's pods live in (the scheduler's own),
     /// which its gang is bound in.
     home: Option<Arc<str>>,
-    /// Pods declared on the control plane, by key.
-    declared: HashMap<String, DeclaredPod>,
-    /// Keys of pods some member has: the member's copy is the one that counts.
-    mirrored: HashSet<String>,
+    /// Pods declared on the control plane, their members' copies and what was reported.
+    declared: declared::DeclaredPods,
     /// Members: the Cluster object (none for `local`) and whether its watchers reach it.
     members: HashMap<String, (Option<Arc<ApiCluster>>, bool)>,
     /// Jobs whose pod counts changed in the last session.
@@ -92,10 +95,6 @@ pub struct State {
     policies: std::collections::BTreeMap<String, Arc<tephra_api::PropagationPolicy>>,
     /// PodGroups as last observed, to apply a changed policy to them.
     group_objects: HashMap<String, Arc<tephra_api::PodGroup>>,
-    /// What was last reported on each declared pod: phase and `cluster/node`.
-    aggregated: HashMap<String, (String, String)>,
-    /// Declared pods' status writes not handed out yet.
-    status_writes: Vec<crate::writes::Write>,
     /// The clusters each job (`namespace/podgroup`) is being evicted from (its binding's
     /// graceful-eviction tasks).
     evicting: HashMap<String, BTreeSet<String>>,
@@ -104,10 +103,8 @@ pub struct State {
     ghosts: HashMap<(String, String), (String, String)>,
     /// The ResourceBindings, by job.
     bindings: HashMap<String, Arc<tephra_api::ResourceBinding>>,
-    /// Jobs whose pods or binding changed since their aggregated status was last looked at.
-    touched: HashSet<String>,
-    /// The aggregated status last written per job.
-    aggregated_written: HashMap<String, aggregated::Written>,
+    /// The bindings' aggregated statuses.
+    aggregation: aggregated::Aggregation,
     /// The node each pending pod is nominated to, as last written: pod key → (cluster, node).
     nominated: HashMap<String, (String, String)>,
     /// When the deletion of each set-aside copy was last asked for (ms).
@@ -115,7 +112,7 @@ pub struct State {
     /// Claims declared on the control plane, and the members that have their own copies.
     declared_claims: claims::Declared,
     /// Members' copies of declared pods, and those whose declared pod is gone.
-    copies: orphans::Copies,
+    copies: copies::Copies,
     /// Pods that name a PodGroup that does not exist.
     strays: strays::Strays,
 }
@@ -134,24 +131,20 @@ impl State {
             intake: intake::Intake::default(),
             control: None,
             home: None,
-            declared: HashMap::new(),
-            mirrored: HashSet::new(),
+            declared: declared::DeclaredPods::default(),
             members: HashMap::new(),
             recounted: Vec::new(),
             partial: HashMap::new(),
             policies: std::collections::BTreeMap::new(),
             group_objects: HashMap::new(),
-            aggregated: HashMap::new(),
-            status_writes: Vec::new(),
             evicting: HashMap::new(),
             ghosts: HashMap::new(),
             bindings: HashMap::new(),
-            touched: HashSet::new(),
-            aggregated_written: HashMap::new(),
+            aggregation: aggregated::Aggregation::default(),
             purged: HashMap::new(),
             nominated: HashMap::new(),
             declared_claims: claims::Declared::default(),
-            copies: orphans::Copies::default(),
+            copies: copies::Copies::default(),
             strays: strays::Strays::default(),
         }
     }
@@ -286,6 +279,32 @@ impl State {
         }
     }
 
+    /// The writes that tell the pods that have waited `strays::GRACE_MS` for a PodGroup
+    /// that does not exist, once each.
+    pub fn stray_pods(&mut self, now_ms: i64) -> Vec<crate::writes::Write> {
+        self.strays.writes(self.cache.world(), now_ms)
+    }
+
+    /// The ResourceBinding status writes due for the jobs whose pods or binding changed since
+    /// the last call, stamped `now` where a condition changes.
+    pub fn aggregated_statuses(
+        &mut self,
+        now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ) -> Vec<crate::writes::Write> {
+        self.aggregation
+            .statuses(self.cache.world(), &self.bindings, now)
+    }
+
+    /// The declared pod `key` (fleet mode), unless a member already has it.
+    pub fn declared(&self, key: &str) -> Option<&DeclaredPod> {
+        self.declared.unplaced(key)
+    }
+
+    /// The status writes for declared pods that [`State::apply`] found due.
+    pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
+        std::mem::take(&mut self.declared.status_writes)
+    }
+
     /// The core cache.
     pub fn cache(&self) -> &Cache {
         &self.cache
@@ -295,7 +314,7 @@ impl State {
     pub fn upsert_cluster(&mut self, cluster: Cluster) -> Result<(), StateError> {
         let name = cluster.name.clone();
         self.cache.apply(Event::ClusterUpsert(cluster))?;
-        self.seed_declared(&name)
+        self.declared_claims.seed(&mut self.cache, &name)
     }
 
     /// Whether a watcher of `kind` in `cluster` has delivered its first full list.
@@ -317,374 +336,240 @@ impl State {
     pub fn assumed(&self) -> usize {
         self.assumed.len()
     }
+}
 
-    /// Takes one watcher update into the cache. Returns the errors of objects it could not
-    /// take (each leaves the cache as it was for that object).
-    pub fn apply(&mut self, now: i64, update: Update) -> Vec<StateError> {
-        let Update {
-            cluster,
-            kind,
-            change,
-        } = update;
-        let mut errors = Vec::new();
-        let member_kind =
-            matches!(kind, Kind::Node | Kind::Pod) && self.control.as_deref() != Some(&*cluster);
-        if member_kind {
-            let reachable = !matches!(change, Change::Failed);
-            if let Err(e) = self.set_reachable(&cluster, reachable) {
-                errors.push(e);
+/// What follows a session: its decisions taken into the cache at once (binds assumed,
+/// evictions releasing, new phases), counts to report, bind failures and the deadline of gangs
+/// they leave short, nominations, and the ResourceBindings of placed jobs.
+impl State {
+    /// A ResourceBinding write for every job that got binds in `d`: every placed task of the
+    /// job, with its cluster and node.
+    pub fn bindings(&self, d: &Decisions) -> Vec<crate::writes::Write> {
+        let world = self.cache.world();
+        let jobs: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+        let mut out = Vec::new();
+        for job in jobs {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                continue;
+            };
+            if j.implicit {
+                continue;
             }
+            let placed: Vec<(String, String, String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter_map(|t| {
+                    let (c, n) = t.spec.placement.clone()?;
+                    Some((t.key.clone(), t.spec.shape.role.clone(), c, n))
+                })
+                .collect();
+            let uid = self.groups.get(job).and_then(|g| g.uid.clone());
+            out.push(crate::writes::resource_binding(job, uid, &placed));
         }
-        match change {
-            Change::Failed | Change::Reachable => {}
-            Change::Apply(obj) => {
-                self.intake.seen(&cluster, kind, obj.key());
-                if let Err(e) = self.upsert(now, &cluster, obj) {
-                    errors.push(e);
-                }
-            }
-            Change::Delete(obj) => {
-                let key = obj.key();
-                self.intake.gone(&cluster, kind, &key);
-                if let Err(e) = self.delete(&cluster, kind, &key) {
-                    errors.push(e);
-                }
-            }
-            Change::ListStart => self.intake.list_start(cluster, kind),
-            Change::Listed(obj) => errors.extend(self.listed(now, &cluster, kind, obj)),
-            Change::ListDone => errors.extend(self.list_done(cluster, kind)),
-            Change::Relisted(objs) => {
-                self.intake.list_start(Arc::clone(&cluster), kind);
-                for obj in objs {
-                    errors.extend(self.listed(now, &cluster, kind, obj));
-                }
-                errors.extend(self.list_done(cluster, kind));
-            }
-        }
-        errors
+        out
     }
 
-    /// One object of a (re)list in progress: remembered as listed and known, and taken in.
-    fn listed(&mut self, now: i64, cluster: &Arc<str>, kind: Kind, obj: Obj) -> Option<StateError> {
-        self.intake.listed(cluster, kind, obj.key());
-        self.upsert(now, cluster, obj).err()
-    }
-
-    /// A (re)list is complete: what the cache knew of `kind` in `cluster` that the list did
-    /// not name is deleted.
-    fn list_done(&mut self, cluster: Arc<str>, kind: Kind) -> Vec<StateError> {
-        let gone = self.intake.list_done(Arc::clone(&cluster), kind);
-        let mut errors = Vec::new();
-        for key in &gone {
-            if let Err(e) = self.delete(&cluster, kind, key) {
-                errors.push(e);
-            }
-        }
-        let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
-        self.intake.synced(cluster, kind);
-        if declared_pods {
-            self.judge_copies();
-        }
-        errors
-    }
-
-    fn refuse(&mut self, what: String, e: StateError) -> StateError {
-        self.intake.refuse(what, e.to_string());
-        e
-    }
-
-    fn upsert(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
-        let label = format!("{:?} {}", obj.kind(), obj.key());
-        let result = self.upsert_inner(now, cluster, obj);
-        match result {
-            Ok(()) => {
-                self.intake.accepted(&label);
-                Ok(())
-            }
-            Err(e) => Err(self.refuse(label, e)),
-        }
-    }
-
-    fn upsert_inner(&mut self, now: i64, cluster: &Arc<str>, obj: Obj) -> Result<(), StateError> {
-        let event = match obj {
-            Obj::Node(n) => Event::NodeUpsert(convert::node(cluster, &n, self.cache.names_mut())?),
-            Obj::Cluster(c) => {
-                let name = c.metadata.name.clone().unwrap_or_default();
-                let reachable = self.members.get(&name).is_none_or(|(_, r)| *r);
-                self.members
-                    .insert(name.clone(), (Some(Arc::new(*c.clone())), reachable));
-                self.cache
-                    .apply(Event::ClusterUpsert(convert::cluster(&c, reachable)))?;
-                return self.seed_declared(&name);
-            }
-            Obj::Pod(p) if self.control.as_deref() == Some(&**cluster) => {
-                let key = convert::key(&p.metadata);
-                let mut p = *p;
-                // Kept until a member has the pod: only what its copy there needs.
-                p.metadata.managed_fields = None;
-                // Only which ResourceClaims its templates gave it stays of its status.
-                p.status = p.status.and_then(|s| s.resource_claim_statuses).map(|c| {
-                    k8s_openapi::api::core::v1::PodStatus {
-                        resource_claim_statuses: Some(c),
-                        ..Default::default()
-                    }
-                });
-                let kept = DeclaredPod::new(&p).map_err(|e| StateError::Declared {
-                    pod: key.clone(),
-                    source: e,
-                })?;
-                self.declared.insert(key.clone(), kept);
-                self.declared_changed(&key, p.metadata.uid.as_deref());
-                // A copy in a member counts instead; an old copy (of a pod of the same name
-                // before this one) is deleted first.
-                if self.mirrored.contains(&key) || self.old_copy_left(&key) {
-                    return Ok(());
-                }
-                let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
-                else {
-                    return Ok(());
-                };
-                // A declared pod runs nowhere until a member has it.
-                spec.placement = None;
-                if spec.status == TaskStatus::Bound {
-                    spec.status = TaskStatus::Pending;
-                }
-                if let Some(at) = self.assumed.get(&key) {
-                    spec.status = TaskStatus::Binding;
-                    spec.placement = Some(at.clone());
-                }
-                Event::PodUpsert(spec)
-            }
-            Obj::Pod(p) => {
-                let key = convert::key(&p.metadata);
-                if self.control.is_some() {
-                    self.copy_seen(cluster, &key, &p);
-                }
-                if self.control.is_some() && self.member_pod_of_evicted(cluster, &p)? {
-                    return Ok(());
-                }
-                if self.control.is_some() {
-                    self.mirrored.insert(key.clone());
-                    self.aggregate(&key, cluster, &p);
-                }
-                let Some(mut spec) = convert::pod(cluster, &p, &self.ours, self.cache.names_mut())?
-                else {
-                    // Another scheduler's pending pod: not ours, and it holds nothing yet.
-                    if self.cache.world().task_id(&key).is_some() {
-                        self.delete(cluster, Kind::Pod, &key)?;
-                    }
-                    return Ok(());
-                };
-                if spec.placement.is_some() {
-                    self.assumed.remove(&key);
-                } else if spec.status == TaskStatus::Pending
-                    && let Some(at) = self.assumed.get(&key)
-                {
-                    // The bind is in flight: the pod keeps the node it was given.
-                    spec.status = TaskStatus::Binding;
-                    spec.placement = Some(at.clone());
-                }
-                Event::PodUpsert(spec)
-            }
-            Obj::PodGroup(g) => {
-                let key = convert::key(&g.metadata);
-                let observed = convert::phase(g.status.as_ref().and_then(|s| s.phase));
-                let since = match self.phases.get(&key) {
-                    Some((p, since)) if *p == observed => Some(*since),
-                    Some(_) => Some(now),
-                    None => None,
-                };
-                let policy = match propagation::pick(self.policies.values().map(|p| &**p), &g) {
-                    Some(pp) => {
-                        propagation::job_policy(pp).map_err(|source| StateError::Policy {
-                            policy: convert::key(&pp.metadata),
-                            source,
-                        })?
-                    }
-                    None => JobPolicy::default(),
-                };
-                let mut policy = policy;
-                if let Some(away) = self.evicting.get(&key) {
-                    // Failover: the gang is placed anywhere but where it is evicted from (never
-                    // from home when it is pinned there: its pods exist nowhere else).
-                    policy.exclude.extend(
-                        away.iter()
-                            .filter(|c| self.home.as_deref() != Some(c.as_str()))
-                            .cloned(),
-                    );
-                }
-                if let Some(home) = &self.home {
-                    // Its pods exist only at home: a bind elsewhere would find no pod. A policy
-                    // that names clusters but not home leaves the gang nowhere to go.
-                    let named = policy.cluster_names.is_empty()
-                        || policy.cluster_names.iter().any(|c| **c == **home);
-                    if !named {
-                        policy.exclude.push(home.to_string());
-                    }
-                    policy.cluster_names = vec![home.to_string()];
-                }
-                let mut spec =
-                    convert::pod_group(&g, self.cache.names_mut(), since, Arc::new(policy))?;
-                self.group_objects
-                    .insert(key.clone(), Arc::new((*g).clone()));
-                if spec.queue == tephra_api::defaults::DEFAULT_QUEUE {
-                    spec.queue.clone_from(&self.default_queue);
-                }
-                self.phases
-                    .insert(key.clone(), (spec.phase, spec.phase_since));
-                self.groups.insert(
-                    key,
-                    GroupSeen {
-                        uid: g.metadata.uid.clone(),
-                        status: g.status.clone().unwrap_or_default(),
-                        cluster: Arc::clone(cluster),
-                    },
-                );
-                Event::PodGroupUpsert(spec)
-            }
-            Obj::Policy(pp) => {
-                let key = convert::key(&pp.metadata);
-                let ns = pp.metadata.namespace.clone().unwrap_or_default();
-                tracing::debug!(policy = %key, "propagation policy");
-                self.policies.insert(key, Arc::new(*pp));
-                return self.reselect(now, &ns);
-            }
-            Obj::Queue(q) => {
-                Event::QueueUpsert(Box::new(convert::queue(&q, self.cache.names_mut())?))
-            }
-            Obj::PriorityClass(pc) => Event::PriorityClassUpsert {
-                name: pc.metadata.name.clone().unwrap_or_default(),
-                value: pc.value,
-            },
-            Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
-            Obj::Binding(rb) => return self.binding(now, &rb),
-            Obj::Pvc(c) => {
-                let claim = storage::claim(&c)?;
-                let slot = format!("pvc:{}", claim.key());
-                if self.control.as_deref() == Some(&**cluster) {
-                    return self.declared_claim(&slot, Some(claims::DeclaredClaim::Volume(claim)));
-                }
-                self.member_claim(cluster, &slot, true)?;
-                storage_event(cluster, StorageChange::ClaimUpsert(claim))
-            }
-            Obj::Pv(v) => storage_event(cluster, StorageChange::VolumeUpsert(storage::volume(&v)?)),
-            Obj::StorageClass(c) => {
-                storage_event(cluster, StorageChange::ClassUpsert(storage::class(&c)))
-            }
-            Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
-            Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
-            Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
-            Obj::ResourceClaim(c) => {
-                let claim = dra::claim(&c)?;
-                let slot = format!("rc:{}", claim.key());
-                if self.control.as_deref() == Some(&**cluster) {
-                    return self.declared_claim(&slot, Some(claims::DeclaredClaim::Device(claim)));
-                }
-                self.member_claim(cluster, &slot, true)?;
-                dra_event(cluster, DraChange::ClaimUpsert(claim))
-            }
+    /// `status.nominatedNodeName` writes for what `d` reserves (pods pipelined on room being
+    /// freed, and room held for gangs): set when a pod's nomination is new or moved, cleared
+    /// when it lapses while the pod still waits, and once the pod is bound. Pods that no member
+    /// holds yet (declared on the control plane) are not nominated.
+    pub fn nominations(&mut self, d: &Decisions) -> Vec<crate::writes::Write> {
+        use std::collections::HashMap;
+        let now: HashMap<&str, (&str, &str)> = d
+            .pipelined
+            .iter()
+            .chain(d.nominations())
+            .filter(|b| {
+                !self.declared.pods.contains_key(&b.task)
+                    || self.declared.mirrored.contains(&b.task)
+            })
+            .map(|b| (b.task.as_str(), (b.cluster.as_str(), b.node.as_str())))
+            .collect();
+        let split = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+            (ns.to_string(), name.to_string())
         };
-        Ok(self.cache.apply(event)?)
-    }
-
-    fn delete(&mut self, cluster: &str, kind: Kind, key: &str) -> Result<(), StateError> {
-        let (namespace, name) = match key.split_once('/') {
-            Some((ns, n)) => (ns.to_string(), n.to_string()),
-            None => (String::new(), key.to_string()),
-        };
-        self.intake.forget_refusals(key);
-        let event = match kind {
-            Kind::Node => Event::NodeDelete {
-                cluster: cluster.to_string(),
+        let mut out = Vec::new();
+        for (key, (cluster, node)) in &now {
+            let fresh = (cluster.to_string(), node.to_string());
+            if self.nominated.get(*key) == Some(&fresh) {
+                continue;
+            }
+            let (namespace, name) = split(key);
+            out.push(crate::writes::Write::Nominate {
+                cluster: fresh.0.clone(),
+                namespace,
                 name,
-            },
-            Kind::Pod if self.control.as_deref() == Some(cluster) => {
-                self.declared.remove(key);
-                self.aggregated.remove(key);
-                self.declared_changed(key, None);
-                if self.mirrored.contains(key) {
-                    return Ok(());
-                }
-                self.assumed.remove(key);
-                Event::PodDelete { namespace, name }
+                node: Some(fresh.1.clone()),
+            });
+            self.nominated.insert(key.to_string(), fresh);
+        }
+        let lapsed: Vec<String> = self
+            .nominated
+            .keys()
+            .filter(|k| !now.contains_key(k.as_str()))
+            .cloned()
+            .collect();
+        for key in lapsed {
+            let Some((cluster, _)) = self.nominated.remove(&key) else {
+                continue;
+            };
+            if self.task(&key).is_none() {
+                continue;
             }
-            Kind::Pod => {
-                let was_orphan = self.copy_gone(cluster, key);
-                if self.ghost_gone(cluster, key)? {
-                    // The old copy is gone: a new pod declared under its name may be placed.
-                    if was_orphan && !self.mirrored.contains(key) && !self.old_copy_left(key) {
-                        return self.declare_again(key);
-                    }
-                    return Ok(());
-                }
-                self.assumed.remove(key);
-                self.mirrored.remove(key);
-                if self.declared.contains_key(key) && self.aggregated.remove(key).is_some() {
-                    self.status_writes.push(crate::writes::Write::DeclaredStatus {
-                        namespace: namespace.clone(),
-                        name: name.clone(),
-                        status: serde_json::json!({
-                            "phase": "Pending",
-                            "conditions": [{"type": "PodScheduled", "status": "False",
-                                "reason": "MemberCopyGone",
-                                "message": format!("its copy in member cluster {cluster} is gone; it waits to be placed again")}],
-                        }),
-                    });
-                }
-                self.cache.apply(Event::PodDelete { namespace, name })?;
-                // Still declared: the job wants it, so it is placed again.
-                return self.declare_again(key);
-            }
-            Kind::Cluster => {
-                self.members.remove(&name);
-                Event::ClusterDelete(name)
-            }
-            Kind::Policy => {
-                self.policies.remove(key);
-                return self.reselect(0, &namespace);
-            }
-            Kind::PodGroup => {
-                self.group_objects.remove(key);
-                self.phases.remove(key);
-                self.groups.remove(key);
-                Event::PodGroupDelete { namespace, name }
-            }
-            Kind::Queue => Event::QueueDelete(name),
-            Kind::PriorityClass => Event::PriorityClassDelete(name),
-            Kind::Pdb => Event::PdbDelete { namespace, name },
-            Kind::Binding => return self.unbind(0, key),
-            Kind::Pvc => {
-                let slot = format!("pvc:{key}");
-                if self.control.as_deref() == Some(cluster) {
-                    return self.declared_claim(&slot, None);
-                }
-                self.cache.apply(storage_event(
-                    cluster,
-                    StorageChange::ClaimDelete(key.to_string()),
-                ))?;
-                return self.member_claim(cluster, &slot, false);
-            }
-            Kind::Pv => storage_event(cluster, StorageChange::VolumeDelete(name)),
-            Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
-            Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
-            Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
-            Kind::ResourceClaim => {
-                let slot = format!("rc:{key}");
-                if self.control.as_deref() == Some(cluster) {
-                    return self.declared_claim(&slot, None);
-                }
-                self.cache
-                    .apply(dra_event(cluster, DraChange::ClaimDelete(key.to_string())))?;
-                return self.member_claim(cluster, &slot, false);
-            }
-            Kind::CsiNode => storage_event(
+            let (namespace, name) = split(&key);
+            out.push(crate::writes::Write::Nominate {
                 cluster,
-                StorageChange::AttachLimits {
-                    node: name,
-                    limits: Default::default(),
-                },
-            ),
-        };
-        Ok(self.cache.apply(event)?)
+                namespace,
+                name,
+                node: None,
+            });
+        }
+        out
+    }
+
+    /// Runs one session at `now` and takes its decisions into the cache at once, as the
+    /// writes will make them true ([`tephra_scheduler::Cache::take`]): bound pods hold their
+    /// nodes (`Binding`, assumed until the watchers show them bound), evicted pods are
+    /// releasing, PodGroups are in their new phase.
+    pub fn session(
+        &mut self,
+        config: Arc<SchedulerConfig>,
+        now: i64,
+        id: u64,
+        observe: &mut dyn FnMut(Step<'_>, bool),
+    ) -> Decisions {
+        let d =
+            tephra_scheduler::schedule_observed(self.cache.snapshot(), config, now, id, observe);
+        self.recount();
+        // A refusal leaves the cache as observed; the next session decides again.
+        match self.cache.take(&d, TaskStatus::Binding) {
+            Ok(taken) => {
+                for (job, phase) in taken.phases {
+                    self.phases.insert(job, (phase, now));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "a session's decisions not taken into the cache"),
+        }
+        for b in &d.binds {
+            self.assumed
+                .insert(b.task.clone(), (b.cluster.clone(), b.node.clone()));
+        }
+        d
+    }
+
+    /// Jobs whose pods changed since the last session, with their running, succeeded and
+    /// failed counts where they differ from what their PodGroup's status says.
+    fn recount(&mut self) {
+        let world = self.cache.world();
+        let mut fresh = Vec::new();
+        for &id in &world.changed_jobs {
+            let Some(job) = world.jobs.get(id) else {
+                continue;
+            };
+            if self.bindings.contains_key(&job.key) {
+                self.aggregation.touch(job.key.clone());
+            }
+            let Some(seen) = self.groups.get(&job.key) else {
+                continue;
+            };
+            let mut counts = [0i32; 3];
+            for t in job.tasks.iter().filter_map(|&t| world.tasks.get(t)) {
+                match t.spec.status {
+                    TaskStatus::Running => counts[0] += 1,
+                    TaskStatus::Succeeded => counts[1] += 1,
+                    TaskStatus::Failed => counts[2] += 1,
+                    _ => {}
+                }
+            }
+            let s = &seen.status;
+            if counts != [s.running, s.succeeded, s.failed] {
+                fresh.push((job.key.clone(), counts));
+            }
+        }
+        self.recounted = fresh;
+    }
+
+    /// The counts [`State::session`] found changed, for the planner.
+    pub fn recounted(&self) -> &[(String, [i32; 3])] {
+        &self.recounted
+    }
+
+    fn task(&self, key: &str) -> Option<tephra_scheduler::model::PodSpec> {
+        self.cache.task(key).cloned()
+    }
+
+    fn set_task(&mut self, key: &str, status: TaskStatus, placement: Option<(String, String)>) {
+        // The pod is known to the cache, so the upsert cannot name an unknown cluster.
+        let _ = self.cache.set_task(key, status, placement);
+    }
+
+    /// The scheduler configuration changed: jobs set aside as never placeable are tried again.
+    pub fn config_changed(&mut self) {
+        self.cache.unpark_all();
+    }
+
+    /// A bind failed at `now`: the pod is pending again, for the next session to place, and
+    /// its gang is watched until it is whole again or its deadline passes.
+    pub fn bind_failed(&mut self, pod: &str, now: i64) {
+        if self.assumed.remove(pod).is_some()
+            && let Some(t) = self.task(pod)
+            && t.status == TaskStatus::Binding
+        {
+            self.set_task(pod, TaskStatus::Pending, None);
+            if let Some(group) = &t.group {
+                self.partial
+                    .entry(format!("{}/{group}", t.namespace))
+                    .or_insert(now);
+            }
+        }
+    }
+
+    /// Gangs left partly bound by failed binds for longer than `deadline` seconds: each job
+    /// with the pods that hold a node, to evict whole so that the gang is placed again. A gang
+    /// that reached its minimum again, or is gone, is forgotten.
+    pub fn expired_gangs(
+        &mut self,
+        now: i64,
+        deadline: i64,
+    ) -> Vec<(String, Vec<(String, String)>)> {
+        let world = self.cache.world();
+        let mut expired = Vec::new();
+        self.partial.retain(|job, since| {
+            let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+                return false;
+            };
+            if j.tally.ready >= i32::try_from(j.min_member()).unwrap_or(i32::MAX) {
+                return false;
+            }
+            if now - *since < deadline {
+                return true;
+            }
+            let held: Vec<(String, String)> = j
+                .tasks
+                .iter()
+                .filter_map(|&t| world.tasks.get(t))
+                .filter(|t| {
+                    matches!(
+                        t.spec.status,
+                        TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
+                    )
+                })
+                .filter_map(|t| Some((t.key.clone(), t.spec.placement.clone()?.0)))
+                .collect();
+            expired.push((job.clone(), held));
+            false
+        });
+        for (_, held) in &expired {
+            for (task, _) in held {
+                if let Some(t) = self.task(task) {
+                    // Binding too: the gang is evicted whole, bound or not yet.
+                    let at = t.placement.clone();
+                    self.set_task(task, TaskStatus::Releasing, at);
+                }
+            }
+        }
+        expired
     }
 }

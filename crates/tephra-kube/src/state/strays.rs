@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 
+use tephra_scheduler::cache::World;
 use tephra_scheduler::model::TaskStatus;
 
-use super::State;
 use crate::writes::{Involved, Write};
 
 /// How long a pod may name a missing PodGroup before it is told.
@@ -18,11 +18,10 @@ pub const GRACE_MS: i64 = 5_000;
 #[derive(Debug, Default)]
 pub(super) struct Strays(HashMap<String, (i64, bool)>);
 
-impl State {
-    /// The writes that tell the pods that have waited [`GRACE_MS`] for a PodGroup that does
-    /// not exist, once each.
-    pub fn stray_pods(&mut self, now_ms: i64) -> Vec<Write> {
-        let world = self.cache.world();
+impl Strays {
+    /// The writes that tell the pods of `world` that have waited [`GRACE_MS`] for a PodGroup
+    /// that does not exist, once each.
+    pub(super) fn writes(&mut self, world: &World, now_ms: i64) -> Vec<Write> {
         let mut waiting: Vec<(String, String, String, String)> = Vec::new();
         for (_, job) in world.jobs.iter() {
             if job.group.is_some() || job.implicit {
@@ -38,7 +37,7 @@ impl State {
                 waiting.push((key, s.namespace.clone(), s.name.clone(), group.clone()));
             }
         }
-        let strays = &mut self.strays.0;
+        let strays = &mut self.0;
         let now_waiting: std::collections::HashSet<&str> =
             waiting.iter().map(|(k, ..)| k.as_str()).collect();
         strays.retain(|k, _| now_waiting.contains(k.as_str()));

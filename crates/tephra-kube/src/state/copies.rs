@@ -327,20 +327,13 @@ impl State {
         };
         self.declared.mirrored.remove(key);
         self.assumed.remove(key);
-        if self.declared.aggregated.remove(key).is_some()
-            && let Some((namespace, name)) = key.split_once('/')
-        {
-            self.declared.status_writes.push(crate::writes::Write::DeclaredStatus {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                status: serde_json::json!({
-                    "phase": "Pending",
-                    "conditions": [{"type": "PodScheduled", "status": "False",
-                        "reason": "EvictedFromMember",
-                        "message": format!("its gang is evicted from member cluster {cluster}; it waits to be placed again")}],
-                }),
-            });
-        }
+        self.declared.waits_again(
+            key,
+            "EvictedFromMember",
+            format!(
+                "its gang is evicted from member cluster {cluster}; it waits to be placed again"
+            ),
+        );
         self.keep_ghost(job, cluster, key, ghost.name);
         self.declare_again(key)
     }

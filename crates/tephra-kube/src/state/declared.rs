@@ -28,6 +28,24 @@ impl DeclaredPods {
         self.pods.get(key)
     }
 
+    /// The copy of the declared pod `key` no longer counts (`reason`, `message`): if where it
+    /// ran was reported on the pod, the pod now says that it waits to be placed again.
+    pub(super) fn waits_again(&mut self, key: &str, reason: &str, message: String) {
+        if self.aggregated.remove(key).is_none() {
+            return;
+        }
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        self.status_writes.push(Write::DeclaredStatus {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            status: serde_json::json!({
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False",
+                    "reason": reason, "message": message}],
+            }),
+        });
+    }
+
     /// A member's copy of a declared pod changed: its phase, cluster and node, its containers'
     /// statuses and its `Ready` conditions are reported on the declared pod's status (once per
     /// change), so that the control plane shows where and how it runs (`kubectl get pods`

@@ -352,19 +352,12 @@ impl State {
                 }
                 self.assumed.remove(key);
                 self.declared.mirrored.remove(key);
-                if self.declared.pods.contains_key(key)
-                    && self.declared.aggregated.remove(key).is_some()
-                {
-                    self.declared.status_writes.push(crate::writes::Write::DeclaredStatus {
-                        namespace: namespace.clone(),
-                        name: name.clone(),
-                        status: serde_json::json!({
-                            "phase": "Pending",
-                            "conditions": [{"type": "PodScheduled", "status": "False",
-                                "reason": "MemberCopyGone",
-                                "message": format!("its copy in member cluster {cluster} is gone; it waits to be placed again")}],
-                        }),
-                    });
+                if self.declared.pods.contains_key(key) {
+                    self.declared.waits_again(
+                        key,
+                        "MemberCopyGone",
+                        format!("its copy in member cluster {cluster} is gone; it waits to be placed again"),
+                    );
                 }
                 self.cache.apply(Event::PodDelete { namespace, name })?;
                 // Still declared: the job wants it, so it is placed again.

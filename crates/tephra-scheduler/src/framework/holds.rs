@@ -5,13 +5,10 @@
 //!
 //! A session opens with a hold for every nomination the last one left (`cache/nominations.rs`);
 //! the job gets its holds back when it is placed, and whatever it still holds when the session
-//! closes is nominated again if it may keep it (`Session::held_decisions`, called from
-//! `status.rs`).
+//! closes is nominated again if it may keep it (`Session::held_decisions` in `status.rs`).
 
-use super::session::Session;
 use super::state::{Hold, State};
 use crate::cache::Snapshot;
-use crate::decisions::Bind;
 use crate::model::{Id, TaskStatus};
 use crate::resources::Resources;
 
@@ -80,36 +77,5 @@ impl State {
         self.holds
             .iter()
             .any(|(j, holds)| *j != job && holds.iter().any(|h| !h.later.is_zero()))
-    }
-}
-
-impl Session {
-    /// Gives `job` back the room held for it, before it is placed.
-    pub fn release_holds(&mut self, job: Id) {
-        if self.state.holds.contains_key(&job) {
-            self.state.release(&self.snap, job);
-        }
-    }
-
-    /// What the jobs that reserved room this session (past their SLA) and may keep it
-    /// (`placement/drain.rs`) keep for the next one: the pods reserved, and the room still
-    /// held when it closes. Anything else held lapses: a job not tried this session (its queue
-    /// over its share, say), or placed in the ordinary way, lets go.
-    pub(super) fn held_decisions(&self) -> Vec<Bind> {
-        let reserving = |job: Id| self.notes.get(&job).is_some_and(|n| n.keeps_room);
-        let reserving_key = |key: &str| self.snap.job_id(key).is_some_and(reserving);
-        let mut out: Vec<Bind> = self
-            .pipelined
-            .iter()
-            .filter(|b| reserving_key(&b.job))
-            .cloned()
-            .collect();
-        for (&job, holds) in &self.state.holds {
-            if !reserving(job) {
-                continue;
-            }
-            out.extend(holds.iter().filter_map(|h| self.bind_for(h.task, h.node)));
-        }
-        out
     }
 }

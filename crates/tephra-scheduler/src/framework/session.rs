@@ -148,6 +148,13 @@ impl Session {
         };
         self.hooks.notify(|p| event(p, &view));
     }
+
+    /// Gives `job` back the room held for it, before it is placed.
+    pub fn release_holds(&mut self, job: Id) {
+        if self.state.holds.contains_key(&job) {
+            self.state.release(&self.snap, job);
+        }
+    }
 }
 
 /// Why a queue admits nothing new.

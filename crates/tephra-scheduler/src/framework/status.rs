@@ -1,12 +1,13 @@
 //! Closing a session: the decisions, with each touched PodGroup's new phase and conditions (and
-//! an event for each waiting job), and every queue's status.
+//! an event for each waiting job), every queue's status, and the room kept for the next
+//! session (`held_decisions`).
 
 use std::collections::HashMap;
 
 use tephra_api::reasons::{self, conditions};
 
 use super::session::Session;
-use crate::decisions::{Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
+use crate::decisions::{Bind, Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
 use crate::model::{GroupPhase, Id, TaskStatus};
 use crate::resources::Resources;
 
@@ -241,6 +242,28 @@ impl Session {
             },
             wake_at,
         }
+    }
+
+    /// What the jobs that reserved room this session (past their SLA) and may keep it
+    /// (`placement/drain.rs`) keep for the next one: the pods reserved, and the room still
+    /// held when it closes. Anything else held lapses: a job not tried this session (its queue
+    /// over its share, say), or placed in the ordinary way, lets go.
+    pub(super) fn held_decisions(&self) -> Vec<Bind> {
+        let reserving = |job: Id| self.notes.get(&job).is_some_and(|n| n.keeps_room);
+        let reserving_key = |key: &str| self.snap.job_id(key).is_some_and(reserving);
+        let mut out: Vec<Bind> = self
+            .pipelined
+            .iter()
+            .filter(|b| reserving_key(&b.job))
+            .cloned()
+            .collect();
+        for (&job, holds) in &self.state.holds {
+            if !reserving(job) {
+                continue;
+            }
+            out.extend(holds.iter().filter_map(|h| self.bind_for(h.task, h.node)));
+        }
+        out
     }
 }
 

@@ -7,7 +7,9 @@
 //!   placement → plugins and actions → the registry in `lib.rs`), a plugin never names another
 //!   plugin, an action never names another action, and plugins and actions never name each
 //!   other;
-//! - in the job controller, a job plugin never names another plugin, nor the controller's pass.
+//! - in the job controller, a job plugin never names another plugin, nor the controller's pass;
+//! - `tephra-index`, the runtime's pure index and planner, builds no async runtime, no
+//!   Kubernetes client and no network crate (read from `cargo tree`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -322,4 +324,66 @@ fn a_job_plugin_names_no_other_plugin_nor_the_controllers_pass() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The packages a build of `krate` alone compiles (normal dependencies, features as that
+/// build resolves them), by name, as `cargo tree` lists them from the lock file.
+fn build_closure(krate: &str) -> BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            krate,
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_index_reaches_no_async_runtime_no_kubernetes_client_and_no_network() {
+    let built = build_closure("tephra-index");
+    assert!(
+        built.contains("tephra-scheduler"),
+        "the closure is read: {built:?}"
+    );
+    let io: Vec<&String> = built
+        .iter()
+        .filter(|name| {
+            matches!(
+                name.as_str(),
+                "tokio"
+                    | "futures"
+                    | "kube-client"
+                    | "kube-runtime"
+                    | "hyper"
+                    | "hyper-util"
+                    | "reqwest"
+                    | "rustls"
+                    | "mio"
+                    | "tephra-kube"
+            )
+        })
+        .collect();
+    assert!(
+        io.is_empty(),
+        "tephra-index must stay pure (no IO, no async runtime, no client); it builds {io:?}"
+    );
+    // The runtime does reach them: the check can fail.
+    assert!(build_closure("tephra-kube").contains("tokio"));
 }

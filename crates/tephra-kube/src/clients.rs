@@ -6,12 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::Client;
-use tephra_api::Cluster as ApiCluster;
 
 use crate::writes::Write;
-
-/// The control plane's name as a cluster, in writes and Events about the control plane itself.
-pub const CONTROL_PLANE: &str = "control-plane";
+pub use tephra_index::endpoint::{CONTROL_PLANE, Endpoint};
 
 /// The clients of the clusters writes go to: the control plane (PodGroups, Queues, Events)
 /// and each member by name (binds, evictions).
@@ -45,28 +42,5 @@ impl Clients {
             }
             Write::QueueStatus { .. } => Some(self.control.clone()),
         }
-    }
-}
-
-/// What a member's connection depends on: a change restarts its watchers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    /// `spec.apiEndpoint`.
-    pub url: String,
-    /// `spec.secretRef` as `namespace/name`.
-    pub secret: String,
-    /// `spec.insecureSkipTLSVerification`.
-    pub insecure: bool,
-}
-
-impl Endpoint {
-    /// The endpoint of a Cluster, if it names one (Pull-mode clusters do not).
-    pub fn of(c: &ApiCluster) -> Option<Self> {
-        let r = c.spec.secret_ref.as_ref()?;
-        Some(Self {
-            url: c.spec.api_endpoint.clone()?,
-            secret: format!("{}/{}", r.namespace, r.name),
-            insecure: c.spec.insecure_skip_tls_verification,
-        })
     }
 }

@@ -1,4 +1,6 @@
-//! tephra-kube: tephra's runtime on Kubernetes (see DESIGN.md, "The runtime around the core").
+//! tephra-kube: tephra's runtime on Kubernetes (see DESIGN.md, "The runtime around the core"),
+//! the thin, IO-doing half around `tephra-index` (the pure index and planner, re-exported here
+//! as [`convert`], [`state`], [`tick`] and [`writes`]).
 //!
 //! Watchers ([`watch`]) feed every Node, Pod, PodGroup, Queue, PriorityClass and
 //! PodDisruptionBudget into the state ([`state`]), which holds the core cache. Every period, as
@@ -16,12 +18,13 @@
 //! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
 //! when its NoExecute taint is not tolerated or the job stays unhealthy there.
 
+pub use tephra_index::{convert, state, tick, writes};
+
 pub mod bare_pods;
 pub mod brief;
 pub mod clients;
 pub mod cluster_status;
 pub mod commands;
-pub mod convert;
 pub mod deps;
 pub mod events;
 pub mod executor;
@@ -40,9 +43,6 @@ pub mod reconciler;
 pub mod report;
 pub mod run;
 pub mod serve;
-pub mod state;
-pub mod tick;
 pub mod watch;
-pub mod writes;
 
 pub use run::{MemberSource, Options, Running, StartError, start};

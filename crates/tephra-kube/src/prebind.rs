@@ -19,34 +19,7 @@ use tokio::time::Instant;
 
 use tephra_controllers::storage::{BIND_COMPLETED, BOUND_BY_CONTROLLER, SELECTED_NODE};
 
-/// One claim to bind before its gang.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimStep {
-    /// Namespace.
-    pub namespace: String,
-    /// The claim.
-    pub claim: String,
-    /// The volume chosen for it; `None`: provisioned on `node`.
-    pub volume: Option<String>,
-    /// The node its pod is bound to.
-    pub node: String,
-}
-
-/// One ResourceClaim to allocate (when the session allocated it) and reserve for its pod
-/// before the pod is bound.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DeviceStep {
-    /// Namespace.
-    pub namespace: String,
-    /// The claim.
-    pub claim: String,
-    /// The pod it is reserved for.
-    pub pod: String,
-    /// `status.allocation` to write; `None`: allocated already, only to reserve.
-    pub allocation: Option<serde_json::Value>,
-    /// Whether to reserve it for the pod now (the pod exists in the member).
-    pub reserve: bool,
-}
+pub use tephra_index::writes::{ClaimStep, DeviceStep};
 
 /// Makes sure the member has the claim `name` of `namespace`: a claim declared on the control
 /// plane (fleet mode) is copied there under its name, spec, labels and annotations.

@@ -36,7 +36,7 @@ use tephra_scheduler::cache::Event;
 
 use super::{State, StateError};
 use crate::convert;
-use crate::watch::{Kind, Obj};
+use crate::observed::{Kind, Obj};
 use crate::writes::Write;
 
 /// How long a copy seen without its declared pod must stay so before it is deleted.
@@ -430,7 +430,7 @@ impl State {
                 // The member must answer, and hold none of them, before the task may go:
                 // otherwise its old pods would come back as the job's own.
                 let answers = self.members.get(&from).is_some_and(|(_, r)| *r)
-                    && self.is_synced(&from, crate::watch::Kind::Pod);
+                    && self.is_synced(&from, crate::observed::Kind::Pod);
                 if copies.is_empty() && (answers || !self.members.contains_key(&from)) {
                     done = true;
                     tracing::info!(job = %job, cluster = %from, "graceful eviction done");

@@ -10,7 +10,7 @@ use tephra_scheduler::model::{JobPolicy, TaskStatus};
 
 use super::{State, StateError, claims};
 use crate::convert::{self, dra_event, storage_event};
-use crate::watch::{Change, Kind, Obj, Update};
+use crate::observed::{Change, Kind, Obj, Update};
 use crate::writes::{DeclaredPod, GroupSeen};
 use tephra_controllers::{dra, propagation, storage};
 

@@ -161,16 +161,16 @@ pub enum Write {
         status: serde_json::Value,
     },
     /// Bind a gang's volume claims (`steps`) in a member, wait until they are bound, then carry
-    /// out the gang's binds (`then`): see [`crate::prebind`].
+    /// out the gang's binds (`then`): see `tephra_kube::prebind`.
     PreBind {
         /// Member cluster.
         cluster: String,
         /// Job (`namespace/podgroup`).
         job: String,
         /// The volume claims.
-        steps: Vec<crate::prebind::ClaimStep>,
+        steps: Vec<ClaimStep>,
         /// The ResourceClaims.
-        devices: Vec<crate::prebind::DeviceStep>,
+        devices: Vec<DeviceStep>,
         /// The gang's binds (or member copies), carried out once every claim is bound.
         then: Vec<Write>,
     },
@@ -295,4 +295,33 @@ impl Involved {
             Involved::Pod => ("v1", "Pod"),
         }
     }
+}
+
+/// One claim to bind before its gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimStep {
+    /// Namespace.
+    pub namespace: String,
+    /// The claim.
+    pub claim: String,
+    /// The volume chosen for it; `None`: provisioned on `node`.
+    pub volume: Option<String>,
+    /// The node its pod is bound to.
+    pub node: String,
+}
+
+/// One ResourceClaim to allocate (when the session allocated it) and reserve for its pod
+/// before the pod is bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceStep {
+    /// Namespace.
+    pub namespace: String,
+    /// The claim.
+    pub claim: String,
+    /// The pod it is reserved for.
+    pub pod: String,
+    /// `status.allocation` to write; `None`: allocated already, only to reserve.
+    pub allocation: Option<serde_json::Value>,
+    /// Whether to reserve it for the pod now (the pod exists in the member).
+    pub reserve: bool,
 }

@@ -32,7 +32,7 @@ mod objects;
 mod strays;
 
 use crate::convert::{self, ConvertError};
-use crate::watch::{Kind, Obj};
+use crate::observed::{Kind, Obj};
 use crate::writes::{DeclaredPod, GroupSeen};
 
 /// Why an update was not taken into the cache. The cache is unchanged for that object.
@@ -211,11 +211,13 @@ impl State {
     }
 
     /// The endpoints of the members that come from Cluster objects.
-    pub fn member_endpoints(&self) -> std::collections::BTreeMap<String, crate::clients::Endpoint> {
+    pub fn member_endpoints(
+        &self,
+    ) -> std::collections::BTreeMap<String, crate::endpoint::Endpoint> {
         self.members
             .iter()
             .filter_map(|(name, (obj, _))| {
-                Some((name.clone(), crate::clients::Endpoint::of(obj.as_ref()?)?))
+                Some((name.clone(), crate::endpoint::Endpoint::of(obj.as_ref()?)?))
             })
             .collect()
     }

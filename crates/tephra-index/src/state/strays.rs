@@ -59,7 +59,7 @@ impl Strays {
                     "status": "False", "reason": "PodGroupNotFound", "message": message}]}),
             });
             out.push(Write::Event {
-                cluster: crate::clients::CONTROL_PLANE.into(),
+                cluster: crate::endpoint::CONTROL_PLANE.into(),
                 namespace,
                 kind: Involved::Pod,
                 group: name,

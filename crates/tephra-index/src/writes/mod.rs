@@ -24,7 +24,7 @@ use crate::convert::api_phase;
 
 mod write;
 
-pub use write::{DeclaredPod, Involved, Write};
+pub use write::{ClaimStep, DeclaredPod, DeviceStep, Involved, Write};
 
 /// What the state loop knows of one PodGroup beyond the cache: its uid (for Events) and its
 /// status as last observed (conditions are merged into it when the status is written).
@@ -345,22 +345,19 @@ impl Planner {
     ) -> Vec<Write> {
         let mut out = Vec::new();
         // A gang with claims to bind first is bound after them, as a whole (`prebind.rs`).
-        let mut claims: HashMap<&str, Vec<crate::prebind::ClaimStep>> = HashMap::new();
+        let mut claims: HashMap<&str, Vec<ClaimStep>> = HashMap::new();
         for p in &d.prebinds {
             for v in &p.volumes {
                 let (namespace, claim) = split(&v.claim);
-                claims
-                    .entry(p.task.as_str())
-                    .or_default()
-                    .push(crate::prebind::ClaimStep {
-                        namespace,
-                        claim,
-                        volume: v.volume.clone(),
-                        node: p.node.clone(),
-                    });
+                claims.entry(p.task.as_str()).or_default().push(ClaimStep {
+                    namespace,
+                    claim,
+                    volume: v.volume.clone(),
+                    node: p.node.clone(),
+                });
             }
         }
-        let mut devices: HashMap<&str, Vec<crate::prebind::DeviceStep>> = HashMap::new();
+        let mut devices: HashMap<&str, Vec<DeviceStep>> = HashMap::new();
         for p in &d.prebinds {
             for b in &p.devices {
                 let (namespace, claim) = split(&b.claim);
@@ -368,7 +365,7 @@ impl Planner {
                 devices
                     .entry(p.task.as_str())
                     .or_default()
-                    .push(crate::prebind::DeviceStep {
+                    .push(DeviceStep {
                         namespace,
                         claim,
                         pod,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::watch::Kind;
+use crate::observed::Kind;
 
 /// The watchers' bookkeeping.
 #[derive(Default)]

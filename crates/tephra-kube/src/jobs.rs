@@ -3,19 +3,26 @@
 //! policy's timeout or the Job's TTL falls due, and every resync period), then applies the
 //! writes it returns. Only the leader writes.
 //!
-//! One worker takes Jobs from a de-duplicated queue, so that two passes over one Job never
-//! overlap. The watch caches lag behind the controller's own writes; a pass reads the Job as
+//! It runs on kube-runtime's `Controller` (one pass at a time, so that two passes over one Job
+//! never overlap), started anew each time this replica gains the lead
+//! ([`reconciler::while_leading`]): a failed pass is counted by reason and retried after the
+//! backoff its failures in a row earn ([`reconciler::Failures`]); a pass that succeeds asks
+//! for the next one when a policy's timeout or the TTL falls due, else after the resync
+//! period. The watch caches lag behind the controller's own writes; a pass reads the Job as
 //! the controller last wrote it when the cache is older, so that one pod failure cannot
 //! restart a Job twice.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
@@ -30,7 +37,7 @@ use crate::commands;
 use crate::events::{EventFor, record};
 use crate::gone::{done_if_exists, done_if_gone};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, resync, watch};
+use crate::reconciler;
 
 /// How the job controller runs.
 #[derive(Clone, Debug)]
@@ -98,42 +105,102 @@ pub fn start(
     options: JobControllerOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
-    let errors = options.errors.clone();
-    let (queue, rx) = WorkQueue::new();
-    let (jobs, jobs_w) = reflector::store();
+    vec![tokio::spawn(reconciler::while_leading(
+        leadership,
+        move |lost| run(client.clone(), options.clone(), lost),
+    ))]
+}
+
+/// One term as leader: a kube-runtime `Controller` over Jobs, triggered by the Jobs, the pods
+/// and PodGroups they own and the Commands for them, one pass at a time, until `lost`.
+async fn run(
+    client: Client,
+    options: JobControllerOptions,
+    lost: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>,
+) {
     let (pods, pods_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();
     let all = watcher::Config::default;
-    let mut tasks = vec![
-        watch(&client, all(), jobs_w, &queue, job_key),
-        watch(&client, all().labels(JOB_NAME), pods_w, &queue, owner_key),
-        watch(&client, all(), pgs_w, &queue, owner_key),
-        watch(&client, all(), commands_w, &queue, command_target),
-    ];
-    {
-        let jobs = jobs.clone();
-        tasks.push(resync(&queue, options.resync, move || {
-            jobs.state().iter().filter_map(|j| job_key(j)).collect()
-        }));
-    }
-    let worker = Worker {
+    let pods_s = watched(&client, pods_w, all().labels(JOB_NAME));
+    let pgs_s = watched(&client, pgs_w, all());
+    let commands_s = watched(&client, commands_w, all());
+    let controller = Controller::new(Api::<Job>::all(client.clone()), all())
+        .with_config(controller::Config::default().concurrency(1));
+    let ctx = Arc::new(Worker {
+        jobs: controller.store(),
         client,
         options,
-        jobs,
         pods,
         pgs,
         commands,
-        queue: queue.clone(),
-        written: HashMap::new(),
-        wakes: Wakes::default(),
-    };
-    tasks.push(tokio::spawn(reconciler::run(
-        worker, queue, rx, leadership, errors,
-    )));
-    tasks
+        written: Mutex::new(HashMap::new()),
+        failures: reconciler::Failures::default(),
+    });
+    let to_job = |k: Key| Some(ObjectRef::new(&k.1).within(&k.0));
+    controller
+        .watches_stream(pods_s, move |p: Pod| owner_key(&p).and_then(to_job))
+        .watches_stream(pgs_s, move |g: PodGroup| owner_key(&g).and_then(to_job))
+        .watches_stream(commands_s, move |c: Command| {
+            command_target(&c).and_then(to_job)
+        })
+        .graceful_shutdown_on(lost)
+        .run(pass, failed, ctx)
+        .for_each(|_| async {})
+        .await;
 }
 
+/// Every object of one kind, as it changes, kept in `store` on the way.
+fn watched<K>(
+    client: &Client,
+    store: reflector::store::Writer<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    reflector::reflector(
+        store,
+        watcher::watcher(Api::all(client.clone()), config).default_backoff(),
+    )
+    .touched_objects()
+}
+
+/// One pass over a Job; when its writes are done it is looked at again when a policy's
+/// timeout or its TTL falls due, or after the resync period.
+async fn pass(job: Arc<Job>, w: Arc<Worker>) -> Result<ControllerAction, ApplyError> {
+    let Some(key) = job_key(&job) else {
+        return Ok(ControllerAction::await_change());
+    };
+    let next = w.pass(&key).await?;
+    w.failures.succeeded(&key);
+    let resync = w.options.resync;
+    Ok(ControllerAction::requeue(
+        next.map_or(resync, |d| d.min(resync)),
+    ))
+}
+
+/// A pass failed: counted by reason, and tried again after the backoff its failures earn.
+fn failed(job: Arc<Job>, e: &ApplyError, w: Arc<Worker>) -> ControllerAction {
+    let key = job_key(&job).unwrap_or_default();
+    w.options.errors.inc(NAME, reason(e));
+    let wait = w.failures.failed(key.clone());
+    tracing::warn!(controller = NAME, namespace = %key.0, job = %key.1, error = %e,
+        retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        "pass failed; retrying");
+    ControllerAction::requeue(wait)
+}
+
+/// The controller's name, in logs and `tephra_controller_errors_total`.
+const NAME: &str = "job";
+
+/// What the Jobs, their pods, PodGroups and Commands look like to the passes.
 struct Worker {
     client: Client,
     options: JobControllerOptions,
@@ -141,11 +208,10 @@ struct Worker {
     pods: Store<Pod>,
     pgs: Store<PodGroup>,
     commands: Store<Command>,
-    queue: WorkQueue<Key>,
     /// The Job as the controller last wrote it, for when the cache has not caught up.
-    written: HashMap<Key, Arc<Job>>,
-    /// The earliest wake-up already armed per Job (ms since the epoch).
-    wakes: Wakes<Key>,
+    written: Mutex<HashMap<Key, Arc<Job>>>,
+    /// Each Job's failed passes in a row.
+    failures: reconciler::Failures<Key>,
 }
 
 /// Why applying a pass's writes stopped.
@@ -157,6 +223,14 @@ enum ApplyError {
     Key { what: String },
 }
 
+/// Why a pass failed, in one word.
+fn reason(e: &ApplyError) -> &str {
+    match e {
+        ApplyError::Api { source, .. } => reconciler::api_reason(source),
+        ApplyError::Key { .. } => "SshKey",
+    }
+}
+
 fn rv(j: &Job) -> Option<u64> {
     j.metadata.resource_version.as_deref()?.parse().ok()
 }
@@ -165,47 +239,22 @@ fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-impl Reconciler for Worker {
-    type Key = Key;
-    type Error = ApplyError;
-    const NAME: &'static str = "job";
-
-    fn keys(&self) -> Vec<Key> {
-        self.jobs
-            .state()
-            .iter()
-            .filter_map(|j| job_key(j))
-            .collect()
-    }
-
-    async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
-        Worker::pass(self, key).await
-    }
-
-    fn reason(e: &ApplyError) -> &str {
-        match e {
-            ApplyError::Api { source, .. } => reconciler::api_reason(source),
-            ApplyError::Key { .. } => "SshKey",
-        }
-    }
-}
-
 impl Worker {
     fn job(&self, key: &Key) -> Option<Arc<Job>> {
         let cached = self.jobs.get(&ObjectRef::new(&key.1).within(&key.0))?;
-        match self.written.get(key) {
-            Some(w) if w.metadata.uid == cached.metadata.uid && rv(w) > rv(&cached) => {
-                Some(Arc::clone(w))
-            }
+        let written = self.written.lock().ok()?.get(key).cloned();
+        match written {
+            Some(w) if w.metadata.uid == cached.metadata.uid && rv(&w) > rv(&cached) => Some(w),
             _ => Some(cached),
         }
     }
 
-    async fn pass(&mut self, key: &Key) -> Result<(), ApplyError> {
+    /// One pass over the Job `key`: its writes applied, and how soon it wants another pass
+    /// (a policy's timeout or its TTL, or more Commands waiting), if it does.
+    async fn pass(&self, key: &Key) -> Result<Option<Duration>, ApplyError> {
+        self.forget_deleted();
         let Some(job) = self.job(key) else {
-            self.written.remove(key);
-            self.wakes.forget(key);
-            return Ok(());
+            return Ok(None);
         };
         let uid = job.metadata.uid.as_ref();
         let pods: Vec<Arc<Pod>> = self
@@ -221,7 +270,7 @@ impl Worker {
             .pgs
             .get(&ObjectRef::new(&podgroup_name(&job)).within(&key.0))
             .filter(|pg| controlled_by(&**pg, uid));
-        let command = self.take_command(&job, key).await?;
+        let (command, more) = self.take_command(&job, key).await?;
         let now = now_ms();
         let key_pair = if needs_ssh_key(&job) {
             Some(ssh_key(&job.name_any()).map_err(|what| ApplyError::Key { what })?)
@@ -243,15 +292,35 @@ impl Worker {
         for w in &out.writes {
             self.apply(&job, w).await?;
         }
-        if let Some(wake) = out.wake_ms {
-            self.wakes.arm(&self.queue, key, wake, now);
+        if more {
+            return Ok(Some(Duration::ZERO));
         }
-        Ok(())
+        // A moment past the due time, so that the pass sees it passed.
+        Ok(out
+            .wake_ms
+            .map(|at| Duration::from_millis(u64::try_from(at - now).unwrap_or(0) + 50)))
+    }
+
+    /// Forgets what was written for Jobs that are gone (a pass runs only for Jobs that
+    /// exist), once there are more of them than Jobs.
+    fn forget_deleted(&self) {
+        let Ok(mut written) = self.written.lock() else {
+            return;
+        };
+        if written.len() <= 64 + self.jobs.state().len() {
+            return;
+        }
+        written.retain(|(ns, name), _| self.jobs.get(&ObjectRef::new(name).within(ns)).is_some());
     }
 
     /// The oldest Command for this Job, deleted before it is carried out (as Volcano does:
-    /// a command runs at most once). An action a Job cannot take is refused with an Event.
-    async fn take_command(&self, job: &Job, key: &Key) -> Result<Option<Action>, ApplyError> {
+    /// a command runs at most once), and whether more wait. An action a Job cannot take is
+    /// refused with an Event.
+    async fn take_command(
+        &self,
+        job: &Job,
+        key: &Key,
+    ) -> Result<(Option<Action>, bool), ApplyError> {
         let uid = job.metadata.uid.as_deref();
         let mine = commands::oldest_first(&self.commands, |c| {
             command_target(c).as_ref() == Some(key)
@@ -261,7 +330,7 @@ impl Worker {
                     .is_some_and(|t| Some(t.uid.as_str()) == uid)
         });
         let Some(cmd) = mine.first() else {
-            return Ok(None);
+            return Ok((None, false));
         };
         let taken = commands::take(&self.client, cmd)
             .await
@@ -269,11 +338,9 @@ impl Worker {
                 what: format!("deleting Command {}/{}", key.0, cmd.name_any()),
                 source,
             })?;
+        let more = mine.len() > 1;
         if !taken {
-            return Ok(None);
-        }
-        if mine.len() > 1 {
-            self.queue.push(key.clone());
+            return Ok((None, more));
         }
         let text = cmd.fields.action.clone().unwrap_or_default();
         let action: Option<Action> =
@@ -281,7 +348,7 @@ impl Worker {
         match action {
             Some(a) if Action::POLICY_ACTIONS.contains(&a) => {
                 tracing::info!(namespace = %key.0, job = %key.1, action = ?a, command = %cmd.name_any(), "command");
-                Ok(Some(a))
+                Ok((Some(a), more))
             }
             _ => {
                 let message = format!(
@@ -289,12 +356,12 @@ impl Worker {
                     cmd.name_any()
                 );
                 self.record(job, true, "InvalidCommand", &message).await;
-                Ok(None)
+                Ok((None, more))
             }
         }
     }
 
-    async fn apply(&mut self, job: &Job, w: &Write) -> Result<(), ApplyError> {
+    async fn apply(&self, job: &Job, w: &Write) -> Result<(), ApplyError> {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let c = self.client.clone();
@@ -367,8 +434,7 @@ impl Worker {
                                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                                 .await
                             {
-                                self.written
-                                    .insert((ns.clone(), name.clone()), Arc::new(updated));
+                                self.wrote((ns.clone(), name.clone()), updated);
                             }
                         }
                         return Err(ApplyError::Api {
@@ -405,7 +471,7 @@ impl Worker {
                     .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(api_err(format!("writing status of {ns}/{name}")))?;
-                self.written.insert((ns, name), Arc::new(updated));
+                self.wrote((ns, name), updated);
             }
             Write::Event {
                 warning,
@@ -424,6 +490,13 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// The controller wrote `job`: passes read it until the watch catches up.
+    fn wrote(&self, key: Key, job: Job) {
+        if let Ok(mut w) = self.written.lock() {
+            w.insert(key, Arc::new(job));
+        }
     }
 
     async fn record(&self, job: &Job, warning: bool, reason: &str, message: &str) {

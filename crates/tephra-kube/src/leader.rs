@@ -67,7 +67,7 @@ impl Leadership {
         self.0.load(Ordering::SeqCst)
     }
 
-    fn set(&self, v: bool) {
+    pub(crate) fn set(&self, v: bool) {
         self.0.store(v, Ordering::SeqCst);
     }
 }

@@ -1,4 +1,8 @@
-//! The loop every controller adapter shares: reflectors feed a de-duplicated work queue of
+//! What the controllers' adapters share. The job controller runs on kube-runtime's
+//! `Controller`, started while this replica leads ([`while_leading`]) with an error policy that
+//! backs off per Job ([`Failures`]). The PodGroup and queue controllers still run on the loop
+//! here, whose keys need not be objects in a store (a deleted queue's parent is told, a pod
+//! is dropped as soon as it needs no PodGroup): reflectors feed a de-duplicated work queue of
 //! keys, and one worker takes a key at a time and runs a pass over it, only while leading.
 //! A failed pass is retried with per-key exponential backoff ([`backoff`]: 1 s, doubling, at
 //! most 5 min), one retry chain per key however many changes queue it meanwhile, and counted by
@@ -153,7 +157,8 @@ impl ErrorCounter {
         Self(Some(c))
     }
 
-    fn inc(&self, controller: &str, reason: &str) {
+    /// Counts one failed pass of `controller` for `reason`.
+    pub fn inc(&self, controller: &str, reason: &str) {
         if let Some(c) = &self.0 {
             c.with_label_values(&[controller, reason]).inc();
         }
@@ -286,6 +291,58 @@ pub async fn run<R: Reconciler>(
     }
 }
 
+/// The failures of each key's passes in a row, for a kube-runtime `Controller`'s
+/// `error_policy`: each failure earns the next [`backoff`], a success forgets them.
+pub struct Failures<K>(Mutex<std::collections::HashMap<K, u32>>);
+
+impl<K> Default for Failures<K> {
+    fn default() -> Self {
+        Self(Mutex::new(std::collections::HashMap::new()))
+    }
+}
+
+impl<K: Eq + Hash> Failures<K> {
+    /// A pass over `key` failed: the wait before it is tried again.
+    pub fn failed(&self, key: K) -> Duration {
+        let Ok(mut m) = self.0.lock() else {
+            return backoff(1);
+        };
+        let n = m.entry(key).or_insert(0);
+        *n = n.saturating_add(1);
+        backoff(*n)
+    }
+
+    /// A pass over `key` succeeded.
+    pub fn succeeded(&self, key: &K) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(key);
+        }
+    }
+}
+
+/// Runs what `run` starts (a kube-runtime `Controller`, say) only while `leadership` leads:
+/// started anew each time the lead is gained, so that every object is looked at then, and
+/// given a future that completes once the lead is lost, to shut down on.
+pub async fn while_leading<F, Fut>(leadership: Leadership, mut run: F)
+where
+    F: FnMut(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    const POLL: Duration = Duration::from_millis(100);
+    loop {
+        while !leadership.is_leader() {
+            tokio::time::sleep(POLL).await;
+        }
+        let l = leadership.clone();
+        let lost = Box::pin(async move {
+            while l.is_leader() {
+                tokio::time::sleep(POLL).await;
+            }
+        });
+        run(lost).await;
+    }
+}
+
 /// The wake-ups armed per key (ms since the epoch): one timer per key and due time, so that
 /// passes triggered by other changes do not start another for the same moment.
 pub struct Wakes<K>(std::collections::HashMap<K, i64>);
@@ -347,5 +404,51 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert!(rx.try_recv().is_err());
         assert_eq!(retries.failed(&queue, 7), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn each_failure_in_a_row_doubles_the_wait_and_a_success_starts_over() {
+        let f = Failures::default();
+        let waits: Vec<u64> = (0..4).map(|_| f.failed("a").as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8]);
+        assert_eq!(f.failed("b"), Duration::from_secs(1), "keys count apart");
+        f.succeeded(&"a");
+        assert_eq!(f.failed("a"), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_runs_while_leading_stops_when_the_lead_is_lost_and_starts_anew_when_regained() {
+        let leadership = Leadership::candidate();
+        let terms = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let running = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (t, r) = (Arc::clone(&terms), Arc::clone(&running));
+        let task = tokio::spawn(while_leading(leadership.clone(), move |lost| {
+            let (t, r) = (Arc::clone(&t), Arc::clone(&r));
+            async move {
+                t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r.store(true, std::sync::atomic::Ordering::SeqCst);
+                lost.await;
+                r.store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+        }));
+        let load =
+            |a: &Arc<std::sync::atomic::AtomicBool>| a.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!load(&running), "a candidate runs nothing");
+        leadership.set(true);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(load(&running));
+        leadership.set(false);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!load(&running), "the lead lost stops it");
+        leadership.set(true);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(load(&running));
+        assert_eq!(
+            terms.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "one start per term"
+        );
+        task.abort();
     }
 }

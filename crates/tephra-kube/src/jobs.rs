@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tephra_api::batch::Action;
 use tephra_api::well_known::{JOB_NAME, OUT_OF_SYNC};
@@ -122,9 +122,9 @@ async fn run(
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();
     let all = watcher::Config::default;
-    let pods_s = watched(&client, pods_w, all().labels(JOB_NAME));
-    let pgs_s = watched(&client, pgs_w, all());
-    let commands_s = watched(&client, commands_w, all());
+    let pods_s = reconciler::watched(&client, pods_w, all().labels(JOB_NAME));
+    let pgs_s = reconciler::watched(&client, pgs_w, all());
+    let commands_s = reconciler::watched(&client, commands_w, all());
     let controller = Controller::new(Api::<Job>::all(client.clone()), all())
         .with_config(controller::Config::default().concurrency(1));
     let ctx = Arc::new(Worker {
@@ -148,28 +148,6 @@ async fn run(
         .run(pass, failed, ctx)
         .for_each(|_| async {})
         .await;
-}
-
-/// Every object of one kind, as it changes, kept in `store` on the way.
-fn watched<K>(
-    client: &Client,
-    store: reflector::store::Writer<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    reflector::reflector(
-        store,
-        watcher::watcher(Api::all(client.clone()), config).default_backoff(),
-    )
-    .touched_objects()
 }
 
 /// One pass over a Job; when its writes are done it is looked at again when a policy's

@@ -2,13 +2,16 @@
 //! [`tephra_controllers::queue_state::reconcile`] for a Queue whenever it, one of its
 //! PodGroups or a Command for it changes; then writes the state and counts it returns, the
 //! closed-by-parent mark, and an Event. A Command is deleted before it is carried out, so it
-//! runs at most once. When a queue's state changes, its children are looked at next.
+//! runs at most once. When a queue's state changes, its children are looked at next. It runs
+//! on kube-runtime's `Controller`, one pass at a time, while this replica leads.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -17,12 +20,13 @@ use tephra_api::{Command, PodGroup, Queue};
 use tephra_controllers::queue_state::{
     CLOSED_BY_PARENT, QueueCommand, QueueObserved, ROOT, reconcile,
 };
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::commands;
 use crate::events::{EventFor, record};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, WorkQueue, resync, watch};
+use crate::reconciler;
 
 /// How the queue controller runs.
 #[derive(Clone, Debug)]
@@ -58,55 +62,94 @@ pub fn start(
     options: QueueControllerOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
-    let errors = options.errors.clone();
-    let (queue, rx) = WorkQueue::new();
-    let (queues, queues_w) = reflector::store();
+    vec![tokio::spawn(reconciler::while_leading(
+        leadership,
+        move |lost| run(client.clone(), options.clone(), lost),
+    ))]
+}
+
+/// One term as leader: a kube-runtime `Controller` over Queues, triggered by the Queues, their
+/// PodGroups, the Commands for them and the passes themselves (a queue whose state changed
+/// has its children looked at next), one pass at a time, until `lost`.
+async fn run(
+    client: Client,
+    options: QueueControllerOptions,
+    lost: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>,
+) {
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();
     let all = watcher::Config::default;
-    let mut tasks = vec![
-        watch(&client, all(), queues_w, &queue, |q: &Queue| {
-            Some(q.name_any())
-        }),
-        watch(&client, all(), pgs_w, &queue, |pg: &PodGroup| {
-            Some(pg.spec.queue.clone())
-        }),
-        watch(&client, all(), commands_w, &queue, command_target),
-    ];
-    {
-        let queues = queues.clone();
-        tasks.push(resync(&queue, options.resync, move || {
-            queues.state().iter().map(|q| q.name_any()).collect()
-        }));
-    }
-    let worker = Worker {
+    let pgs_s = reconciler::watched(&client, pgs_w, all());
+    let commands_s = reconciler::watched(&client, commands_w, all());
+    let (next, asked) = mpsc::unbounded_channel::<String>();
+    let asked = futures::stream::unfold(asked, |mut rx| async move {
+        rx.recv().await.map(|name| (ObjectRef::new(&name), rx))
+    });
+    let controller = Controller::new(Api::<Queue>::all(client.clone()), all())
+        .with_config(controller::Config::default().concurrency(1));
+    let ctx = Arc::new(Worker {
+        queues: controller.store(),
         client,
         options,
-        queues,
         pgs,
         commands,
-        queue: queue.clone(),
-        written: HashMap::new(),
-        tree_said: HashMap::new(),
-    };
-    tasks.push(tokio::spawn(reconciler::run(
-        worker, queue, rx, leadership, errors,
-    )));
-    tasks
+        next,
+        written: Mutex::new(HashMap::new()),
+        tree_said: Mutex::new(HashMap::new()),
+        failures: reconciler::Failures::default(),
+    });
+    controller
+        .watches_stream(pgs_s, |pg: PodGroup| Some(ObjectRef::new(&pg.spec.queue)))
+        .watches_stream(commands_s, |c: Command| {
+            command_target(&c).map(|n| ObjectRef::new(&n))
+        })
+        .reconcile_on(asked)
+        .graceful_shutdown_on(lost)
+        .run(pass, failed, ctx)
+        .for_each(|_| async {})
+        .await;
 }
 
+/// One pass over a Queue; it is looked at again after the resync period.
+async fn pass(q: Arc<Queue>, w: Arc<Worker>) -> Result<ControllerAction, PassError> {
+    let name = q.name_any();
+    w.pass(&name).await?;
+    w.failures.succeeded(&name);
+    Ok(ControllerAction::requeue(w.options.resync))
+}
+
+/// A pass failed: counted by reason, and tried again after the backoff its failures earn.
+fn failed(q: Arc<Queue>, e: &PassError, w: Arc<Worker>) -> ControllerAction {
+    let name = q.name_any();
+    w.options
+        .errors
+        .inc(NAME, reconciler::api_reason(&e.source));
+    let wait = w.failures.failed(name.clone());
+    tracing::warn!(controller = NAME, queue = %name, error = %e,
+        retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        "pass failed; retrying");
+    ControllerAction::requeue(wait)
+}
+
+/// The controller's name, in logs and `tephra_controller_errors_total`.
+const NAME: &str = "queue";
+
+/// What the Queues, their PodGroups and Commands look like to the passes.
 struct Worker {
     client: Client,
     options: QueueControllerOptions,
     queues: Store<Queue>,
     pgs: Store<PodGroup>,
     commands: Store<Command>,
-    queue: WorkQueue<String>,
+    /// Queues to look at next.
+    next: mpsc::UnboundedSender<String>,
     /// The Queue as the controller last wrote it, for when the cache has not caught up (a
     /// stale Open read back after a close would otherwise reopen it).
-    written: HashMap<String, Arc<Queue>>,
+    written: Mutex<HashMap<String, Arc<Queue>>>,
     /// What was last said about each queue's place in the tree (one Event per problem).
-    tree_said: HashMap<String, String>,
+    tree_said: Mutex<HashMap<String, String>>,
+    /// Each Queue's failed passes in a row.
+    failures: reconciler::Failures<String>,
 }
 
 /// Why a pass stopped.
@@ -121,25 +164,39 @@ fn rv(q: &Queue) -> Option<u64> {
     q.metadata.resource_version.as_deref()?.parse().ok()
 }
 
-impl Reconciler for Worker {
-    type Key = String;
-    type Error = PassError;
-    const NAME: &'static str = "queue";
-
-    fn keys(&self) -> Vec<String> {
-        self.queues.state().iter().map(|q| q.name_any()).collect()
+impl Worker {
+    /// Queues `name` to be looked at next.
+    fn look_at(&self, name: String) {
+        let _ = self.next.send(name);
     }
 
-    async fn pass(&mut self, name: &String) -> Result<(), PassError> {
+    /// Forgets what was written and said of queues that are gone (a pass runs only for
+    /// queues that exist).
+    fn forget_deleted(&self) {
+        let here = |n: &String| self.queues.get(&ObjectRef::new(n)).is_some();
+        if let Ok(mut w) = self.written.lock() {
+            w.retain(|n, _| here(n));
+        }
+        if let Ok(mut t) = self.tree_said.lock() {
+            t.retain(|n, _| here(n));
+        }
+    }
+
+    /// One pass over the Queue `name`.
+    async fn pass(&self, name: &str) -> Result<(), PassError> {
+        self.forget_deleted();
         let Some(q) = self.get(name) else {
-            self.written.remove(name);
-            self.tree_said.remove(name);
             return Ok(());
         };
         self.tell_tree_problem(&q).await;
         // A queue created or changed may mend (or break) the trees of those already told.
-        for other in self.tree_said.keys().filter(|k| *k != name) {
-            self.queue.push(other.clone());
+        let told: Vec<String> = self
+            .tree_said
+            .lock()
+            .map(|t| t.keys().filter(|k| *k != name).cloned().collect())
+            .unwrap_or_default();
+        for other in told {
+            self.look_at(other);
         }
         let parent_name = q
             .spec
@@ -152,7 +209,7 @@ impl Reconciler for Worker {
             .pgs
             .state()
             .into_iter()
-            .filter(|pg| pg.spec.queue == *name)
+            .filter(|pg| pg.spec.queue == name)
             .collect();
         let groups: Vec<&PodGroup> = groups.iter().map(|g| &**g).collect();
         let command = self.take_command(name).await?;
@@ -176,7 +233,7 @@ impl Reconciler for Worker {
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(err(format!("writing status of queue {name}")))?;
-            self.written.insert(name.clone(), Arc::new(updated));
+            self.wrote(updated);
         }
         if let Some(mark) = out.closed_by_parent {
             let patch = serde_json::json!({"metadata": {"annotations": {
@@ -185,7 +242,7 @@ impl Reconciler for Worker {
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(err(format!("marking queue {name}")))?;
-            self.written.insert(name.clone(), Arc::new(updated));
+            self.wrote(updated);
         }
         if let Some((warning, reason, message)) = &out.event {
             let on = EventFor {
@@ -208,8 +265,8 @@ impl Reconciler for Worker {
         if was != Some(out.state) {
             tracing::info!(queue = %name, from = ?was, to = ?out.state, "queue state");
             for child in self.queues.state() {
-                if child.spec.parent.as_deref() == Some(name.as_str()) {
-                    self.queue.push(child.name_any());
+                if child.spec.parent.as_deref() == Some(name) {
+                    self.look_at(child.name_any());
                 }
             }
             if out.state == QueueState::Closing {
@@ -221,25 +278,32 @@ impl Reconciler for Worker {
         Ok(())
     }
 
-    fn reason(e: &PassError) -> &str {
-        reconciler::api_reason(&e.source)
+    /// The controller wrote `q`: passes read it until the watch catches up.
+    fn wrote(&self, q: Queue) {
+        if let Ok(mut w) = self.written.lock() {
+            w.insert(q.name_any(), Arc::new(q));
+        }
     }
-}
 
-impl Worker {
     /// A queue whose `spec.parent` names no queue, or makes a cycle, gets one Warning Event
     /// saying so (the scheduler admits nothing new into it meanwhile); fixed, it is forgotten.
-    async fn tell_tree_problem(&mut self, q: &Queue) {
+    async fn tell_tree_problem(&self, q: &Queue) {
         let name = q.name_any();
         let problem = tephra_scheduler::framework::queues::tree_problem(&name, |n| {
             self.get(n).map(|q| q.spec.parent.clone())
         });
         let Some(problem) = problem else {
-            self.tree_said.remove(&name);
+            if let Ok(mut t) = self.tree_said.lock() {
+                t.remove(&name);
+            }
             return;
         };
         let message = format!("{problem}; the scheduler admits nothing new into it until fixed");
-        if self.tree_said.get(&name) == Some(&message) {
+        let said = self
+            .tree_said
+            .lock()
+            .is_ok_and(|t| t.get(&name) == Some(&message));
+        if said {
             return;
         }
         tracing::warn!(queue = %name, problem = %problem, "queue tree broken");
@@ -263,16 +327,17 @@ impl Worker {
             &self.options.identity,
         )
         .await;
-        self.tree_said.insert(name, message);
+        if let Ok(mut t) = self.tree_said.lock() {
+            t.insert(name, message);
+        }
     }
 
     /// The Queue from the cache, or as last written when the cache is older.
     fn get(&self, name: &str) -> Option<Arc<Queue>> {
         let cached = self.queues.get(&ObjectRef::new(name));
-        match (cached, self.written.get(name)) {
-            (Some(c), Some(w)) if w.metadata.uid == c.metadata.uid && rv(w) > rv(&c) => {
-                Some(Arc::clone(w))
-            }
+        let written = self.written.lock().ok().and_then(|w| w.get(name).cloned());
+        match (cached, written) {
+            (Some(c), Some(w)) if w.metadata.uid == c.metadata.uid && rv(&w) > rv(&c) => Some(w),
             (c, _) => c,
         }
     }
@@ -294,7 +359,7 @@ impl Worker {
                 source,
             })?;
         if mine.len() > 1 {
-            self.queue.push(name.to_string());
+            self.look_at(name.to_string());
         }
         if !taken {
             return Ok(None);

@@ -1,9 +1,10 @@
-//! What the controllers' adapters share. The job controller runs on kube-runtime's
-//! `Controller`, started while this replica leads ([`while_leading`]) with an error policy that
-//! backs off per Job ([`Failures`]). The PodGroup and queue controllers still run on the loop
-//! here, whose keys need not be objects in a store (a deleted queue's parent is told, a pod
-//! is dropped as soon as it needs no PodGroup): reflectors feed a de-duplicated work queue of
-//! keys, and one worker takes a key at a time and runs a pass over it, only while leading.
+//! What the controllers' adapters share. The job and queue controllers run on kube-runtime's
+//! `Controller`, started while this replica leads ([`while_leading`]), their triggers
+//! watched into the stores their passes read ([`watched`]), with an error policy that backs off
+//! per object ([`Failures`]). The PodGroup controller (which keeps only the pods that want a
+//! PodGroup, not a store of every pod) and the failover controller still run on the loop
+//! here: reflectors feed a de-duplicated work queue of keys, and one worker takes a key at a
+//! time and runs a pass over it, only while leading.
 //! A failed pass is retried with per-key exponential backoff ([`backoff`]: 1 s, doubling, at
 //! most 5 min), one retry chain per key however many changes queue it meanwhile, and counted by
 //! reason in `tephra_controller_errors_total`; on gaining the lead every key is looked at.
@@ -118,6 +119,28 @@ where
             }
         }
     })
+}
+
+/// Every object of one kind, as it changes, kept in `store` on the way.
+pub fn watched<K>(
+    client: &Client,
+    store: reflector::store::Writer<K>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    reflector::reflector(
+        store,
+        watcher::watcher(Api::all(client.clone()), config).default_backoff(),
+    )
+    .touched_objects()
 }
 
 /// Queues every key `keys` gives, every `every`.

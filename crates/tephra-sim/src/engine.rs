@@ -25,17 +25,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tephra_scheduler::cache::{Cache, Event};
-use tephra_scheduler::model::{JobPolicy, PodGroupSpec};
+use tephra_scheduler::model::JobPolicy;
 
 use crate::agenda::{Agenda, Cadence, Ev};
 use crate::checker::Checker;
+use crate::ctx::Ctx;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
 use crate::members::fleet::Fleet;
 use crate::record::Record;
 use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
-use crate::state::{InFlight, JobRt, NewPod, PodState, Sim, scaled};
+use crate::state::{InFlight, JobRt, NewPod, PodState, Sim};
 use crate::workload::{Merged, SimJob};
 use crate::world::load_config;
 
@@ -88,19 +89,22 @@ impl Sim {
             s.run.until = Some(crate::scenario::Dur(until));
         }
         let mut sim = Sim {
-            cache: Cache::new(),
             config,
-            now: 0,
-            agenda: Agenda::default(),
+            ctx: Ctx {
+                now: 0,
+                source: scenario.source.clone(),
+                cache: Cache::new(),
+                agenda: Agenda::default(),
+                cadence: Cadence::new(scenario.scheduler.period.0),
+                grace: scenario.run.eviction_grace_period.0.max(0),
+                checker: Checker::default(),
+                stats: Stats::default(),
+                explain: opts.explain.clone().map(|k| (k, Vec::new())),
+            },
             sources,
             flight: InFlight::default(),
             faults,
-            cadence: Cadence::new(scenario.scheduler.period.0),
-            explain: opts.explain.clone().map(|k| (k, Vec::new())),
             start_delay: scenario.run.pod_start_delay.0.max(0),
-            grace: scenario.run.eviction_grace_period.0.max(0),
-            checker: Checker::default(),
-            stats: Stats::default(),
             fleet: Fleet::new(crate::members::member::Timings::from_def(&s.failover)),
             failover: Book::default(),
             wall: Instant::now(),
@@ -121,17 +125,17 @@ impl Sim {
             .iter()
             .chain(&manifest_classes)
         {
-            sim.apply(Event::PriorityClassUpsert {
+            sim.ctx.apply(Event::PriorityClassUpsert {
                 name: name.clone(),
                 value: *value,
             })?;
         }
         let at: Vec<i64> = sim.faults.iter().map(|f| f.at.0).collect();
         for (i, t) in at.into_iter().enumerate() {
-            sim.push(t, Ev::Fault(i));
+            sim.ctx.push(t, Ev::Fault(i));
         }
         if let Some(t) = sim.sources.peek() {
-            sim.push(t, Ev::Arrival);
+            sim.ctx.push(t, Ev::Arrival);
         }
         Ok(sim)
     }
@@ -142,7 +146,7 @@ impl Sim {
         crate::scenario::check::admit_pods(self.flight.pods.len() as u64, job_pods).map_err(
             |m| SimError::Build {
                 source_name: self.scenario.source.clone(),
-                message: format!("job {key}, submitted at {}s: {m}", self.now / 1000),
+                message: format!("job {key}, submitted at {}s: {m}", self.ctx.now / 1000),
             },
         )?;
         if let Some(vc) = job.volcano.take() {
@@ -151,13 +155,13 @@ impl Sim {
         // The job controller's stand-in for jobs that are not Volcano Jobs: the PodGroup
         // (with minResources) and each task's pods.
         let gang = job
-            .gang(self.cache.names_mut(), self.now / 1000)
-            .map_err(build_err(&self.scenario.source))?;
+            .gang(self.ctx.cache.names_mut(), self.ctx.now / 1000)
+            .map_err(build_err(&self.ctx.source))?;
         let group = gang.group;
         let min = group.min_member;
-        self.announce(&job, &group, out);
-        self.apply(Event::PodGroupUpsert(group.clone()))?;
-        self.explain(&key, || {
+        self.ctx.announce(&job, &group, out);
+        self.ctx.apply(Event::PodGroupUpsert(group.clone()))?;
+        self.ctx.explain(&key, || {
             format!(
                 "submitted to queue {}: {} pod(s), gang of {min}",
                 job.queue,
@@ -192,7 +196,7 @@ impl Sim {
                 queue: job.queue.clone(),
                 min,
                 pods: pod_names,
-                submit_ms: self.now,
+                submit_ms: self.ctx.now,
                 started: 0,
                 waited: false,
                 done: 0,
@@ -205,32 +209,8 @@ impl Sim {
             // it to Completed at once (succeeded + failed = 0 = replicas).
             self.complete(&key)?;
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
-    }
-
-    /// A job is submitted: the checker, the statistics and the event stream hear of it.
-    pub(crate) fn announce(
-        &mut self,
-        job: &SimJob,
-        group: &PodGroupSpec,
-        out: &mut dyn FnMut(&Record),
-    ) {
-        let key = job.key();
-        self.checker
-            .job(&key, group.min_member, (*group.policy).clone());
-        let wants_gpu = job
-            .tasks
-            .iter()
-            .any(|t| scaled(&t.request, "nvidia.com/gpu") > 0);
-        self.stats.submitted(&job.queue, wants_gpu);
-        out(&Record::submit(
-            self.now,
-            &key,
-            &job.queue,
-            group.min_member,
-            group.policy.splittable,
-        ));
     }
 
     /// Runs to the end: `until`, or when nothing is left to happen.
@@ -240,32 +220,32 @@ impl Sim {
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<Report, SimError> {
         let mut last_progress = Instant::now();
-        while let Some((t, ev)) = self.agenda.pop() {
+        while let Some((t, ev)) = self.ctx.agenda.pop() {
             if self.until_ms().is_some_and(|u| t > u) {
-                self.now = self.until_ms().unwrap_or(t);
+                self.ctx.now = self.until_ms().unwrap_or(t);
                 break;
             }
-            self.now = t;
+            self.ctx.now = t;
             if self.held(&ev) {
                 continue;
             }
             match ev {
                 Ev::Arrival => {
-                    while self.sources.peek().is_some_and(|a| a <= self.now) {
+                    while self.sources.peek().is_some_and(|a| a <= self.ctx.now) {
                         if let Some(job) = self.sources.next_job() {
                             self.submit(job, out)?;
                         }
                     }
                     if let Some(next) = self.sources.peek() {
-                        self.push(next, Ev::Arrival);
+                        self.ctx.push(next, Ev::Arrival);
                     }
                 }
                 Ev::Tick => self.tick(out)?,
                 Ev::Timer => {
-                    if self.cadence.timer_at == Some(self.now) {
-                        self.cadence.timer_at = None;
+                    if self.ctx.cadence.timer_at == Some(self.ctx.now) {
+                        self.ctx.cadence.timer_at = None;
                     }
-                    self.mark_dirty();
+                    self.ctx.mark_dirty();
                 }
                 Ev::Start(pod, generation) => self.start(&pod, generation, out)?,
                 Ev::JobWake(key) => self.job_wake(&key, out)?,
@@ -290,11 +270,11 @@ impl Sim {
             }
         }
         if let Some(u) = self.until_ms()
-            && self.now < u
-            && self.agenda.is_empty()
+            && self.ctx.now < u
+            && self.ctx.agenda.is_empty()
         {
             // Nothing more happens; the clock still reaches `until` for utilization.
-            self.now = u;
+            self.ctx.now = u;
         }
         progress(&self.progress());
         // Pods still running at the end have used GPU time too.
@@ -310,11 +290,11 @@ impl Sim {
                 self.flight
                     .jobs
                     .get(&p.job)
-                    .map(|j| (j.queue.clone(), p.gpus, self.now - p.started_ms))
+                    .map(|j| (j.queue.clone(), p.gpus, self.ctx.now - p.started_ms))
             })
             .collect();
         for (queue, gpus, ran) in still {
-            self.stats.gpu_time(&queue, gpus, ran);
+            self.ctx.stats.gpu_time(&queue, gpus, ran);
         }
         let started: std::collections::HashSet<String> = self
             .flight
@@ -326,14 +306,14 @@ impl Sim {
         let running = started.len() as u64;
         let pending = self.flight.jobs.len() as u64 - running;
         let failover = self.failover_report();
-        let mut report = self.stats.finish(
+        let mut report = self.ctx.stats.finish(
             &self.scenario.source,
             self.scenario.run.seed,
-            self.now,
+            self.ctx.now,
             self.wall.elapsed().as_secs_f64(),
             pending,
             running,
-            self.checker.invariants.clone(),
+            self.ctx.checker.invariants.clone(),
         );
         report.trace_skipped = self.sources.skipped();
         report.notes = self.sources.notes();
@@ -377,7 +357,7 @@ impl Sim {
                 .filter(|(k, _)| !started.contains(*k))
                 .map(|(k, j)| (k.as_str(), j.why.as_deref())),
         );
-        if let Some((key, mut lines)) = self.explain.take() {
+        if let Some((key, mut lines)) = self.ctx.explain.take() {
             if lines.is_empty() {
                 lines.push(format!("{key}: no such job was submitted"));
             } else if let Some(j) = self.flight.jobs.get(&key) {
@@ -392,7 +372,7 @@ impl Sim {
             }
             report.explain = lines;
         }
-        report.violations = self.checker.details.clone();
+        report.violations = self.ctx.checker.details.clone();
         Ok(report)
     }
 
@@ -415,11 +395,11 @@ impl Sim {
 
     fn progress(&self) -> Progress {
         Progress {
-            simulated_s: self.now as f64 / 1000.0,
+            simulated_s: self.ctx.now as f64 / 1000.0,
             until_s: self.until_ms().map(|u| u as f64 / 1000.0),
-            submitted: self.stats.total_submitted(),
-            completed: self.stats.total_completed(),
-            bound: self.stats.total_bound(),
+            submitted: self.ctx.stats.total_submitted(),
+            completed: self.ctx.stats.total_completed(),
+            bound: self.ctx.stats.total_bound(),
             wall_s: self.wall.elapsed().as_secs_f64(),
         }
     }

@@ -23,27 +23,30 @@ impl Sim {
     /// Runs a session if anything changed since the last one, and carries out its decisions:
     /// binds (checked independently), evictions, and PodGroup phases.
     pub(crate) fn tick(&mut self, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
-        self.cadence.tick_pending = false;
-        self.cadence.last_tick = Some(self.now);
-        if !self.cadence.dirty {
+        self.ctx.cadence.tick_pending = false;
+        self.ctx.cadence.last_tick = Some(self.ctx.now);
+        if !self.ctx.cadence.dirty {
             return Ok(());
         }
-        self.cadence.dirty = false;
-        self.cadence.session += 1;
+        self.ctx.cadence.dirty = false;
+        self.ctx.cadence.session += 1;
         let started = Instant::now();
         let d = schedule(
-            self.cache.snapshot(),
+            self.ctx.cache.snapshot(),
             Arc::clone(&self.config),
-            self.now / 1000,
-            self.cadence.session,
+            self.ctx.now / 1000,
+            self.ctx.cadence.session,
         );
-        self.stats.session(started.elapsed().as_secs_f64() * 1000.0);
+        self.ctx
+            .stats
+            .session(started.elapsed().as_secs_f64() * 1000.0);
         // The cache takes the decisions in as the runtime's does; a bind here takes effect at
         // once, so bound pods are Bound, not Binding.
         let taken = self
+            .ctx
             .cache
             .take(&d, TaskStatus::Bound)
-            .map_err(build_err(&self.scenario.source))?;
+            .map_err(build_err(&self.ctx.source))?;
         let mut checks = Vec::new();
         for b in &d.binds {
             let Some(p) = self.flight.pods.get_mut(&b.task) else {
@@ -69,19 +72,25 @@ impl Sim {
                 .map(|j| j.queue.clone())
                 .unwrap_or_default();
             out(&Record::placed(
-                "bind", self.now, &b.job, &queue, b, &p.request,
+                "bind",
+                self.ctx.now,
+                &b.job,
+                &queue,
+                b,
+                &p.request,
             ));
-            self.stats
-                .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.now);
+            self.ctx
+                .stats
+                .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.ctx.now);
             if self.is_volcano(&b.job) {
                 self.pod_changed(&b.task, PodChange::Bound, out)?;
             }
-            self.push(
-                self.now + self.start_delay,
+            self.ctx.push(
+                self.ctx.now + self.start_delay,
                 Ev::Start(b.task.clone(), generation),
             );
         }
-        self.checker.binds(&checks);
+        self.ctx.checker.binds(&checks);
         // Preemption and reclaim: evicted pods terminate over the grace period, then go
         // back to Pending (see `release_pod`).
         for e in &d.evictions {
@@ -93,7 +102,7 @@ impl Sim {
             self.evict_pod(&e.task, &e.reason, kind, out)?;
         }
         if !d.evictions.is_empty() {
-            self.mark_dirty();
+            self.ctx.mark_dirty();
         }
         for g in &d.groups {
             let Some(job) = self.flight.jobs.get_mut(&g.job) else {
@@ -125,7 +134,7 @@ impl Sim {
                 job.group.phase_since = d.now;
             }
             for line in said {
-                self.explain(&g.job, || line);
+                self.ctx.explain(&g.job, || line);
             }
         }
         // The job controller sees its PodGroups' new phases (pods are made once Inqueue).
@@ -135,26 +144,27 @@ impl Sim {
             }
         }
         if d.binds.is_empty() && d.evictions.is_empty() {
-            self.cadence.quiet_sessions = self.cadence.quiet_sessions.saturating_add(1);
+            self.ctx.cadence.quiet_sessions = self.ctx.cadence.quiet_sessions.saturating_add(1);
         } else {
-            self.cadence.quiet_sessions = 0;
+            self.ctx.cadence.quiet_sessions = 0;
         }
         // A timer of the scheduler's own (an inqueue timeout, an SLA) gets a session when it
         // falls due, even if nothing else happens by then; unless nothing but such timers is
         // left and the last sessions changed nothing (jobs that go back and forth between
         // Pending and Inqueue with no room for any of them), which would never end.
-        let spinning =
-            self.agenda.only_timers() && self.cadence.quiet_sessions >= QUIET_TIMER_SESSIONS;
+        let spinning = self.ctx.agenda.only_timers()
+            && self.ctx.cadence.quiet_sessions >= QUIET_TIMER_SESSIONS;
         if let Some(at) = d.wake_at.map(|s| s.saturating_mul(1000))
             && !spinning
-            && at > self.now
+            && at > self.ctx.now
             && self
+                .ctx
                 .cadence
                 .timer_at
-                .is_none_or(|t| t <= self.now || at < t)
+                .is_none_or(|t| t <= self.ctx.now || at < t)
         {
-            self.cadence.timer_at = Some(at);
-            self.push(at, Ev::Timer);
+            self.ctx.cadence.timer_at = Some(at);
+            self.ctx.push(at, Ev::Timer);
         }
         Ok(())
     }
@@ -185,13 +195,13 @@ impl Sim {
             .get(&job_key)
             .map(|j| j.queue.clone())
             .unwrap_or_default();
-        self.stats.evicted(kind);
-        self.explain(&job_key, || {
+        self.ctx.stats.evicted(kind);
+        self.ctx.explain(&job_key, || {
             format!("pod {pod} evicted from {node:?}: {reason}")
         });
         out(&Record::pod(
             "evict",
-            self.now,
+            self.ctx.now,
             &job_key,
             &queue,
             pod,
@@ -199,7 +209,7 @@ impl Sim {
             &request,
             Some(reason.to_string()),
         ));
-        if kind == "fault" || self.grace == 0 {
+        if kind == "fault" || self.ctx.grace == 0 {
             if self.is_volcano(&job_key) {
                 self.pod_changed(pod, PodChange::Evicted, out)?;
             }
@@ -209,11 +219,12 @@ impl Sim {
                 p.releasing_from = p.state;
                 p.state = PodState::Releasing;
             }
-            self.cache
+            self.ctx
+                .cache
                 .release(pod)
-                .map_err(build_err(&self.scenario.source))?;
-            self.push(
-                self.now + self.grace,
+                .map_err(build_err(&self.ctx.source))?;
+            self.ctx.push(
+                self.ctx.now + self.ctx.grace,
                 Ev::Released(pod.to_string(), generation),
             );
             if self.is_volcano(&job_key) {

@@ -54,19 +54,20 @@ impl Sim {
                 self.requeue_group(&job_key)?;
             }
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 
     fn set_node_ready(&mut self, cluster: &str, node: &str, ready: bool) -> Result<(), SimError> {
-        let Some(id) = self.cache.world().node_id(cluster, node) else {
+        let Some(id) = self.ctx.cache.world().node_id(cluster, node) else {
             return Ok(());
         };
-        let Some(spec) = self.cache.world().nodes.get(id).map(|n| n.spec.clone()) else {
+        let Some(spec) = self.ctx.cache.world().nodes.get(id).map(|n| n.spec.clone()) else {
             return Ok(());
         };
-        self.checker.node_ready(cluster, node, ready);
-        self.apply(Event::NodeUpsert(NodeSpec { ready, ..spec }))
+        self.ctx.checker.node_ready(cluster, node, ready);
+        self.ctx
+            .apply(Event::NodeUpsert(NodeSpec { ready, ..spec }))
     }
 
     fn fault_nodes(&self, i: usize) -> Vec<String> {
@@ -111,7 +112,13 @@ impl Sim {
         };
         if !begin || f.kind == FaultKind::Recover {
             // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
-            out(&Record::fault("recover", self.now, &f.cluster, None, kind));
+            out(&Record::fault(
+                "recover",
+                self.ctx.now,
+                &f.cluster,
+                None,
+                kind,
+            ));
             if let Some(r) = self.failover.record_of.get(&i).copied() {
                 self.fault_closed(r);
             }
@@ -170,21 +177,33 @@ impl Sim {
                     self.member_changed(&f.cluster)?;
                 }
             }
-            self.mark_dirty();
+            self.ctx.mark_dirty();
             return Ok(());
         }
         let record = self.fault_opened(&f.cluster, kind);
         self.failover.record_of.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {
-                out(&Record::fault("fault", self.now, &f.cluster, None, kind));
+                out(&Record::fault(
+                    "fault",
+                    self.ctx.now,
+                    &f.cluster,
+                    None,
+                    kind,
+                ));
                 self.member_fault(&f.cluster, f.kind, 1);
                 self.member_changed(&f.cluster)?;
             }
             FaultKind::NodeDown => {
                 let nodes = self.fault_nodes(i);
                 for n in &nodes {
-                    out(&Record::fault("fault", self.now, &f.cluster, Some(n), kind));
+                    out(&Record::fault(
+                        "fault",
+                        self.ctx.now,
+                        &f.cluster,
+                        Some(n),
+                        kind,
+                    ));
                     *self
                         .fleet
                         .down_nodes
@@ -197,7 +216,7 @@ impl Sim {
             FaultKind::Recover => {}
         }
         if let Some(d) = f.duration {
-            self.push(self.now + d.0, Ev::FaultEnd(i));
+            self.ctx.push(self.ctx.now + d.0, Ev::FaultEnd(i));
         }
         Ok(())
     }

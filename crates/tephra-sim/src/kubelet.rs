@@ -20,7 +20,7 @@ impl Sim {
         generation: u32,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let now = self.now;
+        let now = self.ctx.now;
         let Some(p) = self.current_pod(pod, generation, PodState::Bound) else {
             return Ok(());
         };
@@ -31,16 +31,25 @@ impl Sim {
         let node = p.node.clone().unwrap_or_default();
         let request = p.request.clone();
         self.pod_event(pod, TaskStatus::Running)?;
-        self.push(finish, Ev::Finish(pod.to_string(), generation));
+        self.ctx
+            .push(finish, Ev::Finish(pod.to_string(), generation));
         if let Some(j) = self.flight.jobs.get_mut(&job_key) {
             j.started += 1;
             if !j.waited && j.started >= j.min {
                 j.waited = true;
-                self.stats
-                    .waited(&j.queue, (self.now - j.submit_ms) as f64 / 1000.0);
+                self.ctx
+                    .stats
+                    .waited(&j.queue, (self.ctx.now - j.submit_ms) as f64 / 1000.0);
             }
             out(&Record::pod(
-                "start", self.now, &job_key, &j.queue, pod, &node, &request, None,
+                "start",
+                self.ctx.now,
+                &job_key,
+                &j.queue,
+                pod,
+                &node,
+                &request,
+                None,
             ));
         }
         if self.is_volcano(&job_key) {
@@ -55,7 +64,7 @@ impl Sim {
         generation: u32,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let now = self.now;
+        let now = self.ctx.now;
         let Some(p) = self.current_pod(pod, generation, PodState::Running) else {
             return Ok(());
         };
@@ -73,16 +82,18 @@ impl Sim {
                 TaskStatus::Failed
             },
         )?;
-        self.checker.released(&job_key, pod, true);
+        self.ctx.checker.released(&job_key, pod, true);
         let Some(j) = self.flight.jobs.get_mut(&job_key) else {
             return Ok(());
         };
         let queue = j.queue.clone();
-        self.stats.released(&node.0, &queue, gpus, cpu, self.now);
-        self.stats.gpu_time(&queue, gpus, ran);
+        self.ctx
+            .stats
+            .released(&node.0, &queue, gpus, cpu, self.ctx.now);
+        self.ctx.stats.gpu_time(&queue, gpus, ran);
         out(&Record::pod(
             if code == 0 { "finish" } else { "fail" },
-            self.now,
+            self.ctx.now,
             &job_key,
             &queue,
             pod,
@@ -92,7 +103,7 @@ impl Sim {
         ));
         self.failover_job_changed(&job_key, out)?;
         if self.is_volcano(&job_key) {
-            self.mark_dirty();
+            self.ctx.mark_dirty();
             return self.pod_changed(pod, PodChange::Finished(code), out);
         }
         let Some(j) = self.flight.jobs.get_mut(&job_key) else {
@@ -102,13 +113,13 @@ impl Sim {
         if j.done as usize == j.pods.len() {
             self.complete(&job_key)?;
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 
     /// A finished job leaves the cache and the engine: memory follows jobs in flight.
     pub(crate) fn complete(&mut self, key: &str) -> Result<(), SimError> {
-        self.explain(key, || "completed".to_string());
+        self.ctx.explain(key, || "completed".to_string());
         self.retire(key, true)
     }
 
@@ -126,25 +137,26 @@ impl Sim {
                 )
             {
                 let node = p.node.clone().unwrap_or_default();
-                self.checker.released(key, pod, false);
-                self.stats
-                    .released(&node.0, &j.queue, p.gpus, p.cpu_milli, self.now);
+                self.ctx.checker.released(key, pod, false);
+                self.ctx
+                    .stats
+                    .released(&node.0, &j.queue, p.gpus, p.cpu_milli, self.ctx.now);
             }
             let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
-            self.apply(Event::PodDelete {
+            self.ctx.apply(Event::PodDelete {
                 namespace: ns.into(),
                 name: name.into(),
             })?;
         }
-        self.apply(Event::PodGroupDelete {
+        self.ctx.apply(Event::PodGroupDelete {
             namespace: j.group.namespace.clone(),
             name: j.group.name.clone(),
         })?;
-        self.checker.job_done(key);
+        self.ctx.checker.job_done(key);
         if completed {
-            self.stats.completed(&j.queue);
+            self.ctx.stats.completed(&j.queue);
         } else {
-            self.stats.failed(&j.queue);
+            self.ctx.stats.failed(&j.queue);
         }
         Ok(())
     }
@@ -164,7 +176,7 @@ impl Sim {
         {
             return self.pod_gone(pod, out);
         }
-        let now = self.now;
+        let now = self.ctx.now;
         let Some(p) = self.flight.pods.get_mut(pod) else {
             return Ok(());
         };
@@ -181,10 +193,10 @@ impl Sim {
             .get(&job_key)
             .map(|j| j.queue.clone())
             .unwrap_or_default();
-        self.checker.released(&job_key, pod, false);
-        self.stats.released(&node.0, &queue, gpus, cpu, now);
+        self.ctx.checker.released(&job_key, pod, false);
+        self.ctx.stats.released(&node.0, &queue, gpus, cpu, now);
         if was_running {
-            self.stats.gpu_time(&queue, gpus, ran);
+            self.ctx.stats.gpu_time(&queue, gpus, ran);
             if let Some(j) = self.flight.jobs.get_mut(&job_key) {
                 j.started = j.started.saturating_sub(1);
             }
@@ -206,7 +218,7 @@ impl Sim {
         if placed == 0 {
             self.requeue_group(&job_key)?;
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         self.failover_job_changed(&job_key, out)
     }
 }

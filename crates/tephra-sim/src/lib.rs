@@ -5,6 +5,7 @@
 mod agenda;
 pub mod charts;
 pub mod checker;
+mod ctx;
 pub mod engine;
 pub mod error;
 pub mod executor;

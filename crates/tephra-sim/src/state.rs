@@ -15,16 +15,14 @@ use std::time::Instant;
 
 use tephra_controllers::podgroup;
 use tephra_scheduler::SchedulerConfig;
-use tephra_scheduler::cache::{Cache, Event};
+use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::{PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
-use crate::agenda::{Agenda, Cadence, Ev};
-use crate::checker::Checker;
-use crate::error::{SimError, build_err};
+use crate::ctx::{Ctx, scaled};
+use crate::error::SimError;
 use crate::failover::book::Book;
 use crate::jobs::vcjob::VcJob;
 use crate::members::fleet::Fleet;
-use crate::report::stats::Stats;
 use crate::scenario::Scenario;
 use crate::workload::Merged;
 
@@ -97,24 +95,15 @@ pub struct Sim {
     /// The scenario as it runs: the file's, with `--seed` and `--until` applied, so that what
     /// the report says of it is what ran.
     pub(crate) scenario: Arc<Scenario>,
-    pub(crate) cache: Cache,
     pub(crate) config: Arc<SchedulerConfig>,
-    pub(crate) now: i64,
-    /// The events to come.
-    pub(crate) agenda: Agenda,
+    /// The clock, the agenda, the cache and the watchers every part acts through.
+    pub(crate) ctx: Ctx,
     pub(crate) sources: Merged,
     /// The jobs and pods in flight.
     pub(crate) flight: InFlight,
     /// The faults of this run: the scenario's, and those drawn from its seed.
     pub(crate) faults: Vec<crate::scenario::FaultDef>,
-    /// When sessions run.
-    pub(crate) cadence: Cadence,
-    /// With `--explain JOB`: that job's key and its history so far.
-    pub(crate) explain: Option<(String, Vec<String>)>,
     pub(crate) start_delay: i64,
-    pub(crate) grace: i64,
-    pub(crate) checker: Checker,
-    pub(crate) stats: Stats,
     /// The clusters, their nodes and members ([`crate::members`]).
     pub(crate) fleet: Fleet,
     /// What failover keeps: moved jobs' bindings and the faults' measures ([`crate::failover`]).
@@ -122,35 +111,10 @@ pub struct Sim {
     pub(crate) wall: Instant,
 }
 
-/// A quantity of `name` in `list`, scaled (cpu in millicores), or 0.
-pub(crate) fn scaled(list: &[(String, String)], name: &str) -> i64 {
-    let scale = if name == "cpu" { 1000 } else { 1 };
-    list.iter()
-        .find(|(k, _)| k == name)
-        .and_then(|(_, v)| tephra_scheduler::quantity::parse_scaled(v, scale).ok())
-        .unwrap_or(0)
-}
-
 impl Sim {
     /// When the run stops (ms of simulated time): `--until`, or the scenario's `run.until`.
     pub(crate) fn until_ms(&self) -> Option<i64> {
         self.scenario.run.until.map(|d| d.0)
-    }
-
-    pub(crate) fn apply(&mut self, e: Event) -> Result<(), SimError> {
-        self.cache
-            .apply(e)
-            .map_err(build_err(&self.scenario.source))
-    }
-
-    pub(crate) fn push(&mut self, t: i64, ev: Ev) {
-        self.agenda.push(t, ev);
-    }
-
-    pub(crate) fn mark_dirty(&mut self) {
-        if let Some(at) = self.cadence.changed(self.now) {
-            self.push(at, Ev::Tick);
-        }
     }
 
     pub(crate) fn pod_event(&mut self, key: &str, status: TaskStatus) -> Result<(), SimError> {
@@ -169,7 +133,7 @@ impl Sim {
             placement: p.node.clone(),
             created: 0,
         };
-        self.apply(Event::PodUpsert(spec))
+        self.ctx.apply(Event::PodUpsert(spec))
     }
 
     /// The pod, if an event of this `generation` still applies to it and it is in `state`
@@ -186,20 +150,10 @@ impl Sim {
             .filter(|p| p.generation == generation && p.state == state)
     }
 
-    /// Adds a line to the history of the job being explained (`--explain`), if it is `job`.
-    pub(crate) fn explain(&mut self, job: &str, line: impl FnOnce() -> String) {
-        if let Some((key, lines)) = &mut self.explain
-            && key == job
-        {
-            let at = crate::human::clock(self.now as f64 / 1000.0);
-            lines.push(format!("{at:>10}  {}", line()));
-        }
-    }
-
     /// Adds a Pending pod of job `job` (its PodGroup `group`) to the cache and the engine.
     pub(crate) fn add_pod(&mut self, job: &str, group: &str, pod: NewPod) -> Result<(), SimError> {
         let (ns, name) = pod.key.split_once('/').unwrap_or(("default", &pod.key));
-        self.apply(Event::PodUpsert(PodSpec {
+        self.ctx.apply(Event::PodUpsert(PodSpec {
             namespace: ns.to_string(),
             name: name.to_string(),
             group: Some(group.to_string()),
@@ -207,7 +161,7 @@ impl Sim {
             index: pod.index,
             status: TaskStatus::Pending,
             placement: None,
-            created: self.now / 1000,
+            created: self.ctx.now / 1000,
         }))?;
         self.flight.pods.insert(
             pod.key,
@@ -235,10 +189,10 @@ impl Sim {
         if let Some(j) = self.flight.jobs.get_mut(job_key)
             && podgroup::requeue(&mut j.group)
         {
-            j.group.phase_since = self.now / 1000;
+            j.group.phase_since = self.ctx.now / 1000;
             j.started = 0;
             let spec = j.group.clone();
-            self.apply(Event::PodGroupUpsert(spec))?;
+            self.ctx.apply(Event::PodGroupUpsert(spec))?;
         }
         Ok(())
     }

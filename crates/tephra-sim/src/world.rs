@@ -10,9 +10,10 @@ use tephra_scheduler::model::{Cluster, Dequeue, NodeSpec, QueueSpec, QueueState,
 use tephra_scheduler::resources::{ResourceError, Resources};
 
 use crate::checker::CheckCluster;
+use crate::ctx::scaled;
 use crate::error::{SimError, build_err};
 use crate::scenario::{ConfigRef, Scenario, ScenarioError, TraceFormat, objects};
-use crate::state::{Sim, scaled};
+use crate::state::Sim;
 use crate::workload::effect;
 
 /// A fleet object (`scenario::objects`) as the cache event that declares it in `cluster`, read
@@ -91,7 +92,7 @@ fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resource
 
 impl Sim {
     fn add_cluster(&mut self, c: Cluster) -> Result<(), SimError> {
-        self.checker.cluster(
+        self.ctx.checker.cluster(
             &c.name,
             CheckCluster {
                 labels: c.labels.clone(),
@@ -102,9 +103,9 @@ impl Sim {
                 ready: true,
             },
         );
-        self.stats.cluster(&c.name);
+        self.ctx.stats.cluster(&c.name);
         self.fleet.clusters.insert(c.name.clone(), c.clone());
-        self.apply(Event::ClusterUpsert(c))
+        self.ctx.apply(Event::ClusterUpsert(c))
     }
 
     fn add_node(
@@ -112,8 +113,8 @@ impl Sim {
         spec: NodeSpec,
         capacity: Vec<(String, String)>,
     ) -> Result<(), SimError> {
-        self.checker.node(&spec.cluster, &spec.name, &capacity);
-        self.stats.capacity(
+        self.ctx.checker.node(&spec.cluster, &spec.name, &capacity);
+        self.ctx.stats.capacity(
             &spec.cluster,
             scaled(&capacity, "nvidia.com/gpu"),
             scaled(&capacity, "cpu"),
@@ -123,7 +124,7 @@ impl Sim {
             .entry(spec.cluster.clone())
             .or_default()
             .push((spec.name.clone(), capacity));
-        self.apply(Event::NodeUpsert(spec))
+        self.ctx.apply(Event::NodeUpsert(spec))
     }
 
     pub(crate) fn build_fleet(&mut self) -> Result<(), SimError> {
@@ -152,7 +153,7 @@ impl Sim {
                     .map(|(k, v)| (k.clone(), v.0.clone()))
                     .collect();
                 let alloc =
-                    resources_of(&mut self.cache, &capacity).map_err(build_err(&s.source))?;
+                    resources_of(&mut self.ctx.cache, &capacity).map_err(build_err(&s.source))?;
                 let taints: Vec<Taint> = pool
                     .taints
                     .iter()
@@ -184,7 +185,7 @@ impl Sim {
                         message: format!("fleet.clusters ({}): {message}", c.name),
                     })
                 })?;
-                self.apply(change(c.name.clone()))?;
+                self.ctx.apply(change(c.name.clone()))?;
             }
         }
         if let Some(ft) = &s.fleet.from_trace {
@@ -217,8 +218,8 @@ impl Sim {
             }
             for (i, node) in nodes.into_iter().enumerate() {
                 let cluster = format!("openb-{}", i % n);
-                let alloc =
-                    resources_of(&mut self.cache, &node.capacity).map_err(build_err(&s.source))?;
+                let alloc = resources_of(&mut self.ctx.cache, &node.capacity)
+                    .map_err(build_err(&s.source))?;
                 self.add_node(
                     NodeSpec {
                         name: node.name,
@@ -247,15 +248,15 @@ impl Sim {
             spec.weight = q.weight.unwrap_or(1);
             if let Some(l) = list(&q.capability) {
                 spec.capability =
-                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
             }
             if let Some(l) = list(&q.guarantee) {
                 spec.guarantee =
-                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
             }
             if let Some(l) = list(&q.deserved) {
                 spec.deserved =
-                    Some(resources_of(&mut self.cache, &l).map_err(build_err(&s.source))?);
+                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
             }
             spec.reclaimable = q.reclaimable.unwrap_or(true);
             spec.parent = q.parent.clone();
@@ -269,13 +270,13 @@ impl Sim {
                 Some("Closing") => QueueState::Closing,
                 _ => QueueState::Open,
             };
-            self.stats.queue(&q.name, spec.weight);
-            self.apply(Event::QueueUpsert(Box::new(spec)))?;
+            self.ctx.stats.queue(&q.name, spec.weight);
+            self.ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
         }
         // Queue documents among the manifests, read as the Kubernetes runtime reads them.
         for q in std::mem::take(&mut self.sources.queues) {
             let spec =
-                tephra_controllers::queue::spec(&q, self.cache.names_mut()).map_err(|e| {
+                tephra_controllers::queue::spec(&q, self.ctx.cache.names_mut()).map_err(|e| {
                     SimError::Scenario(ScenarioError::Invalid {
                         path: s.source.clone(),
                         message: format!(
@@ -284,8 +285,8 @@ impl Sim {
                         ),
                     })
                 })?;
-            self.stats.queue(&spec.name, spec.weight);
-            self.apply(Event::QueueUpsert(Box::new(spec)))?;
+            self.ctx.stats.queue(&spec.name, spec.weight);
+            self.ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
         }
         Ok(())
     }

@@ -24,8 +24,8 @@ impl Sim {
         self.failover.records.push(FaultReport {
             cluster: cluster.to_string(),
             kind: kind.to_string(),
-            at_s: self.now as f64 / 1000.0,
-            at_ms: self.now,
+            at_s: self.ctx.now as f64 / 1000.0,
+            at_ms: self.ctx.now,
             detection_delay_s: known.then_some(0.0),
             ..FaultReport::default()
         });
@@ -40,7 +40,7 @@ impl Sim {
         if let Some(r) = self.failover.records.get_mut(i)
             && r.ended_s.is_none()
         {
-            r.ended_s = Some(self.now as f64 / 1000.0);
+            r.ended_s = Some(self.ctx.now as f64 / 1000.0);
         }
     }
 
@@ -58,7 +58,7 @@ impl Sim {
         if status == "True" {
             return;
         }
-        let now = self.now;
+        let now = self.ctx.now;
         if let Some(r) = self
             .failover
             .open
@@ -73,7 +73,7 @@ impl Sim {
     /// Measures how long two copies of `job` run at once: the old one (its ghosts still
     /// running, or terminating) and the new one, each at least the gang.
     pub(super) fn both_copies(&mut self, job: &str) {
-        let placement = NewPlacement::of(self.cache.world(), job);
+        let placement = NewPlacement::of(self.ctx.cache.world(), job);
         let Some(b) = self.failover.bindings.get(job) else {
             return;
         };
@@ -87,8 +87,8 @@ impl Sim {
     /// Two copies of `job` run from now (`Some`, with whether the old one's member answers),
     /// or not (`None`); the time since the last change is counted.
     fn overlap(&mut self, job: &str, state: Option<bool>) {
-        let now = self.now;
-        let grace = self.grace as f64 / 1000.0;
+        let now = self.ctx.now;
+        let grace = self.ctx.grace as f64 / 1000.0;
         let Some(b) = self.failover.bindings.get_mut(job) else {
             return;
         };
@@ -186,7 +186,7 @@ impl Sim {
         let Some(j) = self.flight.jobs.get(job) else {
             return false;
         };
-        let world = self.cache.world();
+        let world = self.ctx.cache.world();
         let group = format!("{}/{}", j.group.namespace, j.group.name);
         let Some(w) = world.job_id(&group).and_then(|id| world.jobs.get(id)) else {
             return true;

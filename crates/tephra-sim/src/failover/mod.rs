@@ -114,11 +114,11 @@ impl Sim {
                 &rb,
                 |c| self.cluster_taints(c),
                 &tolerations,
-                self.now,
+                self.ctx.now,
                 EvictionDefaults::default(),
             );
             if let Some(at) = d.wake_ms {
-                self.push(at, Ev::Taints(cluster.to_string()));
+                self.ctx.push(at, Ev::Taints(cluster.to_string()));
             }
             if let Some(next) = d.binding {
                 let tasks = next.spec.graceful_eviction_tasks;
@@ -143,7 +143,7 @@ impl Sim {
             return Ok(());
         };
         let queue = j.queue.clone();
-        let pods = self.cache.copy_in(job, cluster);
+        let pods = self.ctx.cache.copy_in(job, cluster);
         let fault = self.failover.open.get(cluster).copied();
         let b = self.failover.bindings.entry(job.to_string()).or_default();
         b.tasks = tasks;
@@ -157,7 +157,7 @@ impl Sim {
         let why = format!(
             "cluster {cluster} has a NoExecute taint the job does not tolerate; its gang moves (TaintManager)"
         );
-        self.explain(job, || why.clone());
+        self.ctx.explain(job, || why.clone());
         for key in pods {
             let Some(p) = self.flight.pods.get_mut(&key) else {
                 continue;
@@ -177,11 +177,11 @@ impl Sim {
                     j.done = j.done.saturating_sub(1);
                 }
             } else {
-                self.stats.evicted("failover");
+                self.ctx.stats.evicted("failover");
             }
             out(&Record::pod(
                 "evict",
-                self.now,
+                self.ctx.now,
                 job,
                 &queue,
                 &key,
@@ -190,9 +190,10 @@ impl Sim {
                 Some(why.clone()),
             ));
             let Some(spec) = self
+                .ctx
                 .cache
                 .set_aside(&key, cluster)
-                .map_err(build_err(&self.scenario.source))?
+                .map_err(build_err(&self.ctx.source))?
             else {
                 continue;
             };
@@ -208,7 +209,7 @@ impl Sim {
                 holds: !finished,
                 terminating: false,
             };
-            self.checker.ghost(
+            self.ctx.checker.ghost(
                 job,
                 &key,
                 &format!("{}/{}", ghost.namespace, ghost.name),
@@ -234,12 +235,12 @@ impl Sim {
                 }
             }
         }
-        self.checker.exclude(job, cluster, true);
+        self.ctx.checker.exclude(job, cluster, true);
         self.requeue_group(job)?;
         if let Some(spec) = self.flight.jobs.get(job).map(|j| j.group.clone()) {
-            self.apply(Event::PodGroupUpsert(spec))?;
+            self.ctx.apply(Event::PodGroupUpsert(spec))?;
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         self.evictions(job, out)
     }
 
@@ -253,14 +254,16 @@ impl Sim {
         let Some(b) = self.failover.bindings.get(job) else {
             return Ok(());
         };
-        let placement = NewPlacement::of(self.cache.world(), job);
-        let (now, timeout) = (self.now, self.fleet.timings.eviction_timeout_ms);
+        let placement = NewPlacement::of(self.ctx.cache.world(), job);
+        let (now, timeout) = (self.ctx.now, self.fleet.timings.eviction_timeout_ms);
         let tasks = b.tasks.clone();
         let mut purge = Vec::new();
         for task in &tasks {
             match assess(task, placement, now, timeout) {
                 Verdict::Purge => purge.push(task.from_cluster.clone()),
-                Verdict::Wait { until_ms } => self.push(until_ms, Ev::Eviction(job.to_string())),
+                Verdict::Wait { until_ms } => {
+                    self.ctx.push(until_ms, Ev::Eviction(job.to_string()))
+                }
                 Verdict::Hold => {}
             }
         }
@@ -274,7 +277,7 @@ impl Sim {
             if !self.reachable(&cluster) {
                 continue;
             }
-            let grace = self.grace;
+            let grace = self.ctx.grace;
             let Some(b) = self.failover.bindings.get_mut(job) else {
                 continue;
             };
@@ -289,7 +292,8 @@ impl Sim {
                 if grace == 0 {
                     self.ghost_gone(job, &name, out)?;
                 } else {
-                    self.push(now + grace, Ev::GhostGone(job.to_string(), name));
+                    self.ctx
+                        .push(now + grace, Ev::GhostGone(job.to_string(), name));
                 }
             }
             if self
@@ -315,14 +319,14 @@ impl Sim {
         if !b.excluded.remove(cluster) {
             return Ok(());
         }
-        self.checker.exclude(job, cluster, false);
+        self.ctx.checker.exclude(job, cluster, false);
         if let Some(j) = self.flight.jobs.get_mut(job) {
             std::sync::Arc::make_mut(&mut j.group.policy)
                 .exclude
                 .retain(|c| c != cluster);
             let spec = j.group.clone();
-            self.apply(Event::PodGroupUpsert(spec))?;
-            self.mark_dirty();
+            self.ctx.apply(Event::PodGroupUpsert(spec))?;
+            self.ctx.mark_dirty();
         }
         Ok(())
     }
@@ -338,7 +342,7 @@ impl Sim {
             .map(|(k, _)| k.clone())
             .collect();
         for job in jobs {
-            self.push(self.now, Ev::Eviction(job));
+            self.ctx.push(self.ctx.now, Ev::Eviction(job));
         }
         Ok(())
     }
@@ -380,17 +384,21 @@ impl Sim {
             .map(|j| j.queue.clone())
             .unwrap_or_default();
         if g.holds {
-            self.checker
+            self.ctx
+                .checker
                 .released(job, &format!("{}/{}", g.namespace, g.name), false);
-            self.stats
-                .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.now);
+            self.ctx
+                .stats
+                .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.ctx.now);
         }
         if g.running {
-            self.stats.gpu_time(&queue, g.gpus, self.now - g.started_ms);
+            self.ctx
+                .stats
+                .gpu_time(&queue, g.gpus, self.ctx.now - g.started_ms);
         }
         out(&Record::pod(
             "delete",
-            self.now,
+            self.ctx.now,
             job,
             &queue,
             &format!("{}/{}", g.namespace, g.name),
@@ -398,7 +406,7 @@ impl Sim {
             &[],
             Some(format!("old copy in {cluster} deleted (graceful eviction)")),
         ));
-        self.apply(Event::PodDelete {
+        self.ctx.apply(Event::PodDelete {
             namespace: g.namespace,
             name: g.name,
         })?;
@@ -412,7 +420,7 @@ impl Sim {
         {
             self.failover.bindings.remove(job);
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 }

@@ -66,8 +66,8 @@ impl Sim {
     ) -> Result<(), SimError> {
         let key = sj.key();
         let gang = sj
-            .gang(self.cache.names_mut(), self.now / 1000)
-            .map_err(crate::error::build_err(&self.scenario.source))?;
+            .gang(self.ctx.cache.names_mut(), self.ctx.now / 1000)
+            .map_err(crate::error::build_err(&self.ctx.source))?;
         let mut roles = BTreeMap::new();
         for (t, g) in sj.tasks.iter().zip(&gang.tasks) {
             roles.insert(
@@ -81,22 +81,22 @@ impl Sim {
         }
         let group = gang.group;
         let min = group.min_member;
-        self.announce(&sj, &group, out);
-        self.explain(&key, || {
+        self.ctx.announce(&sj, &group, out);
+        self.ctx.explain(&key, || {
             format!(
                 "Volcano Job submitted to queue {}: {} pod(s), gang of {min}",
                 sj.queue,
                 sj.replicas()
             )
         });
-        job.metadata.creation_timestamp = Some(time(self.now));
+        job.metadata.creation_timestamp = Some(time(self.ctx.now));
         self.flight.jobs.insert(
             key.clone(),
             JobRt {
                 queue: sj.queue.clone(),
                 min,
                 pods: Vec::new(),
-                submit_ms: self.now,
+                submit_ms: self.ctx.now,
                 started: 0,
                 waited: false,
                 done: 0,
@@ -140,15 +140,16 @@ impl Sim {
                 podgroup: vc.podgroup.as_ref(),
                 pods: &pods,
                 command: None,
-                now_ms: self.now,
+                now_ms: self.ctx.now,
                 ssh_key: ssh.as_ref(),
             });
             if let Some(wake) = outcome.wake_ms
                 && let Some(vc) = self.flight.vcjobs.get_mut(key)
-                && vc.wake_at.is_none_or(|w| w <= self.now || w > wake)
+                && vc.wake_at.is_none_or(|w| w <= self.ctx.now || w > wake)
             {
                 vc.wake_at = Some(wake);
-                self.push(wake.max(self.now), Ev::JobWake(key.to_string()));
+                self.ctx
+                    .push(wake.max(self.ctx.now), Ev::JobWake(key.to_string()));
             }
             if outcome.writes.is_empty() {
                 return Ok(());
@@ -207,10 +208,10 @@ impl Sim {
                 }
                 if fresh && let Some(j) = self.flight.jobs.get_mut(key) {
                     j.group.phase = GroupPhase::Pending;
-                    j.group.phase_since = self.now / 1000;
+                    j.group.phase_since = self.ctx.now / 1000;
                     let spec = j.group.clone();
-                    self.apply(Event::PodGroupUpsert(spec))?;
-                    self.mark_dirty();
+                    self.ctx.apply(Event::PodGroupUpsert(spec))?;
+                    self.ctx.mark_dirty();
                 }
             }
             Write::DeletePodGroup(_) => {
@@ -219,7 +220,7 @@ impl Sim {
                 }
                 if let Some(j) = self.flight.jobs.get(key) {
                     let (namespace, name) = (j.group.namespace.clone(), j.group.name.clone());
-                    self.apply(Event::PodGroupDelete { namespace, name })?;
+                    self.ctx.apply(Event::PodGroupDelete { namespace, name })?;
                 }
             }
             Write::CreatePod(pod) => self.create_pod(key, *pod)?,
@@ -244,8 +245,14 @@ impl Sim {
                         .get(key)
                         .map(|j| j.queue.clone())
                         .unwrap_or_default();
-                    out(&Record::job_phase(self.now, key, &queue, phase_name(phase)));
-                    self.explain(key, || format!("Job {}", phase_name(phase)));
+                    out(&Record::job_phase(
+                        self.ctx.now,
+                        key,
+                        &queue,
+                        phase_name(phase),
+                    ));
+                    self.ctx
+                        .explain(key, || format!("Job {}", phase_name(phase)));
                     if finished(phase) {
                         self.job_finished(key, phase)?;
                     }
@@ -254,7 +261,7 @@ impl Sim {
             Write::Event {
                 reason, message, ..
             } => {
-                self.explain(key, || format!("{reason}: {message}"));
+                self.ctx.explain(key, || format!("{reason}: {message}"));
             }
             Write::DeleteJob => {
                 self.flight.vcjobs.remove(key);
@@ -289,7 +296,7 @@ impl Sim {
             .and_then(|c| c.trim().parse().ok())
             .unwrap_or(0);
         let (shape, request) = (Arc::clone(&r.shape), r.request.clone());
-        pod.metadata.creation_timestamp = Some(time(self.now));
+        pod.metadata.creation_timestamp = Some(time(self.ctx.now));
         pod.status = Some(PodStatus {
             phase: Some("Pending".into()),
             ..PodStatus::default()
@@ -319,7 +326,7 @@ impl Sim {
         if let Some(vc) = self.flight.vcjobs.get_mut(key) {
             vc.pods.insert(name, pod);
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 
@@ -361,23 +368,33 @@ impl Sim {
                     .get(key)
                     .map(|j| j.queue.clone())
                     .unwrap_or_default();
-                self.checker.released(key, pod_key, false);
-                self.stats
-                    .released(&node.0, &queue, p.gpus, p.cpu_milli, self.now);
+                self.ctx.checker.released(key, pod_key, false);
+                self.ctx
+                    .stats
+                    .released(&node.0, &queue, p.gpus, p.cpu_milli, self.ctx.now);
                 let was_running = p.state == PodState::Running
                     || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
                 if was_running {
-                    self.stats.gpu_time(&queue, p.gpus, self.now - p.started_ms);
+                    self.ctx
+                        .stats
+                        .gpu_time(&queue, p.gpus, self.ctx.now - p.started_ms);
                     if let Some(j) = self.flight.jobs.get_mut(key) {
                         j.started = j.started.saturating_sub(1);
                     }
                 }
                 out(&Record::pod(
-                    "delete", self.now, key, &queue, pod_key, &node, &p.request, None,
+                    "delete",
+                    self.ctx.now,
+                    key,
+                    &queue,
+                    pod_key,
+                    &node,
+                    &p.request,
+                    None,
                 ));
             }
             let (ns, n) = pod_key.split_once('/').unwrap_or(("default", pod_key));
-            self.apply(Event::PodDelete {
+            self.ctx.apply(Event::PodDelete {
                 namespace: ns.into(),
                 name: n.into(),
             })?;
@@ -388,7 +405,7 @@ impl Sim {
         if let Some(vc) = self.flight.vcjobs.get_mut(key) {
             vc.pods.remove(name);
         }
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 
@@ -397,7 +414,7 @@ impl Sim {
     fn job_finished(&mut self, key: &str, phase: JobPhase) -> Result<(), SimError> {
         self.retire(key, phase == JobPhase::Completed)?;
         self.flight.vcjobs.remove(key);
-        self.mark_dirty();
+        self.ctx.mark_dirty();
         Ok(())
     }
 
@@ -442,7 +459,7 @@ impl Sim {
             .split_once('/')
             .map_or(pod_key, |(_, n)| n)
             .to_string();
-        let now = time(self.now);
+        let now = time(self.ctx.now);
         if let Some(pod) = self
             .flight
             .vcjobs

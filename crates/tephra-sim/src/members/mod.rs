@@ -46,10 +46,10 @@ impl Sim {
         c.ready = ready;
         c.taints = taints.clone();
         let c = c.clone();
-        self.checker.cluster_ready(name, ready);
-        self.checker.cluster_taints(name, taints);
-        self.apply(Event::ClusterUpsert(c))?;
-        self.mark_dirty();
+        self.ctx.checker.cluster_ready(name, ready);
+        self.ctx.checker.cluster_taints(name, taints);
+        self.ctx.apply(Event::ClusterUpsert(c))?;
+        self.ctx.mark_dirty();
         Ok(())
     }
 
@@ -64,7 +64,7 @@ impl Sim {
         if !m.cut_off() {
             let held = std::mem::take(&mut m.held);
             for ev in held {
-                self.push(self.now, ev);
+                self.ctx.push(self.ctx.now, ev);
             }
             self.evictions_in(name)?;
         }
@@ -98,13 +98,13 @@ impl Sim {
         }
         m.probing = true;
         // Probes run on the controller's period, from time 0.
-        let at = (self.now + period - 1) / period * period;
-        let at = if at <= self.now {
-            self.now + period
+        let at = (self.ctx.now + period - 1) / period * period;
+        let at = if at <= self.ctx.now {
+            self.ctx.now + period
         } else {
             at
         };
-        self.push(at, Ev::Probe(name.to_string()));
+        self.ctx.push(at, Ev::Probe(name.to_string()));
     }
 
     /// One probe of `name`: the condition may change, and the taints with it.
@@ -113,7 +113,7 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let (now, t) = (self.now, self.fleet.timings.thresholds);
+        let (now, t) = (self.ctx.now, self.fleet.timings.thresholds);
         let Some(m) = self.fleet.members.get_mut(name) else {
             return Ok(());
         };
@@ -142,7 +142,7 @@ impl Sim {
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let (now, grace) = (self.now, self.fleet.timings.no_execute_ms);
+        let (now, grace) = (self.ctx.now, self.fleet.timings.no_execute_ms);
         let Some(m) = self.fleet.members.get_mut(name) else {
             return Ok(());
         };
@@ -166,7 +166,7 @@ impl Sim {
             self.sync_cluster(name)?;
         }
         if let Some(at) = next.wake_ms {
-            self.push(at, Ev::Taints(name.to_string()));
+            self.ctx.push(at, Ev::Taints(name.to_string()));
         }
         self.taint_manager(name, out)
     }

@@ -38,7 +38,7 @@ use crate::report::{Report, Stats};
 use crate::scenario::Scenario;
 use crate::state::{InFlight, JobRt, NewPod, PodState, Sim};
 use crate::workload::{Merged, SimJob};
-use crate::world::load_config;
+use crate::world::{build_queues, load_config};
 
 /// How the run is driven.
 #[derive(Clone, Debug, Default)]
@@ -78,7 +78,7 @@ impl Sim {
         if let Some(seed) = opts.seed {
             s.run.seed = seed;
         }
-        let sources = Merged::open(&s)?;
+        let mut sources = Merged::open(&s)?;
         // Random faults are drawn over the scenario's own `run.until`, whatever `--until` says.
         let faults =
             crate::scenario::faults::expand(&s, s.run.seed).map_err(|message| SimError::Build {
@@ -88,36 +88,31 @@ impl Sim {
         if let Some(until) = opts.until_ms {
             s.run.until = Some(crate::scenario::Dur(until));
         }
+        let mut ctx = Ctx {
+            now: 0,
+            source: scenario.source.clone(),
+            cache: Cache::new(),
+            agenda: Agenda::default(),
+            cadence: Cadence::new(scenario.scheduler.period.0),
+            grace: scenario.run.eviction_grace_period.0.max(0),
+            checker: Checker::default(),
+            stats: Stats::default(),
+            explain: opts.explain.clone().map(|k| (k, Vec::new())),
+        };
+        let fleet = Fleet::build(&s, &mut ctx)?;
+        build_queues(&s, &mut ctx, std::mem::take(&mut sources.queues))?;
         let mut sim = Sim {
             config,
-            ctx: Ctx {
-                now: 0,
-                source: scenario.source.clone(),
-                cache: Cache::new(),
-                agenda: Agenda::default(),
-                cadence: Cadence::new(scenario.scheduler.period.0),
-                grace: scenario.run.eviction_grace_period.0.max(0),
-                checker: Checker::default(),
-                stats: Stats::default(),
-                explain: opts.explain.clone().map(|k| (k, Vec::new())),
-            },
+            ctx,
             sources,
             flight: InFlight::default(),
             faults,
             start_delay: scenario.run.pod_start_delay.0.max(0),
-            fleet: Fleet::new(crate::members::member::Timings::from_def(&s.failover)),
+            fleet,
             failover: Book::default(),
             wall: Instant::now(),
             scenario: Arc::new(s),
         };
-        sim.build_fleet()?;
-        sim.fleet.members = crate::members::member::members(
-            sim.fleet
-                .clusters
-                .iter()
-                .map(|(n, c)| (n.as_str(), c.taints.as_slice())),
-        );
-        sim.build_queues()?;
         let manifest_classes = std::mem::take(&mut sim.sources.classes);
         for (name, value) in scenario
             .scheduler

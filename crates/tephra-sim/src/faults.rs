@@ -237,6 +237,6 @@ impl Sim {
         else {
             return false;
         };
-        self.hold_if_cut_off(&cluster, ev)
+        self.fleet.hold_if_cut_off(&cluster, ev)
     }
 }

@@ -23,6 +23,7 @@ use crate::error::SimError;
 use crate::failover::book::Book;
 use crate::jobs::vcjob::VcJob;
 use crate::members::fleet::Fleet;
+use crate::record::Record;
 use crate::scenario::Scenario;
 use crate::workload::Merged;
 
@@ -193,6 +194,47 @@ impl Sim {
             j.started = 0;
             let spec = j.group.clone();
             self.ctx.apply(Event::PodGroupUpsert(spec))?;
+        }
+        Ok(())
+    }
+}
+
+/// How one part's change reaches the others.
+impl Sim {
+    /// A fault began or ended on member `name`: the fleet follows, and if the member answers,
+    /// graceful eviction looks at the old copies there.
+    pub(crate) fn member_changed(&mut self, name: &str) -> Result<(), SimError> {
+        if self.fleet.member_changed(&mut self.ctx, name)? {
+            self.evictions_in(name)?;
+        }
+        Ok(())
+    }
+
+    /// One probe of member `name`: a new condition is a fault detected, and taints may follow.
+    pub(crate) fn probe(
+        &mut self,
+        name: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let (changed, pending) = self.fleet.probe(self.ctx.now, name, out);
+        if let Some(status) = changed {
+            self.detected(name, &status);
+            self.taints_pass(name, out)?;
+        }
+        if pending {
+            self.fleet.probe_soon(&mut self.ctx, name);
+        }
+        Ok(())
+    }
+
+    /// The cluster controller's pass over member `name`, then the taint manager's.
+    pub(crate) fn taints_pass(
+        &mut self,
+        name: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if self.fleet.taints_pass(&mut self.ctx, name, out)? {
+            self.taint_manager(name, out)?;
         }
         Ok(())
     }

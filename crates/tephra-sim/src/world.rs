@@ -1,8 +1,7 @@
-//! Building the simulated world from a scenario: clusters and node pools (or a trace's node
-//! list), queues, and the scheduler configuration. Every object reaches the scheduler through
-//! the cache's event API, and the checker and statistics learn the capacity too.
-
-use std::sync::Arc;
+//! Building the simulated world from a scenario: the fleet ([`Fleet::build`]: clusters and
+//! node pools, or a trace's node list), queues, and the scheduler configuration. Every object
+//! reaches the scheduler through the cache's event API, and the checker and statistics learn
+//! the capacity too.
 
 use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::{Cache, Event};
@@ -10,10 +9,12 @@ use tephra_scheduler::model::{Cluster, Dequeue, NodeSpec, QueueSpec, QueueState,
 use tephra_scheduler::resources::{ResourceError, Resources};
 
 use crate::checker::CheckCluster;
+use crate::ctx::Ctx;
 use crate::ctx::scaled;
 use crate::error::{SimError, build_err};
+use crate::members::fleet::Fleet;
+use crate::members::member::{Timings, members};
 use crate::scenario::{ConfigRef, Scenario, ScenarioError, TraceFormat, objects};
-use crate::state::Sim;
 use crate::workload::effect;
 
 /// A fleet object (`scenario::objects`) as the cache event that declares it in `cluster`, read
@@ -90,9 +91,23 @@ fn resources_of(cache: &mut Cache, list: &[(String, String)]) -> Result<Resource
         .parse(list.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
-impl Sim {
-    fn add_cluster(&mut self, c: Cluster) -> Result<(), SimError> {
-        self.ctx.checker.cluster(
+impl Fleet {
+    /// The fleet of scenario `s`: its clusters and node pools, or a trace's node list, each
+    /// declared to the cache, the checker and the statistics; and its members at time 0.
+    pub(crate) fn build(s: &Scenario, ctx: &mut Ctx) -> Result<Self, SimError> {
+        let mut fleet = Fleet::new(Timings::from_def(&s.failover));
+        fleet.add_clusters(s, ctx)?;
+        fleet.members = members(
+            fleet
+                .clusters
+                .iter()
+                .map(|(n, c)| (n.as_str(), c.taints.as_slice())),
+        );
+        Ok(fleet)
+    }
+
+    fn add_cluster(&mut self, ctx: &mut Ctx, c: Cluster) -> Result<(), SimError> {
+        ctx.checker.cluster(
             &c.name,
             CheckCluster {
                 labels: c.labels.clone(),
@@ -103,32 +118,31 @@ impl Sim {
                 ready: true,
             },
         );
-        self.ctx.stats.cluster(&c.name);
-        self.fleet.clusters.insert(c.name.clone(), c.clone());
-        self.ctx.apply(Event::ClusterUpsert(c))
+        ctx.stats.cluster(&c.name);
+        self.clusters.insert(c.name.clone(), c.clone());
+        ctx.apply(Event::ClusterUpsert(c))
     }
 
     fn add_node(
         &mut self,
+        ctx: &mut Ctx,
         spec: NodeSpec,
         capacity: Vec<(String, String)>,
     ) -> Result<(), SimError> {
-        self.ctx.checker.node(&spec.cluster, &spec.name, &capacity);
-        self.ctx.stats.capacity(
+        ctx.checker.node(&spec.cluster, &spec.name, &capacity);
+        ctx.stats.capacity(
             &spec.cluster,
             scaled(&capacity, "nvidia.com/gpu"),
             scaled(&capacity, "cpu"),
         );
-        self.fleet
-            .nodes
+        self.nodes
             .entry(spec.cluster.clone())
             .or_default()
             .push((spec.name.clone(), capacity));
-        self.ctx.apply(Event::NodeUpsert(spec))
+        ctx.apply(Event::NodeUpsert(spec))
     }
 
-    pub(crate) fn build_fleet(&mut self) -> Result<(), SimError> {
-        let s = Arc::clone(&self.scenario);
+    fn add_clusters(&mut self, s: &Scenario, ctx: &mut Ctx) -> Result<(), SimError> {
         for c in &s.fleet.clusters {
             let mut cluster = Cluster::named(&c.name);
             cluster.labels = c.labels.clone();
@@ -145,7 +159,7 @@ impl Sim {
                     effect: effect(t.effect),
                 })
                 .collect();
-            self.add_cluster(cluster)?;
+            self.add_cluster(ctx, cluster)?;
             for pool in &c.node_pools {
                 let capacity: Vec<(String, String)> = pool
                     .capacity
@@ -153,7 +167,7 @@ impl Sim {
                     .map(|(k, v)| (k.clone(), v.0.clone()))
                     .collect();
                 let alloc =
-                    resources_of(&mut self.ctx.cache, &capacity).map_err(build_err(&s.source))?;
+                    resources_of(&mut ctx.cache, &capacity).map_err(build_err(&s.source))?;
                 let taints: Vec<Taint> = pool
                     .taints
                     .iter()
@@ -165,6 +179,7 @@ impl Sim {
                     .collect();
                 for i in 0..pool.count {
                     self.add_node(
+                        ctx,
                         NodeSpec {
                             name: objects::node_name(c, pool, i),
                             cluster: c.name.clone(),
@@ -185,7 +200,7 @@ impl Sim {
                         message: format!("fleet.clusters ({}): {message}", c.name),
                     })
                 })?;
-                self.ctx.apply(change(c.name.clone()))?;
+                ctx.apply(change(c.name.clone()))?;
             }
         }
         if let Some(ft) = &s.fleet.from_trace {
@@ -214,13 +229,14 @@ impl Sim {
             }
             let n = ft.clusters.max(1);
             for c in 0..n {
-                self.add_cluster(Cluster::named(&format!("openb-{c}")))?;
+                self.add_cluster(ctx, Cluster::named(&format!("openb-{c}")))?;
             }
             for (i, node) in nodes.into_iter().enumerate() {
                 let cluster = format!("openb-{}", i % n);
-                let alloc = resources_of(&mut self.ctx.cache, &node.capacity)
-                    .map_err(build_err(&s.source))?;
+                let alloc =
+                    resources_of(&mut ctx.cache, &node.capacity).map_err(build_err(&s.source))?;
                 self.add_node(
+                    ctx,
                     NodeSpec {
                         name: node.name,
                         cluster,
@@ -236,58 +252,59 @@ impl Sim {
         }
         Ok(())
     }
+}
 
-    pub(crate) fn build_queues(&mut self) -> Result<(), SimError> {
-        let s = Arc::clone(&self.scenario);
-        for q in &s.queues {
-            let list = |r: &Option<crate::scenario::Resources>| -> Option<Vec<(String, String)>> {
-                r.as_ref()
-                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
-            };
-            let mut spec = QueueSpec::named(&q.name);
-            spec.weight = q.weight.unwrap_or(1);
-            if let Some(l) = list(&q.capability) {
-                spec.capability =
-                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
-            }
-            if let Some(l) = list(&q.guarantee) {
-                spec.guarantee =
-                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
-            }
-            if let Some(l) = list(&q.deserved) {
-                spec.deserved =
-                    Some(resources_of(&mut self.ctx.cache, &l).map_err(build_err(&s.source))?);
-            }
-            spec.reclaimable = q.reclaimable.unwrap_or(true);
-            spec.parent = q.parent.clone();
-            spec.priority = q.priority.unwrap_or(0);
-            spec.dequeue = match q.dequeue_strategy.as_deref() {
-                Some("fifo") => Dequeue::Fifo,
-                _ => Dequeue::Traverse,
-            };
-            spec.state = match q.state.as_deref() {
-                Some("Closed") => QueueState::Closed,
-                Some("Closing") => QueueState::Closing,
-                _ => QueueState::Open,
-            };
-            self.ctx.stats.queue(&q.name, spec.weight);
-            self.ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
+/// Declares the queues of scenario `s`, and `manifests`' Queue documents, to the cache and the
+/// statistics.
+pub(crate) fn build_queues(
+    s: &Scenario,
+    ctx: &mut Ctx,
+    manifests: Vec<tephra_api::Queue>,
+) -> Result<(), SimError> {
+    for q in &s.queues {
+        let list = |r: &Option<crate::scenario::Resources>| -> Option<Vec<(String, String)>> {
+            r.as_ref()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+        };
+        let mut spec = QueueSpec::named(&q.name);
+        spec.weight = q.weight.unwrap_or(1);
+        if let Some(l) = list(&q.capability) {
+            spec.capability = Some(resources_of(&mut ctx.cache, &l).map_err(build_err(&s.source))?);
         }
-        // Queue documents among the manifests, read as the Kubernetes runtime reads them.
-        for q in std::mem::take(&mut self.sources.queues) {
-            let spec =
-                tephra_controllers::queue::spec(&q, self.ctx.cache.names_mut()).map_err(|e| {
-                    SimError::Scenario(ScenarioError::Invalid {
-                        path: s.source.clone(),
-                        message: format!(
-                            "workload.manifests: Queue {}: {e}",
-                            q.metadata.name.as_deref().unwrap_or_default()
-                        ),
-                    })
-                })?;
-            self.ctx.stats.queue(&spec.name, spec.weight);
-            self.ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
+        if let Some(l) = list(&q.guarantee) {
+            spec.guarantee = Some(resources_of(&mut ctx.cache, &l).map_err(build_err(&s.source))?);
         }
-        Ok(())
+        if let Some(l) = list(&q.deserved) {
+            spec.deserved = Some(resources_of(&mut ctx.cache, &l).map_err(build_err(&s.source))?);
+        }
+        spec.reclaimable = q.reclaimable.unwrap_or(true);
+        spec.parent = q.parent.clone();
+        spec.priority = q.priority.unwrap_or(0);
+        spec.dequeue = match q.dequeue_strategy.as_deref() {
+            Some("fifo") => Dequeue::Fifo,
+            _ => Dequeue::Traverse,
+        };
+        spec.state = match q.state.as_deref() {
+            Some("Closed") => QueueState::Closed,
+            Some("Closing") => QueueState::Closing,
+            _ => QueueState::Open,
+        };
+        ctx.stats.queue(&q.name, spec.weight);
+        ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
     }
+    // Queue documents among the manifests, read as the Kubernetes runtime reads them.
+    for q in manifests {
+        let spec = tephra_controllers::queue::spec(&q, ctx.cache.names_mut()).map_err(|e| {
+            SimError::Scenario(ScenarioError::Invalid {
+                path: s.source.clone(),
+                message: format!(
+                    "workload.manifests: Queue {}: {e}",
+                    q.metadata.name.as_deref().unwrap_or_default()
+                ),
+            })
+        })?;
+        ctx.stats.queue(&spec.name, spec.weight);
+        ctx.apply(Event::QueueUpsert(Box::new(spec)))?;
+    }
+    Ok(())
 }

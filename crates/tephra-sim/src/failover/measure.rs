@@ -80,7 +80,7 @@ impl Sim {
         let min = placement.min_member.max(1) as usize;
         let old: Vec<&Ghost> = b.ghosts.iter().filter(|g| g.running).collect();
         let both = old.len() >= min && placement.running as usize >= min;
-        let answers = old.iter().all(|g| self.reachable(&g.cluster));
+        let answers = old.iter().all(|g| self.fleet.reachable(&g.cluster));
         self.overlap(job, both.then_some(answers));
     }
 

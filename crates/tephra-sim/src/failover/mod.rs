@@ -66,6 +66,7 @@ impl Sim {
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         let no_execute = self
+            .fleet
             .cluster_taints(cluster)
             .is_some_and(|ts| ts.iter().any(|t| t.effect == "NoExecute"));
         if !no_execute {
@@ -112,7 +113,7 @@ impl Sim {
             rb.metadata.namespace = Some(ns.to_string());
             let d = taint_manager::decide(
                 &rb,
-                |c| self.cluster_taints(c),
+                |c| self.fleet.cluster_taints(c),
                 &tolerations,
                 self.ctx.now,
                 EvictionDefaults::default(),
@@ -274,7 +275,7 @@ impl Sim {
             b.back_at = Some(now);
         }
         for cluster in purge {
-            if !self.reachable(&cluster) {
+            if !self.fleet.reachable(&cluster) {
                 continue;
             }
             let grace = self.ctx.grace;

@@ -1,7 +1,8 @@
 //! The simulated fleet as the scheduler's world and the control plane see it: each cluster's
 //! model, its nodes in scenario order with their capacity, the nodes a fault has taken down,
 //! and each member as the cluster status controller tracks it, with the failover chain's
-//! timings. Data only: `world.rs` builds it, `members/mod.rs` and `faults.rs` change it.
+//! timings. `world.rs` builds it from the scenario, the controllers' passes over its members
+//! are `members/mod.rs`'s, and `faults.rs` changes what is true of a member.
 
 use std::collections::BTreeMap;
 

@@ -145,7 +145,7 @@ impl Sim {
             },
         )?;
         if let Some(vc) = job.volcano.take() {
-            return self.submit_volcano(job, *vc.0, out);
+            return self.flight.submit_volcano(&mut self.ctx, job, *vc.0, out);
         }
         // The job controller's stand-in for jobs that are not Volcano Jobs: the PodGroup
         // (with minResources) and each task's pods.
@@ -169,7 +169,8 @@ impl Sim {
             for i in 0..t.replicas {
                 let name = format!("{}-{}-{i}", job.name, t.role);
                 let pod_key = format!("{}/{name}", job.namespace);
-                self.add_pod(
+                self.flight.add_pod(
+                    &mut self.ctx,
                     &key,
                     &job.name,
                     NewPod {
@@ -202,7 +203,7 @@ impl Sim {
         if empty {
             // A job with no replicas has nothing to wait for: Volcano's job controller moves
             // it to Completed at once (succeeded + failed = 0 = replicas).
-            self.complete(&key)?;
+            self.flight.complete(&mut self.ctx, &key)?;
         }
         self.ctx.mark_dirty();
         Ok(())
@@ -243,7 +244,7 @@ impl Sim {
                     self.ctx.mark_dirty();
                 }
                 Ev::Start(pod, generation) => self.start(&pod, generation, out)?,
-                Ev::JobWake(key) => self.job_wake(&key, out)?,
+                Ev::JobWake(key) => self.flight.job_wake(&mut self.ctx, &key, out)?,
                 Ev::Finish(pod, generation) => self.finish(&pod, generation, out)?,
                 Ev::Released(pod, generation) => {
                     if self.flight.pods.get(&pod).is_some_and(|p| {

@@ -82,8 +82,9 @@ impl Sim {
             self.ctx
                 .stats
                 .bound(&b.cluster, &queue, p.gpus, p.cpu_milli, self.ctx.now);
-            if self.is_volcano(&b.job) {
-                self.pod_changed(&b.task, PodChange::Bound, out)?;
+            if self.flight.is_volcano(&b.job) {
+                self.flight
+                    .pod_changed(&mut self.ctx, &b.task, PodChange::Bound, out)?;
             }
             self.ctx.push(
                 self.ctx.now + self.start_delay,
@@ -139,8 +140,9 @@ impl Sim {
         }
         // The job controller sees its PodGroups' new phases (pods are made once Inqueue).
         for (job, phase) in taken.phases {
-            if self.is_volcano(&job) {
-                self.podgroup_phase(&job, phase, out)?;
+            if self.flight.is_volcano(&job) {
+                self.flight
+                    .podgroup_phase(&mut self.ctx, &job, phase, out)?;
             }
         }
         if d.binds.is_empty() && d.evictions.is_empty() {
@@ -210,8 +212,9 @@ impl Sim {
             Some(reason.to_string()),
         ));
         if kind == "fault" || self.ctx.grace == 0 {
-            if self.is_volcano(&job_key) {
-                self.pod_changed(pod, PodChange::Evicted, out)?;
+            if self.flight.is_volcano(&job_key) {
+                self.flight
+                    .pod_changed(&mut self.ctx, pod, PodChange::Evicted, out)?;
             }
             self.release_pod(pod, out)?;
         } else {
@@ -227,8 +230,9 @@ impl Sim {
                 self.ctx.now + self.ctx.grace,
                 Ev::Released(pod.to_string(), generation),
             );
-            if self.is_volcano(&job_key) {
-                self.pod_changed(pod, PodChange::Evicted, out)?;
+            if self.flight.is_volcano(&job_key) {
+                self.flight
+                    .pod_changed(&mut self.ctx, pod, PodChange::Evicted, out)?;
             }
         }
         Ok(true)

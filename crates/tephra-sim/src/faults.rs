@@ -50,8 +50,8 @@ impl Sim {
                 self.evict_pod(&pod, &reason, "fault", out)?;
             }
             // A Volcano Job's controller decides what its evicted pods mean.
-            if !self.is_volcano(&job_key) {
-                self.requeue_group(&job_key)?;
+            if !self.flight.is_volcano(&job_key) {
+                self.flight.requeue_group(&mut self.ctx, &job_key)?;
             }
         }
         self.ctx.mark_dirty();

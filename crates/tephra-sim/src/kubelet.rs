@@ -3,26 +3,32 @@
 //! holding its node goes back to Pending, and a gang with nothing left placed is re-queued.
 //! A Volcano Job's pods report to the job controller instead ([`crate::jobs`]): it decides
 //! when the Job is done, and an evicted pod is deleted, as on a cluster.
+//!
+//! These are methods of the jobs and pods in flight ([`InFlight`]); each returns the job it
+//! touched, for the coordinator to tell failover.
 
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::TaskStatus;
 
 use crate::agenda::Ev;
+use crate::ctx::Ctx;
 use crate::error::SimError;
 use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
-use crate::state::{PodState, Sim};
+use crate::state::{InFlight, PodState};
 
-impl Sim {
+impl InFlight {
+    /// A bound pod starts, if the event is still current: returns its job.
     pub(crate) fn start(
         &mut self,
+        ctx: &mut Ctx,
         pod: &str,
         generation: u32,
         out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        let now = self.ctx.now;
+    ) -> Result<Option<String>, SimError> {
+        let now = ctx.now;
         let Some(p) = self.current_pod(pod, generation, PodState::Bound) else {
-            return Ok(());
+            return Ok(None);
         };
         p.state = PodState::Running;
         p.started_ms = now;
@@ -30,43 +36,36 @@ impl Sim {
         let job_key = p.job.clone();
         let node = p.node.clone().unwrap_or_default();
         let request = p.request.clone();
-        self.pod_event(pod, TaskStatus::Running)?;
-        self.ctx
-            .push(finish, Ev::Finish(pod.to_string(), generation));
-        if let Some(j) = self.flight.jobs.get_mut(&job_key) {
+        self.pod_event(ctx, pod, TaskStatus::Running)?;
+        ctx.push(finish, Ev::Finish(pod.to_string(), generation));
+        if let Some(j) = self.jobs.get_mut(&job_key) {
             j.started += 1;
             if !j.waited && j.started >= j.min {
                 j.waited = true;
-                self.ctx
-                    .stats
-                    .waited(&j.queue, (self.ctx.now - j.submit_ms) as f64 / 1000.0);
+                ctx.stats
+                    .waited(&j.queue, (ctx.now - j.submit_ms) as f64 / 1000.0);
             }
             out(&Record::pod(
-                "start",
-                self.ctx.now,
-                &job_key,
-                &j.queue,
-                pod,
-                &node,
-                &request,
-                None,
+                "start", ctx.now, &job_key, &j.queue, pod, &node, &request, None,
             ));
         }
         if self.is_volcano(&job_key) {
-            self.pod_changed(pod, PodChange::Started, out)?;
+            self.pod_changed(ctx, pod, PodChange::Started, out)?;
         }
-        self.failover_job_changed(&job_key, out)
+        Ok(Some(job_key))
     }
 
+    /// A running pod finishes, if the event is still current: returns its job and exit code.
     pub(crate) fn finish(
         &mut self,
+        ctx: &mut Ctx,
         pod: &str,
         generation: u32,
         out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        let now = self.ctx.now;
+    ) -> Result<Option<(String, i32)>, SimError> {
+        let now = ctx.now;
         let Some(p) = self.current_pod(pod, generation, PodState::Running) else {
-            return Ok(());
+            return Ok(None);
         };
         p.state = PodState::Done;
         let job_key = p.job.clone();
@@ -75,6 +74,7 @@ impl Sim {
         let request = p.request.clone();
         let code = p.exit_code;
         self.pod_event(
+            ctx,
             pod,
             if code == 0 {
                 TaskStatus::Succeeded
@@ -82,18 +82,16 @@ impl Sim {
                 TaskStatus::Failed
             },
         )?;
-        self.ctx.checker.released(&job_key, pod, true);
-        let Some(j) = self.flight.jobs.get_mut(&job_key) else {
-            return Ok(());
+        ctx.checker.released(&job_key, pod, true);
+        let Some(j) = self.jobs.get_mut(&job_key) else {
+            return Ok(None);
         };
         let queue = j.queue.clone();
-        self.ctx
-            .stats
-            .released(&node.0, &queue, gpus, cpu, self.ctx.now);
-        self.ctx.stats.gpu_time(&queue, gpus, ran);
+        ctx.stats.released(&node.0, &queue, gpus, cpu, ctx.now);
+        ctx.stats.gpu_time(&queue, gpus, ran);
         out(&Record::pod(
             if code == 0 { "finish" } else { "fail" },
-            self.ctx.now,
+            ctx.now,
             &job_key,
             &queue,
             pod,
@@ -101,84 +99,93 @@ impl Sim {
             &request,
             (code != 0).then(|| format!("exit code {code}")),
         ));
-        self.failover_job_changed(&job_key, out)?;
-        if self.is_volcano(&job_key) {
-            self.ctx.mark_dirty();
-            return self.pod_changed(pod, PodChange::Finished(code), out);
+        Ok(Some((job_key, code)))
+    }
+
+    /// After a pod of `job_key` finished with `code`: a Volcano Job's controller looks again;
+    /// any other job completes once all its pods are done.
+    pub(crate) fn finished(
+        &mut self,
+        ctx: &mut Ctx,
+        pod: &str,
+        job_key: &str,
+        code: i32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if self.is_volcano(job_key) {
+            ctx.mark_dirty();
+            return self.pod_changed(ctx, pod, PodChange::Finished(code), out);
         }
-        let Some(j) = self.flight.jobs.get_mut(&job_key) else {
+        let Some(j) = self.jobs.get_mut(job_key) else {
             return Ok(());
         };
         j.done += 1;
         if j.done as usize == j.pods.len() {
-            self.complete(&job_key)?;
+            self.complete(ctx, job_key)?;
         }
-        self.ctx.mark_dirty();
+        ctx.mark_dirty();
         Ok(())
     }
 
     /// A finished job leaves the cache and the engine: memory follows jobs in flight.
-    pub(crate) fn complete(&mut self, key: &str) -> Result<(), SimError> {
-        self.ctx.explain(key, || "completed".to_string());
-        self.retire(key, true)
+    pub(crate) fn complete(&mut self, ctx: &mut Ctx, key: &str) -> Result<(), SimError> {
+        ctx.explain(key, || "completed".to_string());
+        self.retire(ctx, key, true)
     }
 
     /// A job leaves the cache and the engine, counted as completed or failed; a pod still
     /// holding a node releases it.
-    pub(crate) fn retire(&mut self, key: &str, completed: bool) -> Result<(), SimError> {
-        let Some(j) = self.flight.jobs.remove(key) else {
+    pub(crate) fn retire(
+        &mut self,
+        ctx: &mut Ctx,
+        key: &str,
+        completed: bool,
+    ) -> Result<(), SimError> {
+        let Some(j) = self.jobs.remove(key) else {
             return Ok(());
         };
         for pod in &j.pods {
-            if let Some(p) = self.flight.pods.remove(pod)
+            if let Some(p) = self.pods.remove(pod)
                 && matches!(
                     p.state,
                     PodState::Bound | PodState::Running | PodState::Releasing
                 )
             {
                 let node = p.node.clone().unwrap_or_default();
-                self.ctx.checker.released(key, pod, false);
-                self.ctx
-                    .stats
-                    .released(&node.0, &j.queue, p.gpus, p.cpu_milli, self.ctx.now);
+                ctx.checker.released(key, pod, false);
+                ctx.stats
+                    .released(&node.0, &j.queue, p.gpus, p.cpu_milli, ctx.now);
             }
             let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
-            self.ctx.apply(Event::PodDelete {
+            ctx.apply(Event::PodDelete {
                 namespace: ns.into(),
                 name: name.into(),
             })?;
         }
-        self.ctx.apply(Event::PodGroupDelete {
+        ctx.apply(Event::PodGroupDelete {
             namespace: j.group.namespace.clone(),
             name: j.group.name.clone(),
         })?;
-        self.ctx.checker.job_done(key);
+        ctx.checker.job_done(key);
         if completed {
-            self.ctx.stats.completed(&j.queue);
+            ctx.stats.completed(&j.queue);
         } else {
-            self.ctx.stats.failed(&j.queue);
+            ctx.stats.failed(&j.queue);
         }
         Ok(())
     }
 
     /// A pod stops holding its node and goes back to Pending; a gang with nothing left on a
-    /// node is Inqueue again.
+    /// node is Inqueue again. Returns its job. (A Volcano Job's pod is deleted instead: see
+    /// [`crate::jobs`].)
     pub(crate) fn release_pod(
         &mut self,
+        ctx: &mut Ctx,
         pod: &str,
-        out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        if self
-            .flight
-            .pods
-            .get(pod)
-            .is_some_and(|p| self.is_volcano(&p.job))
-        {
-            return self.pod_gone(pod, out);
-        }
-        let now = self.ctx.now;
-        let Some(p) = self.flight.pods.get_mut(pod) else {
-            return Ok(());
+    ) -> Result<Option<String>, SimError> {
+        let now = ctx.now;
+        let Some(p) = self.pods.get_mut(pod) else {
+            return Ok(None);
         };
         let node = p.node.take().unwrap_or_default();
         let was_running = p.state == PodState::Running
@@ -188,25 +195,24 @@ impl Sim {
         p.generation += 1;
         let job_key = p.job.clone();
         let queue = self
-            .flight
             .jobs
             .get(&job_key)
             .map(|j| j.queue.clone())
             .unwrap_or_default();
-        self.ctx.checker.released(&job_key, pod, false);
-        self.ctx.stats.released(&node.0, &queue, gpus, cpu, now);
+        ctx.checker.released(&job_key, pod, false);
+        ctx.stats.released(&node.0, &queue, gpus, cpu, now);
         if was_running {
-            self.ctx.stats.gpu_time(&queue, gpus, ran);
-            if let Some(j) = self.flight.jobs.get_mut(&job_key) {
+            ctx.stats.gpu_time(&queue, gpus, ran);
+            if let Some(j) = self.jobs.get_mut(&job_key) {
                 j.started = j.started.saturating_sub(1);
             }
         }
-        self.pod_event(pod, TaskStatus::Pending)?;
-        let placed = self.flight.jobs.get(&job_key).map_or(0, |j| {
+        self.pod_event(ctx, pod, TaskStatus::Pending)?;
+        let placed = self.jobs.get(&job_key).map_or(0, |j| {
             j.pods
                 .iter()
                 .filter(|p| {
-                    self.flight.pods.get(*p).is_some_and(|p| {
+                    self.pods.get(*p).is_some_and(|p| {
                         matches!(
                             p.state,
                             PodState::Bound | PodState::Running | PodState::Releasing
@@ -216,9 +222,9 @@ impl Sim {
                 .count()
         });
         if placed == 0 {
-            self.requeue_group(&job_key)?;
+            self.requeue_group(ctx, &job_key)?;
         }
-        self.ctx.mark_dirty();
-        self.failover_job_changed(&job_key, out)
+        ctx.mark_dirty();
+        Ok(Some(job_key))
     }
 }

@@ -79,7 +79,8 @@ pub(crate) struct JobRt {
 }
 
 /// The jobs and pods in flight: every job submitted (gangs and the pods they have), each pod,
-/// and the Volcano Jobs the job controller runs ([`crate::jobs`]).
+/// and the Volcano Jobs the job controller runs. Its methods: keeping pods and gangs in the
+/// cache (here), the kubelets ([`crate::kubelet`]) and the job controller ([`crate::jobs`]).
 #[derive(Default)]
 pub(crate) struct InFlight {
     /// Jobs by key.
@@ -112,18 +113,23 @@ pub struct Sim {
     pub(crate) wall: Instant,
 }
 
-impl Sim {
-    /// When the run stops (ms of simulated time): `--until`, or the scenario's `run.until`.
-    pub(crate) fn until_ms(&self) -> Option<i64> {
-        self.scenario.run.until.map(|d| d.0)
+impl InFlight {
+    /// Whether `job` is a Volcano Job the controller runs.
+    pub(crate) fn is_volcano(&self, job: &str) -> bool {
+        self.vcjobs.contains_key(job)
     }
 
-    pub(crate) fn pod_event(&mut self, key: &str, status: TaskStatus) -> Result<(), SimError> {
-        let Some(p) = self.flight.pods.get(key) else {
+    pub(crate) fn pod_event(
+        &mut self,
+        ctx: &mut Ctx,
+        key: &str,
+        status: TaskStatus,
+    ) -> Result<(), SimError> {
+        let Some(p) = self.pods.get(key) else {
             return Ok(());
         };
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let group = self.flight.jobs.get(&p.job).map(|j| j.group.name.clone());
+        let group = self.jobs.get(&p.job).map(|j| j.group.name.clone());
         let spec = PodSpec {
             namespace: ns.to_string(),
             name: name.to_string(),
@@ -134,7 +140,7 @@ impl Sim {
             placement: p.node.clone(),
             created: 0,
         };
-        self.ctx.apply(Event::PodUpsert(spec))
+        ctx.apply(Event::PodUpsert(spec))
     }
 
     /// The pod, if an event of this `generation` still applies to it and it is in `state`
@@ -145,16 +151,21 @@ impl Sim {
         generation: u32,
         state: PodState,
     ) -> Option<&mut PodRt> {
-        self.flight
-            .pods
+        self.pods
             .get_mut(pod)
             .filter(|p| p.generation == generation && p.state == state)
     }
 
     /// Adds a Pending pod of job `job` (its PodGroup `group`) to the cache and the engine.
-    pub(crate) fn add_pod(&mut self, job: &str, group: &str, pod: NewPod) -> Result<(), SimError> {
+    pub(crate) fn add_pod(
+        &mut self,
+        ctx: &mut Ctx,
+        job: &str,
+        group: &str,
+        pod: NewPod,
+    ) -> Result<(), SimError> {
         let (ns, name) = pod.key.split_once('/').unwrap_or(("default", &pod.key));
-        self.ctx.apply(Event::PodUpsert(PodSpec {
+        ctx.apply(Event::PodUpsert(PodSpec {
             namespace: ns.to_string(),
             name: name.to_string(),
             group: Some(group.to_string()),
@@ -162,9 +173,9 @@ impl Sim {
             index: pod.index,
             status: TaskStatus::Pending,
             placement: None,
-            created: self.ctx.now / 1000,
+            created: ctx.now / 1000,
         }))?;
-        self.flight.pods.insert(
+        self.pods.insert(
             pod.key,
             PodRt {
                 job: job.to_string(),
@@ -186,14 +197,14 @@ impl Sim {
     }
 
     /// Puts a job's PodGroup back to Inqueue, for the scheduler to place the gang again.
-    pub(crate) fn requeue_group(&mut self, job_key: &str) -> Result<(), SimError> {
-        if let Some(j) = self.flight.jobs.get_mut(job_key)
+    pub(crate) fn requeue_group(&mut self, ctx: &mut Ctx, job_key: &str) -> Result<(), SimError> {
+        if let Some(j) = self.jobs.get_mut(job_key)
             && podgroup::requeue(&mut j.group)
         {
-            j.group.phase_since = self.ctx.now / 1000;
+            j.group.phase_since = ctx.now / 1000;
             j.started = 0;
             let spec = j.group.clone();
-            self.ctx.apply(Event::PodGroupUpsert(spec))?;
+            ctx.apply(Event::PodGroupUpsert(spec))?;
         }
         Ok(())
     }
@@ -201,6 +212,11 @@ impl Sim {
 
 /// How one part's change reaches the others.
 impl Sim {
+    /// When the run stops (ms of simulated time): `--until`, or the scenario's `run.until`.
+    pub(crate) fn until_ms(&self) -> Option<i64> {
+        self.scenario.run.until.map(|d| d.0)
+    }
+
     /// A fault began or ended on member `name`: the fleet follows, and if the member answers,
     /// graceful eviction looks at the old copies there.
     pub(crate) fn member_changed(&mut self, name: &str) -> Result<(), SimError> {
@@ -237,5 +253,66 @@ impl Sim {
             self.taint_manager(name, out)?;
         }
         Ok(())
+    }
+
+    /// A bound pod starts: failover looks at its job again.
+    pub(crate) fn start(
+        &mut self,
+        pod: &str,
+        generation: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        match self.flight.start(&mut self.ctx, pod, generation, out)? {
+            Some(job) => self.failover_job_changed(&job, out),
+            None => Ok(()),
+        }
+    }
+
+    /// A running pod finishes: failover looks at its job, then its controller or completion.
+    pub(crate) fn finish(
+        &mut self,
+        pod: &str,
+        generation: u32,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let Some((job, code)) = self.flight.finish(&mut self.ctx, pod, generation, out)? else {
+            return Ok(());
+        };
+        self.failover_job_changed(&job, out)?;
+        self.flight.finished(&mut self.ctx, pod, &job, code, out)
+    }
+
+    /// A pod stops holding its node (a Volcano Job's is deleted): failover looks again.
+    pub(crate) fn release_pod(
+        &mut self,
+        pod: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if self
+            .flight
+            .pods
+            .get(pod)
+            .is_some_and(|p| self.flight.is_volcano(&p.job))
+        {
+            return self.pod_gone(pod, out);
+        }
+        match self.flight.release_pod(&mut self.ctx, pod)? {
+            Some(job) => self.failover_job_changed(&job, out),
+            None => Ok(()),
+        }
+    }
+
+    /// An evicted pod of a Volcano Job finished terminating: failover looks at its job, then
+    /// the job controller.
+    pub(crate) fn pod_gone(
+        &mut self,
+        pod: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let Some(job) = self.flight.pod_gone(&mut self.ctx, pod, out)? else {
+            return Ok(());
+        };
+        self.failover_job_changed(&job, out)?;
+        self.flight.job_pass(&mut self.ctx, &job, out)
     }
 }

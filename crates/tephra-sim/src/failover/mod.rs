@@ -172,7 +172,7 @@ impl Sim {
             let (gpus, cpu_milli, started_ms) = (p.gpus, p.cpu_milli, p.started_ms);
             let request = p.request.clone();
             if finished {
-                if !self.is_volcano(job)
+                if !self.flight.is_volcano(job)
                     && let Some(j) = self.flight.jobs.get_mut(job)
                 {
                     j.done = j.done.saturating_sub(1);
@@ -216,15 +216,17 @@ impl Sim {
                 &format!("{}/{}", ghost.namespace, ghost.name),
                 finished,
             );
-            self.pod_event(&key, TaskStatus::Pending)?;
+            self.flight
+                .pod_event(&mut self.ctx, &key, TaskStatus::Pending)?;
             if running && let Some(j) = self.flight.jobs.get_mut(job) {
                 j.started = j.started.saturating_sub(1);
             }
             if let Some(b) = self.failover.bindings.get_mut(job) {
                 b.ghosts.push(ghost);
             }
-            if self.is_volcano(job) {
-                self.pod_changed(&key, PodChange::Replaced, out)?;
+            if self.flight.is_volcano(job) {
+                self.flight
+                    .pod_changed(&mut self.ctx, &key, PodChange::Replaced, out)?;
             }
         }
         if let Some(j) = self.flight.jobs.get_mut(job) {
@@ -237,7 +239,7 @@ impl Sim {
             }
         }
         self.ctx.checker.exclude(job, cluster, true);
-        self.requeue_group(job)?;
+        self.flight.requeue_group(&mut self.ctx, job)?;
         if let Some(spec) = self.flight.jobs.get(job).map(|j| j.group.clone()) {
             self.ctx.apply(Event::PodGroupUpsert(spec))?;
         }

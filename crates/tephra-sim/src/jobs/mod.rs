@@ -9,7 +9,9 @@
 //! The plugins' Services, ConfigMaps and Secrets have nothing to simulate and are only
 //! counted; the `ssh` plugin gets a fixed key pair.
 //!
-//! What the simulator keeps of each Job in flight is in `vcjob.rs`.
+//! The controller's passes are methods of the jobs and pods in flight
+//! ([`InFlight`](crate::state::InFlight)); what the simulator keeps of each Job is in
+//! `vcjob.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,10 +33,11 @@ use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::GroupPhase;
 
 use crate::agenda::Ev;
+use crate::ctx::Ctx;
 use crate::error::SimError;
 use crate::record::Record;
 use crate::scenario::Dur;
-use crate::state::{JobRt, NewPod, PodState, Sim};
+use crate::state::{InFlight, JobRt, NewPod, PodState};
 use crate::workload::SimJob;
 
 pub(crate) mod vcjob;
@@ -55,19 +58,20 @@ fn finished(p: JobPhase) -> bool {
 /// Passes over one Job at one instant, at most: the controller settles well within them.
 const PASSES: usize = 8;
 
-impl Sim {
+impl InFlight {
     /// Submits a Volcano Job: the job controller makes its PodGroup now, and its pods once
     /// the scheduler admits the PodGroup.
     pub(crate) fn submit_volcano(
         &mut self,
+        ctx: &mut Ctx,
         sj: SimJob,
         mut job: Job,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         let key = sj.key();
         let gang = sj
-            .gang(self.ctx.cache.names_mut(), self.ctx.now / 1000)
-            .map_err(crate::error::build_err(&self.ctx.source))?;
+            .gang(ctx.cache.names_mut(), ctx.now / 1000)
+            .map_err(crate::error::build_err(&ctx.source))?;
         let mut roles = BTreeMap::new();
         for (t, g) in sj.tasks.iter().zip(&gang.tasks) {
             roles.insert(
@@ -81,22 +85,22 @@ impl Sim {
         }
         let group = gang.group;
         let min = group.min_member;
-        self.ctx.announce(&sj, &group, out);
-        self.ctx.explain(&key, || {
+        ctx.announce(&sj, &group, out);
+        ctx.explain(&key, || {
             format!(
                 "Volcano Job submitted to queue {}: {} pod(s), gang of {min}",
                 sj.queue,
                 sj.replicas()
             )
         });
-        job.metadata.creation_timestamp = Some(time(self.ctx.now));
-        self.flight.jobs.insert(
+        job.metadata.creation_timestamp = Some(time(ctx.now));
+        self.jobs.insert(
             key.clone(),
             JobRt {
                 queue: sj.queue.clone(),
                 min,
                 pods: Vec::new(),
-                submit_ms: self.ctx.now,
+                submit_ms: ctx.now,
                 started: 0,
                 waited: false,
                 done: 0,
@@ -104,7 +108,7 @@ impl Sim {
                 why: None,
             },
         );
-        self.flight.vcjobs.insert(
+        self.vcjobs.insert(
             key.clone(),
             VcJob {
                 job,
@@ -114,23 +118,19 @@ impl Sim {
                 wake_at: None,
             },
         );
-        self.job_pass(&key, out)
-    }
-
-    /// Whether `job` is a Volcano Job the controller runs.
-    pub(crate) fn is_volcano(&self, job: &str) -> bool {
-        self.flight.vcjobs.contains_key(job)
+        self.job_pass(ctx, &key, out)
     }
 
     /// Runs the job controller over `key` until it writes nothing more, and carries out what
     /// it writes.
     pub(crate) fn job_pass(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         for _ in 0..PASSES {
-            let Some(vc) = self.flight.vcjobs.get(key) else {
+            let Some(vc) = self.vcjobs.get(key) else {
                 return Ok(());
             };
             let ssh = needs_ssh_key(&vc.job).then(|| SshKey::ed25519(&[7; 32], &[9; 32], 1, "sim"));
@@ -140,23 +140,22 @@ impl Sim {
                 podgroup: vc.podgroup.as_ref(),
                 pods: &pods,
                 command: None,
-                now_ms: self.ctx.now,
+                now_ms: ctx.now,
                 ssh_key: ssh.as_ref(),
             });
             if let Some(wake) = outcome.wake_ms
-                && let Some(vc) = self.flight.vcjobs.get_mut(key)
-                && vc.wake_at.is_none_or(|w| w <= self.ctx.now || w > wake)
+                && let Some(vc) = self.vcjobs.get_mut(key)
+                && vc.wake_at.is_none_or(|w| w <= ctx.now || w > wake)
             {
                 vc.wake_at = Some(wake);
-                self.ctx
-                    .push(wake.max(self.ctx.now), Ev::JobWake(key.to_string()));
+                ctx.push(wake.max(ctx.now), Ev::JobWake(key.to_string()));
             }
             if outcome.writes.is_empty() {
                 return Ok(());
             }
             for w in outcome.writes {
-                self.job_write(key, w, out)?;
-                if !self.flight.vcjobs.contains_key(key) {
+                self.job_write(ctx, key, w, out)?;
+                if !self.vcjobs.contains_key(key) {
                     return Ok(());
                 }
             }
@@ -167,111 +166,96 @@ impl Sim {
     /// A policy's timeout or the Job's TTL fell due.
     pub(crate) fn job_wake(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+        if let Some(vc) = self.vcjobs.get_mut(key) {
             vc.wake_at = None;
         }
-        self.job_pass(key, out)
+        self.job_pass(ctx, key, out)
     }
 
     fn job_write(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         w: Write,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         match w {
             Write::CreatePodGroup(pg) | Write::UpdatePodGroup(pg) => {
-                let fresh = self
-                    .flight
-                    .vcjobs
-                    .get(key)
-                    .is_some_and(|v| v.podgroup.is_none());
+                let fresh = self.vcjobs.get(key).is_some_and(|v| v.podgroup.is_none());
                 let mut pg = *pg;
                 if fresh {
                     pg.status = Some(PodGroupStatus {
                         phase: Some(PodGroupPhase::Pending),
                         ..PodGroupStatus::default()
                     });
-                } else if let Some(old) = self
-                    .flight
-                    .vcjobs
-                    .get(key)
-                    .and_then(|v| v.podgroup.as_ref())
-                {
+                } else if let Some(old) = self.vcjobs.get(key).and_then(|v| v.podgroup.as_ref()) {
                     pg.status = old.status.clone();
                 }
-                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+                if let Some(vc) = self.vcjobs.get_mut(key) {
                     vc.podgroup = Some(pg);
                 }
-                if fresh && let Some(j) = self.flight.jobs.get_mut(key) {
+                if fresh && let Some(j) = self.jobs.get_mut(key) {
                     j.group.phase = GroupPhase::Pending;
-                    j.group.phase_since = self.ctx.now / 1000;
+                    j.group.phase_since = ctx.now / 1000;
                     let spec = j.group.clone();
-                    self.ctx.apply(Event::PodGroupUpsert(spec))?;
-                    self.ctx.mark_dirty();
+                    ctx.apply(Event::PodGroupUpsert(spec))?;
+                    ctx.mark_dirty();
                 }
             }
             Write::DeletePodGroup(_) => {
-                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+                if let Some(vc) = self.vcjobs.get_mut(key) {
                     vc.podgroup = None;
                 }
-                if let Some(j) = self.flight.jobs.get(key) {
+                if let Some(j) = self.jobs.get(key) {
                     let (namespace, name) = (j.group.namespace.clone(), j.group.name.clone());
-                    self.ctx.apply(Event::PodGroupDelete { namespace, name })?;
+                    ctx.apply(Event::PodGroupDelete { namespace, name })?;
                 }
             }
-            Write::CreatePod(pod) => self.create_pod(key, *pod)?,
-            Write::DeletePod(name) => self.delete_pod(key, &name, out)?,
+            Write::CreatePod(pod) => self.create_pod(ctx, key, *pod)?,
+            Write::DeletePod(name) => self.delete_pod(ctx, key, &name, out)?,
             Write::Status(status) => {
                 let was = self
-                    .flight
                     .vcjobs
                     .get(key)
                     .and_then(|v| v.job.status.as_ref())
                     .and_then(|s| s.state.phase);
                 let now = status.state.phase;
-                if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+                if let Some(vc) = self.vcjobs.get_mut(key) {
                     vc.job.status = Some(*status);
                 }
                 if now != was
                     && let Some(phase) = now
                 {
                     let queue = self
-                        .flight
                         .jobs
                         .get(key)
                         .map(|j| j.queue.clone())
                         .unwrap_or_default();
-                    out(&Record::job_phase(
-                        self.ctx.now,
-                        key,
-                        &queue,
-                        phase_name(phase),
-                    ));
-                    self.ctx
-                        .explain(key, || format!("Job {}", phase_name(phase)));
+                    out(&Record::job_phase(ctx.now, key, &queue, phase_name(phase)));
+                    ctx.explain(key, || format!("Job {}", phase_name(phase)));
                     if finished(phase) {
-                        self.job_finished(key, phase)?;
+                        self.job_finished(ctx, key, phase)?;
                     }
                 }
             }
             Write::Event {
                 reason, message, ..
             } => {
-                self.ctx.explain(key, || format!("{reason}: {message}"));
+                ctx.explain(key, || format!("{reason}: {message}"));
             }
             Write::DeleteJob => {
-                self.flight.vcjobs.remove(key);
+                self.vcjobs.remove(key);
             }
             Write::CreateService(_) | Write::CreateConfigMap(_) | Write::CreateSecret(_) => {}
         }
         Ok(())
     }
 
-    fn create_pod(&mut self, key: &str, mut pod: Pod) -> Result<(), SimError> {
+    fn create_pod(&mut self, ctx: &mut Ctx, key: &str, mut pod: Pod) -> Result<(), SimError> {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let ns = pod
             .metadata
@@ -284,7 +268,7 @@ impl Sim {
             .get(TASK_INDEX)
             .and_then(|i| i.parse().ok())
             .unwrap_or(0);
-        let Some(r) = self.flight.vcjobs.get(key).and_then(|v| v.roles.get(&role)) else {
+        let Some(r) = self.vcjobs.get(key).and_then(|v| v.roles.get(&role)) else {
             return Ok(());
         };
         let duration_ms = annotations
@@ -296,19 +280,19 @@ impl Sim {
             .and_then(|c| c.trim().parse().ok())
             .unwrap_or(0);
         let (shape, request) = (Arc::clone(&r.shape), r.request.clone());
-        pod.metadata.creation_timestamp = Some(time(self.ctx.now));
+        pod.metadata.creation_timestamp = Some(time(ctx.now));
         pod.status = Some(PodStatus {
             phase: Some("Pending".into()),
             ..PodStatus::default()
         });
         let pod_key = format!("{ns}/{name}");
         let group = self
-            .flight
             .jobs
             .get(key)
             .map(|j| j.group.name.clone())
             .unwrap_or_default();
         self.add_pod(
+            ctx,
             key,
             &group,
             NewPod {
@@ -320,42 +304,43 @@ impl Sim {
                 exit_code,
             },
         )?;
-        if let Some(j) = self.flight.jobs.get_mut(key) {
+        if let Some(j) = self.jobs.get_mut(key) {
             j.pods.push(pod_key);
         }
-        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+        if let Some(vc) = self.vcjobs.get_mut(key) {
             vc.pods.insert(name, pod);
         }
-        self.ctx.mark_dirty();
+        ctx.mark_dirty();
         Ok(())
     }
 
     /// The controller deletes a pod: it leaves its node (if it holds one) and the cache.
     fn delete_pod(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         let ns = self
-            .flight
             .vcjobs
             .get(key)
             .and_then(|v| v.job.metadata.namespace.clone())
             .unwrap_or_else(|| "default".into());
         let pod_key = format!("{ns}/{name}");
-        self.remove_pod(key, &pod_key, name, out)
+        self.remove_pod(ctx, key, &pod_key, name, out)
     }
 
     /// Takes a pod out of the simulation: its node is released, the cache and the Job forget it.
     fn remove_pod(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         pod_key: &str,
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if let Some(p) = self.flight.pods.remove(pod_key) {
+        if let Some(p) = self.pods.remove(pod_key) {
             let holds = matches!(
                 p.state,
                 PodState::Bound | PodState::Running | PodState::Releasing
@@ -363,64 +348,54 @@ impl Sim {
             if holds {
                 let node = p.node.clone().unwrap_or_default();
                 let queue = self
-                    .flight
                     .jobs
                     .get(key)
                     .map(|j| j.queue.clone())
                     .unwrap_or_default();
-                self.ctx.checker.released(key, pod_key, false);
-                self.ctx
-                    .stats
-                    .released(&node.0, &queue, p.gpus, p.cpu_milli, self.ctx.now);
+                ctx.checker.released(key, pod_key, false);
+                ctx.stats
+                    .released(&node.0, &queue, p.gpus, p.cpu_milli, ctx.now);
                 let was_running = p.state == PodState::Running
                     || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
                 if was_running {
-                    self.ctx
-                        .stats
-                        .gpu_time(&queue, p.gpus, self.ctx.now - p.started_ms);
-                    if let Some(j) = self.flight.jobs.get_mut(key) {
+                    ctx.stats.gpu_time(&queue, p.gpus, ctx.now - p.started_ms);
+                    if let Some(j) = self.jobs.get_mut(key) {
                         j.started = j.started.saturating_sub(1);
                     }
                 }
                 out(&Record::pod(
-                    "delete",
-                    self.ctx.now,
-                    key,
-                    &queue,
-                    pod_key,
-                    &node,
-                    &p.request,
-                    None,
+                    "delete", ctx.now, key, &queue, pod_key, &node, &p.request, None,
                 ));
             }
             let (ns, n) = pod_key.split_once('/').unwrap_or(("default", pod_key));
-            self.ctx.apply(Event::PodDelete {
+            ctx.apply(Event::PodDelete {
                 namespace: ns.into(),
                 name: n.into(),
             })?;
         }
-        if let Some(j) = self.flight.jobs.get_mut(key) {
+        if let Some(j) = self.jobs.get_mut(key) {
             j.pods.retain(|p| p != pod_key);
         }
-        if let Some(vc) = self.flight.vcjobs.get_mut(key) {
+        if let Some(vc) = self.vcjobs.get_mut(key) {
             vc.pods.remove(name);
         }
-        self.ctx.mark_dirty();
+        ctx.mark_dirty();
         Ok(())
     }
 
     /// A Job reached a final phase: it leaves the cache and the engine, counted as completed
     /// or failed.
-    fn job_finished(&mut self, key: &str, phase: JobPhase) -> Result<(), SimError> {
-        self.retire(key, phase == JobPhase::Completed)?;
-        self.flight.vcjobs.remove(key);
-        self.ctx.mark_dirty();
+    fn job_finished(&mut self, ctx: &mut Ctx, key: &str, phase: JobPhase) -> Result<(), SimError> {
+        self.retire(ctx, key, phase == JobPhase::Completed)?;
+        self.vcjobs.remove(key);
+        ctx.mark_dirty();
         Ok(())
     }
 
     /// The scheduler moved a Volcano Job's PodGroup to `phase`.
     pub(crate) fn podgroup_phase(
         &mut self,
+        ctx: &mut Ctx,
         key: &str,
         phase: GroupPhase,
         out: &mut dyn FnMut(&Record),
@@ -432,36 +407,31 @@ impl Sim {
             GroupPhase::Unknown => PodGroupPhase::Unknown,
             GroupPhase::Completed => PodGroupPhase::Completed,
         };
-        if let Some(pg) = self
-            .flight
-            .vcjobs
-            .get_mut(key)
-            .and_then(|v| v.podgroup.as_mut())
-        {
+        if let Some(pg) = self.vcjobs.get_mut(key).and_then(|v| v.podgroup.as_mut()) {
             pg.status.get_or_insert_with(PodGroupStatus::default).phase = Some(api);
         }
-        self.job_pass(key, out)
+        self.job_pass(ctx, key, out)
     }
 
     /// A pod of a Volcano Job was bound, started, finished or is being evicted: its object
     /// changes, and the controller looks again.
     pub(crate) fn pod_changed(
         &mut self,
+        ctx: &mut Ctx,
         pod_key: &str,
         change: PodChange,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(job) = self.flight.pods.get(pod_key).map(|p| p.job.clone()) else {
+        let Some(job) = self.pods.get(pod_key).map(|p| p.job.clone()) else {
             return Ok(());
         };
-        let node = self.flight.pods.get(pod_key).and_then(|p| p.node.clone());
+        let node = self.pods.get(pod_key).and_then(|p| p.node.clone());
         let name = pod_key
             .split_once('/')
             .map_or(pod_key, |(_, n)| n)
             .to_string();
-        let now = time(self.ctx.now);
+        let now = time(ctx.now);
         if let Some(pod) = self
-            .flight
             .vcjobs
             .get_mut(&job)
             .and_then(|v| v.pods.get_mut(&name))
@@ -532,26 +502,26 @@ impl Sim {
         if change == PodChange::Bound {
             return Ok(());
         }
-        self.job_pass(&job, out)
+        self.job_pass(ctx, &job, out)
     }
 
     /// An evicted pod of a Volcano Job finished terminating: it is gone, as the API server
-    /// removes it, and the controller decides what comes next.
+    /// removes it. Returns its job, whose controller decides what comes next ([`Self::job_pass`]).
     pub(crate) fn pod_gone(
         &mut self,
+        ctx: &mut Ctx,
         pod_key: &str,
         out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        let Some(job) = self.flight.pods.get(pod_key).map(|p| p.job.clone()) else {
-            return Ok(());
+    ) -> Result<Option<String>, SimError> {
+        let Some(job) = self.pods.get(pod_key).map(|p| p.job.clone()) else {
+            return Ok(None);
         };
         let name = pod_key
             .split_once('/')
             .map_or(pod_key, |(_, n)| n)
             .to_string();
-        self.remove_pod(&job, pod_key, &name, out)?;
-        self.failover_job_changed(&job, out)?;
-        self.job_pass(&job, out)
+        self.remove_pod(ctx, &job, pod_key, &name, out)?;
+        Ok(Some(job))
     }
 }
 

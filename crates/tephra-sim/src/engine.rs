@@ -257,8 +257,14 @@ impl Sim {
                 Ev::FaultEnd(i) => self.fault(i, false, out)?,
                 Ev::Probe(c) => self.probe(&c, out)?,
                 Ev::Taints(c) => self.taints_pass(&c, out)?,
-                Ev::Eviction(job) => self.evictions(&job, out)?,
-                Ev::GhostGone(job, name) => self.ghost_gone(&job, &name, out)?,
+                Ev::Eviction(job) => {
+                    let (book, mut parts) = self.failover_parts();
+                    book.evictions(&mut parts, &job, out)?;
+                }
+                Ev::GhostGone(job, name) => {
+                    let (book, mut parts) = self.failover_parts();
+                    book.ghost_gone(&mut parts, &job, &name, out)?;
+                }
             }
             if last_progress.elapsed().as_millis() >= 200 {
                 last_progress = Instant::now();
@@ -301,7 +307,8 @@ impl Sim {
             .collect();
         let running = started.len() as u64;
         let pending = self.flight.jobs.len() as u64 - running;
-        let failover = self.failover_report();
+        let (book, parts) = self.failover_parts();
+        let failover = book.failover_report(&parts);
         let mut report = self.ctx.stats.finish(
             &self.scenario.source,
             self.scenario.run.seed,

@@ -45,7 +45,7 @@ impl Sim {
             let Some(pods) = self.flight.jobs.get(&job_key).map(|j| j.pods.clone()) else {
                 continue;
             };
-            self.fault_restarted(fault, &job_key);
+            self.failover.fault_restarted(fault, &job_key);
             for pod in pods {
                 self.evict_pod(&pod, &reason, "fault", out)?;
             }
@@ -120,7 +120,7 @@ impl Sim {
                 kind,
             ));
             if let Some(r) = self.failover.record_of.get(&i).copied() {
-                self.fault_closed(r);
+                self.failover.fault_closed(self.ctx.now, r);
             }
             match f.kind {
                 FaultKind::NodeDown => {
@@ -168,7 +168,7 @@ impl Sim {
                         .map(|(_, r)| *r)
                         .collect();
                     for r in open {
-                        self.fault_closed(r);
+                        self.failover.fault_closed(self.ctx.now, r);
                     }
                     self.member_changed(&f.cluster)?;
                 }
@@ -180,7 +180,9 @@ impl Sim {
             self.ctx.mark_dirty();
             return Ok(());
         }
-        let record = self.fault_opened(&f.cluster, kind);
+        let record = self
+            .failover
+            .fault_opened(&self.fleet, self.ctx.now, &f.cluster, kind);
         self.failover.record_of.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {

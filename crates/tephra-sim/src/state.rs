@@ -91,6 +91,14 @@ pub(crate) struct InFlight {
     pub(crate) vcjobs: HashMap<String, VcJob>,
 }
 
+/// What a part acts on besides its own state: the shared context, the jobs and pods in flight,
+/// and the fleet (read only).
+pub(crate) struct Parts<'a> {
+    pub(crate) ctx: &'a mut Ctx,
+    pub(crate) flight: &'a mut InFlight,
+    pub(crate) fleet: &'a Fleet,
+}
+
 /// A simulation in progress: the virtual clock and its agenda, the scheduler's cache and
 /// configuration, the jobs and pods in flight, and the checker and statistics watching them.
 pub struct Sim {
@@ -212,6 +220,28 @@ impl InFlight {
 
 /// How one part's change reaches the others.
 impl Sim {
+    /// Failover's book, and the parts it acts on.
+    pub(crate) fn failover_parts(&mut self) -> (&mut Book, Parts<'_>) {
+        (
+            &mut self.failover,
+            Parts {
+                ctx: &mut self.ctx,
+                flight: &mut self.flight,
+                fleet: &self.fleet,
+            },
+        )
+    }
+
+    /// A pod of `job` started, stopped or moved: graceful eviction and the measures look again.
+    pub(crate) fn failover_job_changed(
+        &mut self,
+        job: &str,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let (book, mut parts) = self.failover_parts();
+        book.job_changed(&mut parts, job, out)
+    }
+
     /// When the run stops (ms of simulated time): `--until`, or the scenario's `run.until`.
     pub(crate) fn until_ms(&self) -> Option<i64> {
         self.scenario.run.until.map(|d| d.0)
@@ -221,7 +251,7 @@ impl Sim {
     /// graceful eviction looks at the old copies there.
     pub(crate) fn member_changed(&mut self, name: &str) -> Result<(), SimError> {
         if self.fleet.member_changed(&mut self.ctx, name)? {
-            self.evictions_in(name)?;
+            self.failover.evictions_in(&mut self.ctx, name)?;
         }
         Ok(())
     }
@@ -234,7 +264,7 @@ impl Sim {
     ) -> Result<(), SimError> {
         let (changed, pending) = self.fleet.probe(self.ctx.now, name, out);
         if let Some(status) = changed {
-            self.detected(name, &status);
+            self.failover.detected(self.ctx.now, name, &status);
             self.taints_pass(name, out)?;
         }
         if pending {
@@ -250,7 +280,8 @@ impl Sim {
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
         if self.fleet.taints_pass(&mut self.ctx, name, out)? {
-            self.taint_manager(name, out)?;
+            let (book, mut parts) = self.failover_parts();
+            book.taint_manager(&mut parts, name, out)?;
         }
         Ok(())
     }

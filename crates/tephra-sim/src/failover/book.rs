@@ -1,7 +1,8 @@
 //! What failover keeps over a run: each moved job's binding (its eviction tasks, ghosts and
 //! excluded clusters), each fault's measures, the fault open on each cluster, and the record
-//! each fault of the scenario keeps its measures in. Data only: `failover/mod.rs` and
-//! `failover/measure.rs` act on it, `faults.rs` opens and closes the faults.
+//! each fault of the scenario keeps its measures in. Its methods are the taint manager and
+//! graceful eviction (`failover/mod.rs`) and the measures (`failover/measure.rs`), each given
+//! the other parts it acts on ([`Parts`](crate::state::Parts)).
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -7,46 +7,53 @@ use std::collections::{BTreeMap, BTreeSet};
 use tephra_controllers::graceful_eviction::NewPlacement;
 
 use super::binding::Ghost;
+use super::book::Book;
 use super::report::{FailoverReport, FaultReport};
-use crate::state::{PodState, Sim};
+use crate::members::fleet::Fleet;
+use crate::state::{Parts, PodState};
 
-impl Sim {
+impl Book {
     /// Opens a fault's record; returns its index. A cluster fault on a member whose Ready
     /// condition already says it is unhealthy (another fault) counts as detected at once.
-    pub(crate) fn fault_opened(&mut self, cluster: &str, kind: &str) -> usize {
+    pub(crate) fn fault_opened(
+        &mut self,
+        fleet: &Fleet,
+        now: i64,
+        cluster: &str,
+        kind: &str,
+    ) -> usize {
         let known = kind != "node-down"
-            && self
-                .fleet
+            && fleet
                 .members
                 .get(cluster)
                 .and_then(|m| m.ready.as_ref())
                 .is_some_and(|c| c.status != "True");
-        self.failover.records.push(FaultReport {
+        self.records.push(FaultReport {
             cluster: cluster.to_string(),
             kind: kind.to_string(),
-            at_s: self.ctx.now as f64 / 1000.0,
-            at_ms: self.ctx.now,
+            at_s: now as f64 / 1000.0,
+            at_ms: now,
             detection_delay_s: known.then_some(0.0),
             ..FaultReport::default()
         });
-        let i = self.failover.records.len() - 1;
+        let i = self.records.len() - 1;
         if kind != "node-down" {
-            self.failover.open.insert(cluster.to_string(), i);
+            self.open.insert(cluster.to_string(), i);
         }
         i
     }
 
-    pub(crate) fn fault_closed(&mut self, i: usize) {
-        if let Some(r) = self.failover.records.get_mut(i)
+    pub(crate) fn fault_closed(&mut self, now: i64, i: usize) {
+        if let Some(r) = self.records.get_mut(i)
             && r.ended_s.is_none()
         {
-            r.ended_s = Some(self.ctx.now as f64 / 1000.0);
+            r.ended_s = Some(now as f64 / 1000.0);
         }
     }
 
     /// A node-down fault restarted `job` whole.
     pub(crate) fn fault_restarted(&mut self, i: usize, job: &str) {
-        if let Some(r) = self.failover.records.get_mut(i)
+        if let Some(r) = self.records.get_mut(i)
             && r.moved.insert(job.to_string())
         {
             r.jobs_moved += 1;
@@ -54,16 +61,14 @@ impl Sim {
     }
 
     /// The Ready condition of `cluster` turned `status`: the open fault there is detected.
-    pub(crate) fn detected(&mut self, cluster: &str, status: &str) {
+    pub(crate) fn detected(&mut self, now: i64, cluster: &str, status: &str) {
         if status == "True" {
             return;
         }
-        let now = self.ctx.now;
         if let Some(r) = self
-            .failover
             .open
             .get(cluster)
-            .and_then(|i| self.failover.records.get_mut(*i))
+            .and_then(|i| self.records.get_mut(*i))
             && r.detection_delay_s.is_none()
         {
             r.detection_delay_s = Some((now - r.at_ms) as f64 / 1000.0);
@@ -72,24 +77,23 @@ impl Sim {
 
     /// Measures how long two copies of `job` run at once: the old one (its ghosts still
     /// running, or terminating) and the new one, each at least the gang.
-    pub(super) fn both_copies(&mut self, job: &str) {
-        let placement = NewPlacement::of(self.ctx.cache.world(), job);
-        let Some(b) = self.failover.bindings.get(job) else {
+    pub(super) fn both_copies(&mut self, w: &Parts<'_>, job: &str) {
+        let placement = NewPlacement::of(w.ctx.cache.world(), job);
+        let Some(b) = self.bindings.get(job) else {
             return;
         };
         let min = placement.min_member.max(1) as usize;
         let old: Vec<&Ghost> = b.ghosts.iter().filter(|g| g.running).collect();
         let both = old.len() >= min && placement.running as usize >= min;
-        let answers = old.iter().all(|g| self.fleet.reachable(&g.cluster));
-        self.overlap(job, both.then_some(answers));
+        let answers = old.iter().all(|g| w.fleet.reachable(&g.cluster));
+        self.overlap(w.ctx.now, w.ctx.grace, job, both.then_some(answers));
     }
 
     /// Two copies of `job` run from now (`Some`, with whether the old one's member answers),
     /// or not (`None`); the time since the last change is counted.
-    fn overlap(&mut self, job: &str, state: Option<bool>) {
-        let now = self.ctx.now;
-        let grace = self.ctx.grace as f64 / 1000.0;
-        let Some(b) = self.failover.bindings.get_mut(job) else {
+    fn overlap(&mut self, now: i64, grace_ms: i64, job: &str, state: Option<bool>) {
+        let grace = grace_ms as f64 / 1000.0;
+        let Some(b) = self.bindings.get_mut(job) else {
             return;
         };
         if b.both_since.map(|(_, a)| a) == state {
@@ -100,7 +104,7 @@ impl Sim {
             return;
         };
         let secs = (now - t) as f64 / 1000.0;
-        if let Some(r) = b.fault.and_then(|i| self.failover.records.get_mut(i)) {
+        if let Some(r) = b.fault.and_then(|i| self.records.get_mut(i)) {
             if answered {
                 r.duplicate_gang_s += secs;
                 r.duplicate_beyond_grace_s += (secs - grace).max(0.0);
@@ -111,27 +115,26 @@ impl Sim {
     }
 
     /// The `failover` section, once the run ends.
-    pub(crate) fn failover_report(&mut self) -> FailoverReport {
-        let jobs: BTreeSet<String> = self.failover.bindings.keys().cloned().collect();
+    pub(crate) fn failover_report(&mut self, w: &Parts<'_>) -> FailoverReport {
+        let jobs: BTreeSet<String> = self.bindings.keys().cloned().collect();
         for job in &jobs {
             // Overlaps still open count up to the end of the run.
-            self.overlap(job, None);
+            self.overlap(w.ctx.now, w.ctx.grace, job, None);
         }
-        let mut records = std::mem::take(&mut self.failover.records);
+        let mut records = std::mem::take(&mut self.records);
         for r in &mut records {
             let mut last_back: Option<i64> = Some(r.at_ms);
             for job in &r.moved {
                 let back = self
-                    .failover
                     .bindings
                     .get(job)
                     .and_then(|b| b.back_at)
-                    .or_else(|| (!self.flight.jobs.contains_key(job)).then_some(r.at_ms));
+                    .or_else(|| (!w.flight.jobs.contains_key(job)).then_some(r.at_ms));
                 last_back = match (last_back, back) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     _ => None,
                 };
-                if self.lost(job) {
+                if self.lost(w, job) {
                     r.lost_jobs += 1;
                 }
             }
@@ -139,7 +142,7 @@ impl Sim {
                 .filter(|_| !r.moved.is_empty())
                 .map(|t| (t - r.at_ms) as f64 / 1000.0);
         }
-        let t = self.fleet.timings;
+        let t = w.fleet.timings;
         let fmax = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -182,25 +185,25 @@ impl Sim {
 
     /// Whether a moved job is lost: still in flight, yet the scheduler holds no gang for it
     /// or fewer pods than it has.
-    fn lost(&self, job: &str) -> bool {
-        let Some(j) = self.flight.jobs.get(job) else {
+    fn lost(&self, w: &Parts<'_>, job: &str) -> bool {
+        let Some(j) = w.flight.jobs.get(job) else {
             return false;
         };
-        let world = self.ctx.cache.world();
+        let world = w.ctx.cache.world();
         let group = format!("{}/{}", j.group.namespace, j.group.name);
-        let Some(w) = world.job_id(&group).and_then(|id| world.jobs.get(id)) else {
+        let Some(gang) = world.job_id(&group).and_then(|id| world.jobs.get(id)) else {
             return true;
         };
         let live = j
             .pods
             .iter()
             .filter(|k| {
-                self.flight
+                w.flight
                     .pods
                     .get(*k)
                     .is_some_and(|p| p.state != PodState::Done)
             })
             .count();
-        w.tasks.len() < live
+        gang.tasks.len() < live
     }
 }

@@ -23,10 +23,12 @@ use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::{TaskStatus, Toleration};
 
 use crate::agenda::Ev;
+use crate::ctx::Ctx;
 use crate::error::{SimError, build_err};
 use crate::jobs::vcjob::PodChange;
 use crate::record::Record;
-use crate::state::{PodState, Sim};
+use crate::state::{InFlight, Parts, PodState};
+use book::Book;
 
 pub(crate) mod binding;
 pub(crate) mod book;
@@ -46,11 +48,11 @@ fn k8s_toleration(t: &Toleration) -> K8sToleration {
     }
 }
 
-impl Sim {
+impl Book {
     /// The jobs with a pod bound or running in `cluster`, and where each runs.
-    fn jobs_in(&self, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
+    fn jobs_in(flight: &InFlight, cluster: &str) -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for p in self.flight.pods.values() {
+        for p in flight.pods.values() {
             if let (Some((c, _)), PodState::Bound | PodState::Running) = (&p.node, p.state) {
                 out.entry(p.job.clone()).or_default().insert(c.clone());
             }
@@ -62,18 +64,19 @@ impl Sim {
     /// The taint manager's pass over the jobs running in `cluster`.
     pub(crate) fn taint_manager(
         &mut self,
+        w: &mut Parts<'_>,
         cluster: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let no_execute = self
+        let no_execute = w
             .fleet
             .cluster_taints(cluster)
             .is_some_and(|ts| ts.iter().any(|t| t.effect == "NoExecute"));
         if !no_execute {
             return Ok(());
         }
-        for (job, clusters) in self.jobs_in(cluster) {
-            let Some(j) = self.flight.jobs.get(&job) else {
+        for (job, clusters) in Self::jobs_in(w.flight, cluster) {
+            let Some(j) = w.flight.jobs.get(&job) else {
                 continue;
             };
             let tolerations: Vec<K8sToleration> = j
@@ -102,7 +105,6 @@ impl Sim {
                         })
                         .collect(),
                     graceful_eviction_tasks: self
-                        .failover
                         .bindings
                         .get(&job)
                         .map(|b| b.tasks.clone())
@@ -113,18 +115,18 @@ impl Sim {
             rb.metadata.namespace = Some(ns.to_string());
             let d = taint_manager::decide(
                 &rb,
-                |c| self.fleet.cluster_taints(c),
+                |c| w.fleet.cluster_taints(c),
                 &tolerations,
-                self.ctx.now,
+                w.ctx.now,
                 EvictionDefaults::default(),
             );
             if let Some(at) = d.wake_ms {
-                self.ctx.push(at, Ev::Taints(cluster.to_string()));
+                w.ctx.push(at, Ev::Taints(cluster.to_string()));
             }
             if let Some(next) = d.binding {
                 let tasks = next.spec.graceful_eviction_tasks;
                 for c in &d.evicted {
-                    self.move_off(&job, c, tasks.clone(), out)?;
+                    self.move_off(w, &job, c, tasks.clone(), out)?;
                 }
             }
         }
@@ -135,22 +137,23 @@ impl Sim {
     /// again, and its PodGroup excludes the cluster.
     fn move_off(
         &mut self,
+        w: &mut Parts<'_>,
         job: &str,
         cluster: &str,
         tasks: Vec<GracefulEvictionTask>,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(j) = self.flight.jobs.get(job) else {
+        let Some(j) = w.flight.jobs.get(job) else {
             return Ok(());
         };
         let queue = j.queue.clone();
-        let pods = self.ctx.cache.copy_in(job, cluster);
-        let fault = self.failover.open.get(cluster).copied();
-        let b = self.failover.bindings.entry(job.to_string()).or_default();
+        let pods = w.ctx.cache.copy_in(job, cluster);
+        let fault = self.open.get(cluster).copied();
+        let b = self.bindings.entry(job.to_string()).or_default();
         b.tasks = tasks;
         b.fault = fault;
         b.back_at = None;
-        if let Some(r) = fault.and_then(|i| self.failover.records.get_mut(i))
+        if let Some(r) = fault.and_then(|i| self.records.get_mut(i))
             && r.moved.insert(job.to_string())
         {
             r.jobs_moved += 1;
@@ -158,9 +161,9 @@ impl Sim {
         let why = format!(
             "cluster {cluster} has a NoExecute taint the job does not tolerate; its gang moves (TaintManager)"
         );
-        self.ctx.explain(job, || why.clone());
+        w.ctx.explain(job, || why.clone());
         for key in pods {
-            let Some(p) = self.flight.pods.get_mut(&key) else {
+            let Some(p) = w.flight.pods.get_mut(&key) else {
                 continue;
             };
             let node = p.node.take().unwrap_or_default();
@@ -172,17 +175,17 @@ impl Sim {
             let (gpus, cpu_milli, started_ms) = (p.gpus, p.cpu_milli, p.started_ms);
             let request = p.request.clone();
             if finished {
-                if !self.flight.is_volcano(job)
-                    && let Some(j) = self.flight.jobs.get_mut(job)
+                if !w.flight.is_volcano(job)
+                    && let Some(j) = w.flight.jobs.get_mut(job)
                 {
                     j.done = j.done.saturating_sub(1);
                 }
             } else {
-                self.ctx.stats.evicted("failover");
+                w.ctx.stats.evicted("failover");
             }
             out(&Record::pod(
                 "evict",
-                self.ctx.now,
+                w.ctx.now,
                 job,
                 &queue,
                 &key,
@@ -190,11 +193,11 @@ impl Sim {
                 &request,
                 Some(why.clone()),
             ));
-            let Some(spec) = self
+            let Some(spec) = w
                 .ctx
                 .cache
                 .set_aside(&key, cluster)
-                .map_err(build_err(&self.ctx.source))?
+                .map_err(build_err(&w.ctx.source))?
             else {
                 continue;
             };
@@ -210,78 +213,76 @@ impl Sim {
                 holds: !finished,
                 terminating: false,
             };
-            self.ctx.checker.ghost(
+            w.ctx.checker.ghost(
                 job,
                 &key,
                 &format!("{}/{}", ghost.namespace, ghost.name),
                 finished,
             );
-            self.flight
-                .pod_event(&mut self.ctx, &key, TaskStatus::Pending)?;
-            if running && let Some(j) = self.flight.jobs.get_mut(job) {
+            w.flight.pod_event(w.ctx, &key, TaskStatus::Pending)?;
+            if running && let Some(j) = w.flight.jobs.get_mut(job) {
                 j.started = j.started.saturating_sub(1);
             }
-            if let Some(b) = self.failover.bindings.get_mut(job) {
+            if let Some(b) = self.bindings.get_mut(job) {
                 b.ghosts.push(ghost);
             }
-            if self.flight.is_volcano(job) {
-                self.flight
-                    .pod_changed(&mut self.ctx, &key, PodChange::Replaced, out)?;
+            if w.flight.is_volcano(job) {
+                w.flight
+                    .pod_changed(w.ctx, &key, PodChange::Replaced, out)?;
             }
         }
-        if let Some(j) = self.flight.jobs.get_mut(job) {
+        if let Some(j) = w.flight.jobs.get_mut(job) {
             let policy = std::sync::Arc::make_mut(&mut j.group.policy);
             if !policy.exclude.iter().any(|c| c == cluster) {
                 policy.exclude.push(cluster.to_string());
-                if let Some(b) = self.failover.bindings.get_mut(job) {
+                if let Some(b) = self.bindings.get_mut(job) {
                     b.excluded.insert(cluster.to_string());
                 }
             }
         }
-        self.ctx.checker.exclude(job, cluster, true);
-        self.flight.requeue_group(&mut self.ctx, job)?;
-        if let Some(spec) = self.flight.jobs.get(job).map(|j| j.group.clone()) {
-            self.ctx.apply(Event::PodGroupUpsert(spec))?;
+        w.ctx.checker.exclude(job, cluster, true);
+        w.flight.requeue_group(w.ctx, job)?;
+        if let Some(spec) = w.flight.jobs.get(job).map(|j| j.group.clone()) {
+            w.ctx.apply(Event::PodGroupUpsert(spec))?;
         }
-        self.ctx.mark_dirty();
-        self.evictions(job, out)
+        w.ctx.mark_dirty();
+        self.evictions(w, job, out)
     }
 
     /// Graceful eviction's pass over `job`'s tasks: old copies whose time has come are
     /// deleted where their member answers; tasks whose copies are gone leave.
     pub(crate) fn evictions(
         &mut self,
+        w: &mut Parts<'_>,
         job: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(b) = self.failover.bindings.get(job) else {
+        let Some(b) = self.bindings.get(job) else {
             return Ok(());
         };
-        let placement = NewPlacement::of(self.ctx.cache.world(), job);
-        let (now, timeout) = (self.ctx.now, self.fleet.timings.eviction_timeout_ms);
+        let placement = NewPlacement::of(w.ctx.cache.world(), job);
+        let (now, timeout) = (w.ctx.now, w.fleet.timings.eviction_timeout_ms);
         let tasks = b.tasks.clone();
         let mut purge = Vec::new();
         for task in &tasks {
             match assess(task, placement, now, timeout) {
                 Verdict::Purge => purge.push(task.from_cluster.clone()),
-                Verdict::Wait { until_ms } => {
-                    self.ctx.push(until_ms, Ev::Eviction(job.to_string()))
-                }
+                Verdict::Wait { until_ms } => w.ctx.push(until_ms, Ev::Eviction(job.to_string())),
                 Verdict::Hold => {}
             }
         }
         if placement.healthy()
-            && let Some(b) = self.failover.bindings.get_mut(job)
+            && let Some(b) = self.bindings.get_mut(job)
             && b.back_at.is_none()
         {
             b.back_at = Some(now);
         }
         for cluster in purge {
-            if !self.fleet.reachable(&cluster) {
+            if !w.fleet.reachable(&cluster) {
                 continue;
             }
-            let grace = self.ctx.grace;
-            let Some(b) = self.failover.bindings.get_mut(job) else {
+            let grace = w.ctx.grace;
+            let Some(b) = self.bindings.get_mut(job) else {
                 continue;
             };
             let mut gone = Vec::new();
@@ -293,71 +294,71 @@ impl Sim {
             }
             for name in gone {
                 if grace == 0 {
-                    self.ghost_gone(job, &name, out)?;
+                    self.ghost_gone(w, job, &name, out)?;
                 } else {
-                    self.ctx
+                    w.ctx
                         .push(now + grace, Ev::GhostGone(job.to_string(), name));
                 }
             }
             if self
-                .failover
                 .bindings
                 .get(job)
                 .is_some_and(|b| !b.ghosts.iter().any(|g| g.cluster == cluster))
             {
-                self.task_done(job, &cluster)?;
+                self.task_done(w, job, &cluster)?;
             }
         }
-        self.both_copies(job);
+        self.both_copies(w, job);
         Ok(())
     }
 
     /// The task evicting `job` from `cluster` is done (its old copy is gone): the task leaves
     /// the binding, and the PodGroup may use the cluster again.
-    fn task_done(&mut self, job: &str, cluster: &str) -> Result<(), SimError> {
-        let Some(b) = self.failover.bindings.get_mut(job) else {
+    fn task_done(&mut self, w: &mut Parts<'_>, job: &str, cluster: &str) -> Result<(), SimError> {
+        let Some(b) = self.bindings.get_mut(job) else {
             return Ok(());
         };
         b.tasks.retain(|t| t.from_cluster != cluster);
         if !b.excluded.remove(cluster) {
             return Ok(());
         }
-        self.ctx.checker.exclude(job, cluster, false);
-        if let Some(j) = self.flight.jobs.get_mut(job) {
+        w.ctx.checker.exclude(job, cluster, false);
+        if let Some(j) = w.flight.jobs.get_mut(job) {
             std::sync::Arc::make_mut(&mut j.group.policy)
                 .exclude
                 .retain(|c| c != cluster);
             let spec = j.group.clone();
-            self.ctx.apply(Event::PodGroupUpsert(spec))?;
-            self.ctx.mark_dirty();
+            w.ctx.apply(Event::PodGroupUpsert(spec))?;
+            w.ctx.mark_dirty();
         }
         Ok(())
     }
 
     /// Graceful eviction's pass over every job with an old copy in `cluster` (it answers again).
-    pub(crate) fn evictions_in(&mut self, cluster: &str) -> Result<(), SimError> {
+    pub(crate) fn evictions_in(&mut self, ctx: &mut Ctx, cluster: &str) -> Result<(), SimError> {
         // In name order: the agenda's order must not depend on a hash map's.
         let jobs: BTreeSet<String> = self
-            .failover
             .bindings
             .iter()
             .filter(|(_, b)| b.ghosts.iter().any(|g| g.cluster == cluster))
             .map(|(k, _)| k.clone())
             .collect();
         for job in jobs {
-            self.ctx.push(self.ctx.now, Ev::Eviction(job));
+            ctx.push(ctx.now, Ev::Eviction(job));
         }
         Ok(())
     }
 
-    /// A pod of `job` started, stopped or moved: graceful eviction and the measures look again.
-    pub(crate) fn failover_job_changed(
+    /// A pod of `job` started, stopped or moved: graceful eviction and the measures look again,
+    /// if it moved.
+    pub(crate) fn job_changed(
         &mut self,
+        w: &mut Parts<'_>,
         job: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if self.failover.bindings.contains_key(job) {
-            self.evictions(job, out)?;
+        if self.bindings.contains_key(job) {
+            self.evictions(w, job, out)?;
         }
         Ok(())
     }
@@ -365,11 +366,12 @@ impl Sim {
     /// An old copy's pod finished terminating: it leaves its node.
     pub(crate) fn ghost_gone(
         &mut self,
+        w: &mut Parts<'_>,
         job: &str,
         name: &str,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        let Some(b) = self.failover.bindings.get_mut(job) else {
+        let Some(b) = self.bindings.get_mut(job) else {
             return Ok(());
         };
         let Some(i) = b.ghosts.iter().position(|g| g.name == name) else {
@@ -378,30 +380,30 @@ impl Sim {
         let g = b.ghosts.remove(i);
         let cluster = g.cluster.clone();
         if !b.ghosts.iter().any(|x| x.cluster == cluster) {
-            self.task_done(job, &cluster)?;
+            self.task_done(w, job, &cluster)?;
         }
-        let queue = self
+        let queue = w
             .flight
             .jobs
             .get(job)
             .map(|j| j.queue.clone())
             .unwrap_or_default();
         if g.holds {
-            self.ctx
+            w.ctx
                 .checker
                 .released(job, &format!("{}/{}", g.namespace, g.name), false);
-            self.ctx
+            w.ctx
                 .stats
-                .released(&g.node.0, &queue, g.gpus, g.cpu_milli, self.ctx.now);
+                .released(&g.node.0, &queue, g.gpus, g.cpu_milli, w.ctx.now);
         }
         if g.running {
-            self.ctx
+            w.ctx
                 .stats
-                .gpu_time(&queue, g.gpus, self.ctx.now - g.started_ms);
+                .gpu_time(&queue, g.gpus, w.ctx.now - g.started_ms);
         }
         out(&Record::pod(
             "delete",
-            self.ctx.now,
+            w.ctx.now,
             job,
             &queue,
             &format!("{}/{}", g.namespace, g.name),
@@ -409,21 +411,20 @@ impl Sim {
             &[],
             Some(format!("old copy in {cluster} deleted (graceful eviction)")),
         ));
-        self.ctx.apply(Event::PodDelete {
+        w.ctx.apply(Event::PodDelete {
             namespace: g.namespace,
             name: g.name,
         })?;
-        self.both_copies(job);
+        self.both_copies(w, job);
         if self
-            .failover
             .bindings
             .get(job)
             .is_some_and(|b| b.ghosts.is_empty() && b.tasks.is_empty())
-            && !self.flight.jobs.contains_key(job)
+            && !w.flight.jobs.contains_key(job)
         {
-            self.failover.bindings.remove(job);
+            self.bindings.remove(job);
         }
-        self.ctx.mark_dirty();
+        w.ctx.mark_dirty();
         Ok(())
     }
 }

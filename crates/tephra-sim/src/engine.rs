@@ -7,15 +7,16 @@
 //!
 //! | file | its part |
 //! | --- | --- |
-//! | `state.rs` | the clock, the agenda, the cache, jobs and pods in flight |
-//! | `agenda.rs` | the events the agenda holds |
+//! | `state.rs` | the simulation's parts, the jobs and pods in flight, and how a change in one part reaches another |
+//! | `ctx.rs` | what every part acts through: the clock, the agenda, the cache, the checker and statistics |
+//! | `agenda.rs` | the events the agenda holds, and when sessions run |
 //! | `world.rs` | the fleet, queues and scheduler configuration from the scenario |
 //! | `engine.rs` | this loop, and arrivals: the job controller turns each job into a gang |
-//! | `executor.rs` | sessions and their decisions: binds, evictions, PodGroup phases |
+//! | `executor.rs` | sessions and their decisions: binds, evictions, PodGroup phases; gangs on lost nodes |
 //! | `kubelet.rs` | pods start, run, finish, release their nodes |
-//! | `faults.rs` | faults and recovery as they happen to a member, and its node lifecycle |
-//! | `members/` | members as the control plane sees them: probes, Ready, taints; `member.rs`: a member itself, and the chain's timings |
-//! | `failover/` | the taint manager, old copies set aside, graceful eviction; `binding.rs`: a job's tasks and old copies; `measure.rs`: what each fault did; `report.rs`: the `failover` section |
+//! | `faults.rs` | faults and recovery as they happen to a member, and nodes down |
+//! | `members/` | members as the control plane sees them: probes, Ready, taints; `fleet.rs`: the fleet; `member.rs`: a member itself, and the chain's timings |
+//! | `failover/` | the taint manager, old copies set aside, graceful eviction; `book.rs`: what failover keeps; `binding.rs`: a job's tasks and old copies; `measure.rs`: what each fault did; `report.rs`: the `failover` section |
 //! | `jobs/` | Volcano Jobs, run by the job controller's own passes; `vcjob.rs`: what is kept of each |
 //! | `report/` | `report.json` (`fields.rs`) and the statistics behind it (`stats.rs`, `hist.rs`) |
 //!
@@ -32,6 +33,7 @@ use crate::checker::Checker;
 use crate::ctx::Ctx;
 use crate::error::{SimError, build_err};
 use crate::failover::book::Book;
+use crate::faults::Faults;
 use crate::members::fleet::Fleet;
 use crate::record::Record;
 use crate::report::{Report, Stats};
@@ -106,7 +108,7 @@ impl Sim {
             ctx,
             sources,
             flight: InFlight::default(),
-            faults,
+            faults: Faults::new(faults),
             start_delay: scenario.run.pod_start_delay.0.max(0),
             fleet,
             failover: Book::default(),
@@ -125,8 +127,7 @@ impl Sim {
                 value: *value,
             })?;
         }
-        let at: Vec<i64> = sim.faults.iter().map(|f| f.at.0).collect();
-        for (i, t) in at.into_iter().enumerate() {
+        for (i, t) in sim.faults.starts().into_iter().enumerate() {
             sim.ctx.push(t, Ev::Fault(i));
         }
         if let Some(t) = sim.sources.peek() {

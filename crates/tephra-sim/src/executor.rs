@@ -1,7 +1,9 @@
 //! The executor: runs a scheduling session on the period and carries out its decisions, as the
 //! runtime's executor does against the API servers: binds (each checked independently),
-//! evictions (the pod terminates over the grace period) and PodGroup phases.
+//! evictions (the pod terminates over the grace period) and PodGroup phases; and the
+//! evictions a node-down fault causes (every gang with a pod on a lost node restarts whole).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -236,5 +238,43 @@ impl Sim {
             }
         }
         Ok(true)
+    }
+
+    /// The pods on `lost` nodes fail, and each gang that had one there restarts whole.
+    pub(crate) fn node_lifecycle(
+        &mut self,
+        cluster: &str,
+        lost: &[String],
+        fault: usize,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        let hit: BTreeSet<String> = self
+            .flight
+            .pods
+            .values()
+            .filter(|p| matches!(p.state, PodState::Bound | PodState::Running))
+            .filter(|p| {
+                p.node
+                    .as_ref()
+                    .is_some_and(|(c, n)| c == cluster && lost.contains(n))
+            })
+            .map(|p| p.job.clone())
+            .collect();
+        let reason = format!("node(s) down in cluster {cluster}; the gang restarts whole");
+        for job_key in hit {
+            let Some(pods) = self.flight.jobs.get(&job_key).map(|j| j.pods.clone()) else {
+                continue;
+            };
+            self.failover.fault_restarted(fault, &job_key);
+            for pod in pods {
+                self.evict_pod(&pod, &reason, "fault", out)?;
+            }
+            // A Volcano Job's controller decides what its evicted pods mean.
+            if !self.flight.is_volcano(&job_key) {
+                self.flight.requeue_group(&mut self.ctx, &job_key)?;
+            }
+        }
+        self.ctx.mark_dirty();
+        Ok(())
     }
 }

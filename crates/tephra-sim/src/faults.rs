@@ -6,74 +6,95 @@
 //!
 //! A node that goes down is the member's own business: its kubelet stops, its pods fail, and a
 //! gang that lost a pod is restarted whole (its pods go back to Pending and its PodGroup to
-//! Inqueue), as Volcano's default policy restarts a Job whose pod is evicted.
+//! Inqueue), as Volcano's default policy restarts a Job whose pod is evicted: [`Faults`] says
+//! which nodes went down, and the executor evicts the gangs on them.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::NodeSpec;
 
-use crate::agenda::Ev;
+use crate::ctx::Ctx;
 use crate::error::SimError;
+use crate::failover::book::Book;
+use crate::members::fleet::Fleet;
 use crate::record::Record;
-use crate::scenario::FaultKind;
-use crate::state::{PodState, Sim};
+use crate::scenario::{FaultDef, FaultKind};
 
-impl Sim {
-    /// The pods on `lost` nodes fail, and each gang that had one there restarts whole.
-    fn node_lifecycle(
-        &mut self,
-        cluster: &str,
-        lost: &[String],
-        fault: usize,
-        out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        let hit: BTreeSet<String> = self
-            .flight
-            .pods
-            .values()
-            .filter(|p| matches!(p.state, PodState::Bound | PodState::Running))
-            .filter(|p| {
-                p.node
-                    .as_ref()
-                    .is_some_and(|(c, n)| c == cluster && lost.contains(n))
-            })
-            .map(|p| p.job.clone())
-            .collect();
-        let reason = format!("node(s) down in cluster {cluster}; the gang restarts whole");
-        for job_key in hit {
-            let Some(pods) = self.flight.jobs.get(&job_key).map(|j| j.pods.clone()) else {
-                continue;
-            };
-            self.failover.fault_restarted(fault, &job_key);
-            for pod in pods {
-                self.evict_pod(&pod, &reason, "fault", out)?;
-            }
-            // A Volcano Job's controller decides what its evicted pods mean.
-            if !self.flight.is_volcano(&job_key) {
-                self.flight.requeue_group(&mut self.ctx, &job_key)?;
-            }
+/// The faults of a run: the scenario's, and those drawn from its seed.
+pub(crate) struct Faults {
+    defs: Vec<FaultDef>,
+    /// The record of each fault begun (by its index): its index in failover's records.
+    record_of: BTreeMap<usize, usize>,
+}
+
+/// What a fault's beginning asks of the other parts.
+pub(crate) enum Began {
+    /// The member's truth changed: the control plane follows.
+    Member(String),
+    /// Nodes of a cluster went down (the fault's record): the gangs on them restart.
+    Nodes {
+        cluster: String,
+        nodes: Vec<String>,
+        record: usize,
+    },
+    Nothing,
+}
+
+/// The cache and the checker take a node's readiness.
+fn set_node_ready(ctx: &mut Ctx, cluster: &str, node: &str, ready: bool) -> Result<(), SimError> {
+    let Some(id) = ctx.cache.world().node_id(cluster, node) else {
+        return Ok(());
+    };
+    let Some(spec) = ctx.cache.world().nodes.get(id).map(|n| n.spec.clone()) else {
+        return Ok(());
+    };
+    ctx.checker.node_ready(cluster, node, ready);
+    ctx.apply(Event::NodeUpsert(NodeSpec { ready, ..spec }))
+}
+
+/// Changes the count of faults of `kind` in force on member `cluster` by `delta`.
+fn member_fault(fleet: &mut Fleet, cluster: &str, kind: FaultKind, delta: i32) {
+    if let Some(m) = fleet.members.get_mut(cluster) {
+        let n = match kind {
+            FaultKind::Unreachable => &mut m.unreachable,
+            FaultKind::Notready => &mut m.notready,
+            _ => return,
+        };
+        *n = n.saturating_add_signed(delta);
+    }
+}
+
+fn kind_name(kind: FaultKind) -> &'static str {
+    match kind {
+        FaultKind::Unreachable => "unreachable",
+        FaultKind::Notready => "notready",
+        FaultKind::NodeDown => "node-down",
+        FaultKind::Recover => "recover",
+    }
+}
+
+impl Faults {
+    pub(crate) fn new(defs: Vec<FaultDef>) -> Self {
+        Self {
+            defs,
+            record_of: BTreeMap::new(),
         }
-        self.ctx.mark_dirty();
-        Ok(())
     }
 
-    fn set_node_ready(&mut self, cluster: &str, node: &str, ready: bool) -> Result<(), SimError> {
-        let Some(id) = self.ctx.cache.world().node_id(cluster, node) else {
-            return Ok(());
-        };
-        let Some(spec) = self.ctx.cache.world().nodes.get(id).map(|n| n.spec.clone()) else {
-            return Ok(());
-        };
-        self.ctx.checker.node_ready(cluster, node, ready);
-        self.ctx
-            .apply(Event::NodeUpsert(NodeSpec { ready, ..spec }))
+    /// When each fault begins, in ms, by index.
+    pub(crate) fn starts(&self) -> Vec<i64> {
+        self.defs.iter().map(|f| f.at.0).collect()
     }
 
-    fn fault_nodes(&self, i: usize) -> Vec<String> {
-        let f = &self.faults[i];
-        let all: Vec<String> = self
-            .fleet
+    /// Whether fault `i` is a `recover`: it only ends things.
+    pub(crate) fn recovers(&self, i: usize) -> bool {
+        self.defs[i].kind == FaultKind::Recover
+    }
+
+    fn nodes(&self, fleet: &Fleet, i: usize) -> Vec<String> {
+        let f = &self.defs[i];
+        let all: Vec<String> = fleet
             .nodes
             .get(&f.cluster)
             .map(|ns| ns.iter().map(|(n, _)| n.clone()).collect())
@@ -85,160 +106,117 @@ impl Sim {
         }
     }
 
-    /// Changes the count of faults of `kind` in force on `cluster` by `delta`.
-    fn member_fault(&mut self, cluster: &str, kind: FaultKind, delta: i32) {
-        if let Some(m) = self.fleet.members.get_mut(cluster) {
-            let n = match kind {
-                FaultKind::Unreachable => &mut m.unreachable,
-                FaultKind::Notready => &mut m.notready,
-                _ => return,
-            };
-            *n = n.saturating_add_signed(delta);
-        }
-    }
-
-    pub(crate) fn fault(
+    /// Fault `i` ends, or a `recover` fault begins: its scope comes back. Returns the member
+    /// whose truth changed, for the control plane to follow.
+    pub(crate) fn end(
         &mut self,
         i: usize,
-        begin: bool,
+        ctx: &mut Ctx,
+        fleet: &mut Fleet,
+        book: &mut Book,
         out: &mut dyn FnMut(&Record),
-    ) -> Result<(), SimError> {
-        let f = self.faults[i].clone();
-        let kind = match f.kind {
-            FaultKind::Unreachable => "unreachable",
-            FaultKind::Notready => "notready",
-            FaultKind::NodeDown => "node-down",
-            FaultKind::Recover => "recover",
-        };
-        if !begin || f.kind == FaultKind::Recover {
-            // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
-            out(&Record::fault(
-                "recover",
-                self.ctx.now,
-                &f.cluster,
-                None,
-                kind,
-            ));
-            if let Some(r) = self.failover.record_of.get(&i).copied() {
-                self.failover.fault_closed(self.ctx.now, r);
-            }
-            match f.kind {
-                FaultKind::NodeDown => {
-                    for n in self.fault_nodes(i) {
-                        let key = (f.cluster.clone(), n.clone());
-                        let left = self
-                            .fleet
-                            .down_nodes
-                            .get(&key)
-                            .copied()
-                            .unwrap_or(1)
-                            .saturating_sub(1);
-                        if left == 0 {
-                            self.fleet.down_nodes.remove(&key);
-                            self.set_node_ready(&f.cluster, &n, true)?;
-                        } else {
-                            self.fleet.down_nodes.insert(key, left);
-                        }
-                    }
-                }
-                FaultKind::Recover => {
-                    if let Some(m) = self.fleet.members.get_mut(&f.cluster) {
-                        m.unreachable = 0;
-                        m.notready = 0;
-                    }
-                    let downs: Vec<String> = self
-                        .fleet
-                        .down_nodes
-                        .keys()
-                        .filter(|(c, _)| *c == f.cluster)
-                        .map(|(_, n)| n.clone())
-                        .collect();
-                    for n in downs {
-                        self.fleet
-                            .down_nodes
-                            .remove(&(f.cluster.clone(), n.clone()));
-                        self.set_node_ready(&f.cluster, &n, true)?;
-                    }
-                    // The faults it ended are over.
-                    let open: Vec<usize> = self
-                        .failover
-                        .record_of
-                        .iter()
-                        .filter(|(fi, _)| self.faults[**fi].cluster == f.cluster)
-                        .map(|(_, r)| *r)
-                        .collect();
-                    for r in open {
-                        self.failover.fault_closed(self.ctx.now, r);
-                    }
-                    self.member_changed(&f.cluster)?;
-                }
-                kind => {
-                    self.member_fault(&f.cluster, kind, -1);
-                    self.member_changed(&f.cluster)?;
-                }
-            }
-            self.ctx.mark_dirty();
-            return Ok(());
+    ) -> Result<Option<String>, SimError> {
+        let f = self.defs[i].clone();
+        let kind = kind_name(f.kind);
+        // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
+        out(&Record::fault("recover", ctx.now, &f.cluster, None, kind));
+        if let Some(r) = self.record_of.get(&i).copied() {
+            book.fault_closed(ctx.now, r);
         }
-        let record = self
-            .failover
-            .fault_opened(&self.fleet, self.ctx.now, &f.cluster, kind);
-        self.failover.record_of.insert(i, record);
+        match f.kind {
+            FaultKind::NodeDown => {
+                for n in self.nodes(fleet, i) {
+                    let key = (f.cluster.clone(), n.clone());
+                    let left = fleet
+                        .down_nodes
+                        .get(&key)
+                        .copied()
+                        .unwrap_or(1)
+                        .saturating_sub(1);
+                    if left == 0 {
+                        fleet.down_nodes.remove(&key);
+                        set_node_ready(ctx, &f.cluster, &n, true)?;
+                    } else {
+                        fleet.down_nodes.insert(key, left);
+                    }
+                }
+            }
+            FaultKind::Recover => {
+                if let Some(m) = fleet.members.get_mut(&f.cluster) {
+                    m.unreachable = 0;
+                    m.notready = 0;
+                }
+                let downs: Vec<String> = fleet
+                    .down_nodes
+                    .keys()
+                    .filter(|(c, _)| *c == f.cluster)
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                for n in downs {
+                    fleet.down_nodes.remove(&(f.cluster.clone(), n.clone()));
+                    set_node_ready(ctx, &f.cluster, &n, true)?;
+                }
+                // The faults it ended are over.
+                let open: Vec<usize> = self
+                    .record_of
+                    .iter()
+                    .filter(|(fi, _)| self.defs[**fi].cluster == f.cluster)
+                    .map(|(_, r)| *r)
+                    .collect();
+                for r in open {
+                    book.fault_closed(ctx.now, r);
+                }
+                return Ok(Some(f.cluster));
+            }
+            kind => {
+                member_fault(fleet, &f.cluster, kind, -1);
+                return Ok(Some(f.cluster));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Fault `i` begins: its record opens, and a member's truth changes or nodes go down.
+    pub(crate) fn begin(
+        &mut self,
+        i: usize,
+        ctx: &mut Ctx,
+        fleet: &mut Fleet,
+        book: &mut Book,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<Began, SimError> {
+        let f = self.defs[i].clone();
+        let kind = kind_name(f.kind);
+        let record = book.fault_opened(fleet, ctx.now, &f.cluster, kind);
+        self.record_of.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {
-                out(&Record::fault(
-                    "fault",
-                    self.ctx.now,
-                    &f.cluster,
-                    None,
-                    kind,
-                ));
-                self.member_fault(&f.cluster, f.kind, 1);
-                self.member_changed(&f.cluster)?;
+                out(&Record::fault("fault", ctx.now, &f.cluster, None, kind));
+                member_fault(fleet, &f.cluster, f.kind, 1);
+                Ok(Began::Member(f.cluster))
             }
             FaultKind::NodeDown => {
-                let nodes = self.fault_nodes(i);
+                let nodes = self.nodes(fleet, i);
                 for n in &nodes {
-                    out(&Record::fault(
-                        "fault",
-                        self.ctx.now,
-                        &f.cluster,
-                        Some(n),
-                        kind,
-                    ));
-                    *self
-                        .fleet
+                    out(&Record::fault("fault", ctx.now, &f.cluster, Some(n), kind));
+                    *fleet
                         .down_nodes
                         .entry((f.cluster.clone(), n.clone()))
                         .or_insert(0) += 1;
-                    self.set_node_ready(&f.cluster, n, false)?;
+                    set_node_ready(ctx, &f.cluster, n, false)?;
                 }
-                self.node_lifecycle(&f.cluster, &nodes, record, out)?;
+                Ok(Began::Nodes {
+                    cluster: f.cluster,
+                    nodes,
+                    record,
+                })
             }
-            FaultKind::Recover => {}
+            FaultKind::Recover => Ok(Began::Nothing),
         }
-        if let Some(d) = f.duration {
-            self.ctx.push(self.ctx.now + d.0, Ev::FaultEnd(i));
-        }
-        Ok(())
     }
 
-    /// Whether a pod event must wait for its member to answer (held, see
-    /// [`crate::members`]): returns true when it was held.
-    pub(crate) fn held(&mut self, ev: &Ev) -> bool {
-        let pod = match ev {
-            Ev::Start(p, _) | Ev::Finish(p, _) | Ev::Released(p, _) => p,
-            _ => return false,
-        };
-        let Some(cluster) = self
-            .flight
-            .pods
-            .get(pod)
-            .and_then(|p| p.node.as_ref())
-            .map(|(c, _)| c.clone())
-        else {
-            return false;
-        };
-        self.fleet.hold_if_cut_off(&cluster, ev)
+    /// When fault `i`, begun now, ends, if it has a duration.
+    pub(crate) fn ends_at(&self, i: usize, now: i64) -> Option<i64> {
+        self.defs[i].duration.map(|d| now + d.0)
     }
 }

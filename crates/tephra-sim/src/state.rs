@@ -1,13 +1,14 @@
-//! The state of a simulation: the virtual clock and its agenda of events, the cache the
-//! scheduler reads, the jobs and pods in flight, and the checker and statistics that watch
-//! them. The other parts of the simulator (world, kubelet, executor, faults, members, failover,
-//! Volcano Jobs, the event loop) each add their own methods to [`Sim`].
+//! The state of a simulation, and how its parts reach each other. [`Sim`] holds the parts,
+//! each a type with its own state and methods: what every part acts through ([`Ctx`]: the
+//! clock, the agenda, the cache, the checker and statistics), the jobs and pods in flight
+//! ([`InFlight`], defined here; its methods are also in `kubelet.rs` and `jobs/mod.rs`), the
+//! fleet (`members/fleet.rs`), failover's book (`failover/book.rs`) and the run's faults
+//! (`faults.rs`). A part that acts on others is handed them ([`Parts`]), never the whole
+//! `Sim`; what one part's change asks of another is wired here, by `Sim`, the coordinator (with
+//! the event loop in `engine.rs` and the sessions in `executor.rs`).
 //!
-//! The parts import this file; it imports only the types they own, each in a file that imports
-//! no part: the agenda and the session cadence (`agenda.rs`), the fleet (`members/fleet.rs`),
-//! failover's book (`failover/book.rs`), Volcano Jobs (`jobs/vcjob.rs`) and the statistics
-//! (`report/stats.rs`), so no import runs in a circle. The jobs and pods in flight are one type
-//! here (`InFlight`).
+//! The parts' files import this file; it imports only the files that define the parts' types,
+//! none of which imports it, so no import runs in a circle.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +19,11 @@ use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::{PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
+use crate::agenda::Ev;
 use crate::ctx::{Ctx, scaled};
 use crate::error::SimError;
 use crate::failover::book::Book;
+use crate::faults::{Began, Faults};
 use crate::jobs::vcjob::VcJob;
 use crate::members::fleet::Fleet;
 use crate::record::Record;
@@ -112,7 +115,7 @@ pub struct Sim {
     /// The jobs and pods in flight.
     pub(crate) flight: InFlight,
     /// The faults of this run: the scenario's, and those drawn from its seed.
-    pub(crate) faults: Vec<crate::scenario::FaultDef>,
+    pub(crate) faults: Faults,
     pub(crate) start_delay: i64,
     /// The clusters, their nodes and members ([`crate::members`]).
     pub(crate) fleet: Fleet,
@@ -345,5 +348,60 @@ impl Sim {
         };
         self.failover_job_changed(&job, out)?;
         self.flight.job_pass(&mut self.ctx, &job, out)
+    }
+
+    /// Whether a pod event must wait for its member to answer (held, see
+    /// [`crate::members`]): returns true when it was held.
+    pub(crate) fn held(&mut self, ev: &Ev) -> bool {
+        let pod = match ev {
+            Ev::Start(p, _) | Ev::Finish(p, _) | Ev::Released(p, _) => p,
+            _ => return false,
+        };
+        let Some(cluster) = self
+            .flight
+            .pods
+            .get(pod)
+            .and_then(|p| p.node.as_ref())
+            .map(|(c, _)| c.clone())
+        else {
+            return false;
+        };
+        self.fleet.hold_if_cut_off(&cluster, ev)
+    }
+
+    /// Fault `i` begins (`begin`) or ends: the faults say what changed, and the fleet, failover
+    /// and the gangs on lost nodes follow.
+    pub(crate) fn fault(
+        &mut self,
+        i: usize,
+        begin: bool,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
+        if !begin || self.faults.recovers(i) {
+            let changed =
+                self.faults
+                    .end(i, &mut self.ctx, &mut self.fleet, &mut self.failover, out)?;
+            if let Some(cluster) = changed {
+                self.member_changed(&cluster)?;
+            }
+            self.ctx.mark_dirty();
+            return Ok(());
+        }
+        let began =
+            self.faults
+                .begin(i, &mut self.ctx, &mut self.fleet, &mut self.failover, out)?;
+        match began {
+            Began::Member(cluster) => self.member_changed(&cluster)?,
+            Began::Nodes {
+                cluster,
+                nodes,
+                record,
+            } => self.node_lifecycle(&cluster, &nodes, record, out)?,
+            Began::Nothing => {}
+        }
+        if let Some(at) = self.faults.ends_at(i, self.ctx.now) {
+            self.ctx.push(at, Ev::FaultEnd(i));
+        }
+        Ok(())
     }
 }

@@ -1,6 +1,5 @@
 //! What failover keeps over a run: each moved job's binding (its eviction tasks, ghosts and
-//! excluded clusters), each fault's measures, the fault open on each cluster, and the record
-//! each fault of the scenario keeps its measures in. Its methods are the taint manager and
+//! excluded clusters), each fault's measures, and the fault open on each cluster. Its methods are the taint manager and
 //! graceful eviction (`failover/mod.rs`) and the measures (`failover/measure.rs`), each given
 //! the other parts it acts on ([`Parts`](crate::state::Parts)).
 
@@ -18,6 +17,4 @@ pub(crate) struct Book {
     pub(crate) records: Vec<FaultReport>,
     /// The fault open on each cluster: its index in `records`.
     pub(crate) open: BTreeMap<String, usize>,
-    /// The record of each fault of the scenario (by its index): its index in `records`.
-    pub(crate) record_of: BTreeMap<usize, usize>,
 }

@@ -28,8 +28,8 @@ pub(crate) struct Faults {
     record_of: BTreeMap<usize, usize>,
 }
 
-/// What a fault's beginning asks of the other parts.
-pub(crate) enum Began {
+/// What a fault changed, for the other parts to follow.
+pub(crate) enum Change {
     /// The member's truth changed: the control plane follows.
     Member(String),
     /// Nodes of a cluster went down (the fault's record): the gangs on them restart.
@@ -106,94 +106,84 @@ impl Faults {
         }
     }
 
-    /// Fault `i` ends, or a `recover` fault begins: its scope comes back. Returns the member
-    /// whose truth changed, for the control plane to follow.
-    pub(crate) fn end(
+    /// Fault `i` begins (`begin`) or ends; a `recover` fault only ends things, bringing its
+    /// scope back. Its record opens or closes, and what changed is returned for the other
+    /// parts to follow.
+    pub(crate) fn happen(
         &mut self,
         i: usize,
+        begin: bool,
         ctx: &mut Ctx,
         fleet: &mut Fleet,
         book: &mut Book,
         out: &mut dyn FnMut(&Record),
-    ) -> Result<Option<String>, SimError> {
+    ) -> Result<Change, SimError> {
         let f = self.defs[i].clone();
         let kind = kind_name(f.kind);
-        // Recover: the fault's scope comes back (a `recover` fault restores the cluster).
-        out(&Record::fault("recover", ctx.now, &f.cluster, None, kind));
-        if let Some(r) = self.record_of.get(&i).copied() {
-            book.fault_closed(ctx.now, r);
-        }
-        match f.kind {
-            FaultKind::NodeDown => {
-                for n in self.nodes(fleet, i) {
-                    let key = (f.cluster.clone(), n.clone());
-                    let left = fleet
-                        .down_nodes
-                        .get(&key)
-                        .copied()
-                        .unwrap_or(1)
-                        .saturating_sub(1);
-                    if left == 0 {
-                        fleet.down_nodes.remove(&key);
-                        set_node_ready(ctx, &f.cluster, &n, true)?;
-                    } else {
-                        fleet.down_nodes.insert(key, left);
+        if !begin || f.kind == FaultKind::Recover {
+            out(&Record::fault("recover", ctx.now, &f.cluster, None, kind));
+            if let Some(r) = self.record_of.get(&i).copied() {
+                book.fault_closed(ctx.now, r);
+            }
+            match f.kind {
+                FaultKind::NodeDown => {
+                    for n in self.nodes(fleet, i) {
+                        let key = (f.cluster.clone(), n.clone());
+                        let left = fleet
+                            .down_nodes
+                            .get(&key)
+                            .copied()
+                            .unwrap_or(1)
+                            .saturating_sub(1);
+                        if left == 0 {
+                            fleet.down_nodes.remove(&key);
+                            set_node_ready(ctx, &f.cluster, &n, true)?;
+                        } else {
+                            fleet.down_nodes.insert(key, left);
+                        }
                     }
                 }
-            }
-            FaultKind::Recover => {
-                if let Some(m) = fleet.members.get_mut(&f.cluster) {
-                    m.unreachable = 0;
-                    m.notready = 0;
+                FaultKind::Recover => {
+                    if let Some(m) = fleet.members.get_mut(&f.cluster) {
+                        m.unreachable = 0;
+                        m.notready = 0;
+                    }
+                    let downs: Vec<String> = fleet
+                        .down_nodes
+                        .keys()
+                        .filter(|(c, _)| *c == f.cluster)
+                        .map(|(_, n)| n.clone())
+                        .collect();
+                    for n in downs {
+                        fleet.down_nodes.remove(&(f.cluster.clone(), n.clone()));
+                        set_node_ready(ctx, &f.cluster, &n, true)?;
+                    }
+                    // The faults it ended are over.
+                    let open: Vec<usize> = self
+                        .record_of
+                        .iter()
+                        .filter(|(fi, _)| self.defs[**fi].cluster == f.cluster)
+                        .map(|(_, r)| *r)
+                        .collect();
+                    for r in open {
+                        book.fault_closed(ctx.now, r);
+                    }
+                    return Ok(Change::Member(f.cluster));
                 }
-                let downs: Vec<String> = fleet
-                    .down_nodes
-                    .keys()
-                    .filter(|(c, _)| *c == f.cluster)
-                    .map(|(_, n)| n.clone())
-                    .collect();
-                for n in downs {
-                    fleet.down_nodes.remove(&(f.cluster.clone(), n.clone()));
-                    set_node_ready(ctx, &f.cluster, &n, true)?;
+                kind => {
+                    member_fault(fleet, &f.cluster, kind, -1);
+                    return Ok(Change::Member(f.cluster));
                 }
-                // The faults it ended are over.
-                let open: Vec<usize> = self
-                    .record_of
-                    .iter()
-                    .filter(|(fi, _)| self.defs[**fi].cluster == f.cluster)
-                    .map(|(_, r)| *r)
-                    .collect();
-                for r in open {
-                    book.fault_closed(ctx.now, r);
-                }
-                return Ok(Some(f.cluster));
             }
-            kind => {
-                member_fault(fleet, &f.cluster, kind, -1);
-                return Ok(Some(f.cluster));
-            }
+            return Ok(Change::Nothing);
         }
-        Ok(None)
-    }
-
-    /// Fault `i` begins: its record opens, and a member's truth changes or nodes go down.
-    pub(crate) fn begin(
-        &mut self,
-        i: usize,
-        ctx: &mut Ctx,
-        fleet: &mut Fleet,
-        book: &mut Book,
-        out: &mut dyn FnMut(&Record),
-    ) -> Result<Began, SimError> {
-        let f = self.defs[i].clone();
-        let kind = kind_name(f.kind);
         let record = book.fault_opened(fleet, ctx.now, &f.cluster, kind);
         self.record_of.insert(i, record);
         match f.kind {
             FaultKind::Unreachable | FaultKind::Notready => {
                 out(&Record::fault("fault", ctx.now, &f.cluster, None, kind));
                 member_fault(fleet, &f.cluster, f.kind, 1);
-                Ok(Began::Member(f.cluster))
+                Ok(Change::Member(f.cluster))
             }
             FaultKind::NodeDown => {
                 let nodes = self.nodes(fleet, i);
@@ -205,13 +195,13 @@ impl Faults {
                         .or_insert(0) += 1;
                     set_node_ready(ctx, &f.cluster, n, false)?;
                 }
-                Ok(Began::Nodes {
+                Ok(Change::Nodes {
                     cluster: f.cluster,
                     nodes,
                     record,
                 })
             }
-            FaultKind::Recover => Ok(Began::Nothing),
+            FaultKind::Recover => Ok(Change::Nothing),
         }
     }
 

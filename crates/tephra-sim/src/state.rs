@@ -23,7 +23,7 @@ use crate::agenda::Ev;
 use crate::ctx::{Ctx, scaled};
 use crate::error::SimError;
 use crate::failover::book::Book;
-use crate::faults::{Began, Faults};
+use crate::faults::{Change, Faults};
 use crate::jobs::vcjob::VcJob;
 use crate::members::fleet::Fleet;
 use crate::record::Record;
@@ -377,29 +377,27 @@ impl Sim {
         begin: bool,
         out: &mut dyn FnMut(&Record),
     ) -> Result<(), SimError> {
-        if !begin || self.faults.recovers(i) {
-            let changed =
-                self.faults
-                    .end(i, &mut self.ctx, &mut self.fleet, &mut self.failover, out)?;
-            if let Some(cluster) = changed {
-                self.member_changed(&cluster)?;
-            }
-            self.ctx.mark_dirty();
-            return Ok(());
-        }
-        let began =
-            self.faults
-                .begin(i, &mut self.ctx, &mut self.fleet, &mut self.failover, out)?;
-        match began {
-            Began::Member(cluster) => self.member_changed(&cluster)?,
-            Began::Nodes {
+        let ending = !begin || self.faults.recovers(i);
+        let change = self.faults.happen(
+            i,
+            begin,
+            &mut self.ctx,
+            &mut self.fleet,
+            &mut self.failover,
+            out,
+        )?;
+        match change {
+            Change::Member(cluster) => self.member_changed(&cluster)?,
+            Change::Nodes {
                 cluster,
                 nodes,
                 record,
             } => self.node_lifecycle(&cluster, &nodes, record, out)?,
-            Began::Nothing => {}
+            Change::Nothing => {}
         }
-        if let Some(at) = self.faults.ends_at(i, self.ctx.now) {
+        if ending {
+            self.ctx.mark_dirty();
+        } else if let Some(at) = self.faults.ends_at(i, self.ctx.now) {
             self.ctx.push(at, Ev::FaultEnd(i));
         }
         Ok(())

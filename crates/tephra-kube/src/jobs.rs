@@ -113,11 +113,7 @@ pub fn start(
 
 /// One term as leader: a kube-runtime `Controller` over Jobs, triggered by the Jobs, the pods
 /// and PodGroups they own and the Commands for them, one pass at a time, until `lost`.
-async fn run(
-    client: Client,
-    options: JobControllerOptions,
-    lost: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>,
-) {
+async fn run(client: Client, options: JobControllerOptions, lost: reconciler::Lost) {
     let (pods, pods_w) = reflector::store();
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();

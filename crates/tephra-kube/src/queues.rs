@@ -71,11 +71,7 @@ pub fn start(
 /// One term as leader: a kube-runtime `Controller` over Queues, triggered by the Queues, their
 /// PodGroups, the Commands for them and the passes themselves (a queue whose state changed
 /// has its children looked at next), one pass at a time, until `lost`.
-async fn run(
-    client: Client,
-    options: QueueControllerOptions,
-    lost: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>,
-) {
+async fn run(client: Client, options: QueueControllerOptions, lost: reconciler::Lost) {
     let (pgs, pgs_w) = reflector::store();
     let (commands, commands_w) = reflector::store();
     let all = watcher::Config::default;

@@ -343,12 +343,15 @@ impl<K: Eq + Hash> Failures<K> {
     }
 }
 
+/// Completes once this replica has lost the lead.
+pub type Lost = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>;
+
 /// Runs what `run` starts (a kube-runtime `Controller`, say) only while `leadership` leads:
 /// started anew each time the lead is gained, so that every object is looked at then, and
 /// given a future that completes once the lead is lost, to shut down on.
 pub async fn while_leading<F, Fut>(leadership: Leadership, mut run: F)
 where
-    F: FnMut(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>>) -> Fut,
+    F: FnMut(Lost) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     const POLL: Duration = Duration::from_millis(100);

@@ -8,9 +8,13 @@
 //! taken out of the binding's `spec.clusters`, a graceful-eviction task records that the old
 //! pods are there, and an Event on the PodGroup says why. Only the leader writes.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -23,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::events::{EventFor, record};
 use crate::leader::Leadership;
-use crate::reconciler::{self, Reconciler, Wakes, WorkQueue, resync, watch};
+use crate::reconciler;
 
 /// How the failover controllers run.
 #[derive(Clone, Debug)]
@@ -58,92 +62,107 @@ fn rb_key(rb: &ResourceBinding) -> Option<Key> {
     Some((rb.namespace()?, rb.name_any()))
 }
 
-/// Starts the failover controllers on the control plane `client`.
+/// Starts the failover controllers on the control plane `client`. They write only while
+/// `leadership` leads.
 pub fn start(
     client: Client,
     options: FailoverOptions,
     leadership: Leadership,
 ) -> Vec<JoinHandle<()>> {
-    let errors = options.errors.clone();
-    let (queue, rx) = WorkQueue::new();
-    let (rbs, rbs_w) = reflector::store::<ResourceBinding>();
+    vec![tokio::spawn(reconciler::while_leading(
+        leadership,
+        move |lost| run(client.clone(), options.clone(), lost),
+    ))]
+}
+
+/// One term as leader: a kube-runtime `Controller` over ResourceBindings, triggered by the
+/// bindings, their PodGroups, the Clusters they run in and the PropagationPolicies of their
+/// namespace, one pass at a time, until `lost`.
+async fn run(client: Client, options: FailoverOptions, lost: reconciler::Lost) {
     let (clusters, clusters_w) = reflector::store::<Cluster>();
     let (pgs, pgs_w) = reflector::store::<PodGroup>();
     let (policies, policies_w) = reflector::store::<PropagationPolicy>();
     let all = watcher::Config::default;
-    // A cluster or policy change concerns many bindings: the resync queue below takes them;
-    // the watches on them queue the bindings they name right away.
-    let by_cluster = rbs.clone();
-    let by_policy = rbs.clone();
-    let mut tasks = vec![
-        watch(&client, all(), rbs_w, &queue, rb_key),
-        watch(&client, all(), pgs_w, &queue, |pg: &PodGroup| {
-            Some((pg.namespace()?, pg.name_any()))
-        }),
-    ];
-    {
-        let q = queue.clone();
-        tasks.push(watch(
-            &client,
-            all(),
-            clusters_w,
-            &queue,
-            move |c: &Cluster| {
-                let name = c.name_any();
-                for rb in by_cluster.state() {
-                    if rb.spec.clusters.iter().any(|t| t.name == name)
-                        && let Some(k) = rb_key(&rb)
-                    {
-                        q.push(k);
-                    }
-                }
-                None
-            },
-        ));
-    }
-    {
-        let q = queue.clone();
-        tasks.push(watch(
-            &client,
-            all(),
-            policies_w,
-            &queue,
-            move |pp: &PropagationPolicy| {
-                let ns = pp.namespace();
-                for rb in by_policy.state() {
-                    if rb.namespace() == ns
-                        && let Some(k) = rb_key(&rb)
-                    {
-                        q.push(k);
-                    }
-                }
-                None
-            },
-        ));
-    }
-    {
-        let rbs = rbs.clone();
-        tasks.push(resync(&queue, options.resync, move || {
-            rbs.state().iter().filter_map(|rb| rb_key(rb)).collect()
-        }));
-    }
-    let worker = Worker {
+    let pgs_s = reconciler::watched(&client, pgs_w, all());
+    let clusters_s = reconciler::watched(&client, clusters_w, all());
+    let policies_s = reconciler::watched(&client, policies_w, all());
+    let controller = Controller::new(Api::<ResourceBinding>::all(client.clone()), all())
+        .with_config(controller::Config::default().concurrency(1));
+    let rbs = controller.store();
+    let (in_cluster, in_namespace) = (rbs.clone(), rbs.clone());
+    let ctx = Arc::new(Worker {
         client,
         options,
         rbs,
         clusters,
         pgs,
         policies,
-        queue: queue.clone(),
-        wakes: Wakes::default(),
-        unhealthy: std::collections::HashMap::new(),
-    };
-    tasks.push(tokio::spawn(reconciler::run(
-        worker, queue, rx, leadership, errors,
-    )));
-    tasks
+        unhealthy: Mutex::new(HashMap::new()),
+        failures: reconciler::Failures::default(),
+    });
+    controller
+        .watches_stream(pgs_s, |pg: PodGroup| {
+            Some(ObjectRef::new(&pg.name_any()).within(&pg.namespace()?))
+        })
+        // A cluster concerns every binding that places a job in it.
+        .watches_stream(clusters_s, move |c: Cluster| {
+            let name = c.name_any();
+            in_cluster
+                .state()
+                .into_iter()
+                .filter(|rb| rb.spec.clusters.iter().any(|t| t.name == name))
+                .map(|rb| ObjectRef::from_obj(&*rb))
+                .collect::<Vec<_>>()
+        })
+        // A policy concerns every binding of its namespace.
+        .watches_stream(policies_s, move |pp: PropagationPolicy| {
+            let ns = pp.namespace();
+            in_namespace
+                .state()
+                .into_iter()
+                .filter(|rb| rb.namespace() == ns)
+                .map(|rb| ObjectRef::from_obj(&*rb))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(lost)
+        .run(pass, failed, ctx)
+        .for_each(|_| async {})
+        .await;
 }
 
+/// One pass over a binding; it is looked at again when a toleration runs out, else after the
+/// resync period.
+async fn pass(rb: Arc<ResourceBinding>, w: Arc<Worker>) -> Result<ControllerAction, PassError> {
+    let Some(key) = rb_key(&rb) else {
+        return Ok(ControllerAction::await_change());
+    };
+    let wake = w.pass(&key).await?;
+    w.failures.succeeded(&key);
+    let resync = w.options.resync;
+    let next = wake.map_or(resync, |at| {
+        // A moment past the due time, so that the pass sees it passed.
+        Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0) + 50).min(resync)
+    });
+    Ok(ControllerAction::requeue(next))
+}
+
+/// A pass failed: counted by reason, and tried again after the backoff its failures earn.
+fn failed(rb: Arc<ResourceBinding>, e: &PassError, w: Arc<Worker>) -> ControllerAction {
+    let key = rb_key(&rb).unwrap_or_default();
+    w.options
+        .errors
+        .inc(NAME, reconciler::api_reason(&e.source));
+    let wait = w.failures.failed(key.clone());
+    tracing::warn!(controller = NAME, namespace = %key.0, binding = %key.1, error = %e,
+        retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        "pass failed; retrying");
+    ControllerAction::requeue(wait)
+}
+
+/// The controllers' name, in logs and `tephra_controller_errors_total`.
+const NAME: &str = "failover";
+
+/// What the bindings, clusters, PodGroups and policies look like to the passes.
 struct Worker {
     client: Client,
     options: FailoverOptions,
@@ -151,10 +170,10 @@ struct Worker {
     clusters: Store<Cluster>,
     pgs: Store<PodGroup>,
     policies: Store<PropagationPolicy>,
-    queue: WorkQueue<Key>,
-    wakes: Wakes<Key>,
     /// Since when each binding's clusters have been Unhealthy.
-    unhealthy: std::collections::HashMap<Key, UnhealthySince>,
+    unhealthy: Mutex<HashMap<Key, UnhealthySince>>,
+    /// Each binding's failed passes in a row.
+    failures: reconciler::Failures<Key>,
 }
 
 /// Why a pass stopped.
@@ -169,25 +188,16 @@ fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-impl Reconciler for Worker {
-    type Key = Key;
-    type Error = PassError;
-    const NAME: &'static str = "failover";
-
-    fn keys(&self) -> Vec<Key> {
-        self.rbs
-            .state()
-            .iter()
-            .filter_map(|rb| rb_key(rb))
-            .collect()
-    }
-
-    async fn pass(&mut self, key: &Key) -> Result<(), PassError> {
+impl Worker {
+    /// One pass over the binding `key`: its evictions written, and when a toleration runs
+    /// out (ms since the epoch), if one does.
+    async fn pass(&self, key: &Key) -> Result<Option<i64>, PassError> {
         let (ns, name) = key;
+        if let Ok(mut u) = self.unhealthy.lock() {
+            u.retain(|(n, b), _| self.rbs.get(&ObjectRef::new(b).within(n)).is_some());
+        }
         let Some(rb) = self.rbs.get(&ObjectRef::new(name).within(ns)) else {
-            self.wakes.forget(key);
-            self.unhealthy.remove(key);
-            return Ok(());
+            return Ok(None);
         };
         let group = rb.spec.resource.name.clone();
         let pg = self.pgs.get(&ObjectRef::new(&group).within(ns));
@@ -235,8 +245,10 @@ impl Reconciler for Worker {
             .and_then(|f| f.application.clone());
         match app {
             Some(app) if self.options.application => {
-                let since = self.unhealthy.entry(key.clone()).or_default();
+                let mut unhealthy = self.unhealthy.lock().unwrap_or_else(|e| e.into_inner());
+                let since = unhealthy.entry(key.clone()).or_default();
                 let d = application_failover::decide(&binding, &app, since, now);
+                drop(unhealthy);
                 wake = match (wake, d.wake_ms) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -247,14 +259,13 @@ impl Reconciler for Worker {
                 }
             }
             _ => {
-                self.unhealthy.remove(key);
+                if let Ok(mut u) = self.unhealthy.lock() {
+                    u.remove(key);
+                }
             }
         }
-        if let Some(at) = wake {
-            self.wakes.arm(&self.queue, key, at, now);
-        }
         if evicted.is_empty() {
-            return Ok(());
+            return Ok(wake);
         }
         let next = binding;
 
@@ -299,10 +310,6 @@ impl Reconciler for Worker {
                 .await;
             }
         }
-        Ok(())
-    }
-
-    fn reason(e: &PassError) -> &str {
-        reconciler::api_reason(&e.source)
+        Ok(wake)
     }
 }

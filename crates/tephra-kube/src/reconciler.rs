@@ -1,13 +1,15 @@
-//! What the controllers' adapters share. The job and queue controllers run on kube-runtime's
+//! What the controllers' adapters share. The job, queue and failover controllers run on kube-runtime's
 //! `Controller`, started while this replica leads ([`while_leading`]), their triggers
 //! watched into the stores their passes read ([`watched`]), with an error policy that backs off
-//! per object ([`Failures`]). The PodGroup controller (which keeps only the pods that want a
-//! PodGroup, not a store of every pod) and the failover controller still run on the loop
-//! here: reflectors feed a de-duplicated work queue of keys, and one worker takes a key at a
-//! time and runs a pass over it, only while leading.
-//! A failed pass is retried with per-key exponential backoff ([`backoff`]: 1 s, doubling, at
-//! most 5 min), one retry chain per key however many changes queue it meanwhile, and counted by
-//! reason in `tephra_controller_errors_total`; on gaining the lead every key is looked at.
+//! per object ([`Failures`]). The PodGroup controller, which keeps only the pods that want a
+//! PodGroup rather than a store of every pod, still runs on the loop here: its watch feeds a
+//! de-duplicated work queue of keys, and one worker takes a key at a time and runs a pass over
+//! it, only while leading.
+//!
+//! Either way a failed pass is retried with per-key exponential backoff ([`backoff`]: 1 s,
+//! doubling, at most 5 min), one retry chain per key however many changes queue it meanwhile,
+//! and counted by reason in `tephra_controller_errors_total`; on gaining the lead every object
+//! is looked at.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -15,7 +17,6 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -79,46 +80,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             q.push(key);
         });
     }
-}
-
-/// Watches one kind everywhere into `writer` (its store), queueing the key each object that
-/// is added, changed or deleted concerns.
-pub fn watch<K, Q>(
-    client: &Client,
-    config: watcher::Config,
-    writer: reflector::store::Writer<K>,
-    queue: &WorkQueue<Q>,
-    key: impl Fn(&K) -> Option<Q> + Send + 'static,
-) -> JoinHandle<()>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    Q: Clone + Eq + Hash + Send + 'static,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let q = queue.clone();
-    tokio::spawn(async move {
-        let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff())
-            .touched_objects();
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(o) => {
-                    if let Some(k) = key(&o) {
-                        q.push(k);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(kind = %K::kind(&()), error = %crate::brief::watch(&e), "watch error")
-                }
-            }
-        }
-    })
 }
 
 /// Every object of one kind, as it changes, kept in `store` on the way.
@@ -366,33 +327,6 @@ where
             }
         });
         run(lost).await;
-    }
-}
-
-/// The wake-ups armed per key (ms since the epoch): one timer per key and due time, so that
-/// passes triggered by other changes do not start another for the same moment.
-pub struct Wakes<K>(std::collections::HashMap<K, i64>);
-
-impl<K> Default for Wakes<K> {
-    fn default() -> Self {
-        Self(std::collections::HashMap::new())
-    }
-}
-
-impl<K: Clone + Eq + Hash + Send + 'static> Wakes<K> {
-    /// Queues `key` again at `at_ms`, unless a wake-up no later than that is already armed.
-    pub fn arm(&mut self, queue: &WorkQueue<K>, key: &K, at_ms: i64, now_ms: i64) {
-        let armed = self.0.get(key).is_some_and(|&w| w > now_ms && w <= at_ms);
-        if !armed {
-            self.0.insert(key.clone(), at_ms);
-            let after = Duration::from_millis(u64::try_from(at_ms - now_ms).unwrap_or(0) + 50);
-            queue.later(key.clone(), after);
-        }
-    }
-
-    /// Forgets `key` (its object is gone).
-    pub fn forget(&mut self, key: &K) {
-        self.0.remove(key);
     }
 }
 

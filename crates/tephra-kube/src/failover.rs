@@ -90,7 +90,7 @@ async fn run(client: Client, options: FailoverOptions, lost: reconciler::Lost) {
         .with_config(controller::Config::default().concurrency(1));
     let rbs = controller.store();
     let (in_cluster, in_namespace) = (rbs.clone(), rbs.clone());
-    let ctx = Arc::new(Worker {
+    let ctx = Arc::new(FailoverPasses {
         client,
         options,
         rbs,
@@ -132,7 +132,10 @@ async fn run(client: Client, options: FailoverOptions, lost: reconciler::Lost) {
 
 /// One pass over a binding; it is looked at again when a toleration runs out, else after the
 /// resync period.
-async fn pass(rb: Arc<ResourceBinding>, w: Arc<Worker>) -> Result<ControllerAction, PassError> {
+async fn pass(
+    rb: Arc<ResourceBinding>,
+    w: Arc<FailoverPasses>,
+) -> Result<ControllerAction, PassError> {
     let Some(key) = rb_key(&rb) else {
         return Ok(ControllerAction::await_change());
     };
@@ -147,7 +150,7 @@ async fn pass(rb: Arc<ResourceBinding>, w: Arc<Worker>) -> Result<ControllerActi
 }
 
 /// A pass failed: counted by reason, and tried again after the backoff its failures earn.
-fn failed(rb: Arc<ResourceBinding>, e: &PassError, w: Arc<Worker>) -> ControllerAction {
+fn failed(rb: Arc<ResourceBinding>, e: &PassError, w: Arc<FailoverPasses>) -> ControllerAction {
     let key = rb_key(&rb).unwrap_or_default();
     w.options
         .errors
@@ -163,7 +166,7 @@ fn failed(rb: Arc<ResourceBinding>, e: &PassError, w: Arc<Worker>) -> Controller
 const NAME: &str = "failover";
 
 /// What the bindings, clusters, PodGroups and policies look like to the passes.
-struct Worker {
+struct FailoverPasses {
     client: Client,
     options: FailoverOptions,
     rbs: Store<ResourceBinding>,
@@ -188,7 +191,7 @@ fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-impl Worker {
+impl FailoverPasses {
     /// One pass over the binding `key`: its evictions written, and when a toleration runs
     /// out (ms since the epoch), if one does.
     async fn pass(&self, key: &Key) -> Result<Option<i64>, PassError> {

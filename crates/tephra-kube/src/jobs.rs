@@ -123,7 +123,7 @@ async fn run(client: Client, options: JobControllerOptions, lost: reconciler::Lo
     let commands_s = reconciler::watched(&client, commands_w, all());
     let controller = Controller::new(Api::<Job>::all(client.clone()), all())
         .with_config(controller::Config::default().concurrency(1));
-    let ctx = Arc::new(Worker {
+    let ctx = Arc::new(JobPasses {
         jobs: controller.store(),
         client,
         options,
@@ -148,7 +148,7 @@ async fn run(client: Client, options: JobControllerOptions, lost: reconciler::Lo
 
 /// One pass over a Job; when its writes are done it is looked at again when a policy's
 /// timeout or its TTL falls due, or after the resync period.
-async fn pass(job: Arc<Job>, w: Arc<Worker>) -> Result<ControllerAction, ApplyError> {
+async fn pass(job: Arc<Job>, w: Arc<JobPasses>) -> Result<ControllerAction, ApplyError> {
     let Some(key) = job_key(&job) else {
         return Ok(ControllerAction::await_change());
     };
@@ -161,7 +161,7 @@ async fn pass(job: Arc<Job>, w: Arc<Worker>) -> Result<ControllerAction, ApplyEr
 }
 
 /// A pass failed: counted by reason, and tried again after the backoff its failures earn.
-fn failed(job: Arc<Job>, e: &ApplyError, w: Arc<Worker>) -> ControllerAction {
+fn failed(job: Arc<Job>, e: &ApplyError, w: Arc<JobPasses>) -> ControllerAction {
     let key = job_key(&job).unwrap_or_default();
     w.options.errors.inc(NAME, reason(e));
     let wait = w.failures.failed(key.clone());
@@ -175,7 +175,7 @@ fn failed(job: Arc<Job>, e: &ApplyError, w: Arc<Worker>) -> ControllerAction {
 const NAME: &str = "job";
 
 /// What the Jobs, their pods, PodGroups and Commands look like to the passes.
-struct Worker {
+struct JobPasses {
     client: Client,
     options: JobControllerOptions,
     jobs: Store<Job>,
@@ -213,7 +213,7 @@ fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
 }
 
-impl Worker {
+impl JobPasses {
     fn job(&self, key: &Key) -> Option<Arc<Job>> {
         let cached = self.jobs.get(&ObjectRef::new(&key.1).within(&key.0))?;
         let written = self.written.lock().ok()?.get(key).cloned();

@@ -83,7 +83,7 @@ async fn run(client: Client, options: QueueControllerOptions, lost: reconciler::
     });
     let controller = Controller::new(Api::<Queue>::all(client.clone()), all())
         .with_config(controller::Config::default().concurrency(1));
-    let ctx = Arc::new(Worker {
+    let ctx = Arc::new(QueuePasses {
         queues: controller.store(),
         client,
         options,
@@ -107,7 +107,7 @@ async fn run(client: Client, options: QueueControllerOptions, lost: reconciler::
 }
 
 /// One pass over a Queue; it is looked at again after the resync period.
-async fn pass(q: Arc<Queue>, w: Arc<Worker>) -> Result<ControllerAction, PassError> {
+async fn pass(q: Arc<Queue>, w: Arc<QueuePasses>) -> Result<ControllerAction, PassError> {
     let name = q.name_any();
     w.pass(&name).await?;
     w.failures.succeeded(&name);
@@ -115,7 +115,7 @@ async fn pass(q: Arc<Queue>, w: Arc<Worker>) -> Result<ControllerAction, PassErr
 }
 
 /// A pass failed: counted by reason, and tried again after the backoff its failures earn.
-fn failed(q: Arc<Queue>, e: &PassError, w: Arc<Worker>) -> ControllerAction {
+fn failed(q: Arc<Queue>, e: &PassError, w: Arc<QueuePasses>) -> ControllerAction {
     let name = q.name_any();
     w.options
         .errors
@@ -131,7 +131,7 @@ fn failed(q: Arc<Queue>, e: &PassError, w: Arc<Worker>) -> ControllerAction {
 const NAME: &str = "queue";
 
 /// What the Queues, their PodGroups and Commands look like to the passes.
-struct Worker {
+struct QueuePasses {
     client: Client,
     options: QueueControllerOptions,
     queues: Store<Queue>,
@@ -160,7 +160,7 @@ fn rv(q: &Queue) -> Option<u64> {
     q.metadata.resource_version.as_deref()?.parse().ok()
 }
 
-impl Worker {
+impl QueuePasses {
     /// Queues `name` to be looked at next.
     fn look_at(&self, name: String) {
         let _ = self.next.send(name);

@@ -163,6 +163,7 @@ pub fn world(contracts: Contracts) -> Cache {
             phase_since: i as i64,
             created: i as i64,
             policy: Arc::new(Default::default()),
+            topology: None,
         }))
         .unwrap();
         for p in 0..*size {

@@ -224,6 +224,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                     phase_since: 0,
                     created: 0,
                     policy: Arc::new(JobPolicy::default()),
+                    topology: None,
                 }))?;
             }
             cache.apply(Event::PodUpsert(PodSpec {

@@ -24,6 +24,7 @@ pub mod policy;
 pub mod reasons;
 mod root;
 pub mod scheduling;
+pub mod topology;
 pub mod well_known;
 pub mod work;
 
@@ -35,6 +36,7 @@ pub use bus::Command;
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
 pub use policy::{PropagationPolicy, PropagationPolicySpec};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
+pub use topology::HyperNode;
 pub use work::{ResourceBinding, ResourceBindingSpec, ResourceBindingStatus};
 
 /// Every CRD tephra serves, in a stable order, each paired with the file name it is committed
@@ -77,6 +79,13 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
             PropagationPolicy::crd(),
             "Where the jobs it selects may be placed: allowed clusters, tolerated cluster taints, \
              spread, gang splitting and failover.",
+        ),
+        (
+            "topology.volcano.sh_hypernodes.yaml",
+            HyperNode::crd(),
+            "A network-topology domain of a member cluster (Volcano's HyperNode): the nodes, or \
+             the lower HyperNodes, under one switch. Tier 1 is the closest. A gang with \
+             networkTopology is kept within one HyperNode of its allowed tier.",
         ),
         (
             "work.tephra.io_resourcebindings.yaml",

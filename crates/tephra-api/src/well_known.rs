@@ -11,6 +11,9 @@ pub const JOB_NAMESPACE: &str = "volcano.sh/job-namespace";
 pub const TASK_SPEC: &str = "volcano.sh/task-spec";
 /// Pod annotation: index of the pod within its task.
 pub const TASK_INDEX: &str = "volcano.sh/task-index";
+/// Pod label: which partition of its task (a task with a `partitionPolicy`) the pod is in, its
+/// index divided by the partition size. The PodGroup's sub-groups split pods by it.
+pub const PARTITION_ID: &str = "volcano.sh/partition-id";
 /// Pod label and annotation: the queue of the pod's Job.
 pub const QUEUE_NAME: &str = "volcano.sh/queue-name";
 /// Pod annotation: whether the pod may be preempted or reclaimed (`"true"` or `"false"`;

@@ -92,6 +92,7 @@ pub fn gang(spec: GangSpec, created: i64) -> Gang {
         phase_since: created,
         created,
         policy: spec.policy,
+        topology: None,
     };
     Gang {
         group,

@@ -9,7 +9,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use tephra_api::{Cluster as ApiCluster, PodGroup, PropagationPolicy, Queue, ResourceBinding};
+use tephra_api::{
+    Cluster as ApiCluster, HyperNode, PodGroup, PropagationPolicy, Queue, ResourceBinding,
+};
 
 /// The kinds the scheduler watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,16 +48,27 @@ pub enum Kind {
     ResourceSlice,
     /// ResourceClaims, on each member.
     ResourceClaim,
+    /// Volcano's HyperNodes (network topology), on each member.
+    HyperNode,
 }
 
 impl Kind {
     /// Whether a cluster may not serve the kind at all: `resource.k8s.io/v1` is served from
-    /// Kubernetes 1.34 on. A cluster that answers 404 for it has none of it.
+    /// Kubernetes 1.34 on, and HyperNodes only where their CRD is installed. A cluster that
+    /// answers 404 for it has none of it.
     pub fn optional(self) -> bool {
         matches!(
             self,
-            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim | Kind::HyperNode
         )
+    }
+
+    /// Why a cluster may not serve an [`optional`](Kind::optional) kind.
+    pub fn absent_why(self) -> &'static str {
+        match self {
+            Kind::HyperNode => "the HyperNode CRD (topology.volcano.sh) is not installed",
+            _ => "resource.k8s.io/v1 needs Kubernetes 1.34",
+        }
     }
 
     /// The kind's name in logs and metrics.
@@ -77,6 +90,7 @@ impl Kind {
             Kind::DeviceClass => "deviceclasses",
             Kind::ResourceSlice => "resourceslices",
             Kind::ResourceClaim => "resourceclaims",
+            Kind::HyperNode => "hypernodes",
         }
     }
 }
@@ -116,6 +130,8 @@ pub enum Obj {
     ResourceSlice(Box<ResourceSlice>),
     /// A ResourceClaim.
     ResourceClaim(Box<ResourceClaim>),
+    /// A HyperNode.
+    HyperNode(Box<HyperNode>),
 }
 
 impl Obj {
@@ -138,6 +154,7 @@ impl Obj {
             Obj::DeviceClass(_) => Kind::DeviceClass,
             Obj::ResourceSlice(_) => Kind::ResourceSlice,
             Obj::ResourceClaim(_) => Kind::ResourceClaim,
+            Obj::HyperNode(_) => Kind::HyperNode,
         }
     }
 
@@ -161,6 +178,7 @@ impl Obj {
             Obj::DeviceClass(o) => &o.metadata,
             Obj::ResourceSlice(o) => &o.metadata,
             Obj::ResourceClaim(o) => &o.metadata,
+            Obj::HyperNode(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),

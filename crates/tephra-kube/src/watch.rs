@@ -19,7 +19,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use tephra_api::{Cluster as ApiCluster, PodGroup, PropagationPolicy, Queue, ResourceBinding};
+use tephra_api::{
+    Cluster as ApiCluster, HyperNode, PodGroup, PropagationPolicy, Queue, ResourceBinding,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -64,7 +66,8 @@ where
                     tracing::info!(
                         cluster = %cluster,
                         kind = kind.as_str(),
-                        "not served by this cluster (resource.k8s.io/v1 needs Kubernetes 1.34): it has none"
+                        why = kind.absent_why(),
+                        "not served by this cluster: it has none"
                     );
                     for change in [Change::ListStart, Change::ListDone] {
                         if send(change).await.is_err() {
@@ -162,7 +165,8 @@ fn error_code(e: &watcher::Error) -> u16 {
 }
 
 /// The watchers of one member cluster: its Nodes and Pods, its storage objects (claims,
-/// volumes, classes, attach limits) and its DRA objects (device classes, slices, claims).
+/// volumes, classes, attach limits), its DRA objects (device classes, slices, claims) and its
+/// HyperNodes.
 pub fn spawn_member(
     client: &Client,
     cluster: &Arc<str>,
@@ -211,6 +215,11 @@ pub fn spawn_member(
             Api::<ResourceClaim>::all(client.clone()),
             go(Kind::ResourceClaim),
             |o| Obj::ResourceClaim(Box::new(o)),
+        ),
+        spawn(
+            Api::<HyperNode>::all(client.clone()),
+            go(Kind::HyperNode),
+            |o| Obj::HyperNode(Box::new(o)),
         ),
     ]
 }
@@ -294,7 +303,7 @@ pub fn spawn_fleet(
 }
 
 /// The kinds [`spawn_member`] watches.
-pub const MEMBER_KINDS: [Kind; 9] = [
+pub const MEMBER_KINDS: [Kind; 10] = [
     Kind::Node,
     Kind::Pod,
     Kind::Pvc,
@@ -304,6 +313,7 @@ pub const MEMBER_KINDS: [Kind; 9] = [
     Kind::DeviceClass,
     Kind::ResourceSlice,
     Kind::ResourceClaim,
+    Kind::HyperNode,
 ];
 /// The kinds [`spawn_control`] watches.
 pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];

@@ -367,6 +367,7 @@ fn a_podgroup_whose_declared_task_fits_no_node_is_not_inqueueable_before_its_pod
             phase_since: 0,
             created: 0,
             policy: Arc::new(Default::default()),
+            topology: None,
         }
     };
     let (big, fits) = (group("big", "12"), group("fits", "8"));

@@ -265,6 +265,7 @@ fn a_fifo_queue_is_not_blocked_by_a_podgroup_without_pods() {
         phase_since: 0,
         created: 0,
         policy: Arc::new(JobPolicy::default()),
+        topology: None,
     }))
     .unwrap();
     add_job(
@@ -337,6 +338,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
         phase_since: 0,
         created: 0,
         policy: Arc::new(JobPolicy::default()),
+        topology: None,
     }))
     .unwrap();
     for (i, cpu) in [("0", "1"), ("1", "2")] {

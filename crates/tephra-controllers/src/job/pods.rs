@@ -8,11 +8,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use tephra_api::scheduling::SubGroupPolicySpec;
 use tephra_api::well_known::{
     GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION,
-    LARGEST_TASK_REQUEST, PREEMPTABLE, QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX,
-    TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
+    LARGEST_TASK_REQUEST, PARTITION_ID, PREEMPTABLE, QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE,
+    TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
 };
 use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
@@ -41,7 +43,8 @@ pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
         queue: plan.queue.clone(),
         priority_class_name: plan.priority_class.clone(),
         min_resources: Some(min_resources(plan)?),
-        ..PodGroupSpec::default()
+        network_topology: job.spec.network_topology.clone(),
+        sub_group_policy: sub_groups(job),
     };
     let mut pg = PodGroup::new(&podgroup_name(job), spec);
     pg.metadata.namespace = Some(plan.namespace.clone());
@@ -60,6 +63,31 @@ pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
     pg.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     pg.metadata.owner_references = Some(vec![owner(job)]);
     Ok(pg)
+}
+
+/// One sub-group policy for each task with a `partitionPolicy`, as Volcano's job controller
+/// writes it: the task's pods (by their task label) split by partition id, `partitionSize` pods
+/// each, at least `minPartitions` of them placed, each within the partition's network topology.
+fn sub_groups(job: &Job) -> Vec<SubGroupPolicySpec> {
+    job.spec
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let p = t.partition_policy.as_ref()?;
+            let name = t.name.clone().unwrap_or_default();
+            Some(SubGroupPolicySpec {
+                name: Some(name.clone()),
+                network_topology: p.network_topology.clone(),
+                sub_group_size: Some(p.partition_size),
+                min_sub_groups: Some(p.min_partitions.unwrap_or(0)),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some([(TASK_SPEC.to_string(), name)].into()),
+                    match_expressions: None,
+                }),
+                match_label_keys: vec![PARTITION_ID.to_string()],
+            })
+        })
+        .collect()
 }
 
 /// The largest request of any one pod of the Job, per resource (tasks without replicas left
@@ -197,6 +225,10 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
         annotations.insert(k.to_string(), v);
     }
     let mut labels = tmeta.labels.unwrap_or_default();
+    if let Some(p) = t.partition_policy.as_ref().filter(|p| p.partition_size > 0) {
+        let partition = index / p.partition_size.unsigned_abs();
+        labels.insert(PARTITION_ID.to_string(), partition.to_string());
+    }
     for (k, v) in [
         (TASK_INDEX, idx),
         (JOB_NAME, job_name.clone()),
@@ -273,6 +305,53 @@ mod tests {
         assert_eq!(min.get("cpu").map(|q| q.0.as_str()), Some("4"));
         assert_eq!(min.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"));
         assert_eq!(pg.metadata.owner_references.expect("owner")[0].uid, "u1");
+    }
+
+    /// Volcano's own guide's Job (network topology, a partitioned task), as its controller fills
+    /// the PodGroup: the Job's networkTopology, one sub-group policy per partitioned task, and
+    /// each pod labelled with its partition.
+    #[test]
+    fn a_partitioned_topology_job_fills_the_podgroups_topology_and_sub_groups() {
+        let j: Job = serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "nt", "namespace": "default", "uid": "u2"},
+            "spec": {"minAvailable": 4, "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+                "tasks": [{"name": "t0", "replicas": 8,
+                    "partitionPolicy": {"totalPartitions": 2, "partitionSize": 4,
+                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+                    "template": {"spec": {"containers": [{"name": "c0", "image": "nginx",
+                        "resources": {"requests": {"cpu": "4"}}}]}}}]}
+        }))
+        .expect("valid job");
+        let p = plan(&j).expect("plan");
+        let pg = podgroup(&j, &p).expect("podgroup");
+        let t = pg.spec.network_topology.expect("networkTopology");
+        assert_eq!(t.highest_tier_allowed, Some(2));
+        let sg = &pg.spec.sub_group_policy;
+        assert_eq!(sg.len(), 1);
+        assert_eq!(sg[0].name.as_deref(), Some("t0"));
+        assert_eq!(sg[0].sub_group_size, Some(4));
+        assert_eq!(sg[0].min_sub_groups, Some(0));
+        assert_eq!(sg[0].match_label_keys, [PARTITION_ID]);
+        let sel = sg[0]
+            .label_selector
+            .as_ref()
+            .and_then(|s| s.match_labels.as_ref());
+        assert_eq!(sel.expect("selector")[TASK_SPEC], "t0");
+        let inner = sg[0].network_topology.as_ref().expect("partition topology");
+        assert_eq!(inner.highest_tier_allowed, Some(1));
+        let label = |i| {
+            pod(&j, &p, 0, i)
+                .expect("pod")
+                .metadata
+                .labels
+                .expect("labels")[PARTITION_ID]
+                .clone()
+        };
+        assert_eq!(
+            [label(0), label(3), label(4), label(7)],
+            ["0", "0", "1", "1"]
+        );
     }
 
     #[test]

@@ -294,6 +294,7 @@ impl State {
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
             Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
             Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
+            Obj::HyperNode(h) => Event::HyperNodeUpsert(crate::topology::hypernode(cluster, &h)?),
             Obj::ResourceClaim(c) => {
                 let claim = dra::claim(&c)?;
                 let slot = format!("rc:{}", claim.key());
@@ -398,6 +399,10 @@ impl State {
             Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
             Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
             Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
+            Kind::HyperNode => Event::HyperNodeDelete {
+                cluster: cluster.to_string(),
+                name,
+            },
             Kind::ResourceClaim => {
                 let slot = format!("rc:{key}");
                 if self.control.as_deref() == Some(cluster) {

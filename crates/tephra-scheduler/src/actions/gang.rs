@@ -4,8 +4,9 @@
 //! whole gangs otherwise, never leave a gang below its minimum, and commit only when the
 //! preemptor's whole gang then fits), so these two run the same code and a Volcano
 //! configuration naming them keeps working. Volcano's `maxDomains` (HyperNode domains to try)
-//! has no effect, since tephra's model has no HyperNodes; `allowWholeBundle` is how tephra always
-//! behaves: a whole gang may be a victim.
+//! has no effect: a gang held to a network-topology tier is tried in the domains of that tier as
+//! allocate tries them (`placement/domains.rs`); `allowWholeBundle` is how tephra always behaves:
+//! a whole gang may be a victim.
 
 use crate::config::{ArgErrors, ArgSpec, Args};
 use crate::framework::session::Session;
@@ -21,7 +22,7 @@ pub const ARGS: ArgSpec = ArgSpec {
         PREDICATE_CACHE,
         (
             "maxDomains",
-            "there are no HyperNode domains in tephra's model",
+            "a gang held to a tier is tried in that tier's domains as allocate tries them",
         ),
         (
             "allowWholeBundle",

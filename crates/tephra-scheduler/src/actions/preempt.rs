@@ -16,11 +16,11 @@ pub const ARGS: ArgSpec = ArgSpec {
         PREDICATE_CACHE,
         (
             "enableTopologyAwarePreemption",
-            "there are no HyperNodes in tephra's model",
+            "a preemptor held to a network-topology tier is always placed within one domain of it",
         ),
         (
             "topologyAwarePreemptWorkerNum",
-            "there are no HyperNodes in tephra's model",
+            "preemption runs in the session, on one thread",
         ),
         (
             "minCandidateNodesPercentage",

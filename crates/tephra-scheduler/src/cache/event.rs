@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::model::topology::HyperNodeSpec;
 use crate::model::{
     Cluster, DeviceClass, Dra, NodeSpec, PdbSpec, PersistentVolume, PodGroupSpec, PodSpec,
     QueueSpec, ResourceClaim, ResourceSlice, Storage, StorageClass, VolumeClaim,
@@ -78,6 +79,15 @@ pub enum Event {
         cluster: String,
         /// What changed.
         change: StorageChange,
+    },
+    /// A HyperNode of a member cluster appeared or changed.
+    HyperNodeUpsert(HyperNodeSpec),
+    /// A HyperNode of a member cluster was removed.
+    HyperNodeDelete {
+        /// The member cluster.
+        cluster: String,
+        /// The HyperNode.
+        name: String,
     },
 }
 

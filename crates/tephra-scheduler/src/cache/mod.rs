@@ -14,6 +14,7 @@ pub mod follow;
 mod nominations;
 mod parking;
 pub mod slab;
+pub mod topology;
 pub mod world;
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::counts;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
+use super::topology::{Topologies, Topology};
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
     PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally, devices::Dra,
@@ -77,6 +78,8 @@ pub struct World {
     /// Jobs a session found can never be placed, set aside until they or the fleet change
     /// (`parking.rs`); they are not in `active_jobs`.
     pub parked: BTreeSet<Id>,
+    /// Each member cluster's HyperNodes and their resolution (`topology.rs`).
+    pub hypernodes: Topologies,
 }
 
 impl Default for World {
@@ -118,6 +121,7 @@ impl Default for World {
             parked: BTreeSet::new(),
             queue_phases: BTreeMap::new(),
             nominated: BTreeMap::new(),
+            hypernodes: Topologies::default(),
         }
     }
 }
@@ -130,6 +134,13 @@ impl World {
     /// Cluster slot by name.
     pub fn cluster_id(&self, name: &str) -> Option<Id> {
         self.cluster_index.get(name).copied()
+    }
+
+    /// A cluster's HyperNodes resolved into domains (`None` when it has none).
+    pub fn topology(&self, cluster: Id) -> Option<Arc<Topology>> {
+        let name = &self.clusters.get(cluster)?.name;
+        let nodes = self.cluster_nodes.get(cluster as usize)?;
+        self.hypernodes.of(name, nodes, &self.nodes)
     }
 
     /// Node slot by cluster and name.
@@ -384,6 +395,7 @@ impl World {
             phase_since: spec.created,
             created: spec.created,
             policy: Arc::clone(&self.implicit_policy),
+            topology: None,
         });
     }
 
@@ -463,6 +475,9 @@ impl World {
                 grew = n.spec.allocatable != spec.allocatable
                     || n.spec.labels != spec.labels
                     || n.spec.taints != spec.taints;
+                if n.spec.labels != spec.labels {
+                    self.hypernodes.stale(&spec.cluster);
+                }
                 n.spec = spec;
                 n.has_gpu = has_gpu;
             }
@@ -472,6 +487,7 @@ impl World {
             return Ok(());
         }
         self.fleet_changed();
+        self.hypernodes.stale(&spec.cluster);
         let id = self.nodes.insert(Node {
             spec,
             cluster,
@@ -498,6 +514,7 @@ impl World {
         let Some(id) = self.node_index.remove(&key) else {
             return;
         };
+        self.hypernodes.stale(cluster);
         let on_node: Vec<Id> = self
             .tasks
             .iter()
@@ -626,6 +643,7 @@ impl World {
                     self.cluster_index.remove(&name);
                     self.storage.remove(&name);
                     self.dra.remove(&name);
+                    self.hypernodes.drop_cluster(&name);
                     self.fleet_changed();
                 }
             }
@@ -668,6 +686,17 @@ impl World {
             Event::Dra { cluster, change } => {
                 change.apply_to(self.dra.entry(cluster).or_default());
                 self.fleet_changed();
+            }
+            // New or changed domains may take a parked gang.
+            Event::HyperNodeUpsert(spec) => {
+                if self.hypernodes.upsert(spec) {
+                    self.fleet_changed();
+                }
+            }
+            Event::HyperNodeDelete { cluster, name } => {
+                if self.hypernodes.delete(&cluster, &name) {
+                    self.fleet_changed();
+                }
             }
         }
         self.generation += 1;

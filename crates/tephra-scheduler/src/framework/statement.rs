@@ -214,6 +214,16 @@ impl Session {
         }
     }
 
+    /// Undoes the changes recorded after the first `keep` (newest first), so that one statement
+    /// can try one alternative after another.
+    pub fn roll_back(&mut self, stmt: &mut Statement, keep: usize) {
+        while stmt.ops.len() > keep {
+            if let Some(op) = stmt.ops.pop() {
+                self.apply(&op, -1);
+            }
+        }
+    }
+
     /// Keeps the statement's changes. Allocations become binds when `bind` is true (the gang
     /// is ready); otherwise everything is kept as pipelined (reserved, not bound).
     pub fn commit(&mut self, stmt: Statement, bind: bool) {

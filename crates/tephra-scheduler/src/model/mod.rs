@@ -10,6 +10,7 @@ pub mod ports;
 pub mod rules;
 pub mod selectors;
 pub mod spread;
+pub mod topology;
 pub mod volumes;
 
 pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
@@ -463,6 +464,8 @@ pub struct PodGroupSpec {
     pub created: i64,
     /// Placement policy across clusters.
     pub policy: Arc<JobPolicy>,
+    /// `spec.networkTopology`: how high a HyperNode tier the gang may span.
+    pub topology: Option<topology::NetworkTopology>,
 }
 
 static NO_ROLE_MINIMUMS: BTreeMap<String, u32> = BTreeMap::new();

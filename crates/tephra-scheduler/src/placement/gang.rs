@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::classes::Placer;
+use super::classes::{Placer, Within};
 use super::scan::place_group;
 use super::search::SearchArgs;
 use crate::framework::fit::{ClusterUnfit, FitErrors};
@@ -77,7 +77,8 @@ pub fn pending_groups(ssn: &Session, job: Id, best_effort: bool) -> Vec<Vec<Id>>
     groups
 }
 
-/// Places a job's pending groups in one cluster: first each role's minimum, then the rest.
+/// Places a job's pending groups in one cluster (or one domain of it): first each role's
+/// minimum, then the rest.
 #[allow(clippy::too_many_arguments)]
 pub fn place_job_in_cluster(
     ssn: &mut Session,
@@ -85,7 +86,7 @@ pub fn place_job_in_cluster(
     stmt: &mut Statement,
     job: Id,
     groups: &[Vec<Id>],
-    cluster: Id,
+    at: Within,
     search: &SearchArgs,
     errs: &mut FitErrors,
 ) {
@@ -128,7 +129,7 @@ pub fn place_job_in_cluster(
             }
             let todo = pending(ssn, g);
             let mut local = FitErrors::default();
-            let placed = place_group(ssn, placer, stmt, &todo, want, cluster, search, &mut local);
+            let placed = place_group(ssn, placer, stmt, &todo, want, at, search, &mut local);
             if placed < want {
                 *errs = local;
             }
@@ -146,7 +147,7 @@ pub fn place_job_in_cluster(
         let want = todo.len();
         let mut local = FitErrors::default();
         // The message reports the role that could not be placed in full.
-        if place_group(ssn, placer, stmt, &todo, want, cluster, search, &mut local) < want {
+        if place_group(ssn, placer, stmt, &todo, want, at, search, &mut local) < want {
             *errs = local;
         }
     }

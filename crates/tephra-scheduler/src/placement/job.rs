@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 
 use tephra_api::reasons;
 
-use super::classes::Placer;
+use super::classes::{Placer, Within};
+use super::domains::{Placed, place_within};
 use super::drain::{drain, may_hold};
 use super::gang::{gated, pending_groups, place_job_in_cluster};
 use super::search::SearchArgs;
@@ -88,12 +89,21 @@ pub fn place_job(
     for &cluster in candidates.iter().take(search.max_clusters) {
         let mut stmt = Statement::new();
         let mut errs = FitErrors::default();
-        place_job_in_cluster(
+        let placed = place_within(
             ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
         );
+        if let Placed::Refused(why) = placed {
+            ssn.discard(stmt);
+            rejected.push(Rejected {
+                cluster: cluster_name(ssn, cluster),
+                why,
+            });
+            continue;
+        }
         // A gang that was already ready and gained nothing here is not "placed".
         if !stmt.is_empty() && ssn.hooks().job_ready(job) {
             finish(ssn, job, stmt, true, Some(cluster));
+            note_domain(ssn, job, &placed);
             return Outcome::Placed;
         }
         if pipelined_at.is_none() && !stmt.is_empty() && ssn.hooks().job_pipelined(job) {
@@ -127,23 +137,30 @@ pub fn place_job(
             why,
         });
     }
-    if splittable(ssn, job) && candidates.len() > 1 && split(ssn, placer, job, &candidates, search)
+    // A gang held within a tier below the cluster's never splits across clusters.
+    if splittable(ssn, job)
+        && !super::domains::hard(ssn, job)
+        && candidates.len() > 1
+        && split(ssn, placer, job, &candidates, search)
     {
         return Outcome::Placed;
     }
     if let Some(cluster) = pipelined_at {
         let mut stmt = Statement::new();
         let mut errs = FitErrors::default();
-        place_job_in_cluster(
+        let placed = place_within(
             ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
         );
         if ssn.hooks().job_pipelined(job) {
             finish(ssn, job, stmt, false, Some(cluster));
+            note_domain(ssn, job, &placed);
             return Outcome::Placed;
         }
         ssn.discard(stmt);
     }
-    if reserves {
+    // Reserving room node by node does not keep a gang within one domain: a job held to a
+    // tier waits instead.
+    if reserves && !super::domains::hard(ssn, job) {
         // Where it reserved last time, else where most of it fits now, else the best candidate.
         let cluster = nominated_cluster(ssn, job)
             .filter(|c| candidates.contains(c))
@@ -207,7 +224,14 @@ fn reserve(
     let mut stmt = Statement::new();
     let mut errs = FitErrors::default();
     place_job_in_cluster(
-        ssn, placer, &mut stmt, job, groups, cluster, search, &mut errs,
+        ssn,
+        placer,
+        &mut stmt,
+        job,
+        groups,
+        Within::cluster(cluster),
+        search,
+        &mut errs,
     );
     let n = stmt.ops().len();
     let used: BTreeSet<Id> = stmt
@@ -297,7 +321,14 @@ fn split(
         let before = stmt.ops().len();
         let groups = pending_groups(ssn, job, false);
         place_job_in_cluster(
-            ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
+            ssn,
+            placer,
+            &mut stmt,
+            job,
+            &groups,
+            Within::cluster(cluster),
+            search,
+            &mut errs,
         );
         if stmt.ops().len() > before {
             for (k, groups) in constraints.iter().zip(used.iter_mut()) {
@@ -400,6 +431,20 @@ pub fn eligible_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Re
         ok.push(id);
     }
     (ok, rejected)
+}
+
+/// Adds the domain a gang was kept within to its note.
+fn note_domain(ssn: &mut Session, job: Id, placed: &Placed) {
+    if let Placed::Domain(name, tier) = placed {
+        let note = ssn.note(job);
+        let within = format!(" (HyperNode {name}, tier {tier})");
+        if let Some(m) = note.message.as_mut() {
+            m.push_str(&within);
+        }
+        if let Some(p) = note.placed_in.as_mut() {
+            p.push_str(&within);
+        }
+    }
 }
 
 /// Commits or keeps the statement and records what happened.

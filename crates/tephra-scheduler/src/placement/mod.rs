@@ -8,6 +8,7 @@
 //! | `classes.rs` | [`Placer`]: the node classes of each cluster (by extended resources) and their scan positions |
 //! | `scan.rs` | the resumable scan: feasible nodes into a scored heap, one role's replicas placed from it |
 //! | `gang.rs` | gang fitting in one cluster: pending groups, role minimums first, what a gang still needs, aggregate fit |
+//! | `domains.rs` | network topology: a gang kept within one HyperNode of its allowed tier, lowest tier and tightest domain first |
 //! | `drain.rs` | nodes held for a gang past its SLA until what runs there finishes |
 //! | `job.rs` | a job two-level: candidate clusters, simulate on each, split, reserve, commit and note |
 //! | `victims.rs` | running jobs as victims, and the tasks each may lose without breaking its gang |
@@ -21,6 +22,7 @@
 
 pub mod capacity;
 pub mod classes;
+pub mod domains;
 pub mod drain;
 pub mod gang;
 pub mod job;
@@ -29,6 +31,6 @@ pub mod scan;
 pub mod search;
 pub mod victims;
 
-pub use classes::Placer;
+pub use classes::{Placer, Within};
 pub use job::{Outcome, allocate_job, candidate_clusters, place_job};
 pub use search::SearchArgs;

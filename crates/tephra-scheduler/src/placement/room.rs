@@ -18,8 +18,9 @@
 //!   eviction is pointless;
 //! - everything happens in one statement, committed only if the preemptor then fits.
 
-use super::classes::Placer;
-use super::gang::{job_needs, pending_groups, place_job_in_cluster, shortfall};
+use super::classes::{Placer, Starts};
+use super::domains::{Placed, place_within};
+use super::gang::{job_needs, pending_groups, shortfall};
 use super::job::{candidate_clusters, finish};
 use super::search::SearchArgs;
 use super::victims::{Running, Victim, running_jobs, victim};
@@ -284,7 +285,7 @@ fn attempt(
     chosen: &[(usize, usize)],
     reason: &str,
     search: &SearchArgs,
-    starts: &[usize],
+    starts: &Starts,
 ) -> Option<Statement> {
     let mut stmt = Statement::new();
     for &(i, n) in chosen {
@@ -298,11 +299,12 @@ fn attempt(
     let mut groups = pending_groups(ssn, job, false);
     groups.extend(pending_groups(ssn, job, true));
     let mut errs = FitErrors::default();
-    place_job_in_cluster(
+    // A gang held to a network-topology tier fits only within one domain.
+    let placed = place_within(
         ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
     );
     let hooks = ssn.hooks();
-    if hooks.job_ready(job) || hooks.job_pipelined(job) {
+    if !matches!(placed, Placed::Refused(_)) && (hooks.job_ready(job) || hooks.job_pipelined(job)) {
         Some(stmt)
     } else {
         ssn.discard(stmt);

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::classes::{NodeClass, Placer, extended_mask};
+use super::classes::{NodeClass, Placer, Within, extended_mask};
 use super::search::SearchArgs;
 use crate::framework::fit::{FitErrors, Unfit};
 use crate::framework::hooks::Dispatch;
@@ -111,8 +111,8 @@ fn spilled(scan: &Scan, classes: &[NodeClass], wants_gpu: bool) -> bool {
             .all(|(&(ci, len, _), &done)| classes[ci].gpu || done >= len)
 }
 
-/// Places up to `want` of `tasks` (one shape) in `cluster`. Returns how many were placed and
-/// records why nodes were rejected.
+/// Places up to `want` of `tasks` (one shape) in a cluster, or in one domain of it. Returns how
+/// many were placed and records why nodes were rejected.
 ///
 /// Only node classes that offer every extended resource the task asks for are scanned; the
 /// others are counted as rejected in bulk. Classes without GPUs come first, so a CPU task finds
@@ -126,18 +126,19 @@ pub fn place_group(
     stmt: &mut Statement,
     tasks: &[Id],
     want: usize,
-    cluster: Id,
+    at: Within,
     search: &SearchArgs,
     errs: &mut FitErrors,
 ) -> usize {
     let snap = ssn.snap.clone();
+    let cluster = at.cluster;
     if want == 0 || tasks.is_empty() {
         return 0;
     }
     let Some(first) = snap.tasks.get(tasks[0]) else {
         return 0;
     };
-    let Some(classes) = placer.classes_mut(cluster) else {
+    let Some(classes) = placer.classes_mut(&snap, at) else {
         return 0;
     };
     let queue = snap

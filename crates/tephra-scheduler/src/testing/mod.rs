@@ -149,6 +149,8 @@ pub struct GangJob {
     pub created: i64,
     /// Placement policy.
     pub policy: JobPolicy,
+    /// Network topology.
+    pub topology: Option<crate::model::topology::NetworkTopology>,
 }
 
 impl GangJob {
@@ -164,6 +166,7 @@ impl GangJob {
             phase: GroupPhase::Inqueue,
             created: 0,
             policy: JobPolicy::default(),
+            topology: None,
         }
     }
 
@@ -176,6 +179,12 @@ impl GangJob {
     /// Sets the gang size.
     pub fn min_member(mut self, m: u32) -> Self {
         self.min_member = Some(m);
+        self
+    }
+
+    /// Sets the network topology.
+    pub fn topology(mut self, t: crate::model::topology::NetworkTopology) -> Self {
+        self.topology = Some(t);
         self
     }
 
@@ -278,6 +287,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
         phase_since: job.created,
         created: job.created,
         policy: Arc::new(job.policy.clone()),
+        topology: job.topology.clone(),
     }))?;
     let mut names = Vec::new();
     for (role, shape) in job.roles.iter().zip(&shapes) {

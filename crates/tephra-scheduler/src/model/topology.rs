@@ -1,0 +1,82 @@
+//! Network topology as Volcano describes it: HyperNodes (`topology.volcano.sh/v1alpha1`), each a
+//! domain of one tier (tier 1 closest, e.g. the nodes under one leaf switch) whose members are
+//! nodes or lower HyperNodes, and a gang's `networkTopology` (how high a tier its pods may span).
+//! The cache resolves HyperNodes into node sets per cluster (`cache/topology.rs`); placement
+//! keeps a gang within one domain (`placement/domains.rs`).
+
+use super::affinity::LabelSelector;
+
+/// What a HyperNode member is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemberKind {
+    /// A node of the cluster.
+    Node,
+    /// A lower HyperNode.
+    HyperNode,
+}
+
+/// How a member is selected: by exact name, by a regular expression on names (Go's `regexp`
+/// semantics as Volcano uses them: unanchored), or by node labels (nodes only).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MemberSelector {
+    /// `exactMatch.name`.
+    Exact(String),
+    /// `regexMatch.pattern`.
+    Regex(String),
+    /// `labelMatch`.
+    Labels(LabelSelector),
+}
+
+/// One member entry of a HyperNode.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// Nodes or HyperNodes.
+    pub kind: MemberKind,
+    /// Which ones.
+    pub selector: MemberSelector,
+}
+
+/// A HyperNode of one member cluster, as the cache is told.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HyperNodeSpec {
+    /// The member cluster it describes.
+    pub cluster: String,
+    /// Its name (cluster-scoped, unique within the cluster).
+    pub name: String,
+    /// `spec.tier`: 1 is the closest.
+    pub tier: u32,
+    /// `spec.tierName`, if given.
+    pub tier_name: Option<String>,
+    /// `spec.members`.
+    pub members: Vec<Member>,
+}
+
+/// `networkTopology.mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TopologyMode {
+    /// The gang stays within its allowed tier, or waits.
+    #[default]
+    Hard,
+    /// The gang goes to the lowest tier that fits, and anywhere when none does.
+    Soft,
+}
+
+/// A gang's (or a sub-gang's) `networkTopology`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NetworkTopology {
+    /// Hard or soft.
+    pub mode: TopologyMode,
+    /// `highestTierAllowed`.
+    pub highest_tier: Option<u32>,
+    /// `highestTierName`: a tier by its HyperNodes' `tierName`.
+    pub highest_tier_name: Option<String>,
+}
+
+impl NetworkTopology {
+    /// Whether the constraint binds: hard mode with a highest tier (by number or name). A hard
+    /// constraint that names no tier constrains nothing, as in Volcano.
+    pub fn is_hard(&self) -> bool {
+        self.mode == TopologyMode::Hard
+            && (self.highest_tier.is_some() || self.highest_tier_name.is_some())
+    }
+}

@@ -32,6 +32,8 @@ pub struct Topology {
     /// What was wrong with the HyperNodes as written (a bad pattern, a member that is not below its parent): one line
     /// each, for the runtime to report.
     pub problems: Vec<String>,
+    /// The domains (indices) each node slot is in.
+    pub node_domains: HashMap<Id, Vec<u32>>,
 }
 
 impl Topology {
@@ -170,10 +172,17 @@ pub fn resolve(
     domains.sort_by(|a, b| a.tier.cmp(&b.tier).then_with(|| a.name.cmp(&b.name)));
     problems.sort();
     problems.dedup();
+    let mut node_domains: HashMap<Id, Vec<u32>> = HashMap::new();
+    for (i, d) in domains.iter().enumerate() {
+        for &n in &d.nodes {
+            node_domains.entry(n).or_default().push(i as u32);
+        }
+    }
     Topology {
         domains,
         tier_names,
         problems,
+        node_domains,
     }
 }
 

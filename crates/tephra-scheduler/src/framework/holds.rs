@@ -30,6 +30,7 @@ impl State {
         if let Some(c) = self.cluster_future_idle.get_mut(n.cluster as usize) {
             c.sub(&req);
         }
+        self.domains_add(n.cluster as usize, node, &req.times(-1));
         self.holds.entry(job).or_default().push(Hold {
             task,
             node,
@@ -53,6 +54,7 @@ impl State {
             if let Some(sum) = self.cluster_future_idle.get_mut(c) {
                 sum.add(&h.idle.plus(&h.later));
             }
+            self.domains_add(c, h.node, &h.idle.plus(&h.later));
             // The bound must stay an upper bound of any node's future idle.
             if let Some(max) = self.cluster_max_node_idle.get_mut(c) {
                 *max = max.max(&future);

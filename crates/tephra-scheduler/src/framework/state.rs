@@ -8,7 +8,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use std::sync::Arc;
+
 use crate::cache::Snapshot;
+use crate::cache::topology::Topology;
 use crate::model::{GroupPhase, Id, Job, TaskStatus, TaskTally};
 use crate::resources::Resources;
 
@@ -76,6 +79,11 @@ pub struct State {
     pub volumes: super::volumes::VolumeState,
     /// Devices held and what the session allocated (`devices.rs`).
     pub devices: super::devices::DeviceState,
+    /// Each cluster slot's network topology (`None`: it has no HyperNodes).
+    pub topologies: Vec<Option<Arc<Topology>>>,
+    /// Sum of future idle of each domain of each cluster slot, kept as the cluster sums are:
+    /// placement skips domains that cannot hold a gang without walking their nodes.
+    pub domain_future_idle: Vec<Vec<Resources>>,
 }
 
 impl State {
@@ -113,7 +121,48 @@ impl State {
             state.cluster_max_node_idle[c] = state.cluster_max_node_idle[c].max(&fi);
             state.nodes[id as usize] = ns;
         }
+        state.topologies = (0..snap.clusters.capacity())
+            .map(|c| snap.topology(c as Id))
+            .collect();
+        state.domain_future_idle = state
+            .topologies
+            .iter()
+            .map(|t| {
+                t.as_ref().map_or_else(Vec::new, |t| {
+                    t.domains
+                        .iter()
+                        .map(|d| {
+                            d.nodes.iter().fold(Resources::ZERO, |mut sum, &n| {
+                                sum.add(
+                                    &state.nodes[n as usize].future_idle().max(&Resources::ZERO),
+                                );
+                                sum
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect();
         state
+    }
+
+    /// Adds `delta` to the future idle of every domain holding `node` (of cluster slot `c`), as
+    /// the cluster's sum changes by it.
+    #[inline]
+    pub fn domains_add(&mut self, c: usize, node: Id, delta: &Resources) {
+        let Some(Some(t)) = self.topologies.get(c) else {
+            return;
+        };
+        if let (Some(ds), Some(sums)) = (
+            t.node_domains.get(&node),
+            self.domain_future_idle.get_mut(c),
+        ) {
+            for &d in ds {
+                if let Some(s) = sums.get_mut(d as usize) {
+                    s.add(delta);
+                }
+            }
+        }
     }
 
     /// The session status of a task.

@@ -102,6 +102,7 @@ impl Session {
         ns.releasing.add(&req);
         let future = ns.future_idle();
         self.state.cluster_future_idle[cluster].add(&req);
+        self.state.domains_add(cluster, node, &req);
         if sign > 0 {
             // The bound must stay an upper bound of any node's future idle.
             self.state.cluster_max_node_idle[cluster] =
@@ -141,6 +142,7 @@ impl Session {
             ns.idle.sub(&req);
         }
         self.state.cluster_future_idle[cluster].sub(&req);
+        self.state.domains_add(cluster, node, &req.times(-1));
         let queue = self.queue_of_task(task);
         self.state
             .queue_allocated

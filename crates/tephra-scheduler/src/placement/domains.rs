@@ -222,7 +222,7 @@ fn within_domains(
     // The best try, for the message: (pods placed, domain, why the rest did not fit).
     let mut best: Option<(usize, usize, String)> = None;
     // The domain closest to holding the gang, when none has room on aggregate.
-    let mut roomiest: Option<(f64, usize, Resources, Resources)> = None;
+    let mut roomiest: Option<(f64, usize, Resources)> = None;
     let mut tiers: Vec<u32> = topology
         .domains
         .iter()
@@ -236,12 +236,20 @@ fn within_domains(
             if d.tier != tier || !held.iter().all(|n| d.nodes.binary_search(n).is_ok()) {
                 continue;
             }
-            let (free, most) = room(ssn, &d.nodes);
+            // The session keeps each domain's free total; a domain without one (its topology
+            // changed under the session) is summed here.
+            let free = ssn
+                .state
+                .domain_future_idle
+                .get(cluster as usize)
+                .and_then(|s| s.get(i))
+                .copied()
+                .unwrap_or_else(|| room(ssn, &d.nodes).0);
             let t = times(&need, &free);
-            if need.fits_in(&free).is_ok() && one_node.fits_in(&most).is_ok() {
+            if need.fits_in(&free).is_ok() {
                 fitting.push((t, i));
             } else if roomiest.as_ref().is_none_or(|r| t > r.0) {
-                roomiest = Some((t, i, free, most));
+                roomiest = Some((t, i, free));
             }
         }
         fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -271,7 +279,8 @@ fn within_domains(
              pending pod(s); best: {} with {placed} ({rest})",
             topology.domains[i].name
         ),
-        (None, Some((_, i, free, most))) => {
+        (None, Some((_, i, free))) => {
+            let most = room(ssn, &topology.domains[i].nodes).1;
             let names = &ssn.snap.names;
             let domain = &topology.domains[i].name;
             match need.fits_in(&free) {

@@ -1,4 +1,4 @@
-//! Scheduler session benchmarks A to F (see README for the numbers and the command).
+//! Scheduler session benchmarks A to F and T (see README for the numbers and the command).
 //!
 //! Run: `cargo bench --bench session` (`TEPHRA_BENCH_WORLDS=AE` builds and measures only A and
 //! E). A one-shot summary (pods bound, session time, pods per second) is printed before each
@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
     let config = Arc::new(SchedulerConfig::default_config());
     let mut g = c.benchmark_group("session");
     g.sample_size(10);
-    let allocating: [Allocating; 4] = [
+    let allocating: [Allocating; 5] = [
         (
             'A',
             "A: 5k nodes, 50k pending pods, allocate",
@@ -96,6 +96,11 @@ fn bench(c: &mut Criterion) {
         ('F', "F: A with GPUs from DRA claims, allocate", || {
             common::world_with_contracts(common::Contracts::DraGpus)
         }),
+        (
+            'T',
+            "T: A in 625 racks under 25 spines, every gang hard (rack or spine), allocate",
+            common::world_t,
+        ),
     ];
     for (letter, name, build) in allocating {
         if !wanted(letter) {

@@ -31,6 +31,64 @@ pub fn world_a() -> Cache {
     c
 }
 
+/// T: A with network topology: its 5,000 nodes in 625 racks of 8 (tier-1 HyperNodes, CPU and
+/// GPU nodes racked apart, in node order) under 25 spines of 25 racks (tier 2), and every gang
+/// `hard`, held to one rack (half of them) or one spine.
+pub fn world_t() -> Cache {
+    use tephra_scheduler::model::topology::{
+        HyperNodeSpec, Member, MemberKind, MemberSelector, NetworkTopology, TopologyMode,
+    };
+    let mut c = world_a();
+    let nodes: Vec<String> = c.world().cluster_nodes[0]
+        .iter()
+        .map(|n| c.world().nodes.get(*n).unwrap().spec.name.clone())
+        .collect();
+    let member = |kind, name: String| Member {
+        kind,
+        selector: MemberSelector::Exact(name),
+    };
+    for (r, rack) in nodes.chunks(8).enumerate() {
+        c.apply(Event::HyperNodeUpsert(HyperNodeSpec {
+            cluster: "c0".into(),
+            name: format!("rack-{r}"),
+            tier: 1,
+            tier_name: Some("rack".into()),
+            members: rack
+                .iter()
+                .map(|n| member(MemberKind::Node, n.clone()))
+                .collect(),
+        }))
+        .unwrap();
+    }
+    for s in 0..25 {
+        c.apply(Event::HyperNodeUpsert(HyperNodeSpec {
+            cluster: "c0".into(),
+            name: format!("spine-{s}"),
+            tier: 2,
+            tier_name: Some("spine".into()),
+            members: (s * 25..(s + 1) * 25)
+                .map(|r| member(MemberKind::HyperNode, format!("rack-{r}")))
+                .collect(),
+        }))
+        .unwrap();
+    }
+    let groups: Vec<_> = c
+        .world()
+        .jobs
+        .iter()
+        .filter_map(|(_, j)| j.group.clone())
+        .collect();
+    for (i, mut g) in groups.into_iter().enumerate() {
+        g.topology = Some(NetworkTopology {
+            mode: TopologyMode::Hard,
+            highest_tier: Some(1 + (i % 2) as u32),
+            highest_tier_name: None,
+        });
+        c.apply(Event::PodGroupUpsert(g)).unwrap();
+    }
+    c
+}
+
 /// B: 20 clusters x 500 nodes (400 CPU + 100 GPU each) and 100,000 pending pods in 10,000 gang
 /// jobs, one in ten pinned to a region.
 pub fn world_b() -> Cache {

@@ -6,6 +6,7 @@
 //! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
 //! - [`taint_manager`]: which clusters a binding loses to NoExecute taints it does not tolerate;
+//! - [`topology`]: Volcano's HyperNodes as the scheduler reads them;
 //! - [`graceful_eviction`]: when the old copy of a moved gang may be deleted;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
@@ -29,3 +30,4 @@ pub mod queue;
 pub mod queue_state;
 pub mod storage;
 pub mod taint_manager;
+pub mod topology;

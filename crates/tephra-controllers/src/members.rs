@@ -206,6 +206,10 @@ pub fn plan(group: &PodGroup, pods: &[&Pod]) -> Result<GangPlan, MembersError> {
         min_member: min_member.max(1),
         min_task_member,
         priority_class: spec.priority_class_name.clone(),
+        topology: spec
+            .network_topology
+            .as_ref()
+            .map(crate::podgroup::network_topology),
         tasks,
     })
 }
@@ -231,6 +235,7 @@ pub fn standalone(p: &Pod) -> Result<GangPlan, MembersError> {
         min_member: 1,
         min_task_member: BTreeMap::new(),
         priority_class: one.priority_class.clone(),
+        topology: None,
         tasks: vec![one],
     })
 }

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tephra_api::batch::{NetworkTopologyMode, NetworkTopologySpec};
+use tephra_scheduler::model::topology::{NetworkTopology, TopologyMode};
 use tephra_scheduler::model::{GroupPhase, JobPolicy, PodGroupSpec, TaskShape};
 use tephra_scheduler::resources::Resources;
 
@@ -37,8 +39,23 @@ pub struct GangSpec {
     pub priority_class: Option<String>,
     /// Placement policy across clusters.
     pub policy: Arc<JobPolicy>,
+    /// `networkTopology`.
+    pub topology: Option<NetworkTopology>,
     /// Tasks, in order.
     pub tasks: Vec<GangTask>,
+}
+
+/// A Job's or PodGroup's (or a sub-group's) `networkTopology` in the scheduler's words: `hard`
+/// unless it says `soft`; a negative tier (the CRD refuses one) is taken as none.
+pub fn network_topology(t: &NetworkTopologySpec) -> NetworkTopology {
+    NetworkTopology {
+        mode: match t.mode {
+            Some(NetworkTopologyMode::Soft) => TopologyMode::Soft,
+            Some(NetworkTopologyMode::Hard) | None => TopologyMode::Hard,
+        },
+        highest_tier: t.highest_tier_allowed.and_then(|v| u32::try_from(v).ok()),
+        highest_tier_name: t.highest_tier_name.clone(),
+    }
 }
 
 /// A gang as the scheduler sees it: its PodGroup and its tasks.
@@ -92,7 +109,7 @@ pub fn gang(spec: GangSpec, created: i64) -> Gang {
         phase_since: created,
         created,
         policy: spec.policy,
-        topology: None,
+        topology: spec.topology,
     };
     Gang {
         group,

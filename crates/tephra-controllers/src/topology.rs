@@ -1,17 +1,28 @@
 //! Volcano's HyperNodes read into the scheduler core's model of a member cluster's network
-//! topology.
+//! topology; the runtime and the simulator both read them here.
 
 use tephra_api::topology::{HyperNode, MemberType};
-use tephra_controllers::pod::label_selector;
 use tephra_scheduler::model::topology::{HyperNodeSpec, Member, MemberKind, MemberSelector};
 
-use crate::convert::ConvertError;
+use crate::pod::label_selector;
+
+/// A HyperNode field the scheduler cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("hypernode {name}: {field}: {message}")]
+pub struct HyperNodeError {
+    /// HyperNode.
+    pub name: String,
+    /// Field path.
+    pub field: String,
+    /// Why.
+    pub message: String,
+}
 
 /// A member cluster's HyperNode. Each member names its selector (exactly one of exact name,
 /// pattern or labels; labels only for nodes), as Volcano's CRD requires.
-pub fn hypernode(cluster: &str, h: &HyperNode) -> Result<HyperNodeSpec, ConvertError> {
+pub fn hypernode(cluster: &str, h: &HyperNode) -> Result<HyperNodeSpec, HyperNodeError> {
     let name = h.metadata.name.clone().unwrap_or_default();
-    let bad = |field: String, message: &str| ConvertError::HyperNode {
+    let bad = |field: String, message: &str| HyperNodeError {
         name: name.clone(),
         field,
         message: message.to_string(),

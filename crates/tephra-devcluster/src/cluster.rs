@@ -129,13 +129,30 @@ fn tephra_crds() -> Result<&'static [(&'static str, Value)], Error> {
     .map_err(|e| Error::Fleet(e.clone()))
 }
 
-/// Installs tephra's CRDs on a server.
+/// Installs tephra's CRDs on a server (those it serves already stay as they are).
 pub fn install_crds(api: &ApiServer) -> Result<(), Error> {
     let def = api.builtin(Builtin::Crd);
     for (file, crd) in tephra_crds()? {
-        api.create(&def, None, crd.clone(), &WriteOpts::default())
-            .map_err(setup(*file))?;
+        match api.create(&def, None, crd.clone(), &WriteOpts::default()) {
+            Err(e) if e.code == 409 => {}
+            other => {
+                other.map_err(setup(*file))?;
+            }
+        }
     }
+    Ok(())
+}
+
+/// Installs one of tephra's CRDs (by its file name in `crds/`) on a server.
+pub fn install_crd(api: &ApiServer, file: &str) -> Result<(), Error> {
+    let def = api.builtin(Builtin::Crd);
+    let crds = tephra_crds()?;
+    let (name, crd) = crds
+        .iter()
+        .find(|(f, _)| *f == file)
+        .ok_or_else(|| Error::Fleet(format!("no CRD {file}")))?;
+    api.create(&def, None, crd.clone(), &WriteOpts::default())
+        .map_err(setup(*name))?;
     Ok(())
 }
 
@@ -186,6 +203,11 @@ impl DevCluster {
                 for n in &m.nodes {
                     k.register(n).map_err(setup(format!("node {}", n.name)))?;
                 }
+            }
+            // A member whose fleet declares HyperNodes serves their CRD, as a member with
+            // Volcano installed does.
+            if m.objects.iter().any(|o| o["kind"] == "HyperNode") {
+                install_crd(&api, "topology.volcano.sh_hypernodes.yaml")?;
             }
             create_objects(&api, &m.objects)?;
             let controllers = vec![

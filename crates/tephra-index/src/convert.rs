@@ -66,15 +66,8 @@ pub enum ConvertError {
         source: UnknownValue,
     },
     /// A HyperNode cannot be read.
-    #[error("hypernode {name}: {field}: {message}")]
-    HyperNode {
-        /// HyperNode.
-        name: String,
-        /// Field path.
-        field: String,
-        /// Why.
-        message: String,
-    },
+    #[error(transparent)]
+    HyperNode(#[from] tephra_controllers::topology::HyperNodeError),
 }
 
 /// Seconds since the epoch of a Kubernetes timestamp.
@@ -343,24 +336,11 @@ pub fn pod_group(
         phase_since: since,
         created,
         policy,
-        topology: spec.network_topology.as_ref().map(network_topology),
+        topology: spec
+            .network_topology
+            .as_ref()
+            .map(tephra_controllers::podgroup::network_topology),
     })
-}
-
-/// A `networkTopology` (of a PodGroup, or of one of its sub-groups).
-pub fn network_topology(
-    t: &tephra_api::batch::NetworkTopologySpec,
-) -> tephra_scheduler::model::topology::NetworkTopology {
-    use tephra_api::batch::NetworkTopologyMode as Api;
-    use tephra_scheduler::model::topology::{NetworkTopology, TopologyMode};
-    NetworkTopology {
-        mode: match t.mode {
-            Some(Api::Soft) => TopologyMode::Soft,
-            Some(Api::Hard) | None => TopologyMode::Hard,
-        },
-        highest_tier: t.highest_tier_allowed.and_then(|v| u32::try_from(v).ok()),
-        highest_tier_name: t.highest_tier_name.clone(),
-    }
 }
 
 /// A Queue: weight, capability, guarantee, deserved, hierarchy and state.

@@ -13,12 +13,10 @@
 //!   what changed.
 //! - [`tick`]: one tick's writes, in one call.
 //! - [`endpoint`]: where a member is reached.
-//! - [`topology`]: HyperNodes read into the core's network topology.
 
 pub mod convert;
 pub mod endpoint;
 pub mod observed;
 pub mod state;
 pub mod tick;
-pub mod topology;
 pub mod writes;

@@ -380,6 +380,23 @@ fn check_cluster_objects(i: usize, c: &super::defs::ClusterDef) -> Result<(), St
     if c.storage_classes.iter().filter(|s| s.default).count() > 1 {
         return Err(format!("{at}.storageClasses: more than one is the default"));
     }
+    let tiers = c
+        .topology
+        .as_ref()
+        .map(|t| t.tiers.as_slice())
+        .unwrap_or_default();
+    let mut names = BTreeSet::new();
+    for (k, t) in tiers.iter().enumerate() {
+        if t.size == 0 {
+            return Err(format!("{at}.topology.tiers[{k}].size: must be at least 1"));
+        }
+        if t.name.is_empty() || !names.insert(t.name.as_str()) {
+            return Err(format!(
+                "{at}.topology.tiers[{k}].name: must be set and unique, got {:?}",
+                t.name
+            ));
+        }
+    }
     for (k, dc) in c.device_classes.iter().enumerate() {
         for (s, e) in dc.selectors.iter().enumerate() {
             tephra_controllers::dra::CelSelector::compile(e).map_err(|why| {

@@ -1,7 +1,8 @@
 //! What a fleet declares besides its clusters' nodes, as the Kubernetes objects `tephra dev`
 //! creates in each member and the simulator feeds its cache: StorageClasses, each node's local
 //! PersistentVolumes (node affinity by hostname), DeviceClasses, and each node's ResourceSlice
-//! of a DRA driver's devices. Also each node's name and labels, the same in both.
+//! of a DRA driver's devices, and the HyperNodes of its network topology. Also each node's name
+//! and labels, the same in both.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,40 @@ pub fn node_labels(cluster: &ClusterDef, pool: &NodePool, i: usize) -> BTreeMap<
     labels
 }
 
+/// The HyperNodes of a cluster's `topology`: tier 1 over every `size` nodes (in pool order),
+/// each tier above over every `size` HyperNodes of the tier below; `<tier name>-<index>`, each
+/// member by its exact name, as a Volcano user writes them.
+pub fn hypernodes(cluster: &ClusterDef) -> Vec<Value> {
+    let Some(t) = &cluster.topology else {
+        return Vec::new();
+    };
+    let mut below: Vec<String> = cluster
+        .node_pools
+        .iter()
+        .flat_map(|p| (0..p.count).map(move |i| node_name(cluster, p, i)))
+        .collect();
+    let mut out = Vec::new();
+    for (k, tier) in t.tiers.iter().enumerate() {
+        let kind = if k == 0 { "Node" } else { "HyperNode" };
+        let mut names = Vec::new();
+        for (i, group) in below.chunks(tier.size.max(1)).enumerate() {
+            let name = format!("{}-{i}", tier.name);
+            let members: Vec<Value> = group
+                .iter()
+                .map(|m| json!({"type": kind, "selector": {"exactMatch": {"name": m}}}))
+                .collect();
+            out.push(json!({
+                "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "metadata": {"name": name},
+                "spec": {"tier": k + 1, "tierName": tier.name, "members": members},
+            }));
+            names.push(name);
+        }
+        below = names;
+    }
+    out
+}
+
 /// A JSON value of a device attribute: `{string}`, `{int}` or `{bool}`.
 fn attribute(v: &Value) -> Value {
     match v {
@@ -40,7 +75,7 @@ fn attribute(v: &Value) -> Value {
 
 /// The objects `cluster` declares besides its nodes, in the order they are created.
 pub fn objects(cluster: &ClusterDef) -> Vec<Value> {
-    let mut out = Vec::new();
+    let mut out = hypernodes(cluster);
     for sc in &cluster.storage_classes {
         let mut obj = json!({
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

@@ -44,6 +44,15 @@ impl InFlight {
                 j.waited = true;
                 ctx.stats
                     .waited(&j.queue, (ctx.now - j.submit_ms) as f64 / 1000.0);
+                let nodes: Vec<(String, String)> = j
+                    .pods
+                    .iter()
+                    .filter_map(|p| self.pods.get(p))
+                    .filter(|p| matches!(p.state, PodState::Running | PodState::Bound))
+                    .filter_map(|p| p.node.clone())
+                    .collect();
+                let one = crate::report::stats::in_one_domain(ctx.cache.world(), &nodes);
+                ctx.stats.gang_domain(one);
             }
             out(&Record::pod(
                 "start", ctx.now, &job_key, &j.queue, pod, &node, &request, None,

@@ -47,6 +47,16 @@ fn cluster_object(obj: &serde_json::Value) -> Result<Box<dyn FnOnce(String) -> E
             dra::class(&typed(obj)?).map_err(|e| e.to_string())?,
         )),
         "ResourceSlice" => dra_event(DraChange::SliceUpsert(dra::slice(&typed(obj)?))),
+        "HyperNode" => {
+            let spec = tephra_controllers::topology::hypernode("", &typed(obj)?)
+                .map_err(|e| e.to_string())?;
+            Box::new(move |cluster| {
+                Event::HyperNodeUpsert(tephra_scheduler::model::topology::HyperNodeSpec {
+                    cluster,
+                    ..spec
+                })
+            })
+        }
         other => return Err(format!("{other} is not a fleet object")),
     })
 }

@@ -192,6 +192,14 @@ fn summary(r: &Report, out: &Path) -> String {
         r.utilization.cpu * 100.0,
         r.fairness.jain_gpu_share
     );
+    if let Some(t) = &r.topology {
+        s += &format!(
+            "topology   {} of {} gangs of 2+ pods started within one rack (lowest-tier HyperNode): {:.1}%\n",
+            t.within_one_lowest_tier,
+            t.gangs_started,
+            t.share * 100.0
+        );
+    }
     // The shares are of the fleet's GPUs (DRF and proportion judge every resource; GPUs are
     // what a training fleet waits for).
     s += "\nqueue                jobs  done   wait mean   wait p95   GPU-h  GPU deserved  GPU actual\n";

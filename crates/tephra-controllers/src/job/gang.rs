@@ -137,6 +137,8 @@ pub struct GangPlan {
     pub min_task_member: BTreeMap<String, u32>,
     /// Priority class.
     pub priority_class: Option<String>,
+    /// `networkTopology`.
+    pub topology: Option<tephra_scheduler::model::topology::NetworkTopology>,
     /// Tasks.
     pub tasks: Vec<TaskPlan>,
 }
@@ -175,6 +177,7 @@ impl GangPlan {
                 priority: None,
                 priority_class: self.priority_class.clone(),
                 policy: Arc::new(JobPolicy::default()),
+                topology: self.topology.clone(),
                 tasks,
             },
             created,
@@ -297,6 +300,10 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
             .map(|t| (t.name.clone(), t.min_available))
             .collect(),
         priority_class: spec.priority_class_name.clone(),
+        topology: spec
+            .network_topology
+            .as_ref()
+            .map(crate::podgroup::network_topology),
         tasks,
     })
 }

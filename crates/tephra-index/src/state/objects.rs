@@ -294,7 +294,10 @@ impl State {
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
             Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
             Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
-            Obj::HyperNode(h) => Event::HyperNodeUpsert(crate::topology::hypernode(cluster, &h)?),
+            Obj::HyperNode(h) => Event::HyperNodeUpsert(
+                tephra_controllers::topology::hypernode(cluster, &h)
+                    .map_err(crate::convert::ConvertError::from)?,
+            ),
             Obj::ResourceClaim(c) => {
                 let claim = dra::claim(&c)?;
                 let slot = format!("rc:{}", claim.key());

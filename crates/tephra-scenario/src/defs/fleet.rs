@@ -52,6 +52,29 @@ pub struct ClusterDef {
     /// Node pools.
     #[serde(default)]
     pub node_pools: Vec<NodePool>,
+    /// Network topology: HyperNodes over the cluster's nodes, in pool order.
+    #[serde(default)]
+    pub topology: Option<TopologyDef>,
+}
+
+/// HyperNodes built over a cluster's nodes, in pool order: tier 1 groups every `size` nodes,
+/// each tier above groups every `size` HyperNodes of the tier below. HyperNodes are named
+/// `<tier name>-<index>`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyDef {
+    /// Tiers, the closest (tier 1) first.
+    pub tiers: Vec<TierDef>,
+}
+
+/// One tier of a generated topology.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TierDef {
+    /// The tier's name (its HyperNodes' `tierName` and name prefix).
+    pub name: String,
+    /// Members per HyperNode: nodes for tier 1, HyperNodes of the tier below above it.
+    pub size: usize,
 }
 
 /// A StorageClass.

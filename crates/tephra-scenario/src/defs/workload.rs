@@ -94,6 +94,34 @@ pub struct JobDef {
     /// Placement policy.
     #[serde(default)]
     pub policy: Option<PolicyDef>,
+    /// Network topology: how high a HyperNode tier the gang may span.
+    #[serde(default)]
+    pub network_topology: Option<NetworkTopologyDef>,
+}
+/// A job's `networkTopology`, as a Volcano Job writes it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NetworkTopologyDef {
+    /// `hard` (default) or `soft`.
+    #[serde(default)]
+    pub mode: TopologyModeDef,
+    /// The highest tier the gang may span.
+    #[serde(default)]
+    pub highest_tier_allowed: Option<u32>,
+    /// Or the tier by its HyperNodes' `tierName`.
+    #[serde(default)]
+    pub highest_tier_name: Option<String>,
+}
+
+/// `networkTopology.mode`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TopologyModeDef {
+    /// Stay within the tier or wait.
+    #[default]
+    Hard,
+    /// The lowest tier that fits, else anywhere.
+    Soft,
 }
 
 /// A task (role).
@@ -238,6 +266,9 @@ pub struct Template {
     /// Placement policy.
     #[serde(default)]
     pub policy: Option<PolicyDef>,
+    /// Network topology of every generated job.
+    #[serde(default)]
+    pub network_topology: Option<NetworkTopologyDef>,
 }
 
 /// Arrival processes.

@@ -64,6 +64,20 @@ pub struct Report {
     /// Wait times of all jobs (not in report.json).
     #[serde(skip)]
     pub wait_histogram: Hist,
+    /// Where gangs started, in a fleet with HyperNodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyReport>,
+}
+
+/// Where gangs of two or more pods started, in clusters with HyperNodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyReport {
+    /// Gangs started (each counted once, when it first reached its minimum).
+    pub gangs_started: u64,
+    /// Of those, the ones whose pods all sat within one HyperNode of the lowest tier (a rack).
+    pub within_one_lowest_tier: u64,
+    /// Their share.
+    pub share: f64,
 }
 
 /// Job counts.

@@ -13,7 +13,7 @@ pub(crate) mod stats;
 
 pub use fields::{
     ClusterUtil, Fairness, Jobs, PendingReason, Pods, Quantiles, QueueReport, Report, Sample,
-    SchedulerReport, Utilization, Wait, pending_reasons,
+    SchedulerReport, TopologyReport, Utilization, Wait, pending_reasons,
 };
 pub use hist::Hist;
 pub use stats::Stats;

@@ -9,6 +9,9 @@ use super::fields::{
     Utilization, Wait,
 };
 use super::hist::Hist;
+use tephra_scheduler::cache::World;
+
+use super::fields::TopologyReport;
 use crate::checker::Invariants;
 use crate::failover::report::FailoverReport;
 
@@ -57,6 +60,34 @@ pub struct Stats {
     samples: Vec<Sample>,
     sample_every: i64,
     last_sample: Option<i64>,
+    /// Gangs of two or more pods started in a cluster with HyperNodes, and how many of them
+    /// within one HyperNode of its lowest tier.
+    topology_gangs: (u64, u64),
+}
+
+/// Whether the nodes a gang started on lie within one HyperNode of the lowest tier of their
+/// cluster (`None` for a gang of one pod, or in a cluster with no HyperNodes; a gang over several
+/// clusters is in none).
+pub fn in_one_domain(world: &World, nodes: &[(String, String)]) -> Option<bool> {
+    let (cluster, _) = nodes.first()?;
+    if nodes.len() < 2 {
+        return None;
+    }
+    let topology = world.topology(world.cluster_id(cluster)?)?;
+    let lowest = topology.domains.iter().map(|d| d.tier).min()?;
+    if nodes.iter().any(|(c, _)| c != cluster) {
+        return Some(false);
+    }
+    let ids: Vec<_> = nodes
+        .iter()
+        .filter_map(|(c, n)| world.node_id(c, n))
+        .collect();
+    Some(
+        topology
+            .domains
+            .iter()
+            .any(|d| d.tier == lowest && ids.iter().all(|n| d.nodes.binary_search(n).is_ok())),
+    )
 }
 
 impl Stats {
@@ -103,6 +134,14 @@ impl Stats {
     /// A job's gang started after waiting `secs`.
     pub fn waited(&mut self, queue: &str, secs: f64) {
         self.q(queue).wait.add(secs);
+    }
+
+    /// A gang started within one lowest-tier HyperNode, or not ([`in_one_domain`]).
+    pub fn gang_domain(&mut self, within_one: Option<bool>) {
+        if let Some(one) = within_one {
+            self.topology_gangs.0 += 1;
+            self.topology_gangs.1 += u64::from(one);
+        }
     }
 
     /// GPU time consumed by a pod of `queue`.
@@ -355,6 +394,11 @@ impl Stats {
             explain: Vec::new(),
             series: self.samples,
             wait_histogram: wait_all,
+            topology: (self.topology_gangs.0 > 0).then(|| TopologyReport {
+                gangs_started: self.topology_gangs.0,
+                within_one_lowest_tier: self.topology_gangs.1,
+                share: self.topology_gangs.1 as f64 / self.topology_gangs.0 as f64,
+            }),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::job::{JobSource, SimJob, SimTask, policy, request};
+use super::job::{JobSource, SimJob, SimTask, policy, request, topology};
 use crate::scenario::JobDef;
 
 /// Jobs known up front, in arrival order.
@@ -68,6 +68,7 @@ pub fn explicit(defs: &[JobDef], classes: &BTreeMap<String, i32>) -> Explicit {
                 })
                 .collect(),
             policy: policy(d.policy.as_ref()),
+            topology: topology(d.network_topology.as_ref()),
             plan: None,
             volcano: None,
         })

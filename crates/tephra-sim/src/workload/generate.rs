@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::job::{JobSource, SimJob, SimTask, policy, request, weighted};
+use super::job::{JobSource, SimJob, SimTask, policy, request, topology, weighted};
 use crate::rng::Rng;
 use crate::scenario::{Arrival, Count, CountDist, GenerateDef, Span, SpanDist};
 
@@ -143,6 +143,7 @@ impl JobSource for Generator {
             min_member: t.min_available.map(|m| m.min(total)),
             tasks,
             policy: policy(t.policy.as_ref()),
+            topology: topology(t.network_topology.as_ref()),
             plan: None,
             volcano: None,
         };

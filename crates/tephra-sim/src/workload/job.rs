@@ -11,7 +11,9 @@ use tephra_scheduler::model::{
 };
 use tephra_scheduler::resources::{PODS, ResourceError, ResourceNames};
 
-use crate::scenario::{Effect, PolicyDef};
+use tephra_scheduler::model::topology::{NetworkTopology, TopologyMode};
+
+use crate::scenario::{Effect, NetworkTopologyDef, PolicyDef, TopologyModeDef};
 
 /// Why a job cannot become a gang when it is submitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +66,8 @@ pub struct SimJob {
     pub tasks: Vec<SimTask>,
     /// Placement policy.
     pub policy: JobPolicy,
+    /// Network topology.
+    pub topology: Option<NetworkTopology>,
     /// For a Volcano Job: the job controller's plan, which gives the gang (the other fields
     /// carry what the simulator itself needs: roles, replicas, requests, run times).
     pub plan: Option<Box<GangPlan>>,
@@ -130,11 +134,24 @@ impl SimJob {
                 priority: Some(self.priority),
                 priority_class: None,
                 policy: Arc::new(self.policy.clone()),
+                topology: self.topology.clone(),
                 tasks,
             },
             created,
         ))
     }
+}
+
+/// Converts a scenario's network topology into the scheduler's.
+pub fn topology(def: Option<&NetworkTopologyDef>) -> Option<NetworkTopology> {
+    def.map(|d| NetworkTopology {
+        mode: match d.mode {
+            TopologyModeDef::Hard => TopologyMode::Hard,
+            TopologyModeDef::Soft => TopologyMode::Soft,
+        },
+        highest_tier: d.highest_tier_allowed,
+        highest_tier_name: d.highest_tier_name.clone(),
+    })
 }
 
 /// Converts a scenario policy into the scheduler's.

@@ -397,6 +397,7 @@ fn sim_job(
         min_member: Some(plan.min_member),
         tasks,
         policy: JobPolicy::default(),
+        topology: plan.topology.clone(),
         plan: Some(Box::new(plan)),
         volcano: g.job,
     })

@@ -167,6 +167,7 @@ impl Trace {
             min_member: None,
             tasks,
             policy: JobPolicy::default(),
+            topology: None,
             plan: None,
             volcano: None,
         })
@@ -250,6 +251,7 @@ impl Trace {
                 tolerations: Vec::new(),
             }],
             policy: JobPolicy::default(),
+            topology: None,
             plan: None,
             volcano: None,
         })

@@ -29,11 +29,15 @@ use crate::metrics::Metrics;
 
 pub use tephra_index::observed::{Change, Kind, Obj, Update};
 
+/// How long a cluster that does not serve an [optional](Kind::optional) kind goes before it
+/// is asked again (a CRD installed later is seen within this long).
+pub const ABSENT_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Starts a watcher of `api` that sends its updates to `tx` until the receiver is gone.
 /// Errors are retried with kube-runtime's default backoff, logged and counted. An
 /// [optional](Kind::optional) kind the cluster does not serve (404) is reported once as an
-/// empty list, so that the scheduler does not wait for it, and looked for again with the same
-/// backoff.
+/// empty list, so that the scheduler does not wait for it, and looked for again every
+/// [`ABSENT_RECHECK`]: a member without the HyperNode CRD is not asked every few seconds.
 pub fn spawn<K>(
     api: Api<K>,
     (cluster, kind, tx, metrics): (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
@@ -46,7 +50,7 @@ where
     // at the error level so that it is there whatever level the log shows.
     let span = tracing::error_span!("watch", cluster = %cluster, kind = ?kind);
     let task = async move {
-        let mut stream = watcher(api).default_backoff().boxed();
+        let mut stream = watcher(api.clone()).default_backoff().boxed();
         let mut absent = false;
         let mut failing = Failing::default();
         while let Some(event) = stream.next().await {
@@ -75,6 +79,8 @@ where
                         }
                     }
                 }
+                tokio::time::sleep(ABSENT_RECHECK).await;
+                stream = watcher(api.clone()).default_backoff().boxed();
                 continue;
             }
             absent = false;

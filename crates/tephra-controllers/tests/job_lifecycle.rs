@@ -239,6 +239,25 @@ fn a_job_waits_for_its_podgroup_to_be_admitted_then_runs_to_completed() {
     );
 }
 
+/// Whoever sees the Job finished finds its PodGroup gone: the pass that finishes it deletes the
+/// PodGroup before it writes the status (a pass later would leave a window where both show).
+#[test]
+fn the_pass_that_completes_a_job_deletes_its_podgroup_before_saying_so() {
+    let mut w = World::running(job(serde_json::json!({})));
+    w.all("Succeeded");
+    let writes = w.pass();
+    let delete = writes
+        .iter()
+        .position(|x| matches!(x, Write::DeletePodGroup(_)))
+        .expect("the PodGroup deleted in the pass that completes the job");
+    let status = writes
+        .iter()
+        .position(|x| matches!(x, Write::Status(s) if s.state.phase == Some(JobPhase::Completed)))
+        .expect("the job completed in this pass");
+    assert!(delete < status, "{writes:?}");
+    assert!(w.pg.is_none());
+}
+
 #[test]
 fn a_pending_job_says_why_it_waits_in_the_words_of_its_podgroup_with_one_event_per_reason() {
     let mut w = World::new(job(serde_json::json!({})));

@@ -259,6 +259,19 @@ pub fn reconcile(o: &Observed<'_>) -> Outcome {
     if finished(Some(now_phase)) || now_phase == JobPhase::Aborted {
         status.running_duration = running_duration(job, &status);
     }
+    // A Job that finishes in this pass gives up its PodGroup in the same pass, before its
+    // status says it finished, as Volcano's killJob does: whoever sees it finished finds the
+    // gang gone (the pass after would otherwise remove it).
+    if finished(Some(now_phase))
+        && !finished(phase)
+        && !out
+            .writes
+            .iter()
+            .any(|w| matches!(w, Write::DeletePodGroup(_)))
+        && let Some(pg) = o.podgroup.and_then(|pg| pg.metadata.name.clone())
+    {
+        out.writes.push(Write::DeletePodGroup(pg));
+    }
     let acted = phase != Some(now_phase)
         || out
             .writes

@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
     let config = Arc::new(SchedulerConfig::default_config());
     let mut g = c.benchmark_group("session");
     g.sample_size(10);
-    let allocating: [Allocating; 5] = [
+    let allocating: [Allocating; 6] = [
         (
             'A',
             "A: 5k nodes, 50k pending pods, allocate",
@@ -96,6 +96,7 @@ fn bench(c: &mut Criterion) {
         ('F', "F: A with GPUs from DRA claims, allocate", || {
             common::world_with_contracts(common::Contracts::DraGpus)
         }),
+        ('Q', "Q: A over 100 queues, allocate", common::world_q),
         (
             'T',
             "T: A in 625 racks under 25 spines, every gang hard (rack or spine), allocate",

@@ -89,6 +89,28 @@ pub fn world_t() -> Cache {
     c
 }
 
+/// Q: A with its gangs spread over 100 queues of equal weight (`q-0` … `q-99`): the queue order
+/// is consulted once per gang, over every queue with work left.
+pub fn world_q() -> Cache {
+    let mut c = world_a();
+    for i in 0..100 {
+        let mut q = QueueSpec::named(&format!("q-{i}"));
+        q.weight = 1;
+        c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
+    }
+    let groups: Vec<_> = c
+        .world()
+        .jobs
+        .iter()
+        .filter_map(|(_, j)| j.group.clone())
+        .collect();
+    for (i, mut g) in groups.into_iter().enumerate() {
+        g.queue = format!("q-{}", i % 100);
+        c.apply(Event::PodGroupUpsert(g)).unwrap();
+    }
+    c
+}
+
 /// B: 20 clusters x 500 nodes (400 CPU + 100 GPU each) and 100,000 pending pods in 10,000 gang
 /// jobs, one in ten pinned to a region.
 pub fn world_b() -> Cache {

@@ -558,6 +558,42 @@ fn a_preemptor_held_to_a_rack_evicts_within_one_rack_and_lands_there_whole() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
+    /// The session's free total of each domain, kept up as gangs are placed, stays the sum of
+    /// its nodes' free room: placement prunes domains by it.
+    #[test]
+    fn each_domains_free_total_stays_the_sum_of_its_nodes(
+        racks in 2usize..5,
+        per_rack in 1usize..4,
+        busy in prop::collection::vec((0usize..5, 0usize..4, 0u8..3), 0..6),
+        gangs in prop::collection::vec((1u32..5, 1u8..3, 1u32..3), 1..6),
+    ) {
+        let mut c = Cache::new();
+        racked(&mut c, "east", racks, per_rack);
+        for (r, n, g) in busy {
+            let node = format!("r{}-n{}", r % racks, n % per_rack);
+            if c.world().task_id(&format!("default/busy-{node}-worker-0")).is_none() {
+                occupy(&mut c, "east", &node, ["2", "4", "8"][g as usize]);
+            }
+        }
+        for (i, (pods, gpus, tier)) in gangs.iter().enumerate() {
+            let gpus = if *gpus == 1 { "4" } else { "8" };
+            add_job(&mut c, &gpu_gang(&format!("g{i}"), *pods, gpus).topology(hard(*tier))).unwrap();
+        }
+        let config = SchedulerConfig::default_config();
+        let mut ssn = tephra_scheduler::open_session(c.snapshot(), &config, 0, 1);
+        let mut placer = tephra_scheduler::placement::Placer::new(&ssn);
+        tephra_scheduler::actions::allocate::execute(&mut ssn, &mut placer, &config.action_args("allocate"));
+        let cluster = c.world().cluster_id("east").unwrap();
+        let t = topology(&c, "east");
+        for (i, d) in t.domains.iter().enumerate() {
+            let mut sum = tephra_scheduler::resources::Resources::ZERO;
+            for n in &d.nodes {
+                sum.add(&ssn.state.nodes[*n as usize].future_idle());
+            }
+            prop_assert_eq!(ssn.state.domain_future_idle[cluster as usize][i], sum, "{}", d.name);
+        }
+    }
+
     /// Whatever is busy and whatever arrives, no hard gang is ever bound across its allowed
     /// tier, and every gang is all or nothing.
     #[test]

@@ -89,6 +89,8 @@ pub struct Options {
     /// How long a gang's volume claims may take to be bound before its binds fail and it is
     /// placed again (`--volume-bind-timeout`; kube-scheduler's `bindTimeoutSeconds`).
     pub volume_bind_timeout: Duration,
+    /// Node labels HyperNodes are discovered from, lowest tier first (`--topology-labels`).
+    pub topology_labels: Vec<String>,
 }
 
 impl Default for Options {
@@ -112,6 +114,7 @@ impl Default for Options {
             graceful_eviction_timeout: Duration::from_secs(600),
             pod: None,
             volume_bind_timeout: Duration::from_secs(600),
+            topology_labels: Vec::new(),
         }
     }
 }
@@ -278,6 +281,9 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         options.scheduler_names.clone(),
         options.default_queue.clone(),
     );
+    if !options.topology_labels.is_empty() {
+        state.discover_topology_from(options.topology_labels.clone());
+    }
     let mut members = BTreeMap::new();
     if local_member {
         let local: Arc<str> = Arc::from(LOCAL);

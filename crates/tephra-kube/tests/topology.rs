@@ -34,6 +34,15 @@ fn job(name: &str, replicas: u32) -> Job {
     .unwrap()
 }
 
+/// Creates [`job`] `name` of `replicas` pods and waits until all are bound: their nodes.
+async fn run_job(c: &kube::Client, jobs: &Api<Job>, name: &str, replicas: u32) -> BTreeSet<String> {
+    jobs.create(&PostParams::default(), &job(name, replicas))
+        .await
+        .unwrap();
+    let bound = all_bound(c, "default", &format!("{name}-t0-"), replicas as usize, 30).await;
+    bound.into_values().flatten().collect()
+}
+
 #[tokio::test]
 async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why() {
     logs();
@@ -84,12 +93,7 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
     };
     let mut racks = Vec::new();
     for name in ["a", "b"] {
-        jobs.create(&PostParams::default(), &job(name, 3))
-            .await
-            .unwrap();
-        let bound = all_bound(&c, "default", &format!("{name}-t0-"), 3, 30).await;
-        let nodes: BTreeSet<String> = bound.into_values().flatten().collect();
-        racks.push(rack(&nodes));
+        racks.push(rack(&run_job(&c, &jobs, name, 3).await));
     }
     racks.sort();
     assert_eq!(racks, ["s0", "s1"], "each gang within one rack");
@@ -129,5 +133,43 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
             .values()
             .all(Option::is_none)
     );
+    stop_everything(sched, ctl).await;
+}
+
+#[tokio::test]
+async fn with_topology_labels_a_hard_job_runs_under_one_switch_of_its_nodes_labels() {
+    logs();
+    // No HyperNode objects: the racks are the nodes' `example.com/tor` label.
+    let nodes = (0..4)
+        .map(|i| {
+            let mut n = node(&format!("n{i}"), "8", 0);
+            n.labels
+                .insert("example.com/tor".into(), format!("tor-{}", i / 2));
+            n
+        })
+        .collect();
+    let dev = cluster(nodes).await;
+    let c = client(&dev).await;
+    let options = tephra_kube::run::Options {
+        topology_labels: vec!["example.com/tor".into()],
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+    let ctl = tephra_kube::jobs::start(
+        c.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    );
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // Two gangs of three 4-CPU pods: after the first, only the other switch holds the second
+    // whole (over the cluster it would take the first switch's last 4 CPUs).
+    for name in ["a", "b"] {
+        let nodes = run_job(&c, &jobs, name, 3).await;
+        assert!(
+            nodes.iter().all(|n| n == "n0" || n == "n1")
+                || nodes.iter().all(|n| n == "n2" || n == "n3"),
+            "{name}: {nodes:?}"
+        );
+    }
     stop_everything(sched, ctl).await;
 }

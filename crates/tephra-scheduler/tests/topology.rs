@@ -256,6 +256,58 @@ fn hypernodes_resolve_by_name_pattern_labels_and_through_lower_hypernodes() {
 }
 
 #[test]
+fn hypernodes_are_discovered_from_node_labels_lowest_tier_first() {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    c.discover_topology_from(vec!["example.com/tor".into(), "example.com/spine".into()]);
+    // Nodes arrive after discovery is switched on; one carries no label.
+    for (n, tor, spine) in [
+        ("a", "t1", "s1"),
+        ("b", "t1", "s1"),
+        ("c", "t2", "s1"),
+        ("d", "t3", "s2"),
+    ] {
+        c.apply(node(
+            "east",
+            n,
+            "8",
+            &[("example.com/tor", tor), ("example.com/spine", spine)],
+        ))
+        .unwrap();
+    }
+    c.apply(node("east", "bare", "8", &[])).unwrap();
+    let t = topology(&c, "east");
+    let got: Vec<(String, u32, Vec<String>)> = t
+        .domains
+        .iter()
+        .map(|d| (d.name.clone(), d.tier, names(&c, &d.nodes)))
+        .collect();
+    let want = |n: &str, tier: u32, nodes: &[&str]| {
+        (
+            n.to_string(),
+            tier,
+            nodes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            want("example.com/tor=t1", 1, &["a", "b"]),
+            want("example.com/tor=t2", 1, &["c"]),
+            want("example.com/tor=t3", 1, &["d"]),
+            want("example.com/spine=s1", 2, &["a", "b", "c"]),
+            want("example.com/spine=s2", 2, &["d"]),
+        ]
+    );
+    // A hard tier-1 gang of two lands under one switch: t1.
+    add_job(&mut c, &gpu_gang("pair", 2, "8").topology(hard(1))).unwrap();
+    let d = run(&c);
+    let mut nodes: Vec<&str> = d.binds.iter().map(|b| b.node.as_str()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["a", "b"]);
+}
+
+#[test]
 fn a_bad_pattern_selects_nothing_and_says_so() {
     let mut c = Cache::new();
     add_cluster(&mut c, Cluster::named("east")).unwrap();

@@ -93,6 +93,11 @@ pub struct Flags {
     /// (kube-scheduler's VolumeBinding bindTimeoutSeconds; Go duration).
     #[arg(long, default_value = "10m")]
     volume_bind_timeout: String,
+    /// Discover HyperNodes from these node labels too, as Volcano's label discovery does: the
+    /// first names tier 1 (a rack's switch), the next tier 2, and so on; each value of a label
+    /// is one domain of its tier (comma-separated, or repeat the flag).
+    #[arg(long = "topology-labels", value_delimiter = ',')]
+    topology_labels: Vec<String>,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -155,6 +160,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         ),
         graceful_eviction_timeout,
         volume_bind_timeout,
+        topology_labels: f.topology_labels,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -160,6 +160,11 @@ impl State {
         self.home = Some(home);
     }
 
+    /// Discovers HyperNodes from these node labels too (lowest tier first), in every member.
+    pub fn discover_topology_from(&mut self, labels: Vec<String>) {
+        self.cache.discover_topology_from(labels);
+    }
+
     /// Fleet mode: pods of `control` are declared there and placed in a member.
     pub fn declare_from(&mut self, control: Arc<str>) {
         self.control = Some(control);

@@ -60,6 +60,16 @@ impl Cache {
         Arc::make_mut(&mut self.world).implicit_policy = policy;
     }
 
+    /// Discovers HyperNodes from node labels too, as Volcano's label discovery does: `labels[k]`
+    /// is the node label whose values make the domains of tier `k + 1`.
+    pub fn discover_topology_from(&mut self, labels: Vec<String>) {
+        let w = Arc::make_mut(&mut self.world);
+        let clusters: Vec<String> = w.clusters.iter().map(|(_, c)| c.name.clone()).collect();
+        w.hypernodes
+            .discover_from(labels, clusters.iter().map(String::as_str));
+        w.fleet_changed();
+    }
+
     /// Interns resource names and parses quantities against this cache's name table.
     pub fn names_mut(&mut self) -> &mut ResourceNames {
         &mut Arc::make_mut(&mut self.world).names

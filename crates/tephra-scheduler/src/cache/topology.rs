@@ -70,9 +70,12 @@ fn matches_name(
     }
 }
 
-/// Resolves a cluster's HyperNodes against its nodes.
+/// Resolves a cluster's HyperNodes against its nodes, with the domains node labels make when
+/// HyperNodes are discovered from labels (`labels[k]` makes tier `k + 1`: one domain
+/// `<key>=<value>` per value).
 pub fn resolve(
     hypernodes: &BTreeMap<String, Arc<HyperNodeSpec>>,
+    labels: &[String],
     cluster_nodes: &[Id],
     nodes: &Slab<Node>,
 ) -> Topology {
@@ -169,6 +172,22 @@ pub fn resolve(
             nodes: all.into_iter().collect(),
         });
     }
+    for (k, key) in labels.iter().enumerate() {
+        let mut by_value: BTreeMap<&str, Vec<Id>> = BTreeMap::new();
+        for &n in cluster_nodes {
+            if let Some(v) = nodes.get(n).and_then(|node| node.spec.labels.get(key)) {
+                by_value.entry(v.as_str()).or_default().push(n);
+            }
+        }
+        for (value, mut members) in by_value {
+            members.sort_unstable();
+            domains.push(Domain {
+                name: format!("{key}={value}"),
+                tier: k as u32 + 1,
+                nodes: members,
+            });
+        }
+    }
     domains.sort_by(|a, b| a.tier.cmp(&b.tier).then_with(|| a.name.cmp(&b.name)));
     problems.sort();
     problems.dedup();
@@ -192,6 +211,8 @@ pub fn resolve(
 pub struct Topologies {
     /// HyperNodes by cluster, then by name.
     pub specs: BTreeMap<String, BTreeMap<String, Arc<HyperNodeSpec>>>,
+    /// Node label keys that make HyperNodes, lowest tier first (label discovery).
+    pub labels: Vec<String>,
     resolved: BTreeMap<String, OnceLock<Arc<Topology>>>,
 }
 
@@ -218,11 +239,26 @@ impl Topologies {
         }
         if of.is_empty() {
             self.specs.remove(cluster);
-            self.resolved.remove(cluster);
-        } else {
-            self.stale(cluster);
+            if self.labels.is_empty() {
+                self.resolved.remove(cluster);
+                return true;
+            }
         }
+        self.stale(cluster);
         true
+    }
+
+    /// Discovers HyperNodes from these node label keys too (lowest tier first), in `clusters`
+    /// and every cluster whose nodes change from now on.
+    pub fn discover_from<'a>(
+        &mut self,
+        labels: Vec<String>,
+        clusters: impl Iterator<Item = &'a str>,
+    ) {
+        self.labels = labels;
+        for c in clusters {
+            self.resolved.insert(c.to_string(), OnceLock::new());
+        }
     }
 
     /// A cluster was removed, with its HyperNodes.
@@ -233,7 +269,7 @@ impl Topologies {
 
     /// A node of `cluster` appeared, went, or changed its labels: resolve again on next use.
     pub fn stale(&mut self, cluster: &str) {
-        if self.specs.contains_key(cluster) {
+        if self.specs.contains_key(cluster) || !self.labels.is_empty() {
             self.resolved.insert(cluster.to_string(), OnceLock::new());
         }
     }
@@ -245,10 +281,11 @@ impl Topologies {
         cluster_nodes: &[Id],
         nodes: &Slab<Node>,
     ) -> Option<Arc<Topology>> {
-        let specs = self.specs.get(cluster)?;
+        static NONE: BTreeMap<String, Arc<HyperNodeSpec>> = BTreeMap::new();
+        let specs = self.specs.get(cluster).unwrap_or(&NONE);
         let cell = self.resolved.get(cluster)?;
-        Some(Arc::clone(cell.get_or_init(|| {
-            Arc::new(resolve(specs, cluster_nodes, nodes))
-        })))
+        let t = cell.get_or_init(|| Arc::new(resolve(specs, &self.labels, cluster_nodes, nodes)));
+        // A cluster none of whose nodes carry a discovery label has no topology.
+        (!t.domains.is_empty() || !specs.is_empty()).then(|| Arc::clone(t))
     }
 }

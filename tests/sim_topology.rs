@@ -118,3 +118,27 @@ queues: [{name: ml, weight: 1}]
         "{err}"
     );
 }
+
+/// The two shipped scenarios README compares are the same stream, with and without
+/// networkTopology.
+#[test]
+fn the_shipped_topology_scenarios_differ_only_in_network_topology() {
+    let load = |f: &str| Scenario::load(&common::repo_root().join("examples/sim").join(f)).unwrap();
+    let (with, without) = (load("topology.yaml"), load("topology-ignored.yaml"));
+    assert_eq!(with.fleet.clusters.len(), 4);
+    for c in with.fleet.clusters.iter().chain(&without.fleet.clusters) {
+        assert_eq!(c.topology.as_ref().unwrap().tiers.len(), 2, "{}", c.name);
+    }
+    let gens = |s: &Scenario| s.workload.generate.len();
+    assert_eq!(gens(&with), gens(&without));
+    for (a, b) in with
+        .workload
+        .generate
+        .iter()
+        .zip(&without.workload.generate)
+    {
+        assert!(a.template.network_topology.is_some());
+        assert!(b.template.network_topology.is_none());
+        assert_eq!((a.count, &a.queue), (b.count, &b.queue));
+    }
+}

@@ -72,6 +72,18 @@ pub fn world_t() -> Cache {
         }))
         .unwrap();
     }
+    regroup(&mut c, |i, g| {
+        g.topology = Some(NetworkTopology {
+            mode: TopologyMode::Hard,
+            highest_tier: Some(1 + (i % 2) as u32),
+            highest_tier_name: None,
+        });
+    });
+    c
+}
+
+/// Changes every PodGroup of the world (the `i`-th in slot order) by `change`.
+fn regroup(c: &mut Cache, change: impl Fn(usize, &mut tephra_scheduler::model::PodGroupSpec)) {
     let groups: Vec<_> = c
         .world()
         .jobs
@@ -79,14 +91,9 @@ pub fn world_t() -> Cache {
         .filter_map(|(_, j)| j.group.clone())
         .collect();
     for (i, mut g) in groups.into_iter().enumerate() {
-        g.topology = Some(NetworkTopology {
-            mode: TopologyMode::Hard,
-            highest_tier: Some(1 + (i % 2) as u32),
-            highest_tier_name: None,
-        });
+        change(i, &mut g);
         c.apply(Event::PodGroupUpsert(g)).unwrap();
     }
-    c
 }
 
 /// Q: A with its gangs spread over 100 queues of equal weight (`q-0` … `q-99`): the queue order
@@ -98,16 +105,7 @@ pub fn world_q() -> Cache {
         q.weight = 1;
         c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
     }
-    let groups: Vec<_> = c
-        .world()
-        .jobs
-        .iter()
-        .filter_map(|(_, j)| j.group.clone())
-        .collect();
-    for (i, mut g) in groups.into_iter().enumerate() {
-        g.queue = format!("q-{}", i % 100);
-        c.apply(Event::PodGroupUpsert(g)).unwrap();
-    }
+    regroup(&mut c, |i, g| g.queue = format!("q-{}", i % 100));
     c
 }
 

@@ -348,14 +348,21 @@ fn a_hard_tier_1_gang_goes_whole_into_the_one_rack_with_room() {
     assert_eq!(domains_of(&c, &d, "default/train", "east", 1), ["rack-1"]);
 }
 
-#[test]
-fn a_hard_gang_that_no_rack_can_hold_waits_naming_the_tier_and_the_best_rack() {
+/// Three racks of two, each with one node busy (the last one half): a gang of two 8-GPU pods,
+/// held to `tier`, arrives.
+fn one_free_node_per_rack(tier: u32) -> Cache {
     let mut c = Cache::new();
     racked(&mut c, "east", 3, 2);
     occupy(&mut c, "east", "r0-n0", "8");
     occupy(&mut c, "east", "r1-n0", "8");
     occupy(&mut c, "east", "r2-n0", "4");
-    add_job(&mut c, &gpu_gang("train", 2, "8").topology(hard(1))).unwrap();
+    add_job(&mut c, &gpu_gang("train", 2, "8").topology(hard(tier))).unwrap();
+    c
+}
+
+#[test]
+fn a_hard_gang_that_no_rack_can_hold_waits_naming_the_tier_and_the_best_rack() {
+    let c = one_free_node_per_rack(1);
     let d = run(&c);
     assert!(
         d.binds.iter().all(|b| b.job != "default/train"),
@@ -370,12 +377,7 @@ fn a_hard_gang_that_no_rack_can_hold_waits_naming_the_tier_and_the_best_rack() {
     );
     assert!(e.message.contains("best: rack-"), "{}", e.message);
     // Allowed up to the spine (tier 2), the same gang spans two racks.
-    let mut c2 = Cache::new();
-    racked(&mut c2, "east", 3, 2);
-    occupy(&mut c2, "east", "r0-n0", "8");
-    occupy(&mut c2, "east", "r1-n0", "8");
-    occupy(&mut c2, "east", "r2-n0", "4");
-    add_job(&mut c2, &gpu_gang("train", 2, "8").topology(hard(2))).unwrap();
+    let c2 = one_free_node_per_rack(2);
     let d = run(&c2);
     assert_eq!(
         d.binds.iter().filter(|b| b.job == "default/train").count(),

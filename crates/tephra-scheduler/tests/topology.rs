@@ -609,6 +609,33 @@ fn a_preemptor_held_to_a_rack_evicts_within_one_rack_and_lands_there_whole() {
     assert_eq!(nodes, ["r1-n0", "r1-n1"]);
 }
 
+/// `racks` racks of `per_rack` nodes, the `busy` ones (rack, node, 2/4/8 GPUs) occupied, and
+/// hard gangs `g<i>` of (pods, 4 or 8 GPUs each, tier).
+fn random_racks(
+    racks: usize,
+    per_rack: usize,
+    busy: &[(usize, usize, u8)],
+    gangs: &[(u32, u8, u32)],
+) -> Cache {
+    let mut c = Cache::new();
+    racked(&mut c, "east", racks, per_rack);
+    for &(r, n, g) in busy {
+        let node = format!("r{}-n{}", r % racks, n % per_rack);
+        if c.world()
+            .task_id(&format!("default/busy-{node}-worker-0"))
+            .is_none()
+        {
+            occupy(&mut c, "east", &node, ["2", "4", "8"][g as usize]);
+        }
+    }
+    for (i, &(pods, gpus, tier)) in gangs.iter().enumerate() {
+        let gpus = if gpus == 1 { "4" } else { "8" };
+        let gang = gpu_gang(&format!("g{i}"), pods, gpus).topology(hard(tier));
+        add_job(&mut c, &gang).unwrap();
+    }
+    c
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -621,18 +648,7 @@ proptest! {
         busy in prop::collection::vec((0usize..5, 0usize..4, 0u8..3), 0..6),
         gangs in prop::collection::vec((1u32..5, 1u8..3, 1u32..3), 1..6),
     ) {
-        let mut c = Cache::new();
-        racked(&mut c, "east", racks, per_rack);
-        for (r, n, g) in busy {
-            let node = format!("r{}-n{}", r % racks, n % per_rack);
-            if c.world().task_id(&format!("default/busy-{node}-worker-0")).is_none() {
-                occupy(&mut c, "east", &node, ["2", "4", "8"][g as usize]);
-            }
-        }
-        for (i, (pods, gpus, tier)) in gangs.iter().enumerate() {
-            let gpus = if *gpus == 1 { "4" } else { "8" };
-            add_job(&mut c, &gpu_gang(&format!("g{i}"), *pods, gpus).topology(hard(*tier))).unwrap();
-        }
+        let c = random_racks(racks, per_rack, &busy, &gangs);
         let config = SchedulerConfig::default_config();
         let mut ssn = tephra_scheduler::open_session(c.snapshot(), &config, 0, 1);
         let mut placer = tephra_scheduler::placement::Placer::new(&ssn);
@@ -657,19 +673,7 @@ proptest! {
         busy in prop::collection::vec((0usize..5, 0usize..4, 0u8..3), 0..6),
         gangs in prop::collection::vec((1u32..5, 1u8..3, 1u32..3), 1..6),
     ) {
-        let mut c = Cache::new();
-        racked(&mut c, "east", racks, per_rack);
-        for (r, n, g) in busy {
-            let node = format!("r{}-n{}", r % racks, n % per_rack);
-            let gpus = ["2", "4", "8"][g as usize];
-            if c.world().task_id(&format!("default/busy-{node}-worker-0")).is_none() {
-                occupy(&mut c, "east", &node, gpus);
-            }
-        }
-        for (i, (pods, gpus, tier)) in gangs.iter().enumerate() {
-            let gpus = if *gpus == 1 { "4" } else { "8" };
-            add_job(&mut c, &gpu_gang(&format!("g{i}"), *pods, gpus).topology(hard(*tier))).unwrap();
-        }
+        let mut c = random_racks(racks, per_rack, &busy, &gangs);
         for _ in 0..3 {
             let d = run(&c);
             for (i, (pods, _, tier)) in gangs.iter().enumerate() {

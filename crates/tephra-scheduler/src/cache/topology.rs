@@ -10,6 +10,7 @@ use crate::model::topology::{HyperNodeSpec, MemberKind, MemberSelector};
 use crate::model::{Id, Node};
 
 use super::slab::Slab;
+use super::world::World;
 
 /// One HyperNode of a cluster, resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,15 +47,6 @@ impl Topology {
     /// The tier a `highestTierName` names, if any HyperNode has that `tierName`.
     pub fn tier_named(&self, name: &str) -> Option<u32> {
         self.tier_names.get(name).copied()
-    }
-
-    /// Domain indices that hold `node`, lowest tier first.
-    pub fn domains_of(&self, node: Id) -> impl Iterator<Item = usize> + '_ {
-        self.domains
-            .iter()
-            .enumerate()
-            .filter(move |(_, d)| d.nodes.binary_search(&node).is_ok())
-            .map(|(i, _)| i)
     }
 }
 
@@ -202,6 +194,15 @@ pub fn resolve(
         tier_names,
         problems,
         node_domains,
+    }
+}
+
+impl World {
+    /// A cluster's HyperNodes resolved into domains (`None` when it has none).
+    pub fn topology(&self, cluster: Id) -> Option<Arc<Topology>> {
+        let name = &self.clusters.get(cluster)?.name;
+        let nodes = self.cluster_nodes.get(cluster as usize)?;
+        self.hypernodes.of(name, nodes, &self.nodes)
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::counts;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
-use super::topology::{Topologies, Topology};
+use super::topology::Topologies;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
     PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally, devices::Dra,
@@ -134,13 +134,6 @@ impl World {
     /// Cluster slot by name.
     pub fn cluster_id(&self, name: &str) -> Option<Id> {
         self.cluster_index.get(name).copied()
-    }
-
-    /// A cluster's HyperNodes resolved into domains (`None` when it has none).
-    pub fn topology(&self, cluster: Id) -> Option<Arc<Topology>> {
-        let name = &self.clusters.get(cluster)?.name;
-        let nodes = self.cluster_nodes.get(cluster as usize)?;
-        self.hypernodes.of(name, nodes, &self.nodes)
     }
 
     /// Node slot by cluster and name.

@@ -64,7 +64,13 @@ pub fn scope(ssn: &Session, job: Id, cluster: Id) -> Scope {
     let Some(t) = job_topology(ssn, job) else {
         return Scope::Anywhere;
     };
-    let topology = ssn.snap.topology(cluster).unwrap_or_default();
+    let topology = ssn
+        .state
+        .topologies
+        .get(cluster as usize)
+        .cloned()
+        .flatten()
+        .unwrap_or_default();
     let cluster_tier = topology.top_tier() + 1;
     let name = ssn
         .snap

@@ -29,6 +29,15 @@ pub use world::World;
 
 use crate::resources::ResourceNames;
 
+impl World {
+    /// A cluster's HyperNodes resolved into domains (`None` when it has none; `topology.rs`).
+    pub fn topology(&self, cluster: crate::model::Id) -> Option<Arc<topology::Topology>> {
+        let name = &self.clusters.get(cluster)?.name;
+        let nodes = self.cluster_nodes.get(cluster as usize)?;
+        self.hypernodes.of(name, nodes, &self.nodes)
+    }
+}
+
 /// The cache. Feed it events; take a [`Snapshot`] per session.
 #[derive(Clone, Debug, Default)]
 pub struct Cache {

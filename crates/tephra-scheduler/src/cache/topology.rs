@@ -10,7 +10,6 @@ use crate::model::topology::{HyperNodeSpec, MemberKind, MemberSelector};
 use crate::model::{Id, Node};
 
 use super::slab::Slab;
-use super::world::World;
 
 /// One HyperNode of a cluster, resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,15 +193,6 @@ pub fn resolve(
         tier_names,
         problems,
         node_domains,
-    }
-}
-
-impl World {
-    /// A cluster's HyperNodes resolved into domains (`None` when it has none).
-    pub fn topology(&self, cluster: Id) -> Option<Arc<Topology>> {
-        let name = &self.clusters.get(cluster)?.name;
-        let nodes = self.cluster_nodes.get(cluster as usize)?;
-        self.hypernodes.of(name, nodes, &self.nodes)
     }
 }
 

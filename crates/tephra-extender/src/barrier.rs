@@ -7,7 +7,10 @@
 //!
 //! Each bind carries a ticket the caller uses to answer kube-scheduler's request.
 
-use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
 
 use crate::index::Needs;
 
@@ -42,11 +45,15 @@ struct Held {
     binds: Vec<Arrival>,
 }
 
-/// The binds held, per gang.
-#[derive(Clone, Debug)]
+/// The binds held, per gang. Every method takes `&self`: the gangs sit in a `DashMap`, so
+/// concurrent binds of different gangs pass without waiting for each other, and a gang's own
+/// steps are ordered by its entry's lock (README, "Shared state", has the measurement).
+#[derive(Debug)]
 pub struct Barrier {
     timeout_ms: i64,
-    gangs: BTreeMap<String, Held>,
+    gangs: DashMap<String, Held>,
+    /// Binds held now, kept beside the map so that `/metrics` does not walk it.
+    held: AtomicUsize,
 }
 
 /// Whether `roles` (held and bound) meet `needs`.
@@ -64,7 +71,8 @@ impl Barrier {
     pub fn new(timeout_ms: i64) -> Self {
         Self {
             timeout_ms,
-            gangs: BTreeMap::new(),
+            gangs: DashMap::new(),
+            held: AtomicUsize::new(0),
         }
     }
 
@@ -73,7 +81,7 @@ impl Barrier {
     /// released: all of the gang's once it is complete, or the one an earlier bind of the same
     /// pod held (kube-scheduler retried it).
     pub fn arrive(
-        &mut self,
+        &self,
         gang: &str,
         a: Arrival,
         needs: &Needs,
@@ -81,47 +89,76 @@ impl Barrier {
         now_ms: i64,
     ) -> Vec<Release> {
         let mut out = Vec::new();
-        let held = self.gangs.entry(gang.to_string()).or_insert(Held {
-            since_ms: now_ms,
-            binds: Vec::new(),
-        });
-        if let Some(i) = held.binds.iter().position(|b| b.pod == a.pod) {
-            let old = held.binds.remove(i);
-            out.push(Release::Fail(
-                old.ticket,
-                format!(
-                    "pod {} asked to bind again; this request is superseded",
-                    old.pod
-                ),
-            ));
-        }
-        held.binds.push(a);
-        let roles = held
-            .binds
-            .iter()
-            .map(|b| b.role.as_deref())
-            .chain(bound.iter().copied());
-        if complete(needs, roles) {
-            let Some(held) = self.gangs.remove(gang) else {
-                return out;
-            };
-            out.extend(held.binds.into_iter().map(Release::Bind));
+        let take = |held: &mut Held, out: &mut Vec<Release>| {
+            if let Some(i) = held.binds.iter().position(|b| b.pod == a.pod) {
+                let old = held.binds.remove(i);
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                out.push(Release::Fail(
+                    old.ticket,
+                    format!(
+                        "pod {} asked to bind again; this request is superseded",
+                        old.pod
+                    ),
+                ));
+            }
+            held.binds.push(a);
+            self.held.fetch_add(1, Ordering::Relaxed);
+            let roles = held
+                .binds
+                .iter()
+                .map(|b| b.role.as_deref())
+                .chain(bound.iter().copied());
+            complete(needs, roles)
+        };
+        let passed = match self.gangs.entry(gang.to_string()) {
+            Entry::Occupied(mut o) => {
+                if take(o.get_mut(), &mut out) {
+                    Some(o.remove())
+                } else {
+                    None
+                }
+            }
+            Entry::Vacant(v) => {
+                let mut held = Held {
+                    since_ms: now_ms,
+                    binds: Vec::new(),
+                };
+                if take(&mut held, &mut out) {
+                    Some(held)
+                } else {
+                    v.insert(held);
+                    None
+                }
+            }
+        };
+        if let Some(held) = passed {
+            out.extend(self.unhold(held).map(Release::Bind));
         }
         out
     }
 
+    /// A gang's binds, no longer counted as held.
+    fn unhold(&self, held: Held) -> impl Iterator<Item = Arrival> {
+        self.held.fetch_sub(held.binds.len(), Ordering::Relaxed);
+        held.binds.into_iter()
+    }
+
     /// Fails every held bind of a gang whose barrier is past its timeout at `now_ms`.
-    pub fn expire(&mut self, now_ms: i64) -> Vec<Release> {
+    pub fn expire(&self, now_ms: i64) -> Vec<Release> {
         let timeout = self.timeout_ms;
         let due: Vec<String> = self
             .gangs
             .iter()
-            .filter(|(_, h)| now_ms >= h.since_ms + timeout)
-            .map(|(g, _)| g.clone())
+            .filter(|h| now_ms >= h.since_ms + timeout)
+            .map(|h| h.key().clone())
             .collect();
         let mut out = Vec::new();
         for gang in due {
-            let Some(h) = self.gangs.remove(&gang) else {
+            // Gone meanwhile (it completed, or was released): nothing to fail.
+            let Some((_, h)) = self
+                .gangs
+                .remove_if(&gang, |_, h| now_ms >= h.since_ms + timeout)
+            else {
                 continue;
             };
             let why = format!(
@@ -129,22 +166,17 @@ impl Barrier {
                 h.binds.len(),
                 timeout
             );
-            out.extend(
-                h.binds
-                    .into_iter()
-                    .map(|b| Release::Fail(b.ticket, why.clone())),
-            );
+            out.extend(self.unhold(h).map(|b| Release::Fail(b.ticket, why.clone())));
         }
         out
     }
 
     /// Fails every held bind of `gang` (its plan changed, or it is gone).
-    pub fn release(&mut self, gang: &str, why: &str) -> Vec<Release> {
+    pub fn release(&self, gang: &str, why: &str) -> Vec<Release> {
         self.gangs
             .remove(gang)
-            .map(|h| {
-                h.binds
-                    .into_iter()
+            .map(|(_, h)| {
+                self.unhold(h)
                     .map(|b| Release::Fail(b.ticket, format!("gang {gang}: {why}")))
                     .collect()
             })
@@ -152,24 +184,24 @@ impl Barrier {
     }
 
     /// The gang a pod's bind is held in, if it is.
-    pub fn gang_of(&self, pod: &str) -> Option<&str> {
+    pub fn gang_of(&self, pod: &str) -> Option<String> {
         self.gangs
             .iter()
-            .find(|(_, h)| h.binds.iter().any(|b| b.pod == pod))
-            .map(|(g, _)| g.as_str())
+            .find(|h| h.binds.iter().any(|b| b.pod == pod))
+            .map(|h| h.key().clone())
     }
 
     /// When the next gang times out.
     pub fn next_deadline(&self) -> Option<i64> {
         self.gangs
-            .values()
+            .iter()
             .map(|h| h.since_ms + self.timeout_ms)
             .min()
     }
 
     /// Binds held now.
     pub fn held(&self) -> usize {
-        self.gangs.values().map(|h| h.binds.len()).sum()
+        self.held.load(Ordering::Relaxed)
     }
 }
 
@@ -195,7 +227,7 @@ mod tests {
 
     #[test]
     fn binds_are_held_until_the_gang_is_complete_then_all_pass() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let n = needs(3, &[]);
         assert!(
             b.arrive("ml/llm", a(1, "ml/w0", "w"), &n, &[], 0)
@@ -213,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_role_below_its_minimum_keeps_the_barrier_closed() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let n = needs(2, &[("ps", 1)]);
         assert!(b.arrive("g", a(1, "w0", "worker"), &n, &[], 0).is_empty());
         assert!(b.arrive("g", a(2, "w1", "worker"), &n, &[], 0).is_empty());
@@ -222,7 +254,7 @@ mod tests {
 
     #[test]
     fn pods_already_bound_count_towards_the_gang() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let out = b.arrive(
             "g",
             a(1, "w2", "w"),
@@ -235,7 +267,7 @@ mod tests {
 
     #[test]
     fn an_incomplete_gang_fails_every_held_bind_at_the_timeout() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let n = needs(3, &[]);
         b.arrive("g", a(1, "w0", "w"), &n, &[], 0);
         b.arrive("g", a(2, "w1", "w"), &n, &[], 5_000);
@@ -249,11 +281,11 @@ mod tests {
 
     #[test]
     fn a_changed_plan_fails_every_held_bind_of_the_gang() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let n = needs(3, &[]);
         b.arrive("g", a(1, "w0", "w"), &n, &[], 0);
         b.arrive("g", a(2, "w1", "w"), &n, &[], 0);
-        assert_eq!(b.gang_of("w1"), Some("g"));
+        assert_eq!(b.gang_of("w1").as_deref(), Some("g"));
         let out = b.release("g", "its plan changed");
         assert_eq!(out.len(), 2);
         assert!(
@@ -265,11 +297,61 @@ mod tests {
 
     #[test]
     fn a_retried_bind_supersedes_the_held_one() {
-        let mut b = Barrier::new(20_000);
+        let b = Barrier::new(20_000);
         let n = needs(2, &[]);
         b.arrive("g", a(1, "w0", "w"), &n, &[], 0);
         let out = b.arrive("g", a(2, "w0", "w"), &n, &[], 1);
         assert!(matches!(&out[..], [Release::Fail(1, _)]));
         assert_eq!(b.held(), 1);
+    }
+
+    #[test]
+    fn concurrent_binds_of_many_gangs_each_pass_whole_and_once() {
+        let b = Barrier::new(20_000);
+        let n = needs(4, &[]);
+        // 4 threads; pod `p` of every gang arrives from thread `p`, so each gang completes on
+        // whichever thread brings its last pod.
+        let released: Vec<Vec<Release>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|p| {
+                    let (b, n) = (&b, &n);
+                    s.spawn(move || {
+                        (0..500)
+                            .flat_map(|g| {
+                                let pod = format!("g{g}/p{p}");
+                                b.arrive(&format!("g{g}"), a(g * 4 + p + 1, &pod, "w"), n, &[], 0)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut by_gang: std::collections::BTreeMap<String, Vec<Ticket>> = Default::default();
+        for out in &released {
+            // A release is one whole gang: its 4 binds together.
+            for chunk in out.chunks(4) {
+                let gangs: std::collections::BTreeSet<&str> = chunk
+                    .iter()
+                    .map(|r| match r {
+                        Release::Bind(a) => a.pod.split('/').next().unwrap_or_default(),
+                        Release::Fail(..) => "failed",
+                    })
+                    .collect();
+                assert_eq!(gangs.len(), 1, "one gang per release: {chunk:?}");
+            }
+            for r in out {
+                if let Release::Bind(a) = r {
+                    let g = a.pod.split('/').next().unwrap_or_default().to_string();
+                    by_gang.entry(g).or_default().push(a.ticket);
+                }
+            }
+        }
+        assert_eq!(by_gang.len(), 500, "every gang passed");
+        assert!(by_gang.values().all(|t| t.len() == 4), "each whole, once");
+        assert_eq!((b.held(), b.next_deadline()), (0, None));
     }
 }

@@ -4,8 +4,8 @@
 //! API (`pods/binding`). A held bind's request waits for its release; a restart loses only
 //! held binds, which kube-scheduler retries.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use dashmap::DashMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use tokio::sync::oneshot;
@@ -44,12 +45,14 @@ impl Default for Options {
     }
 }
 
-/// The extender's shared state.
+/// The extender's shared state. The barrier, the parked bind requests and the ticket counter
+/// are shared without one lock (a `DashMap` per gang, an atomic): concurrent binds of
+/// different gangs do not wait for each other (README, "Shared state").
 pub struct Extender {
     index: Mutex<Index>,
-    barrier: Mutex<Barrier>,
-    waiting: Mutex<HashMap<Ticket, oneshot::Sender<Result<(), String>>>>,
-    next_ticket: Mutex<Ticket>,
+    barrier: Barrier,
+    waiting: DashMap<Ticket, oneshot::Sender<Result<(), String>>>,
+    next_ticket: AtomicU64,
     member: kube::Client,
     started: Instant,
     /// Metrics served on `/metrics`.
@@ -66,9 +69,9 @@ impl Extender {
         let timeout = i64::try_from(opts.bind_timeout.as_millis()).unwrap_or(i64::MAX);
         Ok(Arc::new(Self {
             index: Mutex::new(Index::default()),
-            barrier: Mutex::new(Barrier::new(timeout)),
-            waiting: Mutex::new(HashMap::new()),
-            next_ticket: Mutex::new(0),
+            barrier: Barrier::new(timeout),
+            waiting: DashMap::new(),
+            next_ticket: AtomicU64::new(0),
             member,
             started: Instant::now(),
             metrics: Metrics::new()?,
@@ -106,12 +109,9 @@ impl Extender {
     }
 
     fn release_gang_of(self: &Arc<Self>, pod: &str, why: &str) {
-        let out = {
-            let mut b = lock(&self.barrier);
-            match b.gang_of(pod).map(str::to_string) {
-                Some(g) => b.release(&g, why),
-                None => Vec::new(),
-            }
+        let out = match self.barrier.gang_of(pod) {
+            Some(g) => self.barrier.release(&g, why),
+            None => Vec::new(),
         };
         self.carry_out(out);
     }
@@ -150,12 +150,8 @@ impl Extender {
                 .await;
         };
         let (tx, rx) = oneshot::channel();
-        let ticket = {
-            let mut t = lock(&self.next_ticket);
-            *t += 1;
-            *t
-        };
-        lock(&self.waiting).insert(ticket, tx);
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed) + 1;
+        self.waiting.insert(ticket, tx);
         let arrival = Arrival {
             ticket,
             pod: key,
@@ -164,8 +160,8 @@ impl Extender {
         };
         let bound: Vec<Option<&str>> = bound.iter().map(Option::as_deref).collect();
         let now = self.now_ms();
-        let out = lock(&self.barrier).arrive(&gang, arrival, &needs, &bound, now);
-        self.metrics.held.set(lock(&self.barrier).held() as i64);
+        let out = self.barrier.arrive(&gang, arrival, &needs, &bound, now);
+        self.metrics.held.set(self.barrier.held() as i64);
         self.carry_out(out);
         let waited = Instant::now();
         let answer = rx
@@ -182,7 +178,7 @@ impl Extender {
         for r in out {
             match r {
                 Release::Fail(ticket, why) => {
-                    if let Some(tx) = lock(&self.waiting).remove(&ticket) {
+                    if let Some((_, tx)) = self.waiting.remove(&ticket) {
                         let _ = tx.send(Err(why));
                     }
                 }
@@ -191,7 +187,7 @@ impl Extender {
                     tokio::spawn(async move {
                         let (ns, name) = a.pod.split_once('/').unwrap_or(("default", &a.pod));
                         let result = me.bind_now(ns, name, &a.node).await;
-                        if let Some(tx) = lock(&me.waiting).remove(&a.ticket) {
+                        if let Some((_, tx)) = me.waiting.remove(&a.ticket) {
                             let _ = tx.send(result);
                         }
                     });
@@ -218,7 +214,7 @@ impl Extender {
     pub async fn expire_loop(self: Arc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let out = lock(&self.barrier).expire(self.now_ms());
+            let out = self.barrier.expire(self.now_ms());
             if !out.is_empty() {
                 self.metrics.timeouts.inc_by(out.len() as u64);
                 tracing::info!(
@@ -226,7 +222,7 @@ impl Extender {
                     "gang barrier timed out; nothing of the gang was bound"
                 );
             }
-            self.metrics.held.set(lock(&self.barrier).held() as i64);
+            self.metrics.held.set(self.barrier.held() as i64);
             self.carry_out(out);
         }
     }

@@ -74,7 +74,7 @@ proptest! {
             .map(|(t, g, a)| (a.ticket, (*t, *g, a.role.clone())))
             .collect();
 
-        let mut b = Barrier::new(TIMEOUT);
+        let b = Barrier::new(TIMEOUT);
         let mut answered: HashMap<Ticket, (i64, bool)> = HashMap::new();
         let record = |now: i64, out: Vec<Release>, answered: &mut HashMap<Ticket, (i64, bool)>| {
             // Binds released together: one gang, and they make the whole gang.

@@ -164,6 +164,7 @@ pub fn world(contracts: Contracts) -> Cache {
             created: i as i64,
             policy: Arc::new(Default::default()),
             topology: None,
+            sub_groups: Vec::new(),
         }))
         .unwrap();
         for p in 0..*size {

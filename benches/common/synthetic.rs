@@ -225,6 +225,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                     created: 0,
                     policy: Arc::new(JobPolicy::default()),
                     topology: None,
+                    sub_groups: Vec::new(),
                 }))?;
             }
             cache.apply(Event::PodUpsert(PodSpec {

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tephra_api::batch::{NetworkTopologyMode, NetworkTopologySpec};
-use tephra_scheduler::model::topology::{NetworkTopology, TopologyMode};
+use tephra_api::scheduling::SubGroupPolicySpec;
+use tephra_scheduler::model::topology::{NetworkTopology, SubGroupPolicy, TopologyMode};
+
+use crate::pod::{UnknownValue, label_selector};
 use tephra_scheduler::model::{GroupPhase, JobPolicy, PodGroupSpec, TaskShape};
 use tephra_scheduler::resources::Resources;
 
@@ -56,6 +59,38 @@ pub fn network_topology(t: &NetworkTopologySpec) -> NetworkTopology {
         highest_tier: t.highest_tier_allowed.and_then(|v| u32::try_from(v).ok()),
         highest_tier_name: t.highest_tier_name.clone(),
     }
+}
+
+/// A PodGroup's `subGroupPolicy` in the scheduler's words: `subGroupSize` defaults to 1 and
+/// `minSubGroups` to 0, as the CRD's defaults say; a selector that cannot be read is an error
+/// naming its field.
+pub fn sub_groups(specs: &[SubGroupPolicySpec]) -> Result<Vec<SubGroupPolicy>, UnknownValue> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let at = format!("spec.subGroupPolicy[{i}]");
+            Ok(SubGroupPolicy {
+                name: s.name.clone().unwrap_or_default(),
+                size: s
+                    .sub_group_size
+                    .and_then(|v| u32::try_from(v).ok())
+                    .unwrap_or(1)
+                    .max(1),
+                min_sub_groups: s
+                    .min_sub_groups
+                    .and_then(|v| u32::try_from(v).ok())
+                    .unwrap_or(0),
+                selector: s
+                    .label_selector
+                    .as_ref()
+                    .map(|l| label_selector(l, &at))
+                    .transpose()?,
+                match_label_keys: s.match_label_keys.clone(),
+                topology: s.network_topology.as_ref().map(network_topology),
+            })
+        })
+        .collect()
 }
 
 /// A gang as the scheduler sees it: its PodGroup and its tasks.
@@ -110,6 +145,7 @@ pub fn gang(spec: GangSpec, created: i64) -> Gang {
         created,
         policy: spec.policy,
         topology: spec.topology,
+        sub_groups: Vec::new(),
     };
     Gang {
         group,
@@ -125,4 +161,50 @@ pub fn requeue(group: &mut PodGroupSpec) -> bool {
     }
     group.phase = GroupPhase::Inqueue;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(doc: serde_json::Value) -> Vec<SubGroupPolicySpec> {
+        vec![serde_json::from_value(doc).expect("a subGroupPolicy entry")]
+    }
+
+    #[test]
+    fn sub_group_policies_take_the_crds_defaults_and_their_own_topology() {
+        let got = sub_groups(&policy(serde_json::json!({
+            "name": "worker",
+            "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+            "matchLabelKeys": ["volcano.sh/partition-id"],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1}
+        })))
+        .expect("reads");
+        assert_eq!((got[0].size, got[0].min_sub_groups), (1, 0));
+        assert_eq!(
+            got[0].topology.as_ref().and_then(|t| t.highest_tier),
+            Some(1)
+        );
+        let labels = [
+            ("volcano.sh/task-spec".to_string(), "worker".to_string()),
+            ("volcano.sh/partition-id".to_string(), "3".to_string()),
+        ]
+        .into();
+        assert_eq!(got[0].sub_group_of(&labels), Some(vec!["3".to_string()]));
+        assert_eq!(got[0].sub_group_of(&Default::default()), None);
+    }
+
+    #[test]
+    fn a_sub_group_selector_with_an_unknown_operator_is_refused_naming_its_field() {
+        let err = sub_groups(&policy(serde_json::json!({
+            "subGroupSize": 4,
+            "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}
+        })))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("spec.subGroupPolicy[0].labelSelector.matchExpressions[0].operator"),
+            "{err}"
+        );
+    }
 }

@@ -340,6 +340,8 @@ pub fn pod_group(
             .network_topology
             .as_ref()
             .map(tephra_controllers::podgroup::network_topology),
+        sub_groups: tephra_controllers::podgroup::sub_groups(&spec.sub_group_policy)
+            .map_err(|e| bad("spec.subGroupPolicy", e.to_string()))?,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Network-topology-aware gangs on the devcluster over real HTTP: HyperNodes written as a Volcano
 //! user writes them (by name, by pattern, a spine over racks), and a Volcano Job with
 //! `networkTopology: {mode: hard, highestTierAllowed: 1}` placed whole within one rack; when no
-//! rack has room it waits, and its PodGroup says which tier and the best rack's shortfall.
+//! rack has room it waits, and its PodGroup says which tier and the best rack's shortfall. A
+//! Job with a partitioned task has each partition placed whole within one rack.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -171,5 +172,61 @@ async fn with_topology_labels_a_hard_job_runs_under_one_switch_of_its_nodes_labe
             "{name}: {nodes:?}"
         );
     }
+    stop_everything(sched, ctl).await;
+}
+
+/// A Volcano Job whose task has a `partitionPolicy`, as Volcano's network-topology guide writes
+/// it: the job controller fills the PodGroup's `subGroupPolicy` and labels each pod with its
+/// partition, and the scheduler places each partition whole within one rack. The racks
+/// interleave the nodes (s0: n0, n2; s1: n1, n3), so filling nodes in order would split both
+/// partitions.
+#[tokio::test]
+async fn each_partition_of_a_partitioned_job_runs_within_one_rack() {
+    logs();
+    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+    let c = client(&dev).await;
+    let hns: Api<HyperNode> = Api::all(c.clone());
+    for (name, members) in [("s0", "^n[02]$"), ("s1", "^n[13]$")] {
+        hns.create(
+            &PostParams::default(),
+            &hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode", "metadata": {"name": name},
+                "spec": {"tier": 1, "members": [
+                    {"type": "Node", "selector": {"regexMatch": {"pattern": members}}}]}})),
+        )
+        .await
+        .expect("HyperNode created");
+    }
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // Four 6-CPU pods: one per node; two partitions of two.
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "llm", "namespace": "default",
+            "annotations": {"tephra.io/sim-duration": "1h"}},
+        "spec": {"schedulerName": "volcano", "minAvailable": 4,
+            "tasks": [{"name": "t0", "replicas": 4,
+                "partitionPolicy": {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+                "template": {"spec": {"containers": [{"name": "c0", "image": "nginx:latest",
+                    "resources": {"requests": {"cpu": "6"}, "limits": {"cpu": "6"}}}]}}}]}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let bound = all_bound(&c, "default", "llm-t0-", 4, 30).await;
+    let rack = |n: &str| if n == "n0" || n == "n2" { "s0" } else { "s1" };
+    // Pods 0 and 1 are partition 0, pods 2 and 3 partition 1.
+    let racks: Vec<(&str, &str)> = (0..2)
+        .map(|p| {
+            let a = bound[&format!("llm-t0-{}", 2 * p)].as_deref().unwrap();
+            let b = bound[&format!("llm-t0-{}", 2 * p + 1)].as_deref().unwrap();
+            (rack(a), rack(b))
+        })
+        .collect();
+    assert!(
+        racks.iter().all(|(a, b)| a == b),
+        "each partition within one rack: {bound:?}"
+    );
+    assert_ne!(racks[0].0, racks[1].0, "the partitions in different racks");
     stop_everything(sched, ctl).await;
 }

@@ -368,6 +368,7 @@ fn a_podgroup_whose_declared_task_fits_no_node_is_not_inqueueable_before_its_pod
             created: 0,
             policy: Arc::new(Default::default()),
             topology: None,
+            sub_groups: Vec::new(),
         }
     };
     let (big, fits) = (group("big", "12"), group("fits", "8"));

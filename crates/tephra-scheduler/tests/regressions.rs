@@ -266,6 +266,7 @@ fn a_fifo_queue_is_not_blocked_by_a_podgroup_without_pods() {
         created: 0,
         policy: Arc::new(JobPolicy::default()),
         topology: None,
+        sub_groups: Vec::new(),
     }))
     .unwrap();
     add_job(
@@ -339,6 +340,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
         created: 0,
         policy: Arc::new(JobPolicy::default()),
         topology: None,
+        sub_groups: Vec::new(),
     }))
     .unwrap();
     for (i, cpu) in [("0", "1"), ("1", "2")] {

@@ -389,6 +389,7 @@ impl World {
             created: spec.created,
             policy: Arc::clone(&self.implicit_policy),
             topology: None,
+            sub_groups: Vec::new(),
         });
     }
 

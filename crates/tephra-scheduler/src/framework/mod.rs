@@ -18,6 +18,7 @@
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
+//! | `subgroups.rs` | a job's sub-groups (`subGroupPolicy`) and whether enough are whole |
 //!
 //! It depends only on the bottom layer (`model`, `resources`, `cache`, `config`, `decisions`);
 //! placement, plugins and actions build on it.
@@ -36,6 +37,7 @@ pub mod spread;
 pub mod state;
 pub mod statement;
 pub mod status;
+pub mod subgroups;
 pub mod view;
 pub mod volumes;
 

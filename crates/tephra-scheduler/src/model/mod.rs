@@ -466,6 +466,8 @@ pub struct PodGroupSpec {
     pub policy: Arc<JobPolicy>,
     /// `spec.networkTopology`: how high a HyperNode tier the gang may span.
     pub topology: Option<topology::NetworkTopology>,
+    /// `spec.subGroupPolicy`: gangs within the gang, each placed whole.
+    pub sub_groups: Vec<topology::SubGroupPolicy>,
 }
 
 static NO_ROLE_MINIMUMS: BTreeMap<String, u32> = BTreeMap::new();

@@ -80,3 +80,41 @@ impl NetworkTopology {
             && (self.highest_tier.is_some() || self.highest_tier_name.is_some())
     }
 }
+
+/// One `subGroupPolicy` of a PodGroup: the pods its selector matches, split into sub-groups by
+/// the values of `matchLabelKeys` (Volcano's job controller uses the task label and
+/// `volcano.sh/partition-id`). Each sub-group is a gang of its own within the job: `size` pods
+/// placed together, within its own `networkTopology`, never part of it; the job starts once
+/// `min_sub_groups` of them are whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SubGroupPolicy {
+    /// `name`.
+    pub name: String,
+    /// `subGroupSize`: pods per sub-group (at least 1).
+    pub size: u32,
+    /// `minSubGroups`: whole sub-groups the job needs before any of it starts.
+    pub min_sub_groups: u32,
+    /// `labelSelector`: the pods it applies to (none: every pod of the job).
+    pub selector: Option<LabelSelector>,
+    /// `matchLabelKeys`.
+    pub match_label_keys: Vec<String>,
+    /// `networkTopology` of each sub-group.
+    pub topology: Option<NetworkTopology>,
+}
+
+impl SubGroupPolicy {
+    /// The sub-group a pod with `labels` belongs to under this policy: the values of
+    /// `matchLabelKeys` (a missing key counts as empty), or `None` when the selector does not
+    /// match it.
+    pub fn sub_group_of(&self, labels: &super::Labels) -> Option<Vec<String>> {
+        if self.selector.as_ref().is_some_and(|s| !s.matches(labels)) {
+            return None;
+        }
+        Some(
+            self.match_label_keys
+                .iter()
+                .map(|k| labels.get(k).cloned().unwrap_or_default())
+                .collect(),
+        )
+    }
+}

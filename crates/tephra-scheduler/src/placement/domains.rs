@@ -1,8 +1,7 @@
 //! Network-topology-aware placement within one cluster: a gang whose `networkTopology` is hard
 //! stays within one HyperNode of its allowed tier or below, or waits; a soft one goes to the
-//! lowest tier that fits and anywhere in the cluster when none does. The cluster is the tier
-//! above its highest HyperNode (as Volcano's virtual cluster-top HyperNode), so a gang allowed
-//! that high may go anywhere in it, and a cluster with no HyperNodes is one domain of tier 1.
+//! lowest tier that fits and anywhere in the cluster when none does (the rule is
+//! `scope.rs`).
 //!
 //! Domains are tried lowest tier first and, within a tier, tightest first (the one whose free
 //! room holds the gang the fewest times), so that whole racks stay free for later large gangs:
@@ -10,116 +9,18 @@
 //! with the same node-aware rule that places a gang in a cluster.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use super::classes::{Placer, Within};
-use super::gang::{job_needs, place_job_in_cluster};
+use super::gang::job_needs;
+use super::scope::{Scope, TRIES_PER_TIER, domain_free, room, scope, times};
 use super::search::SearchArgs;
+use super::subgroups::place_gang;
 use crate::cache::topology::Topology;
 use crate::framework::fit::FitErrors;
 use crate::framework::session::Session;
 use crate::framework::statement::Statement;
 use crate::model::Id;
-use crate::model::topology::{NetworkTopology, TopologyMode};
-use crate::resources::{MAX_RESOURCES, Resources, format_quantity};
-
-/// Domains of one tier simulated per gang before the next tier (or giving up).
-pub const TRIES_PER_TIER: usize = 16;
-
-/// Where a gang's `networkTopology` lets it go in one cluster.
-#[derive(Clone, Debug)]
-pub enum Scope {
-    /// Anywhere in the cluster (no constraint, or one at or above the cluster's tier).
-    Anywhere,
-    /// Within one domain of tier `up_to` or below, and then, when `or_anywhere`, anywhere.
-    Domains {
-        /// The cluster's domains.
-        topology: Arc<Topology>,
-        /// The highest tier a domain may have.
-        up_to: u32,
-        /// Soft mode: fall back to the whole cluster.
-        or_anywhere: bool,
-    },
-    /// Not in this cluster, and why.
-    Nowhere(String),
-}
-
-/// The `networkTopology` of a job's PodGroup, if any.
-pub fn job_topology(ssn: &Session, job: Id) -> Option<&NetworkTopology> {
-    ssn.snap
-        .jobs
-        .get(job)
-        .and_then(|j| j.group.as_ref())
-        .and_then(|g| g.topology.as_ref())
-}
-
-/// Whether a job must stay within a tier below the cluster's (so it never splits across
-/// clusters).
-pub fn hard(ssn: &Session, job: Id) -> bool {
-    job_topology(ssn, job).is_some_and(NetworkTopology::is_hard)
-}
-
-/// Where the job may go in `cluster`.
-pub fn scope(ssn: &Session, job: Id, cluster: Id) -> Scope {
-    let Some(t) = job_topology(ssn, job) else {
-        return Scope::Anywhere;
-    };
-    let topology = ssn
-        .state
-        .topologies
-        .get(cluster as usize)
-        .cloned()
-        .flatten()
-        .unwrap_or_default();
-    let cluster_tier = topology.top_tier() + 1;
-    let name = ssn
-        .snap
-        .clusters
-        .get(cluster)
-        .map(|c| c.name.clone())
-        .unwrap_or_default();
-    match t.mode {
-        TopologyMode::Soft => {
-            if topology.domains.is_empty() {
-                Scope::Anywhere
-            } else {
-                Scope::Domains {
-                    up_to: topology.top_tier(),
-                    topology,
-                    or_anywhere: true,
-                }
-            }
-        }
-        TopologyMode::Hard => {
-            let up_to = match (&t.highest_tier_name, t.highest_tier) {
-                (Some(n), _) => match topology.tier_named(n) {
-                    Some(tier) => tier,
-                    None => {
-                        return Scope::Nowhere(format!(
-                            "networkTopology: no HyperNode in cluster {name} has tierName {n}"
-                        ));
-                    }
-                },
-                (None, Some(tier)) => tier,
-                // Hard without a tier constrains nothing, as in Volcano.
-                (None, None) => return Scope::Anywhere,
-            };
-            if up_to >= cluster_tier {
-                return Scope::Anywhere;
-            }
-            if !topology.domains.iter().any(|d| d.tier <= up_to) {
-                return Scope::Nowhere(format!(
-                    "networkTopology: cluster {name} has no HyperNode of tier {up_to} or below"
-                ));
-            }
-            Scope::Domains {
-                topology,
-                up_to,
-                or_anywhere: false,
-            }
-        }
-    }
-}
+use crate::resources::{Resources, format_quantity};
 
 /// What became of a placement within a cluster's topology.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,26 +56,6 @@ fn held_nodes(ssn: &Session, job: Id, cluster: Id) -> BTreeSet<Id> {
     held
 }
 
-/// A domain's free room (what is free once releasing pods are gone) and the most on one node.
-fn room(ssn: &Session, nodes: &[Id]) -> (Resources, Resources) {
-    let mut total = Resources::ZERO;
-    let mut most = Resources::ZERO;
-    for &n in nodes {
-        let free = ssn.state.nodes[n as usize].future_idle();
-        total.add(&free);
-        most = most.max(&free);
-    }
-    (total, most)
-}
-
-/// How many times `free` holds `need`, on the resource that holds it the fewest times.
-fn times(need: &Resources, free: &Resources) -> f64 {
-    (0..MAX_RESOURCES)
-        .filter(|&r| need.get(r) > 0)
-        .map(|r| free.get(r).max(0) as f64 / need.get(r) as f64)
-        .fold(f64::INFINITY, f64::min)
-}
-
 /// Places the job's `groups` in `cluster` into `stmt` as its `networkTopology` allows (see the
 /// module's rule). On [`Placed::Refused`] nothing of the gang is left in `stmt`.
 #[allow(clippy::too_many_arguments)]
@@ -206,7 +87,14 @@ pub fn place_within(
         }
     }
     let at = Within::cluster(cluster);
-    place_job_in_cluster(ssn, placer, stmt, job, groups, at, search, errs);
+    let keep = stmt.ops().len();
+    let failed = place_gang(ssn, placer, stmt, job, groups, at, search, errs);
+    let hooks = ssn.hooks();
+    if !failed.is_empty() && !hooks.job_ready(job) && !hooks.job_pipelined(job) {
+        // Sub-groups that could not be made whole are why the job cannot start here.
+        ssn.roll_back(stmt, keep);
+        return Placed::Refused(failed.join("; "));
+    }
     Placed::Cluster
 }
 
@@ -242,15 +130,7 @@ fn within_domains(
             if d.tier != tier || !held.iter().all(|n| d.nodes.binary_search(n).is_ok()) {
                 continue;
             }
-            // The session keeps each domain's free total; a domain without one (its topology
-            // changed under the session) is summed here.
-            let free = ssn
-                .state
-                .domain_future_idle
-                .get(cluster as usize)
-                .and_then(|s| s.get(i))
-                .copied()
-                .unwrap_or_else(|| room(ssn, &d.nodes).0);
+            let free = domain_free(ssn, cluster, i, &d.nodes);
             let t = times(&need, &free);
             if need.fits_in(&free).is_ok() {
                 fitting.push((t, i));
@@ -265,7 +145,7 @@ fn within_domains(
                 cluster,
                 domain: Some(i),
             };
-            place_job_in_cluster(ssn, placer, stmt, job, groups, at, search, &mut local);
+            place_gang(ssn, placer, stmt, job, groups, at, search, &mut local);
             let hooks = ssn.hooks();
             if stmt.ops().len() > keep && (hooks.job_ready(job) || hooks.job_pipelined(job)) {
                 let d = &topology.domains[i];

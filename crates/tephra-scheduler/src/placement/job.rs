@@ -137,9 +137,10 @@ pub fn place_job(
             why,
         });
     }
-    // A gang held within a tier below the cluster's never splits across clusters.
+    // A gang held within a tier below the cluster's never splits across clusters, nor does
+    // one made of sub-groups.
     if splittable(ssn, job)
-        && !super::domains::hard(ssn, job)
+        && !super::scope::kept_whole(ssn, job)
         && candidates.len() > 1
         && split(ssn, placer, job, &candidates, search)
     {
@@ -158,9 +159,9 @@ pub fn place_job(
         }
         ssn.discard(stmt);
     }
-    // Reserving room node by node does not keep a gang within one domain: a job held to a
-    // tier waits instead.
-    if reserves && !super::domains::hard(ssn, job) {
+    // Reserving room node by node does not keep a gang within one domain, nor a sub-group
+    // whole: such a job waits instead.
+    if reserves && !super::scope::kept_whole(ssn, job) {
         // Where it reserved last time, else where most of it fits now, else the best candidate.
         let cluster = nominated_cluster(ssn, job)
             .filter(|c| candidates.contains(c))

@@ -8,7 +8,9 @@
 //! | `classes.rs` | [`Placer`]: the node classes of each cluster (by extended resources) and their scan positions |
 //! | `scan.rs` | the resumable scan: feasible nodes into a scored heap, one role's replicas placed from it |
 //! | `gang.rs` | gang fitting in one cluster: pending groups, role minimums first, what a gang still needs, aggregate fit |
+//! | `scope.rs` | where a `networkTopology` lets a gang go in a cluster, and what each domain has free |
 //! | `domains.rs` | network topology: a gang kept within one HyperNode of its allowed tier, lowest tier and tightest domain first |
+//! | `subgroups.rs` | a job's sub-groups (`subGroupPolicy`), each placed whole within its own tier |
 //! | `drain.rs` | nodes held for a gang past its SLA until what runs there finishes |
 //! | `job.rs` | a job two-level: candidate clusters, simulate on each, split, reserve, commit and note |
 //! | `victims.rs` | running jobs as victims, and the tasks each may lose without breaking its gang |
@@ -28,7 +30,9 @@ pub mod gang;
 pub mod job;
 pub mod room;
 pub mod scan;
+pub mod scope;
 pub mod search;
+pub mod subgroups;
 pub mod victims;
 
 pub use classes::{Placer, Within};

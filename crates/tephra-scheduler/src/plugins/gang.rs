@@ -1,6 +1,7 @@
 //! `gang`: all-or-nothing. A job is valid with at least minMember live tasks (and each role's
 //! minTaskMember), ready when that many are placed, and may be kept pipelined when placed plus
-//! pipelined reach it. Jobs that are not ready go first.
+//! pipelined reach it. A job with sub-groups also needs each policy's `minSubGroups` of them
+//! whole. Jobs that are not ready go first.
 
 use std::cmp::Ordering;
 
@@ -8,8 +9,9 @@ use tephra_api::reasons;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{GangRules, Invalid, JobOrder, Plugin, Vote};
+use crate::framework::subgroups::short_of_minimum;
 use crate::framework::view::View;
-use crate::model::Id;
+use crate::model::{Id, TaskStatus};
 
 /// The `gang` plugin.
 pub struct Gang;
@@ -42,6 +44,7 @@ fn ready(view: &View, job: Id) -> bool {
         && role_mins(view, job)
             .iter()
             .all(|(role, min)| c.ready_by_role.get(role.as_str()).copied().unwrap_or(0) >= *min)
+        && short_of_minimum(view, job, TaskStatus::is_ready).is_none()
 }
 
 impl Plugin for Gang {
@@ -98,7 +101,10 @@ impl GangRules for Gang {
         let roles_ok = role_mins(view, job)
             .iter()
             .all(|(role, min)| c.waiting_by_role.get(role.as_str()).copied().unwrap_or(0) >= *min);
-        if c.ready + c.pipelined >= j.min_member() && roles_ok {
+        if c.ready + c.pipelined >= j.min_member()
+            && roles_ok
+            && short_of_minimum(view, job, TaskStatus::is_ready_or_pipelined).is_none()
+        {
             Vote::Permit
         } else {
             Vote::Reject

@@ -151,6 +151,8 @@ pub struct GangJob {
     pub policy: JobPolicy,
     /// Network topology.
     pub topology: Option<crate::model::topology::NetworkTopology>,
+    /// Sub-group policies.
+    pub sub_groups: Vec<crate::model::topology::SubGroupPolicy>,
 }
 
 impl GangJob {
@@ -167,6 +169,7 @@ impl GangJob {
             created: 0,
             policy: JobPolicy::default(),
             topology: None,
+            sub_groups: Vec::new(),
         }
     }
 
@@ -185,6 +188,12 @@ impl GangJob {
     /// Sets the network topology.
     pub fn topology(mut self, t: crate::model::topology::NetworkTopology) -> Self {
         self.topology = Some(t);
+        self
+    }
+
+    /// Adds a sub-group policy.
+    pub fn sub_group(mut self, p: crate::model::topology::SubGroupPolicy) -> Self {
+        self.sub_groups.push(p);
         self
     }
 
@@ -288,6 +297,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
         created: job.created,
         policy: Arc::new(job.policy.clone()),
         topology: job.topology.clone(),
+        sub_groups: job.sub_groups.clone(),
     }))?;
     let mut names = Vec::new();
     for (role, shape) in job.roles.iter().zip(&shapes) {

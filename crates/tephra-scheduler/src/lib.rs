@@ -104,6 +104,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         args: &plugins::binpack::ARGS,
     },
     PluginEntry {
+        name: "network-topology-aware",
+        build: plugins::network_topology::build,
+        args: &plugins::network_topology::ARGS,
+    },
+    PluginEntry {
         name: "drf",
         build: plugins::drf::build,
         args: &plugins::drf::ARGS,
@@ -257,7 +262,6 @@ pub const INERT_PLUGINS: &[&str] = &[
     "extender",
     "cdp",
     "resourcequota",
-    "network-topology-aware",
 ];
 
 fn plugin(name: &str) -> Option<&'static PluginEntry> {

@@ -59,6 +59,16 @@ impl Default for ResourceNames {
 }
 
 impl ResourceNames {
+    /// The slots of the resources `weights` names that this fleet has, with their weights,
+    /// leaving out those weighted 0 (what a bin-packing score sums over).
+    pub fn weighted_slots(&self, weights: &[(String, f64)]) -> Vec<(usize, f64)> {
+        weights
+            .iter()
+            .filter_map(|(name, w)| self.get(name).map(|s| (s, *w)))
+            .filter(|(_, w)| *w > 0.0)
+            .collect()
+    }
+
     /// The slot of `name`, if interned.
     pub fn get(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)

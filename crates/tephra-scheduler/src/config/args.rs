@@ -303,6 +303,44 @@ impl<'a> ArgReader<'a> {
             .collect()
     }
 
+    /// Per-resource packing weights as Volcano's bin-packing plugins read them: `cpu` and
+    /// `memory` from their keys (1 when absent), the resources `list` names (comma separated),
+    /// each weighted by `<list>.<name>` (1 when absent). A weight for a resource the list does
+    /// not name is refused.
+    pub fn resource_weights(&self, cpu: &str, memory: &str, list: &str) -> Vec<(String, f64)> {
+        let mut weights = vec![
+            ("cpu".to_string(), self.f64_or(cpu, 1.0)),
+            ("memory".to_string(), self.f64_or(memory, 1.0)),
+        ];
+        let named: Vec<String> = self
+            .string(list)
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, value) in self.with_prefix(&format!("{list}.")) {
+            let key = format!("{list}.{name}");
+            if !named.contains(&name) {
+                self.refuse(key, format!("{name} is not listed in {list}"));
+                continue;
+            }
+            match value.as_f64().filter(|f| *f >= 0.0) {
+                Some(w) => weights.push((name, w)),
+                None => self.refuse(key, "must be a non-negative number"),
+            }
+        }
+        for name in named {
+            if !weights.iter().any(|(n, _)| *n == name) {
+                weights.push((name, 1.0));
+            }
+        }
+        weights
+    }
+
     /// Records a problem found by the caller.
     pub fn refuse(&self, key: impl Into<String>, reason: impl Into<String>) {
         self.errors

@@ -24,6 +24,7 @@ struct Slot {
 enum Kind {
     Predicate,
     NodeScore,
+    DomainScore,
     JobOrder,
     TaskOrder,
     QueueOrder,
@@ -53,6 +54,7 @@ fn kinds(p: &mut dyn Plugin, e: &Enables) -> [bool; KINDS] {
     let share = p.queue_share().is_some();
     k[Kind::Predicate as usize] = p.predicate().is_some() && on(e.predicate);
     k[Kind::NodeScore as usize] = p.node_scorer().is_some() && on(e.node_order);
+    k[Kind::DomainScore as usize] = p.domain_scorer().is_some() && on(e.hyper_node_order);
     k[Kind::JobOrder as usize] = p.job_order().is_some() && on(e.job_order);
     k[Kind::TaskOrder as usize] = p.task_order().is_some() && on(e.task_order);
     k[Kind::QueueOrder as usize] = p.queue_order().is_some() && on(e.queue_order);
@@ -367,6 +369,26 @@ impl<'a> Dispatch<'a> {
             .filter_map(|&i| self.hooks.slots[usize::from(i)].plugin.node_scorer())
             .map(|s| s.score(&self.view, task, node))
             .sum()
+    }
+
+    /// Domain scores summed over plugins, or `None` when no plugin scores domains (placement
+    /// then keeps its own order, tightest first).
+    pub fn domain_score(
+        &self,
+        cluster: Id,
+        domain: usize,
+        request: &crate::resources::Resources,
+    ) -> Option<f64> {
+        let list = self.hooks.list(Kind::DomainScore);
+        if list.is_empty() {
+            return None;
+        }
+        Some(
+            list.iter()
+                .filter_map(|&i| self.hooks.slots[usize::from(i)].plugin.domain_scorer())
+                .map(|s| s.score(&self.view, cluster, domain, request))
+                .sum(),
+        )
     }
 
     /// All cluster filters ANDed; the first refusal that counts is returned. While room is

@@ -1,6 +1,7 @@
 //! What a plugin is: a name and the hooks it implements, nothing else.
 //!
-//! Each kind of hook is a small trait of its own ([`Predicate`], [`NodeScorer`], [`JobOrder`],
+//! Each kind of hook is a small trait of its own ([`Predicate`], [`NodeScorer`],
+//! [`DomainScorer`], [`JobOrder`],
 //! [`QueueShare`], ...). A plugin implements the ones it needs and returns itself from the
 //! matching accessor of [`Plugin`]; every accessor it does not write answers `None`, so a plugin
 //! never declares what it does not do. When a session opens, [`Hooks`](super::hooks::Hooks)
@@ -50,6 +51,20 @@ pub trait Predicate {
 pub trait NodeScorer {
     /// The score of `node` for `task`.
     fn score(&self, view: &View, task: &Task, node: Id) -> f64;
+}
+
+/// How good a network-topology domain (a HyperNode) is for a gang or sub-group asking
+/// `request` in all (Volcano's HyperNodeOrder; higher is better). Placement tries the domains a
+/// gang may go to in this order.
+pub trait DomainScorer {
+    /// The score of domain `domain` of cluster `cluster`.
+    fn score(
+        &self,
+        view: &View,
+        cluster: Id,
+        domain: usize,
+        request: &crate::resources::Resources,
+    ) -> f64;
 }
 
 /// The order of jobs within a queue.
@@ -178,6 +193,10 @@ pub trait Plugin: Send {
 
     /// Its node filter.
     fn predicate(&self) -> Option<&dyn Predicate> {
+        None
+    }
+    /// Its network-topology domain score.
+    fn domain_scorer(&self) -> Option<&dyn DomainScorer> {
         None
     }
     /// Its node score.

@@ -84,6 +84,32 @@ pub struct State {
     /// Sum of future idle of each domain of each cluster slot, kept as the cluster sums are:
     /// placement skips domains that cannot hold a gang without walking their nodes.
     pub domain_future_idle: Vec<Vec<Resources>>,
+    /// Sum of allocatable of each domain of each cluster slot (what a HyperNode-level
+    /// bin-packing score divides by).
+    pub domain_allocatable: Vec<Vec<Resources>>,
+}
+
+/// For each cluster slot's topology, the sum of `of(node)` over each domain's nodes.
+fn per_domain(
+    topologies: &[Option<Arc<Topology>>],
+    of: impl Fn(Id) -> Resources,
+) -> Vec<Vec<Resources>> {
+    topologies
+        .iter()
+        .map(|t| {
+            t.as_ref().map_or_else(Vec::new, |t| {
+                t.domains
+                    .iter()
+                    .map(|d| {
+                        d.nodes.iter().fold(Resources::ZERO, |mut sum, &n| {
+                            sum.add(&of(n));
+                            sum
+                        })
+                    })
+                    .collect()
+            })
+        })
+        .collect()
 }
 
 impl State {
@@ -124,25 +150,14 @@ impl State {
         state.topologies = (0..snap.clusters.capacity())
             .map(|c| snap.topology(c as Id))
             .collect();
-        state.domain_future_idle = state
-            .topologies
-            .iter()
-            .map(|t| {
-                t.as_ref().map_or_else(Vec::new, |t| {
-                    t.domains
-                        .iter()
-                        .map(|d| {
-                            d.nodes.iter().fold(Resources::ZERO, |mut sum, &n| {
-                                sum.add(
-                                    &state.nodes[n as usize].future_idle().max(&Resources::ZERO),
-                                );
-                                sum
-                            })
-                        })
-                        .collect()
-                })
-            })
-            .collect();
+        let idle = |n: Id| state.nodes[n as usize].future_idle().max(&Resources::ZERO);
+        state.domain_future_idle = per_domain(&state.topologies, idle);
+        let alloc = |n: Id| {
+            snap.nodes
+                .get(n)
+                .map_or(Resources::ZERO, |n| n.allocatable())
+        };
+        state.domain_allocatable = per_domain(&state.topologies, alloc);
         state
     }
 

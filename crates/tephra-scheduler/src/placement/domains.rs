@@ -138,7 +138,22 @@ fn within_domains(
                 roomiest = Some((t, i, free));
             }
         }
-        fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // The plugins' domain order (network-topology-aware: fullest first) when one scores
+        // domains, else tightest first; then by position.
+        let hooks = ssn.hooks();
+        let mut keyed: Vec<(f64, f64, usize)> = fitting
+            .iter()
+            .map(|&(t, i)| {
+                let score = hooks.domain_score(cluster, i, &need).unwrap_or(0.0);
+                (-score, t, i)
+            })
+            .collect();
+        keyed.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+        });
+        let fitting: Vec<(f64, usize)> = keyed.into_iter().map(|(_, t, i)| (t, i)).collect();
         for &(_, i) in fitting.iter().take(TRIES_PER_TIER) {
             let mut local = FitErrors::default();
             let at = Within {

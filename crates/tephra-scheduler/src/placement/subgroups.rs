@@ -175,7 +175,7 @@ fn place_sub_group(
             request.add(&task.spec.shape.request);
         }
     }
-    let mut candidates: Vec<(u32, f64, usize)> = topology
+    let mut candidates: Vec<(u32, f64, f64, usize)> = topology
         .domains
         .iter()
         .enumerate()
@@ -184,15 +184,24 @@ fn place_sub_group(
         .filter(|(_, d)| outer.is_none_or(|o| d.nodes.iter().all(|n| o.binary_search(n).is_ok())))
         .filter_map(|(i, d)| {
             let free = domain_free(ssn, cluster, i, &d.nodes);
-            request
-                .fits_in(&free)
-                .is_ok()
-                .then(|| (d.tier, times(&request, &free), i))
+            request.fits_in(&free).is_ok().then(|| {
+                // The plugins' domain order first (fullest first), then tightest first.
+                let score = ssn
+                    .hooks()
+                    .domain_score(cluster, i, &request)
+                    .unwrap_or(0.0);
+                (d.tier, -score, times(&request, &free), i)
+            })
         })
         .collect();
-    candidates.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    candidates.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
     let mut tried_in_tier = (0u32, 0usize);
-    for (tier, _, i) in candidates {
+    for (tier, _, _, i) in candidates {
         if tried_in_tier.0 != tier {
             tried_in_tier = (tier, 0);
         }

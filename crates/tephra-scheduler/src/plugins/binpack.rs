@@ -37,36 +37,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
 impl Binpack {
     fn new(cfg: &PluginConfig) -> Result<Self, ArgErrors> {
         let r = ArgReader::new(&cfg.arguments, &ARGS);
-        let mut resources = vec![
-            ("cpu".to_string(), r.f64_or("binpack.cpu", 1.0)),
-            ("memory".to_string(), r.f64_or("binpack.memory", 1.0)),
-        ];
-        let named: Vec<String> = r
-            .string("binpack.resources")
-            .map(|s| {
-                s.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for (name, value) in r.with_prefix("binpack.resources.") {
-            let key = format!("binpack.resources.{name}");
-            if !named.contains(&name) {
-                r.refuse(key, format!("{name} is not listed in binpack.resources"));
-                continue;
-            }
-            match value.as_f64().filter(|f| *f >= 0.0) {
-                Some(w) => resources.push((name, w)),
-                None => r.refuse(key, "must be a non-negative number"),
-            }
-        }
-        for name in named {
-            if !resources.iter().any(|(n, _)| *n == name) {
-                resources.push((name, 1.0));
-            }
-        }
+        let resources = r.resource_weights("binpack.cpu", "binpack.memory", "binpack.resources");
         let weight = r.f64_or("binpack.weight", 1.0);
         r.finish()?;
         Ok(Self {
@@ -93,12 +64,7 @@ impl Plugin for Binpack {
 
 impl SessionEvents for Binpack {
     fn opened(&mut self, view: &View) {
-        self.slots = self
-            .resources
-            .iter()
-            .filter_map(|(name, w)| view.snap.names.get(name).map(|s| (s, *w)))
-            .filter(|(_, w)| *w > 0.0)
-            .collect();
+        self.slots = view.snap.names.weighted_slots(&self.resources);
     }
 }
 

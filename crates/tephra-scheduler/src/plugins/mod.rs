@@ -15,6 +15,7 @@ pub mod cost;
 pub mod drf;
 pub mod gang;
 pub mod gpupack;
+pub mod network_topology;
 pub mod nodegroup;
 pub mod nodeorder;
 pub mod overcommit;

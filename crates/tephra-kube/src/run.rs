@@ -91,6 +91,8 @@ pub struct Options {
     pub volume_bind_timeout: Duration,
     /// Node labels HyperNodes are discovered from, lowest tier first (`--topology-labels`).
     pub topology_labels: Vec<String>,
+    /// The fleet's tiers above its clusters, lowest first (`--fleet-tiers`).
+    pub fleet_tiers: Vec<String>,
 }
 
 impl Default for Options {
@@ -115,6 +117,7 @@ impl Default for Options {
             pod: None,
             volume_bind_timeout: Duration::from_secs(600),
             topology_labels: Vec::new(),
+            fleet_tiers: Vec::new(),
         }
     }
 }
@@ -283,6 +286,9 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     );
     if !options.topology_labels.is_empty() {
         state.discover_topology_from(options.topology_labels.clone());
+    }
+    if !options.fleet_tiers.is_empty() {
+        state.set_fleet_tiers(&options.fleet_tiers);
     }
     let mut members = BTreeMap::new();
     if local_member {

@@ -230,3 +230,91 @@ async fn each_partition_of_a_partitioned_job_runs_within_one_rack() {
     assert_ne!(racks[0].0, racks[1].0, "the partitions in different racks");
     stop_everything(sched, ctl).await;
 }
+
+/// `--fleet-tiers region`: a PodGroup held hard to the region tier (by name), whose
+/// PropagationPolicy allows splitting, is split over two members of one region, though after
+/// the roomiest member the next candidate is in the other region.
+#[tokio::test]
+async fn a_gang_held_to_the_region_tier_is_split_within_one_region() {
+    logs();
+    let member = |name: &str, region: &str, nodes: u32| tephra_devcluster::fleet::MemberSpec {
+        name: name.into(),
+        region: Some(region.into()),
+        nodes: (0..nodes)
+            .map(|i| node(&format!("{name}-{i}"), "16", 8))
+            .collect(),
+        ..tephra_devcluster::fleet::MemberSpec::default()
+    };
+    let dev = tephra_devcluster::DevCluster::start(tephra_devcluster::Options {
+        members: vec![
+            member("a-east", "east", 2),
+            member("b-west", "west", 1),
+            member("c-east", "east", 1),
+            member("d-west", "west", 1),
+        ],
+        control_plane: true,
+        queues: vec![queue_json("default", 1)],
+        kubelet: fast_kubelet(),
+        ..tephra_devcluster::Options::default()
+    })
+    .await
+    .expect("devcluster starts");
+    let cp = dev.client("control-plane").await.unwrap();
+    let policies: Api<tephra_api::PropagationPolicy> = Api::namespaced(cp.clone(), "default");
+    let pp: tephra_api::PropagationPolicy = serde_json::from_value(json!({
+        "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "split", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup", "name": "llm"}],
+                 "placement": {"allowGangSplit": true}}
+    }))
+    .unwrap();
+    policies.create(&PostParams::default(), &pp).await.unwrap();
+    let options = tephra_kube::Options {
+        members: tephra_kube::MemberSource::Clusters,
+        fleet_tiers: vec!["region".into()],
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(cp.clone(), options).await.unwrap();
+    let pgs: Api<tephra_api::PodGroup> = Api::namespaced(cp.clone(), "default");
+    let pg: tephra_api::PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"minMember": 3, "queue": "default",
+            "networkTopology": {"mode": "hard", "highestTierName": "region"}}
+    }))
+    .unwrap();
+    pgs.create(&PostParams::default(), &pg).await.unwrap();
+    for i in 0..3 {
+        create_pod(
+            &cp,
+            "default",
+            &format!("llm-{i}"),
+            Some("llm"),
+            8,
+            "volcano",
+        )
+        .await;
+    }
+    let mut placed: BTreeSet<String> = BTreeSet::new();
+    eventually(40, "the gang's 3 pods bound in members", || async {
+        let mut found = BTreeSet::new();
+        let mut bound = 0;
+        for m in ["a-east", "b-west", "c-east", "d-west"] {
+            let c = dev.client(m).await.ok()?;
+            let n = nodes_of(&c, "default", "llm-").await;
+            let here = n.values().filter(|v| v.is_some()).count();
+            if here > 0 {
+                found.insert(m.to_string());
+            }
+            bound += here;
+        }
+        (bound == 3).then_some(found)
+    })
+    .await
+    .clone_into(&mut placed);
+    let regions: BTreeSet<&str> = placed.iter().map(|m| &m[2..]).collect();
+    assert_eq!(placed.len(), 2, "split over two members: {placed:?}");
+    assert_eq!(regions.len(), 1, "within one region: {placed:?}");
+    sched.stop().await;
+}

@@ -98,6 +98,11 @@ pub struct Flags {
     /// is one domain of its tier (comma-separated, or repeat the flag).
     #[arg(long = "topology-labels", value_delimiter = ',')]
     topology_labels: Vec<String>,
+    /// Network-topology tiers above the member clusters, lowest first: `region`, `zone` or
+    /// `provider` (the Cluster's fields) or a cluster label key; each value is one domain of its
+    /// tier. A gang held hard to one may be split over clusters of one domain only.
+    #[arg(long = "fleet-tiers", value_delimiter = ',')]
+    fleet_tiers: Vec<String>,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -161,6 +166,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         graceful_eviction_timeout,
         volume_bind_timeout,
         topology_labels: f.topology_labels,
+        fleet_tiers: f.fleet_tiers,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -165,6 +165,16 @@ impl State {
         self.cache.discover_topology_from(labels);
     }
 
+    /// The fleet's tiers above its clusters, lowest first (`--fleet-tiers`): `region`, `zone`,
+    /// `provider` (the Cluster's fields) or a cluster label.
+    pub fn set_fleet_tiers(&mut self, keys: &[String]) {
+        self.cache.set_fleet_tiers(
+            keys.iter()
+                .map(|k| tephra_scheduler::model::topology::FleetKey::parse(k))
+                .collect(),
+        );
+    }
+
     /// Fleet mode: pods of `control` are declared there and placed in a member.
     pub fn declare_from(&mut self, control: Arc<str>) {
         self.control = Some(control);

@@ -79,6 +79,14 @@ impl Cache {
         w.fleet_changed();
     }
 
+    /// Sets the fleet's tiers above its clusters, lowest first: a hard gang allowed up to one
+    /// of them may be split (when its policy allows) over clusters of one of its domains only.
+    pub fn set_fleet_tiers(&mut self, tiers: Vec<crate::model::topology::FleetKey>) {
+        let w = Arc::make_mut(&mut self.world);
+        w.fleet_tiers = tiers;
+        w.fleet_changed();
+    }
+
     /// Interns resource names and parses quantities against this cache's name table.
     pub fn names_mut(&mut self) -> &mut ResourceNames {
         &mut Arc::make_mut(&mut self.world).names

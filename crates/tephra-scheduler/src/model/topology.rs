@@ -118,3 +118,53 @@ impl SubGroupPolicy {
         )
     }
 }
+
+/// What groups member clusters into one domain of a fleet-level tier above them: Karmada's
+/// `spec.region`, `spec.zone` (the first of `spec.zones`), `spec.provider`, or a cluster label.
+/// The fleet's tiers are numbered above the highest cluster tier of the fleet, in the order
+/// they are configured, and named by their key (`region`, or the label), so a gang may name one
+/// in `highestTierName`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FleetKey {
+    /// Karmada's `spec.region`.
+    Region,
+    /// The first of Karmada's `spec.zones`.
+    Zone,
+    /// Karmada's `spec.provider`.
+    Provider,
+    /// A cluster label.
+    Label(String),
+}
+
+impl FleetKey {
+    /// `region`, `zone` and `provider` name the Cluster's fields; anything else is a label.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "region" => Self::Region,
+            "zone" => Self::Zone,
+            "provider" => Self::Provider,
+            other => Self::Label(other.to_string()),
+        }
+    }
+
+    /// The tier's name, as a gang's `highestTierName` gives it.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Region => "region",
+            Self::Zone => "zone",
+            Self::Provider => "provider",
+            Self::Label(l) => l,
+        }
+    }
+
+    /// The domain `cluster` belongs to at this tier (`None`: none).
+    pub fn of(&self, cluster: &super::Cluster) -> Option<String> {
+        match self {
+            Self::Region => cluster.region.clone(),
+            Self::Zone => cluster.zones.first().cloned(),
+            Self::Provider => cluster.provider.clone(),
+            Self::Label(l) => cluster.labels.get(l).cloned(),
+        }
+        .filter(|v| !v.is_empty())
+    }
+}

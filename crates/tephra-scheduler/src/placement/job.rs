@@ -12,6 +12,7 @@ use super::classes::{Placer, Within};
 use super::domains::{Placed, place_within};
 use super::drain::{drain, may_hold};
 use super::gang::{gated, pending_groups, place_job_in_cluster};
+use super::scope::{FleetSpan, fleet_span};
 use super::search::SearchArgs;
 use crate::framework::fit::{FitErrors, Room};
 use crate::framework::session::Session;
@@ -137,14 +138,19 @@ pub fn place_job(
             why,
         });
     }
-    // A gang held within a tier below the cluster's never splits across clusters, nor does
-    // one made of sub-groups.
-    if splittable(ssn, job)
-        && !super::scope::kept_whole(ssn, job)
-        && candidates.len() > 1
-        && split(ssn, placer, job, &candidates, search)
-    {
-        return Outcome::Placed;
+    // A gang held within a tier no higher than the clusters' never splits across clusters, nor
+    // does one made of sub-groups; one held to a fleet tier splits within one of its domains.
+    if splittable(ssn, job) && candidates.len() > 1 {
+        let groups: Vec<Vec<Id>> = match fleet_span(ssn, job) {
+            FleetSpan::Whole => Vec::new(),
+            FleetSpan::Anywhere => vec![candidates.clone()],
+            FleetSpan::Within(tier) => fleet_domains(ssn, &candidates, tier),
+        };
+        for group in groups.iter().filter(|g| g.len() > 1) {
+            if split(ssn, placer, job, group, search) {
+                return Outcome::Placed;
+            }
+        }
     }
     if let Some(cluster) = pipelined_at {
         let mut stmt = Statement::new();
@@ -357,6 +363,25 @@ pub fn cluster_name(ssn: &Session, cluster: Id) -> String {
         .unwrap_or_default()
 }
 
+/// `candidates` grouped by their domain of fleet tier `tier`, each group in candidate order,
+/// groups in the order of their best candidate; clusters in no domain of the tier are left out.
+fn fleet_domains(ssn: &Session, candidates: &[Id], tier: usize) -> Vec<Vec<Id>> {
+    let Some(key) = ssn.snap.fleet_tiers.get(tier) else {
+        return Vec::new();
+    };
+    let mut groups: Vec<(String, Vec<Id>)> = Vec::new();
+    for &c in candidates {
+        let Some(domain) = ssn.snap.clusters.get(c).and_then(|c| key.of(c)) else {
+            continue;
+        };
+        match groups.iter_mut().find(|(d, _)| *d == domain) {
+            Some((_, g)) => g.push(c),
+            None => groups.push((domain, vec![c])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
 fn splittable(ssn: &Session, job: Id) -> bool {
     ssn.snap
         .jobs
@@ -408,11 +433,32 @@ pub fn eligible_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Re
             }
         }
     }
-    let pinned = !homes.is_empty() && !splittable(ssn, job);
+    // One that may be split grows within the fleet domain it runs in, when held to one.
+    let span = if homes.is_empty() {
+        FleetSpan::Anywhere
+    } else if splittable(ssn, job) {
+        fleet_span(ssn, job)
+    } else {
+        FleetSpan::Whole
+    };
+    let home_domain = |tier: usize, c: &crate::model::Cluster| {
+        let key = ssn.snap.fleet_tiers.get(tier)?;
+        let mine = key.of(c)?;
+        homes
+            .iter()
+            .filter_map(|h| ssn.snap.clusters.get(*h))
+            .all(|h| key.of(h).as_ref() == Some(&mine))
+            .then_some(())
+    };
     let hooks = ssn.hooks();
     let mut ok = Vec::new();
     for (id, cluster) in ssn.snap.clusters.iter() {
-        if pinned && !homes.contains(&id) {
+        let away = match span {
+            FleetSpan::Whole => !homes.contains(&id),
+            FleetSpan::Within(tier) => !homes.contains(&id) && home_domain(tier, cluster).is_none(),
+            FleetSpan::Anywhere => false,
+        };
+        if away {
             continue;
         }
         if !cluster.ready {

@@ -61,6 +61,66 @@ pub fn kept_whole(ssn: &Session, job: Id) -> bool {
             .is_some_and(|g| !g.sub_groups.is_empty())
 }
 
+/// How far a job may be split across clusters, by its `networkTopology` and the fleet's tiers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FleetSpan {
+    /// Not at all: it goes to one cluster whole.
+    Whole,
+    /// Over clusters of one domain of this fleet tier (an index into the fleet's tiers).
+    Within(usize),
+    /// Over any clusters (as its policy allows).
+    Anywhere,
+}
+
+/// The highest cluster tier of the fleet: each cluster's is the tier above its highest
+/// HyperNode (1 without any).
+pub fn fleet_cluster_tier(ssn: &Session) -> u32 {
+    ssn.state
+        .topologies
+        .iter()
+        .map(|t| t.as_ref().map_or(1, |t| t.top_tier() + 1))
+        .max()
+        .unwrap_or(1)
+}
+
+/// How far `job` may be split across clusters. A job with sub-groups, or held hard to a tier no
+/// higher than the clusters', goes whole to one cluster; held hard to a fleet tier, over
+/// clusters of one domain of that tier; otherwise anywhere. Without fleet tiers a hard job is
+/// never split.
+pub fn fleet_span(ssn: &Session, job: Id) -> FleetSpan {
+    let Some(g) = ssn.snap.jobs.get(job).and_then(|j| j.group.as_ref()) else {
+        return FleetSpan::Anywhere;
+    };
+    if !g.sub_groups.is_empty() {
+        return FleetSpan::Whole;
+    }
+    let Some(t) = g.topology.as_ref().filter(|t| t.is_hard()) else {
+        return FleetSpan::Anywhere;
+    };
+    let tiers = &ssn.snap.fleet_tiers;
+    let by_name = t
+        .highest_tier_name
+        .as_ref()
+        .map(|n| tiers.iter().position(|k| k.name() == n));
+    let reach = match (by_name, t.highest_tier) {
+        // Named: a fleet tier, or one of the clusters' own.
+        (Some(Some(i)), _) => i + 1,
+        (Some(None), _) => 0,
+        (None, Some(up_to)) => {
+            let above = up_to.saturating_sub(fleet_cluster_tier(ssn)) as usize;
+            if above > tiers.len() && !tiers.is_empty() {
+                return FleetSpan::Anywhere;
+            }
+            above.min(tiers.len())
+        }
+        (None, None) => return FleetSpan::Anywhere,
+    };
+    match reach {
+        0 => FleetSpan::Whole,
+        k => FleetSpan::Within(k - 1),
+    }
+}
+
 /// Where the job may go in `cluster`.
 pub fn scope(ssn: &Session, job: Id, cluster: Id) -> Scope {
     scope_of(ssn, job_topology(ssn, job), cluster)
@@ -99,6 +159,10 @@ pub fn scope_of(ssn: &Session, t: Option<&NetworkTopology>, cluster: Id) -> Scop
         }
         TopologyMode::Hard => {
             let up_to = match (&t.highest_tier_name, t.highest_tier) {
+                // A fleet tier is above every cluster: anywhere in this one.
+                (Some(n), _) if ssn.snap.fleet_tiers.iter().any(|k| k.name() == n) => {
+                    return Scope::Anywhere;
+                }
                 (Some(n), _) => match topology.tier_named(n) {
                     Some(tier) => tier,
                     None => {

@@ -142,3 +142,121 @@ fn the_shipped_topology_scenarios_differ_only_in_network_topology() {
         assert_eq!((a.count, &a.queue), (b.count, &b.queue));
     }
 }
+
+/// Racks from node labels (`scheduler.topologyLabels`, as `tephra scheduler
+/// --topology-labels`): three pools of four nodes, one switch label value each, and no
+/// HyperNode objects; every hard gang runs under one switch.
+#[test]
+fn racks_discovered_from_node_labels_keep_hard_gangs_within_one_rack() {
+    let pools: Vec<String> = (0..3)
+        .map(|r| {
+            format!(
+                "{{name: r{r}, count: 4, labels: {{example.com/tor: tor-{r}}}, capacity: {{cpu: \"64\", memory: 512Gi, nvidia.com/gpu: \"8\"}}}}"
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"
+fleet:
+  clusters:
+    - name: east
+      nodePools: [{}]
+queues: [{{name: ml, weight: 1}}]
+scheduler: {{topologyLabels: [example.com/tor]}}
+workload:
+  generate:
+    - count: 60
+      arrival: {{poisson: {{perHour: 12}}}}
+      queue: {{ml: 1}}
+      template:
+        name: train
+        networkTopology: {{mode: hard, highestTierAllowed: 1}}
+        tasks:
+          - name: worker
+            replicas: {{uniform: [2, 4]}}
+            resources: {{cpu: "32", memory: 256Gi, nvidia.com/gpu: "8"}}
+            duration: {{exponential: {{mean: 1h}}}}
+run: {{seed: 5, podStartDelay: 5s}}
+"#,
+        pools.join(", ")
+    );
+    let (report, events) =
+        run(&Scenario::parse(&text, "labels.yaml", &common::repo_root()).unwrap());
+    assert_eq!(
+        report.jobs.completed, 60,
+        "{:?}",
+        report.jobs.pending_reasons
+    );
+    let mut racks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "bind") {
+        let node = e.node.clone().unwrap();
+        let rack = node.split('-').nth(1).unwrap().to_string();
+        racks
+            .entry(e.job.clone().unwrap())
+            .or_default()
+            .insert(rack);
+    }
+    assert_eq!(racks.len(), 60);
+    assert!(racks.values().all(|r| r.len() == 1), "{racks:?}");
+    let t = report.topology.expect("a topology section");
+    assert_eq!(t.within_one_lowest_tier, t.gangs_started);
+}
+
+/// Fleet tiers (`scheduler.fleetTiers`, as `tephra scheduler --fleet-tiers`): gangs of three
+/// whole nodes on a fleet of two-node clusters, allowed to split but held to one region, each
+/// run over two clusters of one region.
+#[test]
+fn split_gangs_held_to_the_region_tier_stay_within_one_region() {
+    let clusters: Vec<String> = [("e1", "east"), ("w1", "west"), ("e2", "east"), ("w2", "west")]
+        .iter()
+        .map(|(name, region)| {
+            format!(
+                "{{name: {name}, region: {region}, nodePools: [{{name: gpu, count: 2, capacity: {{cpu: \"64\", memory: 512Gi, nvidia.com/gpu: \"8\"}}}}]}}"
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"
+fleet:
+  clusters: [{}]
+queues: [{{name: ml, weight: 1}}]
+scheduler: {{fleetTiers: [region]}}
+workload:
+  generate:
+    - count: 30
+      arrival: {{poisson: {{perHour: 6}}}}
+      queue: {{ml: 1}}
+      template:
+        name: train
+        policy: {{splittable: true}}
+        networkTopology: {{mode: hard, highestTierName: region}}
+        tasks:
+          - name: worker
+            replicas: 3
+            resources: {{cpu: "32", memory: 256Gi, nvidia.com/gpu: "8"}}
+            duration: {{exponential: {{mean: 1h}}}}
+run: {{seed: 9, podStartDelay: 5s}}
+"#,
+        clusters.join(", ")
+    );
+    let (report, events) =
+        run(&Scenario::parse(&text, "regions.yaml", &common::repo_root()).unwrap());
+    assert_eq!(
+        report.jobs.completed, 30,
+        "{:?}",
+        report.jobs.pending_reasons
+    );
+    let mut clusters: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "bind") {
+        let c = e.cluster.clone().unwrap();
+        clusters
+            .entry(e.job.clone().unwrap())
+            .or_default()
+            .insert(c);
+    }
+    for (job, used) in &clusters {
+        let regions: BTreeSet<char> = used.iter().map(|c| c.chars().next().unwrap()).collect();
+        assert_eq!(used.len(), 2, "{job} split over {used:?}");
+        assert_eq!(regions.len(), 1, "{job} spans regions: {used:?}");
+    }
+}

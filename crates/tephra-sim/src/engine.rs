@@ -102,6 +102,19 @@ impl Sim {
             explain: opts.explain.clone().map(|k| (k, Vec::new())),
         };
         let fleet = Fleet::build(&s, &mut ctx)?;
+        if !s.scheduler.topology_labels.is_empty() {
+            ctx.cache
+                .discover_topology_from(s.scheduler.topology_labels.clone());
+        }
+        if !s.scheduler.fleet_tiers.is_empty() {
+            ctx.cache.set_fleet_tiers(
+                s.scheduler
+                    .fleet_tiers
+                    .iter()
+                    .map(|k| tephra_scheduler::model::topology::FleetKey::parse(k))
+                    .collect(),
+            );
+        }
         build_queues(&s, &mut ctx, std::mem::take(&mut sources.queues))?;
         let mut sim = Sim {
             config,

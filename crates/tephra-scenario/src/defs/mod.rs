@@ -62,6 +62,14 @@ pub struct SchedulerDef {
     /// PriorityClass name → value.
     #[serde(default)]
     pub priority_classes: BTreeMap<String, i32>,
+    /// Node label keys HyperNodes are discovered from, lowest tier first (as `tephra
+    /// scheduler --topology-labels`).
+    #[serde(default)]
+    pub topology_labels: Vec<String>,
+    /// The fleet's tiers above its clusters, lowest first (as `tephra scheduler
+    /// --fleet-tiers`): `region`, `zone`, `provider` or a cluster label.
+    #[serde(default)]
+    pub fleet_tiers: Vec<String>,
 }
 
 impl Default for SchedulerDef {
@@ -70,6 +78,8 @@ impl Default for SchedulerDef {
             period: default_period(),
             config: None,
             priority_classes: BTreeMap::new(),
+            topology_labels: Vec::new(),
+            fleet_tiers: Vec::new(),
         }
     }
 }

@@ -54,6 +54,7 @@ pub fn writes(
     writes.extend(state.nominations(d));
     writes.extend(state.graceful_evictions(clock.now_ms, deadlines.graceful_eviction_ms));
     writes.extend(state.stray_pods(clock.now_ms));
+    writes.extend(state.hypernode_statuses());
     match state.orphan_deletions(clock.now_ms) {
         Ok(w) => writes.extend(w),
         Err(e) => tracing::warn!(error = %e, "member copies of deleted pods not set aside"),

@@ -32,7 +32,8 @@ impl Clients {
             | Write::Place { cluster, .. }
             | Write::Purge { cluster, .. }
             | Write::PreBind { cluster, .. }
-            | Write::Nominate { cluster, .. } => self.member(cluster),
+            | Write::Nominate { cluster, .. }
+            | Write::HyperNodeStatus { cluster, .. } => self.member(cluster),
             Write::Binding { .. }
             | Write::DeclaredStatus { .. }
             | Write::EvictionTasks { .. }

@@ -384,6 +384,7 @@ impl Inner {
             | Write::Nominate { cluster, .. }
             | Write::PreBind { cluster, .. }
             | Write::GroupStatus { cluster, .. }
+            | Write::HyperNodeStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
             Write::QueueStatus { .. }
             | Write::Binding { .. }
@@ -590,6 +591,20 @@ impl Inner {
                         &PatchParams::default(),
                         &Patch::Merge(json!({"status": status})),
                     )
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Write::HyperNodeStatus {
+                name, node_count, ..
+            } => {
+                let api: Api<tephra_api::HyperNode> = Api::all(client);
+                let patch = Patch::Merge(json!({"status": {"nodeCount": node_count}}));
+                match api
+                    .patch_status(name, &PatchParams::default(), &patch)
                     .await
                 {
                     Ok(_) => Ok(()),

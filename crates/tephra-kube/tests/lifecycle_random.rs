@@ -241,7 +241,9 @@ fn quantity(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>)
 
 impl World {
     async fn start() -> Self {
-        let dev = fleet_of(&[("east", 2), ("west", 8), ("north", 4)]).await;
+        // Racks in every member: HyperNodes watched, and their status written, under the
+        // chart's roles.
+        let dev = fleet_with_racks(&[("east", 2), ("west", 8), ("north", 4)]).await;
         let cp = dev.client("control-plane").await.unwrap();
         let ids = under_chart_roles(&dev, &cp).await;
         let scheds = vec![
@@ -561,6 +563,21 @@ async fn run_seed(seed: u64, steps: usize) {
         }
     }
     settle(&w, seed, 45).await;
+    // Each member's rack shows its two nodes: the status write passed the chart's roles.
+    for m in ["east", "west", "north"] {
+        let hns: Api<tephra_api::HyperNode> = Api::all(w.dev.client(m).await.unwrap());
+        let count = hns
+            .get(&format!("{m}-rack"))
+            .await
+            .ok()
+            .and_then(|h| h.status?.node_count);
+        if count != Some(2) {
+            w.fail(
+                seed,
+                &format!("HyperNode {m}-rack shows nodeCount {count:?}, not 2"),
+            );
+        }
+    }
     w.stop().await;
 }
 

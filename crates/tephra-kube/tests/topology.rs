@@ -44,13 +44,9 @@ async fn run_job(c: &kube::Client, jobs: &Api<Job>, name: &str, replicas: u32) -
     bound.into_values().flatten().collect()
 }
 
-#[tokio::test]
-async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why() {
-    logs();
-    // Four 8-CPU nodes: racks s0 (n0, n1) and s1 (n2, n3) under spine s2.
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
-    let hns: Api<HyperNode> = Api::all(c.clone());
+/// Racks s0 (n0 and n1, by name) and s1 (n2 and n3, by pattern) under the spine s2, as
+/// Volcano's guide writes them.
+async fn racks_under_a_spine(hns: &Api<HyperNode>) {
     for doc in [
         json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
             "metadata": {"name": "s0"},
@@ -71,6 +67,16 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
             .await
             .expect("HyperNode created");
     }
+}
+
+#[tokio::test]
+async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why() {
+    logs();
+    // Four 8-CPU nodes: racks s0 (n0, n1) and s1 (n2, n3) under spine s2.
+    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+    let c = client(&dev).await;
+    let hns: Api<HyperNode> = Api::all(c.clone());
+    racks_under_a_spine(&hns).await;
     // Volcano's CRD refuses a selector with two matches, naming the rule.
     let both = hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
         "kind": "HyperNode", "metadata": {"name": "bad"},
@@ -317,4 +323,34 @@ async fn a_gang_held_to_the_region_tier_is_split_within_one_region() {
     assert_eq!(placed.len(), 2, "split over two members: {placed:?}");
     assert_eq!(regions.len(), 1, "within one region: {placed:?}");
     sched.stop().await;
+}
+
+/// Each HyperNode's `status.nodeCount` is kept as Volcano's HyperNode controller keeps it: the
+/// nodes it holds with its lower HyperNodes', and again when a node goes.
+#[tokio::test]
+async fn hypernode_status_counts_the_nodes_each_holds() {
+    logs();
+    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+    let c = client(&dev).await;
+    let hns: Api<HyperNode> = Api::all(c.clone());
+    racks_under_a_spine(&hns).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let counts = |want: [i64; 3]| {
+        let hns = hns.clone();
+        async move {
+            eventually(20, &format!("nodeCount {want:?}"), || async {
+                let mut got = [0i64; 3];
+                for (i, name) in ["s0", "s1", "s2"].iter().enumerate() {
+                    got[i] = hns.get(name).await.ok()?.status?.node_count?;
+                }
+                (got == want).then_some(())
+            })
+            .await
+        }
+    };
+    counts([2, 2, 4]).await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    nodes.delete("n3", &Default::default()).await.unwrap();
+    counts([2, 1, 3]).await;
+    stop_everything(sched, ctl).await;
 }

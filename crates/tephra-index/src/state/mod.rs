@@ -8,7 +8,7 @@
 //! `State` coordinates; its parts keep their own state and rules: the watchers' bookkeeping
 //! (`intake.rs`), the pods declared on the control plane (`declared.rs`), the claims declared
 //! there (`claims.rs`), the bindings' per-cluster status (`aggregated.rs`) and pods waiting for
-//! a PodGroup that does not exist (`strays.rs`). `State` itself is in three files: this one
+//! a PodGroup that does not exist (`strays.rs`), and HyperNodes' status (`hypernodes.rs`). `State` itself is in three files: this one
 //! (its fields, what it tells the run loop, and what follows a session, in the core's words:
 //! [`Cache::take`]), `objects.rs` (each watched object taken in, kind by kind) and `copies.rs`
 //! (members' copies that count for no job: orphans and failover ghosts, graceful eviction).
@@ -26,6 +26,7 @@ mod claims;
 
 mod copies;
 mod declared;
+mod hypernodes;
 mod intake;
 mod objects;
 
@@ -115,6 +116,7 @@ pub struct State {
     copies: copies::Copies,
     /// Pods that name a PodGroup that does not exist.
     strays: strays::Strays,
+    hypernodes: hypernodes::HyperNodes,
 }
 
 impl State {
@@ -146,6 +148,7 @@ impl State {
             declared_claims: claims::Declared::default(),
             copies: copies::Copies::default(),
             strays: strays::Strays::default(),
+            hypernodes: hypernodes::HyperNodes::default(),
         }
     }
 
@@ -294,6 +297,11 @@ impl State {
             Some(c) => self.upsert_cluster(c),
             None => Ok(()),
         }
+    }
+
+    /// The HyperNode status writes due (`status.nodeCount` as the cache resolves it).
+    pub fn hypernode_statuses(&mut self) -> Vec<crate::writes::Write> {
+        self.hypernodes.writes(self.cache.world())
     }
 
     /// The writes that tell the pods that have waited `strays::GRACE_MS` for a PodGroup

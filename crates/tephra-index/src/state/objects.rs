@@ -294,10 +294,13 @@ impl State {
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
             Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
             Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
-            Obj::HyperNode(h) => Event::HyperNodeUpsert(
-                tephra_controllers::topology::hypernode(cluster, &h)
-                    .map_err(crate::convert::ConvertError::from)?,
-            ),
+            Obj::HyperNode(h) => {
+                let spec = tephra_controllers::topology::hypernode(cluster, &h)
+                    .map_err(crate::convert::ConvertError::from)?;
+                let shown = h.status.as_ref().and_then(|s| s.node_count);
+                self.hypernodes.seen(cluster, &spec.name, shown);
+                Event::HyperNodeUpsert(spec)
+            }
             Obj::ResourceClaim(c) => {
                 let claim = dra::claim(&c)?;
                 let slot = format!("rc:{}", claim.key());
@@ -402,10 +405,13 @@ impl State {
             Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
             Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
             Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
-            Kind::HyperNode => Event::HyperNodeDelete {
-                cluster: cluster.to_string(),
-                name,
-            },
+            Kind::HyperNode => {
+                self.hypernodes.gone(cluster, &name);
+                Event::HyperNodeDelete {
+                    cluster: cluster.to_string(),
+                    name,
+                }
+            }
             Kind::ResourceClaim => {
                 let slot = format!("rc:{key}");
                 if self.control.as_deref() == Some(cluster) {

@@ -153,6 +153,15 @@ pub enum Write {
         /// The status.
         status: PodGroupStatus,
     },
+    /// Set a HyperNode's `status.nodeCount` (in a member).
+    HyperNodeStatus {
+        /// Member cluster.
+        cluster: String,
+        /// HyperNode name (cluster-scoped).
+        name: String,
+        /// The nodes it holds, its lower HyperNodes' included.
+        node_count: i64,
+    },
     /// Set a Queue's status counts and allocation.
     QueueStatus {
         /// Queue.
@@ -253,6 +262,7 @@ impl Write {
                 ..
             } => at(cluster, "podgroup", namespace, name),
             Write::QueueStatus { name, .. } => at("", "queue", "", name),
+            Write::HyperNodeStatus { cluster, name, .. } => at(cluster, "hypernode", "", name),
             Write::PreBind { cluster, job, .. } => at(cluster, "prebind", "", job),
             Write::Event { .. } => None,
         }
@@ -272,6 +282,7 @@ impl Write {
             Write::Nominate { .. } => "nominate",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
+            Write::HyperNodeStatus { .. } => "hypernode_status",
             Write::PreBind { .. } => "prebind",
             Write::Event { .. } => "event",
         }

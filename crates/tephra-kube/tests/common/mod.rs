@@ -265,6 +265,16 @@ pub async fn stop_everything(sched: tephra_kube::Running, ctl: Vec<tokio::task::
 /// A fleet: a control plane (with a `default` queue) and one member per `(name, gpus)`, each
 /// with two 16-CPU nodes `<name>-0` and `<name>-1`, and fast kubelets.
 pub async fn fleet_of(members: &[(&str, u32)]) -> Handle {
+    fleet_with(members, false).await
+}
+
+/// [`fleet_of`], each member's two nodes under one HyperNode `<name>-rack` (so each member
+/// serves the HyperNode CRD, and the scheduler keeps their status).
+pub async fn fleet_with_racks(members: &[(&str, u32)]) -> Handle {
+    fleet_with(members, true).await
+}
+
+async fn fleet_with(members: &[(&str, u32)], racks: bool) -> Handle {
     let options = Options {
         members: members
             .iter()
@@ -274,6 +284,14 @@ pub async fn fleet_of(members: &[(&str, u32)]) -> Handle {
                     node(&format!("{name}-0"), "16", *gpus),
                     node(&format!("{name}-1"), "16", *gpus),
                 ],
+                objects: if racks {
+                    vec![json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+                        "kind": "HyperNode", "metadata": {"name": format!("{name}-rack")},
+                        "spec": {"tier": 1, "members": [{"type": "Node",
+                            "selector": {"regexMatch": {"pattern": format!("^{name}-")}}}]}})]
+                } else {
+                    Vec::new()
+                },
                 ..tephra_devcluster::fleet::MemberSpec::default()
             })
             .collect(),

@@ -1,7 +1,8 @@
 //! A member with `bindingMode: Extender` in a devcluster fleet: tephra's scheduler places a
 //! gang there and creates its pods unbound, with their planned nodes and the gang's minimum;
 //! the member's "kube-scheduler" (the tests' stand-in, calling the extender as kube-scheduler
-//! does) binds them through the extender, each on its planned node, and they run.
+//! does) binds them through the extender, each on its planned node, and they run; a gang held
+//! to one rack is bound within one rack.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,39 +15,20 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tephra_api::PodGroup;
 
-use common::fleet::{PROFILE, declare_gang, extender_fleet, fleet_scheduler, kube_scheduler};
+use common::fleet::{
+    PROFILE, declare_gang, declare_gang_of, extender_and_kube_scheduler, extender_fleet,
+    extender_fleet_of, fleet_scheduler, node, until_running,
+};
 
 #[tokio::test]
 async fn a_gang_placed_in_an_extender_member_is_bound_by_its_kube_scheduler_on_the_plan() {
     let (_dev, cp, east) = extender_fleet().await;
-    let ext =
-        tephra_extender::Extender::new(east.clone(), &tephra_extender::Options::default()).unwrap();
-    tephra_extender::watch::start(ext.clone(), east.clone());
-    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let _driver = kube_scheduler(east.clone(), addr);
+    let _driver = extender_and_kube_scheduler(&east).await;
     let sched = fleet_scheduler(&cp).await;
     // A gang of three one-CPU pods on two-CPU nodes: it must span both nodes.
     declare_gang(&cp, 3).await;
 
-    let pods: Api<Pod> = Api::namespaced(east.clone(), "default");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let placed = loop {
-        let list = pods.list(&ListParams::default()).await.unwrap().items;
-        let running: Vec<&Pod> = list
-            .iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .collect();
-        if running.len() == 3 {
-            break list;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the gang never ran: {list:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let placed = until_running(&east, 3).await;
     for p in &placed {
         let a = p.metadata.annotations.clone().unwrap_or_default();
         let spec = p.spec.clone().unwrap_or_default();
@@ -113,5 +95,47 @@ async fn a_declared_pod_is_not_scheduled_until_its_member_copy_has_a_node() {
     // Volcano's phase counts pods allocated to nodes, but none runs.
     let status = pg.status.unwrap_or_default();
     assert_eq!(status.running, 0, "{status:?}");
+    sched.stop().await;
+}
+
+/// The extender carries out the same topology-aware plan: a gang held to one rack
+/// (`networkTopology` hard, tier 1) in an Extender member whose racks interleave its nodes
+/// (s0: east-0, east-2; s1: east-1, east-3) is bound by the member's kube-scheduler within one
+/// rack, though filling nodes in order would span both.
+#[tokio::test]
+async fn a_gang_held_to_a_rack_is_bound_through_the_extender_within_one_rack() {
+    let rack = |name: &str, pattern: &str| {
+        serde_json::json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {"tier": 1, "members": [
+                {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}})
+    };
+    let (_dev, cp, east) = extender_fleet_of(tephra_devcluster::fleet::MemberSpec {
+        name: "east".into(),
+        nodes: (0..4).map(|i| node(&format!("east-{i}"))).collect(),
+        objects: vec![rack("s0", "^east-[02]$"), rack("s1", "^east-[13]$")],
+        ..tephra_devcluster::fleet::MemberSpec::default()
+    })
+    .await;
+    let _driver = extender_and_kube_scheduler(&east).await;
+    let sched = fleet_scheduler(&cp).await;
+    // Two pods of two CPUs: one per node, both in one rack.
+    declare_gang_of(
+        &cp,
+        2,
+        "2",
+        Some(serde_json::json!({"mode": "hard", "highestTierAllowed": 1})),
+    )
+    .await;
+    let nodes: BTreeSet<String> = until_running(&east, 2)
+        .await
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    let racks: BTreeSet<bool> = nodes
+        .iter()
+        .map(|n| n == "east-0" || n == "east-2")
+        .collect();
+    assert_eq!(racks.len(), 1, "within one rack: {nodes:?}");
     sched.stop().await;
 }

@@ -77,12 +77,20 @@ pub fn kube_scheduler(
 /// A control plane and one member, `east` (two 2-CPU nodes), that binds through its own
 /// kube-scheduler profile [`PROFILE`].
 pub async fn extender_fleet() -> (tephra_devcluster::Handle, kube::Client, kube::Client) {
+    extender_fleet_of(MemberSpec {
+        name: "east".into(),
+        nodes: vec![node("east-0"), node("east-1")],
+        ..MemberSpec::default()
+    })
+    .await
+}
+
+/// [`extender_fleet`] with the member `east` as given (its nodes, its objects).
+pub async fn extender_fleet_of(
+    east: MemberSpec,
+) -> (tephra_devcluster::Handle, kube::Client, kube::Client) {
     let options = Options {
-        members: vec![MemberSpec {
-            name: "east".into(),
-            nodes: vec![node("east-0"), node("east-1")],
-            ..MemberSpec::default()
-        }],
+        members: vec![east],
         control_plane: true,
         queues: vec![json!({
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
@@ -112,6 +120,39 @@ pub async fn extender_fleet() -> (tephra_devcluster::Handle, kube::Client, kube:
     (dev, cp, east)
 }
 
+/// The extender for the member `east` (watching it, serving on a free port) and the member's
+/// kube-scheduler stand-in calling it.
+pub async fn extender_and_kube_scheduler(east: &kube::Client) -> tokio::task::JoinHandle<()> {
+    let ext =
+        tephra_extender::Extender::new(east.clone(), &tephra_extender::Options::default()).unwrap();
+    tephra_extender::watch::start(ext.clone(), east.clone());
+    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    kube_scheduler(east.clone(), addr)
+}
+
+/// Waits (up to 30 s) until `n` pods run in the member's `default` namespace: every pod there.
+pub async fn until_running(east: &kube::Client, n: usize) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(east.clone(), "default");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = pods.list(&ListParams::default()).await.unwrap().items;
+        let running = list
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        if running == n {
+            return list;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gang never ran: {list:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The scheduler on the control plane, with members from its Cluster objects.
 pub async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
     tephra_kube::start(
@@ -129,12 +170,25 @@ pub async fn fleet_scheduler(cp: &kube::Client) -> tephra_kube::Running {
 
 /// A PodGroup `llm` of `n` one-CPU pods `llm-<i>`, declared on the control plane.
 pub async fn declare_gang(cp: &kube::Client, n: usize) {
-    let pg: PodGroup = serde_json::from_value(json!({
+    declare_gang_of(cp, n, "1", None).await;
+}
+
+/// [`declare_gang`] of pods asking `cpu` each, with the PodGroup's `networkTopology`.
+pub async fn declare_gang_of(
+    cp: &kube::Client,
+    n: usize,
+    cpu: &str,
+    topology: Option<serde_json::Value>,
+) {
+    let mut pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "llm", "namespace": "default"},
         "spec": {"minMember": n, "queue": "default"}
     }))
     .unwrap();
+    if let Some(t) = topology {
+        pg.spec.network_topology = Some(serde_json::from_value(t).unwrap());
+    }
     Api::<PodGroup>::namespaced(cp.clone(), "default")
         .create(&PostParams::default(), &pg)
         .await
@@ -146,7 +200,7 @@ pub async fn declare_gang(cp: &kube::Client, n: usize) {
                          "annotations": {"scheduling.k8s.io/group-name": "llm",
                                          "volcano.sh/task-spec": "worker"}},
             "spec": {"schedulerName": "volcano", "containers": [{"name": "main", "image": "busybox",
-                     "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}
+                     "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}
         }))
         .unwrap();
         Api::<Pod>::namespaced(cp.clone(), "default")

@@ -260,3 +260,65 @@ run: {{seed: 9, podStartDelay: 5s}}
         assert_eq!(regions.len(), 1, "{job} spans regions: {used:?}");
     }
 }
+
+/// A Volcano Job with a partitioned task, from a manifest: the job controller fills the
+/// PodGroup's `subGroupPolicy` and labels each pod with its partition, and each partition runs
+/// within one rack (racks of two nodes), though a job already holding the first node would make
+/// filling nodes in order split both.
+#[test]
+fn each_partition_of_a_volcano_job_runs_within_one_rack() {
+    let dir = std::env::temp_dir().join(format!("tephra-sim-partitions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = |name: &str, replicas: u32, partitions: &str| {
+        format!(
+            "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n  name: {name}\n  annotations: {{tephra.io/sim-duration: 2h}}\nspec:\n  minAvailable: {replicas}\n  tasks:\n    - name: w\n      replicas: {replicas}\n{partitions}      template:\n        spec:\n          containers:\n            - {{name: c, image: busybox, resources: {{requests: {{cpu: \"8\", nvidia.com/gpu: \"8\"}}}}}}\n"
+        )
+    };
+    let partitioned = "      partitionPolicy: {totalPartitions: 2, partitionSize: 2, minPartitions: 2, networkTopology: {mode: hard, highestTierAllowed: 1}}\n";
+    std::fs::write(dir.join("blocker.yaml"), job("blocker", 1, "")).unwrap();
+    std::fs::write(dir.join("llm.yaml"), job("llm", 4, partitioned)).unwrap();
+    let text = r#"
+fleet:
+  clusters:
+    - name: east
+      nodePools: [{name: gpu, count: 8, capacity: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}]
+      topology: {tiers: [{name: rack, size: 2}]}
+workload: {manifests: [blocker.yaml, llm.yaml]}
+run: {seed: 1, podStartDelay: 5s}
+"#;
+    let (report, events) = run(&Scenario::parse(text, "partitions.yaml", &dir).unwrap());
+    assert_eq!(
+        report.jobs.completed, 2,
+        "{:?}",
+        report.jobs.pending_reasons
+    );
+    // Pods llm-w-0 and llm-w-1 are partition 0, llm-w-2 and llm-w-3 partition 1.
+    let mut racks: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "bind") {
+        let Some(i) = e
+            .pod
+            .as_deref()
+            .and_then(|p| p.strip_prefix("default/llm-w-"))
+        else {
+            continue;
+        };
+        let node: usize = e
+            .node
+            .as_deref()
+            .unwrap()
+            .strip_prefix("east-gpu-")
+            .unwrap()
+            .parse()
+            .unwrap();
+        racks
+            .entry(i.parse::<usize>().unwrap() / 2)
+            .or_default()
+            .insert(node / 2);
+    }
+    assert_eq!(racks.len(), 2, "{racks:?}");
+    assert!(
+        racks.values().all(|r| r.len() == 1),
+        "a partition spans racks: {racks:?}"
+    );
+}

@@ -80,6 +80,7 @@ impl InFlight {
                     shape: Arc::clone(&g.shape),
                     request: t.request.clone(),
                     duration_ms: t.duration_ms.max(0),
+                    partitions: BTreeMap::new(),
                 },
             );
         }
@@ -187,6 +188,13 @@ impl InFlight {
             Write::CreatePodGroup(pg) | Write::UpdatePodGroup(pg) => {
                 let fresh = self.vcjobs.get(key).is_some_and(|v| v.podgroup.is_none());
                 let mut pg = *pg;
+                // Its sub-groups, as the job controller filled them (partitions).
+                let sub_groups =
+                    tephra_controllers::podgroup::sub_groups(&pg.spec.sub_group_policy)
+                        .map_err(crate::error::build_err(&ctx.source))?;
+                if let Some(j) = self.jobs.get_mut(key) {
+                    j.group.sub_groups = sub_groups;
+                }
                 if fresh {
                     pg.status = Some(PodGroupStatus {
                         phase: Some(PodGroupPhase::Pending),
@@ -268,7 +276,12 @@ impl InFlight {
             .get(TASK_INDEX)
             .and_then(|i| i.parse().ok())
             .unwrap_or(0);
-        let Some(r) = self.vcjobs.get(key).and_then(|v| v.roles.get(&role)) else {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let Some(r) = self
+            .vcjobs
+            .get_mut(key)
+            .and_then(|v| v.roles.get_mut(&role))
+        else {
             return Ok(());
         };
         let duration_ms = annotations
@@ -279,7 +292,7 @@ impl InFlight {
             .get(SIM_EXIT_CODE)
             .and_then(|c| c.trim().parse().ok())
             .unwrap_or(0);
-        let (shape, request) = (Arc::clone(&r.shape), r.request.clone());
+        let (shape, request) = (r.shape_for(&labels), r.request.clone());
         pod.metadata.creation_timestamp = Some(time(ctx.now));
         pod.status = Some(PodStatus {
             phase: Some("Pending".into()),

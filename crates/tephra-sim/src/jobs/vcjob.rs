@@ -14,6 +14,28 @@ pub(crate) struct Role {
     pub(super) shape: Arc<TaskShape>,
     pub(super) request: Vec<(String, String)>,
     pub(super) duration_ms: i64,
+    /// The shape of each partition's pods (`partitionPolicy`): the role's, labelled with its
+    /// `volcano.sh/partition-id` as the job controller labels the pods.
+    pub(super) partitions: BTreeMap<String, Arc<TaskShape>>,
+}
+
+impl Role {
+    /// The shape of a pod of this role labelled `labels` by the job controller: the role's,
+    /// or its partition's.
+    pub(super) fn shape_for(&mut self, labels: &BTreeMap<String, String>) -> Arc<TaskShape> {
+        let Some(p) = labels.get(tephra_api::well_known::PARTITION_ID) else {
+            return Arc::clone(&self.shape);
+        };
+        let role = &self.shape;
+        Arc::clone(self.partitions.entry(p.clone()).or_insert_with(|| {
+            let mut shape = TaskShape::clone(role);
+            shape
+                .rules
+                .labels
+                .insert(tephra_api::well_known::PARTITION_ID.to_string(), p.clone());
+            Arc::new(shape)
+        }))
+    }
 }
 
 /// A Volcano Job in flight: the API objects the job controller reads and writes.

@@ -2,7 +2,8 @@
 //! user writes them (by name, by pattern, a spine over racks), and a Volcano Job with
 //! `networkTopology: {mode: hard, highestTierAllowed: 1}` placed whole within one rack; when no
 //! rack has room it waits, and its PodGroup says which tier and the best rack's shortfall. A
-//! Job with a partitioned task has each partition placed whole within one rack.
+//! Job with a partitioned task has each partition placed whole within one rack; a `soft` one
+//! runs across racks when no rack holds it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,12 +23,17 @@ fn hypernode(doc: Value) -> HyperNode {
 
 /// A Job of `replicas` pods of 4 CPUs, all needed, within one tier-1 HyperNode.
 fn job(name: &str, replicas: u32) -> Job {
+    job_in(name, replicas, "hard")
+}
+
+/// [`job`] with `networkTopology.mode` `mode`.
+fn job_in(name: &str, replicas: u32, mode: &str) -> Job {
     serde_json::from_value(json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": "default",
             "annotations": {"tephra.io/sim-duration": "1h"}},
         "spec": {"schedulerName": "volcano", "minAvailable": replicas,
-            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+            "networkTopology": {"mode": mode, "highestTierAllowed": 1},
             "tasks": [{"name": "t0", "replicas": replicas, "template": {"spec": {"containers": [
                 {"name": "c0", "image": "nginx:latest",
                  "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4"}}}]}}}]}
@@ -352,5 +358,44 @@ async fn hypernode_status_counts_the_nodes_each_holds() {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
     nodes.delete("n3", &Default::default()).await.unwrap();
     counts([2, 1, 3]).await;
+    stop_everything(sched, ctl).await;
+}
+
+/// `soft`: the lowest tier that holds the gang, else anywhere. Another scheduler's pods hold
+/// 4 of n1's and n3's 8 CPUs, so each rack has one node with room for a 6-CPU pod: a soft gang
+/// of two runs across the racks (n0 and n2) where a hard one would wait.
+#[tokio::test]
+async fn a_soft_topology_job_runs_across_racks_when_no_rack_holds_it() {
+    logs();
+    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+    let c = client(&dev).await;
+    racks_under_a_spine(&Api::all(c.clone())).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    for n in ["n1", "n3"] {
+        let busy = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("busy-{n}"), "namespace": "default"},
+            "spec": {"nodeName": n, "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4"}}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &busy).await.unwrap();
+    }
+    let (sched, ctl) = start_everything(&c).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let mut soft = job_in("soft", 2, "soft");
+    soft.spec.tasks[0]
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .resources =
+        serde_json::from_value(json!({"requests": {"cpu": "6"}, "limits": {"cpu": "6"}})).unwrap();
+    jobs.create(&PostParams::default(), &soft).await.unwrap();
+    let nodes: BTreeSet<String> = all_bound(&c, "default", "soft-t0-", 2, 30)
+        .await
+        .into_values()
+        .flatten()
+        .collect();
+    assert_eq!(nodes, BTreeSet::from(["n0".to_string(), "n2".to_string()]));
     stop_everything(sched, ctl).await;
 }

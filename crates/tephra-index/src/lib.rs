@@ -13,10 +13,12 @@
 //!   what changed.
 //! - [`tick`]: one tick's writes, in one call.
 //! - [`endpoint`]: where a member is reached.
+//! - [`view`]: what the web UI shows of the fleet.
 
 pub mod convert;
 pub mod endpoint;
 pub mod observed;
 pub mod state;
 pub mod tick;
+pub mod view;
 pub mod writes;

@@ -43,6 +43,7 @@ pub mod reconciler;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod ui;
 pub mod watch;
 
 pub use run::{MemberSource, Options, Running, StartError, start};

@@ -93,6 +93,8 @@ pub struct Options {
     pub topology_labels: Vec<String>,
     /// The fleet's tiers above its clusters, lowest first (`--fleet-tiers`).
     pub fleet_tiers: Vec<String>,
+    /// Whether the web UI answers requests from beyond the loopback interface (`--ui-open`).
+    pub ui_open: bool,
 }
 
 impl Default for Options {
@@ -118,6 +120,7 @@ impl Default for Options {
             volume_bind_timeout: Duration::from_secs(600),
             topology_labels: Vec::new(),
             fleet_tiers: Vec::new(),
+            ui_open: false,
         }
     }
 }
@@ -228,9 +231,14 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     metrics.reload_ok.set(1);
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
+    let ui = crate::ui::Ui {
+        open: options.ui_open,
+        ..crate::ui::Ui::default()
+    };
     let health = Health {
         ready: Arc::clone(&ready),
         metrics: Arc::clone(&metrics),
+        ui: Some(ui.clone()),
     };
     let mut metrics_addr = None;
     let mut health_addr = None;
@@ -353,6 +361,8 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         clients,
         tx,
         members: members::Running::default(),
+        ui,
+        shown: None,
     };
     let main = tokio::spawn(lp.run(updates, done, stop_rx));
     Ok(Running {
@@ -384,6 +394,9 @@ struct Loop {
     clients: Clients,
     tx: mpsc::Sender<watch::Update>,
     members: members::Running,
+    /// The web UI, and when (and at which cache generation) its view was last published.
+    ui: crate::ui::Ui,
+    shown: Option<(Instant, u64, bool)>,
 }
 
 fn unix_now() -> i64 {
@@ -599,9 +612,24 @@ impl Loop {
         }
     }
 
+    /// Publishes the fleet view for the UI when the cache or the role changed, at most every
+    /// two seconds (the page refreshes as often).
+    fn show(&mut self, leading: bool) {
+        let generation = self.state.cache().world().generation;
+        let due = self.shown.is_none_or(|(at, g, l)| {
+            (g != generation || l != leading) && at.elapsed() >= Duration::from_secs(2)
+        });
+        if due {
+            let role = if leading { "leader" } else { "standby" };
+            self.ui.publish(&self.state.view(role));
+            self.shown = Some((Instant::now(), generation, leading));
+        }
+    }
+
     fn tick(&mut self) {
         self.reload();
         let leading = self.leadership.is_leader();
+        self.show(leading);
         if leading != self.was_leader {
             self.was_leader = leading;
             if leading {

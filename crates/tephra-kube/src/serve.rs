@@ -1,5 +1,6 @@
 //! The scheduler's own HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the process
-//! serves) and `/readyz` (every watcher has delivered its first list).
+//! serves), `/readyz` (every watcher has delivered its first list) and the web UI under `/ui/`
+//! ([`crate::ui`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,6 +24,8 @@ pub struct Health {
     pub ready: Arc<AtomicBool>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// The web UI, where this process serves one (the scheduler).
+    pub ui: Option<crate::ui::Ui>,
 }
 
 fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
@@ -34,7 +37,18 @@ fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<
     r
 }
 
-fn route(h: &Health, path: &str) -> Response<Full<Bytes>> {
+fn route(h: &Health, path: &str, peer: Option<SocketAddr>) -> Response<Full<Bytes>> {
+    if let Some((status, kind, body)) =
+        h.ui.as_ref()
+            .and_then(|ui| crate::ui::route(ui, path, peer))
+    {
+        let mut r = Response::new(Full::new(body));
+        *r.status_mut() = status;
+        if let Ok(v) = kind.parse() {
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        return r;
+    }
     match path {
         "/metrics" => reply(
             StatusCode::OK,
@@ -64,13 +78,13 @@ pub async fn start(
     let local = listener.local_addr()?;
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
+            let Ok((stream, peer)) = listener.accept().await else {
                 continue;
             };
             let h = h.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let r = route(&h, req.uri().path());
+                    let r = route(&h, req.uri().path(), Some(peer));
                     async move { Ok::<_, Infallible>(r) }
                 });
                 let _ = http1::Builder::new()

@@ -28,17 +28,10 @@ fn job(name: &str, replicas: u32) -> Job {
 
 /// [`job`] with `networkTopology.mode` `mode`.
 fn job_in(name: &str, replicas: u32, mode: &str) -> Job {
-    serde_json::from_value(json!({
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": name, "namespace": "default",
-            "annotations": {"tephra.io/sim-duration": "1h"}},
-        "spec": {"schedulerName": "volcano", "minAvailable": replicas,
-            "networkTopology": {"mode": mode, "highestTierAllowed": 1},
-            "tasks": [{"name": "t0", "replicas": replicas, "template": {"spec": {"containers": [
-                {"name": "c0", "image": "nginx:latest",
-                 "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4"}}}]}}}]}
-    }))
-    .unwrap()
+    let mut job = cpu_job(name, replicas, "4");
+    job.spec.network_topology =
+        Some(serde_json::from_value(json!({"mode": mode, "highestTierAllowed": 1})).unwrap());
+    job
 }
 
 /// Creates [`job`] `name` of `replicas` pods and waits until all are bound: their nodes.

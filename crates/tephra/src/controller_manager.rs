@@ -92,6 +92,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             let health = tephra_kube::serve::Health {
                 ready: Arc::new(AtomicBool::new(true)),
                 metrics: metrics.clone(),
+                ui: None,
             };
             let (bound, task) = tephra_kube::serve::start(addr, health)
                 .await

@@ -143,6 +143,9 @@ pub fn run(s: &Settings<'_>) -> anyhow::Result<()> {
         }
         println!("Ctrl-C stops it (and removes its kubeconfig).");
         println!();
+        if let Some(addr) = running.as_ref().and_then(|r| r.0.metrics_addr) {
+            println!("UI: http://{addr}/ui/");
+        }
         println!("export KUBECONFIG={}", path.display());
         stopped().await?;
         if let Some((r, jobs)) = running {

@@ -103,6 +103,11 @@ pub struct Flags {
     /// tier. A gang held hard to one may be split over clusters of one domain only.
     #[arg(long = "fleet-tiers", value_delimiter = ',')]
     fleet_tiers: Vec<String>,
+    /// Answer the web UI (`/ui/` on the listen address) from anywhere that reaches the port,
+    /// not only from the loopback interface (where `kubectl port-forward` arrives). The UI is
+    /// read-only and shows no secret.
+    #[arg(long = "ui-open")]
+    ui_open: bool,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -167,6 +172,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         volume_bind_timeout,
         topology_labels: f.topology_labels,
         fleet_tiers: f.fleet_tiers,
+        ui_open: f.ui_open,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

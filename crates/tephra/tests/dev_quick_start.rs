@@ -1,7 +1,8 @@
 //! README's quick start with a Kubernetes API, run as a user would: `tephra dev` (with the
 //! scheduler inside, or serving the API only while `tephra scheduler --members clusters` runs
 //! against it), `kubectl apply` of a PodGroup with its pods, and the gang running in a member;
-//! `kubectl apply` of a Volcano Job, run by the job controller inside to Completed.
+//! `kubectl apply` of a Volcano Job, run by the job controller inside to Completed; the web UI
+//! at the address it prints.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -343,5 +344,65 @@ fn a_second_tephra_dev_refuses_a_live_kubeconfig_and_the_first_removes_its_own_w
     let _third = start(&["dev", "--no-scheduler", "--kubeconfig", k.to_str().unwrap()]);
     until(30, "kubectl answered through a fresh kubeconfig", || {
         kubectl(&k, &["get", "queues"]).0
+    });
+}
+
+/// An HTTP GET of `path` at `host:port` (plain HTTP/1.1, one request): status and body.
+fn http_get(host_port: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(host_port).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, text.split_once("\r\n\r\n")?.1.to_string()))
+}
+
+/// `tephra dev` prints where its web UI is on a line starting `UI:`, beside the export line;
+/// the page is there, and its JSON shows the fleet's members.
+#[test]
+fn tephra_dev_prints_its_ui_address_and_the_ui_answers() {
+    use std::io::{BufRead, BufReader};
+    let k = kubeconfig("ui");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tephra"))
+        .args(["dev", "--kubeconfig", k.to_str().unwrap()])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tephra starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let _dev = Killed(child);
+    let lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|l| !l.starts_with("export KUBECONFIG="))
+        .collect();
+    let url = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("UI: "))
+        .unwrap_or_else(|| panic!("no UI: line in {lines:#?}"));
+    assert_eq!(
+        lines.last().map(|l| l.starts_with("UI: ")),
+        Some(true),
+        "{lines:#?}"
+    );
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host_port, path) = rest.split_at(rest.find('/').expect("a path"));
+    let (status, page) = http_get(host_port, path).expect("the UI answers");
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>tephra</title>"), "{page}");
+    until(20, "the fleet JSON lists the members", || {
+        http_get(host_port, "/ui/api/v1/fleet").is_some_and(|(s, body)| {
+            s == 200
+                && ["us-east-gpu", "us-west-gpu", "us-east-cpu"]
+                    .iter()
+                    .all(|m| body.contains(m))
+        })
     });
 }

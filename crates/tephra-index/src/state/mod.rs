@@ -299,6 +299,19 @@ impl State {
         }
     }
 
+    /// What the web UI shows of the fleet, as this replica (`role`) holds it.
+    pub fn view(&self, role: &str) -> crate::view::FleetView {
+        let condition = |job: &str| {
+            let g = self.group_objects.get(job)?;
+            let c = g.status.as_ref()?.conditions.iter().find(|c| {
+                c.type_ == tephra_api::scheduling::PodGroupConditionType::Unschedulable
+                    && c.status == "True"
+            })?;
+            Some((c.reason.clone(), c.message.clone()))
+        };
+        crate::view::build(self.cache.world(), role, &condition)
+    }
+
     /// The HyperNode status writes due (`status.nodeCount` as the cache resolves it).
     pub fn hypernode_statuses(&mut self) -> Vec<crate::writes::Write> {
         self.hypernodes.writes(self.cache.world())

@@ -51,6 +51,21 @@ pub async fn cluster(nodes: Vec<NodeSpec>) -> Handle {
     DevCluster::start(options).await.expect("devcluster starts")
 }
 
+/// A Volcano Job of one task `t0` of `replicas` pods asking `cpu` each, all needed, running an
+/// hour in the devcluster's kubelet.
+pub fn cpu_job(name: &str, replicas: u32, cpu: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default",
+            "annotations": {"tephra.io/sim-duration": "1h"}},
+        "spec": {"schedulerName": "volcano", "minAvailable": replicas,
+            "tasks": [{"name": "t0", "replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "c0", "image": "nginx:latest",
+                 "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}}]}
+    }))
+    .expect("a Volcano Job")
+}
+
 /// A Queue manifest.
 pub fn queue_json(name: &str, weight: i32) -> Value {
     json!({

@@ -1,0 +1,124 @@
+//! The web UI on `--listen-address`: `/ui/` (one page whose views, queues, jobs and clusters,
+//! are linkable by fragment and refresh every two seconds) and the JSON it renders,
+//! `/ui/api/v1/fleet` ([`tephra_index::view`]). Read-only. It answers only requests from the
+//! loopback interface (where `kubectl port-forward` arrives) unless the operator opens it to
+//! anyone who can reach the port (`--ui-open`). The page is a file of this crate, built in: one
+//! binary, nothing to build with another toolchain.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use hyper::StatusCode;
+
+/// The page.
+pub const PAGE: &str = include_str!("ui/page.html");
+
+/// What the UI serves.
+#[derive(Clone, Debug, Default)]
+pub struct Ui {
+    /// The latest fleet view, as JSON.
+    pub fleet: Arc<RwLock<Bytes>>,
+    /// Whether requests from beyond the loopback interface are answered (`--ui-open`).
+    pub open: bool,
+}
+
+impl Ui {
+    /// Keeps `view` as what `/ui/api/v1/fleet` answers.
+    pub fn publish(&self, view: &tephra_index::view::FleetView) {
+        match serde_json::to_vec(view) {
+            Ok(json) => {
+                let mut slot = self.fleet.write().unwrap_or_else(|e| e.into_inner());
+                *slot = Bytes::from(json);
+            }
+            Err(e) => tracing::warn!(error = %e, "fleet view not serialized"),
+        }
+    }
+}
+
+/// The UI's answer to `path` from `peer` (status, content type, body), or `None` when the path
+/// is not the UI's.
+pub fn route(
+    ui: &Ui,
+    path: &str,
+    peer: Option<SocketAddr>,
+) -> Option<(StatusCode, &'static str, Bytes)> {
+    if path != "/ui" && !path.starts_with("/ui/") {
+        return None;
+    }
+    if !ui.open && !peer.is_some_and(|p| p.ip().is_loopback()) {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "text/plain",
+            Bytes::from_static(
+                b"the UI answers on the loopback interface only (use kubectl port-forward), \
+                  unless tephra scheduler runs with --ui-open",
+            ),
+        ));
+    }
+    Some(match path {
+        "/ui" | "/ui/" => (
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            Bytes::from_static(PAGE.as_bytes()),
+        ),
+        "/ui/api/v1/fleet" => {
+            let body = ui
+                .fleet
+                .read()
+                .map_or_else(|e| e.into_inner().clone(), |b| b.clone());
+            if body.is_empty() {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    Bytes::from_static(b"the fleet view is not ready yet"),
+                )
+            } else {
+                (StatusCode::OK, "application/json", body)
+            }
+        }
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            Bytes::from_static(b"not found"),
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(ip: &str) -> Option<SocketAddr> {
+        format!("{ip}:40000").parse().ok()
+    }
+
+    #[test]
+    fn the_ui_answers_only_on_loopback_unless_opened() {
+        let closed = Ui::default();
+        let from = |ui: &Ui, ip: &str| route(ui, "/ui/", peer(ip)).map(|r| r.0);
+        assert_eq!(from(&closed, "127.0.0.1"), Some(StatusCode::OK));
+        assert_eq!(from(&closed, "[::1]"), Some(StatusCode::OK));
+        assert_eq!(from(&closed, "10.1.2.3"), Some(StatusCode::FORBIDDEN));
+        let open = Ui {
+            open: true,
+            ..Ui::default()
+        };
+        assert_eq!(from(&open, "10.1.2.3"), Some(StatusCode::OK));
+        assert!(route(&closed, "/metrics", peer("10.1.2.3")).is_none());
+    }
+
+    #[test]
+    fn the_fleet_json_is_served_once_published() {
+        let ui = Ui::default();
+        let get = |ui: &Ui| route(ui, "/ui/api/v1/fleet", peer("127.0.0.1"));
+        assert_eq!(get(&ui).map(|r| r.0), Some(StatusCode::SERVICE_UNAVAILABLE));
+        ui.publish(&tephra_index::view::FleetView {
+            role: "leader".into(),
+            ..Default::default()
+        });
+        let (status, kind, body) = get(&ui).expect("the UI's path");
+        assert_eq!((status, kind), (StatusCode::OK, "application/json"));
+        assert!(String::from_utf8_lossy(&body).contains("\"role\":\"leader\""));
+    }
+}

@@ -1,0 +1,99 @@
+//! The web UI's JSON (`/ui/api/v1/fleet`) and page (`/ui/`) on the scheduler's listen address,
+//! against the devcluster: a Volcano Job that runs and one that can never fit show with their
+//! phase, where they run and why they wait; queues and clusters show what they hold; the view
+//! follows the fleet as it changes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use tephra_api::Job;
+
+/// The fleet view once `done` holds for it.
+async fn fleet_when(
+    addr: std::net::SocketAddr,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(30, what, || async {
+        let (status, body) = http_get(addr, "/ui/api/v1/fleet").await;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (status == 200 && done(&v)).then_some(v)
+    })
+    .await
+}
+
+fn job_named<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    v["jobs"]
+        .as_array()?
+        .iter()
+        .find(|j| j["name"].as_str().is_some_and(|n| n.starts_with(name)))
+}
+
+#[tokio::test]
+async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_fit_why() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let addr = sched.metrics_addr.unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(&PostParams::default(), &cpu_job("small", 2, "1"))
+        .await
+        .unwrap();
+    jobs.create(&PostParams::default(), &cpu_job("huge", 1, "64"))
+        .await
+        .unwrap();
+    let v = fleet_when(addr, "small Running and huge with a reason", |v| {
+        job_named(v, "small").is_some_and(|j| j["phase"] == "Running" && j["running"] == 2)
+            && job_named(v, "huge").is_some_and(|j| j["reason"].is_string())
+    })
+    .await;
+    assert_eq!(v["version"], "v1");
+    assert_eq!(v["role"], "leader");
+    let small = job_named(&v, "small").unwrap();
+    assert_eq!(small["queue"], "default");
+    assert_eq!(small["clusters"], json!(["local"]));
+    let nodes: Vec<&str> = small["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        !nodes.is_empty() && nodes.iter().all(|n| *n == "local/n0" || *n == "local/n1"),
+        "{nodes:?}"
+    );
+    let huge = job_named(&v, "huge").unwrap();
+    assert_ne!(huge["phase"], "Running");
+    assert_eq!(huge["running"], 0);
+    // In the words of its PodGroup's condition.
+    let message = huge["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cpu"), "{huge}");
+    let queue = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "default")
+        .unwrap();
+    assert_eq!(queue["allocated"]["cpu"], "2");
+    assert_eq!(queue["running"], 1);
+    let local = &v["clusters"][0];
+    assert_eq!(
+        (local["name"].as_str(), local["ready"].as_bool()),
+        (Some("local"), Some(true))
+    );
+    assert_eq!(local["nodes"], 2);
+    assert_eq!(local["allocatable"]["cpu"], "16");
+    // The page itself: one HTML document that renders the JSON.
+    let (status, page) = http_get(addr, "/ui/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>tephra</title>") && page.contains("api/v1/fleet"));
+    // It follows the fleet: the running job, deleted, leaves the view.
+    jobs.delete("small", &Default::default()).await.unwrap();
+    fleet_when(addr, "small gone", |v| job_named(v, "small").is_none()).await;
+    stop_everything(sched, ctl).await;
+}

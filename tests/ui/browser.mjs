@@ -1,0 +1,160 @@
+// The web UI in a real browser: Debian's Chromium, headless, driven by playwright-core.
+//
+//   node tests/ui/browser.mjs <tephra binary> <screenshot directory>
+//
+// Starts `tephra dev`, reads the address it prints on its `UI:` line, applies a Volcano Job
+// that runs and one that can never fit, and checks in the browser: each page loads and shows
+// both jobs with the right state and reason, a link leads to the filtered jobs, and a job
+// applied while the page is open appears without a reload. Screenshots of every page (and of
+// the jobs page in the dark theme) go to the screenshot directory. Exits 0 when every check
+// passes; otherwise prints what failed and exits 1.
+
+import { spawn, execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const [tephra, shots] = process.argv.slice(2);
+if (!tephra || !shots) {
+  console.error("usage: node browser.mjs <tephra binary> <screenshot directory>");
+  process.exit(2);
+}
+mkdirSync(shots, { recursive: true });
+const work = mkdtempSync(join(tmpdir(), "tephra-ui-"));
+const kubeconfig = join(work, "kubeconfig");
+
+function job(name, replicas, cpu) {
+  return `apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: ${name}
+  namespace: default
+spec:
+  schedulerName: volcano
+  queue: default
+  minAvailable: ${replicas}
+  tasks:
+    - name: worker
+      replicas: ${replicas}
+      template:
+        metadata:
+          annotations: {tephra.io/sim-duration: "1h"}
+        spec:
+          containers:
+            - name: main
+              image: busybox
+              resources: {requests: {cpu: "${cpu}"}, limits: {cpu: "${cpu}"}}
+`;
+}
+
+function apply(name, text) {
+  const file = join(work, `${name}.yaml`);
+  writeFileSync(file, text);
+  execFileSync("kubectl", ["apply", "-f", file], { env: { ...process.env, KUBECONFIG: kubeconfig } });
+}
+
+/// Starts `tephra dev` and resolves with the UI's address from its `UI:` line.
+function startDev() {
+  const dev = spawn(tephra, ["dev", "--kubeconfig", kubeconfig], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let ui = null;
+    const lines = createInterface({ input: dev.stdout });
+    lines.on("line", (line) => {
+      if (line.startsWith("UI: ")) ui = line.slice(4).trim();
+      if (line.startsWith("export KUBECONFIG=")) {
+        if (ui) resolve({ dev, ui });
+        else reject(new Error("tephra dev printed no UI: line before its export line"));
+      }
+    });
+    dev.on("exit", (code) => reject(new Error(`tephra dev exited (${code})`)));
+    setTimeout(() => reject(new Error("tephra dev did not print its export line in 60 s")), 60_000);
+  });
+}
+
+const checks = [];
+function check(what, ok, detail = "") {
+  checks.push({ what, ok });
+  console.log(`${ok ? "ok  " : "FAIL"} ${what}${detail ? ": " + detail : ""}`);
+}
+
+let dev = null;
+let browser = null;
+try {
+  const started = await startDev();
+  dev = started.dev;
+  const ui = started.ui;
+  check("tephra dev prints the UI address", /^http:\/\/127\.0\.0\.1:\d+\/ui\/$/.test(ui), ui);
+  apply("runs", job("runs", 2, "1"));
+  apply("never", job("never", 1, "4096"));
+
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+
+  // Jobs: one runs, the other waits and says why.
+  await page.goto(ui + "#jobs");
+  const runs = page.locator('tr[data-job^="default/runs"]');
+  const never = page.locator('tr[data-job^="default/never"]');
+  await runs.locator("td.Running").waitFor({ timeout: 30_000 });
+  check("the running job shows Running", true);
+  const where = await runs.locator("td").nth(4).innerText();
+  check("the running job shows its member cluster", where.trim().length > 0, where);
+  await never.waitFor({ timeout: 30_000 });
+  await page.waitForFunction(
+    () => (document.querySelector('tr[data-job^="default/never"] td:last-child')?.textContent || "").includes("cpu"),
+    null,
+    { timeout: 30_000 },
+  );
+  const why = await never.locator("td").last().innerText();
+  check("the job that cannot fit says why, naming cpu", why.includes("cpu"), why);
+  const phase = await never.locator("td").nth(2).innerText();
+  check("the job that cannot fit is not Running", phase !== "Running", phase);
+  await page.screenshot({ path: join(shots, "jobs.png"), fullPage: true });
+  await page.emulateMedia({ colorScheme: "dark" });
+  await page.screenshot({ path: join(shots, "jobs-dark.png"), fullPage: true });
+  await page.emulateMedia({ colorScheme: "light" });
+
+  // Updates without a reload: a job applied while the page is open appears.
+  await page.evaluate(() => { window.__sameDocument = true; });
+  apply("late", job("late", 1, "1"));
+  await page.locator('tr[data-job^="default/late"]').waitFor({ timeout: 30_000 });
+  const same = await page.evaluate(() => window.__sameDocument === true);
+  check("a job applied while the page is open appears without a reload", same);
+
+  // Queues, and a link from a queue to its jobs.
+  await page.goto(ui + "#queues");
+  const queue = page.locator('tr[data-queue="default"]');
+  await queue.waitFor({ timeout: 30_000 });
+  const counts = await queue.innerText();
+  check("the default queue is listed with its figures", /cpu/.test(counts), counts.replace(/\s+/g, " "));
+  await page.screenshot({ path: join(shots, "queues.png"), fullPage: true });
+  await queue.locator("a").first().click();
+  await page.waitForFunction(() => location.hash.startsWith("#jobs?queue=default"));
+  await runs.waitFor({ timeout: 10_000 });
+  check("the queue's link leads to its jobs", true, await page.evaluate(() => location.hash));
+
+  // Clusters.
+  await page.goto(ui + "#clusters");
+  const member = page.locator("tr[data-cluster]").first();
+  await member.waitFor({ timeout: 30_000 });
+  const health = await member.locator("td").nth(1).innerText();
+  check("clusters show their health", health === "Ready", health);
+  await page.screenshot({ path: join(shots, "clusters.png"), fullPage: true });
+
+  check("no script error on any page", errors.length === 0, errors.join("; "));
+} catch (e) {
+  check("the run completes", false, String(e && e.stack ? e.stack : e));
+} finally {
+  if (browser) await browser.close();
+  if (dev) dev.kill("SIGTERM");
+  rmSync(work, { recursive: true, force: true });
+}
+const failed = checks.filter((c) => !c.ok);
+console.log(`${checks.length - failed.length} of ${checks.length} checks passed; screenshots in ${shots}`);
+process.exit(failed.length === 0 ? 0 : 1);

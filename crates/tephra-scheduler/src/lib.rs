@@ -23,6 +23,7 @@ pub mod cache;
 pub mod config;
 pub mod decisions;
 pub mod duration;
+pub mod eta;
 pub mod framework;
 pub mod model;
 pub mod placement;

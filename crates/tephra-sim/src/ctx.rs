@@ -38,6 +38,8 @@ pub(crate) struct Ctx {
     pub(crate) grace: i64,
     pub(crate) checker: Checker,
     pub(crate) stats: Stats,
+    /// The expected-start probe, when asked for (`--eta-every`).
+    pub(crate) eta: Option<crate::eta::EtaProbe>,
     /// With `--explain JOB`: that job's key and its history so far.
     pub(crate) explain: Option<(String, Vec<String>)>,
 }

@@ -53,6 +53,8 @@ pub struct RunOptions {
     pub strict_config: bool,
     /// Keep the history of this job (`namespace/name`) for [`Report::explain`].
     pub explain: Option<String>,
+    /// Measure the expected-start forecast (`--eta-every`, `--eta-noise`).
+    pub eta: Option<crate::eta::EtaOptions>,
 }
 
 /// Progress, reported now and then during a run.
@@ -100,6 +102,9 @@ impl Sim {
             checker: Checker::default(),
             stats: Stats::default(),
             explain: opts.explain.clone().map(|k| (k, Vec::new())),
+            eta: opts
+                .eta
+                .map(|o| crate::eta::EtaProbe::new(o, scenario.run.pod_start_delay.0.max(0))),
         };
         let fleet = Fleet::build(&s, &mut ctx)?;
         if !s.scheduler.topology_labels.is_empty() {
@@ -374,6 +379,7 @@ impl Sim {
                 .filter(|(k, _)| !started.contains(*k))
                 .map(|(k, j)| (k.as_str(), j.why.as_deref())),
         );
+        report.eta = self.ctx.eta.as_ref().map(crate::eta::EtaProbe::report);
         if let Some((key, mut lines)) = self.ctx.explain.take() {
             if lines.is_empty() {
                 lines.push(format!("{key}: no such job was submitted"));

@@ -49,6 +49,7 @@ impl Sim {
             .cache
             .take(&d, TaskStatus::Bound)
             .map_err(build_err(&self.ctx.source))?;
+        self.probe_eta();
         let mut checks = Vec::new();
         for b in &d.binds {
             let Some(p) = self.flight.pods.get_mut(&b.task) else {
@@ -276,5 +277,28 @@ impl Sim {
         }
         self.ctx.mark_dirty();
         Ok(())
+    }
+
+    /// Runs the expected-start probe when it is due (`--eta-every`).
+    fn probe_eta(&mut self) {
+        let Some(mut probe) = self.ctx.eta.take() else {
+            return;
+        };
+        let waiting = self
+            .flight
+            .jobs
+            .iter()
+            .filter(|(_, j)| !j.waited)
+            .map(|(k, _)| k);
+        if probe.due(self.ctx.now, waiting) {
+            let pods = &self.flight.pods;
+            let pod = |key: &str| {
+                let p = pods.get(key)?;
+                let started = (p.state == PodState::Running).then_some(p.started_ms);
+                Some((p.duration_ms, started))
+            };
+            probe.forecast(&self.ctx.cache, &self.config, self.ctx.now, &pod);
+        }
+        self.ctx.eta = Some(probe);
     }
 }

@@ -42,6 +42,9 @@ impl InFlight {
             j.started += 1;
             if !j.waited && j.started >= j.min {
                 j.waited = true;
+                if let Some(p) = ctx.eta.as_mut() {
+                    p.started(&job_key, ctx.now);
+                }
                 ctx.stats
                     .waited(&j.queue, (ctx.now - j.submit_ms) as f64 / 1000.0);
                 let nodes: Vec<(String, String)> = j

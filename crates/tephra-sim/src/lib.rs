@@ -8,6 +8,7 @@ pub mod checker;
 mod ctx;
 pub mod engine;
 pub mod error;
+pub mod eta;
 pub mod executor;
 pub mod failover;
 pub mod faults;

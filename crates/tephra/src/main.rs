@@ -65,6 +65,15 @@ enum Command {
         /// waited for, binds, evictions and completion.
         #[arg(long, value_name = "JOB")]
         explain: Option<String>,
+        /// Measure expected start times: at most once per this much simulated time (e.g.
+        /// `10m`), forecast every waiting job with the scheduler core run forward, and report
+        /// the error against when each really started (`report.json`'s `eta`).
+        #[arg(long, value_name = "DURATION")]
+        eta_every: Option<String>,
+        /// With --eta-every: give the forecast each pod's run time off by up to this share,
+        /// either way (0.5: ±50 %), fixed per pod.
+        #[arg(long, default_value_t = 0.0)]
+        eta_noise: f64,
     },
     /// Start a Kubernetes API server per member cluster of a fleet, with simulated kubelets, and
     /// a control plane with tephra's CRDs and queues; write a kubeconfig and serve until Ctrl-C.
@@ -150,14 +159,20 @@ fn main() -> ExitCode {
             quiet,
             strict_config,
             explain,
+            eta_every,
+            eta_noise,
         } => sim::run(
             &scenario,
             &out,
-            seed,
-            until.as_deref(),
-            quiet,
-            strict_config,
-            explain.as_deref(),
+            sim::Flags {
+                seed,
+                until: until.as_deref(),
+                quiet,
+                strict_config,
+                explain: explain.as_deref(),
+                eta_every: eta_every.as_deref(),
+                eta_noise,
+            },
         ),
     };
     match result {

@@ -8,16 +8,42 @@ use anyhow::{Context, bail};
 use tephra_sim::scenario::Dur;
 use tephra_sim::{Progress, Record, Report, RunOptions, Scenario};
 
-pub fn run(
-    path: &Path,
-    out: &Path,
-    seed: Option<u64>,
-    until: Option<&str>,
-    quiet: bool,
-    strict_config: bool,
-    explain: Option<&str>,
-) -> anyhow::Result<()> {
+/// `tephra sim`'s flags.
+pub struct Flags<'a> {
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--until`.
+    pub until: Option<&'a str>,
+    /// `--quiet`.
+    pub quiet: bool,
+    /// `--strict-config`.
+    pub strict_config: bool,
+    /// `--explain`.
+    pub explain: Option<&'a str>,
+    /// `--eta-every`.
+    pub eta_every: Option<&'a str>,
+    /// `--eta-noise`.
+    pub eta_noise: f64,
+}
+
+pub fn run(path: &Path, out: &Path, flags: Flags<'_>) -> anyhow::Result<()> {
+    let (until, quiet, eta_noise) = (flags.until, flags.quiet, flags.eta_noise);
     let scenario = Scenario::load(path)?;
+    let eta = match flags.eta_every {
+        Some(e) => {
+            let every_ms = Dur::parse(e)
+                .map_err(|err| anyhow::anyhow!("--eta-every: {err}"))?
+                .0;
+            if !(0.0..1.0).contains(&eta_noise) {
+                bail!("--eta-noise: must be at least 0 and below 1, got {eta_noise}");
+            }
+            Some(tephra_sim::eta::EtaOptions {
+                every_ms: every_ms.max(1),
+                noise: eta_noise,
+            })
+        }
+        None => None,
+    };
     let until_ms = match until {
         Some(u) => Some(
             Dur::parse(u)
@@ -58,10 +84,11 @@ pub fn run(
     let report = tephra_sim::run(
         &scenario,
         RunOptions {
-            seed,
+            seed: flags.seed,
             until_ms,
-            strict_config,
-            explain: explain.map(str::to_string),
+            strict_config: flags.strict_config,
+            explain: flags.explain.map(str::to_string),
+            eta,
         },
         &mut sink,
         &mut progress,
@@ -198,6 +225,19 @@ fn summary(r: &Report, out: &Path) -> String {
             t.within_one_lowest_tier,
             t.gangs_started,
             t.share * 100.0
+        );
+    }
+    if let Some(e) = &r.eta {
+        s += &format!(
+            "eta        {} waiting jobs predicted then started: error median {:.0}s, p90 {:.0}s \
+             (durations ±{:.0}%); {} predicted not within 24h; {} forecasts, {:.1}s\n",
+            e.compared,
+            e.median_error_s,
+            e.p90_error_s,
+            e.noise * 100.0,
+            e.not_within,
+            e.forecasts,
+            e.forecast_wall_s
         );
     }
     // The shares are of the fleet's GPUs (DRF and proportion judge every resource; GPUs are

@@ -67,6 +67,9 @@ pub struct Report {
     /// Where gangs started, in a fleet with HyperNodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyReport>,
+    /// How well expected start times were predicted (`--eta-every`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta: Option<crate::eta::EtaReport>,
 }
 
 /// Where gangs of two or more pods started, in clusters with HyperNodes.

@@ -399,6 +399,7 @@ impl Stats {
                 within_one_lowest_tier: self.topology_gangs.1,
                 share: self.topology_gangs.1 as f64 / self.topology_gangs.0 as f64,
             }),
+            eta: None,
         }
     }
 }

@@ -1,0 +1,246 @@
+//! Expected start times: the scheduler core run forward on a copy of the cache, as Slurm's
+//! `squeue --start` answers "when will my job start". Pods that run end after the time the
+//! caller expects them to take; at each moment a pod ends, one session runs on what is left
+//! and places what it can, and the pods it starts end after their own expected time in turn.
+//! A waiting job's expected start is the moment of the session after which it holds its gang
+//! (minMember pods placed). It stops when every job that waited has started, when nothing more
+//! ends within the horizon, or when the budget of sessions is spent.
+//!
+//! No IO and no clock: the caller gives the time, the configuration and how long each pod
+//! still runs; the cache it is given is not changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::cache::{Cache, Event};
+use crate::model::{GroupPhase, PodSpec, TaskStatus};
+use crate::{SchedulerConfig, schedule};
+
+/// How far a forecast may look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Seconds after `now` past which a start is "not within the horizon".
+    pub horizon: i64,
+    /// Sessions the forecast may run.
+    pub sessions: u32,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            horizon: 24 * 3600,
+            sessions: 2_000,
+        }
+    }
+}
+
+/// What a forecast found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Forecast {
+    /// Each job that waited and starts within the horizon (`namespace/podgroup`): when, in
+    /// seconds of the caller's clock.
+    pub starts: BTreeMap<String, i64>,
+    /// The jobs that waited and do not start within the horizon (or the budget).
+    pub not_within: BTreeSet<String>,
+    /// Sessions run.
+    pub sessions: u32,
+    /// Whether the budget of sessions ran out before the horizon.
+    pub cut_short: bool,
+}
+
+/// Whether a job (by its tasks and PodGroup) holds its gang: minMember pods placed.
+fn started(cache: &Cache, job: &str) -> bool {
+    let world = cache.world();
+    let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+        return false;
+    };
+    let placed = j
+        .tasks
+        .iter()
+        .filter_map(|t| world.tasks.get(*t))
+        .filter(|t| t.spec.status.is_ready())
+        .count();
+    placed as u32 >= j.min_member().max(1)
+}
+
+/// Forecasts when each job of `cache` that waits for its gang starts. `runs_for(pod)` is how
+/// many seconds a pod still runs from the moment it runs (from `now` for one that runs already,
+/// from its start for one the forecast starts).
+pub fn forecast(
+    cache: &Cache,
+    config: &Arc<SchedulerConfig>,
+    now: i64,
+    runs_for: &dyn Fn(&PodSpec) -> i64,
+    budget: Budget,
+) -> Forecast {
+    let mut c = cache.clone();
+    let mut out = Forecast::default();
+    let mut waiting: BTreeSet<String> = BTreeSet::new();
+    // When each running pod ends: time → pods (`namespace/name`).
+    let mut ends: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
+    {
+        let world = c.world();
+        for (_, job) in world.jobs.iter() {
+            let Some(g) = job.group.as_ref() else {
+                continue;
+            };
+            if g.phase != GroupPhase::Completed && !started(&c, &job.key) {
+                waiting.insert(job.key.clone());
+            }
+        }
+        for (_, t) in world.tasks.iter() {
+            if t.spec.status.holds_node() || t.spec.status == TaskStatus::Succeeded {
+                let end = if t.spec.status == TaskStatus::Succeeded {
+                    now
+                } else {
+                    now + runs_for(&t.spec).max(0)
+                };
+                ends.entry(end)
+                    .or_default()
+                    .push((t.spec.namespace.clone(), t.spec.name.clone()));
+            }
+        }
+    }
+    let mut t = now;
+    let mut session = 0u64;
+    while !waiting.is_empty() {
+        if out.sessions >= budget.sessions {
+            out.cut_short = true;
+            break;
+        }
+        session += 1;
+        out.sessions += 1;
+        let d = schedule(c.snapshot(), Arc::clone(config), t, session);
+        let pending: BTreeMap<String, PodSpec> = d
+            .binds
+            .iter()
+            .filter_map(|b| c.task(&b.task).map(|p| (b.task.clone(), p.clone())))
+            .collect();
+        if c.take(&d, TaskStatus::Running).is_err() {
+            break;
+        }
+        for (_, pod) in pending {
+            ends.entry(t + runs_for(&pod).max(0))
+                .or_default()
+                .push((pod.namespace.clone(), pod.name.clone()));
+        }
+        let now_started: Vec<String> = waiting.iter().filter(|j| started(&c, j)).cloned().collect();
+        for j in now_started {
+            waiting.remove(&j);
+            out.starts.insert(j, t);
+        }
+        // On to the next moment a pod ends: what it frees is what the next session places.
+        let Some((&next, _)) = ends.iter().find(|(k, _)| **k > t) else {
+            break;
+        };
+        if next > now + budget.horizon {
+            break;
+        }
+        t = next;
+        let due: Vec<i64> = ends.range(..=t).map(|(k, _)| *k).collect();
+        let mut emptied: BTreeSet<(String, String)> = BTreeSet::new();
+        for k in due {
+            for (namespace, name) in ends.remove(&k).unwrap_or_default() {
+                if let Some(group) = c
+                    .task(&format!("{namespace}/{name}"))
+                    .and_then(|p| p.group.clone())
+                {
+                    emptied.insert((namespace.clone(), group));
+                }
+                let _ = c.apply(Event::PodDelete { namespace, name });
+            }
+        }
+        // A job whose pods all ended is done: its PodGroup goes too.
+        for (namespace, name) in emptied {
+            let key = format!("{namespace}/{name}");
+            let world = c.world();
+            let empty = world
+                .job_id(&key)
+                .and_then(|id| world.jobs.get(id))
+                .is_none_or(|j| j.tasks.is_empty());
+            if empty {
+                let _ = c.apply(Event::PodGroupDelete { namespace, name });
+            }
+        }
+    }
+    out.not_within = waiting;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Cluster;
+    use crate::testing::{GangJob, Role, add_cluster, add_job, add_nodes};
+
+    fn config() -> Arc<SchedulerConfig> {
+        Arc::new(SchedulerConfig::default_config())
+    }
+
+    /// A job of one pod asking `cpu`, created at `created`.
+    fn whole(name: &str, cpu: &str, created: i64) -> GangJob {
+        let mut j = GangJob::new(name, vec![Role::new("w", 1, &[("cpu", cpu)])]);
+        j.created = created;
+        j
+    }
+
+    /// One node of 8 CPUs, all of it held by the running job `running`.
+    fn one_full_node() -> Cache {
+        let mut cache = Cache::new();
+        add_cluster(&mut cache, Cluster::named("east")).expect("cluster");
+        add_nodes(
+            &mut cache,
+            "east",
+            "n",
+            1,
+            &[("cpu", "8"), ("memory", "32Gi")],
+            &[],
+        )
+        .expect("node");
+        add_job(&mut cache, &whole("running", "8", 0)).expect("job");
+        let d = schedule(cache.snapshot(), config(), 0, 1);
+        cache.take(&d, TaskStatus::Running).expect("taken");
+        assert!(started(&cache, "default/running"));
+        cache
+    }
+
+    /// `running` holds the node for 100 s more; `b` (created first) and `c` each need the
+    /// whole node for 50 s; `d` needs 16 CPUs.
+    #[test]
+    fn on_one_node_waiting_jobs_start_when_the_ones_before_them_end() {
+        let mut cache = one_full_node();
+        for (name, created) in [("b", 1), ("c", 2)] {
+            add_job(&mut cache, &whole(name, "8", created)).expect("job");
+        }
+        add_job(&mut cache, &whole("d", "16", 3)).expect("job");
+        let runs_for = |p: &PodSpec| {
+            if p.name.starts_with("running") {
+                100
+            } else {
+                50
+            }
+        };
+        let f = forecast(&cache, &config(), 1_000, &runs_for, Budget::default());
+        assert_eq!(f.starts.get("default/b"), Some(&1_100));
+        assert_eq!(f.starts.get("default/c"), Some(&1_150));
+        assert!(f.not_within.contains("default/d"), "{f:?}");
+        assert!(!f.starts.contains_key("default/running"));
+        // The cache it was given is as it was.
+        assert!(!started(&cache, "default/b"));
+    }
+
+    #[test]
+    fn a_start_past_the_horizon_is_not_within_it() {
+        let mut cache = one_full_node();
+        add_job(&mut cache, &whole("next", "8", 1)).expect("job");
+        let budget = Budget {
+            horizon: 3_600,
+            ..Budget::default()
+        };
+        let f = forecast(&cache, &config(), 0, &|_| 7_200, budget);
+        assert!(
+            f.starts.is_empty() && f.not_within.contains("default/next"),
+            "{f:?}"
+        );
+    }
+}

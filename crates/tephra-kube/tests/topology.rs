@@ -392,3 +392,72 @@ async fn a_soft_topology_job_runs_across_racks_when_no_rack_holds_it() {
     assert_eq!(nodes, BTreeSet::from(["n0".to_string(), "n2".to_string()]));
     stop_everything(sched, ctl).await;
 }
+
+/// The `network-topology-aware` plugin from the scheduler's config file: a hard gang goes to
+/// the fullest rack that holds it (s0, four nodes, one taken by another scheduler's pod) rather
+/// than the tightest fit (s1, two empty nodes), which it takes without the plugin.
+#[tokio::test]
+async fn with_the_network_topology_aware_plugin_a_hard_gang_goes_to_the_fullest_rack() {
+    logs();
+    for (plugin, want) in [(true, "s0"), (false, "s1")] {
+        let dev = cluster((0..6).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+        let c = client(&dev).await;
+        let hns: Api<HyperNode> = Api::all(c.clone());
+        for (name, pattern) in [("s0", "^n[0-3]$"), ("s1", "^n[45]$")] {
+            hns.create(
+                &PostParams::default(),
+                &hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+                    "kind": "HyperNode", "metadata": {"name": name},
+                    "spec": {"tier": 1, "members": [
+                        {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}})),
+            )
+            .await
+            .unwrap();
+        }
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+        let busy = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "busy", "namespace": "default"},
+            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "8"}, "limits": {"cpu": "8"}}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &busy).await.unwrap();
+        let dir = std::env::temp_dir().join(format!("tephra-nta-{}-{plugin}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("scheduler.conf");
+        let extra = if plugin {
+            "  - name: network-topology-aware\n    arguments: {weight: 10}\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &config,
+            format!(
+                "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n{extra}"
+            ),
+        )
+        .unwrap();
+        let options = tephra_kube::run::Options {
+            config_path: Some(config),
+            ..scheduler_options()
+        };
+        let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+        let ctl = tephra_kube::jobs::start(
+            c.clone(),
+            Default::default(),
+            tephra_kube::leader::Leadership::always(),
+        );
+        let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+        let nodes = run_job(&c, &jobs, "one", 1).await;
+        let rack = if nodes
+            .iter()
+            .all(|n| ["n1", "n2", "n3"].contains(&n.as_str()))
+        {
+            "s0"
+        } else {
+            "s1"
+        };
+        assert_eq!(rack, want, "plugin {plugin}: {nodes:?}");
+        stop_everything(sched, ctl).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

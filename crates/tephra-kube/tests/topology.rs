@@ -43,6 +43,21 @@ async fn run_job(c: &kube::Client, jobs: &Api<Job>, name: &str, replicas: u32) -
     bound.into_values().flatten().collect()
 }
 
+/// Tier-1 HyperNodes, each `(name, pattern)` holding the nodes whose names match.
+async fn racks_by_pattern(hns: &Api<HyperNode>, racks: &[(&str, &str)]) {
+    for (name, pattern) in racks {
+        hns.create(
+            &PostParams::default(),
+            &hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode", "metadata": {"name": name},
+                "spec": {"tier": 1, "members": [
+                    {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}})),
+        )
+        .await
+        .expect("HyperNode created");
+    }
+}
+
 /// Racks s0 (n0 and n1, by name) and s1 (n2 and n3, by pattern) under the spine s2, as
 /// Volcano's guide writes them.
 async fn racks_under_a_spine(hns: &Api<HyperNode>) {
@@ -190,18 +205,11 @@ async fn each_partition_of_a_partitioned_job_runs_within_one_rack() {
     logs();
     let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
     let c = client(&dev).await;
-    let hns: Api<HyperNode> = Api::all(c.clone());
-    for (name, members) in [("s0", "^n[02]$"), ("s1", "^n[13]$")] {
-        hns.create(
-            &PostParams::default(),
-            &hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
-                "kind": "HyperNode", "metadata": {"name": name},
-                "spec": {"tier": 1, "members": [
-                    {"type": "Node", "selector": {"regexMatch": {"pattern": members}}}]}})),
-        )
-        .await
-        .expect("HyperNode created");
-    }
+    racks_by_pattern(
+        &Api::all(c.clone()),
+        &[("s0", "^n[02]$"), ("s1", "^n[13]$")],
+    )
+    .await;
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     // Four 6-CPU pods: one per node; two partitions of two.
@@ -402,18 +410,11 @@ async fn with_the_network_topology_aware_plugin_a_hard_gang_goes_to_the_fullest_
     for (plugin, want) in [(true, "s0"), (false, "s1")] {
         let dev = cluster((0..6).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
         let c = client(&dev).await;
-        let hns: Api<HyperNode> = Api::all(c.clone());
-        for (name, pattern) in [("s0", "^n[0-3]$"), ("s1", "^n[45]$")] {
-            hns.create(
-                &PostParams::default(),
-                &hypernode(json!({"apiVersion": "topology.volcano.sh/v1alpha1",
-                    "kind": "HyperNode", "metadata": {"name": name},
-                    "spec": {"tier": 1, "members": [
-                        {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}})),
-            )
-            .await
-            .unwrap();
-        }
+        racks_by_pattern(
+            &Api::all(c.clone()),
+            &[("s0", "^n[0-3]$"), ("s1", "^n[45]$")],
+        )
+        .await;
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
         let busy = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "busy", "namespace": "default"},

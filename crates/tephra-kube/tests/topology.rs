@@ -462,3 +462,112 @@ async fn with_the_network_topology_aware_plugin_a_hard_gang_goes_to_the_fullest_
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Preempt keeps a preemptor held to a rack within one rack: four low-priority pods fill both
+/// racks (s0: n0, n1; s1: n2, n3), the lowest two on n0 and n2, and a high-priority gang of two
+/// whole nodes held to tier 1 evicts the two pods of one rack and runs there (taking the two
+/// lowest would split it); the other rack's pods are untouched.
+#[tokio::test]
+async fn preempt_frees_one_rack_for_a_gang_held_to_a_rack() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    logs();
+    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
+    let c = client(&dev).await;
+    racks_by_pattern(
+        &Api::all(c.clone()),
+        &[("s0", "^n[01]$"), ("s1", "^n[23]$")],
+    )
+    .await;
+    let classes: Api<PriorityClass> = Api::all(c.clone());
+    for (name, value) in [
+        ("low1", 1),
+        ("low2", 2),
+        ("low3", 3),
+        ("low4", 4),
+        ("high", 1000),
+    ] {
+        let pc = serde_json::from_value(json!({"apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass", "metadata": {"name": name}, "value": value}))
+        .unwrap();
+        classes.create(&PostParams::default(), &pc).await.unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("tephra-preempt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("scheduler.conf");
+    std::fs::write(
+        &config,
+        "actions: \"enqueue, allocate, preempt, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n",
+    )
+    .unwrap();
+    let options = tephra_kube::run::Options {
+        config_path: Some(config),
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+    let ctl = tephra_kube::jobs::start(
+        c.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    );
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let with_class = |mut j: Job, class: &str| {
+        j.spec.priority_class_name = Some(class.into());
+        if let Some(spec) = j.spec.tasks[0].template.spec.as_mut() {
+            spec.priority_class_name = Some(class.into());
+        }
+        j
+    };
+    for (i, (node, class)) in [
+        ("n0", "low1"),
+        ("n2", "low2"),
+        ("n1", "low3"),
+        ("n3", "low4"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut low = with_class(cpu_job(&format!("low{i}"), 1, "8"), class);
+        if let Some(spec) = low.spec.tasks[0].template.spec.as_mut() {
+            spec.node_selector =
+                Some([("kubernetes.io/hostname".to_string(), node.to_string())].into());
+        }
+        jobs.create(&PostParams::default(), &low).await.unwrap();
+    }
+    let before = all_bound(&c, "default", "low", 4, 30).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    let mut high = with_class(cpu_job("high", 2, "8"), "high");
+    high.spec.network_topology =
+        Some(serde_json::from_value(json!({"mode": "hard", "highestTierAllowed": 1})).unwrap());
+    let low_before: Vec<Pod> = pods.list(&Default::default()).await.unwrap().items;
+    jobs.create(&PostParams::default(), &high).await.unwrap();
+    let nodes: BTreeSet<String> = all_bound(&c, "default", "high-t0-", 2, 40)
+        .await
+        .into_values()
+        .flatten()
+        .collect();
+    let s0 = nodes.iter().all(|n| n == "n0" || n == "n1");
+    let s1 = nodes.iter().all(|n| n == "n2" || n == "n3");
+    assert!(
+        s0 || s1,
+        "the gang within one rack: {nodes:?} (low pods were on {before:?})"
+    );
+    // The other rack's low pods are the same pods, still there.
+    let other: [&str; 2] = if s0 { ["n2", "n3"] } else { ["n0", "n1"] };
+    let now: Vec<Pod> = pods.list(&Default::default()).await.unwrap().items;
+    for p in low_before.iter().filter(|p| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| other.contains(&n))
+    }) {
+        assert!(
+            now.iter().any(|q| uid(q) == uid(p)),
+            "{} on the other rack was evicted",
+            p.metadata.name.clone().unwrap_or_default()
+        );
+    }
+    stop_everything(sched, ctl).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

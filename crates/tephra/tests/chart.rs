@@ -64,10 +64,26 @@ const ONE_CLUSTER_UNUSED: &[Grant] = &[
         "resourcebindings/status",
         "patch",
     ),
+    // executor.rs HyperNodeStatus: a cluster with HyperNodes (the workload has none; the
+    // random lifecycle test runs one per member under these roles).
+    (
+        "scheduler",
+        "topology.volcano.sh",
+        "hypernodes/status",
+        "patch",
+    ),
 ];
 
 /// Grants the fleet workload does not exercise, besides [`ALWAYS_UNUSED`].
 const FLEET_UNUSED: &[Grant] = &[
+    // executor.rs HyperNodeStatus: a member with HyperNodes (the workload has none; the
+    // random lifecycle test runs one per member under these roles).
+    (
+        "member",
+        "topology.volcano.sh",
+        "hypernodes/status",
+        "patch",
+    ),
     // cluster_status.rs: the taint controller taints a member that is not ready.
     (
         "controller-manager",

@@ -1,7 +1,8 @@
 //! The web UI's JSON (`/ui/api/v1/fleet`) and page (`/ui/`) on the scheduler's listen address,
 //! against the devcluster: a Volcano Job that runs and one that can never fit show with their
 //! phase, where they run and why they wait; queues and clusters show what they hold; the view
-//! follows the fleet as it changes.
+//! follows the fleet as it changes; a small fleet's JSON is its golden answer
+//! (`tests/golden/ui-fleet.json`; `TEPHRA_WRITE_GOLDEN=1` rewrites it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -95,5 +96,60 @@ async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_
     // It follows the fleet: the running job, deleted, leaves the view.
     jobs.delete("small", &Default::default()).await.unwrap();
     fleet_when(addr, "small gone", |v| job_named(v, "small").is_none()).await;
+    stop_everything(sched, ctl).await;
+}
+
+/// The fleet view with what varies from run to run taken out: the cache's generation, when
+/// each job entered its phase, the PodGroup names' UID suffix, and which nodes (whether it has
+/// any stays).
+fn normalized(mut v: Value) -> Value {
+    v["generation"] = json!(0);
+    for j in v["jobs"].as_array_mut().into_iter().flatten() {
+        j["phase_since"] = json!(0);
+        let name = j["name"].as_str().unwrap_or_default().to_string();
+        // A Volcano Job's PodGroup is `<job>-<uid>`, the UID 36 characters long.
+        if name.len() > 37 {
+            j["name"] = json!(name[..name.len() - 37]);
+        }
+        let placed = j["nodes"].as_array().is_some_and(|n| !n.is_empty());
+        j["nodes"] = json!(placed);
+    }
+    v
+}
+
+/// The JSON of a small fleet (one cluster of two 8-CPU nodes, the default queue, one Volcano
+/// Job of two 1-CPU pods running) is the golden answer in `tests/golden/ui-fleet.json`.
+#[tokio::test]
+async fn the_fleet_json_of_a_small_fleet_is_its_golden_answer() {
+    logs();
+    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
+    let c = client(&dev).await;
+    let (sched, ctl) = start_everything(&c).await;
+    let addr = sched.metrics_addr.unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    jobs.create(&PostParams::default(), &cpu_job("small", 2, "1"))
+        .await
+        .unwrap();
+    let v = fleet_when(addr, "small Running, its queue counting it", |v| {
+        job_named(v, "small").is_some_and(|j| j["running"] == 2)
+            && v["queues"].as_array().is_some_and(|q| {
+                q.iter()
+                    .any(|q| q["name"] == "default" && q["running"] == 1)
+            })
+    })
+    .await;
+    let got = normalized(v);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/ui-fleet.json");
+    if std::env::var_os("TEPHRA_WRITE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+    }
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        got,
+        want,
+        "the fleet JSON differs from {}:\n{}",
+        path.display(),
+        serde_json::to_string_pretty(&got).unwrap()
+    );
     stop_everything(sched, ctl).await;
 }

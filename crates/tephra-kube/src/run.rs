@@ -231,10 +231,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     metrics.reload_ok.set(1);
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    let ui = crate::ui::Ui {
-        open: options.ui_open,
-        ..crate::ui::Ui::default()
-    };
+    let ui = crate::ui::Ui::new(options.ui_open);
     let health = Health {
         ready: Arc::clone(&ready),
         metrics: Arc::clone(&metrics),
@@ -361,8 +358,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         clients,
         tx,
         members: members::Running::default(),
-        ui,
-        shown: None,
+        ui: crate::ui::Publisher::new(ui),
     };
     let main = tokio::spawn(lp.run(updates, done, stop_rx));
     Ok(Running {
@@ -394,9 +390,8 @@ struct Loop {
     clients: Clients,
     tx: mpsc::Sender<watch::Update>,
     members: members::Running,
-    /// The web UI, and when (and at which cache generation) its view was last published.
-    ui: crate::ui::Ui,
-    shown: Option<(Instant, u64, bool)>,
+    /// What the web UI shows.
+    ui: crate::ui::Publisher,
 }
 
 fn unix_now() -> i64 {
@@ -612,24 +607,10 @@ impl Loop {
         }
     }
 
-    /// Publishes the fleet view for the UI when the cache or the role changed, at most every
-    /// two seconds (the page refreshes as often).
-    fn show(&mut self, leading: bool) {
-        let generation = self.state.cache().world().generation;
-        let due = self.shown.is_none_or(|(at, g, l)| {
-            (g != generation || l != leading) && at.elapsed() >= Duration::from_secs(2)
-        });
-        if due {
-            let role = if leading { "leader" } else { "standby" };
-            self.ui.publish(&self.state.view(role));
-            self.shown = Some((Instant::now(), generation, leading));
-        }
-    }
-
     fn tick(&mut self) {
         self.reload();
         let leading = self.leadership.is_leader();
-        self.show(leading);
+        self.ui.show(&self.state, leading);
         if leading != self.was_leader {
             self.was_leader = leading;
             if leading {

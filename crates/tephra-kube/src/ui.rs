@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -24,6 +25,14 @@ pub struct Ui {
 }
 
 impl Ui {
+    /// A UI with nothing published yet, answering beyond loopback when `open`.
+    pub fn new(open: bool) -> Self {
+        Self {
+            open,
+            ..Self::default()
+        }
+    }
+
     /// Keeps `view` as what `/ui/api/v1/fleet` answers.
     pub fn publish(&self, view: &tephra_index::view::FleetView) {
         match serde_json::to_vec(view) {
@@ -32,6 +41,34 @@ impl Ui {
                 *slot = Bytes::from(json);
             }
             Err(e) => tracing::warn!(error = %e, "fleet view not serialized"),
+        }
+    }
+}
+
+/// Publishes the scheduler's fleet view to a [`Ui`] when the cache or the role changed, at most
+/// every two seconds (the page refreshes as often).
+pub struct Publisher {
+    ui: Ui,
+    /// When, at which cache generation and in which role the view was last published.
+    shown: Option<(Instant, u64, bool)>,
+}
+
+impl Publisher {
+    /// A publisher to `ui`, which has shown nothing yet.
+    pub fn new(ui: Ui) -> Self {
+        Self { ui, shown: None }
+    }
+
+    /// Publishes `state`'s view if it is due.
+    pub fn show(&mut self, state: &tephra_index::state::State, leading: bool) {
+        let generation = state.cache().world().generation;
+        let due = self.shown.is_none_or(|(at, g, l)| {
+            (g != generation || l != leading) && at.elapsed() >= Duration::from_secs(2)
+        });
+        if due {
+            let role = if leading { "leader" } else { "standby" };
+            self.ui.publish(&state.view(role));
+            self.shown = Some((Instant::now(), generation, leading));
         }
     }
 }

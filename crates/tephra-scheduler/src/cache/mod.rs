@@ -83,7 +83,7 @@ impl Cache {
     /// of them may be split (when its policy allows) over clusters of one of its domains only.
     pub fn set_fleet_tiers(&mut self, tiers: Vec<crate::model::topology::FleetKey>) {
         let w = Arc::make_mut(&mut self.world);
-        w.fleet_tiers = tiers;
+        w.hypernodes.fleet_tiers = tiers;
         w.fleet_changed();
     }
 

@@ -204,6 +204,8 @@ pub struct Topologies {
     pub specs: BTreeMap<String, BTreeMap<String, Arc<HyperNodeSpec>>>,
     /// Node label keys that make HyperNodes, lowest tier first (label discovery).
     pub labels: Vec<String>,
+    /// The fleet's tiers above its clusters, lowest first (`Cache::set_fleet_tiers`).
+    pub fleet_tiers: Vec<crate::model::topology::FleetKey>,
     resolved: BTreeMap<String, OnceLock<Arc<Topology>>>,
 }
 

@@ -73,8 +73,6 @@ pub struct World {
     /// The placement policy of the implicit job of a pod without a PodGroup (default: any
     /// cluster).
     pub implicit_policy: Arc<JobPolicy>,
-    /// The fleet's tiers above its clusters, lowest first (`Cache::set_fleet_tiers`).
-    pub fleet_tiers: Vec<crate::model::topology::FleetKey>,
     /// PodGroups by queue and phase.
     pub queue_phases: BTreeMap<String, PhaseCounts>,
     /// Jobs a session found can never be placed, set aside until they or the fleet change
@@ -106,7 +104,6 @@ impl Default for World {
             task_index: HashMap::new(),
             orphans: HashMap::new(),
             implicit_policy: Arc::new(JobPolicy::default()),
-            fleet_tiers: Vec::new(),
             queues,
             queue_used: BTreeMap::new(),
             priority_classes: BTreeMap::new(),

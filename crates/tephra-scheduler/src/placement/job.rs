@@ -366,7 +366,7 @@ pub fn cluster_name(ssn: &Session, cluster: Id) -> String {
 /// `candidates` grouped by their domain of fleet tier `tier`, each group in candidate order,
 /// groups in the order of their best candidate; clusters in no domain of the tier are left out.
 fn fleet_domains(ssn: &Session, candidates: &[Id], tier: usize) -> Vec<Vec<Id>> {
-    let Some(key) = ssn.snap.fleet_tiers.get(tier) else {
+    let Some(key) = ssn.snap.hypernodes.fleet_tiers.get(tier) else {
         return Vec::new();
     };
     let mut groups: Vec<(String, Vec<Id>)> = Vec::new();
@@ -442,7 +442,7 @@ pub fn eligible_clusters(ssn: &Session, job: Id, room: Room) -> (Vec<Id>, Vec<Re
         FleetSpan::Whole
     };
     let home_domain = |tier: usize, c: &crate::model::Cluster| {
-        let key = ssn.snap.fleet_tiers.get(tier)?;
+        let key = ssn.snap.hypernodes.fleet_tiers.get(tier)?;
         let mine = key.of(c)?;
         homes
             .iter()

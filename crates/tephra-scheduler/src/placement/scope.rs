@@ -97,7 +97,7 @@ pub fn fleet_span(ssn: &Session, job: Id) -> FleetSpan {
     let Some(t) = g.topology.as_ref().filter(|t| t.is_hard()) else {
         return FleetSpan::Anywhere;
     };
-    let tiers = &ssn.snap.fleet_tiers;
+    let tiers = &ssn.snap.hypernodes.fleet_tiers;
     let by_name = t
         .highest_tier_name
         .as_ref()
@@ -160,7 +160,14 @@ pub fn scope_of(ssn: &Session, t: Option<&NetworkTopology>, cluster: Id) -> Scop
         TopologyMode::Hard => {
             let up_to = match (&t.highest_tier_name, t.highest_tier) {
                 // A fleet tier is above every cluster: anywhere in this one.
-                (Some(n), _) if ssn.snap.fleet_tiers.iter().any(|k| k.name() == n) => {
+                (Some(n), _)
+                    if ssn
+                        .snap
+                        .hypernodes
+                        .fleet_tiers
+                        .iter()
+                        .any(|k| k.name() == n) =>
+                {
                     return Scope::Anywhere;
                 }
                 (Some(n), _) => match topology.tier_named(n) {

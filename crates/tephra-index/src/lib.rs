@@ -13,10 +13,12 @@
 //!   what changed.
 //! - [`tick`]: one tick's writes, in one call.
 //! - [`endpoint`]: where a member is reached.
+//! - [`eta`]: waiting jobs' expected start, recomputed off the session's path.
 //! - [`view`]: what the web UI shows of the fleet.
 
 pub mod convert;
 pub mod endpoint;
+pub mod eta;
 pub mod observed;
 pub mod state;
 pub mod tick;

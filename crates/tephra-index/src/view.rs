@@ -29,6 +29,20 @@ pub struct FleetView {
     pub jobs: Vec<JobView>,
     /// Member clusters, by name.
     pub clusters: Vec<ClusterView>,
+    /// The expected-start forecast the jobs' `expected_start` come from, once one ran.
+    pub forecast: Option<ForecastView>,
+}
+
+/// The forecast behind the expected starts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ForecastView {
+    /// When the state it ran on was taken (seconds since the epoch).
+    pub computed_at: i64,
+    /// Sessions it ran.
+    pub sessions: u32,
+    /// Whether its budget ran out before its horizon (jobs without a prediction were not
+    /// reached).
+    pub cut_short: bool,
 }
 
 /// One queue.
@@ -89,6 +103,11 @@ pub struct JobView {
     pub phase_since: i64,
     /// `networkTopology`, in words (`hard, tier 1`), if set.
     pub topology: Option<String>,
+    /// When it is expected to start (seconds since the epoch), if it waits and the forecast
+    /// reached it.
+    pub expected_start: Option<i64>,
+    /// Or: not before this time (it does not start within the forecast's horizon).
+    pub expected_after: Option<i64>,
 }
 
 /// One member cluster.
@@ -202,6 +221,8 @@ pub fn build(
                     (None, None) => mode.to_string(),
                 }
             }),
+            expected_start: None,
+            expected_after: None,
         });
     }
     jobs.sort_by(|a, b| (&a.queue, &a.namespace, &a.name).cmp(&(&b.queue, &b.namespace, &b.name)));
@@ -297,5 +318,6 @@ pub fn build(
         queues,
         jobs,
         clusters,
+        forecast: None,
     }
 }

@@ -38,7 +38,9 @@ impl Clients {
             | Write::DeclaredStatus { .. }
             | Write::EvictionTasks { .. }
             | Write::BindingStatus { .. } => Some(self.control.clone()),
-            Write::GroupStatus { cluster, .. } | Write::Event { cluster, .. } => {
+            Write::GroupStatus { cluster, .. }
+            | Write::GroupAnnotation { cluster, .. }
+            | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }
             Write::QueueStatus { .. } => Some(self.control.clone()),

@@ -384,6 +384,7 @@ impl Inner {
             | Write::Nominate { cluster, .. }
             | Write::PreBind { cluster, .. }
             | Write::GroupStatus { cluster, .. }
+            | Write::GroupAnnotation { cluster, .. }
             | Write::HyperNodeStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
             Write::QueueStatus { .. }
@@ -582,6 +583,24 @@ impl Inner {
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await?;
                 Ok(())
+            }
+            Write::GroupAnnotation {
+                namespace,
+                name,
+                key,
+                value,
+                ..
+            } => {
+                let api: Api<PodGroup> = Api::namespaced(client, namespace);
+                let patch = json!({"metadata": {"annotations": {key.as_str(): value}}});
+                match api
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
             }
             Write::QueueStatus { name, status } => {
                 let api: Api<Queue> = Api::all(client);

@@ -16,7 +16,8 @@
 //! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
 //! the members and writes their Cluster's Ready condition, summaries and taints;
 //! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
-//! when its NoExecute taint is not tolerated or the job stays unhealthy there.
+//! when its NoExecute taint is not tolerated or the job stays unhealthy there. [`ui`] serves
+//! the web UI, and [`eta`] keeps waiting jobs' expected starts recomputed off the loop.
 
 pub use tephra_index::{convert, state, tick, writes};
 
@@ -26,6 +27,7 @@ pub mod clients;
 pub mod cluster_status;
 pub mod commands;
 pub mod deps;
+pub mod eta;
 pub mod events;
 pub mod executor;
 pub mod failover;

@@ -93,8 +93,8 @@ pub struct Options {
     pub topology_labels: Vec<String>,
     /// The fleet's tiers above its clusters, lowest first (`--fleet-tiers`).
     pub fleet_tiers: Vec<String>,
-    /// Whether the web UI answers requests from beyond the loopback interface (`--ui-open`).
-    pub ui_open: bool,
+    /// The web UI and its expected starts (`--ui-open`, `--eta-every`, ...).
+    pub ui: crate::ui::UiOptions,
 }
 
 impl Default for Options {
@@ -120,7 +120,7 @@ impl Default for Options {
             volume_bind_timeout: Duration::from_secs(600),
             topology_labels: Vec::new(),
             fleet_tiers: Vec::new(),
-            ui_open: false,
+            ui: crate::ui::UiOptions::default(),
         }
     }
 }
@@ -231,11 +231,11 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     metrics.reload_ok.set(1);
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    let ui = crate::ui::Ui::new(options.ui_open);
+    let ui = crate::ui::Publisher::new(&options.ui);
     let health = Health {
         ready: Arc::clone(&ready),
         metrics: Arc::clone(&metrics),
-        ui: Some(ui.clone()),
+        ui: Some(ui.ui().clone()),
     };
     let mut metrics_addr = None;
     let mut health_addr = None;
@@ -358,7 +358,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         clients,
         tx,
         members: members::Running::default(),
-        ui: crate::ui::Publisher::new(ui),
+        ui,
     };
     let main = tokio::spawn(lp.run(updates, done, stop_rx));
     Ok(Running {
@@ -610,7 +610,9 @@ impl Loop {
     fn tick(&mut self) {
         self.reload();
         let leading = self.leadership.is_leader();
-        self.ui.show(&self.state, leading);
+        let config = self.config.current();
+        let annotations = self.ui.show(&self.state, leading, &config, unix_now());
+        self.executor.submit(annotations);
         if leading != self.was_leader {
             self.was_leader = leading;
             if leading {

@@ -45,31 +45,85 @@ impl Ui {
     }
 }
 
-/// Publishes the scheduler's fleet view to a [`Ui`] when the cache or the role changed, at most
-/// every two seconds (the page refreshes as often).
+/// How the UI and the expected starts it shows run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UiOptions {
+    /// Whether requests from beyond the loopback interface are answered (`--ui-open`).
+    pub open: bool,
+    /// Expected starts are recomputed at most this often (`--eta-every`; zero: never).
+    pub eta_every: Duration,
+    /// What a pod of which nothing is known is expected to run (`--eta-default-duration`).
+    pub default_run: Duration,
+}
+
+impl Default for UiOptions {
+    fn default() -> Self {
+        Self {
+            open: false,
+            eta_every: Duration::from_secs(10),
+            default_run: Duration::from_secs(tephra_index::state::durations::DEFAULT_RUN_S as u64),
+        }
+    }
+}
+
+/// Publishes the scheduler's fleet view to a [`Ui`] when the cache, the role or the expected
+/// starts changed, at most every two seconds (the page refreshes as often), and keeps the
+/// expected starts recomputed ([`crate::eta`]).
 pub struct Publisher {
     ui: Ui,
     /// When, at which cache generation and in which role the view was last published.
     shown: Option<(Instant, u64, bool)>,
+    forecaster: crate::eta::Forecaster,
+    /// Whether predictions came that the published view does not show yet.
+    fresh: bool,
 }
 
 impl Publisher {
-    /// A publisher to `ui`, which has shown nothing yet.
-    pub fn new(ui: Ui) -> Self {
-        Self { ui, shown: None }
+    /// A publisher to a new [`Ui`], which has shown nothing yet.
+    pub fn new(options: &UiOptions) -> Self {
+        Self {
+            ui: Ui::new(options.open),
+            shown: None,
+            forecaster: crate::eta::Forecaster::new(options.eta_every, options.default_run),
+            fresh: false,
+        }
     }
 
-    /// Publishes `state`'s view if it is due.
-    pub fn show(&mut self, state: &tephra_index::state::State, leading: bool) {
+    /// What it publishes to.
+    pub fn ui(&self) -> &Ui {
+        &self.ui
+    }
+
+    /// Publishes `state`'s view if it is due; returns the PodGroup annotation writes that new
+    /// expected starts call for.
+    pub fn show(
+        &mut self,
+        state: &tephra_index::state::State,
+        leading: bool,
+        config: &Arc<tephra_scheduler::SchedulerConfig>,
+        now: i64,
+    ) -> Vec<tephra_index::writes::Write> {
+        let mut writes = Vec::new();
+        if let Some(p) = self.forecaster.poll(state, config, now) {
+            writes = tephra_index::eta::annotation_writes(state, &p, now);
+            self.fresh = true;
+        }
         let generation = state.cache().world().generation;
         let due = self.shown.is_none_or(|(at, g, l)| {
-            (g != generation || l != leading) && at.elapsed() >= Duration::from_secs(2)
+            (g != generation || l != leading || self.fresh)
+                && at.elapsed() >= Duration::from_secs(2)
         });
         if due {
             let role = if leading { "leader" } else { "standby" };
-            self.ui.publish(&state.view(role));
+            let mut view = state.view(role);
+            if let Some(p) = self.forecaster.latest() {
+                tephra_index::eta::annotate_view(&mut view, p);
+            }
+            self.ui.publish(&view);
             self.shown = Some((Instant::now(), generation, leading));
+            self.fresh = false;
         }
+        writes
     }
 }
 

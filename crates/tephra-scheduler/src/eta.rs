@@ -6,6 +6,11 @@
 //! (minMember pods placed). It stops when every job that waited has started, when nothing more
 //! ends within the horizon, or when the budget of sessions is spent.
 //!
+//! A job with fewer pods than its minMember (a Volcano Job's controller creates its pods only
+//! once the PodGroup is admitted) is given stand-ins for the pods it lacks: its minResources
+//! less what its pods ask, shared evenly, so that it is admitted, placed and holds room as it
+//! will.
+//!
 //! No IO and no clock: the caller gives the time, the configuration and how long each pod
 //! still runs; the cache it is given is not changed.
 
@@ -13,7 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::cache::{Cache, Event};
-use crate::model::{GroupPhase, PodSpec, TaskStatus};
+use crate::model::{GroupPhase, PodSpec, TaskShape, TaskStatus};
+use crate::resources::{PODS, Resources};
 use crate::{SchedulerConfig, schedule};
 
 /// How far a forecast may look.
@@ -40,8 +46,10 @@ pub struct Forecast {
     /// Each job that waited and starts within the horizon (`namespace/podgroup`): when, in
     /// seconds of the caller's clock.
     pub starts: BTreeMap<String, i64>,
-    /// The jobs that waited and do not start within the horizon (or the budget).
+    /// The jobs that waited and do not start within the horizon.
     pub not_within: BTreeSet<String>,
+    /// The jobs that waited and had not started when the budget of sessions ran out: unknown.
+    pub unresolved: BTreeSet<String>,
     /// Sessions run.
     pub sessions: u32,
     /// Whether the budget of sessions ran out before the horizon.
@@ -63,6 +71,79 @@ fn started(cache: &Cache, job: &str) -> bool {
     placed as u32 >= j.min_member().max(1)
 }
 
+/// Adds to `c` the pods each job lacks to reach its minMember (see the module's notes), named
+/// `<podgroup>-eta-<i>`.
+fn stand_in(c: &mut Cache) {
+    let mut missing: Vec<PodSpec> = Vec::new();
+    {
+        let world = c.world();
+        for (_, job) in world.jobs.iter() {
+            let Some(g) = job.group.as_ref() else {
+                continue;
+            };
+            let tasks: Vec<_> = job
+                .tasks
+                .iter()
+                .filter_map(|t| world.tasks.get(*t))
+                .collect();
+            // The roles minTaskMember asks pods of, one entry per pod lacking, then any role.
+            let mut roles: Vec<&str> = Vec::new();
+            for (role, min) in &g.min_task_member {
+                let have = tasks.iter().filter(|t| t.spec.shape.role == *role).count() as u32;
+                roles.extend((have..*min).map(|_| role.as_str()));
+            }
+            let short = g.min_member.saturating_sub(tasks.len() as u32) as usize;
+            while roles.len() < short {
+                roles.push("eta-stand-in");
+            }
+            let Some(min) = g.min_resources.filter(|_| !roles.is_empty()) else {
+                continue;
+            };
+            if g.phase == GroupPhase::Completed {
+                continue;
+            }
+            let mut asked = Resources::ZERO;
+            for t in &tasks {
+                asked.add(&t.spec.shape.request);
+            }
+            let left = min.minus(&asked).max(&Resources::ZERO);
+            let n = roles.len() as i64;
+            let mut request = Resources::ZERO;
+            for slot in 0..crate::resources::MAX_RESOURCES {
+                request.set(slot, (left.get(slot) + n - 1) / n);
+            }
+            request.set(PODS, 1);
+            let shape = |role: &str| TaskShape {
+                role: role.to_string(),
+                request,
+                node_selector: Default::default(),
+                affinity: Vec::new(),
+                tolerations: Vec::new(),
+                priority: g.priority.unwrap_or(0),
+                preemptable: true,
+                namespace: g.namespace.clone(),
+                priority_class: g.priority_class.clone(),
+                rules: Default::default(),
+            };
+            for (i, role) in roles.into_iter().enumerate() {
+                missing.push(PodSpec {
+                    namespace: g.namespace.clone(),
+                    name: format!("{}-eta-{i}", g.name),
+                    group: Some(g.name.clone()),
+                    shape: Arc::new(shape(role)),
+                    index: i as u32,
+                    status: TaskStatus::Pending,
+                    placement: None,
+                    created: g.created,
+                });
+            }
+        }
+    }
+    for pod in missing {
+        let _ = c.apply(Event::PodUpsert(pod));
+    }
+}
+
 /// Forecasts when each job of `cache` that waits for its gang starts. `runs_for(pod)` is how
 /// many seconds a pod still runs from the moment it runs (from `now` for one that runs already,
 /// from its start for one the forecast starts).
@@ -74,6 +155,7 @@ pub fn forecast(
     budget: Budget,
 ) -> Forecast {
     let mut c = cache.clone();
+    stand_in(&mut c);
     let mut out = Forecast::default();
     let mut waiting: BTreeSet<String> = BTreeSet::new();
     // When each running pod ends: time → pods (`namespace/name`).
@@ -163,7 +245,11 @@ pub fn forecast(
             }
         }
     }
-    out.not_within = waiting;
+    if out.cut_short {
+        out.unresolved = waiting;
+    } else {
+        out.not_within = waiting;
+    }
     out
 }
 
@@ -204,6 +290,29 @@ mod tests {
         cache
     }
 
+    /// A PodGroup without pods yet (its controller creates them once it is admitted) starts
+    /// when its minResources fit, and holds them for its run; stand-ins fill its
+    /// minTaskMember's roles.
+    #[test]
+    fn a_podgroup_without_its_pods_yet_is_stood_in_for() {
+        let mut cache = one_full_node();
+        for (name, created) in [("b", 1), ("c", 2)] {
+            // minTaskMember too, as Volcano's job controller sets it.
+            let mut j = whole(name, "8", created);
+            j.roles[0].min = Some(1);
+            add_job(&mut cache, &j).expect("job");
+            cache
+                .apply(Event::PodDelete {
+                    namespace: "default".into(),
+                    name: format!("{name}-w-0"),
+                })
+                .expect("pod deleted");
+        }
+        let f = forecast(&cache, &config(), 0, &|_| 100, Budget::default());
+        assert_eq!(f.starts.get("default/b"), Some(&100), "{f:?}");
+        assert_eq!(f.starts.get("default/c"), Some(&200), "{f:?}");
+    }
+
     /// `running` holds the node for 100 s more; `b` (created first) and `c` each need the
     /// whole node for 50 s; `d` needs 16 CPUs.
     #[test]
@@ -240,6 +349,25 @@ mod tests {
         let f = forecast(&cache, &config(), 0, &|_| 7_200, budget);
         assert!(
             f.starts.is_empty() && f.not_within.contains("default/next"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_not_reached_within_the_budget_is_unresolved_not_beyond_the_horizon() {
+        let mut cache = one_full_node();
+        for (name, created) in [("b", 1), ("c", 2)] {
+            add_job(&mut cache, &whole(name, "8", created)).expect("job");
+        }
+        let budget = Budget {
+            sessions: 2,
+            ..Budget::default()
+        };
+        let f = forecast(&cache, &config(), 0, &|_| 60, budget);
+        assert!(f.cut_short, "{f:?}");
+        assert_eq!(f.starts.get("default/b"), Some(&60));
+        assert!(
+            f.unresolved.contains("default/c") && f.not_within.is_empty(),
             "{f:?}"
         );
     }

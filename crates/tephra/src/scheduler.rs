@@ -108,6 +108,15 @@ pub struct Flags {
     /// read-only and shows no secret.
     #[arg(long = "ui-open")]
     ui_open: bool,
+    /// Recompute waiting jobs' expected starts (the UI, `tephra job view` and the PodGroups'
+    /// `tephra.io/expected-start`) at most this often, when something changed (Go duration;
+    /// 0 turns them off).
+    #[arg(long, default_value = "10s")]
+    eta_every: String,
+    /// What a pod is expected to run when neither it, its PodGroup (`tephra.io/expected-duration`),
+    /// its `activeDeadlineSeconds` nor completed pods of its queue and request say.
+    #[arg(long, default_value = "1h")]
+    eta_default_duration: String,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
@@ -172,7 +181,17 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         volume_bind_timeout,
         topology_labels: f.topology_labels,
         fleet_tiers: f.fleet_tiers,
-        ui_open: f.ui_open,
+        ui: tephra_kube::ui::UiOptions {
+            open: f.ui_open,
+            eta_every: match f.eta_every.trim() {
+                "0" => std::time::Duration::ZERO,
+                text => runtime::positive_duration("--eta-every", text)?,
+            },
+            default_run: runtime::positive_duration(
+                "--eta-default-duration",
+                &f.eta_default_duration,
+            )?,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -171,7 +171,8 @@ async fn job_pg_and_cluster_commands_list_view_suspend_and_taint() {
         .unwrap();
     let pg: tephra_api::PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": "llm", "namespace": "default"},
+        "metadata": {"name": "llm", "namespace": "default",
+                     "annotations": {"tephra.io/expected-start": "2026-01-01T01:00:00Z"}},
         "spec": {"minMember": 2, "queue": "default"}
     }))
     .unwrap();

@@ -26,6 +26,7 @@ mod claims;
 
 mod copies;
 mod declared;
+pub mod durations;
 mod hypernodes;
 mod intake;
 mod objects;
@@ -117,6 +118,8 @@ pub struct State {
     /// Pods that name a PodGroup that does not exist.
     strays: strays::Strays,
     hypernodes: hypernodes::HyperNodes,
+    /// How long pods run, for the expected-start forecast.
+    durations: durations::Durations,
 }
 
 impl State {
@@ -149,6 +152,7 @@ impl State {
             copies: copies::Copies::default(),
             strays: strays::Strays::default(),
             hypernodes: hypernodes::HyperNodes::default(),
+            durations: durations::Durations::default(),
         }
     }
 
@@ -341,6 +345,29 @@ impl State {
     /// The status writes for declared pods that [`State::apply`] found due.
     pub fn take_status_writes(&mut self) -> Vec<crate::writes::Write> {
         std::mem::take(&mut self.declared.status_writes)
+    }
+
+    /// How long pods run, as far as known.
+    pub fn durations(&self) -> &durations::Durations {
+        &self.durations
+    }
+
+    /// Every PodGroup (`namespace/name`) with its annotation `key`, if it has it, and the
+    /// cluster that holds it.
+    pub fn group_annotations<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a str>, &'a Arc<str>)> + 'a {
+        self.group_objects.iter().filter_map(move |(job, g)| {
+            let cluster = &self.groups.get(job)?.cluster;
+            let value = g
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map(String::as_str);
+            Some((job.as_str(), value, cluster))
+        })
     }
 
     /// The core cache.

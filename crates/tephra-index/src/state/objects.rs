@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tephra_scheduler::cache::{DraChange, Event, StorageChange};
 use tephra_scheduler::model::{JobPolicy, TaskStatus};
 
-use super::{State, StateError, claims};
+use super::{State, StateError, claims, durations};
 use crate::convert::{self, dra_event, storage_event};
 use crate::observed::{Change, Kind, Obj, Update};
 use crate::writes::{DeclaredPod, GroupSeen};
@@ -103,6 +103,11 @@ impl State {
         e
     }
 
+    /// The queue of `pod`'s PodGroup, as the cache holds it (empty when not known yet).
+    fn queue_of(&self, pod: &tephra_scheduler::model::PodSpec) -> String {
+        durations::queue_of(self.cache.world(), pod).to_string()
+    }
+
     pub(super) fn upsert(
         &mut self,
         now: i64,
@@ -168,6 +173,8 @@ impl State {
                     spec.status = TaskStatus::Binding;
                     spec.placement = Some(at.clone());
                 }
+                let queue = self.queue_of(&spec);
+                self.durations.pod_seen(now, &key, &p, &spec, &queue);
                 Event::PodUpsert(spec)
             }
             Obj::Pod(p) => {
@@ -199,6 +206,8 @@ impl State {
                     spec.status = TaskStatus::Binding;
                     spec.placement = Some(at.clone());
                 }
+                let queue = self.queue_of(&spec);
+                self.durations.pod_seen(now, &key, &p, &spec, &queue);
                 Event::PodUpsert(spec)
             }
             Obj::PodGroup(g) => {
@@ -240,6 +249,7 @@ impl State {
                 }
                 let mut spec =
                     convert::pod_group(&g, self.cache.names_mut(), since, Arc::new(policy))?;
+                self.durations.group_seen(&key, &g.metadata);
                 self.group_objects
                     .insert(key.clone(), Arc::new((*g).clone()));
                 if spec.queue == tephra_api::defaults::DEFAULT_QUEUE {
@@ -330,6 +340,9 @@ impl State {
             None => (String::new(), key.to_string()),
         };
         self.intake.forget_refusals(key);
+        if kind == Kind::Pod {
+            self.durations.pod_gone(key);
+        }
         let event = match kind {
             Kind::Node => Event::NodeDelete {
                 cluster: cluster.to_string(),
@@ -380,6 +393,7 @@ impl State {
             }
             Kind::PodGroup => {
                 self.group_objects.remove(key);
+                self.durations.group_gone(key);
                 self.phases.remove(key);
                 self.groups.remove(key);
                 Event::PodGroupDelete { namespace, name }

@@ -153,6 +153,19 @@ pub enum Write {
         /// The status.
         status: PodGroupStatus,
     },
+    /// Set (or remove, `None`) one annotation of a PodGroup.
+    GroupAnnotation {
+        /// The cluster holding the PodGroup.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Annotation key.
+        key: String,
+        /// Its value; `None` removes it.
+        value: Option<String>,
+    },
     /// Set a HyperNode's `status.nodeCount` (in a member).
     HyperNodeStatus {
         /// Member cluster.
@@ -260,6 +273,12 @@ impl Write {
                 namespace,
                 name,
                 ..
+            }
+            | Write::GroupAnnotation {
+                cluster,
+                namespace,
+                name,
+                ..
             } => at(cluster, "podgroup", namespace, name),
             Write::QueueStatus { name, .. } => at("", "queue", "", name),
             Write::HyperNodeStatus { cluster, name, .. } => at(cluster, "hypernode", "", name),
@@ -281,6 +300,7 @@ impl Write {
             Write::BindingStatus { .. } => "resourcebinding_status",
             Write::Nominate { .. } => "nominate",
             Write::GroupStatus { .. } => "podgroup_status",
+            Write::GroupAnnotation { .. } => "podgroup_annotation",
             Write::QueueStatus { .. } => "queue_status",
             Write::HyperNodeStatus { .. } => "hypernode_status",
             Write::PreBind { .. } => "prebind",

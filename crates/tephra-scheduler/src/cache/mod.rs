@@ -50,6 +50,12 @@ impl Cache {
         Self::default()
     }
 
+    /// Makes this cache's world its own (a copy, if another cache shares it), so that the
+    /// other's next change copies nothing: for a cache handed to another thread.
+    pub fn detach(&mut self) {
+        Arc::make_mut(&mut self.world);
+    }
+
     /// Applies one event. On error nothing changes.
     pub fn apply(&mut self, event: Event) -> Result<(), CacheError> {
         if let Event::NodeUpsert(spec) = &event

@@ -307,6 +307,26 @@ async fn command(client: &kube::Client, ns: &str, name: &str, action: &str) -> a
     Ok(())
 }
 
+/// The `Expected:` line for a waiting job's PodGroup, from its `tephra.io/expected-start`.
+fn expected_start(g: &PodGroup, now: i64) -> Option<String> {
+    use tephra_kube::eta::{EXPECTED_START, Expected};
+    let span = |s: i64| tephra_scheduler::duration::Duration::from_millis(s * 1000).go_string();
+    let text = g.metadata.annotations.as_ref()?.get(EXPECTED_START)?;
+    let line = match Expected::parse(text) {
+        Some(e @ Expected::At(t)) if t > now => {
+            format!("{} (in {})", e.text(), span(t - now))
+        }
+        Some(e @ Expected::At(_)) => format!("{} (overdue)", e.text()),
+        Some(Expected::After(t)) => format!(
+            "not within {} (not before {})",
+            span(t - now),
+            Expected::At(t).text()
+        ),
+        None => format!("{text:?} (not a time)"),
+    };
+    Some(format!("Expected:   {line}\n"))
+}
+
 async fn view(
     client: &kube::Client,
     ns: &str,
@@ -372,6 +392,9 @@ async fn view(
                     c.message.as_deref().unwrap_or_default()
                 ));
             }
+            if let Some(line) = expected_start(g, k8s_openapi::jiff::Timestamp::now().as_second()) {
+                out.push_str(&line);
+            }
         }
         None => out.push_str("PodGroup:   none yet\n"),
     }
@@ -424,4 +447,41 @@ async fn view(
     }
     print!("{out}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(expected: &str) -> PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "g", "annotations": {"tephra.io/expected-start": expected}},
+            "spec": {}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_expected_start_is_shown_with_how_far_off_it_is() {
+        // 2026-01-01T00:00:00Z
+        let now = 1_767_225_600;
+        let line = |text: &str| expected_start(&group(text), now);
+        assert_eq!(
+            line("2026-01-01T01:30:00Z").as_deref(),
+            Some("Expected:   2026-01-01T01:30:00Z (in 1h30m0s)\n")
+        );
+        assert_eq!(
+            line("2025-12-31T23:00:00Z").as_deref(),
+            Some("Expected:   2025-12-31T23:00:00Z (overdue)\n")
+        );
+        assert_eq!(
+            line("after 2026-01-02T00:00:00Z").as_deref(),
+            Some("Expected:   not within 24h0m0s (not before 2026-01-02T00:00:00Z)\n")
+        );
+        assert_eq!(
+            line("soon").as_deref(),
+            Some("Expected:   \"soon\" (not a time)\n")
+        );
+    }
 }

@@ -49,6 +49,19 @@ spec:
 `;
 }
 
+/// A Volcano Job of `replicas` pods of 8 GPUs each, expected (by its pods) to run `expected`.
+function gpuJob(name, replicas, expected) {
+  return job(name, replicas, "1")
+    .replace('annotations: {tephra.io/sim-duration: "1h"}',
+      `annotations: {tephra.io/sim-duration: "1h", tephra.io/expected-duration: "${expected}"}`)
+    .replace('resources: {requests: {cpu: "1"}, limits: {cpu: "1"}}',
+      'resources: {requests: {cpu: "1", nvidia.com/gpu: "8"}, limits: {cpu: "1", nvidia.com/gpu: "8"}}');
+}
+
+function kubectl(...args) {
+  return execFileSync("kubectl", args, { env: { ...process.env, KUBECONFIG: kubeconfig } }).toString();
+}
+
 function apply(name, text) {
   const file = join(work, `${name}.yaml`);
   writeFileSync(file, text);
@@ -146,6 +159,52 @@ try {
   const health = await member.locator("td").nth(1).innerText();
   check("clusters show their health", health === "Ready", health);
   await page.screenshot({ path: join(shots, "clusters.png"), fullPage: true });
+
+  // Expected start: every extended GPU taken by two jobs expected to run 30 minutes, a third
+  // job of 8 GPUs waits and is expected in about 30 minutes; the job that never fits is not
+  // expected within the horizon.
+  apply("hog-a", gpuJob("hog-a", 6, "30m"));
+  await page.goto(ui + "#jobs");
+  await page.locator('tr[data-job^="default/hog-a"] td.Running').waitFor({ timeout: 30_000 });
+  apply("hog-b", gpuJob("hog-b", 2, "30m"));
+  await page.locator('tr[data-job^="default/hog-b"] td.Running').waitFor({ timeout: 30_000 });
+  apply("queued", gpuJob("queued", 1, "10m"));
+  await page.waitForFunction(
+    () => /in (2\d|30)m/.test(document.querySelector('tr[data-job^="default/queued"] td[data-eta]')?.textContent || ""),
+    null,
+    { timeout: 30_000 },
+  );
+  const eta = await page.locator('tr[data-job^="default/queued"] td[data-eta]').innerText();
+  check("a job waiting behind jobs expected to run 30m is expected in about 30m", true, eta);
+  const never_eta = await page.locator('tr[data-job^="default/never"] td[data-eta]').innerText();
+  check("the job that never fits is not expected within the horizon", never_eta.startsWith("not within"), never_eta);
+  await page.screenshot({ path: join(shots, "jobs-eta.png"), fullPage: true });
+
+  // A job's page: its expected start and its history of phases and reasons.
+  await page.locator('tr[data-job^="default/queued"] a').first().click();
+  await page.waitForFunction(() => location.hash.startsWith("#job?key="));
+  await page.locator("tr[data-change]").first().waitFor({ timeout: 10_000 });
+  const detail = await page.locator("main").innerText();
+  check("a job's page shows its expected start and its history", /in (2\d|30)m/.test(detail) && /Pending|Inqueue/.test(detail),
+    detail.replace(/\s+/g, " ").slice(0, 200));
+  await page.screenshot({ path: join(shots, "job.png"), fullPage: true });
+
+  // A queue's figures over time.
+  await page.goto(ui + "#queues?queue=default");
+  await page.locator('.chart[data-chart="nvidia.com/gpu"] path.a').waitFor({ timeout: 10_000 });
+  check("the queue's page charts its GPUs over time", true);
+  await page.screenshot({ path: join(shots, "queue-chart.png"), fullPage: true });
+
+  // Failover: the member running hog-a stops answering; the timeline shows its outage.
+  await page.goto(ui + "#failover");
+  await page.locator("#timeline").waitFor({ timeout: 10_000 });
+  kubectl("--context", "control-plane", "annotate", "cluster", "us-east-gpu", "tephra.io/dev-fault=unreachable");
+  await page.locator('tr[data-event="ClusterNotReady"]').waitFor({ timeout: 30_000 });
+  const outage = await page.locator('tr[data-event="ClusterNotReady"]').first().innerText();
+  check("the failover page shows the member's outage", outage.includes("us-east-gpu"), outage.replace(/\s+/g, " "));
+  check("the timeline draws it", (await page.locator("#timeline rect.outage").count()) > 0);
+  await page.screenshot({ path: join(shots, "failover.png"), fullPage: true });
+  kubectl("--context", "control-plane", "annotate", "cluster", "us-east-gpu", "tephra.io/dev-fault-");
 
   check("no script error on any page", errors.length === 0, errors.join("; "));
 } catch (e) {

@@ -132,9 +132,8 @@ impl Round {
     pub fn run(mut self) -> Predictions {
         self.cache.detach();
         let world = self.cache.world();
-        let runs_for = |pod: &tephra_scheduler::model::PodSpec| {
-            self.durations.remaining(world, pod, self.now)
-        };
+        let runs_for =
+            |pod: &tephra_scheduler::model::PodSpec| self.durations.remaining(world, pod, self.now);
         let f = forecast(&self.cache, &self.config, self.now, &runs_for, self.budget);
         let end = self.now + self.budget.horizon;
         let mut jobs: BTreeMap<String, Expected> = f

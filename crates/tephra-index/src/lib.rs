@@ -15,10 +15,12 @@
 //! - [`endpoint`]: where a member is reached.
 //! - [`eta`]: waiting jobs' expected start, recomputed off the session's path.
 //! - [`view`]: what the web UI shows of the fleet.
+//! - [`history`]: what it shows over time: queue samples, jobs' reasons, failover.
 
 pub mod convert;
 pub mod endpoint;
 pub mod eta;
+pub mod history;
 pub mod observed;
 pub mod state;
 pub mod tick;

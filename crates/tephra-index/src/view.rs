@@ -70,6 +70,9 @@ pub struct QueueView {
     pub inqueue: u32,
     /// Running.
     pub running: u32,
+    /// Why it is starved, if it is: jobs wait while it holds less than it deserves (or
+    /// nothing, without `deserved`), with their reasons counted.
+    pub starved: Option<String>,
 }
 
 /// One job (a PodGroup and its pods).
@@ -108,6 +111,8 @@ pub struct JobView {
     pub expected_start: Option<i64>,
     /// Or: not before this time (it does not start within the forecast's horizon).
     pub expected_after: Option<i64>,
+    /// The clusters it is being evicted from (failover), its old copies still there.
+    pub evicting: Vec<String>,
 }
 
 /// One member cluster.
@@ -159,13 +164,58 @@ fn quantities(world: &World, r: &Resources) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The fleet in `world`; `condition(job)` is the `Unschedulable` condition of a job's PodGroup
-/// (`namespace/name`), if it has one that is true.
-pub fn build(
-    world: &World,
-    role: &str,
-    condition: &dyn Fn(&str) -> Option<Condition>,
-) -> FleetView {
+/// A quantity's value in its own units (cores, bytes, ...), or 0 if it does not parse.
+pub(crate) fn number(text: &str) -> f64 {
+    tephra_scheduler::quantity::parse_scaled(text, 1000).map_or(0.0, |m| m as f64 / 1000.0)
+}
+
+/// What the runtime knows of a job beyond the cache, by `namespace/name`.
+pub struct Extra<'a> {
+    /// The `Unschedulable` condition of its PodGroup, if it has one that is true.
+    pub condition: &'a dyn Fn(&str) -> Option<Condition>,
+    /// The clusters it is being evicted from.
+    pub evicting: &'a dyn Fn(&str) -> Vec<String>,
+}
+
+/// Why queue `q` is starved, if it is (see [`QueueView::starved`]).
+fn starved(q: &QueueView, jobs: &[JobView]) -> Option<String> {
+    let waiting: Vec<&JobView> = jobs
+        .iter()
+        .filter(|j| j.queue == q.name && (j.phase == "Pending" || j.phase == "Inqueue"))
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let short: Vec<&String> = q
+        .waiting_request
+        .keys()
+        .filter(|r| {
+            let held = q.allocated.get(*r).map_or(0.0, |v| number(v));
+            q.deserved.get(*r).is_some_and(|d| held < number(d))
+        })
+        .collect();
+    let below = if q.deserved.is_empty() {
+        q.allocated.is_empty().then(|| "holds nothing".to_string())
+    } else {
+        let names: Vec<&str> = short.iter().map(|s| s.as_str()).collect();
+        (!short.is_empty()).then(|| format!("holds less than it deserves of {}", names.join(", ")))
+    }?;
+    let mut reasons: BTreeMap<&str, u32> = BTreeMap::new();
+    for j in &waiting {
+        *reasons
+            .entry(j.reason.as_deref().unwrap_or("not tried yet"))
+            .or_default() += 1;
+    }
+    let why: Vec<String> = reasons.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
+    Some(format!(
+        "{} job(s) wait ({}) while it {below}",
+        waiting.len(),
+        why.join(", ")
+    ))
+}
+
+/// The fleet in `world`, with what `extra` knows of each job.
+pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
     let mut jobs = Vec::new();
     let mut waiting: BTreeMap<String, Resources> = BTreeMap::new();
     for (_, job) in world.jobs.iter() {
@@ -198,7 +248,7 @@ pub fn build(
         clusters.sort();
         nodes.sort();
         nodes.dedup();
-        let (reason, message) = condition(&job.key).unwrap_or_default();
+        let (reason, message) = (extra.condition)(&job.key).unwrap_or_default();
         jobs.push(JobView {
             namespace: g.namespace.clone(),
             name: g.name.clone(),
@@ -223,6 +273,7 @@ pub fn build(
             }),
             expected_start: None,
             expected_after: None,
+            evicting: (extra.evicting)(&job.key),
         });
     }
     jobs.sort_by(|a, b| (&a.queue, &a.namespace, &a.name).cmp(&(&b.queue, &b.namespace, &b.name)));
@@ -258,7 +309,15 @@ pub fn build(
                 pending: phases.get(GroupPhase::Pending),
                 inqueue: phases.get(GroupPhase::Inqueue),
                 running: phases.get(GroupPhase::Running) + phases.get(GroupPhase::Unknown),
+                starved: None,
             }
+        })
+        .collect::<Vec<QueueView>>();
+    let queues = queues
+        .into_iter()
+        .map(|mut q| {
+            q.starved = starved(&q, &jobs);
+            q
         })
         .collect();
     let mut clusters: Vec<ClusterView> = world
@@ -319,5 +378,66 @@ pub fn build(
         jobs,
         clusters,
         forecast: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(queue: &str, reason: Option<&str>) -> JobView {
+        JobView {
+            queue: queue.into(),
+            phase: "Pending".into(),
+            reason: reason.map(String::from),
+            ..JobView::default()
+        }
+    }
+
+    fn q(allocated: &str, deserved: Option<&str>) -> QueueView {
+        let m = |v: &str| BTreeMap::from([("cpu".to_string(), v.to_string())]);
+        QueueView {
+            name: "q".into(),
+            allocated: if allocated.is_empty() {
+                BTreeMap::new()
+            } else {
+                m(allocated)
+            },
+            deserved: deserved.map(m).unwrap_or_default(),
+            waiting_request: m("4"),
+            ..QueueView::default()
+        }
+    }
+
+    #[test]
+    fn a_queue_is_starved_when_jobs_wait_while_it_holds_less_than_it_deserves() {
+        let jobs = [
+            waiting("q", Some("NotEnoughResources")),
+            waiting("q", Some("NotEnoughResources")),
+            waiting("q", None),
+            waiting("other", Some("NotInqueueable")),
+        ];
+        assert_eq!(
+            starved(&q("2", Some("8")), &jobs).as_deref(),
+            Some(
+                "3 job(s) wait (NotEnoughResources ×2, not tried yet ×1) while it holds less than it deserves of cpu"
+            )
+        );
+        assert_eq!(
+            starved(&q("8", Some("8")), &jobs),
+            None,
+            "holds what it deserves"
+        );
+        assert_eq!(
+            starved(&q("2", None), &jobs),
+            None,
+            "holds something, deserves nothing set"
+        );
+        assert!(starved(&q("", None), &jobs).is_some_and(|s| s.ends_with("holds nothing")));
+        assert_eq!(
+            starved(&q("", None), &jobs[3..]),
+            None,
+            "no job of its own waits"
+        );
     }
 }

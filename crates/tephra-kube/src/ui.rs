@@ -1,6 +1,8 @@
-//! The web UI on `--listen-address`: `/ui/` (one page whose views, queues, jobs and clusters,
-//! are linkable by fragment and refresh every two seconds) and the JSON it renders,
-//! `/ui/api/v1/fleet` ([`tephra_index::view`]). Read-only. It answers only requests from the
+//! The web UI on `--listen-address`: `/ui/` (one page whose views, queues, jobs, clusters and
+//! failover, are linkable by fragment and refresh every two seconds) and the JSON it renders,
+//! `/ui/api/v1/fleet` ([`tephra_index::view`], with expected starts from [`crate::eta`]) and
+//! `/ui/api/v1/history` ([`tephra_index::history`]: queues over the last hours, jobs'
+//! reasons, the failover timeline). Read-only. It answers only requests from the
 //! loopback interface (where `kubectl port-forward` arrives) unless the operator opens it to
 //! anyone who can reach the port (`--ui-open`). The page is a file of this crate, built in: one
 //! binary, nothing to build with another toolchain.
@@ -20,6 +22,8 @@ pub const PAGE: &str = include_str!("ui/page.html");
 pub struct Ui {
     /// The latest fleet view, as JSON.
     pub fleet: Arc<RwLock<Bytes>>,
+    /// The latest history ([`tephra_index::history`]), as JSON.
+    pub history: Arc<RwLock<Bytes>>,
     /// Whether requests from beyond the loopback interface are answered (`--ui-open`).
     pub open: bool,
 }
@@ -35,14 +39,28 @@ impl Ui {
 
     /// Keeps `view` as what `/ui/api/v1/fleet` answers.
     pub fn publish(&self, view: &tephra_index::view::FleetView) {
-        match serde_json::to_vec(view) {
-            Ok(json) => {
-                let mut slot = self.fleet.write().unwrap_or_else(|e| e.into_inner());
-                *slot = Bytes::from(json);
-            }
-            Err(e) => tracing::warn!(error = %e, "fleet view not serialized"),
-        }
+        keep(&self.fleet, view, "fleet view");
     }
+
+    /// Keeps `history` as what `/ui/api/v1/history` answers.
+    pub fn publish_history(&self, history: &tephra_index::history::HistoryView) {
+        keep(&self.history, history, "history");
+    }
+}
+
+fn keep(slot: &RwLock<Bytes>, what: &impl serde::Serialize, name: &str) {
+    match serde_json::to_vec(what) {
+        Ok(json) => {
+            let mut slot = slot.write().unwrap_or_else(|e| e.into_inner());
+            *slot = Bytes::from(json);
+        }
+        Err(e) => tracing::warn!(error = %e, what = name, "not serialized"),
+    }
+}
+
+fn read(slot: &RwLock<Bytes>) -> Bytes {
+    slot.read()
+        .map_or_else(|e| e.into_inner().clone(), |b| b.clone())
 }
 
 /// How the UI and the expected starts it shows run.
@@ -74,6 +92,7 @@ pub struct Publisher {
     /// When, at which cache generation and in which role the view was last published.
     shown: Option<(Instant, u64, bool)>,
     forecaster: crate::eta::Forecaster,
+    history: tephra_index::history::History,
     /// Whether predictions came that the published view does not show yet.
     fresh: bool,
 }
@@ -85,6 +104,7 @@ impl Publisher {
             ui: Ui::new(options.open),
             shown: None,
             forecaster: crate::eta::Forecaster::new(options.eta_every, options.default_run),
+            history: tephra_index::history::History::new(),
             fresh: false,
         }
     }
@@ -120,6 +140,8 @@ impl Publisher {
                 tephra_index::eta::annotate_view(&mut view, p);
             }
             self.ui.publish(&view);
+            self.history.observe(&view, now);
+            self.ui.publish_history(&self.history.view());
             self.shown = Some((Instant::now(), generation, leading));
             self.fresh = false;
         }
@@ -153,11 +175,12 @@ pub fn route(
             "text/html; charset=utf-8",
             Bytes::from_static(PAGE.as_bytes()),
         ),
-        "/ui/api/v1/fleet" => {
-            let body = ui
-                .fleet
-                .read()
-                .map_or_else(|e| e.into_inner().clone(), |b| b.clone());
+        "/ui/api/v1/fleet" | "/ui/api/v1/history" => {
+            let body = read(if path.ends_with("fleet") {
+                &ui.fleet
+            } else {
+                &ui.history
+            });
             if body.is_empty() {
                 (
                     StatusCode::SERVICE_UNAVAILABLE,

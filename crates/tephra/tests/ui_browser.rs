@@ -1,7 +1,10 @@
 //! The web UI in a real browser (issue 33): `tests/ui/browser.mjs` drives Debian's Chromium,
 //! headless, with playwright-core against a running `tephra dev`: every page loads, a job that
 //! runs and one that can never fit show with the right state and reason, a link leads to the
-//! filtered jobs, and a job applied while the page is open appears without a reload.
+//! filtered jobs, a job applied while the page is open appears without a reload, a job waiting
+//! behind jobs expected to run 30 minutes is expected in about 30 minutes (and on its own page,
+//! with its history), a queue's GPUs are charted over time, and a member's outage shows on the
+//! failover timeline.
 //! Screenshots go to `target/ui-screenshots/` (CI keeps them as artefacts).
 //!
 //! Needs `chromium`, `node` and `tests/ui/node_modules` (`npm ci --prefix tests/ui`); `.ci/run`
@@ -66,7 +69,16 @@ fn the_ui_pages_show_a_running_job_and_one_that_cannot_fit_in_chromium() {
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     println!("{text}");
     assert!(out.status.success(), "browser checks failed:\n{text}");
-    for page in ["jobs", "jobs-dark", "queues", "clusters"] {
+    for page in [
+        "jobs",
+        "jobs-dark",
+        "queues",
+        "clusters",
+        "jobs-eta",
+        "job",
+        "queue-chart",
+        "failover",
+    ] {
         assert!(
             shots.join(format!("{page}.png")).exists(),
             "no screenshot of {page}"

@@ -313,7 +313,17 @@ impl State {
             })?;
             Some((c.reason.clone(), c.message.clone()))
         };
-        crate::view::build(self.cache.world(), role, &condition)
+        let evicting = |job: &str| {
+            self.evicting
+                .get(job)
+                .map(|c| c.iter().cloned().collect())
+                .unwrap_or_default()
+        };
+        let extra = crate::view::Extra {
+            condition: &condition,
+            evicting: &evicting,
+        };
+        crate::view::build(self.cache.world(), role, &extra)
     }
 
     /// The HyperNode status writes due (`status.nodeCount` as the cache resolves it).

@@ -1,0 +1,300 @@
+//! What the web UI shows over time (`/ui/api/v1/history`): each queue's figures sampled over
+//! the last hours, each job's history of phases and reasons, and a timeline of failover
+//! (clusters going unready and back, taints added and removed, gangs evicted from a cluster
+//! and moved to another). Built by comparing each fleet view ([`crate::view`]) with the one
+//! before, at the caller's time: no IO, no clock. Kept in memory by the replica that serves
+//! the UI, bounded: samples for [`KEEP_S`], [`JOB_CHANGES`] changes per job and the jobs of the
+//! last [`KEEP_S`], [`FAILOVER_EVENTS`] failover events.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::view::{FleetView, number};
+
+/// How long samples and gone jobs are kept, seconds (six hours).
+pub const KEEP_S: i64 = 6 * 3600;
+/// Seconds between two samples of a queue.
+pub const SAMPLE_S: i64 = 60;
+/// Changes kept per job.
+pub const JOB_CHANGES: usize = 32;
+/// Failover events kept.
+pub const FAILOVER_EVENTS: usize = 500;
+
+/// One queue at one moment. Quantities are numbers: CPU in cores, memory in bytes, the rest in
+/// their own units.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QueueSample {
+    /// Seconds since the epoch.
+    pub at: i64,
+    /// What its pods hold.
+    pub allocated: BTreeMap<String, f64>,
+    /// `spec.deserved`.
+    pub deserved: BTreeMap<String, f64>,
+    /// What its waiting jobs ask.
+    pub waiting_request: BTreeMap<String, f64>,
+    /// PodGroups pending, inqueue, running.
+    pub pending: u32,
+    /// Inqueue.
+    pub inqueue: u32,
+    /// Running.
+    pub running: u32,
+}
+
+/// One change of a job's phase or reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobChange {
+    /// Seconds since the epoch.
+    pub at: i64,
+    /// Phase.
+    pub phase: String,
+    /// Why it waits, if it does.
+    pub reason: Option<String>,
+    /// The condition's message.
+    pub message: Option<String>,
+    /// Where it runs.
+    pub clusters: Vec<String>,
+}
+
+/// One failover event.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FailoverEvent {
+    /// Seconds since the epoch.
+    pub at: i64,
+    /// `ClusterNotReady`, `ClusterReady`, `Tainted`, `Untainted`, `EvictionStarted`,
+    /// `EvictionEnded`, `Moved`.
+    pub kind: &'static str,
+    /// The cluster.
+    pub cluster: String,
+    /// The job (`namespace/name`), for evictions and moves.
+    pub job: Option<String>,
+    /// What happened, in words.
+    pub detail: String,
+}
+
+/// The JSON the UI renders.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HistoryView {
+    /// [`crate::view::VERSION`].
+    pub version: &'static str,
+    /// Seconds between samples.
+    pub sample_seconds: i64,
+    /// Each queue's samples, oldest first.
+    pub queues: BTreeMap<String, Vec<QueueSample>>,
+    /// Each job's changes (`namespace/name`), oldest first.
+    pub jobs: BTreeMap<String, Vec<JobChange>>,
+    /// Failover events, oldest first.
+    pub failover: Vec<FailoverEvent>,
+}
+
+/// What was last seen of a cluster: ready, taints.
+type ClusterSeen = (bool, BTreeSet<String>);
+
+/// The history, fed view after view.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    last_sample: Option<i64>,
+    queues: BTreeMap<String, VecDeque<QueueSample>>,
+    /// Each job's changes, and when it was last in a view.
+    jobs: HashMap<String, (VecDeque<JobChange>, i64)>,
+    failover: VecDeque<FailoverEvent>,
+    clusters: BTreeMap<String, ClusterSeen>,
+    /// Each job's clusters where it last ran somewhere, and the clusters it is evicted from.
+    placed: HashMap<String, Vec<String>>,
+    evicting: HashMap<String, Vec<String>>,
+}
+
+fn numbers(m: &BTreeMap<String, String>) -> BTreeMap<String, f64> {
+    m.iter().map(|(k, v)| (k.clone(), number(v))).collect()
+}
+
+impl History {
+    /// An empty history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn event(&mut self, e: FailoverEvent) {
+        self.failover.push_back(e);
+        while self.failover.len() > FAILOVER_EVENTS {
+            self.failover.pop_front();
+        }
+    }
+
+    /// Takes in `view`, as the fleet is at `now`.
+    pub fn observe(&mut self, view: &FleetView, now: i64) {
+        self.sample(view, now);
+        for j in &view.jobs {
+            let key = format!("{}/{}", j.namespace, j.name);
+            let change = JobChange {
+                at: now,
+                phase: j.phase.clone(),
+                reason: j.reason.clone(),
+                message: j.message.clone(),
+                clusters: j.clusters.clone(),
+            };
+            let (changes, seen) = self.jobs.entry(key.clone()).or_default();
+            *seen = now;
+            let same = changes.back().is_some_and(|c| {
+                (&c.phase, &c.reason, &c.message, &c.clusters)
+                    == (
+                        &change.phase,
+                        &change.reason,
+                        &change.message,
+                        &change.clusters,
+                    )
+            });
+            if !same {
+                changes.push_back(change);
+                while changes.len() > JOB_CHANGES {
+                    changes.pop_front();
+                }
+            }
+            self.job_moves(&key, &j.clusters, &j.evicting, now);
+        }
+        self.jobs.retain(|_, (_, seen)| now - *seen <= KEEP_S);
+        let present: BTreeSet<String> = view
+            .jobs
+            .iter()
+            .map(|j| format!("{}/{}", j.namespace, j.name))
+            .collect();
+        self.placed.retain(|k, _| present.contains(k));
+        self.evicting.retain(|k, _| present.contains(k));
+        for c in &view.clusters {
+            let taints: BTreeSet<String> = c.taints.iter().cloned().collect();
+            let Some((ready, before)) = self.clusters.get(&c.name).cloned() else {
+                self.clusters.insert(c.name.clone(), (c.ready, taints));
+                continue;
+            };
+            let at = |kind: &'static str, detail: String| FailoverEvent {
+                at: now,
+                kind,
+                cluster: c.name.clone(),
+                job: None,
+                detail,
+            };
+            let mut events = Vec::new();
+            if ready != c.ready {
+                events.push(if c.ready {
+                    at("ClusterReady", "its health probe succeeds again".into())
+                } else {
+                    at("ClusterNotReady", "its health probe fails".into())
+                });
+            }
+            for t in taints.difference(&before) {
+                events.push(at("Tainted", t.clone()));
+            }
+            for t in before.difference(&taints) {
+                events.push(at("Untainted", t.clone()));
+            }
+            for e in events {
+                self.event(e);
+            }
+            self.clusters.insert(c.name.clone(), (c.ready, taints));
+        }
+    }
+
+    /// Records the evictions that start or end for `job`, and a move when it runs somewhere
+    /// else than where it last ran.
+    fn job_moves(&mut self, job: &str, clusters: &[String], evicting: &[String], now: i64) {
+        let before = self.evicting.get(job).cloned().unwrap_or_default();
+        let mut events = Vec::new();
+        let event = |kind, cluster: &str, detail: String| FailoverEvent {
+            at: now,
+            kind,
+            cluster: cluster.to_string(),
+            job: Some(job.to_string()),
+            detail,
+        };
+        for c in evicting.iter().filter(|c| !before.contains(c)) {
+            events.push(event(
+                "EvictionStarted",
+                c,
+                format!("{job} is evicted from {c}"),
+            ));
+        }
+        for c in before.iter().filter(|c| !evicting.contains(c)) {
+            events.push(event(
+                "EvictionEnded",
+                c,
+                format!("{job}'s old copy in {c} is gone"),
+            ));
+        }
+        if evicting.is_empty() {
+            self.evicting.remove(job);
+        } else {
+            self.evicting.insert(job.to_string(), evicting.to_vec());
+        }
+        // Where it runs, its evicted copies aside.
+        let now_at: Vec<String> = clusters
+            .iter()
+            .filter(|c| !evicting.contains(c))
+            .cloned()
+            .collect();
+        if !now_at.is_empty() {
+            if let Some(was) = self.placed.get(job)
+                && *was != now_at
+                && !now_at.iter().all(|c| was.contains(c))
+            {
+                let to = now_at.join(", ");
+                events.push(event(
+                    "Moved",
+                    &to,
+                    format!("{job} moved from {} to {to}", was.join(", ")),
+                ));
+            }
+            self.placed.insert(job.to_string(), now_at);
+        }
+        for e in events {
+            self.event(e);
+        }
+    }
+
+    /// A sample of every queue, if one is due.
+    fn sample(&mut self, view: &FleetView, now: i64) {
+        if self.last_sample.is_some_and(|t| now - t < SAMPLE_S) {
+            return;
+        }
+        self.last_sample = Some(now);
+        for q in &view.queues {
+            let samples = self.queues.entry(q.name.clone()).or_default();
+            samples.push_back(QueueSample {
+                at: now,
+                allocated: numbers(&q.allocated),
+                deserved: numbers(&q.deserved),
+                waiting_request: numbers(&q.waiting_request),
+                pending: q.pending,
+                inqueue: q.inqueue,
+                running: q.running,
+            });
+        }
+        for samples in self.queues.values_mut() {
+            while samples.front().is_some_and(|s| now - s.at > KEEP_S) {
+                samples.pop_front();
+            }
+        }
+        self.queues.retain(|_, s| !s.is_empty());
+    }
+
+    /// The history as the UI renders it.
+    pub fn view(&self) -> HistoryView {
+        HistoryView {
+            version: crate::view::VERSION,
+            sample_seconds: SAMPLE_S,
+            queues: self
+                .queues
+                .iter()
+                .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
+            jobs: self
+                .jobs
+                .iter()
+                .map(|(k, (v, _))| (k.clone(), v.iter().cloned().collect()))
+                .collect(),
+            failover: self.failover.iter().cloned().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

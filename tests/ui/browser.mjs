@@ -158,6 +158,8 @@ try {
   await member.waitFor({ timeout: 30_000 });
   const health = await member.locator("td").nth(1).innerText();
   check("clusters show their health", health === "Ready", health);
+  const classes = await page.locator('tr[data-cluster="us-east-gpu"] [data-class]').allInnerTexts();
+  check("clusters show their node classes", classes.some((c) => c.startsWith("NVIDIA-A100")), classes.join("; "));
   await page.screenshot({ path: join(shots, "clusters.png"), fullPage: true });
 
   // Expected start: every extended GPU taken by two jobs expected to run 30 minutes, a third

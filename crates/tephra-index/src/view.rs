@@ -113,6 +113,9 @@ pub struct JobView {
     pub expected_after: Option<i64>,
     /// The clusters it is being evicted from (failover), its old copies still there.
     pub evicting: Vec<String>,
+    /// The smallest network-topology domain (HyperNode) holding all its placed pods, when
+    /// they are in one cluster and it has HyperNodes.
+    pub domain: Option<String>,
 }
 
 /// One member cluster.
@@ -136,6 +139,39 @@ pub struct ClusterView {
     pub allocated: BTreeMap<String, String>,
     /// Its HyperNodes (and label-discovered domains), lowest tier first.
     pub hypernodes: Vec<HyperNodeView>,
+    /// Its nodes by class: by GPU product (`nvidia.com/gpu.product`), else by the extended
+    /// resources they offer, else `cpu`.
+    pub node_classes: Vec<NodeClassView>,
+}
+
+/// Nodes of one class in a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NodeClassView {
+    /// The class.
+    pub name: String,
+    /// Nodes.
+    pub nodes: u32,
+    /// Allocatable, per resource.
+    pub allocatable: BTreeMap<String, String>,
+    /// Held, per resource.
+    pub allocated: BTreeMap<String, String>,
+}
+
+/// A node's class (see [`ClusterView::node_classes`]).
+fn node_class(world: &World, n: &tephra_scheduler::model::Node) -> String {
+    if let Some(p) = n.spec.labels.get("nvidia.com/gpu.product") {
+        return p.clone();
+    }
+    let a = n.allocatable();
+    let extended: Vec<&str> = (3..MAX_RESOURCES.min(world.names.len()))
+        .filter(|s| a.get(*s) > 0)
+        .map(|s| world.names.name(s))
+        .collect();
+    if extended.is_empty() {
+        "cpu".into()
+    } else {
+        extended.join("+")
+    }
 }
 
 /// One network-topology domain.
@@ -216,6 +252,11 @@ fn starved(q: &QueueView, jobs: &[JobView]) -> Option<String> {
 
 /// The fleet in `world`, with what `extra` knows of each job.
 pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
+    let topologies: BTreeMap<&str, _> = world
+        .clusters
+        .iter()
+        .filter_map(|(id, c)| Some((c.name.as_str(), world.topology(id)?)))
+        .collect();
     let mut jobs = Vec::new();
     let mut waiting: BTreeMap<String, Resources> = BTreeMap::new();
     for (_, job) in world.jobs.iter() {
@@ -223,8 +264,9 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             continue;
         };
         let (mut running, mut pending) = (0, 0);
-        let (mut clusters, mut nodes) = (Vec::new(), Vec::new());
+        let (mut clusters, mut nodes, mut node_ids) = (Vec::new(), Vec::new(), Vec::new());
         for t in job.tasks.iter().filter_map(|t| world.tasks.get(*t)) {
+            node_ids.extend(t.node);
             match t.spec.status {
                 TaskStatus::Pending => {
                     pending += 1;
@@ -248,6 +290,16 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
         clusters.sort();
         nodes.sort();
         nodes.dedup();
+        let domain = match (clusters.as_slice(), node_ids.is_empty()) {
+            ([one], false) => topologies.get(one.as_str()).and_then(|t| {
+                t.domains
+                    .iter()
+                    .filter(|d| node_ids.iter().all(|n| d.nodes.binary_search(n).is_ok()))
+                    .min_by_key(|d| d.tier)
+                    .map(|d| d.name.clone())
+            }),
+            _ => None,
+        };
         let (reason, message) = (extra.condition)(&job.key).unwrap_or_default();
         jobs.push(JobView {
             namespace: g.namespace.clone(),
@@ -274,6 +326,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             expected_start: None,
             expected_after: None,
             evicting: (extra.evicting)(&job.key),
+            domain,
         });
     }
     jobs.sort_by(|a, b| (&a.queue, &a.namespace, &a.name).cmp(&(&b.queue, &b.namespace, &b.name)));
@@ -326,6 +379,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
         .map(|(id, c)| {
             let (mut alloc, mut used) = (Resources::ZERO, Resources::ZERO);
             let (mut nodes, mut ready_nodes) = (0, 0);
+            let mut classes: BTreeMap<String, (u32, Resources, Resources)> = BTreeMap::new();
             for n in world
                 .cluster_nodes
                 .get(id as usize)
@@ -339,6 +393,10 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                 }
                 alloc.add(&n.allocatable());
                 used.add(&n.used);
+                let class = classes.entry(node_class(world, n)).or_default();
+                class.0 += 1;
+                class.1.add(&n.allocatable());
+                class.2.add(&n.used);
             }
             ClusterView {
                 name: c.name.clone(),
@@ -353,8 +411,8 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                 ready_nodes,
                 allocatable: quantities(world, &alloc),
                 allocated: quantities(world, &used),
-                hypernodes: world
-                    .topology(id)
+                hypernodes: topologies
+                    .get(c.name.as_str())
                     .map(|t| {
                         t.domains
                             .iter()
@@ -366,6 +424,15 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                             .collect()
                     })
                     .unwrap_or_default(),
+                node_classes: classes
+                    .into_iter()
+                    .map(|(name, (nodes, a, u))| NodeClassView {
+                        name,
+                        nodes,
+                        allocatable: quantities(world, &a),
+                        allocated: quantities(world, &u),
+                    })
+                    .collect(),
             }
         })
         .collect();

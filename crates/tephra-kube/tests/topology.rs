@@ -154,6 +154,21 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
             .values()
             .all(Option::is_none)
     );
+    // The UI shows each running gang's rack.
+    let addr = sched.metrics_addr.unwrap();
+    let domains = eventually(30, "the UI shows a's and b's racks", || async {
+        let (_, body) = http_get(addr, "/ui/api/v1/fleet").await;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let mut d: Vec<String> = v["jobs"]
+            .as_array()?
+            .iter()
+            .filter_map(|j| j["domain"].as_str().map(String::from))
+            .collect();
+        d.sort();
+        (d.len() == 2).then_some(d)
+    })
+    .await;
+    assert_eq!(domains, ["s0", "s1"]);
     stop_everything(sched, ctl).await;
 }
 

@@ -60,6 +60,11 @@ pub const MEMBER_SCHEDULER: &str = "default-scheduler";
 pub const MEMBER_SCHEDULER_NAME: &str = "tephra.io/member-scheduler-name";
 /// Annotation on objects tephra created in a member: the control-plane object they come from.
 pub const SOURCE_OBJECT: &str = "tephra.io/source";
+/// Pod or PodGroup annotation: how long it runs (Go duration), for expected start times.
+pub const EXPECTED_DURATION: &str = "tephra.io/expected-duration";
+/// PodGroup annotation the scheduler writes on a waiting job: its expected start (RFC 3339),
+/// or `after <time>` when it does not start within the forecast's horizon.
+pub const EXPECTED_START: &str = "tephra.io/expected-start";
 /// Simulator annotation on a Job manifest: when it is submitted (a duration such as `10m`).
 pub const SIM_SUBMIT_AT: &str = "tephra.io/sim-submit-at";
 /// Simulator annotation on a Job manifest: how long its pods run (a duration such as `2h`).

@@ -22,7 +22,7 @@ use crate::writes::Write;
 /// The PodGroup annotation that carries a waiting job's expected start: an RFC 3339 time, or
 /// `after <time>` when it does not start within the forecast's horizon (the time is the
 /// horizon's end).
-pub const EXPECTED_START: &str = "tephra.io/expected-start";
+pub use tephra_api::well_known::EXPECTED_START;
 
 /// A move smaller than this (seconds) is never written.
 const MIN_MOVE_S: i64 = 60;

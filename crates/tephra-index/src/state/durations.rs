@@ -15,7 +15,7 @@ use tephra_scheduler::model::PodSpec;
 use tephra_scheduler::resources::Resources;
 
 /// The annotation (on a pod or its PodGroup) that says how long it runs.
-pub const EXPECTED_DURATION: &str = "tephra.io/expected-duration";
+pub use tephra_api::well_known::EXPECTED_DURATION;
 
 /// Completed runs kept per queue and request shape.
 const KEPT: usize = 32;

@@ -72,7 +72,8 @@ pub struct FailoverEvent {
     pub detail: String,
 }
 
-/// The JSON the UI renders.
+/// The JSON the UI renders (`/ui/api/v1/history`): bounded by the number of queues, not of
+/// jobs; a job's changes are asked for one job at a time ([`JobHistory`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct HistoryView {
     /// [`crate::view::VERSION`].
@@ -81,10 +82,18 @@ pub struct HistoryView {
     pub sample_seconds: i64,
     /// Each queue's samples, oldest first.
     pub queues: BTreeMap<String, Vec<QueueSample>>,
-    /// Each job's changes (`namespace/name`), oldest first.
-    pub jobs: BTreeMap<String, Vec<JobChange>>,
     /// Failover events, oldest first.
     pub failover: Vec<FailoverEvent>,
+}
+
+/// One job's changes (`/ui/api/v1/history/jobs/NAMESPACE/NAME`), oldest first; none when it
+/// was not seen in the last [`KEEP_S`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct JobHistory {
+    /// `namespace/name`.
+    pub job: String,
+    /// Its changes.
+    pub changes: Vec<JobChange>,
 }
 
 /// What was last seen of a cluster: ready, taints.
@@ -276,7 +285,7 @@ impl History {
         self.queues.retain(|_, s| !s.is_empty());
     }
 
-    /// The history as the UI renders it.
+    /// The queues' samples and the failover events, as the UI renders them.
     pub fn view(&self) -> HistoryView {
         HistoryView {
             version: crate::view::VERSION,
@@ -286,12 +295,19 @@ impl History {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.iter().cloned().collect()))
                 .collect(),
-            jobs: self
-                .jobs
-                .iter()
-                .map(|(k, (v, _))| (k.clone(), v.iter().cloned().collect()))
-                .collect(),
             failover: self.failover.iter().cloned().collect(),
+        }
+    }
+
+    /// Job `job`'s changes (`namespace/name`).
+    pub fn job(&self, job: &str) -> JobHistory {
+        JobHistory {
+            job: job.to_string(),
+            changes: self
+                .jobs
+                .get(job)
+                .map(|(c, _)| c.iter().cloned().collect())
+                .unwrap_or_default(),
         }
     }
 }

@@ -183,6 +183,9 @@ pub struct HyperNodeView {
     pub tier: u32,
     /// Nodes under it.
     pub nodes: usize,
+    /// The HyperNode above it (the smallest of a higher tier holding all its nodes), if any:
+    /// the tree the UI draws.
+    pub parent: Option<String>,
 }
 
 /// A PodGroup's waiting reason and message, as its `Unschedulable` condition says.
@@ -420,6 +423,17 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                                 name: d.name.clone(),
                                 tier: d.tier,
                                 nodes: d.nodes.len(),
+                                parent: t
+                                    .domains
+                                    .iter()
+                                    .filter(|p| {
+                                        p.tier > d.tier
+                                            && d.nodes
+                                                .iter()
+                                                .all(|n| p.nodes.binary_search(n).is_ok())
+                                    })
+                                    .min_by_key(|p| (p.tier, p.nodes.len()))
+                                    .map(|p| p.name.clone()),
                             })
                             .collect()
                     })

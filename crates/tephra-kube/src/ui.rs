@@ -1,14 +1,15 @@
 //! The web UI on `--listen-address`: `/ui/` (one page whose views, queues, jobs, clusters and
 //! failover, are linkable by fragment and refresh every two seconds) and the JSON it renders,
 //! `/ui/api/v1/fleet` ([`tephra_index::view`], with expected starts from [`crate::eta`]) and
-//! `/ui/api/v1/history` ([`tephra_index::history`]: queues over the last hours, jobs'
-//! reasons, the failover timeline). Read-only. It answers only requests from the
+//! `/ui/api/v1/history` ([`tephra_index::history`]: queues over the last hours and the
+//! failover timeline) and `/ui/api/v1/history/jobs/NAMESPACE/NAME` (a job's phases and
+//! reasons). Read-only. It answers only requests from the
 //! loopback interface (where `kubectl port-forward` arrives) unless the operator opens it to
 //! anyone who can reach the port (`--ui-open`). The page is a file of this crate, built in: one
 //! binary, nothing to build with another toolchain.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,8 +23,9 @@ pub const PAGE: &str = include_str!("ui/page.html");
 pub struct Ui {
     /// The latest fleet view, as JSON.
     pub fleet: Arc<RwLock<Bytes>>,
-    /// The latest history ([`tephra_index::history`]), as JSON.
-    pub history: Arc<RwLock<Bytes>>,
+    /// The history ([`tephra_index::history`]), fed by the [`Publisher`] on the loop and
+    /// serialized on request, so that the loop never pays for its JSON.
+    pub history: Arc<Mutex<tephra_index::history::History>>,
     /// Whether requests from beyond the loopback interface are answered (`--ui-open`).
     pub open: bool,
 }
@@ -39,28 +41,33 @@ impl Ui {
 
     /// Keeps `view` as what `/ui/api/v1/fleet` answers.
     pub fn publish(&self, view: &tephra_index::view::FleetView) {
-        keep(&self.fleet, view, "fleet view");
-    }
-
-    /// Keeps `history` as what `/ui/api/v1/history` answers.
-    pub fn publish_history(&self, history: &tephra_index::history::HistoryView) {
-        keep(&self.history, history, "history");
-    }
-}
-
-fn keep(slot: &RwLock<Bytes>, what: &impl serde::Serialize, name: &str) {
-    match serde_json::to_vec(what) {
-        Ok(json) => {
-            let mut slot = slot.write().unwrap_or_else(|e| e.into_inner());
-            *slot = Bytes::from(json);
+        match serde_json::to_vec(view) {
+            Ok(json) => {
+                let mut slot = self.fleet.write().unwrap_or_else(|e| e.into_inner());
+                *slot = Bytes::from(json);
+            }
+            Err(e) => tracing::warn!(error = %e, "fleet view not serialized"),
         }
-        Err(e) => tracing::warn!(error = %e, what = name, "not serialized"),
     }
-}
 
-fn read(slot: &RwLock<Bytes>) -> Bytes {
-    slot.read()
-        .map_or_else(|e| e.into_inner().clone(), |b| b.clone())
+    /// Takes `view` into the history, at `now`.
+    pub fn observe(&self, view: &tephra_index::view::FleetView, now: i64) {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(view, now);
+    }
+
+    /// The history's answer to `rest` (after `/ui/api/v1/history`), as JSON: the queues and
+    /// failover, or `/jobs/NAMESPACE/NAME`'s changes.
+    fn history_json(&self, rest: &str) -> Option<serde_json::Result<Vec<u8>>> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        match rest.strip_prefix("/jobs/") {
+            None if rest.is_empty() => Some(serde_json::to_vec(&h.view())),
+            Some(job) if job.split('/').count() == 2 => Some(serde_json::to_vec(&h.job(job))),
+            _ => None,
+        }
+    }
 }
 
 /// How the UI and the expected starts it shows run.
@@ -92,7 +99,6 @@ pub struct Publisher {
     /// When, at which cache generation and in which role the view was last published.
     shown: Option<(Instant, u64, bool)>,
     forecaster: crate::eta::Forecaster,
-    history: tephra_index::history::History,
     /// Whether predictions came that the published view does not show yet.
     fresh: bool,
 }
@@ -104,7 +110,6 @@ impl Publisher {
             ui: Ui::new(options.open),
             shown: None,
             forecaster: crate::eta::Forecaster::new(options.eta_every, options.default_run),
-            history: tephra_index::history::History::new(),
             fresh: false,
         }
     }
@@ -140,8 +145,7 @@ impl Publisher {
                 tephra_index::eta::annotate_view(&mut view, p);
             }
             self.ui.publish(&view);
-            self.history.observe(&view, now);
-            self.ui.publish_history(&self.history.view());
+            self.ui.observe(&view, now);
             self.shown = Some((Instant::now(), generation, leading));
             self.fresh = false;
         }
@@ -175,12 +179,11 @@ pub fn route(
             "text/html; charset=utf-8",
             Bytes::from_static(PAGE.as_bytes()),
         ),
-        "/ui/api/v1/fleet" | "/ui/api/v1/history" => {
-            let body = read(if path.ends_with("fleet") {
-                &ui.fleet
-            } else {
-                &ui.history
-            });
+        "/ui/api/v1/fleet" => {
+            let body = ui
+                .fleet
+                .read()
+                .map_or_else(|e| e.into_inner().clone(), |b| b.clone());
             if body.is_empty() {
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -191,11 +194,22 @@ pub fn route(
                 (StatusCode::OK, "application/json", body)
             }
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            Bytes::from_static(b"not found"),
-        ),
+        _ => match path
+            .strip_prefix("/ui/api/v1/history")
+            .and_then(|rest| ui.history_json(rest))
+        {
+            Some(Ok(json)) => (StatusCode::OK, "application/json", Bytes::from(json)),
+            Some(Err(e)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                Bytes::from(format!("history not serialized: {e}")),
+            ),
+            None => (
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                Bytes::from_static(b"not found"),
+            ),
+        },
     })
 }
 

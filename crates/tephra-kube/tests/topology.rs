@@ -154,9 +154,9 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
             .values()
             .all(Option::is_none)
     );
-    // The UI shows each running gang's rack.
+    // The UI shows each running gang's rack, and the racks under the spine.
     let addr = sched.metrics_addr.unwrap();
-    let domains = eventually(30, "the UI shows a's and b's racks", || async {
+    let (domains, tree) = eventually(30, "the UI shows a's and b's racks", || async {
         let (_, body) = http_get(addr, "/ui/api/v1/fleet").await;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         let mut d: Vec<String> = v["jobs"]
@@ -165,10 +165,27 @@ async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(
             .filter_map(|j| j["domain"].as_str().map(String::from))
             .collect();
         d.sort();
-        (d.len() == 2).then_some(d)
+        let tree: Vec<(String, Option<String>)> = v["clusters"][0]["hypernodes"]
+            .as_array()?
+            .iter()
+            .map(|h| {
+                let name = h["name"].as_str().unwrap_or_default().to_string();
+                (name, h["parent"].as_str().map(String::from))
+            })
+            .collect();
+        (d.len() == 2).then_some((d, tree))
     })
     .await;
     assert_eq!(domains, ["s0", "s1"]);
+    let spine = Some("s2".to_string());
+    assert_eq!(
+        tree,
+        [
+            ("s0".to_string(), spine.clone()),
+            ("s1".to_string(), spine),
+            ("s2".to_string(), None)
+        ]
+    );
     stop_everything(sched, ctl).await;
 }
 

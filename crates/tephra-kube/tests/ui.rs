@@ -94,19 +94,21 @@ async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_
     assert_eq!(status, 200);
     let h: Value = serde_json::from_str(&body).unwrap();
     assert!(h["queues"]["default"][0]["at"].is_i64(), "{h}");
-    let changes = h["jobs"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .find(|(k, _)| k.starts_with("default/huge"))
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
+    let path = format!(
+        "/ui/api/v1/history/jobs/default/{}",
+        huge["name"].as_str().unwrap()
+    );
+    let (status, body) = http_get(addr, &path).await;
+    assert_eq!(status, 200, "{body}");
+    let j: Value = serde_json::from_str(&body).unwrap();
     assert!(
-        changes
+        j["changes"]
             .as_array()
             .is_some_and(|c| c.iter().any(|c| c["reason"].is_string())),
-        "{h}"
+        "{j}"
     );
+    let (status, _) = http_get(addr, "/ui/api/v1/history/nothing").await;
+    assert_eq!(status, 404);
     // The page itself: one HTML document that renders the JSON.
     let (status, page) = http_get(addr, "/ui/").await;
     assert_eq!(status, 200);

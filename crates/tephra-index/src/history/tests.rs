@@ -77,7 +77,7 @@ fn a_jobs_changes_of_phase_and_reason_are_kept_once_each() {
     for (t, j) in steps.into_iter().enumerate() {
         h.observe(&fleet(vec![], vec![j], vec![]), t as i64 * 10);
     }
-    let changes = &h.view().jobs["ns/j"];
+    let changes = h.job("ns/j").changes;
     let seen: Vec<(i64, &str, Option<&str>)> = changes
         .iter()
         .map(|c| (c.at, c.phase.as_str(), c.reason.as_deref()))
@@ -98,7 +98,8 @@ fn a_jobs_changes_of_phase_and_reason_are_kept_once_each() {
             100 + t,
         );
     }
-    assert_eq!(h.view().jobs["ns/j"].len(), JOB_CHANGES);
+    assert_eq!(h.job("ns/j").changes.len(), JOB_CHANGES);
+    assert!(h.job("ns/other").changes.is_empty());
 }
 
 #[test]

@@ -25,6 +25,7 @@ const SESSIONS: (u32, u32, u32) = (200, 20, 2_000);
 
 /// Runs forecast rounds off the loop and keeps the latest predictions.
 pub struct Forecaster {
+    metrics: Arc<crate::metrics::Metrics>,
     every: Duration,
     default_run: Duration,
     /// When the last round started, on which cache generation.
@@ -37,8 +38,13 @@ pub struct Forecaster {
 impl Forecaster {
     /// Rounds at most every `every` (`--eta-every`; zero: never); a pod of which nothing is
     /// known runs `default_run`.
-    pub fn new(every: Duration, default_run: Duration) -> Self {
+    pub fn new(
+        every: Duration,
+        default_run: Duration,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
         Self {
+            metrics,
             every,
             default_run,
             last: None,
@@ -75,6 +81,13 @@ impl Forecaster {
                         took_ms = took.as_millis() as u64,
                         "expected starts recomputed"
                     );
+                    self.metrics.eta_round.observe(took.as_secs_f64());
+                    self.metrics
+                        .eta_predicted
+                        .set(i64::try_from(p.jobs.len()).unwrap_or(i64::MAX));
+                    self.metrics
+                        .eta_unresolved
+                        .set(i64::try_from(p.unresolved.len()).unwrap_or(i64::MAX));
                     let p = Arc::new(p);
                     self.latest = Some(Arc::clone(&p));
                     fresh = Some(p);

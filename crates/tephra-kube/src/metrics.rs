@@ -83,6 +83,12 @@ pub struct Metrics {
     pub reload_ok: IntGauge,
     /// `tephra_cache_refused_objects`.
     pub refused: IntGauge,
+    /// `tephra_eta_round_duration_seconds`: how long each expected-start round took.
+    pub eta_round: Histogram,
+    /// `tephra_eta_predicted_jobs`: waiting jobs the last round gave an expected start.
+    pub eta_predicted: IntGauge,
+    /// `tephra_eta_unresolved_jobs`: waiting jobs the last round's budget did not reach.
+    pub eta_unresolved: IntGauge,
 }
 
 /// Volcano's per-queue gauges.
@@ -439,6 +445,23 @@ impl Metrics {
                 &r,
                 "tephra_cache_refused_objects",
                 "Watched objects the scheduler cannot read (see the logs for each one)",
+            )?,
+            eta_round: histogram(
+                &r,
+                "tephra_eta_round_duration_seconds",
+                "Wall time of each round of waiting jobs' expected starts (off the session's path)",
+                0.005,
+                12,
+            )?,
+            eta_predicted: int_gauge(
+                &r,
+                "tephra_eta_predicted_jobs",
+                "Waiting jobs the last expected-start round gave a start (or not within its horizon)",
+            )?,
+            eta_unresolved: int_gauge(
+                &r,
+                "tephra_eta_unresolved_jobs",
+                "Waiting jobs the last expected-start round's budget of sessions did not reach",
             )?,
             names: r.names.into_inner(),
             registry: r.registry,

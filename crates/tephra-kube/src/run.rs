@@ -231,7 +231,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     metrics.reload_ok.set(1);
     let ready = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    let ui = crate::ui::Publisher::new(&options.ui);
+    let ui = crate::ui::Publisher::new(&options.ui, Arc::clone(&metrics));
     let health = Health {
         ready: Arc::clone(&ready),
         metrics: Arc::clone(&metrics),

@@ -104,12 +104,14 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// A publisher to a new [`Ui`], which has shown nothing yet.
-    pub fn new(options: &UiOptions) -> Self {
+    /// A publisher to a new [`Ui`], which has shown nothing yet; expected-start rounds report
+    /// to `metrics`.
+    pub fn new(options: &UiOptions, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        let (every, default_run) = (options.eta_every, options.default_run);
         Self {
             ui: Ui::new(options.open),
             shown: None,
-            forecaster: crate::eta::Forecaster::new(options.eta_every, options.default_run),
+            forecaster: crate::eta::Forecaster::new(every, default_run, metrics),
             fresh: false,
         }
     }

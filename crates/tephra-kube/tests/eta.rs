@@ -116,6 +116,14 @@ async fn a_waiting_job_is_told_when_it_starts_on_its_podgroup_and_in_the_ui() {
         (second["expected_start"] == json!(end_of_first) && v["forecast"].is_object()).then_some(())
     })
     .await;
+    // The rounds are in the metrics.
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    assert!(
+        metrics.contains("tephra_eta_predicted_jobs 2")
+            && metrics.contains("tephra_eta_unresolved_jobs 0")
+            && metrics.contains("tephra_eta_round_duration_seconds_count"),
+        "{metrics}"
+    );
     // First gone: second runs (its annotation goes), third now waits only for second.
     jobs.delete("first", &Default::default()).await.unwrap();
     expected_when(

@@ -190,6 +190,10 @@ try {
   check("a job's page shows its expected start and its history", /in (2\d|30)m/.test(detail) && /Pending|Inqueue/.test(detail),
     detail.replace(/\s+/g, " ").slice(0, 200));
   await page.screenshot({ path: join(shots, "job.png"), fullPage: true });
+  const split = await page.evaluate(() => perCluster("2/2 tasks in gang unschedulable: cluster east: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu; cluster west: cluster is tainted"));
+  check("a waiting job's reason is split by member cluster",
+    JSON.stringify(split) === JSON.stringify([["east", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"], ["west", "cluster is tainted"]]),
+    JSON.stringify(split));
 
   // A queue's figures over time.
   await page.goto(ui + "#queues?queue=default");

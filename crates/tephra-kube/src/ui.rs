@@ -9,7 +9,7 @@
 //! binary, nothing to build with another toolchain.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -94,6 +94,10 @@ impl Default for UiOptions {
 /// Publishes the scheduler's fleet view to a [`Ui`] when the cache, the role or the expected
 /// starts changed, at most every two seconds (the page refreshes as often), and keeps the
 /// expected starts recomputed ([`crate::eta`]).
+///
+/// The loop only builds the view (plain data, no share of the cache); a thread of the
+/// publisher's own adds the expected starts, serializes it and takes it into the history, so
+/// that the loop never pays for the JSON.
 pub struct Publisher {
     ui: Ui,
     /// When, at which cache generation and in which role the view was last published.
@@ -101,6 +105,26 @@ pub struct Publisher {
     forecaster: crate::eta::Forecaster,
     /// Whether predictions came that the published view does not show yet.
     fresh: bool,
+    /// The publishing thread: one view at a time.
+    worker: Option<mpsc::SyncSender<Shown>>,
+}
+
+/// A view to publish, the predictions to show in it, and when it was taken.
+type Shown = (
+    tephra_index::view::FleetView,
+    Option<Arc<crate::eta::Predictions>>,
+    i64,
+);
+
+/// Publishes what it is sent until the sender goes.
+fn publishing(ui: Ui, views: mpsc::Receiver<Shown>) {
+    for (mut view, predictions, now) in views {
+        if let Some(p) = predictions {
+            tephra_index::eta::annotate_view(&mut view, &p);
+        }
+        ui.publish(&view);
+        ui.observe(&view, now);
+    }
 }
 
 impl Publisher {
@@ -108,11 +132,25 @@ impl Publisher {
     /// to `metrics`.
     pub fn new(options: &UiOptions, metrics: Arc<crate::metrics::Metrics>) -> Self {
         let (every, default_run) = (options.eta_every, options.default_run);
+        let ui = Ui::new(options.open);
+        let (tx, rx) = mpsc::sync_channel(1);
+        let to = ui.clone();
+        let worker = match std::thread::Builder::new()
+            .name("tephra-ui".into())
+            .spawn(move || publishing(to, rx))
+        {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::warn!(error = %e, "no UI thread; the loop publishes the UI itself");
+                None
+            }
+        };
         Self {
-            ui: Ui::new(options.open),
+            ui,
             shown: None,
             forecaster: crate::eta::Forecaster::new(every, default_run, metrics),
             fresh: false,
+            worker,
         }
     }
 
@@ -142,17 +180,37 @@ impl Publisher {
         });
         if due {
             let role = if leading { "leader" } else { "standby" };
-            let mut view = state.view(role);
-            if let Some(p) = self.forecaster.latest() {
-                tephra_index::eta::annotate_view(&mut view, p);
+            let shown = (state.view(role), self.forecaster.latest().cloned(), now);
+            let sent = match &self.worker {
+                Some(tx) => match tx.try_send(shown) {
+                    Ok(()) => true,
+                    // Still publishing the last one: this one waits for the next tick.
+                    Err(mpsc::TrySendError::Full(_)) => false,
+                    Err(mpsc::TrySendError::Disconnected(s)) => {
+                        self.worker = None;
+                        publishing(self.ui.clone(), one(s));
+                        true
+                    }
+                },
+                None => {
+                    publishing(self.ui.clone(), one(shown));
+                    true
+                }
+            };
+            if sent {
+                self.shown = Some((Instant::now(), generation, leading));
+                self.fresh = false;
             }
-            self.ui.publish(&view);
-            self.ui.observe(&view, now);
-            self.shown = Some((Instant::now(), generation, leading));
-            self.fresh = false;
         }
         writes
     }
+}
+
+/// A channel that yields `s` once.
+fn one(s: Shown) -> mpsc::Receiver<Shown> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let _ = tx.send(s);
+    rx
 }
 
 /// The UI's answer to `path` from `peer` (status, content type, body), or `None` when the path

@@ -8,7 +8,8 @@
 //! `State` coordinates; its parts keep their own state and rules: the watchers' bookkeeping
 //! (`intake.rs`), the pods declared on the control plane (`declared.rs`), the claims declared
 //! there (`claims.rs`), the bindings' per-cluster status (`aggregated.rs`) and pods waiting for
-//! a PodGroup that does not exist (`strays.rs`), and HyperNodes' status (`hypernodes.rs`). `State` itself is in three files: this one
+//! a PodGroup that does not exist (`strays.rs`), HyperNodes' status (`hypernodes.rs`), and how
+//! long pods run, for expected starts (`durations.rs`). `State` itself is in three files: this one
 //! (its fields, what it tells the run loop, and what follows a session, in the core's words:
 //! [`Cache::take`]), `objects.rs` (each watched object taken in, kind by kind) and `copies.rs`
 //! (members' copies that count for no job: orphans and failover ghosts, graceful eviction).

@@ -185,6 +185,8 @@ pub fn forecast(
     }
     let mut t = now;
     let mut session = 0u64;
+    // Sessions run again at the same moment after evictions.
+    let mut again = 0u32;
     while !waiting.is_empty() {
         if out.sessions >= budget.sessions {
             out.cut_short = true;
@@ -197,6 +199,11 @@ pub fn forecast(
             .binds
             .iter()
             .filter_map(|b| c.task(&b.task).map(|p| (b.task.clone(), p.clone())))
+            .collect();
+        let evicted: Vec<PodSpec> = d
+            .evictions
+            .iter()
+            .filter_map(|e| c.task(&e.task).cloned())
             .collect();
         if c.take(&d, TaskStatus::Running).is_err() {
             break;
@@ -211,8 +218,34 @@ pub fn forecast(
             waiting.remove(&j);
             out.starts.insert(j, t);
         }
-        // On to the next moment a pod ends: what it frees is what the next session places.
-        let Some((&next, _)) = ends.iter().find(|(k, _)| **k > t) else {
+        // Pods evicted by the session (preempt, reclaim) are gone once their grace period
+        // ends, and their controller makes them again: they wait to be placed anew. What they
+        // free is placed by a session at the same moment (a few in a row at most).
+        if !evicted.is_empty() {
+            for pod in evicted {
+                for v in ends.values_mut() {
+                    v.retain(|(ns, n)| (ns, n) != (&pod.namespace, &pod.name));
+                }
+                let (namespace, name) = (pod.namespace.clone(), pod.name.clone());
+                let _ = c.apply(Event::PodDelete { namespace, name });
+                let _ = c.apply(Event::PodUpsert(PodSpec {
+                    status: TaskStatus::Pending,
+                    placement: None,
+                    ..pod
+                }));
+            }
+            ends.retain(|_, v| !v.is_empty());
+            if again < 3 {
+                again += 1;
+                continue;
+            }
+        }
+        again = 0;
+        // On to the next moment a pod ends, or a waiting job's lot changes by itself (its
+        // SLA, its inqueue timeout): what it frees is what the next session places.
+        let wake = d.wake_at.filter(|w| *w > t);
+        let ended = ends.keys().find(|k| **k > t).copied();
+        let Some(next) = [ended, wake].into_iter().flatten().min() else {
             break;
         };
         if next > now + budget.horizon {
@@ -311,6 +344,26 @@ mod tests {
         let f = forecast(&cache, &config(), 0, &|_| 100, Budget::default());
         assert_eq!(f.starts.get("default/b"), Some(&100), "{f:?}");
         assert_eq!(f.starts.get("default/c"), Some(&200), "{f:?}");
+    }
+
+    /// With preempt, a job of higher priority evicts the running one and starts at once, not
+    /// when the running one would have ended. The evicted pod, made again, waits to be
+    /// admitted anew, after the jobs admitted already.
+    #[test]
+    fn a_job_that_preempts_starts_at_once_and_its_victim_after_it() {
+        let text = crate::config::DEFAULT_CONFIG.replace(
+            "actions: \"enqueue, allocate, backfill\"",
+            "actions: \"enqueue, allocate, preempt, backfill\"",
+        );
+        let config = Arc::new(SchedulerConfig::parse(&text).expect("config"));
+        let mut cache = one_full_node();
+        add_job(&mut cache, &whole("urgent", "8", 1).priority(100)).expect("job");
+        add_job(&mut cache, &whole("later", "8", 2)).expect("job");
+        add_job(&mut cache, &whole("last", "8", 3)).expect("job");
+        let f = forecast(&cache, &config, 0, &|_| 100, Budget::default());
+        assert_eq!(f.starts.get("default/urgent"), Some(&0), "{f:?}");
+        assert_eq!(f.starts.get("default/later"), Some(&100), "{f:?}");
+        assert_eq!(f.starts.get("default/last"), Some(&200), "{f:?}");
     }
 
     /// `running` holds the node for 100 s more; `b` (created first) and `c` each need the

@@ -2,6 +2,8 @@
 //! `squeue --start` answers "when will my job start". Pods that run end after the time the
 //! caller expects them to take; at each moment a pod ends, one session runs on what is left
 //! and places what it can, and the pods it starts end after their own expected time in turn.
+//! Pods a session evicts (preempt, reclaim) free their room at once and are made again, to
+//! wait anew, as their controller makes them.
 //! A waiting job's expected start is the moment of the session after which it holds its gang
 //! (minMember pods placed). It stops when every job that waited has started, when nothing more
 //! ends within the horizon, or when the budget of sessions is spent.
@@ -241,11 +243,10 @@ pub fn forecast(
             }
         }
         again = 0;
-        // On to the next moment a pod ends, or a waiting job's lot changes by itself (its
-        // SLA, its inqueue timeout): what it frees is what the next session places.
-        let wake = d.wake_at.filter(|w| *w > t);
-        let ended = ends.keys().find(|k| **k > t).copied();
-        let Some(next) = [ended, wake].into_iter().flatten().min() else {
+        // On to the next moment a pod ends: what it frees is what the next session places.
+        // (Sessions at `Decisions::wake_at` too, when an SLA or inqueue timeout runs out, cost
+        // five times the sessions on the Philly week and made the 90th percentile worse.)
+        let Some(next) = ends.keys().find(|k| **k > t).copied() else {
             break;
         };
         if next > now + budget.horizon {

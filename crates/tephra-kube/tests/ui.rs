@@ -34,17 +34,29 @@ fn job_named<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|j| j["name"].as_str().is_some_and(|n| n.starts_with(name)))
 }
 
-#[tokio::test]
-async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_fit_why() {
+/// Two 8-CPU nodes, the scheduler and controllers on them, and Volcano Job `small` (two 1-CPU
+/// pods) applied; the devcluster's handle is returned to keep it up.
+async fn two_nodes_running_small() -> (
+    tephra_devcluster::Handle,
+    tephra_kube::Running,
+    Vec<tokio::task::JoinHandle<()>>,
+    Api<Job>,
+) {
     logs();
     let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
     let c = client(&dev).await;
     let (sched, ctl) = start_everything(&c).await;
-    let addr = sched.metrics_addr.unwrap();
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs.create(&PostParams::default(), &cpu_job("small", 2, "1"))
         .await
         .unwrap();
+    (dev, sched, ctl, jobs)
+}
+
+#[tokio::test]
+async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_fit_why() {
+    let (_dev, sched, ctl, jobs) = two_nodes_running_small().await;
+    let addr = sched.metrics_addr.unwrap();
     jobs.create(&PostParams::default(), &cpu_job("huge", 1, "64"))
         .await
         .unwrap();
@@ -143,15 +155,8 @@ fn normalized(mut v: Value) -> Value {
 /// Job of two 1-CPU pods running) is the golden answer in `tests/golden/ui-fleet.json`.
 #[tokio::test]
 async fn the_fleet_json_of_a_small_fleet_is_its_golden_answer() {
-    logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
-    let (sched, ctl) = start_everything(&c).await;
+    let (_dev, sched, ctl, jobs) = two_nodes_running_small().await;
     let addr = sched.metrics_addr.unwrap();
-    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
-    jobs.create(&PostParams::default(), &cpu_job("small", 2, "1"))
-        .await
-        .unwrap();
     let v = fleet_when(addr, "small Running, its queue counting it", |v| {
         job_named(v, "small").is_some_and(|j| j["running"] == 2)
             && v["queues"].as_array().is_some_and(|q| {

@@ -155,7 +155,7 @@ fn normalized(mut v: Value) -> Value {
 /// Job of two 1-CPU pods running) is the golden answer in `tests/golden/ui-fleet.json`.
 #[tokio::test]
 async fn the_fleet_json_of_a_small_fleet_is_its_golden_answer() {
-    let (_dev, sched, ctl, jobs) = two_nodes_running_small().await;
+    let (_dev, sched, ctl, _) = two_nodes_running_small().await;
     let addr = sched.metrics_addr.unwrap();
     let v = fleet_when(addr, "small Running, its queue counting it", |v| {
         job_named(v, "small").is_some_and(|j| j["running"] == 2)

@@ -159,8 +159,7 @@ pub fn annotation_writes(state: &State, p: &Predictions, now: i64) -> Vec<Write>
     let world = state.cache().world();
     for (job, written, cluster) in state.group_annotations(EXPECTED_START) {
         let phase = world
-            .job_id(job)
-            .and_then(|id| world.jobs.get(id))
+            .job(job)
             .and_then(|j| j.group.as_ref())
             .map(|g| g.phase);
         let value = match (p.jobs.get(job), written.and_then(Expected::parse)) {

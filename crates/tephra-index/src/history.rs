@@ -133,6 +133,7 @@ impl History {
     /// Takes in `view`, as the fleet is at `now`.
     pub fn observe(&mut self, view: &FleetView, now: i64) {
         self.sample(view, now);
+        let mut present: BTreeSet<String> = BTreeSet::new();
         for j in &view.jobs {
             let key = format!("{}/{}", j.namespace, j.name);
             let change = JobChange {
@@ -160,13 +161,9 @@ impl History {
                 }
             }
             self.job_moves(&key, &j.clusters, &j.evicting, now);
+            present.insert(key);
         }
         self.jobs.retain(|_, (_, seen)| now - *seen <= KEEP_S);
-        let present: BTreeSet<String> = view
-            .jobs
-            .iter()
-            .map(|j| format!("{}/{}", j.namespace, j.name))
-            .collect();
         self.placed.retain(|k, _| present.contains(k));
         self.evicting.retain(|k, _| present.contains(k));
         for c in &view.clusters {

@@ -116,15 +116,13 @@ type Shown = (
     i64,
 );
 
-/// Publishes what it is sent until the sender goes.
-fn publishing(ui: Ui, views: mpsc::Receiver<Shown>) {
-    for (mut view, predictions, now) in views {
-        if let Some(p) = predictions {
-            tephra_index::eta::annotate_view(&mut view, &p);
-        }
-        ui.publish(&view);
-        ui.observe(&view, now);
+/// Publishes one view: its expected starts added, as JSON, and into the history.
+fn publish(ui: &Ui, (mut view, predictions, now): Shown) {
+    if let Some(p) = predictions {
+        tephra_index::eta::annotate_view(&mut view, &p);
     }
+    ui.publish(&view);
+    ui.observe(&view, now);
 }
 
 impl Publisher {
@@ -137,7 +135,7 @@ impl Publisher {
         let to = ui.clone();
         let worker = match std::thread::Builder::new()
             .name("tephra-ui".into())
-            .spawn(move || publishing(to, rx))
+            .spawn(move || rx.into_iter().for_each(|s| publish(&to, s)))
         {
             Ok(_) => Some(tx),
             Err(e) => {
@@ -188,12 +186,12 @@ impl Publisher {
                     Err(mpsc::TrySendError::Full(_)) => false,
                     Err(mpsc::TrySendError::Disconnected(s)) => {
                         self.worker = None;
-                        publishing(self.ui.clone(), one(s));
+                        publish(&self.ui, s);
                         true
                     }
                 },
                 None => {
-                    publishing(self.ui.clone(), one(shown));
+                    publish(&self.ui, shown);
                     true
                 }
             };
@@ -204,13 +202,6 @@ impl Publisher {
         }
         writes
     }
-}
-
-/// A channel that yields `s` once.
-fn one(s: Shown) -> mpsc::Receiver<Shown> {
-    let (tx, rx) = mpsc::sync_channel(1);
-    let _ = tx.send(s);
-    rx
 }
 
 /// The UI's answer to `path` from `peer` (status, content type, body), or `None` when the path

@@ -61,7 +61,7 @@ pub struct Forecast {
 /// Whether a job (by its tasks and PodGroup) holds its gang: minMember pods placed.
 fn started(cache: &Cache, job: &str) -> bool {
     let world = cache.world();
-    let Some(j) = world.job_id(job).and_then(|id| world.jobs.get(id)) else {
+    let Some(j) = world.job(job) else {
         return false;
     };
     let placed = j
@@ -244,8 +244,9 @@ pub fn forecast(
         }
         again = 0;
         // On to the next moment a pod ends: what it frees is what the next session places.
-        // (Sessions at `Decisions::wake_at` too, when an SLA or inqueue timeout runs out, cost
-        // five times the sessions on the Philly week and made the 90th percentile worse.)
+        // (Sessions at `Decisions::wake_at` too, when an SLA or inqueue timeout runs out, took
+        // five times the forecasting time on the Philly week and made the 90th percentile
+        // worse.)
         let Some(next) = ends.keys().find(|k| **k > t).copied() else {
             break;
         };
@@ -270,10 +271,7 @@ pub fn forecast(
         for (namespace, name) in emptied {
             let key = format!("{namespace}/{name}");
             let world = c.world();
-            let empty = world
-                .job_id(&key)
-                .and_then(|id| world.jobs.get(id))
-                .is_none_or(|j| j.tasks.is_empty());
+            let empty = world.job(&key).is_none_or(|j| j.tasks.is_empty());
             if empty {
                 let _ = c.apply(Event::PodGroupDelete { namespace, name });
             }

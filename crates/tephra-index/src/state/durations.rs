@@ -83,8 +83,7 @@ fn annotation(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
 pub(crate) fn queue_of<'w>(world: &'w World, pod: &PodSpec) -> &'w str {
     pod.group
         .as_ref()
-        .and_then(|g| world.job_id(&format!("{}/{g}", pod.namespace)))
-        .and_then(|id| world.jobs.get(id))
+        .and_then(|g| world.job(&format!("{}/{g}", pod.namespace)))
         .and_then(|j| j.group.as_ref())
         .map(|g| g.queue.as_str())
         .unwrap_or_default()

@@ -36,6 +36,11 @@ impl World {
         let nodes = self.cluster_nodes.get(cluster as usize)?;
         self.hypernodes.of(name, nodes, &self.nodes)
     }
+
+    /// The job `namespace/name`, if the cache has it.
+    pub fn job(&self, key: &str) -> Option<&crate::model::Job> {
+        self.jobs.get(self.job_id(key)?)
+    }
 }
 
 /// The cache. Feed it events; take a [`Snapshot`] per session.

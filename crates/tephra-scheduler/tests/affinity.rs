@@ -412,3 +412,45 @@ fn preemption_takes_no_more_victims_than_the_budget_allows() {
         d.evictions
     );
 }
+
+/// Found by the fit differential against the real kube-scheduler (seed 10): a cordoned node
+/// still takes a pod that tolerates the cordon's taint (`node.kubernetes.io/unschedulable`),
+/// as kube-scheduler's NodeUnschedulable filter lets it (DaemonSets rely on it); others stay
+/// off, saying the node was unschedulable.
+#[test]
+fn a_cordoned_node_takes_only_pods_that_tolerate_the_cordon() {
+    use tephra_scheduler::model::{NodeSpec, Toleration};
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    let allocatable = tephra_scheduler::testing::resources(&mut c, NODE).unwrap();
+    c.apply(Event::NodeUpsert(NodeSpec {
+        name: "cordoned".into(),
+        cluster: "east".into(),
+        labels: labels(&[(HOST, "cordoned")]),
+        taints: Vec::new(),
+        allocatable,
+        unschedulable: true,
+        ready: true,
+    }))
+    .unwrap();
+    add_job(&mut c, &small("plain", 1, PodRules::default())).unwrap();
+    let mut tolerant = small("tolerant", 1, PodRules::default());
+    tolerant.roles[0].tolerations = vec![Toleration {
+        exists: true,
+        ..Toleration::default()
+    }];
+    add_job(&mut c, &tolerant).unwrap();
+    let mut keyed = small("keyed", 1, PodRules::default());
+    keyed.roles[0].tolerations = vec![Toleration {
+        key: "node.kubernetes.io/unschedulable".into(),
+        exists: true,
+        ..Toleration::default()
+    }];
+    add_job(&mut c, &keyed).unwrap();
+    let d = run(&c);
+    assert!(nodes_of(&d, "default/plain").is_empty());
+    assert_eq!(nodes_of(&d, "default/tolerant").len(), 1);
+    assert_eq!(nodes_of(&d, "default/keyed").len(), 1);
+    let why = &d.event_for("default/plain").unwrap().message;
+    assert!(why.contains("were unschedulable"), "{why}");
+}

@@ -26,7 +26,7 @@ pub use volumes::{AccessModes, ClaimRef, PersistentVolume, Storage, StorageClass
 
 pub use selectors::{
     Labels, Requirement, SelectorOp, Taint, TaintEffect, Toleration, affinity_matches,
-    selector_matches, tolerated,
+    selector_matches, tolerated, tolerates_cordon,
 };
 
 use std::collections::BTreeMap;

@@ -88,6 +88,24 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| t.tolerates(taint))
 }
 
+/// The taint a cordoned node stands for (`node.kubernetes.io/unschedulable:NoSchedule`).
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+/// Whether a pod with `tolerations` may go to a cordoned node: as kube-scheduler's
+/// NodeUnschedulable filter decides, when they tolerate the cordon's own taint (DaemonSet pods
+/// and the like), whether or not the node carries it yet.
+pub fn tolerates_cordon(tolerations: &[Toleration]) -> bool {
+    !tolerations.is_empty()
+        && tolerated(
+            tolerations,
+            &Taint {
+                key: UNSCHEDULABLE_TAINT.to_string(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            },
+        )
+}
+
 /// Operators of node-affinity requirements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SelectorOp {

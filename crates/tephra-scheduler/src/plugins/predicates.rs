@@ -21,7 +21,9 @@ use crate::framework::plugin::{Plugin, Predicate, SessionEvents};
 use crate::framework::ports::PortIndex;
 use crate::framework::spread::{Breach, Kind, SpreadIndex};
 use crate::framework::view::View;
-use crate::model::{Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated};
+use crate::model::{
+    Id, TaintEffect, Task, affinity_matches, selector_matches, tolerated, tolerates_cordon,
+};
 use crate::resources::PODS;
 
 /// The `predicates` plugin.
@@ -239,10 +241,10 @@ impl Predicate for Predicates {
         if !n.spec.ready {
             return Err(Unfit::NotReady);
         }
-        if n.spec.unschedulable {
+        let shape = &task.spec.shape;
+        if n.spec.unschedulable && !tolerates_cordon(&shape.tolerations) {
             return Err(Unfit::Unschedulable);
         }
-        let shape = &task.spec.shape;
         if self.node_affinity
             && (!selector_matches(&shape.node_selector, &n.spec.labels)
                 || !affinity_matches(&shape.affinity, &n.spec.labels))

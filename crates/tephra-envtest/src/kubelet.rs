@@ -129,8 +129,8 @@ fn labels_of(spec: &NodeSpec) -> BTreeMap<String, String> {
 }
 
 impl Kubelets {
-    /// Registers `nodes` (Node with status, and a Lease in `kube-node-lease`) and starts their
-    /// kubelets.
+    /// Registers `nodes` (Node with status, and a Lease in `kube-node-lease`), waits until
+    /// they are schedulable (the controller manager must run) and starts their kubelets.
     pub async fn start(
         client: kube::Client,
         nodes: &[NodeSpec],
@@ -140,6 +140,9 @@ impl Kubelets {
         for spec in nodes {
             register(&client, spec).await?;
             lock(&state).nodes.insert(spec.name.clone(), facts_of(spec));
+        }
+        for spec in nodes {
+            until_schedulable(&client, &spec.name).await?;
         }
         let mut tasks = Vec::new();
         let k = Runner {
@@ -157,6 +160,65 @@ impl Kubelets {
             state,
             tasks,
         })
+    }
+
+    /// Registers a node from its whole manifest (status included: capacity, allocatable,
+    /// conditions) with its Lease, and runs its pods from then on.
+    pub async fn register(&self, manifest: Value) -> Result<(), Error> {
+        let node: Node =
+            serde_json::from_value(manifest.clone()).map_err(|e| Error::Client(e.to_string()))?;
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .map_err(client_err("node"))?;
+        if let Some(status) = manifest.get("status") {
+            nodes
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .await
+                .map_err(client_err("node status"))?;
+        }
+        lease(&self.client, &name).await?;
+        until_schedulable(&self.client, &name).await?;
+        let allocatable = manifest
+            .pointer("/status/allocatable")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| {
+                        let q = tephra_devcluster::quantity::parse_milli(v.as_str()?)?;
+                        Some((k.clone(), q))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let facts = NodeFacts {
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: manifest
+                .pointer("/spec/taints")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            allocatable,
+        };
+        lock(&self.state).nodes.insert(name, facts);
+        Ok(())
+    }
+
+    /// Deletes a node and stops running its pods.
+    pub async fn remove(&self, name: &str) -> Result<(), Error> {
+        lock(&self.state).nodes.remove(name);
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(client_err("node delete")(e)),
+        }
     }
 
     /// Marks a node NotReady (Ready=False, no more Lease renewals) or Ready again.
@@ -224,10 +286,49 @@ async fn register(client: &kube::Client, spec: &NodeSpec) -> Result<(), Error> {
         )
         .await
         .map_err(client_err("node status"))?;
+    lease(client, &spec.name).await
+}
+
+/// The taint the API server's TaintNodesByCondition admission puts on every new node, which
+/// the controller manager's node lifecycle controller takes off once the node is Ready.
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// Waits until the controller manager has taken the not-ready taint off `node`, as it does
+/// for a new Ready node: until then kube-scheduler refuses the node, so a test must not start
+/// before (without a controller manager the taint stays, as on a real cluster).
+async fn until_schedulable(client: &kube::Client, node: &str) -> Result<(), Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = nodes.get(node).await.map_err(client_err("node"))?;
+        let tainted = n
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == NOT_READY_TAINT);
+        if !tainted {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!(
+                    "the controller manager to take {NOT_READY_TAINT} off node {node} \
+                     (is it running?)"
+                ),
+                log: String::new(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The node's Lease in `kube-node-lease`, as a kubelet makes it.
+async fn lease(client: &kube::Client, node: &str) -> Result<(), Error> {
     let lease: Lease = serde_json::from_value(json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": spec.name, "namespace": "kube-node-lease"},
-        "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40, "renewTime": micro_now()}
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": micro_now()}
     }))
     .map_err(|e| Error::Client(e.to_string()))?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");

@@ -1,4 +1,5 @@
-//! `tephra scheduler` against a devcluster that refuses what a real cluster refuses: gated pods
+//! `tephra scheduler` against a devcluster that refuses what a real cluster refuses, and (the
+//! same tests, `::on_kube_apiserver`) against the real kube-apiserver: gated pods
 //! are never bound (not even tried) until their gates go, pods asking for one host port run on
 //! different nodes, a zone spread constraint spreads a gang, and a gang no node could ever take
 //! is refused admission while a valid one behind it runs.
@@ -109,11 +110,16 @@ async fn condition(c: &kube::Client, group: &str, reason: &str) -> String {
     .await
 }
 
-#[tokio::test]
-async fn a_gated_gang_is_never_tried_until_its_gates_are_removed() {
+on_both!(
+    a_gated_gang_is_never_tried_until_its_gates_are_removed,
+    gated_gang
+);
+async fn gated_gang(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -151,11 +157,16 @@ async fn a_gated_gang_is_never_tried_until_its_gates_are_removed() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn pods_asking_for_one_host_port_run_on_different_nodes() {
+on_both!(
+    pods_asking_for_one_host_port_run_on_different_nodes,
+    host_ports
+);
+async fn host_ports(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -174,8 +185,11 @@ async fn pods_asking_for_one_host_port_run_on_different_nodes() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn a_zone_spread_constraint_spreads_a_gang_over_the_zones() {
+on_both!(
+    a_zone_spread_constraint_spreads_a_gang_over_the_zones,
+    zone_spread
+);
+async fn zone_spread(backend: Backend) {
     logs();
     let zoned = |name: &str, zone: &str| {
         let mut n = node(name, "8", 0);
@@ -183,8 +197,15 @@ async fn a_zone_spread_constraint_spreads_a_gang_over_the_zones() {
             .insert("topology.kubernetes.io/zone".into(), zone.into());
         n
     };
-    let dev = cluster(vec![zoned("a0", "a"), zoned("b0", "b"), zoned("c0", "c")]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(
+        backend,
+        vec![zoned("a0", "a"), zoned("b0", "b"), zoned("c0", "c")],
+    )
+    .await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -230,11 +251,16 @@ async fn a_cluster_that_serves_no_dra_api_is_scheduled_as_one_without_devices() 
     all_running(&c, "plain-", 2).await;
 }
 
-#[tokio::test]
-async fn a_gang_no_node_could_take_is_not_inqueueable_and_a_valid_one_behind_it_runs() {
+on_both!(
+    a_gang_no_node_could_take_is_not_inqueueable_and_a_valid_one_behind_it_runs,
+    not_inqueueable
+);
+async fn not_inqueueable(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();

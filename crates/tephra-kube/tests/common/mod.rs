@@ -410,3 +410,72 @@ pub async fn until_ready(sched: &tephra_kube::Running) {
     })
     .await;
 }
+
+/// Where a test runs: the devcluster, or the real kube-apiserver (with the real
+/// kube-controller-manager) of the real-cluster tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// tephra's own Kubernetes on one machine.
+    Devcluster,
+    /// The real components (`tephra-envtest`).
+    KubeApiserver,
+}
+
+/// One member named `local` on a backend, with these nodes, fast kubelets, tephra's CRDs and a
+/// `default` queue.
+pub struct TestCluster {
+    /// An admin client.
+    pub client: kube::Client,
+    /// The devcluster, on that backend.
+    pub dev: Option<Handle>,
+    /// The real cluster, on that backend.
+    pub real: Option<tephra_envtest::tier::Single>,
+}
+
+/// [`cluster`] on `backend`; `None` when the real components are not built (the test skips,
+/// saying so; under `CI` it fails instead).
+pub async fn cluster_on(backend: Backend, nodes: Vec<NodeSpec>) -> Option<TestCluster> {
+    match backend {
+        Backend::Devcluster => {
+            let dev = cluster(nodes).await;
+            let client = client(&dev).await;
+            Some(TestCluster {
+                client,
+                dev: Some(dev),
+                real: None,
+            })
+        }
+        Backend::KubeApiserver => {
+            let real = tephra_envtest::tier::single(
+                &tephra_envtest::Release::Oldest,
+                &nodes,
+                Default::default(),
+            )
+            .await
+            .expect("the real cluster starts")?;
+            Some(TestCluster {
+                client: real.client.clone(),
+                dev: None,
+                real: Some(real),
+            })
+        }
+    }
+}
+
+/// Two tests of one body `async fn(Backend)`: `NAME::on_the_devcluster` and
+/// `NAME::on_kube_apiserver`.
+#[macro_export]
+macro_rules! on_both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_the_devcluster() {
+                super::$body(super::Backend::Devcluster).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_kube_apiserver() {
+                super::$body(super::Backend::KubeApiserver).await;
+            }
+        }
+    };
+}

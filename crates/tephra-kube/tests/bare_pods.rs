@@ -39,11 +39,16 @@ fn group_of(p: &Pod) -> Option<String> {
         .cloned()
 }
 
-#[tokio::test]
-async fn a_replica_sets_pods_get_one_podgroup_and_run() {
+on_both!(
+    a_replica_sets_pods_get_one_podgroup_and_run,
+    a_replica_sets_pods_get_one_podgroup_and_run
+);
+async fn a_replica_sets_pods_get_one_podgroup_and_run(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "4", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "4", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -95,11 +100,16 @@ async fn a_replica_sets_pods_get_one_podgroup_and_run() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted() {
+on_both!(
+    a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted,
+    a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted
+);
+async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "4", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "4", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let ctl = bare_pods::start(c.clone(), BarePodOptions::default(), Leadership::always());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let created = pods
@@ -118,7 +128,9 @@ async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted() {
     pods.delete("solo", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    eventually(20, "the PodGroup gone with its pod", || async {
+    // The garbage collector of a real controller manager finds a new CRD's objects at its next
+    // discovery resync (every 30 s), so it may take that long there.
+    eventually(60, "the PodGroup gone with its pod", || async {
         pgs.get(&want).await.is_err().then_some(())
     })
     .await;
@@ -127,11 +139,18 @@ async fn a_bare_pod_owns_its_podgroup_and_takes_it_along_when_deleted() {
     }
 }
 
-#[tokio::test]
-async fn a_pod_naming_a_podgroup_that_does_not_exist_is_told_and_runs_once_it_does() {
+on_both!(
+    a_pod_naming_a_podgroup_that_does_not_exist_is_told_and_runs_once_it_does,
+    a_pod_naming_a_podgroup_that_does_not_exist_is_told_and_runs_once_it_does
+);
+async fn a_pod_naming_a_podgroup_that_does_not_exist_is_told_and_runs_once_it_does(
+    backend: Backend,
+) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     create_pod(&c, "default", "lost-0", Some("nowhere"), 0, "volcano").await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");

@@ -57,11 +57,16 @@ async fn uid_of(pods: &Api<Pod>, name: &str) -> Option<String> {
     pods.get(name).await.ok()?.metadata.uid
 }
 
-#[tokio::test]
-async fn restart_task_restarts_only_the_failing_task() {
+on_both!(
+    restart_task_restarts_only_the_failing_task,
+    restart_task_restarts_only_the_failing_task
+);
+async fn restart_task_restarts_only_the_failing_task(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let spec = json!({"minAvailable": 1});
@@ -98,11 +103,16 @@ async fn restart_task_restarts_only_the_failing_task() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods() {
+on_both!(
+    min_success_completes_the_job_and_ttl_deletes_it_with_its_pods,
+    min_success_completes_the_job_and_ttl_deletes_it_with_its_pods
+);
+async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     // A watch sees every phase, however briefly the Job stays Completed before its TTL ends.
@@ -141,11 +151,16 @@ async fn min_success_completes_the_job_and_ttl_deletes_it_with_its_pods() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn an_exit_code_policy_fires_on_its_code_only() {
+on_both!(
+    an_exit_code_policy_fires_on_its_code_only,
+    an_exit_code_policy_fires_on_its_code_only
+);
+async fn an_exit_code_policy_fires_on_its_code_only(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let policies = json!({"policies": [{"exitCode": 3, "action": "AbortJob"}]});
@@ -175,11 +190,16 @@ async fn an_exit_code_policy_fires_on_its_code_only() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn a_pod_pending_past_its_timeout_triggers_the_policy() {
+on_both!(
+    a_pod_pending_past_its_timeout_triggers_the_policy,
+    a_pod_pending_past_its_timeout_triggers_the_policy
+);
+async fn a_pod_pending_past_its_timeout_triggers_the_policy(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     // Admitted (the queue has room) but placeable nowhere: no node has the label.
@@ -231,11 +251,16 @@ async fn events_with_reason(c: &kube::Client, reason: &str) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
+on_both!(
+    a_template_the_api_server_refuses_is_named_on_the_job_and_retried,
+    a_template_the_api_server_refuses_is_named_on_the_job_and_retried
+);
+async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     // The Job's schema accepts a container without an image; the pod's validation does not.
@@ -276,11 +301,18 @@ async fn a_template_the_api_server_refuses_is_named_on_the_job_and_retried() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it_exists() {
+on_both!(
+    a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it_exists,
+    a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it_exists
+);
+async fn a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it_exists(
+    backend: Backend,
+) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     // Admission, not validation, refuses this one: a 403 from the Priority plugin.
@@ -319,11 +351,18 @@ async fn a_pod_refused_for_a_missing_priority_class_is_named_on_the_job_until_it
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn a_refused_pod_is_retried_with_backoff_not_every_second_and_counted_by_reason() {
+on_both!(
+    a_refused_pod_is_retried_with_backoff_not_every_second_and_counted_by_reason,
+    a_refused_pod_is_retried_with_backoff_not_every_second_and_counted_by_reason
+);
+async fn a_refused_pod_is_retried_with_backoff_not_every_second_and_counted_by_reason(
+    backend: Backend,
+) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let errors = prometheus::IntCounterVec::new(
         prometheus::Opts::new("errors", "failed passes"),
         &["controller", "reason"],

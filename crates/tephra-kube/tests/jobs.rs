@@ -36,11 +36,16 @@ fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
     serde_json::from_value(j).unwrap()
 }
 
-#[tokio::test]
-async fn a_volcano_job_runs_from_create_to_completed() {
+on_both!(
+    a_volcano_job_runs_from_create_to_completed,
+    a_volcano_job_runs_from_create_to_completed
+);
+async fn a_volcano_job_runs_from_create_to_completed(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let created = jobs
@@ -91,11 +96,16 @@ async fn a_volcano_job_runs_from_create_to_completed() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
+on_both!(
+    a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails,
+    a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails
+);
+async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs.create(
@@ -121,11 +131,16 @@ async fn a_failing_pod_restarts_the_job_until_max_retry_then_the_job_fails() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn deleting_a_job_deletes_its_podgroup_and_pods() {
+on_both!(
+    deleting_a_job_deletes_its_podgroup_and_pods,
+    deleting_a_job_deletes_its_podgroup_and_pods
+);
+async fn deleting_a_job_deletes_its_podgroup_and_pods(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     jobs.create(&PostParams::default(), &job("long", json!({}), json!({})))
@@ -144,11 +159,16 @@ async fn deleting_a_job_deletes_its_podgroup_and_pods() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
+on_both!(
+    suspend_and_resume_through_commands_as_vcctl_issues_them,
+    suspend_and_resume_through_commands_as_vcctl_issues_them
+);
+async fn suspend_and_resume_through_commands_as_vcctl_issues_them(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let job = jobs
@@ -194,11 +214,18 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them() {
 /// A task larger than any node, in a cluster whose nodes together could hold it: the Job says
 /// `NotInqueueable`, naming the resource, from the scheduler's first verdict, before any pod
 /// exists (a Volcano Job's pods are created once its PodGroup is admitted).
-#[tokio::test]
-async fn a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist() {
+on_both!(
+    a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist,
+    a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist
+);
+async fn a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist(
+    backend: Backend,
+) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0), node("n1", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let (sched, ctl) = start_everything(&c).await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let big: Job = serde_json::from_value(json!({

@@ -57,11 +57,16 @@ async fn state_is(c: &kube::Client, name: &str, want: QueueState) -> Queue {
     .await
 }
 
-#[tokio::test]
-async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
+on_both!(
+    closing_a_queue_stops_new_admissions_and_keeps_running_jobs,
+    closing_a_queue_stops_new_admissions_and_keeps_running_jobs
+);
+async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let queues_api: Api<Queue> = Api::all(c.clone());
     let ml: Queue = serde_json::from_value(queue_json("ml", 1)).unwrap();
     queues_api
@@ -122,11 +127,16 @@ async fn closing_a_queue_stops_new_admissions_and_keeps_running_jobs() {
     stop_everything(sched, ctl).await;
 }
 
-#[tokio::test]
-async fn a_child_queue_closes_with_its_parent_and_reopens_with_it() {
+on_both!(
+    a_child_queue_closes_with_its_parent_and_reopens_with_it,
+    a_child_queue_closes_with_its_parent_and_reopens_with_it
+);
+async fn a_child_queue_closes_with_its_parent_and_reopens_with_it(backend: Backend) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let queues_api: Api<Queue> = Api::all(c.clone());
     let org: Queue = serde_json::from_value(queue_json("org", 1)).unwrap();
     let mut team = queue_json("team", 1);
@@ -159,11 +169,18 @@ async fn a_child_queue_closes_with_its_parent_and_reopens_with_it() {
     }
 }
 
-#[tokio::test]
-async fn a_queue_under_a_missing_parent_or_in_a_cycle_is_told_once_and_admits_nothing() {
+on_both!(
+    a_queue_under_a_missing_parent_or_in_a_cycle_is_told_once_and_admits_nothing,
+    a_queue_under_a_missing_parent_or_in_a_cycle_is_told_once_and_admits_nothing
+);
+async fn a_queue_under_a_missing_parent_or_in_a_cycle_is_told_once_and_admits_nothing(
+    backend: Backend,
+) {
     logs();
-    let dev = cluster(vec![node("n0", "8", 0)]).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let queues_api: Api<Queue> = Api::all(c.clone());
     let with_parent = |name: &str, parent: &str| -> Queue {
         let mut q = queue_json(name, 1);

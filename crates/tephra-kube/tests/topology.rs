@@ -232,11 +232,21 @@ async fn with_topology_labels_a_hard_job_runs_under_one_switch_of_its_nodes_labe
 /// partition, and the scheduler places each partition whole within one rack. The racks
 /// interleave the nodes (s0: n0, n2; s1: n1, n3), so filling nodes in order would split both
 /// partitions.
-#[tokio::test]
-async fn each_partition_of_a_partitioned_job_runs_within_one_rack() {
+on_both!(
+    each_partition_of_a_partitioned_job_runs_within_one_rack,
+    each_partition_of_a_partitioned_job_runs_within_one_rack
+);
+async fn each_partition_of_a_partitioned_job_runs_within_one_rack(backend: Backend) {
     logs();
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(
+        backend,
+        (0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect(),
+    )
+    .await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
     racks_by_pattern(
         &Api::all(c.clone()),
         &[("s0", "^n[02]$"), ("s1", "^n[13]$")],
@@ -366,11 +376,21 @@ async fn a_gang_held_to_the_region_tier_is_split_within_one_region() {
 
 /// Each HyperNode's `status.nodeCount` is kept as Volcano's HyperNode controller keeps it: the
 /// nodes it holds with its lower HyperNodes', and again when a node goes.
-#[tokio::test]
-async fn hypernode_status_counts_the_nodes_each_holds() {
+on_both!(
+    hypernode_status_counts_the_nodes_each_holds,
+    hypernode_status_counts_the_nodes_each_holds
+);
+async fn hypernode_status_counts_the_nodes_each_holds(backend: Backend) {
     logs();
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(
+        backend,
+        (0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect(),
+    )
+    .await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
     let hns: Api<HyperNode> = Api::all(c.clone());
     racks_under_a_spine(&hns).await;
     let (sched, ctl) = start_everything(&c).await;
@@ -397,11 +417,21 @@ async fn hypernode_status_counts_the_nodes_each_holds() {
 /// `soft`: the lowest tier that holds the gang, else anywhere. Another scheduler's pods hold
 /// 4 of n1's and n3's 8 CPUs, so each rack has one node with room for a 6-CPU pod: a soft gang
 /// of two runs across the racks (n0 and n2) where a hard one would wait.
-#[tokio::test]
-async fn a_soft_topology_job_runs_across_racks_when_no_rack_holds_it() {
+on_both!(
+    a_soft_topology_job_runs_across_racks_when_no_rack_holds_it,
+    a_soft_topology_job_runs_across_racks_when_no_rack_holds_it
+);
+async fn a_soft_topology_job_runs_across_racks_when_no_rack_holds_it(backend: Backend) {
     logs();
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
+    let Some(cl) = cluster_on(
+        backend,
+        (0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect(),
+    )
+    .await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
     racks_under_a_spine(&Api::all(c.clone())).await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
     for n in ["n1", "n3"] {

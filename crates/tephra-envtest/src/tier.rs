@@ -96,3 +96,183 @@ pub async fn namespace(client: &kube::Client, name: &str) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The name of the control plane's cluster in a [`Fleet`].
+pub const CONTROL_PLANE: &str = "control-plane";
+/// Where a fleet's member credentials live on the control plane.
+pub const CREDENTIALS_NAMESPACE: &str = "tephra-system";
+/// The service account each member gives the fleet (bound to `cluster-admin`).
+const FLEET_ACCOUNT: &str = "tephra-fleet";
+
+/// A member of a [`Fleet`].
+pub struct Member {
+    /// Its name (the Cluster object's).
+    pub name: String,
+    /// An admin client.
+    pub client: kube::Client,
+    /// Its nodes' kubelets.
+    pub kubelets: Kubelets,
+    /// The member's API server.
+    pub cluster: Cluster,
+}
+
+/// A control plane (tephra's CRDs, a `default` Queue, one Cluster object and token Secret
+/// per member) and member clusters with their nodes, each a real API server with its
+/// controller manager, all on one etcd.
+pub struct Fleet {
+    /// An admin client of the control plane.
+    pub control_plane_client: kube::Client,
+    /// The members.
+    pub members: Vec<Member>,
+    /// The control plane.
+    pub control_plane: Cluster,
+    /// The environment (dropped last).
+    pub env: Env,
+}
+
+/// Starts a fleet of `release`: the control plane and one member per `(name, nodes)`;
+/// `None` (after saying why) when the components are not built and this is not CI.
+pub async fn fleet(
+    release: &Release,
+    members: &[(&str, Vec<NodeSpec>)],
+) -> Result<Option<Fleet>, Error> {
+    let Some(bins) = require(release) else {
+        return Ok(None);
+    };
+    let env = Env::start(bins).await?;
+    let with_kcm = || ClusterOptions {
+        controller_manager: true,
+        ..ClusterOptions::default()
+    };
+    let mut names = vec![CONTROL_PLANE];
+    names.extend(members.iter().map(|(n, _)| *n));
+    let clusters =
+        futures::future::try_join_all(names.iter().map(|n| env.cluster(n, with_kcm()))).await?;
+    let mut clusters = clusters.into_iter();
+    let control_plane = clusters
+        .next()
+        .ok_or_else(|| Error::Client("no control plane".into()))?;
+    let cp = control_plane.client().await?;
+    prepare(&cp).await?;
+    namespace(&cp, CREDENTIALS_NAMESPACE).await?;
+    let mut out = Vec::new();
+    for ((name, nodes), cluster) in members.iter().zip(clusters) {
+        let client = cluster.client().await?;
+        let kubelets = Kubelets::start(client.clone(), nodes, KubeletOptions::default()).await?;
+        namespace(&client, "default").await?;
+        let member = Member {
+            name: name.to_string(),
+            client,
+            kubelets,
+            cluster,
+        };
+        let token = member_token(&member, false).await?;
+        register(&cp, &member, &token).await?;
+        out.push(member);
+    }
+    Ok(Some(Fleet {
+        control_plane_client: cp,
+        members: out,
+        control_plane,
+        env,
+    }))
+}
+
+/// A token for the fleet's account in `member` (bound to `cluster-admin`); with `renew`, the
+/// account is made anew first, so every token issued before is refused from then on.
+async fn member_token(member: &Member, renew: bool) -> Result<String, Error> {
+    let c = &member.client;
+    if renew {
+        let sas: Api<ServiceAccount> = Api::namespaced(c.clone(), CREDENTIALS_NAMESPACE);
+        let _ = sas
+            .delete(FLEET_ACCOUNT, &kube::api::DeleteParams::default())
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sas.get_opt(FLEET_ACCOUNT).await.ok().flatten().is_some() {
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: format!("{} deleted in {}", FLEET_ACCOUNT, member.name),
+                    log: String::new(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let token = member
+        .cluster
+        .service_account_token(CREDENTIALS_NAMESPACE, FLEET_ACCOUNT)
+        .await?;
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding", "metadata": {"name": FLEET_ACCOUNT},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": FLEET_ACCOUNT,
+            "namespace": CREDENTIALS_NAMESPACE}]});
+    match objects::create(c, &binding).await {
+        Ok(_) => {}
+        Err(Error::Client(e)) if e.contains("already exists") => {}
+        Err(e) => return Err(e),
+    }
+    Ok(token)
+}
+
+/// The member's token Secret and Cluster object on the control plane.
+async fn register(cp: &kube::Client, member: &Member, token: &str) -> Result<(), Error> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    let secret = format!("{}-credentials", member.name);
+    objects::create(
+        cp,
+        &json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret, "namespace": CREDENTIALS_NAMESPACE},
+            "type": "Opaque",
+            "data": {"token": STANDARD.encode(token),
+                "caBundle": STANDARD.encode(member.cluster.env().ca_pem())}}),
+    )
+    .await?;
+    objects::create(
+        cp,
+        &json!({"apiVersion": "cluster.tephra.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": member.name},
+            "spec": {"syncMode": "Push", "apiEndpoint": member.cluster.url(),
+                "secretRef": {"namespace": CREDENTIALS_NAMESPACE, "name": secret},
+                "bindingMode": "Direct"}}),
+    )
+    .await?;
+    Ok(())
+}
+
+impl Fleet {
+    /// A member by name.
+    pub fn member(&self, name: &str) -> Result<&Member, Error> {
+        self.members
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| Error::Client(format!("no member {name}")))
+    }
+
+    /// An admin client of `name` (a member, or [`CONTROL_PLANE`]).
+    pub fn client(&self, name: &str) -> Result<kube::Client, Error> {
+        if name == CONTROL_PLANE {
+            return Ok(self.control_plane_client.clone());
+        }
+        Ok(self.member(name)?.client.clone())
+    }
+
+    /// Stops a member's API server: its port refuses connections.
+    pub fn stop_member(&self, name: &str) -> Result<(), Error> {
+        self.member(name)?.cluster.stop_apiserver();
+        Ok(())
+    }
+
+    /// Starts a stopped member's API server again, on its data.
+    pub async fn restore_member(&self, name: &str) -> Result<(), Error> {
+        self.member(name)?.cluster.start_apiserver().await
+    }
+
+    /// Makes the member's fleet account anew, so that the token in its Secret is refused, and
+    /// returns a new token (which the caller writes into the Secret, as an operator would).
+    pub async fn rotate_member_token(&self, name: &str) -> Result<String, Error> {
+        member_token(self.member(name)?, true).await
+    }
+}

@@ -199,7 +199,7 @@ pub fn spawn(
                 m.insert(name.to_string(), client.clone());
             }
             let watchers = AbortOnDrop(watch::spawn_member(&client, &name, &tx, &metrics));
-            let rotated = probe(&control, &endpoint, &name, &client, &creds, &tx).await;
+            let rotated = probe(&control, &endpoint, &name, &client, &creds, &tx, &metrics).await;
             drop(watchers);
             if !rotated {
                 return;
@@ -246,6 +246,7 @@ async fn probe(
     client: &Client,
     creds: &Credentials,
     tx: &mpsc::Sender<Update>,
+    metrics: &Metrics,
 ) -> bool {
     use futures::StreamExt;
     let mut probes: u32 = 0;
@@ -269,6 +270,15 @@ async fn probe(
         probes = probes.wrapping_add(1);
         let answer = client.apiserver_version().await;
         let unauthorized = matches!(&answer, Err(kube::Error::Api(s)) if s.code == 401);
+        // A refused probe is counted as any refused request is: a revoked token shows here
+        // first on a real API server, which keeps streaming the watches it authenticated before.
+        if let Err(e) = &answer {
+            let code = match e {
+                kube::Error::Api(s) => s.code,
+                _ => 0,
+            };
+            metrics.api_error(name, "probe", code);
+        }
         let change = if answer.is_ok() {
             Change::Reachable
         } else {

@@ -17,8 +17,8 @@ use tephra_controllers::cluster_health::Thresholds;
 use tephra_kube::cluster_status::{self, ClusterStatusOptions};
 use tephra_kube::leader::Leadership;
 
-async fn fleet() -> tephra_devcluster::Handle {
-    fleet_of(&[("east", 0), ("west", 0)]).await
+async fn fleet(backend: Backend) -> Option<TestFleet> {
+    fleet_on(backend, &[("east", 0), ("west", 0)]).await
 }
 
 fn options() -> ClusterStatusOptions {
@@ -62,10 +62,15 @@ async fn cluster_where(
     .await
 }
 
-#[tokio::test]
-async fn a_stopped_member_turns_unknown_is_tainted_and_recovers() {
+on_both!(
+    a_stopped_member_turns_unknown_is_tainted_and_recovers,
+    a_stopped_member_turns_unknown_is_tainted_and_recovers
+);
+async fn a_stopped_member_turns_unknown_is_tainted_and_recovers(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
     let clusters: Api<Cluster> = Api::all(cp.clone());
@@ -115,10 +120,15 @@ async fn a_stopped_member_turns_unknown_is_tainted_and_recovers() {
     }
 }
 
-#[tokio::test]
-async fn a_pull_mode_cluster_is_refused_with_a_condition_saying_why() {
+on_both!(
+    a_pull_mode_cluster_is_refused_with_a_condition_saying_why,
+    a_pull_mode_cluster_is_refused_with_a_condition_saying_why
+);
+async fn a_pull_mode_cluster_is_refused_with_a_condition_saying_why(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let clusters: Api<Cluster> = Api::all(cp.clone());
     let pull: Cluster = serde_json::from_value(serde_json::json!({
@@ -161,29 +171,31 @@ fn binding_json(name: &str, cluster: &str) -> serde_json::Value {
                  "clusters": [{"name": cluster, "tasks": {"w": 1}}]}})
 }
 
-#[tokio::test]
-async fn the_taint_manager_takes_an_untolerating_job_off_a_dead_member() {
+on_both!(
+    the_taint_manager_takes_an_untolerating_job_off_a_dead_member,
+    the_taint_manager_takes_an_untolerating_job_off_a_dead_member
+);
+async fn the_taint_manager_takes_an_untolerating_job_off_a_dead_member(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
-    let api = &dev.server("control-plane").unwrap().api;
     let tolerant = serde_json::json!({"apiVersion": "policy.tephra.io/v1alpha1",
         "kind": "PropagationPolicy", "metadata": {"name": "patient", "namespace": "default"},
         "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
                     "kind": "PodGroup", "name": "patient"}],
                  "placement": {"clusterTolerations": [{"key": "cluster.tephra.io/unreachable",
                     "operator": "Exists", "effect": "NoExecute"}]}}});
-    tephra_devcluster::cluster::create_objects(
-        api,
-        &[
-            podgroup_json("hasty"),
-            podgroup_json("patient"),
-            binding_json("hasty", "east"),
-            binding_json("patient", "east"),
-            tolerant,
-        ],
-    )
-    .unwrap();
+    for o in [
+        podgroup_json("hasty"),
+        podgroup_json("patient"),
+        binding_json("hasty", "east"),
+        binding_json("patient", "east"),
+        tolerant,
+    ] {
+        tephra_envtest::objects::create(&cp, &o).await.unwrap();
+    }
     let mut ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
     ctl.extend(tephra_kube::failover::start(
         cp.clone(),

@@ -17,8 +17,8 @@ use tephra_api::ResourceBinding;
 use tephra_kube::cluster_status::{self, ClusterStatusOptions, Thresholds};
 use tephra_kube::leader::Leadership;
 
-async fn fleet() -> tephra_devcluster::Handle {
-    fleet_of(&[("east", 0), ("west", 0)]).await
+async fn fleet(backend: Backend) -> Option<TestFleet> {
+    fleet_on(backend, &[("east", 0), ("west", 0)]).await
 }
 
 /// The scheduler, the cluster status controller (NoExecute after `grace`) and the taint
@@ -57,7 +57,7 @@ async fn start_chain(
 }
 
 /// Places a gang of three and returns the member it runs in.
-async fn placed_gang(dev: &tephra_devcluster::Handle, cp: &kube::Client) -> String {
+async fn placed_gang(dev: &TestFleet, cp: &kube::Client) -> String {
     gang(cp, "default", "llm", "default", 3, 3, 0).await;
     let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
     let first = eventually(20, "the gang placed", || async {
@@ -84,10 +84,15 @@ async fn placements(cp: &kube::Client, gangs: &[&str]) -> Option<BTreeMap<String
     Some(out)
 }
 
-#[tokio::test]
-async fn every_gang_on_a_member_that_stops_runs_whole_in_another_of_three() {
+on_both!(
+    every_gang_on_a_member_that_stops_runs_whole_in_another_of_three,
+    every_gang_on_a_member_that_stops_runs_whole_in_another_of_three
+);
+async fn every_gang_on_a_member_that_stops_runs_whole_in_another_of_three(backend: Backend) {
     logs();
-    let dev = fleet_of(&[("east", 0), ("west", 0), ("south", 0)]).await;
+    let Some(dev) = fleet_on(backend, &[("east", 0), ("west", 0), ("south", 0)]).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let (sched, ctl) = start_chain(&cp, Duration::from_millis(300)).await;
     let gangs = ["llm", "bert", "vit"];
@@ -164,10 +169,15 @@ async fn every_gang_on_a_member_that_stops_runs_whole_in_another_of_three() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn a_member_back_before_the_no_execute_grace_keeps_its_gang() {
+on_both!(
+    a_member_back_before_the_no_execute_grace_keeps_its_gang,
+    a_member_back_before_the_no_execute_grace_keeps_its_gang
+);
+async fn a_member_back_before_the_no_execute_grace_keeps_its_gang(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let (sched, ctl) = start_chain(&cp, Duration::from_secs(30)).await;
     let first = placed_gang(&dev, &cp).await;
@@ -200,10 +210,15 @@ async fn a_member_back_before_the_no_execute_grace_keeps_its_gang() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn purge_mode_never_keeps_the_old_copy() {
+on_both!(
+    purge_mode_never_keeps_the_old_copy,
+    purge_mode_never_keeps_the_old_copy
+);
+async fn purge_mode_never_keeps_the_old_copy(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let never: tephra_api::PropagationPolicy = serde_json::from_value(serde_json::json!({
         "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
@@ -243,10 +258,15 @@ async fn purge_mode_never_keeps_the_old_copy() {
     sched.stop().await;
 }
 
-#[tokio::test]
-async fn a_job_that_keeps_failing_in_a_member_moves_to_the_other() {
+on_both!(
+    a_job_that_keeps_failing_in_a_member_moves_to_the_other,
+    a_job_that_keeps_failing_in_a_member_moves_to_the_other
+);
+async fn a_job_that_keeps_failing_in_a_member_moves_to_the_other(backend: Backend) {
     logs();
-    let dev = fleet().await;
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let policy: tephra_api::PropagationPolicy = serde_json::from_value(serde_json::json!({
         "apiVersion": "policy.tephra.io/v1alpha1", "kind": "PropagationPolicy",
@@ -278,8 +298,9 @@ async fn a_job_that_keeps_failing_in_a_member_moves_to_the_other() {
                     "resources": {"requests": {"cpu": "1"}}}]}})
     }))
     .collect::<Vec<_>>();
-    tephra_devcluster::cluster::create_objects(&dev.server("control-plane").unwrap().api, &objects)
-        .unwrap();
+    for o in &objects {
+        tephra_envtest::objects::create(&cp, o).await.unwrap();
+    }
     let rbs: Api<ResourceBinding> = Api::namespaced(cp.clone(), "default");
     let first = eventually(20, "the gang placed", || async {
         let rb = rbs.get("crashy").await.ok()?;

@@ -211,9 +211,9 @@ async fn suspend_and_resume_through_commands_as_vcctl_issues_them(backend: Backe
     stop_everything(sched, ctl).await;
 }
 
-/// A task larger than any node, in a cluster whose nodes together could hold it: the Job says
-/// `NotInqueueable`, naming the resource, from the scheduler's first verdict, before any pod
-/// exists (a Volcano Job's pods are created once its PodGroup is admitted).
+// A task larger than any node, in a cluster whose nodes together could hold it: the Job says
+// `NotInqueueable`, naming the resource, from the scheduler's first verdict, before any pod
+// exists (a Volcano Job's pods are created once its PodGroup is admitted).
 on_both!(
     a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist,
     a_task_larger_than_any_node_is_not_inqueueable_on_the_job_before_its_pods_exist

@@ -227,11 +227,11 @@ async fn with_topology_labels_a_hard_job_runs_under_one_switch_of_its_nodes_labe
     stop_everything(sched, ctl).await;
 }
 
-/// A Volcano Job whose task has a `partitionPolicy`, as Volcano's network-topology guide writes
-/// it: the job controller fills the PodGroup's `subGroupPolicy` and labels each pod with its
-/// partition, and the scheduler places each partition whole within one rack. The racks
-/// interleave the nodes (s0: n0, n2; s1: n1, n3), so filling nodes in order would split both
-/// partitions.
+// A Volcano Job whose task has a `partitionPolicy`, as Volcano's network-topology guide writes
+// it: the job controller fills the PodGroup's `subGroupPolicy` and labels each pod with its
+// partition, and the scheduler places each partition whole within one rack. The racks
+// interleave the nodes (s0: n0, n2; s1: n1, n3), so filling nodes in order would split both
+// partitions.
 on_both!(
     each_partition_of_a_partitioned_job_runs_within_one_rack,
     each_partition_of_a_partitioned_job_runs_within_one_rack
@@ -374,8 +374,8 @@ async fn a_gang_held_to_the_region_tier_is_split_within_one_region() {
     sched.stop().await;
 }
 
-/// Each HyperNode's `status.nodeCount` is kept as Volcano's HyperNode controller keeps it: the
-/// nodes it holds with its lower HyperNodes', and again when a node goes.
+// Each HyperNode's `status.nodeCount` is kept as Volcano's HyperNode controller keeps it: the
+// nodes it holds with its lower HyperNodes', and again when a node goes.
 on_both!(
     hypernode_status_counts_the_nodes_each_holds,
     hypernode_status_counts_the_nodes_each_holds
@@ -414,9 +414,9 @@ async fn hypernode_status_counts_the_nodes_each_holds(backend: Backend) {
     stop_everything(sched, ctl).await;
 }
 
-/// `soft`: the lowest tier that holds the gang, else anywhere. Another scheduler's pods hold
-/// 4 of n1's and n3's 8 CPUs, so each rack has one node with room for a 6-CPU pod: a soft gang
-/// of two runs across the racks (n0 and n2) where a hard one would wait.
+// `soft`: the lowest tier that holds the gang, else anywhere. Another scheduler's pods hold
+// 4 of n1's and n3's 8 CPUs, so each rack has one node with room for a 6-CPU pod: a soft gang
+// of two runs across the racks (n0 and n2) where a hard one would wait.
 on_both!(
     a_soft_topology_job_runs_across_racks_when_no_rack_holds_it,
     a_soft_topology_job_runs_across_racks_when_no_rack_holds_it

@@ -479,3 +479,80 @@ macro_rules! on_both {
         }
     };
 }
+
+/// A fleet on a backend: a control plane and members, as [`fleet_of`] makes them.
+pub struct TestFleet {
+    /// The devcluster, on that backend.
+    pub dev: Option<Handle>,
+    /// The real fleet, on that backend.
+    pub real: Option<tephra_envtest::tier::Fleet>,
+}
+
+impl TestFleet {
+    /// An admin client of a member or of `control-plane`.
+    pub async fn client(&self, name: &str) -> Result<kube::Client, String> {
+        match (&self.dev, &self.real) {
+            (Some(d), _) => d.client(name).await.map_err(|e| e.to_string()),
+            (_, Some(r)) => r.client(name).map_err(|e| e.to_string()),
+            _ => Err("no fleet".into()),
+        }
+    }
+
+    /// Stops a member's API server.
+    pub async fn stop_member(&self, name: &str) -> Result<(), String> {
+        match (&self.dev, &self.real) {
+            (Some(d), _) => d.stop_member(name).await.map_err(|e| e.to_string()),
+            (_, Some(r)) => r.stop_member(name).map_err(|e| e.to_string()),
+            _ => Err("no fleet".into()),
+        }
+    }
+
+    /// Starts it again.
+    pub async fn restore_member(&self, name: &str) -> Result<(), String> {
+        match (&self.dev, &self.real) {
+            (Some(d), _) => d.restore_member(name).await.map_err(|e| e.to_string()),
+            (_, Some(r)) => r.restore_member(name).await.map_err(|e| e.to_string()),
+            _ => Err("no fleet".into()),
+        }
+    }
+
+    /// Refuses the member's current token from now on and returns a new one.
+    pub async fn rotate_member_token(&self, name: &str) -> Result<String, String> {
+        match (&self.dev, &self.real) {
+            (Some(d), _) => d.rotate_member_token(name).map_err(|e| e.to_string()),
+            (_, Some(r)) => r.rotate_member_token(name).await.map_err(|e| e.to_string()),
+            _ => Err("no fleet".into()),
+        }
+    }
+}
+
+/// [`fleet_of`] on `backend`; `None` when the real components are not built (outside CI).
+pub async fn fleet_on(backend: Backend, members: &[(&str, u32)]) -> Option<TestFleet> {
+    match backend {
+        Backend::Devcluster => Some(TestFleet {
+            dev: Some(fleet_of(members).await),
+            real: None,
+        }),
+        Backend::KubeApiserver => {
+            let specs: Vec<(&str, Vec<NodeSpec>)> = members
+                .iter()
+                .map(|(name, gpus)| {
+                    (
+                        *name,
+                        vec![
+                            node(&format!("{name}-0"), "16", *gpus),
+                            node(&format!("{name}-1"), "16", *gpus),
+                        ],
+                    )
+                })
+                .collect();
+            let real = tephra_envtest::tier::fleet(&tephra_envtest::Release::Oldest, &specs)
+                .await
+                .expect("the real fleet starts")?;
+            Some(TestFleet {
+                dev: None,
+                real: Some(real),
+            })
+        }
+    }
+}

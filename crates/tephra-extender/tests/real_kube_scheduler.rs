@@ -1,0 +1,197 @@
+//! The extender under the real kube-scheduler (real-cluster tier): a fleet whose member `east`
+//! binds through its own kube-scheduler (`bindingMode: Extender`), run with the configuration
+//! the project ships (`examples/kube-scheduler-extender.yaml`, only the extender's address
+//! changed); tephra's scheduler on the control plane places a GPU gang there and creates its
+//! pods unbound with their planned nodes; kube-scheduler calls the extender, which passes each
+//! pod only on its planned node and holds the binds until the whole gang has reached bind. A
+//! gang that cannot be whole is never bound in part.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tephra_api::{Cluster, PodGroup};
+use tephra_envtest::Release;
+use tephra_envtest::kubelet::NodeSpec;
+use tephra_envtest::tier::{self, Fleet};
+
+fn gpu_node(name: &str) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        capacity: BTreeMap::from([
+            ("cpu".to_string(), "4".to_string()),
+            ("memory".to_string(), "16Gi".to_string()),
+            ("pods".to_string(), "110".to_string()),
+            ("nvidia.com/gpu".to_string(), "2".to_string()),
+        ]),
+        ..NodeSpec::default()
+    }
+}
+
+/// The shipped kube-scheduler configuration, calling the extender at `url`.
+fn shipped_config(url: &str) -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/kube-scheduler-extender.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let cm: Value = serde_saphyr::from_str(&text).unwrap();
+    let inner = cm["data"]["kube-scheduler-config.yaml"].as_str().unwrap();
+    let mut config: Value = serde_saphyr::from_str(inner).unwrap();
+    config["extenders"][0]["urlPrefix"] = json!(url);
+    config
+}
+
+/// The fleet, the extender for `east`, east's real kube-scheduler with the shipped
+/// configuration, and tephra's scheduler on the control plane.
+async fn setup() -> Option<(Fleet, tephra_kube::Running)> {
+    let fleet = tier::fleet(
+        &Release::Oldest,
+        &[("east", vec![gpu_node("east-0"), gpu_node("east-1")])],
+    )
+    .await
+    .unwrap()?;
+    let cp = fleet.control_plane_client.clone();
+    let east = fleet.client("east").unwrap();
+    let ext =
+        tephra_extender::Extender::new(east.clone(), &tephra_extender::Options::default()).unwrap();
+    tephra_extender::watch::start(ext.clone(), east.clone());
+    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    fleet
+        .member("east")
+        .unwrap()
+        .cluster
+        .start_scheduler(shipped_config(&format!("http://{addr}")), &[])
+        .unwrap();
+    Api::<Cluster>::all(cp.clone())
+        .patch(
+            "east",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"bindingMode": "Extender"}})),
+        )
+        .await
+        .unwrap();
+    let sched = tephra_kube::start(
+        cp.clone(),
+        tephra_kube::Options {
+            members: tephra_kube::MemberSource::Clusters,
+            period: Duration::from_millis(200),
+            ..tephra_kube::Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    Some((fleet, sched))
+}
+
+/// A PodGroup of `min` and `n` pods asking one CPU and one GPU each, declared on the control
+/// plane.
+async fn declare(cp: &kube::Client, name: &str, min: usize, n: usize) {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(cp.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let request = json!({"cpu": "1", "nvidia.com/gpu": "1"});
+    for i in 0..n {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{name}-{i}"), "namespace": "default",
+                "annotations": {"scheduling.k8s.io/group-name": name}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "main",
+                "image": "busybox", "resources": {"requests": request, "limits": request}}]}
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(cp.clone(), "default")
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+}
+
+async fn pods_of(c: &kube::Client, prefix: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_kube_scheduler_binds_a_planned_gang_whole_on_its_plan_through_the_extender() {
+    let Some((fleet, sched)) = setup().await else {
+        return;
+    };
+    let cp = fleet.control_plane_client.clone();
+    let east = fleet.client("east").unwrap();
+    // Three GPU pods on two nodes of two GPUs: the plan spans both nodes.
+    declare(&cp, "llm", 3, 3).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let placed = loop {
+        let pods = pods_of(&east, "llm-").await;
+        let running = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        if pods.len() == 3 && running == 3 {
+            break pods;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gang never ran: {:#?}\nkube-scheduler: {}",
+            pods.iter().map(|p| &p.status).collect::<Vec<_>>(),
+            fleet
+                .member("east")
+                .unwrap()
+                .cluster
+                .log_tail("kube-scheduler", 20)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for p in &placed {
+        let a = p.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            p.spec.as_ref().and_then(|s| s.node_name.as_ref()),
+            a.get("tephra.io/planned-node"),
+            "bound on the plan"
+        );
+    }
+    let nodes: BTreeSet<String> = placed
+        .iter()
+        .filter_map(|p| p.spec.clone()?.node_name)
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    // The binds went through kube-scheduler (its identity in the member's audit log), not
+    // around it.
+    let audit = fleet.member("east").unwrap().cluster.audit().unwrap();
+    let binders: BTreeSet<String> = audit
+        .iter()
+        .filter(|e| e.resource_path() == "pods/binding" && e.code == 201)
+        .map(|e| e.user.clone())
+        .collect();
+    assert!(!binders.is_empty());
+    assert!(
+        binders.iter().all(|u| u != "system:kube-scheduler"),
+        "the extender binds (bindVerb), kube-scheduler does not bind itself: {binders:?}"
+    );
+    sched.stop().await;
+}

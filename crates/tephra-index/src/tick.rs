@@ -1,7 +1,8 @@
 //! What one session brings, in one call: from the session's decisions and the state, every
 //! write the tick hands to the executor, in order: binds, evictions and status ([`Planner`]),
 //! recounted PodGroups, ResourceBindings, declared pods' status, aggregated binding status,
-//! nominations, graceful evictions that ran out, stray and orphaned copies, and gangs left
+//! nominations, graceful evictions that ran out, stray pods and the conditions of pods that
+//! wait, orphaned copies, and gangs left
 //! short by failed binds past their deadline. No IO: the loop in `run.rs` passes the clock.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -54,6 +55,7 @@ pub fn writes(
     writes.extend(state.nominations(d));
     writes.extend(state.graceful_evictions(clock.now_ms, deadlines.graceful_eviction_ms));
     writes.extend(state.stray_pods(clock.now_ms));
+    writes.extend(state.unschedulable_pods(d));
     writes.extend(state.hypernode_statuses());
     match state.orphan_deletions(clock.now_ms) {
         Ok(w) => writes.extend(w),

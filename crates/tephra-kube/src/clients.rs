@@ -40,6 +40,7 @@ impl Clients {
             | Write::BindingStatus { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. }
             | Write::GroupAnnotation { cluster, .. }
+            | Write::PodCondition { cluster, .. }
             | Write::Event { cluster, .. } => {
                 self.member(cluster).or_else(|| Some(self.control.clone()))
             }

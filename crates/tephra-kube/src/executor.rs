@@ -382,6 +382,7 @@ impl Inner {
             | Write::Evict { cluster, .. }
             | Write::Purge { cluster, .. }
             | Write::Nominate { cluster, .. }
+            | Write::PodCondition { cluster, .. }
             | Write::PreBind { cluster, .. }
             | Write::GroupStatus { cluster, .. }
             | Write::GroupAnnotation { cluster, .. }
@@ -519,6 +520,28 @@ impl Inner {
                 let params = PatchParams::default();
                 done_if_gone(
                     pods.patch_status(name, &params, &Patch::Merge(&patch))
+                        .await,
+                )
+            }
+            Write::PodCondition {
+                namespace,
+                name,
+                reason,
+                message,
+                ..
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                // Strategic merge: conditions merge by type, the others stay.
+                let patch = json!({"status": {"conditions": [{"type": "PodScheduled",
+                    "status": "False", "reason": reason, "message": message,
+                    "lastProbeTime": null,
+                    "lastTransitionTime": k8s_openapi::jiff::Timestamp::now()
+                        .round(k8s_openapi::jiff::Unit::Second)
+                        .map(|t| t.to_string())
+                        .unwrap_or_default()}]}});
+                let params = PatchParams::default();
+                done_if_gone(
+                    pods.patch_status(name, &params, &Patch::Strategic(&patch))
                         .await,
                 )
             }

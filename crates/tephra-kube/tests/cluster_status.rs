@@ -141,8 +141,9 @@ async fn a_pull_mode_cluster_is_refused_with_a_condition_saying_why(backend: Bac
         .await
         .unwrap();
     let ctl = cluster_status::start(cp.clone(), options(), Leadership::always());
-    let edge = cluster_where(&clusters, "edge", "refused", |c| {
-        ready_of(c).as_deref() == Some("False")
+    // The condition and the taint are two writes: wait for both.
+    let edge = cluster_where(&clusters, "edge", "refused and tainted", |c| {
+        ready_of(c).as_deref() == Some("False") && !taints_of(c).is_empty()
     })
     .await;
     let cond = edge.status.clone().unwrap().conditions[0].clone();

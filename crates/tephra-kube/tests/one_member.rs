@@ -102,6 +102,45 @@ async fn a_gang_too_big_for_the_cluster_binds_nothing_and_says_why(backend: Back
         1,
         "one Event while the reason stays the same: {said:?}"
     );
+    // Each waiting pod says why too, as Volcano and kube-scheduler say it: PodScheduled False,
+    // Unschedulable, and one FailedScheduling Event each with the gang's reason.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..5 {
+        let name = format!("big-worker-{i}");
+        let cond = eventually(20, &format!("{name} Unschedulable"), || async {
+            let p = pods.get(&name).await.ok()?;
+            p.status?.conditions?.into_iter().find(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+                    && c.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("nvidia.com/gpu"))
+            })
+        })
+        .await;
+        assert!(cond.message.unwrap().contains("gang"));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let failed: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.involved_object.kind.as_deref() == Some("Pod")
+                && e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("nvidia.com/gpu"))
+        })
+        .collect();
+    assert_eq!(
+        failed.len(),
+        5,
+        "one FailedScheduling Event a pod: {failed:?}"
+    );
     sched.stop().await;
 }
 

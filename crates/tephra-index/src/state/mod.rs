@@ -33,6 +33,7 @@ mod intake;
 mod objects;
 
 mod strays;
+mod unschedulable;
 
 use crate::convert::{self, ConvertError};
 use crate::observed::{Kind, Obj};
@@ -118,6 +119,8 @@ pub struct State {
     copies: copies::Copies,
     /// Pods that name a PodGroup that does not exist.
     strays: strays::Strays,
+    /// What each pending pod was last told about why it waits.
+    told: unschedulable::Told,
     hypernodes: hypernodes::HyperNodes,
     /// How long pods run, for the expected-start forecast.
     durations: durations::Durations,
@@ -152,6 +155,7 @@ impl State {
             declared_claims: claims::Declared::default(),
             copies: copies::Copies::default(),
             strays: strays::Strays::default(),
+            told: unschedulable::Told::default(),
             hypernodes: hypernodes::HyperNodes::default(),
             durations: durations::Durations::default(),
         }
@@ -336,6 +340,19 @@ impl State {
     /// that does not exist, once each.
     pub fn stray_pods(&mut self, now_ms: i64) -> Vec<crate::writes::Write> {
         self.strays.writes(self.cache.world(), now_ms)
+    }
+
+    /// The `PodScheduled` False condition and `FailedScheduling` Event for each pending pod of
+    /// a job `d` could not place, once per pod and reason (`unschedulable.rs`).
+    pub fn unschedulable_pods(&mut self, d: &Decisions) -> Vec<crate::writes::Write> {
+        let groups = &self.groups;
+        let assumed = &self.assumed;
+        self.told.writes(
+            self.cache.world(),
+            d,
+            &|job| groups.get(job).cloned(),
+            &|pod| assumed.contains_key(pod),
+        )
     }
 
     /// The ResourceBinding status writes due for the jobs whose pods or binding changed since

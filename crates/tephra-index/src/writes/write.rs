@@ -112,6 +112,19 @@ pub enum Write {
         /// Pod name.
         name: String,
     },
+    /// Set a pending pod's `PodScheduled` condition to False, saying why it waits.
+    PodCondition {
+        /// The cluster holding the pod.
+        cluster: String,
+        /// Pod namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// The condition's reason (`Unschedulable`).
+        reason: String,
+        /// Its message.
+        message: String,
+    },
     /// Set (or, with None, clear) a pending pod's `status.nominatedNodeName`: the node kept for
     /// it while the room it needs is freed (preemption, or pods terminating there).
     Nominate {
@@ -255,6 +268,12 @@ impl Write {
                 namespace,
                 name,
                 ..
+            }
+            | Write::PodCondition {
+                cluster,
+                namespace,
+                name,
+                ..
             } => at(cluster, "pod", namespace, name),
             Write::DeclaredStatus {
                 namespace, name, ..
@@ -299,6 +318,7 @@ impl Write {
             Write::EvictionTasks { .. } => "eviction_tasks",
             Write::BindingStatus { .. } => "resourcebinding_status",
             Write::Nominate { .. } => "nominate",
+            Write::PodCondition { .. } => "pod_condition",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::GroupAnnotation { .. } => "podgroup_annotation",
             Write::QueueStatus { .. } => "queue_status",

@@ -128,9 +128,16 @@ struct Inner {
     done: mpsc::UnboundedSender<Done>,
     identity: String,
     lanes: Lanes<Write>,
+    /// Best-effort Events (a bound pod's `Scheduled`), sent by workers of their own so that
+    /// a bind never waits behind them; dropped and counted when the queue is full.
+    events: mpsc::Sender<Write>,
 }
 
 const RETRIES: u32 = 4;
+/// Events queued at most for the event workers.
+const EVENT_QUEUE: usize = 4096;
+/// Event workers.
+const EVENT_WORKERS: usize = 2;
 
 impl Executor {
     /// An executor with `settings.concurrency` workers (writes in flight at most) and
@@ -149,7 +156,9 @@ impl Executor {
             identity,
             volume_bind_timeout,
         } = settings;
+        let (events, events_rx) = mpsc::channel::<Write>(EVENT_QUEUE);
         let inner = Arc::new(Inner {
+            events,
             queue: std::sync::OnceLock::new(),
             volume_bind_timeout,
             clients,
@@ -160,6 +169,19 @@ impl Executor {
             identity,
             lanes: Lanes::default(),
         });
+        let events_rx = Arc::new(Mutex::new(events_rx));
+        for _ in 0..EVENT_WORKERS {
+            let (inner, rx) = (Arc::downgrade(&inner), Arc::clone(&events_rx));
+            tokio::spawn(async move {
+                loop {
+                    let Some(write) = rx.lock().await.recv().await else {
+                        return;
+                    };
+                    let Some(inner) = inner.upgrade() else { return };
+                    inner.best_effort(&write).await;
+                }
+            });
+        }
         let (queue, rx) = mpsc::unbounded_channel::<Write>();
         let _ = inner.queue.set(queue.downgrade());
         let rx = Arc::new(Mutex::new(rx));
@@ -241,6 +263,29 @@ impl Inner {
         if let Write::PreBind { .. } = &write {
             self.after_prebind(&write, &outcome);
         }
+        if let (
+            Write::Bind {
+                cluster,
+                namespace,
+                name,
+                node,
+                ..
+            },
+            Outcome::Ok,
+        ) = (&write, &outcome)
+        {
+            // As kube-scheduler and Volcano record it on every pod they bind.
+            self.event(Write::Event {
+                cluster: cluster.clone(),
+                namespace: namespace.clone(),
+                kind: crate::writes::Involved::Pod,
+                group: name.clone(),
+                uid: None,
+                reason: "Scheduled".into(),
+                message: format!("Successfully assigned {namespace}/{name} to {node}"),
+                warning: false,
+            });
+        }
         let _ = self.done.send(Done { write, outcome });
     }
 
@@ -290,6 +335,32 @@ impl Inner {
                 }
             }
         });
+    }
+
+    /// Queues a best-effort Event for the event workers, or counts it dropped.
+    fn event(&self, w: Write) {
+        if self.events.try_send(w).is_err() {
+            self.metrics.events_dropped.inc();
+        }
+    }
+
+    /// Sends an Event once, outside the rate limit and the retries of the writes that matter.
+    async fn best_effort(&self, w: &Write) {
+        let Some(client) = self.clients.for_write(w) else {
+            return;
+        };
+        if let Err(e) = self.once(client, w).await {
+            let code = match &e {
+                kube::Error::Api(s) => s.code,
+                _ => 0,
+            };
+            let cluster = match w {
+                Write::Event { cluster, .. } => cluster.as_str(),
+                _ => "",
+            };
+            self.metrics.api_error(cluster, w.verb(), code);
+            tracing::debug!(error = %e, "best-effort Event not recorded");
+        }
     }
 
     /// Queues writes again (a gang's binds once its claims are bound).

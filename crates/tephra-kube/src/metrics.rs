@@ -66,6 +66,8 @@ pub struct Metrics {
     pub phase: HistogramVec,
     /// `tephra_executor_queue_depth`.
     pub executor_depth: IntGauge,
+    /// `tephra_events_dropped_total`: Events not sent because their queue was full.
+    pub events_dropped: IntCounter,
     /// `tephra_executor_write_latency_milliseconds{verb}`.
     pub write_latency: HistogramVec,
     /// `tephra_api_errors_total{cluster,verb,code}`.
@@ -398,6 +400,11 @@ impl Metrics {
                 &r,
                 "tephra_executor_queue_depth",
                 "Writes queued or in flight",
+            )?,
+            events_dropped: counter(
+                &r,
+                "tephra_events_dropped_total",
+                "Events on pods not sent because their queue was full (binds never wait for Events)",
             )?,
             write_latency: histogram_vec(
                 &r,

@@ -43,6 +43,25 @@ async fn a_gang_that_fits_is_bound_whole_and_its_podgroup_runs(backend: Backend)
         (s.phase == Some(PodGroupPhase::Running) && s.running == 3).then_some(())
     })
     .await;
+    // Each bound pod says where it went, as kube-scheduler's `Scheduled` Event says it.
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    for (pod, node) in &bound {
+        let node = node.clone().unwrap();
+        let want = format!("Successfully assigned default/{pod} to {node}");
+        eventually(20, &format!("{pod}'s Scheduled Event"), || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Scheduled")
+                        && e.involved_object.name.as_deref() == Some(pod.as_str())
+                        && e.message.as_deref() == Some(want.as_str())
+                        && e.type_.as_deref() == Some("Normal")
+                })
+                .then_some(())
+        })
+        .await;
+    }
     sched.stop().await;
 }
 

@@ -111,3 +111,26 @@ pub async fn install_tephra_crds(client: &kube::Client) -> Result<(), Error> {
         .collect::<Result<Vec<_>, _>>()?;
     install_crds(client, &crds).await
 }
+
+/// Deletes a manifest's object (gone already is fine) and waits up to `secs` until it is gone
+/// (its finalizers done).
+pub async fn delete(client: &kube::Client, manifest: &Value, secs: u64) -> Result<(), Error> {
+    let api = api_for(client, manifest).await?;
+    let name = str_at(manifest, "/metadata/name");
+    match api.delete(name, &kube::api::DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(Error::Client(format!("delete {name}: {e}"))),
+    }
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while api.get_opt(name).await.ok().flatten().is_some() {
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!("{} {name} gone", str_at(manifest, "/kind")),
+                log: String::new(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}

@@ -54,9 +54,28 @@ pub struct Case {
     /// Pods bound by name before the question (with `tephra.io/sim-duration` for finished ones
     /// and the node's name).
     pub existing: Vec<Value>,
-    /// The pod to place (no schedulerName, no name).
+    /// The pod to place (no schedulerName, no name). `{round}` in it stands for the round
+    /// (`kube`, `tephra`, `check`): each round's pod has claims of its own.
     pub pod: Value,
+    /// Storage and device objects both rounds see, created before the question.
+    pub shared: Vec<Value>,
+    /// Objects each round gets a copy of (`{round}` in them stands for it): a claim and the
+    /// volumes only it may bind, so that one round's binding leaves the next round's question
+    /// the same.
+    pub per_round: Vec<Value>,
 }
+
+/// The rounds of a case, in order.
+pub const ROUNDS: [&str; 3] = ["kube", "tephra", "check"];
+
+/// `v` with `{round}` replaced by `round`.
+pub fn for_round(v: &Value, round: &str) -> Value {
+    let text = v.to_string().replace("{round}", round);
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// The driver of the generated ResourceSlices.
+pub const DRIVER: &str = "gpu.example.com";
 
 const ZONES: &[&str] = &["a", "b", "c"];
 const APPS: &[&str] = &["web", "db", "cache"];
@@ -229,14 +248,124 @@ impl Case {
             }
             existing.push(pod);
         }
-        let pod = Self::question(&mut rng, seed, &namespace);
+        let mut pod = Self::question(&mut rng, seed, &namespace);
+        let (shared, per_round) = Self::storage(&mut rng, seed, &namespace, n_nodes, &mut pod);
         Self {
             seed,
             namespace,
             nodes,
             existing,
             pod,
+            shared,
+            per_round,
         }
+    }
+
+    /// Volumes and devices for the pod, one kind at a time: a claim bound to a local volume on
+    /// one node (or a node that does not exist), a `WaitForFirstConsumer` claim that local
+    /// volumes on some nodes could take (each round its own claim and volumes), a claim that
+    /// does not exist, or a DRA claim for devices that some nodes' ResourceSlices offer.
+    fn storage(
+        rng: &mut Rng,
+        seed: u64,
+        namespace: &str,
+        n_nodes: usize,
+        pod: &mut Value,
+    ) -> (Vec<Value>, Vec<Value>) {
+        let mut shared = Vec::new();
+        let mut per_round = Vec::new();
+        let local_pv = |name: String, node: String, size: &str, class: &str, labels: Value| {
+            json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": class,
+                    "local": {"path": "/mnt/disk"},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}})
+        };
+        let mut volume = |claim: String| {
+            pod["spec"]["volumes"] =
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+        };
+        match rng.below(100) {
+            // A claim bound (by name) to a local volume on one node.
+            0..=14 => {
+                let pv = format!("s{seed}-bound");
+                let node = node_name(seed, rng.below(n_nodes + 1));
+                shared.push(local_pv(pv.clone(), node, "1Gi", "", json!({})));
+                shared.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "bound", "namespace": namespace},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                        "volumeName": pv, "resources": {"requests": {"storage": "1Gi"}}}}));
+                volume("bound".into());
+            }
+            // WaitForFirstConsumer: local volumes on some nodes, some too small.
+            15..=29 => {
+                let class = format!("s{seed}-wffc");
+                shared.push(
+                    json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": class}, "provisioner": "kubernetes.io/no-provisioner",
+                    "volumeBindingMode": "WaitForFirstConsumer"}),
+                );
+                for i in 0..1 + rng.below(3) {
+                    let node = node_name(seed, rng.below(n_nodes));
+                    let size = rng.pick(&["1Gi", "10Gi"]);
+                    per_round.push(local_pv(
+                        format!("s{seed}-{{round}}-{i}"),
+                        node,
+                        size,
+                        &class,
+                        json!({"tephra.test/round": "{round}"}),
+                    ));
+                }
+                per_round.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data-{round}", "namespace": namespace},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                        "selector": {"matchLabels": {"tephra.test/round": "{round}"}},
+                        "resources": {"requests": {"storage": "5Gi"}}}}));
+                volume("data-{round}".into());
+            }
+            // A claim that does not exist.
+            30..=33 => volume("absent".into()),
+            // DRA: devices in some nodes' ResourceSlices, a claim for some of them.
+            34..=48 => {
+                let class = format!("s{seed}-gpu");
+                shared.push(
+                    json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                    "metadata": {"name": class},
+                    "spec": {"selectors": [{"cel": {"expression":
+                        format!("device.driver == '{DRIVER}'")}}]}}),
+                );
+                for i in 0..n_nodes {
+                    if rng.chance(30) {
+                        continue;
+                    }
+                    let node = node_name(seed, i);
+                    let devices: Vec<Value> = (0..rng.below(4))
+                        .map(|d| {
+                            json!({"name": format!("gpu-{d}"),
+                            "attributes": {"model": {"string": "a100"}}})
+                        })
+                        .collect();
+                    shared.push(json!({"apiVersion": "resource.k8s.io/v1",
+                        "kind": "ResourceSlice", "metadata": {"name": format!("{node}-gpus")},
+                        "spec": {"driver": DRIVER, "nodeName": node,
+                            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                            "devices": devices}}));
+                }
+                per_round.push(json!({"apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": "gpu-{round}", "namespace": namespace},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": class, "allocationMode": "ExactCount",
+                        "count": 1 + rng.below(3)}}]}}}));
+                pod["spec"]["resourceClaims"] =
+                    json!([{"name": "gpu", "resourceClaimName": "gpu-{round}"}]);
+                pod["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+            }
+            _ => {}
+        }
+        (shared, per_round)
     }
 
     fn question(rng: &mut Rng, seed: u64, namespace: &str) -> Value {

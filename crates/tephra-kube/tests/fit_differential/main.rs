@@ -17,7 +17,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use cases::{Case, RUNTIME_CLASS};
+use cases::{Case, ROUNDS, RUNTIME_CLASS, for_round};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -99,9 +99,11 @@ fn phase(p: &Pod) -> &str {
         .unwrap_or_default()
 }
 
-/// Creates the case's pod as `name` for `scheduler`, with `extra` merged into its spec.
+/// Creates the case's pod as `name` for `scheduler` in `round` (its own claims), with
+/// `extra` merged into its spec.
 async fn create(c: &kube::Client, case: &Case, name: &str, scheduler: &str, extra: Value) {
-    let mut pod = case.pod.clone();
+    let round = name.trim_start_matches("q-");
+    let mut pod = for_round(&case.pod, round);
     pod["metadata"]["name"] = json!(name);
     pod["spec"]["schedulerName"] = json!(scheduler);
     for (k, v) in extra.as_object().into_iter().flatten() {
@@ -130,6 +132,21 @@ async fn delete_and_wait(c: &kube::Client, ns: &str, name: &str) {
     })
     .await
     .unwrap();
+}
+
+/// Deletes the DRA claims of `round` (its devices free again for the next round; the volumes
+/// a round bound are its own).
+async fn release_round(c: &kube::Client, case: &Case, round: &str) -> Result<(), String> {
+    for o in case
+        .per_round
+        .iter()
+        .filter(|o| o["kind"] == "ResourceClaim")
+    {
+        objects::delete(c, &for_round(o, round), 30)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// kube-scheduler's outcome: bound, or a PodScheduled=False condition.
@@ -221,6 +238,28 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
     }
+    for o in case.shared.iter().cloned().chain(
+        ROUNDS
+            .iter()
+            .flat_map(|r| case.per_round.iter().map(|o| for_round(o, r))),
+    ) {
+        objects::create(c, &o).await.map_err(|e| e.to_string())?;
+    }
+    // A claim bound by name to its volume: bound (by the controller manager) before the
+    // question.
+    if case
+        .shared
+        .iter()
+        .any(|o| o["kind"] == "PersistentVolumeClaim")
+    {
+        let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(c.clone(), &ns);
+        wait(30, "the claim bound to its volume", || async {
+            let p = pvcs.get("bound").await.ok()?;
+            (p.status?.phase.as_deref() == Some("Bound")).then_some(())
+        })
+        .await?;
+    }
     let pods: Api<Pod> = Api::namespaced(c.clone(), &ns);
     for p in &case.existing {
         let pod: Pod = serde_json::from_value(p.clone()).unwrap();
@@ -247,11 +286,13 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
     create(c, &case, "q-kube", "default-scheduler", json!({})).await;
     let kube = kube_outcome(c, &ns, "q-kube").await?;
     delete_and_wait(c, &ns, "q-kube").await;
+    release_round(c, &case, "kube").await?;
     // tephra's watch sees the deletion before its next session.
     tokio::time::sleep(Duration::from_millis(300)).await;
     create(c, &case, "q-tephra", "volcano", json!({})).await;
     let tephra = tephra_outcome(c, &ns, "q-tephra").await?;
     delete_and_wait(c, &ns, "q-tephra").await;
+    release_round(c, &case, "tephra").await?;
     let mut verdict = Ok(());
     match (&kube, &tephra) {
         (Outcome::Bound(_), Outcome::Waits(why)) => {
@@ -278,6 +319,7 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
             .await;
             let check = kube_outcome(c, &ns, "q-check").await?;
             delete_and_wait(c, &ns, "q-check").await;
+            release_round(c, &case, "check").await?;
             if check != Outcome::Bound(n.clone()) {
                 verdict = Err(format!(
                     "tephra bound it to {n}, which kube-scheduler's filters refuse: {check:?}"
@@ -300,6 +342,13 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
         let name = n["metadata"]["name"].as_str().unwrap_or_default();
         kubelets.remove(name).await.map_err(|e| e.to_string())?;
     }
+    for o in case.shared.iter().chain(&case.per_round).rev() {
+        for r in ROUNDS {
+            objects::delete(c, &for_round(o, r), 30)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
     // The bare pods' PodGroups go with their pods (garbage collection); gone before the next
     // case, whose queue they would otherwise still hold room in.
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), &ns);
@@ -317,11 +366,14 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
     .await?;
     verdict.map_err(|v| {
         format!(
-            "seed {seed}: {v}\nnodes: {}\nexisting: {}\npod: {}\nreplay: TEPHRA_FIT_SEEDS={seed} \
+            "seed {seed}: {v}\nnodes: {}\nexisting: {}\npod: {}\nshared: {}\nper round: {}\n\
+             replay: TEPHRA_FIT_SEEDS={seed} \
              cargo test -p tephra-kube --test fit_differential -- --ignored --nocapture",
             serde_json::to_string(&case.nodes).unwrap_or_default(),
             serde_json::to_string(&case.existing).unwrap_or_default(),
             serde_json::to_string(&case.pod).unwrap_or_default(),
+            serde_json::to_string(&case.shared).unwrap_or_default(),
+            serde_json::to_string(&case.per_round).unwrap_or_default(),
         )
     })
 }

@@ -34,6 +34,18 @@ pub enum Release {
     Exact(String),
 }
 
+impl Release {
+    /// The release the real-cluster tier runs: `TEPHRA_REAL_RELEASE` (`oldest`, `newest` or a
+    /// version `v1.x.y`), the oldest built by default.
+    pub fn tier() -> Self {
+        match std::env::var("TEPHRA_REAL_RELEASE").as_deref() {
+            Ok("newest") => Self::Newest,
+            Ok(v) if v.starts_with("v1.") => Self::Exact(v.to_string()),
+            _ => Self::Oldest,
+        }
+    }
+}
+
 /// The binaries of one Kubernetes release and the etcd beside them.
 #[derive(Clone, Debug)]
 pub struct Binaries {

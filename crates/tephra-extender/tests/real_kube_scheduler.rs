@@ -50,7 +50,7 @@ fn shipped_config(url: &str) -> Value {
 /// configuration, and tephra's scheduler on the control plane.
 async fn setup() -> Option<(Fleet, tephra_kube::Running)> {
     let fleet = tier::fleet(
-        &Release::Oldest,
+        &Release::tier(),
         &[("east", vec![gpu_node("east-0"), gpu_node("east-1")])],
     )
     .await

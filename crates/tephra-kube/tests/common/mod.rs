@@ -447,7 +447,7 @@ pub async fn cluster_on(backend: Backend, nodes: Vec<NodeSpec>) -> Option<TestCl
         }
         Backend::KubeApiserver => {
             let real = tephra_envtest::tier::single(
-                &tephra_envtest::Release::Oldest,
+                &tephra_envtest::Release::tier(),
                 &nodes,
                 Default::default(),
             )
@@ -546,7 +546,7 @@ pub async fn fleet_on(backend: Backend, members: &[(&str, u32)]) -> Option<TestF
                     )
                 })
                 .collect();
-            let real = tephra_envtest::tier::fleet(&tephra_envtest::Release::Oldest, &specs)
+            let real = tephra_envtest::tier::fleet(&tephra_envtest::Release::tier(), &specs)
                 .await
                 .expect("the real fleet starts")?;
             Some(TestFleet {

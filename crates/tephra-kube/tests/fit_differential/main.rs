@@ -42,7 +42,7 @@ struct Harness {
 
 async fn harness() -> Option<Harness> {
     let real = tier::single(
-        &Release::Oldest,
+        &Release::tier(),
         &[],
         ClusterOptions {
             scheduler: Some(Value::Null),

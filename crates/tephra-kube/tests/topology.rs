@@ -83,12 +83,18 @@ async fn racks_under_a_spine(hns: &Api<HyperNode>) {
     }
 }
 
-#[tokio::test]
-async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why() {
+on_both!(
+    a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why,
+    a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why
+);
+async fn a_hard_topology_job_runs_within_one_rack_and_the_next_waits_saying_why(backend: Backend) {
     logs();
     // Four 8-CPU nodes: racks s0 (n0, n1) and s1 (n2, n3) under spine s2.
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
+    let nodes = (0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect();
+    let Some(cl) = cluster_on(backend, nodes).await else {
+        return;
+    };
+    let c = cl.client.clone();
     let hns: Api<HyperNode> = Api::all(c.clone());
     racks_under_a_spine(&hns).await;
     // Volcano's CRD refuses a selector with two matches, naming the rule.
@@ -529,13 +535,19 @@ async fn with_the_network_topology_aware_plugin_a_hard_gang_goes_to_the_fullest_
 /// racks (s0: n0, n1; s1: n2, n3), the lowest two on n0 and n2, and a high-priority gang of two
 /// whole nodes held to tier 1 evicts the two pods of one rack and runs there (taking the two
 /// lowest would split it); the other rack's pods are untouched.
-#[tokio::test]
-async fn preempt_frees_one_rack_for_a_gang_held_to_a_rack() {
+on_both!(
+    preempt_frees_one_rack_for_a_gang_held_to_a_rack,
+    preempt_frees_one_rack_for_a_gang_held_to_a_rack
+);
+async fn preempt_frees_one_rack_for_a_gang_held_to_a_rack(backend: Backend) {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::scheduling::v1::PriorityClass;
     logs();
-    let dev = cluster((0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect()).await;
-    let c = client(&dev).await;
+    let nodes = (0..4).map(|i| node(&format!("n{i}"), "8", 0)).collect();
+    let Some(cl) = cluster_on(backend, nodes).await else {
+        return;
+    };
+    let c = cl.client.clone();
     racks_by_pattern(
         &Api::all(c.clone()),
         &[("s0", "^n[01]$"), ("s1", "^n[23]$")],

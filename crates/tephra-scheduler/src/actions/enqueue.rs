@@ -6,6 +6,10 @@
 //! 5m; a Go duration) goes back to Pending when the session closes, with a condition that says
 //! so, so that it stops holding its queue's admission budget (Volcano moves such PodGroups back
 //! too); a job that reserves room (sla) or was pipelined keeps its place.
+//!
+//! A resting job (refused by the votes before, its status saying so, nothing changed since:
+//! `cache/parking.rs`) is only put to the votes: while they refuse, it is passed over in
+//! silence, and its place in the order is kept so that what is admitted stays the same.
 
 use tephra_api::reasons;
 
@@ -63,7 +67,7 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
     // it was created) is admitted after the jobs of its queue that never had their chance, so
     // that the budget it gave back is not simply taken by itself again.
     for jobs in by_queue.values_mut() {
-        jobs.sort_by_key(|&job| {
+        jobs.make_contiguous().sort_by_key(|&job| {
             ssn.snap
                 .jobs
                 .get(job)
@@ -84,11 +88,19 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
             by_queue.remove(&queue);
             continue;
         }
-        let job = jobs.remove(0);
+        let Some(job) = jobs.pop_front() else {
+            continue;
+        };
         if let Err(closed) = queue_open(&ssn.snap, &queue) {
             let note = ssn.note(job);
             note.reason = Some(reasons::QUEUE_NOT_OPEN);
             note.message = Some(closed.to_string());
+            continue;
+        }
+        // A resting job could not be told it never fits (neither it nor the fleet changed since
+        // it was last checked), so the votes alone decide whether there is anything new.
+        if ssn.snap.resting.contains(&job) && !ssn.hooks().job_enqueueable(job) {
+            ssn.pass_over(job);
             continue;
         }
         // No validity check here, as in Volcano: a Volcano Job's pods are created only once
@@ -124,6 +136,7 @@ pub fn execute(ssn: &mut Session, _placer: &mut Placer, args: &Args) {
                 .unwrap_or_default();
             let note = ssn.note(job);
             note.reason = Some(reasons::NOT_ENQUEUEABLE);
+            note.refused = true;
             note.message = Some(format!(
                 "queue {queue} cannot admit the job yet: its minResources{asks} do not fit what \
                  the fleet and the queue have free"

@@ -246,8 +246,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// Whatever happens to PodGroups and pods, the counts the cache keeps equal a recount,
-    /// and a session's queue status agrees with them.
+    /// Whatever happens to PodGroups and pods, the counts the cache keeps (PodGroups by queue
+    /// and phase, what each job's Pending pods ask for) equal a recount, and a session's queue
+    /// status agrees with them.
     #[test]
     fn queue_counts_kept_by_the_cache_equal_a_recount(ops in prop::collection::vec(op(), 1..40)) {
         let mut c = Cache::new();
@@ -307,6 +308,21 @@ proptest! {
             for p in &c.world().parked {
                 prop_assert!(!c.world().active_jobs.contains(p));
                 prop_assert!(c.world().jobs.get(*p).is_some());
+            }
+            for r in &c.world().resting {
+                prop_assert!(c.world().active_jobs.contains(r), "a resting job has work");
+            }
+            // What each job's Pending pods ask for, kept with its tally, equals a recount.
+            let w = c.world();
+            for (_, j) in w.jobs.iter() {
+                let mut all = tephra_scheduler::resources::Resources::ZERO;
+                for t in j.tasks.iter().filter_map(|t| w.tasks.get(*t)) {
+                    if t.spec.status == TaskStatus::Pending {
+                        all.add(&t.spec.shape.request);
+                    }
+                }
+                prop_assert_eq!(j.pending_request, all, "job {}", j.key);
+                prop_assert_eq!(j.pending_ungated, all, "job {} (no gates here)", j.key);
             }
         }
     }

@@ -221,13 +221,23 @@ impl World {
         }
     }
 
-    /// Counts (`sign` 1) or uncounts (-1) a task's reported status in its job's tally.
+    /// Counts (`sign` 1) or uncounts (-1) a task's reported status in its job's tally, and a
+    /// Pending task's request in what the job's Pending tasks ask for.
     fn tally(&mut self, task_id: Id, sign: i32) {
-        let Some((job, status)) = self.tasks.get(task_id).map(|t| (t.job, t.spec.status)) else {
+        let Some(t) = self.tasks.get(task_id) else {
             return;
         };
-        if let Some(j) = self.jobs.get_mut(job) {
-            j.tally.count(status, sign);
+        let (job, status, shape) = (t.job, t.spec.status, &t.spec.shape);
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        j.tally.count(status, sign);
+        if status == TaskStatus::Pending {
+            let delta = shape.request.times(i64::from(sign));
+            j.pending_request.add(&delta);
+            if !shape.gated() {
+                j.pending_ungated.add(&delta);
+            }
         }
     }
 
@@ -276,6 +286,8 @@ impl World {
             tasks: Vec::new(),
             implicit,
             tally: TaskTally::default(),
+            pending_request: Resources::ZERO,
+            pending_ungated: Resources::ZERO,
             changed_at: 0,
             counted_as: None,
         });
@@ -558,6 +570,8 @@ impl World {
                     tasks: Vec::new(),
                     implicit: false,
                     tally: TaskTally::default(),
+                    pending_request: Resources::ZERO,
+                    pending_ungated: Resources::ZERO,
                     changed_at: 0,
                     counted_as: None,
                 });

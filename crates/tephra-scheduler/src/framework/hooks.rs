@@ -240,8 +240,12 @@ impl<'a> Dispatch<'a> {
         }))
         .then_with(|| {
             let key = |j: Id| {
-                v.job(j)
-                    .map(|job| (job.group.as_ref().map_or(0, |g| g.created), job.key.clone()))
+                v.job(j).map(|job| {
+                    (
+                        job.group.as_ref().map_or(0, |g| g.created),
+                        job.key.as_str(),
+                    )
+                })
             };
             key(a).cmp(&key(b))
         })

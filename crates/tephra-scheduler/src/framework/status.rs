@@ -43,8 +43,14 @@ impl Session {
                 // said of it: its status stands. It still asks what it asks, and its timers
                 // still run.
                 if self.state.tally(job, job_id).pending > 0 {
-                    let sum = admissible.entry(group.queue.as_str()).or_default();
-                    self.add_admissible(job_id, sum);
+                    // No task of it changed this session: the cache's sum of its ungated
+                    // Pending tasks is what it asks.
+                    if self.hooks().job_valid(job_id).is_ok() {
+                        admissible
+                            .entry(group.queue.as_str())
+                            .or_default()
+                            .add(&job.pending_ungated);
+                    }
                     if let Some(due) = self.hooks().due(job_id) {
                         wake(&mut wake_at, due, self.now);
                     }

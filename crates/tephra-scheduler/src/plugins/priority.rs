@@ -39,6 +39,10 @@ fn held_by_queue(view: &View) -> BTreeMap<String, Vec<(i32, Resources)>> {
     let mut out: BTreeMap<String, Vec<(i32, Resources)>> = BTreeMap::new();
     for (id, job) in view.snap.jobs.iter() {
         let Some(g) = &job.group else { continue };
+        // Nothing ready, nothing held that counts: a backlog costs no walk.
+        if view.state.tally(job, id).ready <= 0 {
+            continue;
+        }
         let mut held = Resources::ZERO;
         for &t in &job.tasks {
             let s = view.status(t);

@@ -338,14 +338,19 @@ const WAITING: [&str; 3] = ["default/w1", "default/w2", "default/w3"];
 /// One 8-GPU node that a running job fills, and three 4-GPU jobs that the votes refuse: the
 /// fleet, over-committed by 1.2, has 1.6 GPUs to admit with.
 fn saturated() -> Cache {
+    saturated_at(0)
+}
+
+/// [`saturated`], every job at `priority`.
+fn saturated_at(priority: i32) -> Cache {
     let mut c = Cache::new();
     add_cluster(&mut c, Cluster::named("c0")).unwrap();
     add_nodes(&mut c, "c0", "gpu", 1, GPU8, &[]).unwrap();
-    add_job(&mut c, &job("runner", "8")).unwrap();
+    add_job(&mut c, &job("runner", "8").priority(priority)).unwrap();
     let d = session(&mut c, 1);
     assert_eq!(d.binds.len(), 1, "the runner fills the node");
     for name in ["w1", "w2", "w3"] {
-        add_job(&mut c, &job(name, "4")).unwrap();
+        add_job(&mut c, &job(name, "4").priority(priority)).unwrap();
     }
     let refused = session(&mut c, 2);
     for key in WAITING {
@@ -436,5 +441,29 @@ fn a_queue_change_or_a_new_configuration_wakes_every_resting_job() {
     assert!(
         WAITING.iter().all(|k| !resting(&c, k)),
         "a new configuration may change any answer"
+    );
+}
+
+#[test]
+fn a_resting_job_is_admitted_when_work_it_may_preempt_appears_in_its_queue() {
+    let mut c = saturated_at(10);
+    session(&mut c, 3);
+    // The runner drops below the waiting jobs' priority: they could now preempt their way
+    // in, though nothing about them changed and the votes still refuse them.
+    let id = c.world().job_id("default/runner").unwrap();
+    let mut spec = c.world().jobs.get(id).unwrap().group.clone().unwrap();
+    spec.priority = Some(0);
+    c.apply(Event::PodGroupUpsert(spec)).unwrap();
+    assert!(resting(&c, "default/w1"));
+    let d = session(&mut c, 4);
+    let admitted = d
+        .groups
+        .iter()
+        .filter(|g| g.phase == GroupPhase::Inqueue)
+        .count();
+    assert!(
+        admitted >= 1,
+        "entitled by the work below it, a resting job is admitted: {:?}",
+        d.groups
     );
 }

@@ -333,6 +333,14 @@ impl EnqueueVote for Proportion {
             Vote::Reject
         }
     }
+
+    fn headroom(&self, _view: &View, queue: &str) -> Option<Resources> {
+        Some(self.queues.get(queue).map_or(Resources::ZERO, |q| {
+            q.real_capability(&self.total)
+                .minus(&q.allocated)
+                .minus(&q.inqueue)
+        }))
+    }
 }
 
 impl Entitlement for Proportion {
@@ -346,6 +354,12 @@ impl Entitlement for Proportion {
         };
         let want = min.plus(&q.allocated).plus(&q.inqueue);
         (0..MAX_RESOURCES).all(|i| min.0[i] <= 0 || want.0[i] <= q.deserved.0[i])
+    }
+
+    fn headroom(&self, _view: &View, queue: &str, _priority: i32) -> Option<Resources> {
+        Some(self.queues.get(queue).map_or(Resources::ZERO, |q| {
+            q.deserved.minus(&q.allocated).minus(&q.inqueue)
+        }))
     }
 }
 

@@ -202,10 +202,11 @@ pub fn world_d() -> Cache {
 }
 
 /// S: a saturated fleet with a backlog. One cluster of 64 GPU nodes (64 cores, 512Gi, 8 GPUs)
-/// and 6,128 two-pod gangs (2 GPUs, 8 cores, 64Gi a pod) over three queues of weight 3, 2 and
-/// 1; sessions are run and taken in, as the runtime and the simulator take them, until one
-/// changes nothing: 128 gangs run and fill every GPU, about 6,000 wait (some admitted, most
-/// Pending). The world the next session of a steady backlog opens on.
+/// and 6,128 two-pod gangs (2 GPUs, 8 cores, 64Gi a pod), submitted Pending over three queues of
+/// weight 3, 2 and 1; sessions are run and taken in, as the runtime and the simulator take them,
+/// until one changes nothing: 128 gangs run and fill every GPU, about 6,000 wait (a few
+/// admitted, the rest refused by the votes). The world the next session of a steady backlog
+/// opens on.
 pub fn world_s() -> Cache {
     let mut c = Cache::new();
     add_cluster(&mut c, tephra_scheduler::model::Cluster::named("c0")).unwrap();
@@ -238,6 +239,7 @@ pub fn world_s() -> Cache {
             )],
         )
         .queue(["q-a", "q-b", "q-c"][i % 3])
+        .phase(tephra_scheduler::model::GroupPhase::Pending)
         .created(i as i64);
         add_job(&mut c, &job).unwrap();
     }

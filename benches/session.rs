@@ -1,4 +1,4 @@
-//! Scheduler session benchmarks A to F and T (see README for the numbers and the command).
+//! Scheduler session benchmarks A to F, Q, S and T (see README for the numbers and the command).
 //!
 //! Run: `cargo bench --bench session` (`TEPHRA_BENCH_WORLDS=AE` builds and measures only A and
 //! E). A one-shot summary (pods bound, session time, pods per second) is printed before each
@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use tephra_scheduler::placement::Placer;
 use tephra_scheduler::{Cache, SchedulerConfig, open_session, schedule};
 
@@ -121,6 +121,39 @@ fn bench(c: &mut Criterion) {
             "D: 10k nodes, 96k running pods, preempt + reclaim",
             |bench| {
                 bench.iter(|| black_box(schedule(dw.snapshot(), Arc::clone(&evict_config), 0, 1)))
+            },
+        );
+    }
+    if wanted('S') {
+        let sw = common::world_s();
+        let next = common::settle(&mut sw.clone(), 0);
+        let start = Instant::now();
+        let d = schedule(sw.snapshot(), Arc::clone(&config), 0, next);
+        println!(
+            "S: {} nodes, {} jobs ({} with work), a session with nothing changed: {:.2} ms, {} binds, {} PodGroup statuses",
+            sw.world().nodes.len(),
+            sw.world().jobs.len(),
+            sw.world().active_jobs.len(),
+            start.elapsed().as_secs_f64() * 1e3,
+            d.binds.len(),
+            d.groups.len()
+        );
+        g.bench_function(
+            "S: saturated 64 nodes, 6k gangs waiting, nothing changed",
+            |bench| bench.iter(|| black_box(schedule(sw.snapshot(), Arc::clone(&config), 0, next))),
+        );
+        g.bench_function(
+            "S: saturated 64 nodes, 6k gangs waiting, one pod finished",
+            |bench| {
+                bench.iter_batched(
+                    || {
+                        let mut c = sw.clone();
+                        common::one_pod_finishes(&mut c);
+                        c
+                    },
+                    |c| black_box(schedule(c.snapshot(), Arc::clone(&config), 0, next)),
+                    BatchSize::SmallInput,
+                )
             },
         );
     }

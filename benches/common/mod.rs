@@ -11,7 +11,7 @@ use synthetic::{
     FleetShape, Rng, RunningFill, add_running, add_workload, build_fleet, fill_running,
 };
 use tephra_scheduler::model::QueueSpec;
-use tephra_scheduler::testing::{GangJob, Role, add_job};
+use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, add_nodes};
 use tephra_scheduler::{Cache, Event, SchedulerConfig};
 
 /// A: one cluster of 5,000 nodes (4,000 CPU nodes of 64 cores / 256Gi, 1,000 GPU nodes of
@@ -199,6 +199,91 @@ pub fn world_d() -> Cache {
         add_job(&mut c, &job).unwrap();
     }
     c
+}
+
+/// S: a saturated fleet with a backlog. One cluster of 64 GPU nodes (64 cores, 512Gi, 8 GPUs)
+/// and 6,128 two-pod gangs (2 GPUs, 8 cores, 64Gi a pod), submitted Pending over three queues of
+/// weight 3, 2 and 1; sessions are run and taken in, as the runtime and the simulator take them,
+/// until one changes nothing: 128 gangs run and fill every GPU, about 6,000 wait (a few
+/// admitted, the rest refused by the votes). The world the next session of a steady backlog
+/// opens on.
+pub fn world_s() -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, tephra_scheduler::model::Cluster::named("c0")).unwrap();
+    add_nodes(
+        &mut c,
+        "c0",
+        "c0-gpu",
+        64,
+        &[
+            ("cpu", "64"),
+            ("memory", "512Gi"),
+            ("pods", "110"),
+            ("nvidia.com/gpu", "8"),
+        ],
+        &[],
+    )
+    .unwrap();
+    for (name, weight) in [("q-a", 3), ("q-b", 2), ("q-c", 1)] {
+        let mut q = QueueSpec::named(name);
+        q.weight = weight;
+        c.apply(Event::QueueUpsert(Box::new(q))).unwrap();
+    }
+    for i in 0..6128 {
+        let job = GangJob::new(
+            &format!("gang-{i}"),
+            vec![Role::new(
+                "w",
+                2,
+                &[("cpu", "8"), ("memory", "64Gi"), ("nvidia.com/gpu", "2")],
+            )],
+        )
+        .queue(["q-a", "q-b", "q-c"][i % 3])
+        .phase(tephra_scheduler::model::GroupPhase::Pending)
+        .created(i as i64);
+        add_job(&mut c, &job).unwrap();
+    }
+    settle(&mut c, 0);
+    c
+}
+
+/// Runs sessions at `now` (default configuration) and takes each in, bound pods Running, until
+/// one binds nothing and changes no PodGroup's phase. Returns the next session's id.
+pub fn settle(c: &mut Cache, now: i64) -> u64 {
+    use tephra_scheduler::model::TaskStatus;
+    let config = std::sync::Arc::new(SchedulerConfig::default_config());
+    for id in 1..100 {
+        let d = tephra_scheduler::schedule(c.snapshot(), std::sync::Arc::clone(&config), now, id);
+        let binds: Vec<_> = d.binds.clone();
+        let taken = c.take(&d, TaskStatus::Bound).unwrap();
+        for b in &binds {
+            c.set_task(
+                &b.task,
+                TaskStatus::Running,
+                Some((b.cluster.clone(), b.node.clone())),
+            )
+            .unwrap();
+        }
+        c.clear_changed();
+        if binds.is_empty() && taken.phases.is_empty() {
+            return id + 1;
+        }
+    }
+    panic!("the world does not settle in 100 sessions")
+}
+
+/// S after one small change: the first running pod finishes (Succeeded), freeing its 2 GPUs.
+pub fn one_pod_finishes(c: &mut Cache) {
+    use tephra_scheduler::model::TaskStatus;
+    let key = c
+        .world()
+        .tasks
+        .iter()
+        .find(|(_, t)| t.spec.status == TaskStatus::Running)
+        .map(|(_, t)| format!("{}/{}", t.spec.namespace, t.spec.name))
+        .unwrap();
+    let at = c.task(&key).and_then(|t| t.placement.clone());
+    c.set_task(&key, TaskStatus::Succeeded, at).unwrap();
 }
 
 /// tephra's default configuration with preempt and reclaim.

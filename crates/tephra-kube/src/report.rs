@@ -39,6 +39,12 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
             .with_label_values(&[&e.job])
             .set(i64::from(pending));
     }
+    // Jobs passed over as resting still wait, with nothing new to say: counted as before,
+    // their per-job gauges keep the value their last event set.
+    unschedulable_jobs += i64::from(d.resting.jobs);
+    m.attempts
+        .with_label_values(&["unschedulable"])
+        .inc_by(d.resting.pending_tasks);
     m.unschedule_jobs.set(unschedulable_jobs);
     for g in &d.groups {
         if g.phase == GroupPhase::Running {

@@ -188,6 +188,19 @@ pub struct Decisions {
     /// with nothing else happening: an admitted job's inqueue timeout, a job's SLA running out.
     /// A runner that runs sessions only when something changes must run one then.
     pub wake_at: Option<i64>,
+    /// Pending jobs the session passed over because their status already said why they wait
+    /// and nothing that could change it happened (`Cache::take` keeps them resting): they
+    /// have no entry in `groups` or `events`, yet still wait.
+    pub resting: Resting,
+}
+
+/// The jobs a session passed over as resting: still unschedulable, with nothing new to say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Resting {
+    /// How many.
+    pub jobs: u32,
+    /// Their pending pods.
+    pub pending_tasks: u64,
 }
 
 /// Jobs a session found can never be placed, and the snapshot that verdict rests on.
@@ -195,6 +208,9 @@ pub struct Decisions {
 pub struct Park {
     /// Jobs (`namespace/podgroup`).
     pub jobs: Vec<String>,
+    /// Pending jobs the enqueue votes refused this session, their status saying so: later
+    /// sessions pass them over while the votes still refuse them (`cache/parking.rs`).
+    pub refused: Vec<String>,
     /// The cache generation of the session's snapshot.
     pub generation: u64,
     /// The fleet generation of the session's snapshot.

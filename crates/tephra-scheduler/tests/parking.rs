@@ -2,6 +2,11 @@
 //! session looks at it, and it comes back as soon as something that could change the verdict
 //! happens (its PodGroup or pods, a node or cluster that could hold it, a new configuration).
 //! The queue counts the cache keeps for every session stay equal to a full recount.
+//!
+//! A Pending job the enqueue votes refused rests likewise: later sessions say nothing new of it
+//! while the votes still refuse it, and it is admitted as soon as something that could change
+//! the answer happens: room freed where it may run, its own PodGroup, its queue, a new
+//! configuration.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -9,7 +14,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::config::DEFAULT_CONFIG;
-use tephra_scheduler::model::{Cluster, GroupPhase, PhaseCounts};
+use tephra_scheduler::model::{Cluster, GroupPhase, PhaseCounts, QueueSpec, TaskStatus};
 use tephra_scheduler::testing::{
     GPU8, GangJob, Role, add_cluster, add_job, add_nodes, apply_binds,
 };
@@ -241,8 +246,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// Whatever happens to PodGroups and pods, the counts the cache keeps equal a recount,
-    /// and a session's queue status agrees with them.
+    /// Whatever happens to PodGroups and pods, the counts the cache keeps (PodGroups by queue
+    /// and phase, what each job's Pending pods ask for) equal a recount, and a session's queue
+    /// status agrees with them.
     #[test]
     fn queue_counts_kept_by_the_cache_equal_a_recount(ops in prop::collection::vec(op(), 1..40)) {
         let mut c = Cache::new();
@@ -303,6 +309,161 @@ proptest! {
                 prop_assert!(!c.world().active_jobs.contains(p));
                 prop_assert!(c.world().jobs.get(*p).is_some());
             }
+            for r in &c.world().resting {
+                prop_assert!(c.world().active_jobs.contains(r), "a resting job has work");
+            }
+            // What each job's Pending pods ask for, kept with its tally, equals a recount.
+            let w = c.world();
+            for (_, j) in w.jobs.iter() {
+                let mut all = tephra_scheduler::resources::Resources::ZERO;
+                for t in j.tasks.iter().filter_map(|t| w.tasks.get(*t)) {
+                    if t.spec.status == TaskStatus::Pending {
+                        all.add(&t.spec.shape.request);
+                    }
+                }
+                prop_assert_eq!(j.pending_request, all, "job {}", j.key);
+                prop_assert_eq!(j.pending_ungated, all, "job {} (no gates here)", j.key);
+            }
         }
     }
+}
+
+fn resting(c: &Cache, key: &str) -> bool {
+    let id = c.world().job_id(key).unwrap();
+    c.world().resting.contains(&id)
+}
+
+const WAITING: [&str; 3] = ["default/w1", "default/w2", "default/w3"];
+
+/// One 8-GPU node that a running job fills, and three 4-GPU jobs that the votes refuse: the
+/// fleet, over-committed by 1.2, has 1.6 GPUs to admit with.
+fn saturated() -> Cache {
+    saturated_at(0)
+}
+
+/// [`saturated`], every job at `priority`.
+fn saturated_at(priority: i32) -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("c0")).unwrap();
+    add_nodes(&mut c, "c0", "gpu", 1, GPU8, &[]).unwrap();
+    add_job(&mut c, &job("runner", "8").priority(priority)).unwrap();
+    let d = session(&mut c, 1);
+    assert_eq!(d.binds.len(), 1, "the runner fills the node");
+    for name in ["w1", "w2", "w3"] {
+        add_job(&mut c, &job(name, "4").priority(priority)).unwrap();
+    }
+    let refused = session(&mut c, 2);
+    for key in WAITING {
+        let e = refused.event_for(key).unwrap();
+        assert_eq!(e.reason, "NotInqueueable");
+        assert!(
+            e.message.contains("cannot admit the job yet"),
+            "{}",
+            e.message
+        );
+        assert!(resting(&c, key), "{key} rests after its refusal was said");
+    }
+    c
+}
+
+#[test]
+fn a_refused_job_rests_and_later_sessions_say_nothing_new_of_it() {
+    let mut c = saturated();
+    let d = session(&mut c, 3);
+    for key in WAITING {
+        assert!(
+            d.event_for(key).is_none() && d.group(key).is_none(),
+            "nothing new to say of {key}: {:?}",
+            d.groups
+        );
+        assert!(resting(&c, key));
+    }
+    assert_eq!(d.resting.jobs, 3, "passed over, and counted");
+    assert_eq!(d.resting.pending_tasks, 3);
+    let default = d.queues.iter().find(|q| q.name == "default").unwrap();
+    assert_eq!(default.pending, 3, "they still count as Pending");
+    assert!(
+        !default.admissible.is_zero(),
+        "and what they ask is still admissible"
+    );
+}
+
+#[test]
+fn a_resting_job_is_admitted_and_placed_as_soon_as_room_is_freed_where_it_may_run() {
+    let mut c = saturated();
+    session(&mut c, 3);
+    // The runner finishes: nothing about the waiting jobs changed, only the room.
+    let runner = "default/runner-w-0";
+    let at = c.task(runner).unwrap().placement.clone();
+    c.set_task(runner, TaskStatus::Succeeded, at).unwrap();
+    assert!(resting(&c, "default/w1"), "their own state did not change");
+    let d = session(&mut c, 4);
+    let placed: Vec<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
+    assert_eq!(
+        placed,
+        vec!["default/w1", "default/w2"],
+        "the freed room goes to the waiting jobs in order, in the same session"
+    );
+    assert!(
+        d.event_for("default/w3").is_none(),
+        "the third is still refused, with nothing new to say"
+    );
+    assert!(resting(&c, "default/w3") && !resting(&c, "default/w1"));
+}
+
+#[test]
+fn a_resting_job_wakes_when_its_podgroup_changes() {
+    let mut c = saturated();
+    let id = c.world().job_id("default/w1").unwrap();
+    let mut spec = c.world().jobs.get(id).unwrap().group.clone().unwrap();
+    spec.created += 1;
+    c.apply(Event::PodGroupUpsert(spec)).unwrap();
+    assert!(!resting(&c, "default/w1"), "its own spec changed");
+    let d = session(&mut c, 3);
+    assert_eq!(
+        d.event_for("default/w1").unwrap().reason,
+        "NotInqueueable",
+        "looked at again, and told again"
+    );
+    assert!(d.event_for("default/w2").is_none());
+    assert!(resting(&c, "default/w1"), "and rests again");
+}
+
+#[test]
+fn a_queue_change_or_a_new_configuration_wakes_every_resting_job() {
+    let mut c = saturated();
+    c.apply(Event::QueueUpsert(Box::new(QueueSpec::named("other"))))
+        .unwrap();
+    assert!(WAITING.iter().all(|k| !resting(&c, k)), "a queue changed");
+    session(&mut c, 3);
+    assert!(WAITING.iter().all(|k| resting(&c, k)), "refused again");
+    c.unpark_all();
+    assert!(
+        WAITING.iter().all(|k| !resting(&c, k)),
+        "a new configuration may change any answer"
+    );
+}
+
+#[test]
+fn a_resting_job_is_admitted_when_work_it_may_preempt_appears_in_its_queue() {
+    let mut c = saturated_at(10);
+    session(&mut c, 3);
+    // The runner drops below the waiting jobs' priority: they could now preempt their way
+    // in, though nothing about them changed and the votes still refuse them.
+    let id = c.world().job_id("default/runner").unwrap();
+    let mut spec = c.world().jobs.get(id).unwrap().group.clone().unwrap();
+    spec.priority = Some(0);
+    c.apply(Event::PodGroupUpsert(spec)).unwrap();
+    assert!(resting(&c, "default/w1"));
+    let d = session(&mut c, 4);
+    let admitted = d
+        .groups
+        .iter()
+        .filter(|g| g.phase == GroupPhase::Inqueue)
+        .count();
+    assert!(
+        admitted >= 1,
+        "entitled by the work below it, a resting job is admitted: {:?}",
+        d.groups
+    );
 }

@@ -55,7 +55,9 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
             }
             continue;
         }
-        let job = jobs.remove(0);
+        let Some(job) = jobs.pop_front() else {
+            continue;
+        };
         if ssn.state.phase(&ssn.snap, job) == Some(GroupPhase::Pending) {
             // No enqueue action: admitted here, as long as the queue is Open.
             if let Err(closed) = queue_open(&ssn.snap, &queue) {

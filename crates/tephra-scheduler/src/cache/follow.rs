@@ -23,8 +23,8 @@ impl Cache {
     /// later and confirmed by a watcher, `Bound` where it takes effect at once); every evicted
     /// task that holds a node is `Releasing`; then the jobs the session saw change are
     /// forgotten (its own binds and evictions need no second look); each PodGroup takes its
-    /// new phase, since the session's time; jobs that can never be placed are parked, and the room the
-    /// session reserved stays reserved.
+    /// new phase, since the session's time; jobs that can never be placed are parked, jobs the
+    /// enqueue votes refused rest, and the room the session reserved stays reserved.
     ///
     /// Decisions about tasks or jobs the cache no longer holds are skipped: they went away
     /// while the session ran.
@@ -54,6 +54,7 @@ impl Cache {
             }
         }
         self.park(&d.park);
+        self.rest(&d.park, &d.groups);
         self.nominate(d.nominations());
         Ok(taken)
     }

@@ -119,6 +119,23 @@ impl Cache {
         }
     }
 
+    /// Lets the jobs a session's votes refused rest, and wakes the others it decided a status
+    /// for (see `parking.rs`).
+    pub fn rest(
+        &mut self,
+        park: &crate::decisions::Park,
+        decided: &[crate::decisions::GroupStatus],
+    ) {
+        let wakes = decided.iter().any(|g| {
+            self.world
+                .job_id(&g.job)
+                .is_some_and(|id| self.world.resting.contains(&id))
+        });
+        if !park.refused.is_empty() || wakes {
+            Arc::make_mut(&mut self.world).rest(park, decided);
+        }
+    }
+
     /// Keeps the room a session reserved for late gangs
     /// ([`Decisions::nominations`](crate::Decisions::nominations)) for the next session, in
     /// place of the last one's.
@@ -132,10 +149,10 @@ impl Cache {
         Arc::make_mut(&mut self.world).nominated = next;
     }
 
-    /// Brings every parked job back: call it when the scheduler configuration changes, as
-    /// that may change what can be placed.
+    /// Brings every parked job back and wakes every resting one: call it when the scheduler
+    /// configuration changes, as that may change what can be placed.
     pub fn unpark_all(&mut self) {
-        if !self.world.parked.is_empty() {
+        if !self.world.parked.is_empty() || !self.world.resting.is_empty() {
             Arc::make_mut(&mut self.world).unpark_all();
         }
     }

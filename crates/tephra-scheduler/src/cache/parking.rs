@@ -6,9 +6,15 @@
 //!
 //! A verdict is taken only if nothing it depends on changed between the session's snapshot and
 //! now, so that a change racing with the session is never lost.
+//!
+//! Resting jobs: a Pending job the enqueue votes refused (its queue cannot admit it yet) has a
+//! status that says so. Until the job, its queue, the fleet or the configuration changes, that
+//! status can say nothing else, so later sessions ask only the votes about it and pass it over
+//! in silence while they refuse (no note, no status, no event); the votes themselves are asked
+//! every session, so that room freed by a finishing pod admits it at once.
 
 use super::world::World;
-use crate::decisions::Park;
+use crate::decisions::{GroupStatus, Park};
 use crate::model::GroupPhase;
 
 impl World {
@@ -34,8 +40,34 @@ impl World {
         }
     }
 
-    /// Brings every parked job back for the next session.
+    /// Lets the jobs `park` says the votes refused rest, those the session's snapshot saw as
+    /// they still are; every other job whose status the session decided stops resting.
+    pub(super) fn rest(&mut self, park: &Park, decided: &[GroupStatus]) {
+        for g in decided {
+            if let Some(id) = self.job_id(&g.job) {
+                self.resting.remove(&id);
+            }
+        }
+        if park.fleet_generation != self.fleet_generation {
+            return;
+        }
+        for key in &park.refused {
+            let Some(id) = self.job_id(key) else { continue };
+            let unchanged = self.jobs.get(id).is_some_and(|j| {
+                j.changed_at <= park.generation
+                    && j.group
+                        .as_ref()
+                        .is_some_and(|g| g.phase == GroupPhase::Pending)
+            });
+            if unchanged && self.active_jobs.contains(&id) {
+                self.resting.insert(id);
+            }
+        }
+    }
+
+    /// Brings every parked job back for the next session, and wakes every resting one.
     pub(super) fn unpark_all(&mut self) {
+        self.resting.clear();
         for id in std::mem::take(&mut self.parked) {
             if self.jobs.get(id).is_some() {
                 self.active_jobs.insert(id);

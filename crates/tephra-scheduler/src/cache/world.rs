@@ -80,6 +80,13 @@ pub struct World {
     pub parked: BTreeSet<Id>,
     /// Each member cluster's HyperNodes and their resolution (`topology.rs`).
     pub hypernodes: Topologies,
+    /// Pending jobs whose status says the enqueue votes refused them, with nothing changed
+    /// since that could make it say anything else (`parking.rs`): `enqueue` asks only the
+    /// votes about them, and passes them over in silence while the votes still refuse.
+    pub resting: BTreeSet<Id>,
+    /// Tasks whose pods carry inter-pod affinity or anti-affinity terms, required or
+    /// preferred: the affinity index reads their terms without walking every pod.
+    pub affine: BTreeSet<Id>,
 }
 
 impl Default for World {
@@ -122,6 +129,8 @@ impl Default for World {
             queue_phases: BTreeMap::new(),
             nominated: BTreeMap::new(),
             hypernodes: Topologies::default(),
+            resting: BTreeSet::new(),
+            affine: BTreeSet::new(),
         }
     }
 }
@@ -212,18 +221,29 @@ impl World {
         }
     }
 
-    /// Counts (`sign` 1) or uncounts (-1) a task's reported status in its job's tally.
+    /// Counts (`sign` 1) or uncounts (-1) a task's reported status in its job's tally, and a
+    /// Pending task's request in what the job's Pending tasks ask for.
     fn tally(&mut self, task_id: Id, sign: i32) {
-        let Some((job, status)) = self.tasks.get(task_id).map(|t| (t.job, t.spec.status)) else {
+        let Some(t) = self.tasks.get(task_id) else {
             return;
         };
-        if let Some(j) = self.jobs.get_mut(job) {
-            j.tally.count(status, sign);
+        let (job, status, shape) = (t.job, t.spec.status, &t.spec.shape);
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        j.tally.count(status, sign);
+        if status == TaskStatus::Pending {
+            let delta = shape.request.times(i64::from(sign));
+            j.pending_request.add(&delta);
+            if !shape.gated() {
+                j.pending_ungated.add(&delta);
+            }
         }
     }
 
     fn refresh_active(&mut self, job_id: Id) {
         self.parked.remove(&job_id);
+        self.resting.remove(&job_id);
         if let Some(j) = self.jobs.get_mut(job_id) {
             counts::recount(&mut self.queue_phases, j);
         }
@@ -266,6 +286,8 @@ impl World {
             tasks: Vec::new(),
             implicit,
             tally: TaskTally::default(),
+            pending_request: Resources::ZERO,
+            pending_ungated: Resources::ZERO,
             changed_at: 0,
             counted_as: None,
         });
@@ -347,11 +369,18 @@ impl World {
         let ports = rules.is_some_and(|r| !r.host_ports.is_empty());
         let claims = rules.is_some_and(|r| !r.claims.is_empty());
         let devices = rules.is_some_and(|r| !r.device_claims.is_empty());
+        let affine = rules.is_some_and(|r| {
+            !(r.affinity.is_empty()
+                && r.anti_affinity.is_empty()
+                && r.preferred_affinity.is_empty()
+                && r.preferred_anti_affinity.is_empty())
+        });
         for (set, member) in [
             (&mut self.repelling, repels),
             (&mut self.port_holders, ports),
             (&mut self.claim_users, claims),
             (&mut self.device_users, devices),
+            (&mut self.affine, affine),
         ] {
             if member {
                 set.insert(id);
@@ -447,6 +476,7 @@ impl World {
         self.port_holders.remove(&id);
         self.claim_users.remove(&id);
         self.device_users.remove(&id);
+        self.affine.remove(&id);
         // A deleted pod loses its nomination at once.
         self.nominated.remove(&id);
         if let Some(task) = self.tasks.remove(id) {
@@ -540,6 +570,8 @@ impl World {
                     tasks: Vec::new(),
                     implicit: false,
                     tally: TaskTally::default(),
+                    pending_request: Resources::ZERO,
+                    pending_ungated: Resources::ZERO,
                     changed_at: 0,
                     counted_as: None,
                 });
@@ -654,9 +686,12 @@ impl World {
                     return Err(CacheError::QueueOwnParent(q.name.clone()));
                 }
                 self.queues.insert(q.name.clone(), Arc::new(*q));
+                // A queue's state, tree or limits may change what its jobs are told.
+                self.resting.clear();
             }
             Event::QueueDelete(name) => {
                 self.queues.remove(&name);
+                self.resting.clear();
             }
             Event::PriorityClassUpsert { name, value } => {
                 self.priority_classes.insert(name, value);

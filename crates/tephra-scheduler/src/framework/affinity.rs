@@ -68,22 +68,21 @@ impl AffinityIndex {
             with_anti: which == Terms::Required,
             ..Self::default()
         };
-        for &job in &view.snap.active_jobs {
-            let Some(j) = view.job(job) else { continue };
-            for &t in &j.tasks {
-                if view.status(t) != TaskStatus::Pending {
-                    continue;
-                }
-                let Some(task) = view.task(t) else { continue };
-                for term in terms_of(&task.spec.shape, which) {
-                    index
-                        .terms
-                        .entry(TermKey {
-                            namespace: task.spec.shape.namespace.clone(),
-                            term: term.clone(),
-                        })
-                        .or_default();
-                }
+        // Only pods with terms can add one: the cache keeps them apart, so a backlog without
+        // such terms costs nothing here.
+        for &t in &view.snap.affine {
+            let Some(task) = view.task(t) else { continue };
+            if view.status(t) != TaskStatus::Pending || !view.snap.active_jobs.contains(&task.job) {
+                continue;
+            }
+            for term in terms_of(&task.spec.shape, which) {
+                index
+                    .terms
+                    .entry(TermKey {
+                        namespace: task.spec.shape.namespace.clone(),
+                        term: term.clone(),
+                    })
+                    .or_default();
             }
         }
         if !index.terms.is_empty() {

@@ -13,6 +13,7 @@ use super::plugin::{Invalid, Plugin, QueueFigures, SessionEvents, Vote};
 use super::view::View;
 use crate::config::{Enables, on};
 use crate::model::{Id, Task};
+use crate::resources::Resources;
 
 struct Slot {
     tier: usize,
@@ -240,8 +241,12 @@ impl<'a> Dispatch<'a> {
         }))
         .then_with(|| {
             let key = |j: Id| {
-                v.job(j)
-                    .map(|job| (job.group.as_ref().map_or(0, |g| g.created), job.key.clone()))
+                v.job(j).map(|job| {
+                    (
+                        job.group.as_ref().map_or(0, |g| g.created),
+                        job.key.as_str(),
+                    )
+                })
             };
             key(a).cmp(&key(b))
         })
@@ -287,6 +292,40 @@ impl<'a> Dispatch<'a> {
                 })
                 .any(|yes| yes)
         }
+    }
+
+    /// The most a job of `queue` at `priority` may ask (its minResources) to be admitted now,
+    /// if the plugins can say (`None`: they cannot). The votes are bounded by the first tier
+    /// that votes, which is always asked whole; an entitlement without a bound leaves the job
+    /// unbounded. Admissions later in the session only lower it.
+    pub fn admission_headroom(&self, queue: &str, priority: i32) -> Option<Resources> {
+        let v = &self.view;
+        let hooks = self.hooks;
+        let voters = hooks.list(Kind::EnqueueVote);
+        let first_tier = voters.first().map(|&i| hooks.slots[usize::from(i)].tier);
+        let mut votes: Option<Resources> = None;
+        for &i in voters {
+            let slot = &hooks.slots[usize::from(i)];
+            if Some(slot.tier) != first_tier {
+                break;
+            }
+            if let Some(room) = slot
+                .plugin
+                .enqueue_vote()
+                .and_then(|e| e.headroom(v, queue))
+            {
+                votes = Some(votes.map_or(room, |b| b.min(&room)));
+            }
+        }
+        let mut bound = votes?;
+        for &i in hooks.list(Kind::Entitlement) {
+            let plugin = hooks.slots[usize::from(i)].plugin.as_ref();
+            let room = plugin
+                .entitlement()
+                .and_then(|e| e.headroom(v, queue, priority))?;
+            bound = bound.max(&room);
+        }
+        Some(bound)
     }
 
     /// Whether a job's partial placement may be kept as pipelined.

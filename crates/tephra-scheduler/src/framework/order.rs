@@ -2,18 +2,19 @@
 //! in the plugins' job order, and the next queue by the plugins' queue order.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::session::Session;
 use crate::model::Id;
 
 /// Jobs of the session that `keep` accepts, grouped by queue, each queue's jobs in job order,
-/// and the queues in name order (the caller applies queue order).
+/// and the queues in name order (the caller applies queue order). Actions take jobs from the
+/// front, one at a time.
 pub fn jobs_by_queue(
     ssn: &Session,
     keep: impl Fn(&Session, Id) -> bool,
-) -> BTreeMap<String, Vec<Id>> {
-    let mut by_queue: BTreeMap<String, Vec<Id>> = BTreeMap::new();
+) -> BTreeMap<String, VecDeque<Id>> {
+    let mut by_queue: BTreeMap<String, VecDeque<Id>> = BTreeMap::new();
     for &job in &ssn.snap.active_jobs {
         if !keep(ssn, job) {
             continue;
@@ -24,11 +25,15 @@ pub fn jobs_by_queue(
         if j.group.is_none() {
             continue;
         }
-        by_queue.entry(j.queue().to_string()).or_default().push(job);
+        by_queue
+            .entry(j.queue().to_string())
+            .or_default()
+            .push_back(job);
     }
     let hooks = ssn.hooks();
     for jobs in by_queue.values_mut() {
-        jobs.sort_by(|a, b| hooks.job_order(*a, *b));
+        jobs.make_contiguous()
+            .sort_by(|a, b| hooks.job_order(*a, *b));
     }
     by_queue
 }

@@ -19,6 +19,7 @@ use super::fit::{ClusterUnfit, Room, Unfit};
 use super::view::View;
 pub use crate::decisions::QueueFigures;
 use crate::model::{Id, Task};
+use crate::resources::Resources;
 
 /// A vote on a yes/no question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +101,13 @@ pub trait GangRules {
 pub trait EnqueueVote {
     /// This plugin's vote on admitting `job`.
     fn job_enqueueable(&self, view: &View, job: Id) -> Vote;
+
+    /// The most a job of `queue` may ask (its minResources) for this plugin to permit it now,
+    /// if the plugin can say: a job asking for more is rejected, and admissions later in the
+    /// session only lower it. `None`: no such bound.
+    fn headroom(&self, _view: &View, _queue: &str) -> Option<Resources> {
+        None
+    }
 }
 
 /// An entitlement to admission whatever the votes say (a queue's deserved share can hold the
@@ -107,6 +115,13 @@ pub trait EnqueueVote {
 pub trait Entitlement {
     /// Whether `job` is admitted regardless of the votes.
     fn job_entitled(&self, view: &View, job: Id) -> bool;
+
+    /// The most a job of `queue` at `priority` may ask (its minResources) to be entitled now,
+    /// if the plugin can say: a job asking for more is not, and admissions later in the
+    /// session only lower it. `None`: no such bound.
+    fn headroom(&self, _view: &View, _queue: &str, _priority: i32) -> Option<Resources> {
+        None
+    }
 }
 
 /// Reservation: a job that cannot be placed whole keeps what it can get as pipelined, so that

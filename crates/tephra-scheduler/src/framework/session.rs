@@ -34,6 +34,9 @@ pub struct JobNote {
     pub never_fits: bool,
     /// The room it reserved is kept for it in the next session (`holds.rs`).
     pub keeps_room: bool,
+    /// The enqueue votes refused it: its status says its queue cannot admit it yet, and it
+    /// may rest (`cache/parking.rs`).
+    pub refused: bool,
 }
 
 /// A scheduling session.
@@ -59,6 +62,8 @@ pub struct Session {
     pub(super) evictions: Vec<Eviction>,
     pub(super) reasons: Vec<String>,
     pub(super) notes: BTreeMap<Id, JobNote>,
+    /// Resting jobs passed over in silence (`actions/enqueue.rs`).
+    pub(super) resting: crate::decisions::Resting,
 }
 
 impl Session {
@@ -93,6 +98,7 @@ impl Session {
             evictions: Vec::new(),
             reasons: Vec::new(),
             notes: BTreeMap::new(),
+            resting: crate::decisions::Resting::default(),
         };
         let view = View {
             snap: &ssn.snap,
@@ -122,6 +128,14 @@ impl Session {
     /// What the session has learned about `job`, to add to.
     pub fn note(&mut self, job: Id) -> &mut JobNote {
         self.notes.entry(job).or_default()
+    }
+
+    /// Passes over a resting job (`cache/parking.rs`) that is still refused: nothing new is said
+    /// of it, and it is only counted.
+    pub fn pass_over(&mut self, job: Id) {
+        self.resting.jobs += 1;
+        let pending = self.snap.jobs.get(job).map_or(0, |j| j.tally.pending);
+        self.resting.pending_tasks += u64::try_from(pending).unwrap_or(0);
     }
 
     /// Sets a PodGroup's phase for the rest of the session.

@@ -19,6 +19,7 @@ impl Session {
         let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
         let mut events = Vec::new();
         let mut park = Vec::new();
+        let mut refused = Vec::new();
         let mut wake_at: Option<i64> = None;
         let mut admissible: HashMap<&str, Resources> = HashMap::new();
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
@@ -37,22 +38,35 @@ impl Session {
                 continue;
             };
             let Some(group) = &job.group else { continue };
+            if self.passed_over(job_id) {
+                // Nothing about it changed since its status was last decided, and nothing was
+                // said of it: its status stands. It still asks what it asks, and its timers
+                // still run.
+                if self.state.tally(job, job_id).pending > 0 {
+                    // No task of it changed this session: the cache's sum of its ungated
+                    // Pending tasks is what it asks.
+                    if self.hooks().job_valid(job_id).is_ok() {
+                        admissible
+                            .entry(group.queue.as_str())
+                            .or_default()
+                            .add(&job.pending_ungated);
+                    }
+                    if let Some(due) = self.hooks().due(job_id) {
+                        wake(&mut wake_at, due, self.now);
+                    }
+                }
+                continue;
+            }
             let counts = view.counts(job_id);
-            let running = job
-                .tasks
-                .iter()
-                .filter(|t| view.status(**t) == TaskStatus::Running)
-                .count() as u32;
-            let succeeded = job
-                .tasks
-                .iter()
-                .filter(|t| view.status(**t) == TaskStatus::Succeeded)
-                .count() as u32;
-            let failed = job
-                .tasks
-                .iter()
-                .filter(|t| view.status(**t) == TaskStatus::Failed)
-                .count() as u32;
+            let (mut running, mut succeeded, mut failed) = (0u32, 0u32, 0u32);
+            for &t in &job.tasks {
+                match view.status(t) {
+                    TaskStatus::Running => running += 1,
+                    TaskStatus::Succeeded => succeeded += 1,
+                    TaskStatus::Failed => failed += 1,
+                    _ => {}
+                }
+            }
             let old = self.state.phase(&self.snap, job_id).unwrap_or(group.phase);
             let min = job.min_member();
             let allocated = counts.ready - succeeded;
@@ -91,17 +105,9 @@ impl Session {
                     .notes
                     .get(&job_id)
                     .is_none_or(|n| !n.never_fits && n.invalid.is_none())
-                && self.hooks().job_valid(job_id).is_ok()
             {
                 let sum = admissible.entry(group.queue.as_str()).or_default();
-                for &t in &job.tasks {
-                    if view.status(t) == TaskStatus::Pending
-                        && let Some(task) = view.task(t)
-                        && !task.spec.shape.gated()
-                    {
-                        sum.add(&task.spec.shape.request);
-                    }
-                }
+                self.add_admissible(job_id, sum);
             }
             // Timers that fall due with nothing else happening.
             if let Some(timeout) = self.inqueue_timeout
@@ -168,6 +174,19 @@ impl Session {
             }
             if note.is_some_and(|n| n.never_fits) && phase == GroupPhase::Pending {
                 park.push(job.key.clone());
+            }
+            // Refused by the votes and told so, and nothing else: it may rest.
+            if phase == GroupPhase::Pending
+                && expired.is_none()
+                && note.is_some_and(|n| {
+                    n.refused
+                        && n.reason == Some(reasons::NOT_ENQUEUEABLE)
+                        && !n.never_fits
+                        && !n.attempted
+                        && !n.scheduled
+                })
+            {
+                refused.push(job.key.clone());
             }
             new_phase.insert(job_id, phase);
             if phase != group.phase || !conditions.is_empty() {
@@ -237,10 +256,41 @@ impl Session {
             events,
             park: crate::decisions::Park {
                 jobs: park,
+                refused,
                 generation: self.snap.generation,
                 fleet_generation: self.snap.fleet_generation,
             },
             wake_at,
+            resting: self.resting,
+        }
+    }
+
+    /// Whether `job` rests and the session passed it over: no action noted it, gave it a
+    /// phase or held room for it (`actions/enqueue.rs`, `cache/parking.rs`).
+    fn passed_over(&self, job: Id) -> bool {
+        self.snap.resting.contains(&job)
+            && !self.notes.contains_key(&job)
+            && !self.state.phases.contains_key(&job)
+            && !self.state.holds.contains_key(&job)
+    }
+
+    /// Adds what a waiting job's pending, ungated pods ask to `sum`, if the job is valid.
+    fn add_admissible(&self, job: Id, sum: &mut Resources) {
+        if self.hooks().job_valid(job).is_err() {
+            return;
+        }
+        let view = self.view();
+        for &t in view
+            .job(job)
+            .map(|j| j.tasks.as_slice())
+            .unwrap_or_default()
+        {
+            if view.status(t) == TaskStatus::Pending
+                && let Some(task) = view.task(t)
+                && !task.spec.shape.gated()
+            {
+                sum.add(&task.spec.shape.request);
+            }
         }
     }
 

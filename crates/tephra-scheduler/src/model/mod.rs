@@ -223,6 +223,13 @@ pub struct TaskTally {
 }
 
 impl TaskTally {
+    /// Whether no task counted holds a node: none ready (the ready ones that finished too) and
+    /// none releasing (valid, but neither pending, pipelined nor ready).
+    #[inline]
+    pub fn holds_nothing(&self) -> bool {
+        self.ready <= 0 && self.valid - self.pending - self.pipelined - self.ready <= 0
+    }
+
     /// Counts (`sign` 1) or uncounts (`sign` -1) one task in `status`.
     #[inline]
     pub fn count(&mut self, status: TaskStatus, sign: i32) {
@@ -499,6 +506,10 @@ pub struct Job {
     pub implicit: bool,
     /// Its tasks by reported status.
     pub tally: TaskTally,
+    /// What its Pending tasks ask for, by reported status (kept with the tally).
+    pub pending_request: Resources,
+    /// What those of them that no scheduling gate holds back ask for.
+    pub pending_ungated: Resources,
     /// The cache generation its PodGroup or pods last changed at: a session's verdict on the
     /// job holds only if it saw this change.
     pub changed_at: u64,

@@ -76,7 +76,7 @@ pub fn run(ssn: &mut Session, placer: &mut Placer, search: &SearchArgs, mode: Mo
             continue;
         }
         let mut failures = 0usize;
-        for &job in starving.get(&queue).map(Vec::as_slice).unwrap_or_default() {
+        for &job in starving.get(&queue).into_iter().flatten() {
             if failures >= MAX_FAILURES_PER_QUEUE {
                 break;
             }

@@ -156,6 +156,11 @@ impl SessionEvents for Drf {
         }
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
+            // A job with nothing ready holds nothing that counts (a missing entry is zero):
+            // a backlog of waiting jobs costs no walk and no entry.
+            if view.state.tally(j, job).ready <= 0 {
+                continue;
+            }
             let mut alloc = Resources::ZERO;
             for &t in &j.tasks {
                 let s = view.status(t);

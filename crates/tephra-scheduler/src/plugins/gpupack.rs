@@ -92,6 +92,9 @@ impl SessionEvents for GpuPack {
         self.has_cpu_nodes = OnceLock::new();
         for &job in &view.snap.active_jobs {
             let Some(j) = view.job(job) else { continue };
+            if view.state.tally(j, job).holds_nothing() {
+                continue;
+            }
             for &t in &j.tasks {
                 if let Some(node) = view.task_node(t)
                     && view.status(t).holds_node()

@@ -105,4 +105,8 @@ impl EnqueueVote for Overcommit {
             Vote::Reject
         }
     }
+
+    fn headroom(&self, _view: &View, _queue: &str) -> Option<Resources> {
+        Some(self.idle.minus(&self.inqueue))
+    }
 }

@@ -39,6 +39,10 @@ fn held_by_queue(view: &View) -> BTreeMap<String, Vec<(i32, Resources)>> {
     let mut out: BTreeMap<String, Vec<(i32, Resources)>> = BTreeMap::new();
     for (id, job) in view.snap.jobs.iter() {
         let Some(g) = &job.group else { continue };
+        // Nothing ready, nothing held that counts: a backlog costs no walk.
+        if view.state.tally(job, id).ready <= 0 {
+            continue;
+        }
         let mut held = Resources::ZERO;
         for &t in &job.tasks {
             let s = view.status(t);
@@ -59,6 +63,25 @@ fn held_by_queue(view: &View) -> BTreeMap<String, Vec<(i32, Resources)>> {
         list.sort_by_key(|(p, _)| *p);
     }
     out
+}
+
+impl Priority {
+    /// What work of `queue` below `priority` holds, less what this session's admissions were
+    /// granted of it: the room a job at `priority` could preempt its way into.
+    fn lower(&self, view: &View, queue: &str, priority: i32) -> Resources {
+        let mut lower = Resources::ZERO;
+        let by_queue = self.held.get_or_init(|| held_by_queue(view));
+        for (prio, held) in by_queue.get(queue).map(Vec::as_slice).unwrap_or_default() {
+            if *prio >= priority {
+                break;
+            }
+            lower.add(held);
+        }
+        if let Some(granted) = self.granted.get(queue) {
+            lower = lower.minus(granted);
+        }
+        lower
+    }
 }
 
 impl Plugin for Priority {
@@ -113,23 +136,12 @@ impl Entitlement for Priority {
         let Some(min) = j.group.as_ref().and_then(|g| g.min_resources) else {
             return false;
         };
-        let p = view.job_priority(job);
-        let mut lower = Resources::ZERO;
-        let by_queue = self.held.get_or_init(|| held_by_queue(view));
-        for (prio, held) in by_queue
-            .get(j.queue())
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            if *prio >= p {
-                break;
-            }
-            lower.add(held);
-        }
-        if let Some(granted) = self.granted.get(j.queue()) {
-            lower = lower.minus(granted);
-        }
-        min.fits_in(&lower).is_ok()
+        min.fits_in(&self.lower(view, j.queue(), view.job_priority(job)))
+            .is_ok()
+    }
+
+    fn headroom(&self, view: &View, queue: &str, priority: i32) -> Option<Resources> {
+        Some(self.lower(view, queue, priority))
     }
 }
 

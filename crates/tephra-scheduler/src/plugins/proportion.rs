@@ -13,7 +13,7 @@ use crate::framework::plugin::{
 };
 use crate::framework::queues::{VictimQueue, victims_keep_floors};
 use crate::framework::view::View;
-use crate::model::{GroupPhase, Id, TaskStatus};
+use crate::model::{GroupPhase, Id};
 use crate::placement::gang::job_needs;
 use crate::resources::{MAX_RESOURCES, PODS, Resources};
 
@@ -198,13 +198,9 @@ impl SessionEvents for Proportion {
             let Some(q) = self.queues.get_mut(j.queue()) else {
                 continue;
             };
-            for &t in &j.tasks {
-                if view.status(t) == TaskStatus::Pending
-                    && let Some(task) = view.task(t)
-                {
-                    q.request.add(&task.spec.shape.request);
-                }
-            }
+            // The session has changed no task yet: what the cache keeps of each job's Pending
+            // tasks is what they ask for.
+            q.request.add(&j.pending_request);
             if view.state.phase(view.snap, job) == Some(GroupPhase::Inqueue)
                 && let Some(min) = j.group.as_ref().and_then(|g| g.min_resources)
             {
@@ -337,6 +333,14 @@ impl EnqueueVote for Proportion {
             Vote::Reject
         }
     }
+
+    fn headroom(&self, _view: &View, queue: &str) -> Option<Resources> {
+        Some(self.queues.get(queue).map_or(Resources::ZERO, |q| {
+            q.real_capability(&self.total)
+                .minus(&q.allocated)
+                .minus(&q.inqueue)
+        }))
+    }
 }
 
 impl Entitlement for Proportion {
@@ -350,6 +354,12 @@ impl Entitlement for Proportion {
         };
         let want = min.plus(&q.allocated).plus(&q.inqueue);
         (0..MAX_RESOURCES).all(|i| min.0[i] <= 0 || want.0[i] <= q.deserved.0[i])
+    }
+
+    fn headroom(&self, _view: &View, queue: &str, _priority: i32) -> Option<Resources> {
+        Some(self.queues.get(queue).map_or(Resources::ZERO, |q| {
+            q.deserved.minus(&q.allocated).minus(&q.inqueue)
+        }))
     }
 }
 

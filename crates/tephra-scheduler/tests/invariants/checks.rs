@@ -124,7 +124,9 @@ pub(crate) fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseE
     // 7. No pod bound where its devices are not, no device given to two claims.
     check_devices(c, d)?;
     // 6. Every job still waiting has an explanation: from this session, or, for a job an
-    // earlier session parked as never placeable, from that session (checked here when parked).
+    // earlier session parked as never placeable or let rest as refused by the votes, from that
+    // session (checked here when parked; a resting job's refusal was an event when it was
+    // said, and it stays unchanged until the job wakes).
     let bound: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
     for job in &d.park.jobs {
         prop_assert!(
@@ -133,7 +135,7 @@ pub(crate) fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseE
         );
     }
     for (id, j) in w.jobs.iter() {
-        if w.parked.contains(&id) {
+        if w.parked.contains(&id) || w.resting.contains(&id) {
             continue;
         }
         let waiting = j

@@ -4,7 +4,8 @@
 //! pod given its PodGroup by tephra's controller). kube-scheduler is the oracle: tephra must
 //! agree on whether the pod can be placed, and the node tephra picks must be one
 //! kube-scheduler's filters accept (the pod pinned to that node by hostname binds under
-//! kube-scheduler too).
+//! kube-scheduler too). A pod bound by either must then run: the simulated kubelet, whose
+//! admission is the devcluster's, must not refuse it.
 //!
 //! The suite runs a few seeds; `-- --ignored` runs 1,000 (`TEPHRA_FIT_SEEDS=A..B` or one
 //! seed `N` picks others). A disagreement prints the case and the command that replays it.
@@ -149,6 +150,35 @@ async fn release_round(c: &kube::Client, case: &Case, round: &str) -> Result<(),
     Ok(())
 }
 
+/// For a bound pod, whether the kubelet runs it (`Err` with its refusal otherwise).
+async fn runs(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    outcome: &Outcome,
+) -> Result<Result<(), String>, String> {
+    if !matches!(outcome, Outcome::Bound(_)) {
+        return Ok(Ok(()));
+    }
+    let pods: Api<Pod> = Api::namespaced(c.clone(), ns);
+    wait(30, &format!("{name} running or refused"), || async {
+        let p = pods.get(name).await.ok()?;
+        match phase(&p) {
+            "Running" | "Succeeded" => Some(Ok(())),
+            "Failed" => {
+                let s = p.status.unwrap_or_default();
+                Some(Err(format!(
+                    "{}: {}",
+                    s.reason.unwrap_or_default(),
+                    s.message.unwrap_or_default()
+                )))
+            }
+            _ => None,
+        }
+    })
+    .await
+}
+
 /// kube-scheduler's outcome: bound, or a PodScheduled=False condition.
 async fn kube_outcome(c: &kube::Client, ns: &str, name: &str) -> Result<Outcome, String> {
     let pods: Api<Pod> = Api::namespaced(c.clone(), ns);
@@ -285,15 +315,25 @@ async fn run_case(h: &Harness, seed: u64) -> Result<(), String> {
     }
     create(c, &case, "q-kube", "default-scheduler", json!({})).await;
     let kube = kube_outcome(c, &ns, "q-kube").await?;
+    let kube_ran = runs(c, &ns, "q-kube", &kube).await?;
     delete_and_wait(c, &ns, "q-kube").await;
     release_round(c, &case, "kube").await?;
     // tephra's watch sees the deletion before its next session.
     tokio::time::sleep(Duration::from_millis(300)).await;
     create(c, &case, "q-tephra", "volcano", json!({})).await;
     let tephra = tephra_outcome(c, &ns, "q-tephra").await?;
+    let tephra_ran = runs(c, &ns, "q-tephra", &tephra).await?;
     delete_and_wait(c, &ns, "q-tephra").await;
     release_round(c, &case, "tephra").await?;
     let mut verdict = Ok(());
+    // A pod bound by either must then run: the simulated kubelet (the devcluster's kubelet
+    // admission) refusing it means the devcluster's kubelet and kube-scheduler's filters
+    // disagree, or tephra bound where a kubelet would not run it.
+    for (who, ran) in [("kube-scheduler", &kube_ran), ("tephra", &tephra_ran)] {
+        if let Err(why) = ran {
+            verdict = Err(format!("the kubelet refused the pod {who} bound: {why}"));
+        }
+    }
     match (&kube, &tephra) {
         (Outcome::Bound(_), Outcome::Waits(why)) => {
             verdict = Err(format!(

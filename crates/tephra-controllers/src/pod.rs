@@ -149,8 +149,9 @@ fn spec_path(at: &str) -> String {
     }
 }
 
-/// The effective requests of a pod, as kube-scheduler computes them: containers summed, the
-/// largest init container, limits standing in for missing requests, pod overhead added. An
+/// The effective requests of a pod, as kube-scheduler computes them: containers and sidecars
+/// summed, or the most any init container needs beside the sidecars started before it if that
+/// is more, limits standing in for missing requests, pod overhead added. An
 /// amount that is not a quantity, or is negative, is an error naming its field under `at`
 /// (`spec.tasks[0].template.spec.containers[1].resources.requests.memory`).
 /// An empty `at` is a pod of its own (`spec.containers[0]...`).
@@ -165,12 +166,36 @@ pub fn requests(spec: &PodSpec, at: &str) -> Result<BTreeMap<String, Quantity>, 
             })?;
         }
     }
+    // Init containers run one at a time, each beside the sidecars (init containers with
+    // `restartPolicy: Always`) started before it; sidecars then keep running beside the
+    // containers. The pod needs the larger of the two phases.
+    let mut sidecars: BTreeMap<String, Amount> = BTreeMap::new();
+    let mut init_phase: BTreeMap<String, Amount> = BTreeMap::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        for (k, v) in container_requests(c, &format!("{at}.initContainers[{i}]"))? {
-            let e = sum.entry(k).or_insert_with(zero);
+        let base = format!("{at}.initContainers[{i}]");
+        let own = container_requests(c, &base)?;
+        let field = |k: &str| format!("{base}.resources.requests.{k}");
+        let mut need = sidecars.clone();
+        for (k, v) in &own {
+            add(&mut need, k, v, || field(k))?;
+        }
+        if c.restart_policy.as_deref() == Some("Always") {
+            for (k, v) in &own {
+                add(&mut sum, k, v, || field(k))?;
+                add(&mut sidecars, k, v, || field(k))?;
+            }
+        }
+        for (k, v) in need {
+            let e = init_phase.entry(k).or_insert_with(zero);
             if v.milli > e.milli {
                 *e = v;
             }
+        }
+    }
+    for (k, v) in init_phase {
+        let e = sum.entry(k).or_insert_with(zero);
+        if v.milli > e.milli {
+            *e = v;
         }
     }
     for (k, v) in spec.overhead.iter().flatten() {
@@ -596,6 +621,45 @@ mod tests {
             Namespaces::Listed(vec!["data".into()])
         );
         assert_eq!(r.preferred_nodes[0].weight, 10);
+    }
+
+    /// Found by the fit differential against the real kube-scheduler (seed 172): a sidecar's
+    /// requests add to the containers', and an init container needs its own beside the
+    /// sidecars started before it (KEP-753, as kube-scheduler sums them).
+    #[test]
+    fn sidecars_add_to_the_containers_and_run_beside_later_init_containers() {
+        let cpu = |r: &BTreeMap<String, Quantity>| r.get("cpu").map(|q| q.0.clone());
+        let c = |name: &str, cpu: &str, sidecar: bool| {
+            let mut c = serde_json::json!({"name": name,
+                "resources": {"requests": {"cpu": cpu}}});
+            if sidecar {
+                c["restartPolicy"] = serde_json::json!("Always");
+            }
+            c
+        };
+        // One 500m container, one 500m sidecar: 1 CPU (it was 500m, as if the sidecar ran
+        // only before the containers).
+        let pod = spec(serde_json::json!({"containers": [c("main", "500m", false)],
+            "initContainers": [c("proxy", "500m", true)]}));
+        assert_eq!(
+            cpu(&requests(&pod, "").expect("reads")),
+            Some("1000m".into())
+        );
+        // A 2-CPU init container after a 300m sidecar needs 2.3 CPUs while it runs, more than
+        // the 1.3 of the running phase.
+        let pod = spec(serde_json::json!({"containers": [c("main", "1", false)],
+            "initContainers": [c("proxy", "300m", true), c("setup", "2", false)]}));
+        assert_eq!(
+            cpu(&requests(&pod, "").expect("reads")),
+            Some("2300m".into())
+        );
+        // An init container before the sidecar runs alone.
+        let pod = spec(serde_json::json!({"containers": [c("main", "1", false)],
+            "initContainers": [c("setup", "2", false), c("proxy", "300m", true)]}));
+        assert_eq!(
+            cpu(&requests(&pod, "").expect("reads")),
+            Some("2000m".into())
+        );
     }
 
     #[test]

@@ -531,10 +531,10 @@ async fn with_the_network_topology_aware_plugin_a_hard_gang_goes_to_the_fullest_
     }
 }
 
-/// Preempt keeps a preemptor held to a rack within one rack: four low-priority pods fill both
-/// racks (s0: n0, n1; s1: n2, n3), the lowest two on n0 and n2, and a high-priority gang of two
-/// whole nodes held to tier 1 evicts the two pods of one rack and runs there (taking the two
-/// lowest would split it); the other rack's pods are untouched.
+// Preempt keeps a preemptor held to a rack within one rack: four low-priority pods fill both
+// racks (s0: n0, n1; s1: n2, n3), the lowest two on n0 and n2, and a high-priority gang of two
+// whole nodes held to tier 1 evicts the two pods of one rack and runs there (taking the two
+// lowest would split it); the other rack's pods are untouched.
 on_both!(
     preempt_frees_one_rack_for_a_gang_held_to_a_rack,
     preempt_frees_one_rack_for_a_gang_held_to_a_rack

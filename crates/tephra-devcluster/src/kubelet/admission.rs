@@ -197,8 +197,9 @@ fn tolerated(pod: &Value, taint: &Value) -> bool {
         })
 }
 
-/// A pod's requests: the sum over its containers (limits stand in for missing requests), the
-/// larger of that and any init container, plus one `pods` slot.
+/// A pod's requests, as the kubelet sums them: its containers and sidecars (limits stand in for
+/// missing requests), or the most any init container needs beside the sidecars started before
+/// it if that is more, plus its overhead and one `pods` slot.
 pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
     let of = |c: &Value| -> HashMap<String, i128> {
         let mut out = HashMap::new();
@@ -229,15 +230,45 @@ pub fn pod_requests(pod: &Value) -> HashMap<String, i128> {
             *total.entry(k).or_default() += v;
         }
     }
+    // Init containers run one at a time beside the sidecars (`restartPolicy: Always`) started
+    // before them; sidecars then run beside the containers (KEP-753).
+    let mut sidecars: HashMap<String, i128> = HashMap::new();
+    let mut init_phase: HashMap<String, i128> = HashMap::new();
     for c in pod
         .pointer("/spec/initContainers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        for (k, v) in of(c) {
-            let e = total.entry(k).or_default();
+        let own = of(c);
+        let mut need = sidecars.clone();
+        for (k, v) in &own {
+            *need.entry(k.clone()).or_default() += v;
+        }
+        if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
+            for (k, v) in &own {
+                *total.entry(k.clone()).or_default() += v;
+                *sidecars.entry(k.clone()).or_default() += v;
+            }
+        }
+        for (k, v) in need {
+            let e = init_phase.entry(k).or_default();
             *e = (*e).max(v);
+        }
+    }
+    for (k, v) in init_phase {
+        let e = total.entry(k).or_default();
+        *e = (*e).max(v);
+    }
+    // The RuntimeClass's overhead, which admission copied into the pod.
+    for (k, v) in pod
+        .pointer("/spec/overhead")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(q) = v.as_str().and_then(quantity::parse_milli) {
+            *total.entry(k.clone()).or_default() += q;
         }
     }
     total.insert("pods".into(), 1000);
@@ -338,6 +369,23 @@ mod tests {
 
     fn requests() -> HashMap<String, i128> {
         HashMap::from([("cpu".into(), 1000), ("pods".into(), 1000)])
+    }
+
+    #[test]
+    fn sidecars_and_overhead_count_as_the_kubelet_counts_them() {
+        let pod = json!({"spec": {
+            "containers": [{"resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [
+                {"restartPolicy": "Always", "resources": {"requests": {"cpu": "300m"}}},
+                {"resources": {"requests": {"cpu": "2"}}}],
+            "overhead": {"cpu": "250m"}}});
+        // The 2-CPU init container runs beside the 300m sidecar: 2.3, more than the 1.3 of the
+        // running phase; then the overhead.
+        assert_eq!(pod_requests(&pod)["cpu"], 2550);
+        let pod = json!({"spec": {
+            "containers": [{"resources": {"requests": {"cpu": "500m"}}}],
+            "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}]}});
+        assert_eq!(pod_requests(&pod)["cpu"], 1000);
     }
 
     #[test]

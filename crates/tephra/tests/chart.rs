@@ -24,6 +24,8 @@ type Grant = (&'static str, &'static str, &'static str, &'static str);
 /// Grants both workloads leave unused, with the code that needs them: (component, group,
 /// resource, verb).
 const ALWAYS_UNUSED: &[Grant] = &[
+    // state/incarnations.rs: the binding of a restarted job's earlier PodGroup is replaced.
+    ("scheduler", "work.tephra.io", "resourcebindings", "delete"),
     // bare_pods.rs owner_annotations: the same read as for a ReplicaSet owner.
     ("controller-manager", "apps", "daemonsets", "get"),
     ("controller-manager", "apps", "statefulsets", "get"),

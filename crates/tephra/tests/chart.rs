@@ -15,69 +15,16 @@ mod chart_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chart_support::roles::{Grant, Grants, assert_roles_used};
+use chart_support::scenarios::{one_cluster, one_cluster_args};
 use chart_support::*;
 use serde_json::{Value, json};
 
-/// (component, group, resource, verb).
-type Grant = (&'static str, &'static str, &'static str, &'static str);
-
-/// Grants both workloads leave unused, with the code that needs them: (component, group,
-/// resource, verb).
-const ALWAYS_UNUSED: &[Grant] = &[
-    // state/incarnations.rs: the binding of a restarted job's earlier PodGroup is replaced.
-    ("scheduler", "work.tephra.io", "resourcebindings", "delete"),
-    // bare_pods.rs owner_annotations: the same read as for a ReplicaSet owner.
-    ("controller-manager", "apps", "daemonsets", "get"),
-    ("controller-manager", "apps", "statefulsets", "get"),
-    ("controller-manager", "batch", "jobs", "get"),
-    // A bare pod's PodGroup blocks the deletion of the pod's controller, as for the
-    // workload's ReplicaSet (OwnerReferencesPermissionEnforcement).
-    (
-        "controller-manager",
-        "apps",
-        "statefulsets/finalizers",
-        "update",
-    ),
-    (
-        "controller-manager",
-        "apps",
-        "daemonsets/finalizers",
-        "update",
-    ),
-    ("controller-manager", "batch", "jobs/finalizers", "update"),
-    // jobs.rs UpdatePodGroup: a Job's minAvailable or priorityClassName changed.
-    (
-        "controller-manager",
-        "scheduling.volcano.sh",
-        "podgroups",
-        "patch",
-    ),
-];
-
-/// Grants the one-cluster workload does not exercise, besides [`ALWAYS_UNUSED`].
-const ONE_CLUSTER_UNUSED: &[Grant] = &[
-    // executor.rs Evict and Nominate: preemption and reclaim.
-    ("scheduler", "", "pods/eviction", "create"),
-    ("scheduler", "", "pods/status", "patch"),
-    // executor.rs BindingStatus: a ResourceBinding's aggregated status from its members.
-    (
-        "scheduler",
-        "work.tephra.io",
-        "resourcebindings/status",
-        "patch",
-    ),
-    // executor.rs HyperNodeStatus: a cluster with HyperNodes (the workload has none; the
-    // random lifecycle test runs one per member under these roles).
-    (
-        "scheduler",
-        "topology.volcano.sh",
-        "hypernodes/status",
-        "patch",
-    ),
-];
-
-/// Grants the fleet workload does not exercise, besides [`ALWAYS_UNUSED`].
+/// Grants the fleet workload does not exercise.
 const FLEET_UNUSED: &[Grant] = &[
+    // state/incarnations.rs: the binding of a restarted job's earlier PodGroup is replaced
+    // (the fleet workload restarts no job).
+    ("scheduler", "work.tephra.io", "resourcebindings", "delete"),
     // executor.rs HyperNodeStatus: a member with HyperNodes (the workload has none; the
     // random lifecycle test runs one per member under these roles).
     (
@@ -393,22 +340,22 @@ fn bad_fleet_values_are_refused_naming_the_field() {
     );
 }
 
-/// Default values on one cluster: both components run from their rendered Deployments under
-/// their ServiceAccounts, through a Volcano Job, a bare pod, queue and job commands.
+/// One cluster (default values, preemption on): both components run from their rendered
+/// Deployments under their ServiceAccounts, through every workload of `scenarios::one_cluster`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_cover_everything_the_components_do_on_one_cluster() {
     let Some(helm) = helm() else { return };
     let dev = single_cluster().await;
     let admin = dev.client("local").await.unwrap();
-    let docs = render(&helm, &[]);
-    install(&admin, &docs).await;
     let dir = TempDir::new("one-cluster");
+    let args = one_cluster_args(&dir);
+    let docs = render(&helm, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    install(&admin, &docs).await;
     let _running = run_deployments(&dev, "local", &docs, &dir);
     let guard = Guard::of(&dev);
-    workload(&admin, &guard).await;
-    claim_workload(&admin, &guard).await;
+    one_cluster(&admin, &guard, Owners::StandIns).await;
     let used = check_access(&dev, "local");
-    assert_roles_used(&docs, &used, &[ALWAYS_UNUSED, ONE_CLUSTER_UNUSED].concat());
+    assert_roles_used(&docs, &used, &[]);
 }
 
 /// A fleet: the member chart in each member, the control-plane chart with the members'
@@ -427,6 +374,7 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     let _running = run_deployments(&dev, "control-plane", &docs, &dir);
     let guard = Guard::of(&dev);
     workload(&admin, &guard).await;
+    owned_pods(&admin, &guard, Owners::StandIns).await;
     // The controller-manager found both members Ready (their Cluster status).
     let clusters: kube::Api<tephra_api::Cluster> = kube::Api::all(admin.clone());
     wait_for(&guard, "both Clusters Ready", 60, || async {
@@ -478,16 +426,13 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     );
     let mut all = docs.clone();
     all.extend(member_docs);
-    assert_roles_used(&all, &used, &[ALWAYS_UNUSED, FLEET_UNUSED].concat());
+    assert_roles_used(&all, &used, FLEET_UNUSED);
 }
-
-/// (group, resource, verb) triples.
-type Grants = BTreeSet<(String, String, String)>;
 
 /// What each user did on `server` (every server logs its own); panics on any denied request.
 fn check_access(dev: &tephra_devcluster::Handle, server: &str) -> BTreeMap<String, Grants> {
     let api = &dev.server(server).unwrap().api;
-    let denied = Guard(vec![api.clone()]).denied();
+    let denied = Guard::Dev(vec![api.clone()]).denied();
     assert!(
         denied.is_empty(),
         "requests the chart's roles refused:\n{}",
@@ -503,94 +448,6 @@ fn check_access(dev: &tephra_devcluster::Handle, server: &str) -> BTreeMap<Strin
         ));
     }
     used
-}
-
-/// Every (group, resource, verb) each ServiceAccount's roles grant.
-fn granted(docs: &[Value]) -> BTreeMap<String, Grants> {
-    let roles: BTreeMap<(String, String), &Value> = of_kind(docs, "ClusterRole")
-        .into_iter()
-        .chain(of_kind(docs, "Role"))
-        .map(|r| {
-            let kind = r["kind"].as_str().unwrap().to_string();
-            (
-                (kind, r["metadata"]["name"].as_str().unwrap().to_string()),
-                r,
-            )
-        })
-        .collect();
-    let mut out: BTreeMap<String, Grants> = BTreeMap::new();
-    for b in of_kind(docs, "ClusterRoleBinding")
-        .into_iter()
-        .chain(of_kind(docs, "RoleBinding"))
-    {
-        let key = (
-            b["roleRef"]["kind"].as_str().unwrap().to_string(),
-            b["roleRef"]["name"].as_str().unwrap().to_string(),
-        );
-        let role = roles
-            .get(&key)
-            .unwrap_or_else(|| panic!("{key:?} is bound but not rendered"));
-        for subject in b["subjects"].as_array().unwrap() {
-            let user = format!(
-                "system:serviceaccount:{}:{}",
-                subject["namespace"].as_str().unwrap(),
-                subject["name"].as_str().unwrap()
-            );
-            let set = out.entry(user).or_default();
-            for rule in role["rules"].as_array().unwrap() {
-                let list = |f: &str| -> Vec<String> {
-                    rule[f]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_str().unwrap().to_string())
-                        .collect()
-                };
-                for g in list("apiGroups") {
-                    for r in list("resources") {
-                        for v in list("verbs") {
-                            set.insert((g.clone(), r.clone(), v));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Least privilege, the other way round: every grant was used by the workload, or is one of
-/// `unused` (grants for paths the workload does not take), each named with the code needing it.
-fn assert_roles_used(docs: &[Value], used: &BTreeMap<String, Grants>, unused: &[Grant]) {
-    let mut idle = Vec::new();
-    for (user, grants) in granted(docs) {
-        let component = user
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .trim_start_matches("tephra-")
-            .to_string();
-        for (g, r, v) in grants {
-            let was_used = used
-                .get(&user)
-                .is_some_and(|u| u.contains(&(g.clone(), r.clone(), v.clone())));
-            let excused = unused
-                .iter()
-                .any(|(c, ug, ur, uv)| *c == component && *ug == g && *ur == r && *uv == v);
-            assert!(
-                !(was_used && excused),
-                "{component} {v} {g}/{r} is used now: drop it from the unused list"
-            );
-            if !was_used && !excused {
-                idle.push(format!("{component} {v} {g}/{r}"));
-            }
-        }
-    }
-    assert!(
-        idle.is_empty(),
-        "granted but never used (remove the rule, or list it as unused with the code that needs it):\n{}",
-        idle.join("\n")
-    );
 }
 
 /// README's values table (Install) names every value of values.yaml.

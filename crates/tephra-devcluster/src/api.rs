@@ -40,6 +40,10 @@ pub struct ServerOptions {
     /// its owner for a while, in which a client may still write it (and move it to a new owner
     /// of the same name, which needs `delete` on it); zero collects at once.
     pub collector_lag: Duration,
+    /// Provisioners that do not run here, as on a cluster without that CSI driver's external
+    /// provisioner: their classes' claims are never provisioned (the PV controller and
+    /// provisioner of `volumes.rs` otherwise provision every class's claims).
+    pub idle_provisioners: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -51,6 +55,7 @@ impl Default for ServerOptions {
             default_watch_timeout: Duration::from_secs(1800),
             unserved_groups: Vec::new(),
             collector_lag: Duration::ZERO,
+            idle_provisioners: Vec::new(),
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct AuditOwner {
     /// The owner's name.
     #[serde(default)]
     pub name: String,
+    /// The owner's uid.
+    #[serde(default)]
+    pub uid: String,
     /// Whether the reference blocks the owner's deletion (which
     /// `OwnerReferencesPermissionEnforcement` lets only a user who may update the owner's
     /// `finalizers` set).
@@ -225,6 +228,7 @@ mod tests {
                 api_version: "batch.volcano.sh/v1alpha1".into(),
                 kind: "Job".into(),
                 name: "j".into(),
+                uid: "1".into(),
                 block_owner_deletion: Some(true),
             }]
         );

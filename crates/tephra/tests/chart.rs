@@ -15,63 +15,10 @@ mod chart_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chart_support::roles::{Grant, Grants, assert_roles_used};
-use chart_support::scenarios::{one_cluster, one_cluster_args};
+use chart_support::roles::{Grants, assert_roles_used};
+use chart_support::scenarios::{self, Fleet, one_cluster, one_cluster_args};
 use chart_support::*;
 use serde_json::{Value, json};
-
-/// Grants the fleet workload does not exercise.
-const FLEET_UNUSED: &[Grant] = &[
-    // state/incarnations.rs: the binding of a restarted job's earlier PodGroup is replaced
-    // (the fleet workload restarts no job).
-    ("scheduler", "work.tephra.io", "resourcebindings", "delete"),
-    // executor.rs HyperNodeStatus: a member with HyperNodes (the workload has none; the
-    // random lifecycle test runs one per member under these roles).
-    (
-        "member",
-        "topology.volcano.sh",
-        "hypernodes/status",
-        "patch",
-    ),
-    // cluster_status.rs: the taint controller taints a member that is not ready.
-    (
-        "controller-manager",
-        "cluster.tephra.io",
-        "clusters",
-        "patch",
-    ),
-    // failover.rs: the taint manager or application failover moves a job off a member.
-    (
-        "controller-manager",
-        "work.tephra.io",
-        "resourcebindings",
-        "patch",
-    ),
-    // prebind.rs: binding a gang's volume claims in its member (volumes are read from the
-    // members; the fleet workload places no pod with claims).
-    ("member", "", "persistentvolumeclaims", "get"),
-    ("member", "", "persistentvolumeclaims", "patch"),
-    ("member", "", "persistentvolumes", "patch"),
-    ("member", "", "persistentvolumeclaims", "create"),
-    ("member", "resource.k8s.io", "resourceclaims", "create"),
-    ("scheduler", "", "persistentvolumeclaims", "get"),
-    ("scheduler", "resource.k8s.io", "resourceclaims", "get"),
-    ("member", "", "pods", "get"),
-    ("member", "resource.k8s.io", "resourceclaims", "get"),
-    ("member", "resource.k8s.io", "resourceclaims", "patch"),
-    (
-        "member",
-        "resource.k8s.io",
-        "resourceclaims/status",
-        "patch",
-    ),
-    // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
-    ("member", "", "pods/binding", "create"),
-    // executor.rs Evict and Nominate, and their Events: preemption and reclaim in a member.
-    ("member", "", "pods/eviction", "create"),
-    ("member", "", "pods/status", "patch"),
-    ("member", "", "events", "create"),
-];
 
 #[test]
 fn chart_lints_clean_with_default_and_fleet_values() {
@@ -359,7 +306,7 @@ async fn roles_cover_everything_the_components_do_on_one_cluster() {
 }
 
 /// A fleet: the member chart in each member, the control-plane chart with the members'
-/// Cluster objects and Secrets, and the same workload placed in the members.
+/// Cluster objects and Secrets, and every workload of `scenarios::fleet`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_cover_everything_the_components_do_in_a_fleet() {
     let Some(helm) = helm() else { return };
@@ -373,60 +320,16 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     install(&admin, &docs).await;
     let _running = run_deployments(&dev, "control-plane", &docs, &dir);
     let guard = Guard::of(&dev);
-    workload(&admin, &guard).await;
-    owned_pods(&admin, &guard, Owners::StandIns).await;
-    // The controller-manager found both members Ready (their Cluster status).
-    let clusters: kube::Api<tephra_api::Cluster> = kube::Api::all(admin.clone());
-    wait_for(&guard, "both Clusters Ready", 60, || async {
-        clusters.list(&Default::default()).await.is_ok_and(|l| {
-            l.items.len() == 2
-                && l.items.iter().all(|c| {
-                    c.status.as_ref().is_some_and(|s| {
-                        s.conditions
-                            .iter()
-                            .any(|k| k.type_ == "Ready" && k.status == "True")
-                    })
-                })
-        })
-    })
-    .await;
-    // The aborted job's copies were deleted in the members, under the members' roles.
-    for m in ["east", "west"] {
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(dev.client(m).await.unwrap(), "team-a");
-        wait_for(
-            &guard,
-            &format!("no copy of job long left in {m}"),
-            60,
-            || async {
-                pods.list(&Default::default()).await.is_ok_and(|l| {
-                    !l.items.iter().any(|p| {
-                        p.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with("long-"))
-                    })
-                })
-            },
-        )
-        .await;
-    }
+    scenarios::fleet(&Fleet::Dev(&dev), &guard, Owners::StandIns).await;
     let mut used = check_access(&dev, "control-plane");
     for m in ["east", "west"] {
         for (user, set) in check_access(&dev, m) {
             used.entry(user).or_default().extend(set);
         }
     }
-    let member_docs = render(
-        &helm,
-        &[
-            "-f",
-            dir.write("member.json", &member_values()).to_str().unwrap(),
-        ],
-    );
     let mut all = docs.clone();
-    all.extend(member_docs);
-    assert_roles_used(&all, &used, FLEET_UNUSED);
+    all.extend(member_docs(&helm, &dir));
+    assert_roles_used(&all, &used, &[]);
 }
 
 /// What each user did on `server` (every server logs its own); panics on any denied request.

@@ -15,9 +15,11 @@ mod chart_support;
 
 use std::collections::BTreeMap;
 
+use serde_json::json;
+
 use chart_support::real::{self, Real};
 use chart_support::roles::{Grants, assert_roles_used};
-use chart_support::scenarios::{one_cluster, one_cluster_args};
+use chart_support::scenarios::{self, Fleet, MEMBERS, one_cluster, one_cluster_args};
 use chart_support::*;
 
 /// One real cluster (default values, preemption on): both components run from their rendered
@@ -47,6 +49,60 @@ async fn roles_cover_everything_the_components_do_on_one_real_cluster() {
     provisioner.abort();
     let used = audited(&real, &guard).await;
     assert_roles_used(&docs, &used, &[]);
+}
+
+/// A real fleet: a control plane and members `east` and `west`, each a real API server with
+/// its controller manager; the member chart in each member, the control-plane chart with the
+/// members' Cluster objects and Secrets (each member ServiceAccount's TokenRequest token), and
+/// every workload of `scenarios::fleet` (stand-in provisioners in the members).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_cover_everything_the_components_do_in_a_real_fleet() {
+    let Some(helm) = helm() else { return };
+    let nodes = |m: &str| vec![node(&format!("{m}-a"), "8"), node(&format!("{m}-b"), "8")];
+    let Some(real) = Real::start(&[
+        ("control-plane", vec![]),
+        (MEMBERS[0], nodes(MEMBERS[0])),
+        (MEMBERS[1], nodes(MEMBERS[1])),
+    ])
+    .await
+    else {
+        return;
+    };
+    let dir = TempDir::new("real-fleet");
+    let member_docs = member_docs(&helm, &dir);
+    let account = member_account(&member_docs);
+    let mut members = Vec::new();
+    for m in MEMBERS {
+        let c = real.get(m);
+        real::install(&c.client, &member_docs).await;
+        let token = c.cluster.service_account_token(NS, &account).await.unwrap();
+        members.push(
+            json!({"name": m, "apiEndpoint": c.cluster.url(), "token": token,
+                            "caBundle": real.env.ca_pem(), "region": "us-east-1"}),
+        );
+    }
+    let values = dir.write("fleet.json", &fleet_values_for(members));
+    let docs = render(&helm, &["-f", values.to_str().unwrap()]);
+    let cp = real.get("control-plane");
+    real::install(&cp.client, &docs).await;
+    let kubeconfigs = real::kubeconfigs(&cp.cluster, &docs).await;
+    let _running = run_deployments_as(&docs, &dir, &|sa| kubeconfigs[sa].clone());
+    let provisioners: Vec<_> = MEMBERS
+        .iter()
+        .map(|m| real::provisioner(real.get(m).client.clone()))
+        .collect();
+    tephra_envtest::tier::namespace(&cp.client, "team-a")
+        .await
+        .unwrap();
+    let guard = real.guard();
+    scenarios::fleet(&Fleet::Real(&real), &guard, Owners::Real).await;
+    for p in provisioners {
+        p.abort();
+    }
+    let used = audited(&real, &guard).await;
+    let mut all = docs.clone();
+    all.extend(member_docs);
+    assert_roles_used(&all, &used, &[]);
 }
 
 /// What every chart ServiceAccount did on every server, from the audit logs; panics on any

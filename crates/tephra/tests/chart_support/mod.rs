@@ -89,18 +89,54 @@ pub async fn fleet_cluster() -> Handle {
         ..Options::default()
     };
     options.server.collector_lag = COLLECTOR_LAG;
+    options.server.idle_provisioners = vec![scenarios::IDLE_PROVISIONER.into()];
     DevCluster::start(options).await.expect("devcluster starts")
 }
 
-/// Installs the member chart in each member and returns control-plane values whose
-/// `fleet.members` hold each member's endpoint, CA and its tephra ServiceAccount's token.
-pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value {
+/// The member chart (`memberAccess` only, no CRDs) and the HyperNode CRD, which a member that
+/// runs Volcano serves: what each member of a test fleet gets installed.
+pub fn member_docs(helm: &Path, dir: &TempDir) -> Vec<Value> {
     let values = dir.write("member.json", &member_values());
-    let docs = render(helm, &["-f", values.to_str().unwrap(), "--skip-crds"]);
-    let account = of_kind(&docs, "ServiceAccount")[0]["metadata"]["name"]
+    let mut docs = render(helm, &["-f", values.to_str().unwrap(), "--skip-crds"]);
+    let crd = render(helm, &[])
+        .into_iter()
+        .find(|d| {
+            d["kind"] == "CustomResourceDefinition"
+                && d["metadata"]["name"] == "hypernodes.topology.volcano.sh"
+        })
+        .expect("the chart's HyperNode CRD");
+    docs.push(crd);
+    docs
+}
+
+/// The ServiceAccount the member chart makes for the fleet.
+pub fn member_account(member_docs: &[Value]) -> String {
+    of_kind(member_docs, "ServiceAccount")[0]["metadata"]["name"]
         .as_str()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+/// Control-plane values for `members` (each `fleet.members` entry: endpoint, CA and the
+/// member ServiceAccount's token): members from the Cluster objects, preemption on, a short
+/// volume-bind timeout, and members probed every second, not Ready a second after they stop
+/// answering and tainted NoExecute a second later.
+pub fn fleet_values_for(members: Vec<Value>) -> Value {
+    let mut values = scenarios::preempting_values();
+    values["scheduler"]["members"] = json!("clusters");
+    values["scheduler"]["extraArgs"] = json!(["--volume-bind-timeout=5s"]);
+    values["fleet"] = json!({"members": members});
+    values["controllerManager"] = json!({"extraArgs": [
+        "--cluster-status-update-frequency=1s", "--cluster-success-threshold=1s",
+        "--cluster-failure-threshold=1s", "--no-execute-taint-grace=1s"]});
+    values
+}
+
+/// Installs the member chart in each member and returns the control-plane values for them
+/// ([`fleet_values_for`]).
+pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value {
+    let docs = member_docs(helm, dir);
+    let account = member_account(&docs);
     let mut members = Vec::new();
     for server in dev.members() {
         let name = server.api.name.clone();
@@ -111,9 +147,7 @@ pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value 
                             "caBundle": entry.ca_pem, "region": "us-east-1"}),
         );
     }
-    json!({"scheduler": {"members": "clusters"}, "fleet": {"members": members},
-           "controllerManager": {"extraArgs": [
-               "--cluster-status-update-frequency=1s", "--cluster-success-threshold=1s"]}})
+    fleet_values_for(members)
 }
 
 /// The processes of the rendered Deployments; killed on drop.
@@ -398,16 +432,7 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
     )
     .await;
     create(admin, job_with("huge", "1s", "100", json!({}))).await;
-    create(
-        admin,
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "solo", "namespace": "team-a",
-                            "annotations": {"tephra.io/sim-duration": "1s"}},
-               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "busybox",
-                                        "resources": {"requests": {"cpu": "1"}}}]}}),
-    )
-    .await;
+    create(admin, short_pod("solo", json!({}))).await;
     let jobs: Api<tephra_api::Job> = Api::namespaced(admin.clone(), "team-a");
     let phase = |name: &'static str| {
         let jobs = jobs.clone();
@@ -545,14 +570,13 @@ pub async fn claim_workload(
                "metadata": {"name": "one-gpu", "namespace": "team-a"},
                "spec": {"spec": {"devices": {"requests": [
                    {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}),
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "uses-gpu", "namespace": "team-a",
-                            "annotations": {"tephra.io/sim-duration": "1s"}},
-               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                        "containers": [{"name": "main", "image": "busybox",
-                                        "resources": {"requests": {"cpu": "1"},
-                                                      "claims": [{"name": "gpu"}]}}]}}),
+        short_pod(
+            "uses-gpu",
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                   "containers": [{"name": "main", "image": "busybox",
+                                   "resources": {"requests": {"cpu": "1"},
+                                                 "claims": [{"name": "gpu"}]}}]}),
+        ),
     ] {
         create(claims, doc).await;
     }
@@ -565,17 +589,7 @@ pub async fn claim_workload(
                             "resources": {"requests": {"storage": "1Gi"}}}}),
         )
         .await;
-        create(
-            claims,
-            json!({"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": format!("uses-{claim}"), "namespace": "team-a",
-                                "annotations": {"tephra.io/sim-duration": "1s"}},
-                   "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}],
-                            "containers": [{"name": "main", "image": "busybox",
-                                            "resources": {"requests": {"cpu": "1"}}}]}}),
-        )
-        .await;
+        create(claims, short_pod(&format!("uses-{claim}"), claimed(claim))).await;
     }
     let pods: Api<Pod> = Api::namespaced(claims.clone(), "team-a");
     for pod in ["uses-scratch", "uses-data", "uses-gpu"] {
@@ -584,6 +598,39 @@ pub async fn claim_workload(
         })
         .await;
     }
+}
+
+/// A pod of `team-a` scheduled by tephra that asks one CPU and runs a second; `spec` is
+/// merged into its spec (volumes, claims).
+pub fn short_pod(name: &str, spec: Value) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "team-a",
+                        "annotations": {"tephra.io/sim-duration": "1s"}},
+           "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "1"}}}]}});
+    for (k, v) in spec.as_object().unwrap() {
+        pod["spec"][k] = v.clone();
+    }
+    pod
+}
+
+/// A pod spec's volume of the claim `name`.
+pub fn claimed(name: &str) -> Value {
+    json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": name}}]})
+}
+
+/// Whether `pods` has none whose name starts with one of `prefixes` (false when the list
+/// fails).
+pub async fn none_named(pods: &Api<Pod>, prefixes: &[&str]) -> bool {
+    pods.list(&Default::default()).await.is_ok_and(|l| {
+        !l.items.iter().any(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| prefixes.iter().any(|x| n.starts_with(x)))
+        })
+    })
 }
 
 /// A Volcano Job's status, when it exists and has one.
@@ -648,6 +695,15 @@ pub async fn owned_pods(admin: &kube::Client, guard: &Guard, owners: Owners) {
                "containers": [{"name": "main", "image": "busybox",
                                "resources": {"requests": {"cpu": "100m"}}}]})
     };
+    let stand_in = |api_version: &str, kind: &str, name: &str, uid: &str, restart: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("{name}-0"), "namespace": "team-a",
+                            "labels": {"app": name},
+                            "ownerReferences": [{"apiVersion": api_version, "kind": kind,
+                                "name": name, "uid": uid,
+                                "controller": true, "blockOwnerDeletion": true}]},
+               "spec": spec(restart)})
+    };
     for (i, (api_version, kind, name)) in OWNER_KINDS.into_iter().enumerate() {
         let batch = kind == "Job";
         let restart = if batch { "Never" } else { "Always" };
@@ -657,42 +713,40 @@ pub async fn owned_pods(admin: &kube::Client, guard: &Guard, owners: Owners) {
         } else {
             json!({})
         };
-        match owners {
-            Owners::StandIns => {
-                create(
-                    admin,
-                    json!({"apiVersion": "v1", "kind": "Pod",
-                           "metadata": {"name": format!("{name}-0"), "namespace": "team-a",
-                                        "annotations": annotations,
-                                        "ownerReferences": [{"apiVersion": api_version,
-                                            "kind": kind, "name": name,
-                                            "uid": format!("0b3c0e9a-4d6c-4a8e-9a51-3f0f7d7f000{i}"),
-                                            "controller": true, "blockOwnerDeletion": true}]},
-                           "spec": spec(restart)}),
-                )
-                .await;
+        if owners == Owners::StandIns {
+            let uid = format!("0b3c0e9a-4d6c-4a8e-9a51-3f0f7d7f000{i}");
+            let mut pod = stand_in(api_version, kind, name, &uid, restart);
+            pod["metadata"]["annotations"] = annotations;
+            create(admin, pod).await;
+            continue;
+        }
+        let labels = json!({"app": name});
+        let mut template = json!({"metadata": {"labels": labels, "annotations": annotations},
+                   "spec": spec(restart)});
+        if kind == "DaemonSet" {
+            // For no node: its pods would name their node in a required node affinity's
+            // matchFields, which the scheduler does not read yet. A pod of its own stands in.
+            template["spec"]["nodeSelector"] = json!({"tephra.io/no-such-node": "true"});
+        }
+        let mut object = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"selector": {"matchLabels": labels}, "template": template}});
+        match kind {
+            "ReplicaSet" => object["spec"]["replicas"] = json!(1),
+            "StatefulSet" => {
+                object["spec"]["replicas"] = json!(1);
+                object["spec"]["serviceName"] = json!(name);
             }
-            Owners::Real => {
-                let labels = json!({"app": name});
-                let template = json!({"metadata": {"labels": labels, "annotations": annotations},
-                                      "spec": spec(restart)});
-                let mut object = json!({"apiVersion": api_version, "kind": kind,
-                    "metadata": {"name": name, "namespace": "team-a"},
-                    "spec": {"selector": {"matchLabels": labels}, "template": template}});
-                match kind {
-                    "ReplicaSet" => object["spec"]["replicas"] = json!(1),
-                    "StatefulSet" => {
-                        object["spec"]["replicas"] = json!(1);
-                        object["spec"]["serviceName"] = json!(name);
-                    }
-                    "Job" => {
-                        // A Job's controller picks its own selector.
-                        object["spec"].as_object_mut().unwrap().remove("selector");
-                    }
-                    _ => {}
-                }
-                create(admin, object).await;
-            }
+            // A Job's controller picks its own selector.
+            "Job" => drop(object["spec"].as_object_mut().unwrap().remove("selector")),
+            _ => {}
+        }
+        create(admin, object).await;
+        if kind == "DaemonSet" {
+            let sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                Api::namespaced(admin.clone(), "team-a");
+            let uid = sets.get(name).await.unwrap().metadata.uid.unwrap();
+            create(admin, stand_in(api_version, kind, name, &uid, restart)).await;
         }
     }
     let groups: Api<tephra_api::PodGroup> = Api::namespaced(admin.clone(), "team-a");
@@ -712,8 +766,8 @@ pub async fn owned_pods(admin: &kube::Client, guard: &Guard, owners: Owners) {
             },
         )
         .await;
-        // The scheduler does not read a required node affinity's matchFields yet (a
-        // DaemonSet's pods name their node so), so those pods are not waited for.
+        // The real DaemonSet's controller deletes the stand-in once it runs on a node the
+        // DaemonSet is not for.
         if kind == "DaemonSet" && owners == Owners::Real {
             continue;
         }

@@ -39,6 +39,20 @@ pub struct AuditTail {
 struct Tail {
     offset: u64,
     events: Vec<AuditEvent>,
+    /// Where the API server was restarted: from the event index where it stopped to the one
+    /// where it was ready again.
+    restarts: Vec<(usize, Option<usize>)>,
+}
+
+impl Tail {
+    /// Whether the event at `i` came while the API server restarted: it serves before it is
+    /// ready, when its authorizer has not loaded the roles yet and refuses what they grant
+    /// (`RBAC: [clusterrole ... not found]`); a real client meets these too, and retries.
+    fn while_restarting(&self, i: usize) -> bool {
+        self.restarts
+            .iter()
+            .any(|(from, to)| i >= *from && to.is_none_or(|t| i < t))
+    }
 }
 
 impl AuditTail {
@@ -78,13 +92,31 @@ impl AuditTail {
         self.refresh().events.clone()
     }
 
-    /// Their refused requests so far, one line each: the request and the server's message.
+    /// The API server is being stopped, to be started again.
+    pub fn restarting(&self) {
+        let mut tail = self.refresh();
+        let at = tail.events.len();
+        tail.restarts.push((at, None));
+    }
+
+    /// The API server is ready again after [`AuditTail::restarting`].
+    pub fn restarted(&self) {
+        let mut tail = self.refresh();
+        let at = tail.events.len();
+        if let Some((_, to)) = tail.restarts.last_mut() {
+            *to = Some(at);
+        }
+    }
+
+    /// Their refused requests so far, one line each: the request and the server's message
+    /// (but those made while the server restarted: see `Tail::while_restarting`).
     pub fn refusals(&self) -> Vec<String> {
-        self.refresh()
-            .events
+        let tail = self.refresh();
+        tail.events
             .iter()
-            .filter(|e| e.refused())
-            .map(|e| {
+            .enumerate()
+            .filter(|(i, e)| e.refused() && !tail.while_restarting(*i))
+            .map(|(_, e)| {
                 format!(
                     "{}: {} {} {}/{} {}/{}: {}",
                     self.cluster,
@@ -239,18 +271,42 @@ pub async fn kubeconfigs(cluster: &Cluster, docs: &[Value]) -> BTreeMap<String, 
 
 /// What each chart ServiceAccount was allowed to do, from one server's audit log: each
 /// authorized request that admission did not refuse, as (group, resource[/subresource], verb);
-/// an apply or update that created its object as a `create` too; and for each object created
-/// with a `blockOwnerDeletion` reference, `update` on the owner's `finalizers` (its kind mapped
-/// to its resource by the server's discovery).
+/// what `OwnerReferencesPermissionEnforcement` checked beyond it: a write that gave an object
+/// a new owner (by uid, against the owners its earlier writes in the log gave it) as `delete`
+/// on it; an apply or update that created its object as a `create` too; and for each object
+/// created with a `blockOwnerDeletion` reference, `update` on the owner's `finalizers` (its
+/// kind mapped to its resource by the server's discovery).
 pub async fn used_grants(client: &kube::Client, tail: &AuditTail) -> BTreeMap<String, Grants> {
     let mut used: BTreeMap<String, Grants> = BTreeMap::new();
     let mut resources: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    // The owner uids of each object (group, resource, namespace, name) written with owners.
+    let mut owners: BTreeMap<[String; 4], std::collections::BTreeSet<String>> = BTreeMap::new();
     for e in tail.events() {
         if e.refused() || e.decision != "allow" || e.resource.is_empty() {
             continue;
         }
         let set = used.entry(e.user.clone()).or_default();
         set.insert((e.group.clone(), e.resource_path(), e.verb.clone()));
+        let object = [
+            e.group.clone(),
+            e.resource.clone(),
+            e.namespace.clone(),
+            e.name.clone(),
+        ];
+        let named: std::collections::BTreeSet<String> =
+            e.request_owners.iter().map(|o| o.uid.clone()).collect();
+        if e.subresource.is_empty() && !named.is_empty() {
+            match (e.code, owners.get_mut(&object)) {
+                (201, _) => drop(owners.insert(object, named)),
+                (200, Some(known)) => {
+                    if !named.is_subset(known) {
+                        set.insert((e.group.clone(), e.resource.clone(), "delete".into()));
+                    }
+                    known.extend(named);
+                }
+                _ => {}
+            }
+        }
         if e.code != 201 {
             continue;
         }

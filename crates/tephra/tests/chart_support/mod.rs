@@ -665,12 +665,14 @@ pub async fn phase_of(pods: &Api<Pod>, name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Where the pods' owners come from: stand-ins that only the pods name (the devcluster, which
-/// serves no ReplicaSets, StatefulSets, DaemonSets or batch Jobs, takes such an owner to
-/// exist), or real objects whose controllers (kube-controller-manager's) make the pods.
+/// Where the pods' owners come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owners {
+    /// Owners that only the pods name: the devcluster, which serves no ReplicaSets,
+    /// StatefulSets, DaemonSets or batch Jobs, takes such an owner to exist.
     StandIns,
+    /// Real objects whose controllers (kube-controller-manager's) make the pods; the
+    /// DaemonSet is for no node, and a pod of its own stands in for its pods.
     Real,
 }
 
@@ -686,8 +688,9 @@ const OWNER_KINDS: [(&str, &str, &str); 4] = [
 
 /// Pods of a ReplicaSet, a StatefulSet, a DaemonSet and a batch Job, scheduled by tephra: each
 /// gets a PodGroup from the pg-controller, which reads its owner (for annotations to inherit)
-/// and makes the PodGroup block the owner's deletion. Waits until every owner's pod runs (the
-/// Job's has succeeded).
+/// and makes the PodGroup block the owner's deletion. Waits until each owner has such a
+/// PodGroup and its pods run (the Job's have succeeded; a real DaemonSet's stand-in is not
+/// waited for).
 pub async fn owned_pods(admin: &kube::Client, guard: &Guard, owners: Owners) {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
     let spec = |restart: &str| {

@@ -258,6 +258,7 @@ pub fn world(contracts: Contracts) -> Cache {
                 status: TaskStatus::Pending,
                 placement: None,
                 created: i as i64,
+                lives_in: None,
             }))
             .unwrap();
         }

@@ -237,6 +237,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                 status: TaskStatus::Running,
                 placement: Some((cluster.clone(), node.clone())),
                 created: 0,
+                lives_in: None,
             }))?;
             count += 1;
         }

@@ -35,6 +35,15 @@ pub struct ServerOptions {
     /// Built-in API groups this server does not serve, as a Kubernetes older than 1.34 serves
     /// no `resource.k8s.io` (v1): requests for them get the 404 a real server gives.
     pub unserved_groups: Vec<String>,
+    /// How long after an owner is removed the garbage collector looks at its dependents.
+    /// kube-controller-manager's collector works from its informers, so a dependent outlives
+    /// its owner for a while, in which a client may still write it (and move it to a new owner
+    /// of the same name, which needs `delete` on it); zero collects at once.
+    pub collector_lag: Duration,
+    /// Provisioners that do not run here, as on a cluster without that CSI driver's external
+    /// provisioner: their classes' claims are never provisioned (the PV controller and
+    /// provisioner of `volumes.rs` otherwise provision every class's claims).
+    pub idle_provisioners: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -45,6 +54,8 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
             unserved_groups: Vec::new(),
+            collector_lag: Duration::ZERO,
+            idle_provisioners: Vec::new(),
         }
     }
 }
@@ -120,6 +131,8 @@ pub struct ApiServer {
     pub access: authz::AccessLog,
     /// Requests served, from anyone (for tests that bound a client's request rate).
     requests: AtomicU64,
+    /// Itself, for the garbage collector's lagging passes.
+    pub(crate) me: std::sync::Weak<ApiServer>,
 }
 
 fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -133,7 +146,8 @@ fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
 impl ApiServer {
     /// A server with the built-in kinds, the usual namespaces and the system priority classes.
     pub fn new(name: &str, options: ServerOptions) -> Arc<Self> {
-        let api = Arc::new(Self {
+        let api = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             name: name.to_string(),
             store: Store::new(options.history_limit),
             registry: RwLock::new(Arc::new(Registry::without(&options.unserved_groups))),
@@ -553,7 +567,7 @@ impl ApiServer {
                     match def.builtin {
                         Some(Builtin::Namespace) => self.empty_namespace(&key.1),
                         Some(Builtin::Crd) => self.forget_crd(&obj),
-                        b => self.collect_dependents(&obj, b),
+                        b => self.collect_dependents_after_lag(&obj, b),
                     }
                     return Ok(Deleted { obj, removed: true });
                 }

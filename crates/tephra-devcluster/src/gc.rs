@@ -17,6 +17,26 @@ use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
 
 impl ApiServer {
+    /// Deletes the dependents of `owner`, which was just removed: at once, or after
+    /// [`ServerOptions::collector_lag`](crate::api::ServerOptions::collector_lag) on a task of
+    /// its own (each dependent then goes only if none of its owners exists by then, as a
+    /// dependent moved to a new owner meanwhile stays).
+    pub(crate) fn collect_dependents_after_lag(&self, owner: &Obj, builtin: Option<Builtin>) {
+        let lag = self.options.collector_lag;
+        if !lag.is_zero()
+            && let (Ok(runtime), Some(me)) =
+                (tokio::runtime::Handle::try_current(), self.me.upgrade())
+        {
+            let owner = owner.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(lag).await;
+                me.collect_dependents(&owner, builtin);
+            });
+            return;
+        }
+        self.collect_dependents(owner, builtin);
+    }
+
     /// Deletes the dependents of `owner`, which was just removed.
     pub(crate) fn collect_dependents(&self, owner: &Obj, builtin: Option<Builtin>) {
         if matches!(

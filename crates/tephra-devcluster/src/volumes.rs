@@ -16,8 +16,9 @@
 //! - binding writes the volume's `claimRef`, its phase, the claim's `volumeName`, its
 //!   `pv.kubernetes.io/bind-completed` annotation and its status, in the PV controller's order.
 //!
-//! A class whose provisioner is `kubernetes.io/no-provisioner` provisions nothing. Claims are
-//! reconciled whenever a claim, volume or class changes.
+//! A class whose provisioner is `kubernetes.io/no-provisioner`, or one of the server's
+//! `idle_provisioners`, provisions nothing. Claims are reconciled whenever a claim, volume or
+//! class changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -204,7 +205,15 @@ impl Volumes<'_> {
         }
         let Some(class) = class else { return Ok(()) };
         let provisioner = text(class, "/provisioner");
-        if provisioner.is_empty() || provisioner == NO_PROVISIONER {
+        if provisioner.is_empty()
+            || provisioner == NO_PROVISIONER
+            || self
+                .api
+                .options
+                .idle_provisioners
+                .iter()
+                .any(|p| p == provisioner)
+        {
             return Ok(());
         }
         self.provision(c, class, (!selected.is_empty()).then_some(selected))

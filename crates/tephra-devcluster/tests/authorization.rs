@@ -194,3 +194,59 @@ async fn changing_an_objects_owner_references_needs_delete_on_it() {
         .await
         .unwrap();
 }
+
+/// As on kube-apiserver with kube-controller-manager, whose garbage collector works from its
+/// informers: an object whose owner was deleted outlives it until the collector gets to it. A
+/// client writing it meanwhile with a new owner of the same name (a PodGroup made anew)
+/// changes its owner references, which needs `delete` on it; allowed, the object then stays,
+/// since its owner exists when the collector looks.
+#[tokio::test]
+async fn moving_a_dependent_to_its_owners_successor_before_the_collector_ran_needs_delete() {
+    let mut options = tephra_devcluster::Options::single();
+    options.server.collector_lag = std::time::Duration::from_millis(500);
+    let h = tephra_devcluster::DevCluster::start(options).await.unwrap();
+    let admin: Api<ConfigMap> = Api::namespaced(h.client("local").await.unwrap(), "default");
+    let pp = PostParams::default();
+    let owner = |uid: &str| {
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "group", "uid": uid,
+                "controller": true}])
+    };
+    let first = admin.create(&pp, &cm("group", json!([]))).await.unwrap();
+    let first_uid = first.metadata.uid.unwrap();
+    admin
+        .create(&pp, &cm("binding", owner(&first_uid)))
+        .await
+        .unwrap();
+    admin.delete("group", &Default::default()).await.unwrap();
+    let second = admin.create(&pp, &cm("group", json!([]))).await.unwrap();
+    let second_uid = second.metadata.uid.unwrap();
+    let rules =
+        |verbs: Value| json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]);
+    let apply = PatchParams::apply("app").force();
+    let moved = Patch::Apply(cm("binding", owner(&second_uid)));
+    let app = app_with(&h, rules(json!(["create", "patch"]))).await;
+    let err = Api::<ConfigMap>::namespaced(app, "default")
+        .patch("binding", &apply, &moved)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused(err),
+        (
+            403,
+            "configmaps \"binding\" is forbidden: cannot set an ownerRef on a resource you can't delete: , <nil>".to_string()
+        ),
+        "the dependent is still there, owned by the deleted group"
+    );
+    let app = app_with(&h, rules(json!(["create", "patch", "delete"]))).await;
+    Api::<ConfigMap>::namespaced(app, "default")
+        .patch("binding", &apply, &moved)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let kept = admin.get("binding").await.unwrap();
+    assert_eq!(
+        kept.metadata.owner_references.unwrap()[0].uid,
+        second_uid,
+        "the collector keeps a dependent whose owner exists"
+    );
+}

@@ -414,6 +414,42 @@ mod volumes {
         .await;
     }
 
+    /// As on a cluster where that CSI driver's external provisioner is not running.
+    #[tokio::test]
+    async fn a_claim_of_an_idle_provisioners_class_waits_on_the_node_it_was_given() {
+        let mut options = tephra_devcluster::Options::single();
+        options.members[0].nodes = vec![zoned("a1", "a")];
+        options.server.idle_provisioners = vec!["csi.down.example.com".into()];
+        let h = tephra_devcluster::DevCluster::start(options).await.unwrap();
+        let c = common::client(&h, "local").await;
+        for (name, provisioner) in [("down", "csi.down.example.com"), ("up", "csi.example.com")] {
+            class(
+                &c,
+                json!({"metadata": {"name": name}, "provisioner": provisioner,
+                       "volumeBindingMode": "WaitForFirstConsumer"}),
+            )
+            .await;
+            apply::<PersistentVolumeClaim>(&c, claim(name, name)).await;
+        }
+        let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(c.clone());
+        let select =
+            json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "a1"}}});
+        for name in ["down", "up"] {
+            claims
+                .patch(name, &PatchParams::default(), &Patch::Merge(&select))
+                .await
+                .unwrap();
+        }
+        common::eventually(10, "the running provisioner's claim bound", || async {
+            let phase = claims.get("up").await.ok()?.status?.phase?;
+            (phase == "Bound").then_some(())
+        })
+        .await;
+        let down = claims.get("down").await.unwrap();
+        assert_eq!(down.spec.unwrap().volume_name, None);
+        assert_eq!(down.status.unwrap().phase.as_deref(), Some("Pending"));
+    }
+
     #[tokio::test]
     async fn a_volume_given_to_a_claim_is_bound_to_it_and_its_node_affinity_holds_at_the_kubelet() {
         let h = common::single_with(vec![zoned("a1", "a"), zoned("b1", "b")]).await;

@@ -1,5 +1,7 @@
 //! The API server's audit log (`audit.k8s.io/v1` events, one JSON object a line), read into
-//! what the RBAC checks need: who asked, for what, and what the authorizer and admission said.
+//! what the RBAC checks need: who asked, for what, what the authorizer and admission said,
+//! and (where the policy logs request bodies) which owners a write named, which admission
+//! checks beyond the request's own verb.
 
 use std::path::Path;
 
@@ -33,6 +35,32 @@ pub struct AuditEvent {
     pub message: String,
     /// The authorizer's decision (`allow`, `forbid`), when it recorded one.
     pub decision: String,
+    /// The `metadata.ownerReferences` of the request's body (a create's object, an update's,
+    /// or a patch's), when the audit policy logs bodies (level `Request`) and it has any.
+    pub request_owners: Vec<AuditOwner>,
+}
+
+/// An owner reference a write named.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditOwner {
+    /// The owner's `apiVersion`.
+    #[serde(default)]
+    pub api_version: String,
+    /// The owner's kind.
+    #[serde(default)]
+    pub kind: String,
+    /// The owner's name.
+    #[serde(default)]
+    pub name: String,
+    /// The owner's uid.
+    #[serde(default)]
+    pub uid: String,
+    /// Whether the reference blocks the owner's deletion (which
+    /// `OwnerReferencesPermissionEnforcement` lets only a user who may update the owner's
+    /// `finalizers` set).
+    #[serde(default)]
+    pub block_owner_deletion: Option<bool>,
 }
 
 impl AuditEvent {
@@ -68,6 +96,21 @@ struct Raw {
     response_status: Option<RawStatus>,
     #[serde(default)]
     annotations: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    request_object: Option<RawObject>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawObject {
+    #[serde(default)]
+    metadata: RawMetadata,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawMetadata {
+    #[serde(default)]
+    owner_references: Vec<AuditOwner>,
 }
 
 #[derive(Deserialize, Default)]
@@ -99,8 +142,9 @@ struct RawStatus {
     message: String,
 }
 
-/// Reads the events of an audit log (completed requests only; a line that is not an event is
-/// skipped).
+/// Reads the events of an audit log (completed requests, and long-running ones such as watches
+/// once their response started: one is logged again when it ends; a line that is not an event
+/// is skipped).
 pub fn read(path: &Path) -> Result<Vec<AuditEvent>, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
         what: path.display().to_string(),
@@ -113,7 +157,12 @@ pub fn read(path: &Path) -> Result<Vec<AuditEvent>, Error> {
 pub fn parse(text: &str) -> Vec<AuditEvent> {
     text.lines()
         .filter_map(|l| serde_json::from_str::<Raw>(l).ok())
-        .filter(|r| r.stage == "ResponseComplete" || r.stage == "Panic")
+        .filter(|r| {
+            matches!(
+                r.stage.as_str(),
+                "ResponseStarted" | "ResponseComplete" | "Panic"
+            )
+        })
         .map(|r| {
             let o = r.object_ref.unwrap_or_default();
             let s = r.response_status.unwrap_or_default();
@@ -132,6 +181,10 @@ pub fn parse(text: &str) -> Vec<AuditEvent> {
                     .annotations
                     .get("authorization.k8s.io/decision")
                     .cloned()
+                    .unwrap_or_default(),
+                request_owners: r
+                    .request_object
+                    .map(|o| o.metadata.owner_references)
                     .unwrap_or_default(),
             }
         })
@@ -155,5 +208,29 @@ mod tests {
         assert_eq!(e.group, "work.tephra.io");
         assert_eq!(e.decision, "allow");
         assert!(e.message.contains("ownerRef"));
+        assert!(e.request_owners.is_empty());
+    }
+
+    #[test]
+    fn a_watch_is_read_once_its_response_started() {
+        let line = r#"{"kind":"Event","stage":"ResponseStarted","verb":"watch","user":{"username":"u"},"objectRef":{"resource":"pods","apiVersion":"v1"},"responseStatus":{"code":200},"annotations":{"authorization.k8s.io/decision":"allow"}}"#;
+        let e = &parse(line)[0];
+        assert_eq!((e.verb.as_str(), e.code), ("watch", 200));
+    }
+
+    #[test]
+    fn a_logged_request_body_gives_the_owners_the_write_named() {
+        let line = r#"{"kind":"Event","stage":"ResponseComplete","verb":"create","user":{"username":"u"},"objectRef":{"resource":"pods","namespace":"ml","apiVersion":"v1"},"responseStatus":{"code":201},"requestObject":{"kind":"Pod","metadata":{"name":"p","ownerReferences":[{"apiVersion":"batch.volcano.sh/v1alpha1","kind":"Job","name":"j","uid":"1","controller":true,"blockOwnerDeletion":true}]},"spec":{}}}"#;
+        let e = &parse(line)[0];
+        assert_eq!(
+            e.request_owners,
+            vec![AuditOwner {
+                api_version: "batch.volcano.sh/v1alpha1".into(),
+                kind: "Job".into(),
+                name: "j".into(),
+                uid: "1".into(),
+                block_owner_deletion: Some(true),
+            }]
+        );
     }
 }

@@ -36,6 +36,9 @@ pub struct ClusterOptions {
     pub runtime_config: Vec<String>,
     /// More API server flags.
     pub apiserver_args: Vec<String>,
+    /// Audit the bodies of writes too (`create`, `update`, `patch` at level `Request`), so
+    /// that [`AuditEvent::request_owners`] says which owners a write named.
+    pub audit_request_bodies: bool,
 }
 
 /// A user of the cluster, for kubeconfigs and clients.
@@ -80,6 +83,16 @@ rules:
 - level: Metadata
 ";
 
+/// [`AUDIT_POLICY`], with the request bodies of writes.
+const AUDIT_POLICY_WITH_WRITES: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [create, update, patch]
+- level: Metadata
+";
+
 impl Cluster {
     pub(crate) async fn start(
         env: Env,
@@ -100,7 +113,14 @@ impl Cluster {
             ("apiserver.key", serving.key_pem.as_str()),
             ("sa.pub", pki.service_accounts.cert_pem.as_str()),
             ("sa.key", pki.service_accounts.key_pem.as_str()),
-            ("audit-policy.yaml", AUDIT_POLICY),
+            (
+                "audit-policy.yaml",
+                if options.audit_request_bodies {
+                    AUDIT_POLICY_WITH_WRITES
+                } else {
+                    AUDIT_POLICY
+                },
+            ),
         ];
         for (f, text) in files {
             write(&dir.join(f), text)?;

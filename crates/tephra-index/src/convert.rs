@@ -216,6 +216,7 @@ pub fn pod(
         created: created(&p.metadata),
         namespace,
         name,
+        lives_in: None,
     }))
 }
 

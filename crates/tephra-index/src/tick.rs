@@ -47,9 +47,9 @@ pub fn writes(
             &clock.stamp,
         );
         w.extend(planner.recount(d, state.recounted(), &|job| state.group(job).cloned()));
-        w.extend(state.bindings(d));
         w
     };
+    writes.extend(state.bindings(d));
     writes.extend(state.take_status_writes());
     writes.extend(state.aggregated_statuses(&clock.stamp));
     writes.extend(state.nominations(d));

@@ -568,8 +568,12 @@ impl Inner {
                 namespace,
                 name,
                 object,
+                replaces,
             } => {
                 let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
+                if *replaces {
+                    done_if_gone(api.delete(name, &Default::default()).await)?;
+                }
                 let params = PatchParams::apply("tephra-scheduler").force();
                 api.patch(name, &params, &Patch::Apply(&**object)).await?;
                 Ok(())

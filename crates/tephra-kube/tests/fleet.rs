@@ -390,3 +390,40 @@ async fn a_deleted_cluster_is_no_longer_watched_nor_in_the_metrics(backend: Back
     assert!(!text.contains("cluster=\"north\""), "{text}");
     sched.stop().await;
 }
+
+on_both!(
+    a_pod_made_in_a_member_is_bound_there_or_nowhere,
+    a_pod_made_in_a_member_is_bound_there_or_nowhere
+);
+async fn a_pod_made_in_a_member_is_bound_there_or_nowhere(backend: Backend) {
+    logs();
+    let Some(dev) = fleet(backend).await else {
+        return;
+    };
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    until_ready(&sched).await;
+    // Made in east, whose nodes have 2 GPUs each: one pod fits there, the other only in west
+    // or north, where it does not exist.
+    let east = dev.client("east").await.unwrap();
+    create_pod(&east, "default", "small", None, 1, "volcano").await;
+    create_pod(&east, "default", "big", None, 4, "volcano").await;
+    let placed = eventually(30, "pod small bound", || async {
+        let on = nodes_of(&east, "default", "small").await;
+        on.get("small").cloned().flatten()
+    })
+    .await;
+    assert!(placed.starts_with("east-"), "{placed}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        nodes_of(&east, "default", "big").await.get("big"),
+        Some(&None),
+        "big fits in no node of east"
+    );
+    assert_eq!(
+        binds_sent(&sched).await,
+        1,
+        "no bind of big was sent to a member where it does not exist"
+    );
+    sched.stop().await;
+}

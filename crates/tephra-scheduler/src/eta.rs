@@ -137,6 +137,7 @@ fn stand_in(c: &mut Cache) {
                     status: TaskStatus::Pending,
                     placement: None,
                     created: g.created,
+                    lives_in: None,
                 });
             }
         }

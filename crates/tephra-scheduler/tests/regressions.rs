@@ -59,6 +59,7 @@ fn pod(
         status,
         placement: placement.map(|(a, b)| (a.to_string(), b.to_string())),
         created: 0,
+        lives_in: None,
     }
 }
 
@@ -366,6 +367,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
             status: TaskStatus::Pending,
             placement: None,
             created: 0,
+            lives_in: None,
         }))
         .unwrap();
     }

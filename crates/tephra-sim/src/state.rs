@@ -150,6 +150,7 @@ impl InFlight {
             status,
             placement: p.node.clone(),
             created: 0,
+            lives_in: None,
         };
         ctx.apply(Event::PodUpsert(spec))
     }
@@ -185,6 +186,7 @@ impl InFlight {
             status: TaskStatus::Pending,
             placement: None,
             created: ctx.now / 1000,
+            lives_in: None,
         }))?;
         self.pods.insert(
             pod.key,

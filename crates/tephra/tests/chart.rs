@@ -15,114 +15,10 @@ mod chart_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chart_support::roles::{Grants, assert_roles_used};
+use chart_support::scenarios::{self, Fleet, one_cluster, one_cluster_args};
 use chart_support::*;
 use serde_json::{Value, json};
-
-/// (component, group, resource, verb).
-type Grant = (&'static str, &'static str, &'static str, &'static str);
-
-/// Grants both workloads leave unused, with the code that needs them: (component, group,
-/// resource, verb).
-const ALWAYS_UNUSED: &[Grant] = &[
-    // bare_pods.rs owner_annotations: the same read as for a ReplicaSet owner.
-    ("controller-manager", "apps", "daemonsets", "get"),
-    ("controller-manager", "apps", "statefulsets", "get"),
-    ("controller-manager", "batch", "jobs", "get"),
-    // A bare pod's PodGroup blocks the deletion of the pod's controller, as for the
-    // workload's ReplicaSet (OwnerReferencesPermissionEnforcement).
-    (
-        "controller-manager",
-        "apps",
-        "statefulsets/finalizers",
-        "update",
-    ),
-    (
-        "controller-manager",
-        "apps",
-        "daemonsets/finalizers",
-        "update",
-    ),
-    ("controller-manager", "batch", "jobs/finalizers", "update"),
-    // jobs.rs UpdatePodGroup: a Job's minAvailable or priorityClassName changed.
-    (
-        "controller-manager",
-        "scheduling.volcano.sh",
-        "podgroups",
-        "patch",
-    ),
-];
-
-/// Grants the one-cluster workload does not exercise, besides [`ALWAYS_UNUSED`].
-const ONE_CLUSTER_UNUSED: &[Grant] = &[
-    // executor.rs Evict and Nominate: preemption and reclaim.
-    ("scheduler", "", "pods/eviction", "create"),
-    ("scheduler", "", "pods/status", "patch"),
-    // executor.rs BindingStatus: a ResourceBinding's aggregated status from its members.
-    (
-        "scheduler",
-        "work.tephra.io",
-        "resourcebindings/status",
-        "patch",
-    ),
-    // executor.rs HyperNodeStatus: a cluster with HyperNodes (the workload has none; the
-    // random lifecycle test runs one per member under these roles).
-    (
-        "scheduler",
-        "topology.volcano.sh",
-        "hypernodes/status",
-        "patch",
-    ),
-];
-
-/// Grants the fleet workload does not exercise, besides [`ALWAYS_UNUSED`].
-const FLEET_UNUSED: &[Grant] = &[
-    // executor.rs HyperNodeStatus: a member with HyperNodes (the workload has none; the
-    // random lifecycle test runs one per member under these roles).
-    (
-        "member",
-        "topology.volcano.sh",
-        "hypernodes/status",
-        "patch",
-    ),
-    // cluster_status.rs: the taint controller taints a member that is not ready.
-    (
-        "controller-manager",
-        "cluster.tephra.io",
-        "clusters",
-        "patch",
-    ),
-    // failover.rs: the taint manager or application failover moves a job off a member.
-    (
-        "controller-manager",
-        "work.tephra.io",
-        "resourcebindings",
-        "patch",
-    ),
-    // prebind.rs: binding a gang's volume claims in its member (volumes are read from the
-    // members; the fleet workload places no pod with claims).
-    ("member", "", "persistentvolumeclaims", "get"),
-    ("member", "", "persistentvolumeclaims", "patch"),
-    ("member", "", "persistentvolumes", "patch"),
-    ("member", "", "persistentvolumeclaims", "create"),
-    ("member", "resource.k8s.io", "resourceclaims", "create"),
-    ("scheduler", "", "persistentvolumeclaims", "get"),
-    ("scheduler", "resource.k8s.io", "resourceclaims", "get"),
-    ("member", "", "pods", "get"),
-    ("member", "resource.k8s.io", "resourceclaims", "get"),
-    ("member", "resource.k8s.io", "resourceclaims", "patch"),
-    (
-        "member",
-        "resource.k8s.io",
-        "resourceclaims/status",
-        "patch",
-    ),
-    // executor.rs Bind: a pod created in the member itself with a tephra schedulerName.
-    ("member", "", "pods/binding", "create"),
-    // executor.rs Evict and Nominate, and their Events: preemption and reclaim in a member.
-    ("member", "", "pods/eviction", "create"),
-    ("member", "", "pods/status", "patch"),
-    ("member", "", "events", "create"),
-];
 
 #[test]
 fn chart_lints_clean_with_default_and_fleet_values() {
@@ -391,26 +287,26 @@ fn bad_fleet_values_are_refused_naming_the_field() {
     );
 }
 
-/// Default values on one cluster: both components run from their rendered Deployments under
-/// their ServiceAccounts, through a Volcano Job, a bare pod, queue and job commands.
+/// One cluster (default values, preemption on): both components run from their rendered
+/// Deployments under their ServiceAccounts, through every workload of `scenarios::one_cluster`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_cover_everything_the_components_do_on_one_cluster() {
     let Some(helm) = helm() else { return };
     let dev = single_cluster().await;
     let admin = dev.client("local").await.unwrap();
-    let docs = render(&helm, &[]);
-    install(&admin, &docs).await;
     let dir = TempDir::new("one-cluster");
+    let args = one_cluster_args(&dir);
+    let docs = render(&helm, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    install(&admin, &docs).await;
     let _running = run_deployments(&dev, "local", &docs, &dir);
     let guard = Guard::of(&dev);
-    workload(&admin, &guard).await;
-    claim_workload(&admin, &guard).await;
+    one_cluster(&admin, &guard, Owners::StandIns).await;
     let used = check_access(&dev, "local");
-    assert_roles_used(&docs, &used, &[ALWAYS_UNUSED, ONE_CLUSTER_UNUSED].concat());
+    assert_roles_used(&docs, &used, &[]);
 }
 
 /// A fleet: the member chart in each member, the control-plane chart with the members'
-/// Cluster objects and Secrets, and the same workload placed in the members.
+/// Cluster objects and Secrets, and every workload of `scenarios::fleet`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_cover_everything_the_components_do_in_a_fleet() {
     let Some(helm) = helm() else { return };
@@ -424,68 +320,22 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     install(&admin, &docs).await;
     let _running = run_deployments(&dev, "control-plane", &docs, &dir);
     let guard = Guard::of(&dev);
-    workload(&admin, &guard).await;
-    // The controller-manager found both members Ready (their Cluster status).
-    let clusters: kube::Api<tephra_api::Cluster> = kube::Api::all(admin.clone());
-    wait_for(&guard, "both Clusters Ready", 60, || async {
-        clusters.list(&Default::default()).await.is_ok_and(|l| {
-            l.items.len() == 2
-                && l.items.iter().all(|c| {
-                    c.status.as_ref().is_some_and(|s| {
-                        s.conditions
-                            .iter()
-                            .any(|k| k.type_ == "Ready" && k.status == "True")
-                    })
-                })
-        })
-    })
-    .await;
-    // The aborted job's copies were deleted in the members, under the members' roles.
-    for m in ["east", "west"] {
-        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(dev.client(m).await.unwrap(), "team-a");
-        wait_for(
-            &guard,
-            &format!("no copy of job long left in {m}"),
-            60,
-            || async {
-                pods.list(&Default::default()).await.is_ok_and(|l| {
-                    !l.items.iter().any(|p| {
-                        p.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with("long-"))
-                    })
-                })
-            },
-        )
-        .await;
-    }
+    scenarios::fleet(&Fleet::Dev(&dev), &guard, Owners::StandIns).await;
     let mut used = check_access(&dev, "control-plane");
     for m in ["east", "west"] {
         for (user, set) in check_access(&dev, m) {
             used.entry(user).or_default().extend(set);
         }
     }
-    let member_docs = render(
-        &helm,
-        &[
-            "-f",
-            dir.write("member.json", &member_values()).to_str().unwrap(),
-        ],
-    );
     let mut all = docs.clone();
-    all.extend(member_docs);
-    assert_roles_used(&all, &used, &[ALWAYS_UNUSED, FLEET_UNUSED].concat());
+    all.extend(member_docs(&helm, &dir));
+    assert_roles_used(&all, &used, &[]);
 }
-
-/// (group, resource, verb) triples.
-type Grants = BTreeSet<(String, String, String)>;
 
 /// What each user did on `server` (every server logs its own); panics on any denied request.
 fn check_access(dev: &tephra_devcluster::Handle, server: &str) -> BTreeMap<String, Grants> {
     let api = &dev.server(server).unwrap().api;
-    let denied = Guard(vec![api.clone()]).denied();
+    let denied = Guard::Dev(vec![api.clone()]).denied();
     assert!(
         denied.is_empty(),
         "requests the chart's roles refused:\n{}",
@@ -501,94 +351,6 @@ fn check_access(dev: &tephra_devcluster::Handle, server: &str) -> BTreeMap<Strin
         ));
     }
     used
-}
-
-/// Every (group, resource, verb) each ServiceAccount's roles grant.
-fn granted(docs: &[Value]) -> BTreeMap<String, Grants> {
-    let roles: BTreeMap<(String, String), &Value> = of_kind(docs, "ClusterRole")
-        .into_iter()
-        .chain(of_kind(docs, "Role"))
-        .map(|r| {
-            let kind = r["kind"].as_str().unwrap().to_string();
-            (
-                (kind, r["metadata"]["name"].as_str().unwrap().to_string()),
-                r,
-            )
-        })
-        .collect();
-    let mut out: BTreeMap<String, Grants> = BTreeMap::new();
-    for b in of_kind(docs, "ClusterRoleBinding")
-        .into_iter()
-        .chain(of_kind(docs, "RoleBinding"))
-    {
-        let key = (
-            b["roleRef"]["kind"].as_str().unwrap().to_string(),
-            b["roleRef"]["name"].as_str().unwrap().to_string(),
-        );
-        let role = roles
-            .get(&key)
-            .unwrap_or_else(|| panic!("{key:?} is bound but not rendered"));
-        for subject in b["subjects"].as_array().unwrap() {
-            let user = format!(
-                "system:serviceaccount:{}:{}",
-                subject["namespace"].as_str().unwrap(),
-                subject["name"].as_str().unwrap()
-            );
-            let set = out.entry(user).or_default();
-            for rule in role["rules"].as_array().unwrap() {
-                let list = |f: &str| -> Vec<String> {
-                    rule[f]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_str().unwrap().to_string())
-                        .collect()
-                };
-                for g in list("apiGroups") {
-                    for r in list("resources") {
-                        for v in list("verbs") {
-                            set.insert((g.clone(), r.clone(), v));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Least privilege, the other way round: every grant was used by the workload, or is one of
-/// `unused` (grants for paths the workload does not take), each named with the code needing it.
-fn assert_roles_used(docs: &[Value], used: &BTreeMap<String, Grants>, unused: &[Grant]) {
-    let mut idle = Vec::new();
-    for (user, grants) in granted(docs) {
-        let component = user
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .trim_start_matches("tephra-")
-            .to_string();
-        for (g, r, v) in grants {
-            let was_used = used
-                .get(&user)
-                .is_some_and(|u| u.contains(&(g.clone(), r.clone(), v.clone())));
-            let excused = unused
-                .iter()
-                .any(|(c, ug, ur, uv)| *c == component && *ug == g && *ur == r && *uv == v);
-            assert!(
-                !(was_used && excused),
-                "{component} {v} {g}/{r} is used now: drop it from the unused list"
-            );
-            if !was_used && !excused {
-                idle.push(format!("{component} {v} {g}/{r}"));
-            }
-        }
-    }
-    assert!(
-        idle.is_empty(),
-        "granted but never used (remove the rule, or list it as unused with the code that needs it):\n{}",
-        idle.join("\n")
-    );
 }
 
 /// README's values table (Install) names every value of values.yaml.

@@ -29,6 +29,7 @@ mod copies;
 mod declared;
 pub mod durations;
 mod hypernodes;
+mod incarnations;
 mod intake;
 mod objects;
 
@@ -107,6 +108,8 @@ pub struct State {
     ghosts: HashMap<(String, String), (String, String)>,
     /// The ResourceBindings, by job.
     bindings: HashMap<String, Arc<tephra_api::ResourceBinding>>,
+    /// The PodGroup each job's binding was last written for.
+    incarnations: incarnations::Incarnations,
     /// The bindings' aggregated statuses.
     aggregation: aggregated::Aggregation,
     /// The node each pending pod is nominated to, as last written: pod key → (cluster, node).
@@ -149,6 +152,7 @@ impl State {
             evicting: HashMap::new(),
             ghosts: HashMap::new(),
             bindings: HashMap::new(),
+            incarnations: incarnations::Incarnations::default(),
             aggregation: aggregated::Aggregation::default(),
             purged: HashMap::new(),
             nominated: HashMap::new(),
@@ -436,8 +440,9 @@ impl State {
 /// they leave short, nominations, and the ResourceBindings of placed jobs.
 impl State {
     /// A ResourceBinding write for every job that got binds in `d`: every placed task of the
-    /// job, with its cluster and node.
-    pub fn bindings(&self, d: &Decisions) -> Vec<crate::writes::Write> {
+    /// job, with its cluster and node; one written for an earlier PodGroup of the job is
+    /// replaced (see `incarnations.rs`).
+    pub fn bindings(&mut self, d: &Decisions) -> Vec<crate::writes::Write> {
         let world = self.cache.world();
         let jobs: BTreeSet<&str> = d.binds.iter().map(|b| b.job.as_str()).collect();
         let mut out = Vec::new();
@@ -458,8 +463,18 @@ impl State {
                 })
                 .collect();
             let uid = self.groups.get(job).and_then(|g| g.uid.clone());
-            out.push(crate::writes::resource_binding(job, uid, &placed));
+            let stored = self
+                .bindings
+                .get(job)
+                .and_then(|rb| rb.metadata.owner_references.as_ref()?.first())
+                .map(|r| r.uid.as_str());
+            let replaces = uid
+                .as_deref()
+                .is_some_and(|uid| self.incarnations.write(job, uid, stored));
+            out.push(crate::writes::resource_binding(job, uid, replaces, &placed));
         }
+        let groups = &self.groups;
+        self.incarnations.sweep(&|job| groups.contains_key(job));
         out
     }
 

@@ -197,6 +197,15 @@ impl State {
                     }
                     return Ok(());
                 };
+                // A pod made in a fleet's member (no copy of a declared pod) runs there.
+                let copy = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key(tephra_api::well_known::PLANNED_CLUSTER));
+                if self.control.is_some() && !copy {
+                    spec.lives_in = Some(cluster.to_string());
+                }
                 if spec.placement.is_some() {
                     self.assumed.remove(&key);
                 } else if spec.status == TaskStatus::Pending

@@ -154,10 +154,12 @@ fn allocation(a: &tephra_scheduler::model::ClaimAllocation) -> serde_json::Value
 /// A job's ResourceBinding: the clusters it runs in with each task's replicas there, and its
 /// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation. Its PodGroup owns
 /// it (as Karmada's resource template owns its binding), so that deleting the job, or the
-/// PodGroup, takes the binding with it.
+/// PodGroup, takes the binding with it. `replaces`: the binding there was written for an
+/// earlier PodGroup of the job, and is deleted first.
 pub fn resource_binding(
     job: &str,
     uid: Option<String>,
+    replaces: bool,
     placed: &[(String, String, String, String)],
 ) -> Write {
     let (namespace, name) = split(job);
@@ -210,6 +212,7 @@ pub fn resource_binding(
         namespace,
         name,
         object: Box::new(rb),
+        replaces,
     }
 }
 

@@ -90,6 +90,8 @@ pub enum Write {
         name: String,
         /// The object.
         object: Box<ResourceBinding>,
+        /// The binding there is an earlier PodGroup's: it is deleted, then this one created.
+        replaces: bool,
     },
     /// Evict a pod (`pods/eviction`), after marking it with a `DisruptionTarget` condition.
     Evict {

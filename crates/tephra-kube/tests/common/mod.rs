@@ -210,6 +210,16 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
+/// How many binds the scheduler has sent (each attempt), from its own `/metrics`.
+pub async fn binds_sent(sched: &tephra_kube::Running) -> u64 {
+    let (_, body) = http_get(sched.metrics_addr.unwrap(), "/metrics").await;
+    body.lines()
+        .find(|l| l.starts_with("tephra_executor_write_latency_milliseconds_count{verb=\"bind\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Shows the scheduler's logs in a failing test's output (`RUST_LOG` filters them).
 pub fn logs() {
     let _ = tracing_subscriber::fmt()

@@ -390,7 +390,8 @@ impl World {
         }
     }
 
-    /// A pod without a PodGroup gets a single-member group of its own, as Volcano does.
+    /// A pod without a PodGroup gets a single-member group of its own, as Volcano does; one
+    /// that lives in a cluster is placed there.
     fn ensure_implicit_group(&mut self, job: Id, spec: &PodSpec) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
@@ -416,7 +417,13 @@ impl World {
             },
             phase_since: spec.created,
             created: spec.created,
-            policy: Arc::clone(&self.implicit_policy),
+            policy: match &spec.lives_in {
+                Some(cluster) => Arc::new(JobPolicy {
+                    cluster_names: vec![cluster.clone()],
+                    ..JobPolicy::default()
+                }),
+                None => Arc::clone(&self.implicit_policy),
+            },
             topology: None,
             sub_groups: Vec::new(),
         });

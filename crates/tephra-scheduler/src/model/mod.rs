@@ -322,6 +322,10 @@ pub struct PodSpec {
     pub placement: Option<(String, String)>,
     /// Creation time, in seconds of the caller's clock.
     pub created: i64,
+    /// The cluster the pod was made in, when it can run nowhere else: a pod made in a fleet's
+    /// member (not declared on the control plane) is bound there. `None`: wherever its job
+    /// may go.
+    pub lives_in: Option<String>,
 }
 
 /// A task with its resolved slots.

@@ -312,6 +312,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
                 status: TaskStatus::Pending,
                 placement: None,
                 created: job.created,
+                lives_in: None,
             }))?;
             names.push(name);
         }

@@ -17,6 +17,9 @@ use tephra_devcluster::kubelet::{KubeletOptions, NodeSpec};
 use tephra_devcluster::{DevCluster, Handle, Options};
 
 mod helm;
+pub mod real;
+pub mod roles;
+pub mod scenarios;
 pub use helm::*;
 
 /// Fleet values: one member per `(name, apiEndpoint)`, with a placeholder token.
@@ -51,6 +54,11 @@ fn fast_kubelet() -> Option<KubeletOptions> {
     })
 }
 
+/// How long the devclusters' garbage collector lags behind a deletion, as
+/// kube-controller-manager's does: a restarted job's old ResourceBinding outlives its PodGroup
+/// while the job is placed again.
+const COLLECTOR_LAG: Duration = Duration::from_secs(2);
+
 /// One cluster named `local` with two nodes, without tephra's CRDs or queues: the chart
 /// brings them.
 pub async fn single_cluster() -> Handle {
@@ -58,6 +66,7 @@ pub async fn single_cluster() -> Handle {
     options.members[0].nodes = vec![node("node-a", "8"), node("node-b", "8")];
     options.install_crds = false;
     options.kubelet = fast_kubelet();
+    options.server.collector_lag = COLLECTOR_LAG;
     DevCluster::start(options).await.expect("devcluster starts")
 }
 
@@ -72,25 +81,62 @@ pub async fn fleet_cluster() -> Handle {
         ],
         ..Default::default()
     };
-    let options = Options {
+    let mut options = Options {
         members: vec![member("east"), member("west")],
         control_plane: true,
         install_crds: false,
         kubelet: fast_kubelet(),
         ..Options::default()
     };
+    options.server.collector_lag = COLLECTOR_LAG;
+    options.server.idle_provisioners = vec![scenarios::IDLE_PROVISIONER.into()];
     DevCluster::start(options).await.expect("devcluster starts")
 }
 
-/// Installs the member chart in each member and returns control-plane values whose
-/// `fleet.members` hold each member's endpoint, CA and its tephra ServiceAccount's token.
-pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value {
+/// The member chart (`memberAccess` only, no CRDs) and the HyperNode CRD, which a member that
+/// runs Volcano serves: what each member of a test fleet gets installed.
+pub fn member_docs(helm: &Path, dir: &TempDir) -> Vec<Value> {
     let values = dir.write("member.json", &member_values());
-    let docs = render(helm, &["-f", values.to_str().unwrap(), "--skip-crds"]);
-    let account = of_kind(&docs, "ServiceAccount")[0]["metadata"]["name"]
+    let mut docs = render(helm, &["-f", values.to_str().unwrap(), "--skip-crds"]);
+    let crd = render(helm, &[])
+        .into_iter()
+        .find(|d| {
+            d["kind"] == "CustomResourceDefinition"
+                && d["metadata"]["name"] == "hypernodes.topology.volcano.sh"
+        })
+        .expect("the chart's HyperNode CRD");
+    docs.push(crd);
+    docs
+}
+
+/// The ServiceAccount the member chart makes for the fleet.
+pub fn member_account(member_docs: &[Value]) -> String {
+    of_kind(member_docs, "ServiceAccount")[0]["metadata"]["name"]
         .as_str()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+/// Control-plane values for `members` (each `fleet.members` entry: endpoint, CA and the
+/// member ServiceAccount's token): members from the Cluster objects, preemption on, a short
+/// volume-bind timeout, and members probed every second, not Ready a second after they stop
+/// answering and tainted NoExecute a second later.
+pub fn fleet_values_for(members: Vec<Value>) -> Value {
+    let mut values = scenarios::preempting_values();
+    values["scheduler"]["members"] = json!("clusters");
+    values["scheduler"]["extraArgs"] = json!(["--volume-bind-timeout=5s"]);
+    values["fleet"] = json!({"members": members});
+    values["controllerManager"] = json!({"extraArgs": [
+        "--cluster-status-update-frequency=1s", "--cluster-success-threshold=1s",
+        "--cluster-failure-threshold=1s", "--no-execute-taint-grace=1s"]});
+    values
+}
+
+/// Installs the member chart in each member and returns the control-plane values for them
+/// ([`fleet_values_for`]).
+pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value {
+    let docs = member_docs(helm, dir);
+    let account = member_account(&docs);
     let mut members = Vec::new();
     for server in dev.members() {
         let name = server.api.name.clone();
@@ -101,9 +147,7 @@ pub async fn install_members(helm: &Path, dev: &Handle, dir: &TempDir) -> Value 
                             "caBundle": entry.ca_pem, "region": "us-east-1"}),
         );
     }
-    json!({"scheduler": {"members": "clusters"}, "fleet": {"members": members},
-           "controllerManager": {"extraArgs": [
-               "--cluster-status-update-frequency=1s", "--cluster-success-threshold=1s"]}})
+    fleet_values_for(members)
 }
 
 /// The processes of the rendered Deployments; killed on drop.
@@ -131,22 +175,39 @@ impl Running {
     }
 }
 
+/// [`run_deployments_as`] with the devcluster `server`'s tokens.
+pub fn run_deployments(dev: &Handle, server: &str, docs: &[Value], dir: &TempDir) -> Running {
+    run_deployments_as(docs, dir, &|sa| {
+        dev.service_account_kubeconfig(server, NS, sa).unwrap()
+    })
+}
+
+/// The ServiceAccount each rendered Deployment runs as.
+pub fn deployment_accounts(docs: &[Value]) -> Vec<String> {
+    of_kind(docs, "Deployment")
+        .into_iter()
+        .filter_map(|d| d["spec"]["template"]["spec"]["serviceAccountName"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs every replica of every rendered Deployment whose image is tephra's, as the kubelet
 /// would: the container's arguments, POD_NAME and POD_NAMESPACE, each ConfigMap volume written
-/// out as files at a stand-in for its mount path, and the ServiceAccount's token (issued by
-/// `server`) in a kubeconfig. Listen addresses move to free loopback ports.
-pub fn run_deployments(dev: &Handle, server: &str, docs: &[Value], dir: &TempDir) -> Running {
+/// out as files at a stand-in for its mount path, and the ServiceAccount's token in a
+/// kubeconfig (`kubeconfig` gives it for a ServiceAccount of the release's namespace). Listen
+/// addresses move to free loopback ports.
+pub fn run_deployments_as(
+    docs: &[Value],
+    dir: &TempDir,
+    kubeconfig_of: &dyn Fn(&str) -> String,
+) -> Running {
     let mut running = Vec::new();
     for d in of_kind(docs, "Deployment") {
         let name = d["metadata"]["name"].as_str().unwrap();
         let pod = &d["spec"]["template"]["spec"];
         let sa = pod["serviceAccountName"].as_str().unwrap();
         let kubeconfig = dir.0.join(format!("{name}.kubeconfig"));
-        std::fs::write(
-            &kubeconfig,
-            dev.service_account_kubeconfig(server, NS, sa).unwrap(),
-        )
-        .unwrap();
+        std::fs::write(&kubeconfig, kubeconfig_of(sa)).unwrap();
         let volumes = config_volumes(docs, pod, &dir.0.join(name));
         for c in pod["containers"].as_array().unwrap() {
             if !c["image"]
@@ -221,25 +282,39 @@ fn config_volumes(docs: &[Value], pod: &Value, dir: &Path) -> BTreeMap<String, P
     out
 }
 
-/// The API servers whose RBAC refusals end a wait at once.
-pub struct Guard(pub Vec<Arc<tephra_devcluster::api::ApiServer>>);
+/// The API servers whose refusals of the chart's ServiceAccounts end a wait at once.
+pub enum Guard {
+    /// Devcluster servers: their access logs.
+    Dev(Vec<Arc<tephra_devcluster::api::ApiServer>>),
+    /// Real API servers: their audit logs.
+    Real(Vec<Arc<real::AuditTail>>),
+}
 
 impl Guard {
     /// Every server of `dev`.
     pub fn of(dev: &Handle) -> Self {
-        Self(dev.servers().map(|s| s.api.clone()).collect())
+        Self::Dev(dev.servers().map(|s| s.api.clone()).collect())
     }
 
     /// Every refused request so far, one line each.
     pub fn denied(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for api in &self.0 {
-            for (a, n) in api.access.entries() {
-                if !a.allowed {
-                    out.push(format!(
-                        "{}: {} {} {}/{} in {:?} (x{n})",
-                        api.name, a.user, a.verb, a.group, a.resource, a.namespace
-                    ));
+        match self {
+            Self::Dev(apis) => {
+                for api in apis {
+                    for (a, n) in api.access.entries() {
+                        if !a.allowed {
+                            out.push(format!(
+                                "{}: {} {} {}/{} in {:?} (x{n})",
+                                api.name, a.user, a.verb, a.group, a.resource, a.namespace
+                            ));
+                        }
+                    }
+                }
+            }
+            Self::Real(tails) => {
+                for t in tails {
+                    out.extend(t.refusals());
                 }
             }
         }
@@ -318,8 +393,9 @@ fn command(ns: &str, name: &str, action: &str, target: &Value) -> Value {
 /// - a Volcano Job with the `svc` and `ssh` plugins (a Service, ConfigMap and Secret, which a
 ///   fleet copies to the member) and a PriorityClass (copied too) that runs to completion;
 /// - one aborted through a Command, one removed after `ttlSecondsAfterFinished`, and one too
-///   big for any node (the scheduler says why it waits);
-/// - bare pods that get their PodGroup from the pg-controller, one owned by a ReplicaSet;
+///   big for any node (the scheduler says why it waits) whose minAvailable is then lowered
+///   (the job controller updates its PodGroup);
+/// - a bare pod that gets its PodGroup from the pg-controller;
 /// - a queue closed through a Command, which closes its child queue.
 pub async fn workload(admin: &kube::Client, guard: &Guard) {
     create(
@@ -356,42 +432,11 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
     )
     .await;
     create(admin, job_with("huge", "1s", "100", json!({}))).await;
-    create(
-        admin,
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "web-1", "namespace": "team-a",
-                            "annotations": {"tephra.io/sim-duration": "1s"},
-                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                "name": "web", "uid": "0b3c0e9a-4d6c-4a8e-9a51-3f0f7d7f0001",
-                                "controller": true, "blockOwnerDeletion": true}]},
-               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "busybox",
-                                        "resources": {"requests": {"cpu": "1"}}}]}}),
-    )
-    .await;
-    create(
-        admin,
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "solo", "namespace": "team-a",
-                            "annotations": {"tephra.io/sim-duration": "1s"}},
-               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                        "containers": [{"name": "main", "image": "busybox",
-                                        "resources": {"requests": {"cpu": "1"}}}]}}),
-    )
-    .await;
+    create(admin, short_pod("solo", json!({}))).await;
     let jobs: Api<tephra_api::Job> = Api::namespaced(admin.clone(), "team-a");
     let phase = |name: &'static str| {
         let jobs = jobs.clone();
-        async move {
-            jobs.get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|j| j.status)
-                .and_then(|s| s.state.phase)
-                .map(|p| format!("{p:?}"))
-                .unwrap_or_default()
-        }
+        async move { job_phase(&jobs, name).await }
     };
     // Running on the control plane: in a fleet, every member copy's status reached its
     // declared pod, in order (a lost or reordered status would leave it Pending).
@@ -437,24 +482,32 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
         })
     })
     .await;
+    // Fewer of it needed: the job controller updates its PodGroup to match.
+    jobs.patch(
+        "huge",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"minAvailable": 2}})),
+    )
+    .await
+    .unwrap();
+    let groups: Api<tephra_api::PodGroup> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "job huge's PodGroup to need 2", 60, || async {
+        groups.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|g| {
+                g.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("huge"))
+                    && g.spec.min_member == Some(2)
+            })
+        })
+    })
+    .await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
-    for bare in ["solo", "web-1"] {
-        wait_for(
-            guard,
-            &format!("bare pod {bare} to succeed"),
-            60,
-            || async {
-                pods.get_opt(bare)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|p| p.status)
-                    .and_then(|s| s.phase)
-                    .is_some_and(|p| p == "Succeeded")
-            },
-        )
-        .await;
-    }
+    wait_for(guard, "bare pod solo to succeed", 60, || async {
+        phase_of(&pods, "solo").await == "Succeeded"
+    })
+    .await;
     for q in ["research", "research-child"] {
         wait_for(guard, &format!("queue {q} to close"), 60, || async {
             queues.get_opt(q).await.ok().flatten().is_some_and(|queue| {
@@ -478,106 +531,277 @@ pub async fn workload(admin: &kube::Client, guard: &Guard) {
 /// Pods with claims, which the scheduler binds or allocates before the pods: one volume claim
 /// to provision on the pod's node (a `WaitForFirstConsumer` class), one local volume taken by
 /// its claim (the volume's claimRef), and a ResourceClaim from a template allocated a device of
-/// a DRA driver's slice. Waits until the three pods succeed.
-pub async fn claim_workload(admin: &kube::Client, guard: &Guard) {
+/// a DRA driver's slice. The claims and pods are made through `claims` (a fleet's control
+/// plane declares them), the classes, volumes and slices in each cluster of `infra` (with the
+/// node its local volume is on), where the pods run. Waits until the three pods succeed.
+pub async fn claim_workload(
+    claims: &kube::Client,
+    infra: &[(kube::Client, String)],
+    guard: &Guard,
+) {
+    for (cluster, node) in infra {
+        for doc in [
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": "fast"}, "provisioner": "csi.example.com",
+                   "volumeBindingMode": "WaitForFirstConsumer"}),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+                   "volumeBindingMode": "WaitForFirstConsumer"}),
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk-0"},
+                   "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": "local", "local": {"path": "/mnt/disk"},
+                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In",
+                                 "values": [node]}]}]}}}}),
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                   "metadata": {"name": "gpu"},
+                   "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}),
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                   "metadata": {"name": "all-gpus"},
+                   "spec": {"driver": "gpu.example.com", "allNodes": true,
+                            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+                            "devices": [{"name": "gpu-0"}]}}),
+        ] {
+            create(cluster, doc).await;
+        }
+    }
     for doc in [
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-               "metadata": {"name": "gpu"},
-               "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}}),
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-               "metadata": {"name": "all-gpus"},
-               "spec": {"driver": "gpu.example.com", "allNodes": true,
-                        "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
-                        "devices": [{"name": "gpu-0"}]}}),
         json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                "metadata": {"name": "one-gpu", "namespace": "team-a"},
                "spec": {"spec": {"devices": {"requests": [
                    {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}}),
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "uses-gpu", "namespace": "team-a",
-                            "annotations": {"tephra.io/sim-duration": "1s"}},
-               "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                        "containers": [{"name": "main", "image": "busybox",
-                                        "resources": {"requests": {"cpu": "1"},
-                                                      "claims": [{"name": "gpu"}]}}]}}),
+        short_pod(
+            "uses-gpu",
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                   "containers": [{"name": "main", "image": "busybox",
+                                   "resources": {"requests": {"cpu": "1"},
+                                                 "claims": [{"name": "gpu"}]}}]}),
+        ),
     ] {
-        create(admin, doc).await;
+        create(claims, doc).await;
     }
-    volume_workload(admin, guard).await;
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
-    wait_for(guard, "pod uses-gpu to succeed", 60, || async {
-        pods.get_opt("uses-gpu")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|p| p.status)
-            .and_then(|s| s.phase)
-            .is_some_and(|p| p == "Succeeded")
-    })
-    .await;
-}
-
-/// Pods with volume claims, whose volumes the scheduler binds before the pods: one claim to
-/// provision on the pod's node (a `WaitForFirstConsumer` class) and one local volume taken by
-/// its claim (the volume's claimRef). Waits until both pods succeed.
-async fn volume_workload(admin: &kube::Client, guard: &Guard) {
-    create(
-        admin,
-        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-               "metadata": {"name": "fast"}, "provisioner": "csi.example.com",
-               "volumeBindingMode": "WaitForFirstConsumer"}),
-    )
-    .await;
-    create(
-        admin,
-        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-               "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
-               "volumeBindingMode": "WaitForFirstConsumer"}),
-    )
-    .await;
-    create(
-        admin,
-        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk-0"},
-               "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "local", "local": {"path": "/mnt/disk"}}}),
-    )
-    .await;
     for (claim, class) in [("scratch", "fast"), ("data", "local")] {
         create(
-            admin,
+            claims,
             json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                    "metadata": {"name": claim, "namespace": "team-a"},
                    "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
                             "resources": {"requests": {"storage": "1Gi"}}}}),
         )
         .await;
-        create(
-            admin,
-            json!({"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": format!("uses-{claim}"), "namespace": "team-a",
-                                "annotations": {"tephra.io/sim-duration": "1s"}},
-                   "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}],
-                            "containers": [{"name": "main", "image": "busybox",
-                                            "resources": {"requests": {"cpu": "1"}}}]}}),
-        )
+        create(claims, short_pod(&format!("uses-{claim}"), claimed(claim))).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(claims.clone(), "team-a");
+    for pod in ["uses-scratch", "uses-data", "uses-gpu"] {
+        wait_for(guard, &format!("pod {pod} to succeed"), 60, || async {
+            phase_of(&pods, pod).await == "Succeeded"
+        })
         .await;
     }
+}
+
+/// A pod of `team-a` scheduled by tephra that asks one CPU and runs a second; `spec` is
+/// merged into its spec (volumes, claims).
+pub fn short_pod(name: &str, spec: Value) -> Value {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "team-a",
+                        "annotations": {"tephra.io/sim-duration": "1s"}},
+           "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "1"}}}]}});
+    for (k, v) in spec.as_object().unwrap() {
+        pod["spec"][k] = v.clone();
+    }
+    pod
+}
+
+/// A pod spec's volume of the claim `name`.
+pub fn claimed(name: &str) -> Value {
+    json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": name}}]})
+}
+
+/// Whether `pods` has none whose name starts with one of `prefixes` (false when the list
+/// fails).
+pub async fn none_named(pods: &Api<Pod>, prefixes: &[&str]) -> bool {
+    pods.list(&Default::default()).await.is_ok_and(|l| {
+        !l.items.iter().any(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| prefixes.iter().any(|x| n.starts_with(x)))
+        })
+    })
+}
+
+/// A Volcano Job's status, when it exists and has one.
+pub async fn job_status(
+    jobs: &Api<tephra_api::Job>,
+    name: &str,
+) -> Option<tephra_api::batch::JobStatus> {
+    jobs.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|j| j.status)
+}
+
+/// A Volcano Job's phase (`Running`, ...), or "".
+pub async fn job_phase(jobs: &Api<tephra_api::Job>, name: &str) -> String {
+    job_status(jobs, name)
+        .await
+        .and_then(|s| s.state.phase)
+        .map(|p| format!("{p:?}"))
+        .unwrap_or_default()
+}
+
+/// A pod's phase, or "" when it is gone or has none.
+pub async fn phase_of(pods: &Api<Pod>, name: &str) -> String {
+    pods.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.status)
+        .and_then(|s| s.phase)
+        .unwrap_or_default()
+}
+
+/// Where the pods' owners come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owners {
+    /// Owners that only the pods name: the devcluster, which serves no ReplicaSets,
+    /// StatefulSets, DaemonSets or batch Jobs, takes such an owner to exist.
+    StandIns,
+    /// Real objects whose controllers (kube-controller-manager's) make the pods; the
+    /// DaemonSet is for no node, and a pod of its own stands in for its pods.
+    Real,
+}
+
+/// The kinds a bare pod's controller can be whose annotations its PodGroup inherits, as
+/// (apiVersion, kind, name): the pg-controller reads each, and the PodGroup it makes blocks
+/// each one's deletion.
+const OWNER_KINDS: [(&str, &str, &str); 4] = [
+    ("apps/v1", "ReplicaSet", "web"),
+    ("apps/v1", "StatefulSet", "db"),
+    ("apps/v1", "DaemonSet", "agent"),
+    ("batch/v1", "Job", "batch"),
+];
+
+/// Pods of a ReplicaSet, a StatefulSet, a DaemonSet and a batch Job, scheduled by tephra: each
+/// gets a PodGroup from the pg-controller, which reads its owner (for annotations to inherit)
+/// and makes the PodGroup block the owner's deletion. Waits until each owner has such a
+/// PodGroup and its pods run (the Job's have succeeded; a real DaemonSet's stand-in is not
+/// waited for).
+pub async fn owned_pods(admin: &kube::Client, guard: &Guard, owners: Owners) {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
-    for claim in ["scratch", "data"] {
+    let spec = |restart: &str| {
+        json!({"schedulerName": "volcano", "restartPolicy": restart,
+               "containers": [{"name": "main", "image": "busybox",
+                               "resources": {"requests": {"cpu": "100m"}}}]})
+    };
+    let stand_in = |api_version: &str, kind: &str, name: &str, uid: &str, restart: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("{name}-0"), "namespace": "team-a",
+                            "labels": {"app": name},
+                            "ownerReferences": [{"apiVersion": api_version, "kind": kind,
+                                "name": name, "uid": uid,
+                                "controller": true, "blockOwnerDeletion": true}]},
+               "spec": spec(restart)})
+    };
+    for (i, (api_version, kind, name)) in OWNER_KINDS.into_iter().enumerate() {
+        let batch = kind == "Job";
+        let restart = if batch { "Never" } else { "Always" };
+        // A batch Job's pod runs a second; the others run until the test ends.
+        let annotations = if batch {
+            json!({"tephra.io/sim-duration": "1s"})
+        } else {
+            json!({})
+        };
+        if owners == Owners::StandIns {
+            let uid = format!("0b3c0e9a-4d6c-4a8e-9a51-3f0f7d7f000{i}");
+            let mut pod = stand_in(api_version, kind, name, &uid, restart);
+            pod["metadata"]["annotations"] = annotations;
+            create(admin, pod).await;
+            continue;
+        }
+        let labels = json!({"app": name});
+        let mut template = json!({"metadata": {"labels": labels, "annotations": annotations},
+                   "spec": spec(restart)});
+        if kind == "DaemonSet" {
+            // For no node: its pods would name their node in a required node affinity's
+            // matchFields, which the scheduler does not read yet. A pod of its own stands in.
+            template["spec"]["nodeSelector"] = json!({"tephra.io/no-such-node": "true"});
+        }
+        let mut object = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"selector": {"matchLabels": labels}, "template": template}});
+        match kind {
+            "ReplicaSet" => object["spec"]["replicas"] = json!(1),
+            "StatefulSet" => {
+                object["spec"]["replicas"] = json!(1);
+                object["spec"]["serviceName"] = json!(name);
+            }
+            // A Job's controller picks its own selector.
+            "Job" => drop(object["spec"].as_object_mut().unwrap().remove("selector")),
+            _ => {}
+        }
+        create(admin, object).await;
+        if kind == "DaemonSet" {
+            let sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+                Api::namespaced(admin.clone(), "team-a");
+            let uid = sets.get(name).await.unwrap().metadata.uid.unwrap();
+            create(admin, stand_in(api_version, kind, name, &uid, restart)).await;
+        }
+    }
+    let groups: Api<tephra_api::PodGroup> = Api::namespaced(admin.clone(), "team-a");
+    for (_, kind, name) in OWNER_KINDS {
         wait_for(
             guard,
-            &format!("pod uses-{claim} to succeed"),
+            &format!("a PodGroup that blocks the deletion of {kind} {name}"),
             60,
             || async {
-                pods.get_opt(&format!("uses-{claim}"))
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|p| p.status)
-                    .and_then(|s| s.phase)
-                    .is_some_and(|p| p == "Succeeded")
+                groups.list(&Default::default()).await.is_ok_and(|l| {
+                    l.items.iter().any(|g| {
+                        g.metadata.owner_references.iter().flatten().any(|r| {
+                            r.kind == kind && r.name == name && r.block_owner_deletion == Some(true)
+                        })
+                    })
+                })
+            },
+        )
+        .await;
+        // The real DaemonSet's controller deletes the stand-in once it runs on a node the
+        // DaemonSet is not for.
+        if kind == "DaemonSet" && owners == Owners::Real {
+            continue;
+        }
+        let want = if kind == "Job" {
+            "Succeeded"
+        } else {
+            "Running"
+        };
+        wait_for(
+            guard,
+            &format!("the pods of {kind} {name} to be {want}"),
+            60,
+            || async {
+                let Ok(list) = pods.list(&Default::default()).await else {
+                    return false;
+                };
+                let mine: Vec<&Pod> = list
+                    .items
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|r| r.kind == kind && r.name == name)
+                    })
+                    .collect();
+                !mine.is_empty()
+                    && mine
+                        .iter()
+                        .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(want))
             },
         )
         .await;

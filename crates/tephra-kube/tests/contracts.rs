@@ -48,12 +48,11 @@ async fn gang_with(c: &kube::Client, group: &str, min: i32, n: usize, spec: Valu
 
 /// How many binds the scheduler has sent, from its own `/metrics`.
 async fn binds_sent(sched: &tephra_kube::Running) -> u64 {
-    let (_, body) = http_get(sched.metrics_addr.unwrap(), "/metrics").await;
-    body.lines()
-        .find(|l| l.starts_with("tephra_executor_write_latency_milliseconds_count{verb=\"bind\"}"))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    metric(
+        sched,
+        "tephra_executor_write_latency_milliseconds_count{verb=\"bind\"}",
+    )
+    .await
 }
 
 async fn all_running(c: &kube::Client, prefix: &str, n: usize) -> Vec<Pod> {

@@ -302,7 +302,12 @@ impl Cluster {
         } else {
             config
         };
-        config["clientConnection"] = json!({"kubeconfig": kubeconfig.display().to_string()});
+        // The kubeconfig is the cluster's; the rest of the client connection (qps, burst) is
+        // the caller's.
+        if !config["clientConnection"].is_object() {
+            config["clientConnection"] = json!({});
+        }
+        config["clientConnection"]["kubeconfig"] = json!(kubeconfig.display().to_string());
         config["leaderElection"] = json!({"leaderElect": false});
         let file = self.dir.join("kube-scheduler.yaml");
         write(&file, &config.to_string())?;
@@ -324,6 +329,13 @@ impl Cluster {
             &self.dir.join("kube-scheduler.log"),
         )?);
         Ok(())
+    }
+
+    /// Stops kube-scheduler, if it runs.
+    pub fn stop_scheduler(&self) {
+        if let Some(mut p) = lock(&self.scheduler).take() {
+            p.kill();
+        }
     }
 
     /// The last lines of a component's log (`kube-apiserver`, `kube-scheduler`, ...).

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tephra_api::well_known::{SIM_DURATION, SIM_EXIT_CODE};
 use tephra_devcluster::kubelet::admission::{self, HostPort, NodeFacts};
@@ -385,7 +385,7 @@ impl Runner {
 
     async fn watch_nodes(self) {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let stream = watcher::watcher(nodes, watcher::Config::default());
+        let stream = watcher::watcher(nodes, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             let Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = ev else {
@@ -411,7 +411,7 @@ impl Runner {
 
     async fn watch_pods(self) {
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let stream = watcher::watcher(pods, watcher::Config::default());
+        let stream = watcher::watcher(pods, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tephra_api::PodGroup;
 
 use crate::server::Extender;
@@ -18,7 +18,9 @@ pub fn start(ext: Arc<Extender>, member: kube::Client) -> Vec<tokio::task::JoinH
     let groups: Api<PodGroup> = Api::all(member);
     let e = Arc::clone(&ext);
     let pod_task = tokio::spawn(async move {
-        let stream = watcher::watcher(pods, watcher::Config::default());
+        // Backoff between failed attempts: without it a member that went away is retried in a
+        // loop that never yields, which also keeps the runtime from shutting down.
+        let stream = watcher::watcher(pods, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
@@ -30,7 +32,7 @@ pub fn start(ext: Arc<Extender>, member: kube::Client) -> Vec<tokio::task::JoinH
         }
     });
     let group_task = tokio::spawn(async move {
-        let stream = watcher::watcher(groups, watcher::Config::default());
+        let stream = watcher::watcher(groups, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
             match ev {

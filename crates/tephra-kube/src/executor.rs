@@ -3,6 +3,12 @@
 //! backoff. It never blocks the session loop: a batch is handed over and each result comes
 //! back on a channel. Writes to one object keep their planned order (`lanes`). Before each
 //! write it checks that this replica still leads.
+//!
+//! Binds never wait behind status: the writes that put a pod on its node (binds, a declared
+//! pod's copy, a gang's claims before its binds) have a queue and workers of their own, and
+//! every other write (PodGroup, Queue and pod status, nominations, evictions, Events) a
+//! queue and a quarter as many workers of its own. A write enters its object's lane when it
+//! is submitted, so two writes to one pod keep their order whichever queue each is in.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +20,7 @@ use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tephra_api::{PodGroup, Queue, ResourceBinding};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::clients::Clients;
@@ -107,18 +113,100 @@ pub struct Settings {
     pub volume_bind_timeout: Duration,
 }
 
-/// The executor: a queue of writes and a fixed pool of workers that carry them out.
+/// The executor: two queues of writes (binds, and the rest) and a fixed pool of workers for
+/// each that carry them out.
 #[derive(Clone)]
 pub struct Executor {
     inner: Arc<Inner>,
-    queue: mpsc::UnboundedSender<Write>,
+    /// Stops the workers once the last handle is gone.
+    _open: Arc<Open>,
+}
+
+/// Which queue a write waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// What puts a pod on its node: a bind, a declared pod's copy, a gang's claims.
+    Bind,
+    /// Everything else.
+    Rest,
+}
+
+fn class(w: &Write) -> Class {
+    match w {
+        Write::Bind { .. } | Write::Place { .. } | Write::PreBind { .. } => Class::Bind,
+        _ => Class::Rest,
+    }
+}
+
+/// The writes waiting for a worker, by class, and whether the executor still takes any.
+#[derive(Default)]
+struct Queues {
+    waiting: std::sync::Mutex<[std::collections::VecDeque<Write>; 2]>,
+    /// One per class: a worker of that class waits here for a write.
+    ready: [Notify; 2],
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Queues {
+    fn slot(c: Class) -> usize {
+        match c {
+            Class::Bind => 0,
+            Class::Rest => 1,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [std::collections::VecDeque<Write>; 2]> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a write that may run now (it entered its lane).
+    fn push(&self, w: Write) {
+        let slot = Self::slot(class(&w));
+        self.lock()[slot].push_back(w);
+        self.ready[slot].notify_one();
+    }
+
+    /// The next write of class `c`, waiting for one; `None` once closed and drained.
+    async fn next(&self, c: Class) -> Option<Write> {
+        let slot = Self::slot(c);
+        loop {
+            let notified = self.ready[slot].notified();
+            if let Some(w) = self.lock()[slot].pop_front() {
+                return Some(w);
+            }
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return None;
+            }
+            notified.await;
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for r in &self.ready {
+            r.notify_waiters();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Held by every [`Executor`] handle: the last one dropped closes the queues, and the workers
+/// stop once they are drained.
+struct Open(Arc<Inner>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.queues.close();
+    }
 }
 
 /// What the workers share.
 struct Inner {
-    /// The executor's own queue, for the binds a gang's PreBind releases (weak: the workers
-    /// stop once every [`Executor`] is gone).
-    queue: std::sync::OnceLock<mpsc::WeakUnboundedSender<Write>>,
+    /// The writes waiting for a worker.
+    queues: Queues,
     /// How long a gang's claims may take to be bound.
     volume_bind_timeout: Duration,
     clients: Clients,
@@ -138,6 +226,8 @@ const RETRIES: u32 = 4;
 const EVENT_QUEUE: usize = 4096;
 /// Event workers.
 const EVENT_WORKERS: usize = 2;
+/// Workers for writes other than binds: one for every this many bind workers (at least one).
+const REST_SHARE: usize = 4;
 
 impl Executor {
     /// An executor with `settings.concurrency` workers (writes in flight at most) and
@@ -159,7 +249,7 @@ impl Executor {
         let (events, events_rx) = mpsc::channel::<Write>(EVENT_QUEUE);
         let inner = Arc::new(Inner {
             events,
-            queue: std::sync::OnceLock::new(),
+            queues: Queues::default(),
             volume_bind_timeout,
             clients,
             limiter,
@@ -182,38 +272,35 @@ impl Executor {
                 }
             });
         }
-        let (queue, rx) = mpsc::unbounded_channel::<Write>();
-        let _ = inner.queue.set(queue.downgrade());
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..concurrency.max(1) {
-            let (inner, rx) = (Arc::clone(&inner), Arc::clone(&rx));
-            tokio::spawn(async move {
-                loop {
-                    // The receiver is held until the write has entered its lane, so that two
-                    // writes to one object enter in the order they were submitted.
-                    let mut queue = rx.lock().await;
-                    let Some(write) = queue.recv().await else {
-                        return;
-                    };
-                    let object = write.object();
-                    // A write to an object with a write in flight waits in its lane.
-                    let entered = match &object {
-                        Some(key) => inner.lanes.enter(key, write),
-                        None => Some(write),
-                    };
-                    drop(queue);
-                    let Some(mut write) = entered else { continue };
-                    loop {
-                        inner.execute(write).await;
-                        match object.as_deref().and_then(|key| inner.lanes.leave(key)) {
-                            Some(w) => write = w,
-                            None => break,
+        let binds = concurrency.max(1);
+        let rest = (binds / REST_SHARE).max(1);
+        for (kind, workers) in [(Class::Bind, binds), (Class::Rest, rest)] {
+            for _ in 0..workers {
+                let inner = Arc::clone(&inner);
+                tokio::spawn(async move {
+                    while let Some(mut write) = inner.queues.next(kind).await {
+                        let object = write.object();
+                        loop {
+                            inner.execute(write).await;
+                            // The next write to the same object may run now, in its own queue
+                            // (a bind planned after a pod's status goes to the binds' queue).
+                            match object.as_deref().and_then(|key| inner.lanes.leave(key)) {
+                                Some(next) if class(&next) == kind => write = next,
+                                Some(next) => {
+                                    inner.queues.push(next);
+                                    break;
+                                }
+                                None => break,
+                            }
                         }
                     }
-                }
-            });
+                });
+            }
         }
-        Self { inner, queue }
+        Self {
+            _open: Arc::new(Open(Arc::clone(&inner))),
+            inner,
+        }
     }
 
     /// Hands a batch over, in order: the workers take binds first when the planner put them
@@ -236,21 +323,36 @@ impl Executor {
             .executor_depth
             .add(i64::try_from(batch.len()).unwrap_or(i64::MAX));
         for write in batch {
-            if let Err(e) = self.queue.send(write) {
-                self.inner.metrics.executor_depth.dec();
-                let _ = self.inner.done.send(Done {
-                    write: e.0,
-                    outcome: Outcome::Failed {
-                        code: 0,
-                        message: "executor stopped".into(),
-                    },
-                });
-            }
+            self.inner.enqueue(write);
         }
     }
 }
 
 impl Inner {
+    /// Queues a counted write: it enters its object's lane now, so that writes to one object
+    /// keep their planned order whichever queue each waits in, and waits in its queue when its
+    /// object is idle (behind the object's write in flight otherwise).
+    fn enqueue(&self, write: Write) {
+        if self.queues.is_closed() {
+            self.metrics.executor_depth.dec();
+            let _ = self.done.send(Done {
+                write,
+                outcome: Outcome::Failed {
+                    code: 0,
+                    message: "executor stopped".into(),
+                },
+            });
+            return;
+        }
+        let entered = match write.object() {
+            Some(key) => self.lanes.enter(&key, write),
+            None => Some(write),
+        };
+        if let Some(w) = entered {
+            self.queues.push(w);
+        }
+    }
+
     /// Carries out one write (if this replica still leads: checked before every write, so a
     /// replica that lost the lease stops writing) and reports how it ended.
     async fn execute(self: &Arc<Self>, write: Write) {
@@ -365,35 +467,9 @@ impl Inner {
 
     /// Queues writes again (a gang's binds once its claims are bound).
     fn resubmit(&self, writes: Vec<Write>) {
-        let queue = self
-            .queue
-            .get()
-            .and_then(mpsc::WeakUnboundedSender::upgrade);
         for w in writes {
-            match &queue {
-                Some(q) => {
-                    self.metrics.executor_depth.inc();
-                    if let Err(e) = q.send(w) {
-                        self.metrics.executor_depth.dec();
-                        let _ = self.done.send(Done {
-                            write: e.0,
-                            outcome: Outcome::Failed {
-                                code: 0,
-                                message: "executor stopped".into(),
-                            },
-                        });
-                    }
-                }
-                None => {
-                    let _ = self.done.send(Done {
-                        write: w,
-                        outcome: Outcome::Failed {
-                            code: 0,
-                            message: "executor stopped".into(),
-                        },
-                    });
-                }
-            }
+            self.metrics.executor_depth.inc();
+            self.enqueue(w);
         }
     }
 

@@ -26,6 +26,7 @@ pub mod brief;
 pub mod clients;
 pub mod cluster_status;
 pub mod commands;
+pub mod connect;
 pub mod deps;
 pub mod eta;
 pub mod events;

@@ -141,7 +141,7 @@ pub fn client_for(e: &Endpoint, c: &Credentials) -> Result<Client, MemberError> 
     }
     config.accept_invalid_certs = e.insecure;
     config.auth_info.token = Some(c.token.clone().into());
-    Ok(Client::try_from(config)?)
+    Ok(crate::connect::client(config)?)
 }
 
 /// Aborts the tasks it holds when dropped: a member's watchers stop with the task that runs

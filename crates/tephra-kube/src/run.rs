@@ -31,6 +31,13 @@ use crate::writes::{Planner, Write};
 /// The name of the local cluster as a member.
 pub const LOCAL: &str = "local";
 
+/// The pods the first session places at most (then four times as many each next session, run
+/// at once, until one places fewer than it may): the first gangs of a backlog are bound while
+/// the rest is still being decided.
+pub const FIRST_BUDGET: u64 = 256;
+/// How much each capped session's budget grows over the last.
+const BUDGET_GROWTH: u64 = 4;
+
 /// Where member clusters come from (`--members`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemberSource {
@@ -307,6 +314,11 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     tasks.extend(watch::spawn_control(&client, &control, &tx, &metrics));
     expected.extend(watch::CONTROL_KINDS.map(|k| (control.to_string(), k)));
     let declared = options.members == MemberSource::Clusters;
+    // One cluster: sessions start once the kinds every pod depends on are listed.
+    let defer = options.members == MemberSource::Local;
+    if defer {
+        state.defer_listing();
+    }
     if fleet {
         tasks.extend(watch::spawn_fleet(
             &client, &control, &tx, &metrics, declared,
@@ -347,6 +359,10 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         leadership: leadership.clone(),
         ready: Arc::clone(&ready),
         expected,
+        defer,
+        started: false,
+        budget: None,
+        again: false,
         config: match config_text {
             Some(text) => ConfigHolder::read_from(config, text),
             None => ConfigHolder::new(config),
@@ -381,6 +397,15 @@ struct Loop {
     leadership: Leadership,
     ready: Arc<AtomicBool>,
     expected: BTreeSet<(String, Kind)>,
+    /// Whether sessions start before the [deferred](watch::deferred) kinds are listed.
+    defer: bool,
+    /// Whether sessions run: the kinds they need are listed.
+    started: bool,
+    /// The pods the next session may place at most, while a backlog is worked off in
+    /// growing sessions run one after the other ([`FIRST_BUDGET`]).
+    budget: Option<u64>,
+    /// Run the next session at once (the last one used its whole budget).
+    again: bool,
     /// The configuration in force, and the text it was read from.
     config: ConfigHolder,
     options: Options,
@@ -423,6 +448,10 @@ impl Loop {
                     }
                 }
                 _ = ticker.tick() => self.tick(),
+                _ = tokio::task::yield_now(), if self.again => {
+                    self.again = false;
+                    self.tick();
+                }
                 _ = stop.changed() => return,
             }
         }
@@ -462,6 +491,22 @@ impl Loop {
         self.metrics
             .refused
             .set(i64::try_from(self.state.refused().len()).unwrap_or(i64::MAX));
+        if !self.started
+            && self
+                .expected
+                .iter()
+                .filter(|(_, k)| !(self.defer && watch::deferred(*k)))
+                .all(|(c, k)| self.state.is_synced(c, *k))
+        {
+            tracing::info!(
+                held_back = self.state.held_back(),
+                "the kinds sessions need are listed; sessions start"
+            );
+            self.started = true;
+            self.budget = Some(FIRST_BUDGET);
+            // The first session need not wait for the next period (a restart binds sooner).
+            self.tick();
+        }
         if !self.ready.load(Ordering::SeqCst)
             && self
                 .expected
@@ -470,9 +515,32 @@ impl Loop {
         {
             tracing::info!("every watcher has synced; ready");
             self.ready.store(true, Ordering::SeqCst);
-            // The first session need not wait for the next period (a restart binds sooner).
-            self.tick();
         }
+    }
+
+    /// The configuration of the next session: while a backlog is worked off in capped
+    /// sessions, enqueue and allocate only, allocate stopping at the budget (a session that
+    /// leaves jobs untried must not evict for them); and no evictions until the
+    /// PodDisruptionBudgets are listed.
+    fn session_config(&self) -> Arc<SchedulerConfig> {
+        let config = self.config.current();
+        let control = self.expected.iter().find(|(_, k)| *k == Kind::Pdb);
+        let no_pdbs = self.defer && control.is_some_and(|(c, k)| !self.state.is_synced(c, *k));
+        if self.budget.is_none() && !no_pdbs {
+            return config;
+        }
+        let mut c = (*config).clone();
+        if let Some(budget) = self.budget {
+            c.actions.retain(|a| a == "enqueue" || a == "allocate");
+            c.action_args.entry("allocate".into()).or_default().insert(
+                tephra_scheduler::actions::allocate::POD_BUDGET.into(),
+                tephra_scheduler::config::ArgValue::Int(i64::try_from(budget).unwrap_or(i64::MAX)),
+            );
+        }
+        if no_pdbs {
+            c.actions.retain(|a| a != "preempt" && a != "reclaim");
+        }
+        Arc::new(c)
     }
 
     /// Starts, restarts or stops member watchers to match the Cluster objects.
@@ -617,9 +685,11 @@ impl Loop {
             self.was_leader = leading;
             if leading {
                 tracing::info!("leading: sessions start");
+                // A new leader may find a backlog: its first sessions are capped too.
+                self.budget = Some(FIRST_BUDGET);
             }
         }
-        if !leading || !self.ready.load(Ordering::SeqCst) {
+        if !leading || !self.started {
             return;
         }
         self.session += 1;
@@ -656,9 +726,21 @@ impl Loop {
             }
         };
         let now = unix_now();
+        let budget = self.budget;
         let d = self
             .state
-            .session(self.config.current(), now, self.session, &mut observe);
+            .session(self.session_config(), now, self.session, &mut observe);
+        // A capped session that used its whole budget leaves jobs untried: the next, with a
+        // larger budget, runs at once, while this one's binds go out.
+        if let Some(b) = budget {
+            let placed = (d.binds.len() + d.pipelined.len()) as u64;
+            if placed >= b {
+                self.budget = Some(b.saturating_mul(BUDGET_GROWTH));
+                self.again = true;
+            } else {
+                self.budget = None;
+            }
+        }
         let decided = started.elapsed();
         let wall = k8s_openapi::jiff::Timestamp::now();
         let clock = tick::Clock {

@@ -323,6 +323,14 @@ pub const MEMBER_KINDS: [Kind; 10] = [
 ];
 /// The kinds [`spawn_control`] watches.
 pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];
+/// Whether one cluster's sessions need not wait for `kind` to be listed (`--members local`):
+/// pods whose placement reads a volume or DRA kind wait for it behind a gate of tephra's own
+/// (`tephra_index::state::held`), and evictions (preempt, reclaim) wait for the
+/// PodDisruptionBudgets.
+pub fn deferred(kind: Kind) -> bool {
+    use tephra_index::state::held::{DEVICE_KINDS, VOLUME_KINDS};
+    kind == Kind::Pdb || VOLUME_KINDS.contains(&kind) || DEVICE_KINDS.contains(&kind)
+}
 
 fn watcher<K>(api: Api<K>) -> impl futures::Stream<Item = watcher::Result<WatchEvent<K>>>
 where

@@ -390,3 +390,93 @@ fn a_gang_evicted_from_a_member_is_declared_again_while_its_old_copy_holds_the_n
         "the declared pod is untouched"
     );
 }
+
+fn object<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Box<T> {
+    Box::new(serde_json::from_value(v).unwrap())
+}
+
+fn group(name: &str) -> Obj {
+    Obj::PodGroup(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {"minMember": 1, "queue": "default"}
+    })))
+}
+
+fn pod_of(name: &str, group: &str, volumes: serde_json::Value) -> Obj {
+    Obj::Pod(object(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name,
+                     "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {"schedulerName": "volcano", "volumes": volumes,
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    })))
+}
+
+#[test]
+fn a_pod_is_not_placed_before_the_kinds_its_claims_are_judged_with_are_listed() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.defer_listing();
+    s.add_local("local").unwrap();
+    let q = Obj::Queue(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "default"}, "spec": {"weight": 1}})));
+    let claim = json!([{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]);
+    // The sessions' kinds are listed; of the storage kinds, all but the attach limits.
+    for u in [
+        update(Kind::Node, Change::Relisted(vec![node("n0", false)])),
+        update(Kind::Queue, Change::Relisted(vec![q])),
+        update(
+            Kind::PodGroup,
+            Change::Relisted(vec![group("pg1"), group("pg2")]),
+        ),
+        update(
+            Kind::Pod,
+            Change::Relisted(vec![
+                pod_of("plain", "pg1", json!([])),
+                pod_of("vol", "pg2", claim),
+            ]),
+        ),
+        update(
+            Kind::Pvc,
+            Change::Relisted(vec![Obj::Pvc(object(json!({
+                "metadata": {"name": "data", "namespace": "ns",
+                             "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {"volumeName": "pv1", "accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}},
+                "status": {"phase": "Bound"}})))]),
+        ),
+        update(
+            Kind::Pv,
+            Change::Relisted(vec![Obj::Pv(object(json!({
+                "metadata": {"name": "pv1"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "csi": {"driver": "csi.example.com", "volumeHandle": "h1"},
+                         "claimRef": {"namespace": "ns", "name": "data"}},
+                "status": {"phase": "Bound"}})))]),
+        ),
+        update(Kind::StorageClass, Change::Relisted(vec![])),
+    ] {
+        assert!(s.apply(0, u).is_empty());
+    }
+    let d = session(&mut s, 1);
+    let bound: Vec<&str> = d.binds.iter().map(|b| b.task.as_str()).collect();
+    // The pod without claims is placed; the one whose volume's attach limit is not known yet
+    // is held back (n0 can attach no volume of its driver, which its CSINode will say).
+    assert_eq!(bound, vec!["ns/plain"]);
+    assert_eq!(s.held_back(), 1);
+    assert_eq!(status(&s, "ns/vol"), TaskStatus::Pending);
+    // The attach limits are listed: the pod is judged with them, and n0 cannot take it.
+    let csinode = Obj::CsiNode(object(json!({
+        "metadata": {"name": "n0"},
+        "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n0",
+                              "allocatable": {"count": 0}}]}})));
+    assert!(
+        s.apply(2, update(Kind::CsiNode, Change::Relisted(vec![csinode])))
+            .is_empty()
+    );
+    assert_eq!(s.held_back(), 0);
+    let d = session(&mut s, 3);
+    assert!(d.binds.is_empty(), "{:?}", d.binds);
+    let why = d.event_for("ns/pg2").expect("the gang says why it waits");
+    assert!(!why.message.contains("scheduling gates"), "{}", why.message);
+}

@@ -350,3 +350,68 @@ mod clusters;
 use clusters::regional_fleet;
 #[path = "session/queues.rs"]
 mod queues;
+
+/// The default configuration with enqueue and allocate only, allocate capped at `budget` pods.
+fn capped(budget: i64) -> Arc<SchedulerConfig> {
+    let mut config = SchedulerConfig::default_config();
+    config.actions.retain(|a| a == "enqueue" || a == "allocate");
+    config
+        .action_args
+        .entry("allocate".into())
+        .or_default()
+        .insert(
+            tephra_scheduler::actions::allocate::POD_BUDGET.into(),
+            tephra_scheduler::config::ArgValue::Int(budget),
+        );
+    Arc::new(config)
+}
+
+#[test]
+fn a_pod_budget_stops_allocate_after_the_gang_that_reaches_it_leaving_the_rest_untried() {
+    let mut cache = Cache::new();
+    add_cluster(&mut cache, Cluster::named("east")).unwrap();
+    add_nodes(&mut cache, "east", "cpu", 4, CPU64, &[]).unwrap();
+    for g in 0..10 {
+        let job = GangJob::new(&format!("g{g}"), vec![Role::new("w", 8, &[("cpu", "1")])]);
+        add_job(&mut cache, &job).unwrap();
+    }
+    let mut sessions = 0;
+    let mut bound = 0;
+    loop {
+        sessions += 1;
+        let d = schedule(cache.snapshot(), capped(12), 0, sessions);
+        // Whole gangs only, and the gang that reaches 12 pods is the last one tried: nothing
+        // is said about the gangs left untried (they were not found wanting).
+        assert!(d.binds.len() <= 16, "{} binds", d.binds.len());
+        assert_eq!(d.binds.len() % 8, 0);
+        assert!(d.events.is_empty(), "{:?}", d.events);
+        if d.binds.is_empty() {
+            break;
+        }
+        bound += d.binds.len();
+        apply_binds(&mut cache, &d).unwrap();
+        assert!(sessions < 20);
+    }
+    // Every gang is placed in the end, two a session.
+    assert_eq!(bound, 80);
+    assert_eq!(sessions, 6);
+}
+
+#[test]
+fn a_configuration_file_cannot_cap_allocate() {
+    let text = format!(
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\nconfigurations:\n- name: allocate\n  arguments:\n    {}: 8\n",
+        tephra_scheduler::actions::allocate::POD_BUDGET
+    );
+    let err = SchedulerConfig::parse_with(
+        &text,
+        &tephra_scheduler::Registry,
+        tephra_scheduler::config::ParseOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(tephra_scheduler::actions::allocate::POD_BUDGET),
+        "{err}"
+    );
+}

@@ -101,7 +101,8 @@ pub async fn client(
             .await
             .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG or run in a cluster")?,
     };
-    kube::Client::try_from(config).context("building the API client")
+    // HTTP/2 where the API server offers it: binds and watches share one connection.
+    tephra_kube::connect::client(config).context("building the API client")
 }
 
 /// Waits for Ctrl-C or SIGTERM.

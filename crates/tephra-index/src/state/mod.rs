@@ -28,6 +28,7 @@ mod claims;
 mod copies;
 mod declared;
 pub mod durations;
+pub mod held;
 mod hypernodes;
 mod incarnations;
 mod intake;
@@ -127,6 +128,8 @@ pub struct State {
     hypernodes: hypernodes::HyperNodes,
     /// How long pods run, for the expected-start forecast.
     durations: durations::Durations,
+    /// Pods held back until the kinds they depend on are listed.
+    held: held::Held,
 }
 
 impl State {
@@ -162,7 +165,22 @@ impl State {
             told: unschedulable::Told::default(),
             hypernodes: hypernodes::HyperNodes::default(),
             durations: durations::Durations::default(),
+            held: held::Held::default(),
         }
+    }
+
+    /// Sessions may run before every kind is listed (one cluster, `--members local`): a
+    /// pending pod whose placement reads a kind not listed yet in its cluster (volumes for its
+    /// claims, DRA objects for its device claims) is held back behind a gate of tephra's own
+    /// until that kind is listed there ([`held`]). Off by default: a runner that turns it on
+    /// starts sessions once the other kinds are listed.
+    pub fn defer_listing(&mut self) {
+        self.held.on = true;
+    }
+
+    /// How many pods wait for a kind to be listed before they may be placed.
+    pub fn held_back(&self) -> usize {
+        self.held.len()
     }
 
     /// `--members both`: PodGroups' pods are not declared but live in `home`, the scheduler's

@@ -91,7 +91,13 @@ impl State {
             }
         }
         let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
-        self.intake.synced(cluster, kind);
+        self.intake.synced(Arc::clone(&cluster), kind);
+        // Pods held back for this kind may be placed now that it is listed.
+        for spec in self.held.released(&self.intake, &cluster) {
+            if let Err(e) = self.cache.apply(Event::PodUpsert(spec)) {
+                errors.push(e.into());
+            }
+        }
         if declared_pods {
             self.judge_copies();
         }
@@ -217,7 +223,8 @@ impl State {
                 }
                 let queue = self.queue_of(&spec);
                 self.durations.pod_seen(now, &key, &p, &spec, &queue);
-                Event::PodUpsert(spec)
+                // Held back while a kind it depends on is not listed yet.
+                Event::PodUpsert(self.held.admit(&self.intake, cluster, &key, spec))
             }
             Obj::PodGroup(g) => {
                 let key = convert::key(&g.metadata);
@@ -351,6 +358,7 @@ impl State {
         self.intake.forget_refusals(key);
         if kind == Kind::Pod {
             self.durations.pod_gone(key);
+            self.held.forget(key);
         }
         let event = match kind {
             Kind::Node => Event::NodeDelete {

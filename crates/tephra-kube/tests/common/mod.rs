@@ -566,3 +566,14 @@ pub async fn fleet_on(backend: Backend, members: &[(&str, u32)]) -> Option<TestF
         }
     }
 }
+
+/// A counter or gauge of the scheduler's own `/metrics` (the first line starting with
+/// `series`), 0 when absent.
+pub async fn metric(sched: &tephra_kube::Running, series: &str) -> u64 {
+    let (_, body) = http_get(sched.metrics_addr.unwrap(), "/metrics").await;
+    body.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

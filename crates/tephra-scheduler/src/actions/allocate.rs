@@ -7,6 +7,11 @@
 //! admission, as a Volcano Job's do, and no node could ever take one: see
 //! [`never_fits`](crate::placement::capacity::never_fits)) goes back to Pending at once and is
 //! parked with `NotInqueueable`, so that it holds no admission budget and blocks no fifo queue.
+//!
+//! A runner may cap how many pods one allocate places ([`POD_BUDGET`]): it stops after the
+//! job that reached the cap, leaving the jobs after it untried (no note, no verdict), for
+//! the next session. tephra's runtime caps the sessions that follow its start, so that the
+//! first gangs of a backlog are bound while the rest is still being decided.
 
 use tephra_api::reasons;
 
@@ -21,6 +26,12 @@ use crate::placement::{Outcome, Placer, SearchArgs, allocate_job};
 /// What `allocate` reads: the node-search arguments.
 pub const ARGS: ArgSpec = SEARCH_ONLY;
 
+/// The argument a runner sets to cap the pods one allocate places (a whole number). It is
+/// not one of [`ARGS`]: a configuration file that sets it is refused, since a session whose
+/// allocate stops early must not go on to evict for the jobs it left untried (the runner
+/// that sets it runs enqueue and allocate only).
+pub const POD_BUDGET: &str = "tephra.io/pod-budget";
+
 /// Checks the arguments.
 pub fn check(args: &Args) -> Result<(), ArgErrors> {
     SearchArgs::read(args, &ARGS).map(|_| ())
@@ -28,7 +39,13 @@ pub fn check(args: &Args) -> Result<(), ArgErrors> {
 
 /// Runs `allocate`.
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
-    let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
+    let mut args = args.clone();
+    let budget = args
+        .remove(POD_BUDGET)
+        .and_then(|v| v.as_f64())
+        .map(|b| b.max(0.0) as u64);
+    let mut placed: u64 = 0;
+    let search = SearchArgs::read(&args, &ARGS).unwrap_or_default();
     let admits = ssn.allocate_admits;
     let mut caps: Option<Vec<Capacity>> = None;
     let mut by_queue = jobs_by_queue(ssn, |ssn, job| match ssn.state.phase(&ssn.snap, job) {
@@ -37,6 +54,9 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
         _ => false,
     });
     while let Some(queue) = next_queue(ssn, by_queue.keys()) {
+        if budget.is_some_and(|b| placed >= b) {
+            break;
+        }
         let Some(jobs) = by_queue.get_mut(&queue) else {
             break;
         };
@@ -69,7 +89,12 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
             ssn.set_phase(job, GroupPhase::Inqueue);
             ssn.job_enqueued(job);
         }
+        let pending = budget.map(|_| ssn.view().counts(job).pending);
         let outcome = allocate_job(ssn, placer, job, &search);
+        if let Some(before) = pending {
+            let after = ssn.view().counts(job).pending;
+            placed += u64::from(before.saturating_sub(after));
+        }
         if outcome == Outcome::Failed && never_placeable(ssn, job, &mut caps) {
             continue;
         }

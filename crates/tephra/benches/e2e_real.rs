@@ -1,0 +1,593 @@
+//! End to end on one real kube-apiserver (`tephra-envtest`, Kubernetes v1.37.2 with
+//! `GenericWorkload` and `scheduling.k8s.io/v1beta1`): fake nodes (Node objects, Ready, no
+//! kubelet: a bound pod stays Pending-but-bound), then for each contender a fresh namespace of
+//! pods created before it starts, and the time from its start to the first bind and to the
+//! last, counted from a watch of the namespace's pods. Contenders, in turn on the same server:
+//!
+//! - `bind-limit`: the API server's physical bind limit, a bind-only client (tephra's HTTP/2
+//!   client, `TEPHRA_REAL_STREAMS` binds in flight, 64 by default) posting a Binding for each
+//!   pre-created pod, round robin over the nodes;
+//! - `tephra`: `tephra scheduler` (the release binary), pods in Volcano PodGroups of 8;
+//! - `kube-scheduler`: the real kube-scheduler, single pods;
+//! - `kube-gangs`: the real kube-scheduler, pods in `scheduling.k8s.io` PodGroups of 8 (gang,
+//!   `minCount` 8), named by each pod's `spec.schedulingGroup.podGroupName`;
+//! - `volcano`: vc-scheduler, when `.ci/real-components --with-volcano` could build it.
+//!
+//! `cargo bench -p tephra --bench e2e_real`; `TEPHRA_REAL_NODES` (500), `TEPHRA_REAL_PODS`
+//! (5,000), `TEPHRA_REAL_RUNS` (the contenders, comma separated, in order; all by default),
+//! `TEPHRA_REAL_REPEAT` (rounds of them, alternating, 1), `TEPHRA_REAL_KUBE_QPS` (kube-scheduler's
+//! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
+//! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags). Each contender prints one line; the
+//! last lines are the ratios to the bind limit and to tephra.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tephra_envtest::{ClusterOptions, Env, Release, User};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Gang size, for every contender that runs gangs.
+const GANG: usize = 8;
+/// Pods created or deleted in flight at once.
+const CREATES: usize = 64;
+
+/// CPU seconds (user + system) of a process, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// The machine's load average over the last minute.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_default()
+}
+
+/// Binds seen by a watch of one namespace's pods: when the first and the last came.
+#[derive(Default)]
+struct Seen {
+    bound: usize,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    synced: bool,
+}
+
+/// Watches the pods of `ns` and counts those that have a node, once each.
+fn watch_binds(client: kube::Client, ns: &str) -> Arc<Mutex<Seen>> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let out = Arc::clone(&seen);
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    tokio::spawn(async move {
+        let mut bound = std::collections::HashSet::new();
+        let config = watcher::Config::default().page_size(5000);
+        let mut s = watcher::watcher(pods, config).boxed();
+        while let Ok(Some(ev)) = s.try_next().await {
+            let p = match ev {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => p,
+                watcher::Event::InitDone => {
+                    seen.lock().unwrap().synced = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                && bound.insert(p.metadata.name.unwrap_or_default())
+            {
+                let now = Instant::now();
+                let mut s = seen.lock().unwrap();
+                s.bound += 1;
+                s.first.get_or_insert(now);
+                s.last = Some(now);
+            }
+        }
+    });
+    out
+}
+
+/// One contender's result.
+struct Outcome {
+    first: f64,
+    all: f64,
+    pods: usize,
+    cpu: Option<f64>,
+}
+
+impl Outcome {
+    fn rate(&self) -> f64 {
+        self.pods as f64 / self.all
+    }
+}
+
+/// Which pods a contender gets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pods {
+    /// Nobody's: `schedulerName: none` (the bind-limit client binds them).
+    Unscheduled,
+    /// `volcano` pods in Volcano PodGroups of [`GANG`].
+    VolcanoGangs,
+    /// `default-scheduler` pods, alone.
+    Single,
+    /// `default-scheduler` pods in `scheduling.k8s.io` PodGroups of [`GANG`].
+    KubeGangs,
+}
+
+struct Bench {
+    client: kube::Client,
+    cluster: tephra_envtest::Cluster,
+    kubeconfig: PathBuf,
+    nodes: Vec<String>,
+    pods: usize,
+    kube_qps: usize,
+    _env: Env,
+}
+
+fn dynamic(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+impl Bench {
+    async fn start(nodes: usize, pods: usize) -> Option<Self> {
+        let bins = tephra_envtest::require(&Release::Newest)?;
+        assert!(
+            bins.minor >= 37,
+            "the newest Kubernetes built is {}; the bench needs v1.37 (scheduling.k8s.io/v1beta1)",
+            bins.version
+        );
+        let env = Env::start(bins).await.unwrap();
+        let cluster = env
+            .cluster(
+                "real",
+                ClusterOptions {
+                    feature_gates: vec!["GenericWorkload=true".into()],
+                    runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
+                    // No audit log: it would cost the API server a write per request.
+                    apiserver_args: vec!["--audit-log-path=".into()],
+                    ..ClusterOptions::default()
+                },
+            )
+            .await
+            .unwrap();
+        let kubeconfig = cluster.admin_kubeconfig().unwrap();
+        let yaml = cluster.kubeconfig(&User::Admin).unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let client = tephra_kube::connect::client(config).unwrap();
+        tephra_envtest::objects::install_tephra_crds(&client)
+            .await
+            .unwrap();
+        tephra_envtest::objects::create(
+            &client,
+            &json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                "metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": true}}),
+        )
+        .await
+        .unwrap();
+        let names: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+        let api: Api<Node> = Api::all(client.clone());
+        futures::stream::iter(names.clone())
+            .for_each_concurrent(CREATES, |name| {
+                let api = api.clone();
+                async move {
+                    let node: Node = serde_json::from_value(json!({
+                        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                        "status": {
+                            "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+                            "allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"},
+                            "conditions": [{"type": "Ready", "status": "True",
+                                "reason": "KubeletReady", "message": "fake node",
+                                "lastHeartbeatTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string()}]
+                        }
+                    }))
+                    .unwrap();
+                    api.create(&PostParams::default(), &node).await.unwrap();
+                    // The API server taints a new node not-ready; no controller manager runs
+                    // to take the taint off.
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"taints": null}})),
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+            .await;
+        Some(Self {
+            client,
+            cluster,
+            kubeconfig,
+            nodes: names,
+            pods,
+            kube_qps: env_kube_qps(),
+            _env: env,
+        })
+    }
+
+    /// A namespace with its `default` service account (no controller manager makes it).
+    async fn namespace(&self, ns: &str) {
+        for manifest in [
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "default", "namespace": ns}}),
+        ] {
+            tephra_envtest::objects::create(&self.client, &manifest)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Creates the contender's pods (and their groups) in `ns`.
+    async fn create(&self, ns: &str, kind: Pods) {
+        let gangs = self.pods.div_ceil(GANG);
+        let volcano: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            ns,
+            &dynamic("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+        );
+        let kube: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            ns,
+            &dynamic("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups"),
+        );
+        let groups = match kind {
+            Pods::VolcanoGangs => Some((
+                volcano,
+                json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "spec": {"minMember": GANG, "queue": "default"}}),
+            )),
+            Pods::KubeGangs => Some((
+                kube,
+                json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "spec": {"schedulingPolicy": {"gang": {"minCount": GANG}}}}),
+            )),
+            _ => None,
+        };
+        if let Some((api, template)) = &groups {
+            futures::stream::iter(0..gangs)
+                .for_each_concurrent(CREATES, |g| async move {
+                    let mut pg = template.clone();
+                    pg["metadata"] = json!({"name": format!("g{g}"), "namespace": ns});
+                    let pg: DynamicObject = serde_json::from_value(pg).unwrap();
+                    api.create(&PostParams::default(), &pg).await.unwrap();
+                })
+                .await;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        futures::stream::iter(0..self.pods)
+            .for_each_concurrent(CREATES, |i| {
+                let pods = pods.clone();
+                async move {
+                    let group = format!("g{}", i / GANG);
+                    let mut pod = json!({
+                        "metadata": {"name": format!("p{i}"), "namespace": ns},
+                        "spec": {"schedulerName": "default-scheduler",
+                            "automountServiceAccountToken": false,
+                            "containers": [{"name": "c", "image": "busybox",
+                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
+                    });
+                    match kind {
+                        Pods::Unscheduled => pod["spec"]["schedulerName"] = json!("none"),
+                        Pods::Single => {}
+                        Pods::VolcanoGangs => {
+                            pod["spec"]["schedulerName"] = json!("volcano");
+                            pod["metadata"]["annotations"] = json!({
+                                "scheduling.k8s.io/group-name": group,
+                                "volcano.sh/task-spec": "worker"});
+                        }
+                        Pods::KubeGangs => {
+                            pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+                        }
+                    }
+                    let pod: Pod = serde_json::from_value(pod).unwrap();
+                    pods.create(&PostParams::default(), &pod).await.unwrap();
+                }
+            })
+            .await;
+    }
+
+    /// Deletes every pod of `ns` at once (grace 0: no kubelet confirms a deletion) and waits
+    /// until they are gone, so that the next contender finds the nodes empty.
+    async fn clear(&self, ns: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        let _ = pods.delete_collection(&dp, &ListParams::default()).await;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while !pods
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+        {
+            assert!(Instant::now() < deadline, "pods of {ns} not deleted");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Runs one contender on its own namespace and measures it.
+    async fn run(&self, name: &'static str, round: usize) -> Option<Outcome> {
+        let kind = match name {
+            "bind-limit" => Pods::Unscheduled,
+            "tephra" | "volcano" => Pods::VolcanoGangs,
+            "kube-scheduler" => Pods::Single,
+            "kube-gangs" => Pods::KubeGangs,
+            other => panic!("unknown contender {other}"),
+        };
+        let volcano = volcano_dir();
+        if name == "volcano" && volcano.is_none() {
+            println!(
+                "volcano: not built (`bash .ci/real-components --with-volcano`; the module \
+                 proxy must serve volcano.sh/apis): skipped"
+            );
+            return None;
+        }
+        let ns = format!("{name}-{round}");
+        self.namespace(&ns).await;
+        let created = Instant::now();
+        self.create(&ns, kind).await;
+        eprintln!(
+            "{name}: {} pods created in {:.1?}",
+            self.pods,
+            created.elapsed()
+        );
+        let seen = watch_binds(self.client.clone(), &ns);
+        while !seen.lock().unwrap().synced {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let load_before = load();
+        let start = Instant::now();
+        let mut process: Option<Child> = None;
+        let mut bind_task = None;
+        match name {
+            "bind-limit" => {
+                bind_task = Some(tokio::spawn(bind_all(
+                    self.client.clone(),
+                    ns.clone(),
+                    self.nodes.clone(),
+                    self.pods,
+                )))
+            }
+            "tephra" => process = Some(tephra_scheduler(&self.kubeconfig)),
+            "kube-scheduler" | "kube-gangs" => {
+                let config = json!({
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"qps": self.kube_qps, "burst": self.kube_qps}});
+                self.cluster
+                    .start_scheduler(config, &["GenericWorkload=true".to_string()])
+                    .unwrap();
+            }
+            "volcano" => process = volcano.map(|dir| volcano_scheduler(&dir, &self.kubeconfig)),
+            _ => {}
+        }
+        let deadline = start + Duration::from_secs(900);
+        loop {
+            if seen.lock().unwrap().bound >= self.pods {
+                break;
+            }
+            if Instant::now() > deadline {
+                eprintln!("{name}: not every pod bound in 15 min");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let cpu = process.as_ref().map(|p| cpu_seconds(p.id()));
+        if let Some(mut p) = process {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        if let Some(t) = bind_task {
+            let _ = t.await;
+        }
+        if matches!(name, "kube-scheduler" | "kube-gangs") {
+            self.cluster.stop_scheduler();
+        }
+        let (first, last, bound) = {
+            let s = seen.lock().unwrap();
+            (s.first, s.last, s.bound)
+        };
+        let result = Outcome {
+            first: first.map_or(f64::NAN, |t| (t - start).as_secs_f64()),
+            all: last.map_or(f64::NAN, |t| (t - start).as_secs_f64()),
+            pods: bound,
+            cpu,
+        };
+        println!(
+            "{name}: {} nodes, {bound}/{} pods bound; first bind {:.2} s after start, all {:.2} s ({:.0} pods/s from start){}; load {load_before} → {}",
+            self.nodes.len(),
+            self.pods,
+            result.first,
+            result.all,
+            result.rate(),
+            result
+                .cpu
+                .map(|c| format!("; its CPU {c:.1} s"))
+                .unwrap_or_default(),
+            load(),
+        );
+        self.clear(&ns).await;
+        Some(result)
+    }
+}
+
+fn env_kube_qps() -> usize {
+    env("TEPHRA_REAL_KUBE_QPS", 5000)
+}
+
+/// Posts a Binding for each of the `pods` pods of `ns`, round robin over `nodes`, with
+/// `TEPHRA_REAL_STREAMS` in flight over one HTTP/2 connection.
+async fn bind_all(client: kube::Client, ns: String, nodes: Vec<String>, pods: usize) {
+    let streams = env("TEPHRA_REAL_STREAMS", 64);
+    let api: Api<Pod> = Api::namespaced(client, &ns);
+    futures::stream::iter(0..pods)
+        .for_each_concurrent(streams, |i| {
+            let api = api.clone();
+            let node = nodes[i % nodes.len()].clone();
+            let ns = ns.clone();
+            async move {
+                let name = format!("p{i}");
+                let body = tephra_api::binding::pod_binding(&ns, &name, &node);
+                api.create_subresource::<_, Value>("binding", &name, &PostParams::default(), &body)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+}
+
+fn tephra_scheduler(kubeconfig: &std::path::Path) -> Child {
+    let mut args = vec![
+        "scheduler".to_string(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--listen-address".into(),
+        "127.0.0.1:0".into(),
+    ];
+    if let Ok(extra) = std::env::var("TEPHRA_REAL_ARGS") {
+        args.extend(extra.split_whitespace().map(String::from));
+    }
+    Command::new(env!("CARGO_BIN_EXE_tephra"))
+        .args(&args)
+        .env(
+            "RUST_LOG",
+            std::env::var("TEPHRA_REAL_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("tephra scheduler starts")
+}
+
+/// Where `.ci/real-components --with-volcano` put vc-scheduler, if it could.
+fn volcano_dir() -> Option<PathBuf> {
+    let cache = tephra_envtest::components::cache_dir();
+    let versions = std::fs::read_to_string(cache.join("versions")).ok()?;
+    let v = versions
+        .lines()
+        .find_map(|l| l.strip_prefix("volcano="))?
+        .trim()
+        .to_string();
+    let dir = cache.join(format!("volcano-{v}"));
+    dir.join(".complete").is_file().then_some(dir)
+}
+
+fn volcano_scheduler(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
+    Command::new(dir.join("vc-scheduler"))
+        .args([
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--leader-elect=false".into(),
+            "--scheduler-name=volcano".into(),
+            "--listen-address=127.0.0.1:0".into(),
+            "--healthz-address=127.0.0.1:0".into(),
+            "--kube-api-qps=5000".into(),
+            "--kube-api-burst=5000".into(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("vc-scheduler starts")
+}
+
+fn main() {
+    let nodes = env("TEPHRA_REAL_NODES", 500);
+    let pods = env("TEPHRA_REAL_PODS", 5000);
+    let repeat = env("TEPHRA_REAL_REPEAT", 1).max(1);
+    let runs: Vec<&'static str> = std::env::var("TEPHRA_REAL_RUNS")
+        .unwrap_or_else(|_| "bind-limit,tephra,kube-scheduler,kube-gangs,volcano".into())
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s {
+            "bind-limit" => "bind-limit",
+            "tephra" => "tephra",
+            "kube-scheduler" => "kube-scheduler",
+            "kube-gangs" => "kube-gangs",
+            "volcano" => "volcano",
+            other => panic!("unknown contender {other} in TEPHRA_REAL_RUNS"),
+        })
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let started = Instant::now();
+        let Some(bench) = Bench::start(nodes, pods).await else {
+            return;
+        };
+        eprintln!(
+            "kube-apiserver {} with {nodes} fake nodes up in {:.1?}; load {}",
+            bench.cluster.env().binaries().version,
+            started.elapsed(),
+            load()
+        );
+        let mut results: BTreeMap<&str, Vec<Outcome>> = BTreeMap::new();
+        for round in 0..repeat {
+            for name in &runs {
+                if let Some(r) = bench.run(name, round).await {
+                    results.entry(name).or_default().push(r);
+                }
+            }
+        }
+        let best = |name: &str| {
+            results
+                .get(name)
+                .and_then(|rs| rs.iter().map(Outcome::rate).reduce(f64::max))
+        };
+        if let Some(limit) = best("bind-limit") {
+            for (name, rs) in &results {
+                for r in rs {
+                    println!(
+                        "ratio: {name} {:.0} pods/s = {:.0}% of the bind limit ({limit:.0} binds/s, best of the run)",
+                        r.rate(),
+                        100.0 * r.rate() / limit
+                    );
+                }
+            }
+        }
+        if let Some(tephra) = best("tephra") {
+            for (name, rs) in results.iter().filter(|(n, _)| **n != "tephra") {
+                for r in rs {
+                    println!(
+                        "ratio: tephra (best {tephra:.0} pods/s) / {name} ({:.0} pods/s) = {:.2}",
+                        r.rate(),
+                        tephra / r.rate()
+                    );
+                }
+            }
+        }
+    });
+}

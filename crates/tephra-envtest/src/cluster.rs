@@ -93,6 +93,14 @@ rules:
 - level: Metadata
 ";
 
+impl Env {
+    /// Starts a cluster named `name` (its API server, and what `options` asks for beside it).
+    /// (Here rather than in `env`, which knows nothing of clusters.)
+    pub async fn cluster(&self, name: &str, options: ClusterOptions) -> Result<Cluster, Error> {
+        Cluster::start(self.clone(), name, options).await
+    }
+}
+
 impl Cluster {
     pub(crate) async fn start(
         env: Env,

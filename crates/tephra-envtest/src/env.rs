@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::Error;
-use crate::cluster::{Cluster, ClusterOptions};
 use crate::components::Binaries;
 use crate::pki::Pki;
 use crate::process::{Proc, free_port};
@@ -117,11 +116,6 @@ impl Env {
     /// The CA certificate, PEM.
     pub fn ca_pem(&self) -> &str {
         &self.inner.pki.ca_pem
-    }
-
-    /// Starts a cluster named `name` (its API server, and what `options` asks for beside it).
-    pub async fn cluster(&self, name: &str, options: ClusterOptions) -> Result<Cluster, Error> {
-        Cluster::start(self.clone(), name, options).await
     }
 }
 

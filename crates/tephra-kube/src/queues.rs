@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action as ControllerAction, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -109,6 +109,14 @@ async fn run(client: Client, options: QueueControllerOptions, lost: reconciler::
 /// One pass over a Queue; it is looked at again after the resync period.
 async fn pass(q: Arc<Queue>, w: Arc<QueuePasses>) -> Result<ControllerAction, PassError> {
     let name = q.name_any();
+    // Nothing is decided before the PodGroups and Commands are listed: a queue closed while
+    // its PodGroups are not known yet would go straight to Closed instead of Closing (as
+    // Volcano's controller waits for its caches to sync).
+    if w.pgs.wait_until_ready().now_or_never().is_none()
+        || w.commands.wait_until_ready().now_or_never().is_none()
+    {
+        return Ok(ControllerAction::requeue(NOT_LISTED_YET));
+    }
     w.pass(&name).await?;
     w.failures.succeeded(&name);
     Ok(ControllerAction::requeue(w.options.resync))
@@ -129,6 +137,9 @@ fn failed(q: Arc<Queue>, e: &PassError, w: Arc<QueuePasses>) -> ControllerAction
 
 /// The controller's name, in logs and `tephra_controller_errors_total`.
 const NAME: &str = "queue";
+
+/// How soon a queue is looked at again when its PodGroups or Commands are not listed yet.
+const NOT_LISTED_YET: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What the Queues, their PodGroups and Commands look like to the passes.
 struct QueuePasses {

@@ -45,19 +45,52 @@ on_both!(
 );
 async fn a_replica_sets_pods_get_one_podgroup_and_run(backend: Backend) {
     logs();
-    let Some(cl) = cluster_on(backend, vec![node("n0", "4", 0)]).await else {
+    // On kube-apiserver the owner must exist, or the garbage collector deletes its pods;
+    // without its controller, so that nothing but this test makes or removes its pods. The
+    // devcluster serves no ReplicaSets and collects nothing for an owner it does not know.
+    let options = tephra_envtest::ClusterOptions {
+        controllers: Some("*,-replicaset-controller".into()),
+        ..Default::default()
+    };
+    let Some(cl) = cluster_on_with(backend, vec![node("n0", "4", 0)], options).await else {
         return;
     };
     let c = cl.client.clone();
+    let owner_uid = match backend {
+        Backend::Devcluster => "rs-1".to_string(),
+        Backend::KubeApiserver => {
+            let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+                Api::namespaced(c.clone(), "default");
+            let rs = rs
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "metadata": {"name": "web-5d8f", "namespace": "default"},
+                        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                            "template": {"metadata": {"labels": {"app": "web"}},
+                                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+                    }))
+                    .unwrap(),
+                )
+                .await
+                .unwrap();
+            rs.metadata.uid.unwrap()
+        }
+    };
+    let pg_name = format!("podgroup-{owner_uid}");
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
     let ctl = bare_pods::start(c.clone(), BarePodOptions::default(), Leadership::always());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     for name in ["web-5d8f-a", "web-5d8f-b"] {
-        pods.create(&PostParams::default(), &pod(name, Some("rs-1"), "volcano"))
-            .await
-            .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &pod(name, Some(&owner_uid), "volcano"),
+        )
+        .await
+        .unwrap();
     }
     pods.create(
         &PostParams::default(),
@@ -67,7 +100,7 @@ async fn a_replica_sets_pods_get_one_podgroup_and_run(backend: Backend) {
     .unwrap();
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
     let pg = eventually(20, "the ReplicaSet's PodGroup", || async {
-        pgs.get("podgroup-rs-1").await.ok()
+        pgs.get(&pg_name).await.ok()
     })
     .await;
     assert_eq!(pg.spec.min_member, Some(1));
@@ -75,7 +108,7 @@ async fn a_replica_sets_pods_get_one_podgroup_and_run(backend: Backend) {
     let owner = &pg.metadata.owner_references.unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.uid.as_str()),
-        ("ReplicaSet", "rs-1")
+        ("ReplicaSet", owner_uid.as_str())
     );
     assert_eq!(pg.spec.min_resources.unwrap()["cpu"].0, "500m");
     eventually(20, "both pods running in the PodGroup", || async {
@@ -83,7 +116,7 @@ async fn a_replica_sets_pods_get_one_podgroup_and_run(backend: Backend) {
         for name in ["web-5d8f-a", "web-5d8f-b"] {
             let p = pods.get(name).await.ok()?;
             let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
-            ok &= running && group_of(&p).as_deref() == Some("podgroup-rs-1");
+            ok &= running && group_of(&p).as_deref() == Some(pg_name.as_str());
         }
         ok.then_some(())
     })

@@ -50,7 +50,10 @@ async fn operate(c: &kube::Client, q: &Queue, action: &str) {
 }
 
 async fn state_is(c: &kube::Client, name: &str, want: QueueState) -> Queue {
-    eventually(20, &format!("queue {name} {want:?}"), || async {
+    // Closing settles into Closed when the queue's last PodGroup goes: with a deleted Job's
+    // PodGroup, when a real garbage collector has found the Job kind at its discovery resync
+    // (every 30 s), so it may take that long.
+    eventually(60, &format!("queue {name} {want:?}"), || async {
         let q = queue(c, name).await;
         (q.status.as_ref()?.state == Some(want)).then_some(q)
     })

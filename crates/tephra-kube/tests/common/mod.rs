@@ -445,6 +445,15 @@ pub struct TestCluster {
 /// [`cluster`] on `backend`; `None` when the real components are not built (the test skips,
 /// saying so; under `CI` it fails instead).
 pub async fn cluster_on(backend: Backend, nodes: Vec<NodeSpec>) -> Option<TestCluster> {
+    cluster_on_with(backend, nodes, Default::default()).await
+}
+
+/// [`cluster_on`], with `options` for the real cluster (the devcluster has none of them).
+pub async fn cluster_on_with(
+    backend: Backend,
+    nodes: Vec<NodeSpec>,
+    options: tephra_envtest::ClusterOptions,
+) -> Option<TestCluster> {
     match backend {
         Backend::Devcluster => {
             let dev = cluster(nodes).await;
@@ -456,13 +465,10 @@ pub async fn cluster_on(backend: Backend, nodes: Vec<NodeSpec>) -> Option<TestCl
             })
         }
         Backend::KubeApiserver => {
-            let real = tephra_envtest::tier::single(
-                &tephra_envtest::Release::tier(),
-                &nodes,
-                Default::default(),
-            )
-            .await
-            .expect("the real cluster starts")?;
+            let real =
+                tephra_envtest::tier::single(&tephra_envtest::Release::tier(), &nodes, options)
+                    .await
+                    .expect("the real cluster starts")?;
             Some(TestCluster {
                 client: real.client.clone(),
                 dev: None,

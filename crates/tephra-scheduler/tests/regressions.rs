@@ -437,3 +437,57 @@ fn a_releasing_pod_holds_its_node_but_not_its_queues_share() {
     .unwrap();
     assert!(run(&c).binds.is_empty());
 }
+
+// A pod without a PodGroup (another scheduler's, bound by name) that its kubelet refused
+// (Failed) holds nothing: its implicit group must not go back to Pending, be admitted again
+// and keep the fleet's admission budget, leaving a job that fits waiting (seen on a real API
+// server: kube-scheduler placed the pod, tephra left it NotInqueueable).
+#[test]
+fn a_finished_pod_without_a_podgroup_holds_no_admission_budget() {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    let shape = [
+        ("cpu", "4"),
+        ("memory", "8Gi"),
+        ("pods", "110"),
+        ("nvidia.com/gpu", "2"),
+    ];
+    add_nodes(&mut c, "east", "n", 2, &shape, &[]).unwrap();
+    let two_gpus = resources(&mut c, &[("cpu", "500m"), ("nvidia.com/gpu", "2")]).unwrap();
+    let on_n1 = Some(("east", "n-1"));
+    // The kubelet refuses the second pod (the first holds the node's GPUs); the third ends.
+    for (name, status) in [
+        ("holding", TaskStatus::Running),
+        ("refused", TaskStatus::Bound),
+        ("finished", TaskStatus::Running),
+        ("refused", TaskStatus::Failed),
+        ("finished", TaskStatus::Succeeded),
+    ] {
+        c.apply(Event::PodUpsert(pod(
+            &c, name, None, two_gpus, status, on_n1,
+        )))
+        .unwrap();
+    }
+    // Sessions go by: nothing of the finished pods is to be admitted or placed.
+    for _ in 0..3 {
+        let d = run(&c);
+        assert!(d.binds.is_empty(), "{:?}", d.binds);
+        apply_binds(&mut c, &d).unwrap();
+    }
+    // The fleet has 4 GPUs, 2 in use: a job asking for 1 is admitted and placed (on n-0).
+    let job = GangJob::new(
+        "next",
+        vec![Role::new("w", 1, &[("cpu", "2"), ("nvidia.com/gpu", "1")])],
+    )
+    .phase(GroupPhase::Pending);
+    add_job(&mut c, &job).unwrap();
+    let d = run(&c);
+    assert!(
+        d.binds
+            .iter()
+            .any(|b| b.task == "default/next-w-0" && b.node == "n-0"),
+        "binds {:?}, events {:?}",
+        d.binds,
+        d.events
+    );
+}

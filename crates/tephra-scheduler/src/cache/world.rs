@@ -391,12 +391,27 @@ impl World {
     }
 
     /// A pod without a PodGroup gets a single-member group of its own, as Volcano does; one
-    /// that lives in a cluster is placed there.
+    /// that lives in a cluster is placed there. The group's phase follows the pod: Running
+    /// while it holds a node, Inqueue while it waits to be placed, Completed once it has
+    /// finished. A finished pod holds nothing and asks for nothing (Volcano counts no finished
+    /// pod, and has no job at all for another scheduler's pod): left to the sessions, its group
+    /// would go back to Pending with the gang short, be admitted again, and keep its pod's
+    /// request of the fleet's and the queue's admission budget for a pod that never runs.
     fn ensure_implicit_group(&mut self, job: Id, spec: &PodSpec) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
-        if j.group.is_some() {
+        let placed_or_waiting = if spec.status.holds_node() {
+            GroupPhase::Running
+        } else {
+            GroupPhase::Inqueue
+        };
+        if let Some(g) = &mut j.group {
+            if spec.status.is_finished() {
+                g.phase = GroupPhase::Completed;
+            } else if g.phase == GroupPhase::Completed {
+                g.phase = placed_or_waiting;
+            }
             return;
         }
         j.group = Some(PodGroupSpec {
@@ -409,11 +424,10 @@ impl World {
             largest_task: None,
             priority_class: spec.shape.priority_class.clone(),
             priority: (spec.shape.priority != 0).then_some(spec.shape.priority),
-            // A pod that already holds a node is running; one that does not waits to be placed.
-            phase: if spec.status.holds_node() {
-                GroupPhase::Running
+            phase: if spec.status.is_finished() {
+                GroupPhase::Completed
             } else {
-                GroupPhase::Inqueue
+                placed_or_waiting
             },
             phase_since: spec.created,
             created: spec.created,

@@ -170,6 +170,12 @@ impl TaskStatus {
         )
     }
 
+    /// Finished (`Succeeded`, `Failed`): the pod holds nothing and asks for nothing any more.
+    #[inline]
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+
     /// Placed on a node and staying there (`Binding`, `Bound`, `Running`): the pods that make
     /// a job's copy in a cluster.
     #[inline]

@@ -436,8 +436,7 @@ impl Side {
             tokio::time::sleep(quiet.saturating_sub(since)).await;
         }
         w.task.abort();
-        let events = std::mem::take(&mut *lock(&w.events));
-        events
+        std::mem::take(&mut *lock(&w.events))
     }
 }
 

@@ -77,6 +77,8 @@ async fn handle(
         (Some("log"), &Method::GET) if def.builtin == Some(Builtin::Pod) => {
             crate::pod_log::serve(api, &key, &req)
         }
+        // A custom resource's subresource its CRD does not serve: the object is not found.
+        (Some(_), _) if def.is_custom() => Err(ApiError::not_found(&def.group, &def.plural, &name)),
         (Some(_), _) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }
@@ -99,7 +101,9 @@ pub fn write_opts(req: &Req) -> WriteOpts {
         .or_else(|| {
             let ua = req.user_agent.split('/').next().unwrap_or_default();
             (!ua.is_empty()).then(|| ua.to_string())
-        });
+        })
+        // Neither: kube-apiserver records the write as `unknown`'s.
+        .or_else(|| Some("unknown".to_string()));
     WriteOpts {
         manager,
         validation: FieldValidation::parse(req.q("fieldValidation")),
@@ -205,6 +209,9 @@ fn list(
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = &cont {
         meta["continue"] = json!(c);
+    } else if def.is_custom() {
+        // kube-apiserver's lists of custom resources carry an empty one.
+        meta["continue"] = json!("");
     }
     if req.wants_metadata() {
         let list = json!({
@@ -221,7 +228,8 @@ fn list(
     ))
 }
 
-/// `{"kind":"<Kind>List",...,"items":[...]}` from the objects' cached bytes.
+/// `{"kind":"<Kind>List",...,"items":[...]}` from the objects' cached bytes (a built-in kind's
+/// items without their `apiVersion` and `kind`, as kube-apiserver lists them).
 pub fn list_bytes(def: &ResourceDef, meta: &Value, items: &[Obj]) -> Bytes {
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
@@ -236,7 +244,11 @@ pub fn list_bytes(def: &ResourceDef, meta: &Value, items: &[Obj]) -> Bytes {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(&object_bytes(def, o));
+        if def.is_custom() {
+            buf.put_slice(&object_bytes(def, o));
+        } else {
+            buf.put_slice(&o.item_json());
+        }
     }
     buf.put_slice(b"]}");
     buf.freeze()
@@ -270,6 +282,7 @@ fn update(
     req: &Req,
 ) -> Result<Response<Body>, ApiError> {
     let body = req.json()?;
+    undeterminable(def, key, &body)?;
     let body_rv = body
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -284,10 +297,7 @@ fn update(
             "Invalid value: 0x0: must be specified for an update",
         ));
     }
-    let mut opts = write_opts(req);
-    if status_only {
-        opts.manager = None;
-    }
+    let opts = write_opts(req);
     let w = api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
         if let Some(rv) = &body_rv
             && *rv
@@ -305,6 +315,29 @@ fn update(
         Ok(body.clone())
     })?;
     Ok(written_reply(def, &w, req, 200))
+}
+
+/// A PUT body kube-apiserver cannot decode into the kind: a custom resource without its
+/// `kind`, a built-in object without its name.
+fn undeterminable(def: &ResourceDef, key: &Key, body: &Value) -> Result<(), ApiError> {
+    if def.is_custom()
+        && body
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{body}'",
+            def.kind
+        )));
+    }
+    if !def.is_custom() && admit::name_of(body).is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+            key.1
+        )));
+    }
+    Ok(())
 }
 
 fn written_reply(def: &ResourceDef, w: &Written, req: &Req, code: u16) -> Response<Body> {
@@ -342,9 +375,6 @@ fn patch_object(
         }
     };
     if kind != PatchKind::Apply {
-        if status_only {
-            opts.manager = None;
-        }
         let w = api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
             check_rv(cur)?;
             let mut v = cur.clone();
@@ -427,8 +457,10 @@ fn delete(
     let d = api.delete(def, key, &opts)?;
     let returns_object = matches!(def.builtin, Some(Builtin::Pod | Builtin::Namespace));
     if d.removed && !returns_object {
-        let details =
-            json!({"name": key.1, "group": def.group, "kind": def.plural, "uid": d.obj.uid()});
+        let mut details = json!({"name": key.1, "kind": def.plural, "uid": d.obj.uid()});
+        if !def.group.is_empty() {
+            details["group"] = json!(def.group);
+        }
         return Ok(json_reply(200, &status::success(None, Some(details)), &[]));
     }
     Ok(render_one(def, &d.obj, req, 200, &[]))

@@ -142,7 +142,7 @@ fn has_generation(def: &ResourceDef) -> bool {
     def.is_custom()
         || matches!(
             def.builtin,
-            Some(Builtin::Pod | Builtin::Pdb | Builtin::Service | Builtin::Crd)
+            Some(Builtin::Pod | Builtin::Pdb | Builtin::Deployment | Builtin::Crd)
         )
 }
 
@@ -182,8 +182,11 @@ pub fn stamp_new(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     } else {
         meta.remove("generation");
     }
-    let name = name_of(obj).to_string();
-    check_name(def, &name)?;
+    // A built-in kind's name is checked with the rest of its metadata (`validate.rs`).
+    if def.is_custom() {
+        let name = name_of(obj).to_string();
+        check_name(def, &name)?;
+    }
     Ok(())
 }
 
@@ -462,26 +465,22 @@ fn required(field: &str) -> Cause {
     }
 }
 
-/// Checks of the built-in kinds, as far as clients depend on them.
+/// Checks of the built-in kinds (`validate.rs`), and of an update against the stored object.
 pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
-    let mut causes = Vec::new();
+    validate_builtin_update(def, None, obj)
+}
+
+/// [`validate_builtin`] for an update of `old` (what may not change, besides).
+pub fn validate_builtin_update(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    let mut causes = crate::validate::builtin(def, obj);
+    if let Some(old) = old {
+        causes.extend(crate::validate::builtin_update(def, old, obj));
+    }
     match def.builtin {
-        Some(Builtin::Pod) => {
-            let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
-            match containers {
-                None => causes.push(required("spec.containers")),
-                Some(list) if list.is_empty() => causes.push(required("spec.containers")),
-                Some(list) => {
-                    for (i, c) in list.iter().enumerate() {
-                        for f in ["name", "image"] {
-                            if c.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                                causes.push(required(&format!("spec.containers[{i}].{f}")));
-                            }
-                        }
-                    }
-                }
-            }
-        }
         Some(Builtin::PriorityClass) if !obj.get("value").is_some_and(Value::is_i64) => {
             causes.push(required("value"));
         }
@@ -510,6 +509,26 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
             causes,
         ))
     }
+}
+
+/// A Secret whose `data` is not base64 cannot be decoded into a Secret: a 400, as
+/// kube-apiserver's decoding answers.
+pub fn decode_secret(secret: &Value) -> Result<(), ApiError> {
+    use base64::Engine;
+    for (_, v) in secret
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let text = v.as_str().unwrap_or_default();
+        if let Err(e) = base64::engine::general_purpose::STANDARD.decode(text) {
+            return Err(ApiError::bad_request(format!(
+                "Secret in version \"v1\" cannot be handled as a Secret: {e}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A Secret's `stringData` folded into `data`, and its `type` defaulted to `Opaque`, as the

@@ -143,19 +143,54 @@ pub fn qos_class(pod: &Value) -> &'static str {
     }
 }
 
-/// Defaults of a new pod (scheduler, restart policy, grace period) and its initial status.
+/// Whether a pod tolerates a `NoExecute` taint with `key` (a toleration of that key, or of
+/// every key, with that effect or every effect).
+fn tolerates_no_execute(pod: &Value, key: &str) -> bool {
+    pod.pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|t| {
+            let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
+            (text("key") == key || text("key").is_empty())
+                && (text("effect") == "NoExecute" || text("effect").is_empty())
+        })
+}
+
+/// What admission sets on a new pod after its defaults: the namespace's `default` service
+/// account (the ServiceAccount plugin), five minutes' toleration of a not-ready or unreachable
+/// node (DefaultTolerationSeconds), its priority (Priority), and its initial status (with the
+/// `SchedulingGated` condition of a gated pod).
 pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
-    let spec = &mut pod["spec"];
-    for (k, v) in [
-        ("schedulerName", json!("default-scheduler")),
-        ("restartPolicy", json!("Always")),
-        ("terminationGracePeriodSeconds", json!(30)),
-        ("dnsPolicy", json!("ClusterFirst")),
-        ("preemptionPolicy", json!("PreemptLowerPriority")),
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
     ] {
-        if spec.get(k).is_none() {
-            spec[k] = v;
+        if !tolerates_no_execute(pod, key) {
+            let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300});
+            match pod
+                .pointer_mut("/spec/tolerations")
+                .and_then(Value::as_array_mut)
+            {
+                Some(list) => list.push(toleration),
+                None => pod["spec"]["tolerations"] = json!([toleration]),
+            }
         }
+    }
+    let spec = &mut pod["spec"];
+    if spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        spec["serviceAccountName"] = json!("default");
+    }
+    if spec.get("serviceAccount").is_none() {
+        spec["serviceAccount"] = spec["serviceAccountName"].clone();
+    }
+    if spec.get("preemptionPolicy").is_none() {
+        spec["preemptionPolicy"] = json!("PreemptLowerPriority");
     }
     if let Some(p) = priority {
         spec["priority"] = json!(p);
@@ -169,4 +204,24 @@ pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
             "message": "Scheduling is blocked due to non-empty scheduling gates",
         }]);
     }
+}
+
+/// A new Node is tainted not-ready until its kubelet reports it Ready (the
+/// TaintNodesByCondition admission plugin; the node lifecycle controller lifts it).
+pub fn taint_new_node(node: &mut Value) {
+    let key = "node.kubernetes.io/not-ready";
+    let taints = node
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if taints
+        .iter()
+        .any(|t| t.get("key").and_then(Value::as_str) == Some(key))
+    {
+        return;
+    }
+    let mut taints = taints;
+    taints.push(json!({"key": key, "effect": "NoSchedule"}));
+    node["spec"]["taints"] = json!(taints);
 }

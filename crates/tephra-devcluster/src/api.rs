@@ -17,7 +17,7 @@ use crate::registry::Registry;
 use crate::resource::{Builtin, ResourceDef};
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
-use crate::store::{Key, Obj, Store, StoreError, Stored};
+use crate::store::{Key, Obj, Store, StoreError, Stored, key_of};
 use crate::time;
 
 /// Settings of one API server.
@@ -92,6 +92,8 @@ pub struct DeleteOpts {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `propagationPolicy`: `Orphan`, `Foreground` or `Background` (the default).
+    pub propagation: Option<String>,
 }
 
 /// A delete's result.
@@ -244,13 +246,19 @@ impl ApiServer {
                 return Err(ApiError::not_found("", "namespaces", ns));
             }
         }
+        if def.builtin == Some(Builtin::Secret) {
+            admit::decode_secret(&obj)?;
+        }
         admit::stamp_new(def, &mut obj)?;
         let mut warnings = admit::prune_builtin(def, &mut obj, opts.validation)?;
+        // Decoding defaults first: the writer owns them in `managedFields`.
+        crate::defaults::apply(def, &mut obj);
+        let mut priority = None;
         match def.builtin {
             Some(Builtin::Pod) => {
+                priority = self.pod_priority(&obj)?;
                 admit::validate_builtin(def, &obj)?;
                 crate::admit_pod::check_pod_create(&obj)?;
-                let priority = self.pod_priority(&obj)?;
                 // As the Priority admission plugin: a pod may not bring an integer of its own
                 // that differs from the one its class gives.
                 if let (Some(given), Some(computed)) = (
@@ -267,27 +275,22 @@ impl ApiServer {
                         ),
                     ));
                 }
-                crate::admit_pod::default_pod(&mut obj, priority);
             }
-            Some(Builtin::Namespace) => obj["status"] = json!({"phase": "Active"}),
-            Some(Builtin::Secret) => admit::fold_string_data(&mut obj),
-            Some(Builtin::Service) => self.default_service(&mut obj),
-            Some(Builtin::Pdb) => {
+            Some(Builtin::Secret) => {
                 admit::validate_builtin(def, &obj)?;
-                obj["status"] = self.pdb_status(&obj);
+                admit::fold_string_data(&mut obj);
             }
             Some(Builtin::Crd) => {
                 crate::crd::check_crd(&obj)?;
                 admit::crd_status(&mut obj);
             }
             Some(
-                kind @ (Builtin::PersistentVolume
+                Builtin::Namespace
+                | Builtin::Service
+                | Builtin::PersistentVolume
                 | Builtin::PersistentVolumeClaim
-                | Builtin::StorageClass),
-            ) => {
-                let default_class = self.default_class();
-                crate::admit_storage::default_storage(kind, &mut obj, default_class);
-            }
+                | Builtin::StorageClass,
+            ) => admit::validate_builtin(def, &obj)?,
             Some(_) => admit::validate_builtin(def, &obj)?,
             None => {
                 if def.status
@@ -307,7 +310,37 @@ impl ApiServer {
                 &time::now_rfc3339(),
             );
         }
+        // What admission plugins and the registry set after the field manager recorded the
+        // request: nobody owns these fields.
+        crate::defaults::encode(def, &mut obj);
+        match def.builtin {
+            Some(Builtin::Pod) => crate::admit_pod::default_pod(&mut obj, priority),
+            Some(Builtin::Namespace) => {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+            }
+            Some(Builtin::Node) => crate::admit_pod::taint_new_node(&mut obj),
+            Some(Builtin::Service) => self.default_service(&mut obj),
+            Some(Builtin::Pdb) => obj["status"] = self.pdb_status(&obj),
+            Some(
+                kind @ (Builtin::PersistentVolume
+                | Builtin::PersistentVolumeClaim
+                | Builtin::StorageClass),
+            ) => {
+                let default_class = self.default_class();
+                crate::admit_storage::default_storage(kind, &mut obj, default_class);
+            }
+            _ => {}
+        }
         if opts.dry_run {
+            // A dry run is refused as the write would be.
+            if self.store.get(&def.storage_key(), &key_of(&obj)).is_some() {
+                return Err(ApiError::already_exists(
+                    &def.group,
+                    &def.plural,
+                    admit::name_of(&obj),
+                ));
+            }
             return Ok(Written {
                 obj: Stored::detached(obj),
                 warnings,
@@ -347,6 +380,9 @@ impl ApiServer {
                 .get(&kind, key)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
             let mut new = f(&cur.value)?;
+            if def.builtin == Some(Builtin::Secret) {
+                admit::decode_secret(&new)?;
+            }
             admit::set_type(def, &mut new)?;
             let body_name = admit::name_of(&new);
             if !body_name.is_empty() && body_name != key.1 {
@@ -358,6 +394,7 @@ impl ApiServer {
             let status_only = scope == Scope::Status;
             admit::carry_over(def, &cur.value, &mut new, status_only, scope == Scope::Main);
             let mut warnings = admit::prune_builtin(def, &mut new, opts.validation)?;
+            crate::defaults::apply(def, &mut new);
             if !status_only {
                 admit::check_finalizers(def, &cur.value, &new)?;
             }
@@ -365,15 +402,29 @@ impl ApiServer {
                 crate::admit_pod::check_pod_update(&cur.value, &new)?;
             }
             match def.builtin {
-                Some(Builtin::Secret) => admit::fold_string_data(&mut new),
                 Some(Builtin::Crd) if !status_only => {
                     crate::crd::check_crd(&new)?;
                     admit::crd_status(&mut new);
                 }
-                Some(_) => admit::validate_builtin(def, &new)?,
+                Some(b) => {
+                    admit::validate_builtin_update(def, Some(&cur.value), &new)?;
+                    if b == Builtin::Secret {
+                        admit::fold_string_data(&mut new);
+                    }
+                }
                 None => warnings = admit::admit_custom(def, &mut new, opts.validation)?,
             }
-            if !status_only {
+            if status_only {
+                if let Some(manager) = &opts.manager {
+                    crate::patch::apply::record_status_update(
+                        &cur.value,
+                        &mut new,
+                        manager,
+                        !def.is_custom(),
+                        &time::now_rfc3339(),
+                    );
+                }
+            } else {
                 admit::bump_generation(def, &cur.value, &mut new);
                 if let Some(manager) = &opts.manager {
                     record_update(
@@ -385,6 +436,7 @@ impl ApiServer {
                     );
                 }
             }
+            crate::defaults::encode(def, &mut new);
             new["metadata"]["resourceVersion"] = json!(cur.rv.to_string());
             if new == cur.value {
                 return Ok(Written {
@@ -427,6 +479,10 @@ impl ApiServer {
                         } else {
                             self.edit_registry(|r| r.put_crd(&obj.value))?;
                         }
+                    } else if removed {
+                        // An object its last finalizer let go takes its dependents, as any
+                        // removed object does.
+                        self.collect_dependents(&obj, def.builtin);
                     }
                     return Ok(Written {
                         obj,
@@ -507,11 +563,29 @@ impl ApiServer {
             } else {
                 0
             };
-            let has_finalizers = cur
+            let mut finalizers: Vec<String> = cur
                 .value
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty());
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect();
+            // The garbage collector's finalizers, as the propagation policy asks (kube-apiserver
+            // adds them on delete; the collector does its part and removes them).
+            let policy_finalizer = match opts.propagation.as_deref() {
+                Some("Orphan") => Some(crate::gc::ORPHAN),
+                Some("Foreground") => Some(crate::gc::FOREGROUND),
+                _ => None,
+            };
+            let before = finalizers.clone();
+            if opts.propagation.is_some() {
+                finalizers.retain(|f| f != crate::gc::ORPHAN && f != crate::gc::FOREGROUND);
+            }
+            if let Some(f) = policy_finalizer {
+                finalizers.push(f.to_string());
+            }
+            let has_finalizers = !finalizers.is_empty();
             let terminating = cur.value.pointer("/metadata/deletionTimestamp").is_some();
             if opts.dry_run {
                 return Ok(Deleted {
@@ -524,21 +598,29 @@ impl ApiServer {
                     .value
                     .pointer("/metadata/deletionGracePeriodSeconds")
                     .and_then(Value::as_i64);
-                if terminating && current_grace.is_none_or(|g| g <= grace) {
+                if terminating && current_grace.is_none_or(|g| g <= grace) && finalizers == before {
                     return Ok(Deleted {
                         obj: cur,
                         removed: false,
                     });
                 }
                 let mut new = cur.value.clone();
-                new["metadata"]["deletionTimestamp"] =
-                    json!(time::format_rfc3339(time::now_secs() + grace));
-                new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-                if let Some(g) = new.pointer("/metadata/generation").and_then(Value::as_i64) {
-                    new["metadata"]["generation"] = json!(g + 1);
+                if finalizers != before {
+                    new["metadata"]["finalizers"] = json!(finalizers);
+                }
+                if !terminating || current_grace.is_some_and(|g| g > grace) {
+                    new["metadata"]["deletionTimestamp"] =
+                        json!(time::format_rfc3339(time::now_secs() + grace));
+                    new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+                    if let Some(g) = new.pointer("/metadata/generation").and_then(Value::as_i64) {
+                        new["metadata"]["generation"] = json!(g + 1);
+                    }
                 }
                 match self.store.replace(&kind, key, cur.rv, new) {
                     Ok(obj) => {
+                        if let Some(f) = policy_finalizer {
+                            self.collect_for_policy(def, &obj, f);
+                        }
                         return Ok(Deleted {
                             obj,
                             removed: false,
@@ -624,20 +706,45 @@ impl ApiServer {
         }
     }
 
+    /// What the Service registry sets: a cluster IP and its family, and node ports for
+    /// `NodePort` and `LoadBalancer` Services.
     fn default_service(&self, svc: &mut Value) {
         if svc.pointer("/spec/type").is_none() {
             svc["spec"]["type"] = json!("ClusterIP");
         }
+        let kind = svc
+            .pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let ip = svc
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        if ip.is_empty() {
-            let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
-            let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
-            svc["spec"]["clusterIP"] = json!(ip);
-            svc["spec"]["clusterIPs"] = json!([ip]);
+        if kind != "ExternalName" {
+            if ip.is_empty() {
+                let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
+                let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+                svc["spec"]["clusterIP"] = json!(ip);
+                svc["spec"]["clusterIPs"] = json!([ip]);
+            } else if svc.pointer("/spec/clusterIPs").is_none() {
+                svc["spec"]["clusterIPs"] = json!([ip]);
+            }
+            if svc.pointer("/spec/ipFamilyPolicy").is_none() {
+                svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+            }
+            if svc.pointer("/spec/ipFamilies").is_none() {
+                svc["spec"]["ipFamilies"] = json!(["IPv4"]);
+            }
+        }
+        if matches!(kind.as_str(), "NodePort" | "LoadBalancer")
+            && let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
+        {
+            for p in ports.iter_mut().filter(|p| p.get("nodePort").is_none()) {
+                let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
+                p["nodePort"] = json!(30000 + n % 2768);
+            }
         }
         svc["status"] = json!({"loadBalancer": {}});
     }

@@ -22,6 +22,19 @@ struct Managed {
     set: FieldSet,
 }
 
+/// The entries of writes through a subresource (`status`), kept as they are by writes to the
+/// main resource.
+fn subresource_entries(object: &Value) -> Vec<Value> {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.get("subresource").is_some())
+        .cloned()
+        .collect()
+}
+
 fn read_managed(object: &Value) -> Vec<Managed> {
     object
         .pointer("/metadata/managedFields")
@@ -50,12 +63,13 @@ fn read_managed(object: &Value) -> Vec<Managed> {
         .collect()
 }
 
-fn write_managed(object: &mut Value, managed: &[Managed]) {
-    let entries: Vec<Value> = managed
+fn write_managed(object: &mut Value, managed: &[Managed], kept: Vec<Value>) {
+    let mut entries: Vec<Value> = managed
         .iter()
         .filter(|m| !m.set.is_empty())
         .map(|m| fields::entry(&m.manager, &m.operation, &m.api_version, &m.time, &m.set))
         .collect();
+    entries.extend(kept);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if entries.is_empty() {
             meta.remove("managedFields");
@@ -105,7 +119,86 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, keyed:
             }),
         }
     }
-    write_managed(new, &managed);
+    let kept = old.map(subresource_entries).unwrap_or_default();
+    write_managed(new, &managed, kept);
+}
+
+/// Records a write through the `status` subresource by `manager`: the status fields that
+/// changed move to its `status` entry (operation `Update`, `subresource: status`).
+pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: bool, time: &str) {
+    let status_set = |v: &Value| -> FieldSet {
+        let wrapped = serde_json::json!({"s": v.get("status").cloned().unwrap_or(Value::Null)});
+        fields::field_set(&wrapped, keyed)
+            .into_iter()
+            .map(|mut p| {
+                p[0] = "f:status".into();
+                p
+            })
+            .collect()
+    };
+    let new_set = status_set(new);
+    let changed: FieldSet = new_set
+        .iter()
+        .filter(|p| fields::lookup(old, p) != fields::lookup(new, p))
+        .cloned()
+        .collect();
+    let main = read_managed(new);
+    let mut entries: Vec<Value> = main
+        .iter()
+        .filter(|m| !m.set.is_empty())
+        .map(|m| fields::entry(&m.manager, &m.operation, &m.api_version, &m.time, &m.set))
+        .collect();
+    let api_version = new
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut found = false;
+    for e in subresource_entries(new) {
+        let mut set: FieldSet = e
+            .get("fieldsV1")
+            .map(fields::from_fields_v1)
+            .unwrap_or_default();
+        set.retain(|p| new_set.contains(p) && !changed.contains(p));
+        let text = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mine = text("manager") == manager && text("operation") == "Update";
+        let mut t = text("time");
+        if mine {
+            found = true;
+            set.extend(changed.iter().cloned());
+            if !changed.is_empty() {
+                t = time.to_string();
+            }
+        }
+        if !set.is_empty() {
+            let mut entry = fields::entry(
+                &text("manager"),
+                &text("operation"),
+                &text("apiVersion"),
+                &t,
+                &set,
+            );
+            entry["subresource"] = e.get("subresource").cloned().unwrap_or(Value::Null);
+            entries.push(entry);
+        }
+    }
+    if !found && !changed.is_empty() {
+        let mut entry = fields::entry(manager, "Update", &api_version, time, &changed);
+        entry["subresource"] = serde_json::json!("status");
+        entries.push(entry);
+    }
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
 }
 
 /// Applies `applied` as `manager` to `live` (absent: the object is created from it).
@@ -137,6 +230,7 @@ pub fn apply(
                 time: time.into(),
                 set: applied_set,
             }],
+            Vec::new(),
         );
         return Ok(obj);
     };
@@ -157,9 +251,14 @@ pub fn apply(
         return Err(conflict_error(&conflicts));
     }
     if force {
+        // Forcing takes the conflicting fields; fields applied with the value another manager
+        // set stay theirs as well (shared ownership).
         for m in managed.iter_mut().filter(|m| m.manager != manager) {
-            m.set
-                .retain(|p| !applied_set.contains(p) || p.last().is_some_and(|e| e == "."));
+            m.set.retain(|p| {
+                !applied_set.contains(p)
+                    || p.last().is_some_and(|e| e == ".")
+                    || fields::lookup(applied, p) == fields::lookup(live, p)
+            });
         }
     }
     let mut out = live.clone();
@@ -182,6 +281,19 @@ pub fn apply(
     dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for p in &dropped {
         fields::remove(&mut out, p);
+        // A map left empty by the removal goes too (`annotations: {}`).
+        for len in (1..p.len()).rev() {
+            let parent = &p[..len];
+            if parent.last().is_some_and(|e| e.starts_with("f:"))
+                && fields::lookup(&out, parent)
+                    .and_then(Value::as_object)
+                    .is_some_and(serde_json::Map::is_empty)
+            {
+                fields::remove(&mut out, parent);
+            } else {
+                break;
+            }
+        }
     }
     let mut parents = Vec::new();
     merge_applied(&mut out, applied, keyed, &mut parents);
@@ -193,7 +305,7 @@ pub fn apply(
         time: time.into(),
         set: applied_set,
     });
-    write_managed(&mut out, &managed);
+    write_managed(&mut out, &managed, subresource_entries(live));
     Ok(out)
 }
 

@@ -15,7 +15,13 @@ pub type Path = Vec<String>;
 pub type FieldSet = BTreeSet<Path>;
 
 /// The metadata fields a manager can own.
-const OWNED_METADATA: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
+const OWNED_METADATA: &[&str] = &[
+    "generateName",
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+];
 
 /// The leaf fields `value` sets. Lists merge by key for the built-in kinds (`keyed`), and are
 /// atomic otherwise. `status` is left out (it belongs to the status subresource).
@@ -26,6 +32,10 @@ pub fn field_set(value: &Value, keyed: bool) -> FieldSet {
     if let Some(map) = value.as_object() {
         for (k, v) in map {
             if matches!(k.as_str(), "apiVersion" | "kind" | "status") {
+                continue;
+            }
+            // An empty top-level struct (`spec: {}`) is the kind's zero value: no field.
+            if keyed && v.as_object().is_some_and(serde_json::Map::is_empty) {
                 continue;
             }
             if k == "metadata" {
@@ -55,8 +65,16 @@ fn collect_field(
     out: &mut FieldSet,
 ) {
     path.push(format!("f:{key}"));
+    // Label selectors and node selectors are atomic in the built-in kinds' schemas: one
+    // manager owns the whole of one.
+    // So are object references (an Event's, a binding's role).
+    let atomic = keyed
+        && matches!(
+            key,
+            "selector" | "nodeSelector" | "involvedObject" | "roleRef"
+        );
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) if !map.is_empty() && !atomic => {
             names.push(key.to_string());
             for (k, v) in map {
                 collect_field(k, v, keyed, path, names, out);
@@ -77,7 +95,9 @@ fn collect_field(
                         let mut me = path.clone();
                         me.push(".".into());
                         out.insert(me);
-                        for (f, v) in item.as_object().into_iter().flatten() {
+                        // Each owner reference is atomic: its key is all there is to own.
+                        let fields = item.as_object().filter(|_| key != "ownerReferences");
+                        for (f, v) in fields.into_iter().flatten() {
                             collect_field(f, v, keyed, path, names, out);
                         }
                         path.pop();
@@ -103,12 +123,22 @@ fn collect_field(
     path.pop();
 }
 
+/// A list item's key element. Ports are keyed by their number and protocol together (TCP
+/// when unset, the schema's default), as server-side apply keys them.
 fn item_key(key: &str, item: &Value) -> String {
     let mut m = Map::new();
     m.insert(
         key.to_string(),
         item.get(key).cloned().unwrap_or(Value::Null),
     );
+    if matches!(key, "port" | "containerPort") {
+        m.insert(
+            "protocol".into(),
+            item.get("protocol")
+                .cloned()
+                .unwrap_or_else(|| json!("TCP")),
+        );
+    }
     format!("k:{}", Value::Object(m))
 }
 
@@ -158,10 +188,13 @@ fn walk(node: &Value, path: &mut Path, out: &mut FieldSet) {
 fn matches_elem<'a>(items: &'a [Value], elem: &str) -> Option<(usize, &'a Value)> {
     if let Some(k) = elem.strip_prefix("k:") {
         let want: Map<String, Value> = serde_json::from_str(k).ok()?;
-        items
-            .iter()
-            .enumerate()
-            .find(|(_, i)| want.iter().all(|(f, v)| i.get(f) == Some(v)))
+        items.iter().enumerate().find(|(_, i)| {
+            want.iter().all(|(f, v)| match i.get(f) {
+                Some(x) => x == v,
+                // A port's protocol defaults to TCP.
+                None => f == "protocol" && v == "TCP",
+            })
+        })
     } else if let Some(v) = elem.strip_prefix("v:") {
         let want: Value = serde_json::from_str(v).ok()?;
         items.iter().enumerate().find(|(_, i)| **i == want)

@@ -82,7 +82,8 @@ fn collect_field(
             names.pop();
         }
         Value::Array(items) => {
-            let strategy = if keyed || key == "finalizers" {
+            // Metadata's lists are keyed alike in every kind, custom resources' too.
+            let strategy = if keyed || matches!(key, "finalizers" | "ownerReferences") {
                 list_strategy(names, key)
             } else {
                 ListStrategy::Atomic

@@ -6,13 +6,20 @@
 //!   (`uid(configmaps/cm-1#1)`), so an owner reference still has to name the right owner.
 //! - `metadata.resourceVersion`: each server's own counter (etcd's revision on the real one).
 //! - `metadata.creationTimestamp`, `metadata.deletionTimestamp`, `managedFields[].time`, and
-//!   the times conditions carry (`lastTransitionTime`, `lastProbeTime`): wall-clock times.
-//! - the five random characters `generateName` adds.
+//!   the times conditions carry (`lastTransitionTime`, `lastProbeTime`): wall-clock times;
+//!   and so the order of `managedFields` entries of one operation, which kube-apiserver sorts
+//!   by time to the second before manager (they are compared sorted by manager).
+//! - the five random characters `generateName` adds (in objects, watch keys and `Status`
+//!   details, where the name is replaced by the key of the object it was generated for).
 //! - a Service's allocated `spec.clusterIP`/`clusterIPs` and ports' `nodePort` (each server
 //!   allocates its own).
 //! - the `.` entries of `managedFields[].fieldsV1`, which mark a map or list as owned besides
 //!   its fields: kube-apiserver sets them where the kind's Go zero value leaves the field out,
 //!   which a server without the Go types cannot know; the fields themselves are compared.
+//! - the order of a Namespace's `metadata.finalizers` once a delete changed them: the
+//!   namespace registry rebuilds the list from a Go map (compared sorted).
+//! - Events the real server's IP allocator repair loop records when it races with a Service's
+//!   creation (`ClusterIPNotAllocated`): left out of lists and watches.
 //! - a `Status`'s `message` (compared: code, reason, details' name, group and kind, and the
 //!   causes' reason and field; the message is printed when they differ).
 //!
@@ -68,7 +75,7 @@ fn normalize_meta(meta: &mut serde_json::Map<String, Value>, mem: &Memory) {
         }
     }
     if let Some(Value::Array(fields)) = meta.get_mut("managedFields") {
-        for f in fields {
+        for f in fields.iter_mut() {
             if f.get("time").is_some() {
                 f["time"] = json!(TIME);
             }
@@ -76,6 +83,16 @@ fn normalize_meta(meta: &mut serde_json::Map<String, Value>, mem: &Memory) {
                 strip_members(set, mem);
             }
         }
+        // Entries are ordered by their time to the second (see the list at the top).
+        fields.sort_by_key(|f| {
+            let text = |k: &str| {
+                f.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (text("operation"), text("manager"), text("subresource"))
+        });
     }
 }
 
@@ -86,6 +103,13 @@ fn strip_members(set: &mut Value, mem: &Memory) {
         m.remove(".");
         let renamed: serde_json::Map<String, Value> = std::mem::take(m)
             .into_iter()
+            // A map or list owned only as such (all its fields owned by others) is a `.`
+            // entry too: it goes with it.
+            .filter(|(k, v)| {
+                !(k.starts_with("f:")
+                    && v.get(".").is_some()
+                    && v.as_object().is_some_and(|o| o.len() == 1))
+            })
             .map(|(k, mut v)| {
                 strip_members(&mut v, mem);
                 let k = match k
@@ -145,6 +169,11 @@ pub fn normalize_object(obj: &Value, mem: &Memory, kind: &str) -> Value {
             }
         }
     }
+    if o.get("kind").and_then(Value::as_str).unwrap_or(kind) == "Namespace"
+        && let Some(Value::Array(finalizers)) = o.pointer_mut("/metadata/finalizers")
+    {
+        finalizers.sort_by_key(Value::to_string);
+    }
     if let Some(status) = o.get_mut("status") {
         normalize_times(status);
     }
@@ -168,21 +197,44 @@ fn normalize_status(s: &Value, mem: &Memory) -> Value {
             .cloned()
             .unwrap_or_else(|| "<uid>".into())
     });
+    // A name `generateName` made is each server's own: named after the object's key.
+    let name = d.get("name").map(|n| {
+        n.as_str()
+            .and_then(|n| mem.generated_key(n))
+            .map_or_else(|| n.clone(), |k| json!(format!("{{name:{k}}}")))
+    });
     json!({
         "kind": "Status",
         "status": s.get("status"),
         "code": s.get("code"),
         "reason": s.get("reason"),
         "details": {
-            "name": d.get("name"), "group": d.get("group"), "kind": d.get("kind"),
+            "name": name, "group": d.get("group"), "kind": d.get("kind"),
             "uid": uid, "causes": causes,
         },
     })
 }
 
+/// A normalized object's key: namespace and name, and its uid's name (which tells apart the
+/// objects whose generated names normalize alike).
 fn sort_key(o: &Value) -> String {
     let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"))
+    let name = text("/metadata/name");
+    if name.ends_with("<suffix>") {
+        format!(
+            "{}/{name}#{}",
+            text("/metadata/namespace"),
+            text("/metadata/uid")
+        )
+    } else {
+        format!("{}/{name}", text("/metadata/namespace"))
+    }
+}
+
+/// An Event kube-apiserver's IP allocator repair loop records when it races with a Service's
+/// creation (it lists Services and allocations apart): the real server's own, at random.
+pub fn from_repair_loop(obj: &Value) -> bool {
+    obj.get("reportingComponent").and_then(Value::as_str) == Some("ipallocator-repair-controller")
 }
 
 /// A body with what legitimately differs replaced.
@@ -197,6 +249,7 @@ pub fn normalize_body(body: &Value, mem: &Memory) -> Value {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .filter(|i| !from_repair_loop(i))
             .map(|i| normalize_object(i, mem, kind.trim_end_matches("List")))
             .collect();
         items.sort_by_key(sort_key);
@@ -280,15 +333,19 @@ pub fn watch_events(events: &[Value], mem: &Memory) -> BTreeMap<String, Vec<Valu
             continue;
         }
         let obj = e.get("object").cloned().unwrap_or(Value::Null);
-        let key = if t == "ERROR" {
-            "<error>".to_string()
-        } else {
-            sort_key(&obj)
-        };
+        if from_repair_loop(&obj) {
+            continue;
+        }
         let normalized = if t == "ERROR" {
             normalize_status(&obj, mem)
         } else {
             normalize_object(&obj, mem, "")
+        };
+        // Keyed by the normalized name: a generated name's suffix is each server's own.
+        let key = if t == "ERROR" {
+            "<error>".to_string()
+        } else {
+            sort_key(&normalized)
         };
         out.entry(key)
             .or_default()

@@ -168,6 +168,30 @@ impl Memory {
             .insert(uid.to_string(), format!("uid({key}#{n})"));
     }
 
+    /// The key of the object `generateName` named `name` on this side, if it is one (a name
+    /// generated for an object that was refused is `generated`).
+    pub fn generated_key(&self, name: &str) -> Option<String> {
+        if let Some((k, _)) = self
+            .names
+            .iter()
+            .find(|(k, n)| n.as_str() == name && k.contains("/gen-"))
+        {
+            return Some(k.clone());
+        }
+        // The generator's prefixes: `g-` and `diff-<seq>-g-`.
+        match name.rsplit_once("g-") {
+            Some((head, s))
+                if s.len() == 5
+                    && s.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                    && (head.is_empty() || head.starts_with("diff-")) =>
+            {
+                Some("generated".into())
+            }
+            _ => None,
+        }
+    }
+
     /// Remembers an object seen under `key`.
     pub fn remember_object(&mut self, key: &str, obj: &Value) {
         let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();

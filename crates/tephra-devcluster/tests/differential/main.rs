@@ -6,7 +6,8 @@
 //! first request answered differently, with both answers.
 //!
 //! `TEPHRA_DIFF_SEEDS=A..B` (or one `N`) picks the seeds; `TEPHRA_DIFF_JOBS` how many sequences
-//! run at once (default 2).
+//! run at once (default 2); `TEPHRA_DIFF_KEEP_GOING` prints every difference instead of
+//! stopping a sequence at its first; `TEPHRA_DIFF_TRACE` prints every request and both codes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -298,21 +299,22 @@ fn quiescent(snap: &BTreeMap<String, Vec<Value>>) -> bool {
                 .collect();
             let waits =
                 deleting && (finalizers.iter().any(|f| *f != HOLD) || plural == "namespaces");
-            let dangling = o
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|r| {
-                    let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
-                    // A namespaced owner of a cluster-scoped object is an invalid reference,
-                    // which the garbage collector leaves.
-                    let invalid = cluster_scoped && namespaced(&|k| k.kind == kind);
-                    !invalid
-                        && r.get("uid")
-                            .and_then(Value::as_str)
-                            .is_some_and(|u| !uids.contains(u))
-                });
+            // The garbage collector ignores Events: their references may dangle for good.
+            let dangling = plural != "events"
+                && o.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .any(|r| {
+                        let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
+                        // A namespaced owner of a cluster-scoped object is an invalid reference,
+                        // which the garbage collector leaves.
+                        let invalid = cluster_scoped && namespaced(&|k| k.kind == kind);
+                        !invalid
+                            && r.get("uid")
+                                .and_then(Value::as_str)
+                                .is_some_and(|u| !uids.contains(u))
+                    });
             !waits && !dangling
         })
     })
@@ -337,6 +339,17 @@ fn keep_going() -> bool {
     std::env::var_os("TEPHRA_DIFF_KEEP_GOING").is_some()
 }
 
+/// `TEPHRA_DIFF_TRACE`: print each request and both codes (to follow a failing seed).
+fn trace(seq: u64, step: usize, what: &str, real: &Answer, dev: &Answer) {
+    if std::env::var_os("TEPHRA_DIFF_TRACE").is_some() {
+        let what: String = what.chars().take(300).collect();
+        eprintln!(
+            "seed {seq} step {step}: {what} -> {} / {}",
+            real.code, dev.code
+        );
+    }
+}
+
 /// A difference ends the sequence, or is printed when surveying.
 fn found(f: Failure) -> Result<(), Failure> {
     if keep_going() {
@@ -355,6 +368,7 @@ async fn run(seq: u64, real: &mut Side, dev: &mut Side) -> Result<usize, Failure
     let mut step_no = 0;
     for call in plan.setup() {
         let (a, b) = (real.call(&call).await, dev.call(&call).await);
+        trace(seq, step_no, &real.describe(&call), &a, &b);
         if let Err(d) = compare::answers(&a, &real.memory, &b, &dev.memory) {
             found(report(
                 seq,
@@ -386,6 +400,7 @@ async fn run(seq: u64, real: &mut Side, dev: &mut Side) -> Result<usize, Failure
             Step::Call(call) => {
                 let what = real.describe(call);
                 let (a, b) = (real.call(call).await, dev.call(call).await);
+                trace(seq, step_no, &what, &a, &b);
                 if let Err(d) = compare::answers(&a, &real.memory, &b, &dev.memory) {
                     found(report(seq, step_no, &what, &brief(&a), &brief(&b), &d))?;
                 }

@@ -162,22 +162,7 @@ fn tolerates_no_execute(pod: &Value, key: &str) -> bool {
 /// node (DefaultTolerationSeconds), its priority (Priority), and its initial status (with the
 /// `SchedulingGated` condition of a gated pod).
 pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
-    for key in [
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-    ] {
-        if !tolerates_no_execute(pod, key) {
-            let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute",
-                "tolerationSeconds": 300});
-            match pod
-                .pointer_mut("/spec/tolerations")
-                .and_then(Value::as_array_mut)
-            {
-                Some(list) => list.push(toleration),
-                None => pod["spec"]["tolerations"] = json!([toleration]),
-            }
-        }
-    }
+    tolerate_unready_nodes(pod);
     let spec = &mut pod["spec"];
     if spec
         .get("serviceAccountName")
@@ -203,6 +188,28 @@ pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
             "lastTransitionTime": time::now_rfc3339(), "reason": "SchedulingGated",
             "message": "Scheduling is blocked due to non-empty scheduling gates",
         }]);
+    }
+}
+
+/// The DefaultTolerationSeconds admission plugin, on every write of a pod (not of its
+/// subresources): five minutes' toleration of a not-ready and of an unreachable node, unless
+/// the pod tolerates them already.
+pub fn tolerate_unready_nodes(pod: &mut Value) {
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tolerates_no_execute(pod, key) {
+            let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300});
+            match pod
+                .pointer_mut("/spec/tolerations")
+                .and_then(Value::as_array_mut)
+            {
+                Some(list) => list.push(toleration),
+                None => pod["spec"]["tolerations"] = json!([toleration]),
+            }
+        }
     }
 }
 

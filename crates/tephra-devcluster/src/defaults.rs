@@ -37,10 +37,21 @@ fn pulls_always(image: &str) -> bool {
     }
 }
 
+/// Removes the `false` of fields a Go `bool` (not a pointer) holds with `omitempty`: decoding
+/// and encoding again leaves them out, so nobody owns them and nobody reads them back.
+fn omit_false(m: &mut Map<String, Value>, keys: &[&str]) {
+    for k in keys {
+        if m.get(*k) == Some(&Value::Bool(false)) {
+            m.remove(*k);
+        }
+    }
+}
+
 fn container(c: &mut Value) {
     let Some(m) = c.as_object_mut() else {
         return;
     };
+    omit_false(m, &["stdin", "stdinOnce", "tty"]);
     default(m, "terminationMessagePath", json!("/dev/termination-log"));
     default(m, "terminationMessagePolicy", json!("File"));
     let image = m.get("image").and_then(Value::as_str).unwrap_or_default();
@@ -79,6 +90,7 @@ pub fn pod_spec(spec: &mut Value) {
     let Some(m) = spec.as_object_mut() else {
         return;
     };
+    omit_false(m, &["hostNetwork", "hostPID", "hostIPC"]);
     default(m, "restartPolicy", json!("Always"));
     default(m, "terminationGracePeriodSeconds", json!(30));
     default(m, "dnsPolicy", json!("ClusterFirst"));
@@ -134,6 +146,7 @@ fn deployment(dep: &mut Value) {
     let Some(spec) = obj_mut(dep, "spec") else {
         return;
     };
+    omit_false(spec, &["paused"]);
     default(spec, "replicas", json!(1));
     default(
         spec,
@@ -252,6 +265,11 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
         Some(Builtin::Service) => service(obj),
         Some(Builtin::Deployment) => deployment(obj),
         Some(Builtin::Namespace) => namespace(obj),
+        Some(Builtin::Node) => {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                omit_false(spec, &["unschedulable"]);
+            }
+        }
         Some(Builtin::Secret)
             if obj
                 .get("type")

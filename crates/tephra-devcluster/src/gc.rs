@@ -1,12 +1,14 @@
 //! The garbage collector's part: when an object is removed, each object that names it in its
 //! `ownerReferences` is deleted too (background propagation, Kubernetes' default), and theirs
 //! in turn, once none of its owners exists; one that still has an owner only loses the
-//! references to the absent ones, as kube-controller-manager's garbage collector does. Events,
-//! Nodes and Leases own nothing here, so removing them looks no further; a pod owns at most
+//! references to the absent ones, as kube-controller-manager's garbage collector does. Events
+//! and Leases own nothing here, so removing them looks no further; a pod owns at most
 //! the PodGroup Volcano's PodGroup controller made for it, which it names in
 //! `scheduling.k8s.io/group-name` (looked up directly), and ConfigMaps, Secrets and Services
 //! of its namespace (the copies of its dependencies in a member), so that deleting pods stays
-//! cheap.
+//! cheap. Events are never collected: kube-controller-manager's garbage collector ignores
+//! core/v1 and `events.k8s.io` Events (its `DefaultIgnoredResources`), so an Event keeps an
+//! owner reference to an absent owner, is not orphaned and does not block foreground deletion.
 
 use std::collections::BTreeSet;
 
@@ -22,6 +24,25 @@ pub const ORPHAN: &str = "orphan";
 pub const FOREGROUND: &str = "foregroundDeletion";
 use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
+
+/// Whether the garbage collector ignores objects of this resource (Events).
+fn ignored(def: &ResourceDef) -> bool {
+    matches!(def.builtin, Some(Builtin::Event | Builtin::EventsV1))
+}
+
+/// Removes `finalizer` from the `finalizers` of `obj[parent]` (`metadata`, or a namespace's
+/// `spec`), and the list when it is left empty.
+pub(crate) fn remove_finalizer(obj: &mut Value, parent: &str, finalizer: &str) {
+    let Some(m) = obj.get_mut(parent).and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(fs) = m.get_mut("finalizers").and_then(Value::as_array_mut) {
+        fs.retain(|f| f.as_str() != Some(finalizer));
+        if fs.is_empty() {
+            m.remove("finalizers");
+        }
+    }
+}
 
 /// An object's namespace and owner references.
 fn namespace_and_owners(obj: &Obj) -> (String, Vec<Value>) {
@@ -46,7 +67,7 @@ impl ApiServer {
         self.release_blocked_owners(owner);
         if matches!(
             builtin,
-            Some(Builtin::Event | Builtin::EventsV1 | Builtin::Node | Builtin::Lease)
+            Some(Builtin::Event | Builtin::EventsV1 | Builtin::Lease)
         ) {
             return;
         }
@@ -70,7 +91,7 @@ impl ApiServer {
             registry
                 .resources()
                 .iter()
-                .filter(|d| d.namespaced)
+                .filter(|d| d.namespaced && !ignored(d))
                 .cloned()
                 .collect()
         };
@@ -110,7 +131,7 @@ impl ApiServer {
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         let registry = self.registry();
-        for def in registry.resources() {
+        for def in registry.resources().iter().filter(|d| !ignored(d)) {
             let kind = def.storage_key();
             if !seen.insert(kind.clone()) {
                 continue;
@@ -215,17 +236,7 @@ impl ApiServer {
                 if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
                     return Ok(new);
                 }
-                if let Some(fs) = new
-                    .pointer_mut("/metadata/finalizers")
-                    .and_then(Value::as_array_mut)
-                {
-                    fs.retain(|f| f.as_str() != Some(finalizer));
-                    if fs.is_empty()
-                        && let Some(m) = new["metadata"].as_object_mut()
-                    {
-                        m.remove("finalizers");
-                    }
-                }
+                remove_finalizer(&mut new, "metadata", finalizer);
                 Ok(new)
             },
         );
@@ -319,6 +330,9 @@ impl ApiServer {
     /// its dependent was being written). An owner of a kind this server does not serve is
     /// taken to exist: a real cluster serves it.
     pub(crate) fn collect_if_ownerless(&self, def: &std::sync::Arc<ResourceDef>, obj: &Obj) {
+        if ignored(def) {
+            return;
+        }
         let Some(refs) = obj
             .value
             .pointer("/metadata/ownerReferences")

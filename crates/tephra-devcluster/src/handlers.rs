@@ -179,13 +179,15 @@ fn list(
     let filter = !label.is_empty() || !field.is_empty();
     let mut items: Vec<Obj> = Vec::new();
     let mut more = false;
+    // As etcd's paging with a selector: once the page is full, any object after its last item
+    // (matching or not) means more, and the token resumes after that item.
     for o in candidates {
-        if filter && !(label.matches(&o.value) && field.matches(&o.value)) {
-            continue;
-        }
         if limit.is_some_and(|l| items.len() >= l) {
             more = true;
             break;
+        }
+        if filter && !(label.matches(&o.value) && field.matches(&o.value)) {
+            continue;
         }
         items.push(o);
     }
@@ -288,17 +290,59 @@ fn update(
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(String::from);
-    if body_rv.is_none() && def.is_custom() {
-        return Err(ApiError::invalid_field(
+    // A uid in the body is a precondition kube-apiserver's storage checks first, before the
+    // resourceVersion; an absent object is a 404, but for the kinds a PUT creates (whose
+    // storage reads an absent object as empty, so the uid precondition fails first).
+    let body_uid = body
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let uid_conflict = |found: &str| {
+        ApiError::conflict(
             &def.group,
             &def.plural,
             &key.1,
-            "metadata.resourceVersion",
-            "Invalid value: 0x0: must be specified for an update",
-        ));
+            &format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {found}",
+                body_uid.as_deref().unwrap_or_default()
+            ),
+        )
+    };
+    if creates_on_update(def) && api.get(def, key).is_none() {
+        if body_uid.is_some() {
+            return Err(uid_conflict(""));
+        }
+        if !status_only && admit::name_of(&body) == key.1 {
+            let mut obj = body.clone();
+            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            let ns = Some(key.0.as_str()).filter(|n| !n.is_empty());
+            enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, None, &body)?;
+            let w = api.create(def, ns, obj, &write_opts(req))?;
+            return Ok(written_reply(def, &w, req, 201));
+        }
     }
     let opts = write_opts(req);
     let w = api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
+        let found = cur
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if body_uid.as_deref().is_some_and(|u| u != found) {
+            return Err(uid_conflict(found));
+        }
+        // A custom resource has no unconditional update (checked once the object is found).
+        if body_rv.is_none() && def.is_custom() {
+            return Err(ApiError::invalid_field(
+                &def.group,
+                &def.plural,
+                &key.1,
+                "metadata.resourceVersion",
+                "Invalid value: 0x0: must be specified for an update",
+            ));
+        }
         if let Some(rv) = &body_rv
             && *rv
                 != cur
@@ -315,6 +359,23 @@ fn update(
         Ok(body.clone())
     })?;
     Ok(written_reply(def, &w, req, 200))
+}
+
+/// The kinds a PUT of an absent object creates (their strategies' `AllowCreateOnUpdate`).
+fn creates_on_update(def: &ResourceDef) -> bool {
+    matches!(
+        def.builtin,
+        Some(
+            Builtin::Service
+                | Builtin::Event
+                | Builtin::EventsV1
+                | Builtin::Lease
+                | Builtin::Role
+                | Builtin::RoleBinding
+                | Builtin::ClusterRole
+                | Builtin::ClusterRoleBinding
+        )
+    )
 }
 
 /// A PUT body kube-apiserver cannot decode into the kind: a custom resource without its
@@ -455,7 +516,24 @@ fn delete(
 ) -> Result<Response<Body>, ApiError> {
     let opts = delete_opts(req)?;
     let d = api.delete(def, key, &opts)?;
-    let returns_object = matches!(def.builtin, Some(Builtin::Pod | Builtin::Namespace));
+    // The registries with `ReturnDeletedObject` answer the object, the others a `Status`.
+    let returns_object = matches!(
+        def.builtin,
+        Some(
+            Builtin::Pod
+                | Builtin::Namespace
+                | Builtin::Service
+                | Builtin::ServiceAccount
+                | Builtin::PersistentVolume
+                | Builtin::PersistentVolumeClaim
+                | Builtin::StorageClass
+                | Builtin::CsiNode
+                | Builtin::DeviceClass
+                | Builtin::ResourceSlice
+                | Builtin::ResourceClaim
+                | Builtin::ResourceClaimTemplate
+        )
+    );
     if d.removed && !returns_object {
         let mut details = json!({"name": key.1, "kind": def.plural, "uid": d.obj.uid()});
         if !def.group.is_empty() {

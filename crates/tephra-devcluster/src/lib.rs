@@ -30,6 +30,7 @@ pub mod http;
 pub mod jsonpath;
 pub mod kubeconfig;
 pub mod kubelet;
+mod namespaces;
 pub mod openapi;
 pub mod pagination;
 pub mod patch;

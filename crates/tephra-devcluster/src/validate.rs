@@ -414,9 +414,98 @@ pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         Some(Builtin::Service) => service(obj, &mut out),
         Some(Builtin::Node) => node(obj, &mut out),
         Some(Builtin::Event) => event(obj, &mut out),
+        Some(Builtin::Role) => policy_rules(obj, true, &mut out),
+        Some(Builtin::ClusterRole) => policy_rules(obj, false, &mut out),
         _ => {}
     }
     out
+}
+
+/// A Role's or ClusterRole's rules, as RBAC's `ValidatePolicyRule`: verbs are required; a rule
+/// names resources (with at least one API group and one resource) or non-resource URLs (not
+/// in a namespaced Role, and not with resources).
+fn policy_rules(obj: &Value, namespaced: bool, out: &mut Vec<Cause>) {
+    let rules = obj
+        .get("rules")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let count = |r: &Value, f: &str| r.get(f).and_then(Value::as_array).map_or(0, Vec::len);
+    for (i, rule) in rules.iter().enumerate() {
+        let at = format!("rules[{i}]");
+        if count(rule, "verbs") == 0 {
+            out.push(required(&format!("{at}.verbs")));
+        }
+        if count(rule, "nonResourceURLs") > 0 {
+            let urls = rule.get("nonResourceURLs").unwrap_or(&Value::Null);
+            if namespaced {
+                out.push(invalid(
+                    &format!("{at}.nonResourceURLs"),
+                    urls,
+                    "namespaced rules cannot apply to non-resource URLs",
+                ));
+            }
+            if count(rule, "apiGroups") + count(rule, "resources") + count(rule, "resourceNames")
+                > 0
+            {
+                out.push(invalid(
+                    &format!("{at}.nonResourceURLs"),
+                    urls,
+                    "rules cannot apply to both regular resources and non-resource URLs",
+                ));
+            }
+            continue;
+        }
+        if count(rule, "apiGroups") == 0 {
+            out.push(required(&format!("{at}.apiGroups")));
+        }
+        if count(rule, "resources") == 0 {
+            out.push(required(&format!("{at}.resources")));
+        }
+    }
+}
+
+/// A Service's `status.loadBalancer`: ingress points only for a `LoadBalancer` Service, each
+/// with an `ipMode` (`VIP` or `Proxy`) when it has an IP and only then.
+fn load_balancer_status(svc: &Value, out: &mut Vec<Cause>) {
+    let ingress = svc
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if ingress.is_empty() {
+        return;
+    }
+    let at = "status.loadBalancer.ingress";
+    if text(svc, "/spec/type") != "LoadBalancer" {
+        out.push(cause(
+            "FieldValueForbidden",
+            at,
+            "Forbidden: may only be used when `spec.type` is 'LoadBalancer'".into(),
+        ));
+        return;
+    }
+    for (i, point) in ingress.iter().enumerate() {
+        let has_ip = !text(point, "/ip").is_empty();
+        match point.get("ipMode").and_then(Value::as_str) {
+            None if has_ip => out.push(cause(
+                "FieldValueRequired",
+                &format!("{at}[{i}].ipMode"),
+                "Required value: must be specified when `ip` is set".into(),
+            )),
+            Some(_) if !has_ip => out.push(cause(
+                "FieldValueForbidden",
+                &format!("{at}[{i}].ipMode"),
+                "Forbidden: may not be specified when `ip` is not set".into(),
+            )),
+            Some(mode) if !matches!(mode, "VIP" | "Proxy") => out.push(cause(
+                "FieldValueNotSupported",
+                &format!("{at}[{i}].ipMode"),
+                format!("Unsupported value: {mode:?}: supported values: \"Proxy\", \"VIP\""),
+            )),
+            _ => {}
+        }
+    }
 }
 
 /// What an update may not change: an immutable ConfigMap's or Secret's data, a Deployment's
@@ -460,6 +549,7 @@ pub fn builtin_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause>
             ));
         }
         Some(Builtin::Service) => {
+            load_balancer_status(new, &mut out);
             let (a, b) = (text(old, "/spec/clusterIP"), text(new, "/spec/clusterIP"));
             if !a.is_empty() && a != b {
                 out.push(invalid(

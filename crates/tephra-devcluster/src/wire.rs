@@ -31,6 +31,7 @@ pub fn selectors(def: &ResourceDef, req: &Req) -> Result<(LabelSelector, FieldSe
         &def.group,
         &def.kind,
         !def.is_custom(),
+        def.namespaced,
     )?;
     Ok((label, field))
 }

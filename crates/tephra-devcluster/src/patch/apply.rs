@@ -70,6 +70,7 @@ fn write_managed(object: &mut Value, managed: &[Managed], kept: Vec<Value>) {
         .map(|m| fields::entry(&m.manager, &m.operation, &m.api_version, &m.time, &m.set))
         .collect();
     entries.extend(kept);
+    fields::sort_entries(&mut entries);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if entries.is_empty() {
             meta.remove("managedFields");
@@ -83,15 +84,9 @@ fn write_managed(object: &mut Value, managed: &[Managed], kept: Vec<Value>) {
 /// it (operation `Update`); fields that disappeared leave every manager.
 pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, keyed: bool, time: &str) {
     let mut managed = old.map(read_managed).unwrap_or_default();
-    let new_set = fields::field_set(new, keyed);
-    let changed: FieldSet = match old {
-        None => new_set.clone(),
-        Some(o) => new_set
-            .iter()
-            .filter(|p| fields::lookup(o, p) != fields::lookup(new, p))
-            .cloned()
-            .collect(),
-    };
+    let (leaves, members) = fields::update_set(new, keyed);
+    let changed = changed_paths(old, new, &leaves, &members);
+    let new_set: FieldSet = leaves.union(&members).cloned().collect();
     for m in &mut managed {
         m.set
             .retain(|p| new_set.contains(p) && !changed.contains(p));
@@ -123,25 +118,45 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, keyed:
     write_managed(new, &managed, kept);
 }
 
+/// Whether a path names a list item (its key or value), which is owned as a whole.
+fn is_item(p: &[String]) -> bool {
+    p.last()
+        .is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"))
+}
+
+/// What a write from `old` to `new` changed, as server-side apply's comparison finds it: the
+/// leaves whose value differs, and the list items, maps and lists `old` lacked.
+fn changed_paths(
+    old: Option<&Value>,
+    new: &Value,
+    leaves: &FieldSet,
+    members: &FieldSet,
+) -> FieldSet {
+    let Some(o) = old else {
+        return leaves.union(members).cloned().collect();
+    };
+    let added = |p: &&Vec<String>| fields::lookup(o, p).is_none();
+    let mut changed: FieldSet = leaves
+        .iter()
+        .filter(|p| {
+            if is_item(p) {
+                added(p)
+            } else {
+                fields::lookup(o, p) != fields::lookup(new, p)
+            }
+        })
+        .cloned()
+        .collect();
+    changed.extend(members.iter().filter(added).cloned());
+    changed
+}
+
 /// Records a write through the `status` subresource by `manager`: the status fields that
 /// changed move to its `status` entry (operation `Update`, `subresource: status`).
 pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: bool, time: &str) {
-    let status_set = |v: &Value| -> FieldSet {
-        let wrapped = serde_json::json!({"s": v.get("status").cloned().unwrap_or(Value::Null)});
-        fields::field_set(&wrapped, keyed)
-            .into_iter()
-            .map(|mut p| {
-                p[0] = "f:status".into();
-                p
-            })
-            .collect()
-    };
-    let new_set = status_set(new);
-    let changed: FieldSet = new_set
-        .iter()
-        .filter(|p| fields::lookup(old, p) != fields::lookup(new, p))
-        .cloned()
-        .collect();
+    let (leaves, members) = fields::status_update_set(new, keyed);
+    let changed = changed_paths(Some(old), new, &leaves, &members);
+    let new_set: FieldSet = leaves.union(&members).cloned().collect();
     let main = read_managed(new);
     let mut entries: Vec<Value> = main
         .iter()
@@ -192,6 +207,7 @@ pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: 
         entry["subresource"] = serde_json::json!("status");
         entries.push(entry);
     }
+    fields::sort_entries(&mut entries);
     if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
         if entries.is_empty() {
             meta.remove("managedFields");
@@ -239,7 +255,7 @@ pub fn apply(
     let mut conflicts: Vec<(String, String)> = Vec::new();
     for m in managed.iter().filter(|m| m.manager != manager) {
         for p in m.set.intersection(&applied_set) {
-            if p.last().is_some_and(|e| e == ".") {
+            if is_item(p) {
                 continue;
             }
             if fields::lookup(applied, p) != fields::lookup(live, p) {
@@ -256,7 +272,7 @@ pub fn apply(
         for m in managed.iter_mut().filter(|m| m.manager != manager) {
             m.set.retain(|p| {
                 !applied_set.contains(p)
-                    || p.last().is_some_and(|e| e == ".")
+                    || is_item(p)
                     || fields::lookup(applied, p) == fields::lookup(live, p)
             });
         }
@@ -297,16 +313,35 @@ pub fn apply(
     }
     let mut parents = Vec::new();
     merge_applied(&mut out, applied, keyed, &mut parents);
+    // An apply that changes nothing leaves its manager's time as it was (none, for a new one).
+    let unchanged = without_managed_fields(&out) == without_managed_fields(live);
+    let previous_time = managed
+        .iter()
+        .find(|m| m.manager == manager && m.operation == "Apply")
+        .map(|m| m.time.clone())
+        .unwrap_or_default();
     managed.retain(|m| !(m.manager == manager && m.operation == "Apply"));
     managed.push(Managed {
         manager: manager.into(),
         operation: "Apply".into(),
         api_version,
-        time: time.into(),
+        time: if unchanged {
+            previous_time
+        } else {
+            time.into()
+        },
         set: applied_set,
     });
     write_managed(&mut out, &managed, subresource_entries(live));
     Ok(out)
+}
+
+fn without_managed_fields(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    v
 }
 
 fn conflict_error(conflicts: &[(String, String)]) -> ApiError {

@@ -502,11 +502,7 @@ pub fn admit_custom(
             Ok(admitted) => warnings.extend(admitted.warnings),
             Err(AdmissionError::Invalid { errors, .. }) => {
                 causes.extend(errors.into_iter().map(|e| Cause {
-                    reason: if e.message == "is required" {
-                        "FieldValueRequired".into()
-                    } else {
-                        "FieldValueInvalid".into()
-                    },
+                    reason: e.reason().into(),
                     message: if e.message == "is required" {
                         "Required value".into()
                     } else {

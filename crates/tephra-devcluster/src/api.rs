@@ -270,10 +270,31 @@ impl ApiServer {
         if def.builtin == Some(Builtin::Secret) {
             admit::decode_secret(&obj)?;
         }
+        // A Namespace named by generateName gets its name label from the registry after the
+        // field manager (decoding, which defaults it, saw no name yet): nobody owns it.
+        let generated_namespace =
+            def.builtin == Some(Builtin::Namespace) && admit::name_of(&obj).is_empty();
         admit::stamp_new(def, &mut obj)?;
         let mut warnings = admit::prune_builtin(def, &mut obj, opts.validation)?;
         // Decoding defaults first: the writer owns them in `managedFields`.
         crate::defaults::apply(def, &mut obj);
+        let name_label = if generated_namespace {
+            let label = obj
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+                .and_then(|l| l.remove("kubernetes.io/metadata.name"));
+            if obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .is_some_and(serde_json::Map::is_empty)
+                && let Some(meta) = obj["metadata"].as_object_mut()
+            {
+                meta.remove("labels");
+            }
+            label
+        } else {
+            None
+        };
         let mut priority = None;
         match def.builtin {
             Some(Builtin::Pod) => {
@@ -339,6 +360,9 @@ impl ApiServer {
             Some(Builtin::Namespace) => {
                 obj["spec"] = json!({"finalizers": ["kubernetes"]});
                 obj["status"] = json!({"phase": "Active"});
+                if let Some(label) = name_label {
+                    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = label;
+                }
             }
             Some(Builtin::Node) => crate::admit_pod::taint_new_node(&mut obj),
             Some(Builtin::Service) => self.default_service(&mut obj),

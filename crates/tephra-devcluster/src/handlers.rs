@@ -333,8 +333,14 @@ fn update(
         if body_uid.as_deref().is_some_and(|u| u != found) {
             return Err(uid_conflict(found));
         }
-        // A custom resource has no unconditional update (checked once the object is found).
-        if body_rv.is_none() && def.is_custom() {
+        // Custom resources, Leases and PodDisruptionBudgets have no unconditional update
+        // (their strategies' `AllowUnconditionalUpdate`), checked once the object is found.
+        let conditional = def.is_custom()
+            || matches!(
+                def.builtin,
+                Some(Builtin::Lease | Builtin::Pdb | Builtin::CsiNode)
+            );
+        if body_rv.is_none() && conditional {
             return Err(ApiError::invalid_field(
                 &def.group,
                 &def.plural,

@@ -322,7 +322,36 @@ fn service(obj: &Value, out: &mut Vec<Cause>) {
                 "must be between 1 and 65535, inclusive",
             ));
         }
+        let at = format!("spec.ports[{i}].targetPort");
+        match p.get("targetPort") {
+            Some(Value::Number(n)) if !n.as_i64().is_some_and(|t| (1..=65535).contains(&t)) => {
+                out.push(invalid(
+                    &at,
+                    &Value::Number(n.clone()),
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            Some(Value::String(name)) if !is_port_name(name) => out.push(invalid(
+                &at,
+                &Value::from(name.as_str()),
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+            )),
+            _ => {}
+        }
     }
+}
+
+/// An IANA service name, as a named port: at most 15 lower-case alphanumerics and single
+/// hyphens, with a letter, and a hyphen at neither end.
+fn is_port_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
 }
 
 fn node(obj: &Value, out: &mut Vec<Cause>) {
@@ -389,7 +418,13 @@ fn event(obj: &Value, out: &mut Vec<Cause>) {
 
 /// The causes for which kube-apiserver refuses `obj` (empty: it is valid).
 pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
-    let mut out = metadata(def, obj);
+    // A core/v1 Event's metadata is not validated (kube-apiserver's legacy Event validation,
+    // kept for old clients).
+    let mut out = if def.builtin == Some(Builtin::Event) {
+        Vec::new()
+    } else {
+        metadata(def, obj)
+    };
     match def.builtin {
         Some(Builtin::ConfigMap) => {
             config_keys(obj, "data", &mut out);

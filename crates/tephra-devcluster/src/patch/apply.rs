@@ -86,10 +86,9 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, keyed:
     let mut managed = old.map(read_managed).unwrap_or_default();
     let (leaves, members) = fields::update_set(new, keyed);
     let changed = changed_paths(old, new, &leaves, &members);
-    let new_set: FieldSet = leaves.union(&members).cloned().collect();
     for m in &mut managed {
         m.set
-            .retain(|p| new_set.contains(p) && !changed.contains(p));
+            .retain(|p| !removed(old, new, p) && !changed.contains(p));
     }
     if !changed.is_empty() {
         let api_version = new
@@ -124,6 +123,12 @@ fn is_item(p: &[String]) -> bool {
         .is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"))
 }
 
+/// Whether a write from `old` to `new` removed the field at `p`: only what was there leaves
+/// its managers (a field applied but never stored, such as a Secret's `stringData`, stays).
+fn removed(old: Option<&Value>, new: &Value, p: &[String]) -> bool {
+    old.is_some_and(|o| fields::lookup(o, p).is_some()) && fields::lookup(new, p).is_none()
+}
+
 /// What a write from `old` to `new` changed, as server-side apply's comparison finds it: the
 /// leaves whose value differs, and the list items, maps and lists `old` lacked.
 fn changed_paths(
@@ -156,7 +161,6 @@ fn changed_paths(
 pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: bool, time: &str) {
     let (leaves, members) = fields::status_update_set(new, keyed);
     let changed = changed_paths(Some(old), new, &leaves, &members);
-    let new_set: FieldSet = leaves.union(&members).cloned().collect();
     let main = read_managed(new);
     let mut entries: Vec<Value> = main
         .iter()
@@ -174,7 +178,7 @@ pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: 
             .get("fieldsV1")
             .map(fields::from_fields_v1)
             .unwrap_or_default();
-        set.retain(|p| new_set.contains(p) && !changed.contains(p));
+        set.retain(|p| !removed(Some(old), new, p) && !changed.contains(p));
         let text = |k: &str| {
             e.get(k)
                 .and_then(Value::as_str)

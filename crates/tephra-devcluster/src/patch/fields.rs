@@ -87,10 +87,6 @@ fn walk_fields(value: &Value, keyed: bool, members: Option<&mut FieldSet>) -> Fi
             if matches!(k.as_str(), "apiVersion" | "kind" | "status") {
                 continue;
             }
-            // An empty top-level struct (`spec: {}`) is the kind's zero value: no field.
-            if keyed && v.as_object().is_some_and(serde_json::Map::is_empty) {
-                continue;
-            }
             if k == "metadata" {
                 for (mk, mv) in v.as_object().into_iter().flatten() {
                     if OWNED_METADATA.contains(&mk.as_str()) {
@@ -155,6 +151,14 @@ impl<'a> Walk<'a> {
                     self.field(k, v);
                 }
             }
+            // An update compares with the old object, which always has the kind's zero value:
+            // an empty struct there (`spec: {}`) changes nothing. An applied configuration
+            // owns what it sets, empty or not.
+            Value::Object(map)
+                if map.is_empty()
+                    && self.members.is_some()
+                    && self.in_item == 0
+                    && zero_present(&self.kind, self.keyed, &self.names) => {}
             Value::Array(items) => self.list(key, items),
             _ => {
                 self.out.insert(self.path.clone());

@@ -86,8 +86,18 @@ fn is_label_value(s: &str) -> bool {
 }
 
 /// How a kind's names are checked, and the message of a name that fails.
+/// A name the API paths can carry: not `.` or `..`, without `/` or `%`.
+fn is_path_segment(s: &str) -> bool {
+    s != "." && s != ".." && !s.contains('/') && !s.contains('%')
+}
+
 fn name_rule(def: &ResourceDef) -> (fn(&str) -> bool, &'static str, usize) {
     match def.builtin {
+        Some(Builtin::Event) => (
+            is_path_segment,
+            "may not be '.' or '..', and may not contain '/' or '%'",
+            usize::MAX,
+        ),
         Some(Builtin::Namespace) => (is_dns_label, LABEL_FMT, 63),
         Some(Builtin::Service) => (is_dns1035_label, DNS1035_FMT, 63),
         _ => (is_dns_subdomain, SUBDOMAIN_FMT, 253),
@@ -418,13 +428,18 @@ fn event(obj: &Value, out: &mut Vec<Cause>) {
 
 /// The causes for which kube-apiserver refuses `obj` (empty: it is valid).
 pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
-    // A core/v1 Event's metadata is not validated (kube-apiserver's legacy Event validation,
-    // kept for old clients).
-    let mut out = if def.builtin == Some(Builtin::Event) {
-        Vec::new()
-    } else {
-        metadata(def, obj)
-    };
+    // A core/v1 Event's own validation (the legacy one, kept for old clients) leaves its
+    // metadata to the registry's common check, which runs only when the Event passed, and
+    // takes any name that is a path segment.
+    if def.builtin == Some(Builtin::Event) {
+        let mut out = Vec::new();
+        event(obj, &mut out);
+        if out.is_empty() {
+            out = metadata(def, obj);
+        }
+        return out;
+    }
+    let mut out = metadata(def, obj);
     match def.builtin {
         Some(Builtin::ConfigMap) => {
             config_keys(obj, "data", &mut out);
@@ -448,7 +463,6 @@ pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         Some(Builtin::Deployment) => deployment(obj, &mut out),
         Some(Builtin::Service) => service(obj, &mut out),
         Some(Builtin::Node) => node(obj, &mut out),
-        Some(Builtin::Event) => event(obj, &mut out),
         Some(Builtin::Role) => policy_rules(obj, true, &mut out),
         Some(Builtin::ClusterRole) => policy_rules(obj, false, &mut out),
         _ => {}

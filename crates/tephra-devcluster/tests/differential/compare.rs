@@ -60,7 +60,15 @@ fn normalize_meta(meta: &mut serde_json::Map<String, Value>, mem: &Memory) {
         && name.starts_with(&prefix)
         && name.len() == prefix.len() + 5
     {
-        *name = format!("{prefix}<suffix>");
+        let generated = std::mem::replace(name, format!("{prefix}<suffix>"));
+        // A Namespace's name label carries the generated name too.
+        if let Some(label) = meta
+            .get_mut("labels")
+            .and_then(|l| l.get_mut("kubernetes.io/metadata.name"))
+            && *label == json!(generated)
+        {
+            *label = json!(format!("{prefix}<suffix>"));
+        }
     }
     if let Some(Value::Array(refs)) = meta.get_mut("ownerReferences") {
         for r in refs {

@@ -83,7 +83,8 @@ pub const JOBS: Kind = k(
     "job",
 );
 
-/// Every kind, with how often it is picked.
+/// Every kind, with how often it is picked. Left out: the `scale` subresource (of
+/// Deployments), which the devcluster does not serve.
 const KINDS: &[(Kind, usize)] = &[
     (CONFIGMAPS, 6),
     (SECRETS, 3),
@@ -266,6 +267,10 @@ impl Gen {
     }
 
     fn pod_spec(&mut self) -> Value {
+        // Left out: the ServiceAccount admission plugin's projected token volume
+        // (`kube-api-access-<random>`, with the `kube-root-ca.crt` ConfigMap the root CA
+        // publisher makes in every namespace), which the devcluster does not add yet. Pods say
+        // `automountServiceAccountToken: false`, which real clusters honour the same way.
         let mut spec =
             json!({"containers": [self.container()], "automountServiceAccountToken": false});
         if self.rng.chance(15) {

@@ -451,9 +451,12 @@ impl Side {
         let Some(w) = self.watches.remove(&id) else {
             return Vec::new();
         };
-        let deadline = Instant::now() + limit;
+        let asked = Instant::now();
+        let deadline = asked + limit;
         loop {
-            let since = lock(&w.last).elapsed();
+            // Quiet since the last event and since the close was asked for: an event of the
+            // request just answered may still be on its way.
+            let since = lock(&w.last).elapsed().min(asked.elapsed());
             if since >= quiet || Instant::now() >= deadline {
                 break;
             }

@@ -5,9 +5,10 @@
 //! A difference is a devcluster bug. A failing seed prints the command that replays it and the
 //! first request answered differently, with both answers.
 //!
-//! `TEPHRA_DIFF_SEEDS=A..B` (or one `N`) picks the seeds; `TEPHRA_DIFF_JOBS` how many sequences
-//! run at once (default 2); `TEPHRA_DIFF_KEEP_GOING` prints every difference instead of
-//! stopping a sequence at its first; `TEPHRA_DIFF_TRACE` prints every request and both codes.
+//! `TEPHRA_DIFF_SEEDS=A..B` (or one `N`, or a comma-separated list of both) picks the seeds;
+//! `TEPHRA_DIFF_JOBS` how many sequences run at once (default 2); `TEPHRA_DIFF_KEEP_GOING`
+//! prints every difference instead of stopping a sequence at its first (the seed still fails);
+//! `TEPHRA_DIFF_TRACE` prints every request and both codes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -206,12 +207,13 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
     let Ok(text) = std::env::var("TEPHRA_DIFF_SEEDS") else {
         return default.collect();
     };
-    match text.split_once("..") {
-        Some((a, b)) => {
-            (a.trim().parse().expect("a seed")..b.trim().parse().expect("a seed")).collect()
-        }
-        None => vec![text.trim().parse().expect("a seed")],
-    }
+    let seed = |s: &str| -> u64 { s.trim().parse().expect("a seed") };
+    text.split(',')
+        .flat_map(|part| match part.split_once("..") {
+            Some((a, b)) => (seed(a)..seed(b)).collect(),
+            None => vec![seed(part)],
+        })
+        .collect()
 }
 
 /// A difference, as the failing seed reports it.
@@ -350,10 +352,14 @@ fn trace(seq: u64, step: usize, what: &str, real: &Answer, dev: &Answer) {
     }
 }
 
-/// A difference ends the sequence, or is printed when surveying.
+/// The seeds that answered differently while surveying (their sequences went on).
+static SURVEYED: std::sync::Mutex<BTreeSet<u64>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// A difference ends the sequence, or is printed (and the seed noted) when surveying.
 fn found(f: Failure) -> Result<(), Failure> {
     if keep_going() {
         eprintln!("{}", f.text);
+        SURVEYED.lock().unwrap().insert(f.seq);
         Ok(())
     } else {
         Err(f)
@@ -538,6 +544,12 @@ async fn differential(default: std::ops::Range<u64>) {
                 };
                 let started = Instant::now();
                 match run(seq, &mut real, &mut dev).await {
+                    // Surveyed to its end, with differences printed on the way.
+                    Ok(steps) if SURVEYED.lock().unwrap().contains(&seq) => {
+                        let text = format!("seed {seq}: {steps} steps, some answered differently");
+                        eprintln!("{text}");
+                        failures.lock().await.push(Failure { seq, text });
+                    }
                     Ok(steps) => {
                         passed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         eprintln!(

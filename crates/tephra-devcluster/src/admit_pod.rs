@@ -90,14 +90,18 @@ pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
             ));
         }
     }
-    if pod_spec_fixed_part(old) == pod_spec_fixed_part(new) {
-        return Ok(());
+    let mut causes = Vec::new();
+    if !only_added_tolerations(old, new) {
+        causes.push(Cause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: existing toleration can not be modified except its \
+                      tolerationSeconds"
+                .into(),
+            field: "spec.tolerations".into(),
+        });
     }
-    Err(ApiError::invalid(
-        "",
-        "Pod",
-        name_of(new),
-        vec![Cause {
+    if pod_spec_fixed_part(old) != pod_spec_fixed_part(new) {
+        causes.push(Cause {
             reason: "FieldValueForbidden".into(),
             message: "Forbidden: pod updates may not change fields other than \
                       `spec.containers[*].image`,`spec.initContainers[*].image`,\
@@ -106,8 +110,46 @@ pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
                       it was previously negative)"
                 .into(),
             field: "spec".into(),
-        }],
-    ))
+        });
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("", "Pod", name_of(new), causes))
+    }
+}
+
+/// A toleration as kube-apiserver compares them: its five fields, an absent string being
+/// empty. `with_seconds` stands in for its `tolerationSeconds` (the one part an update may
+/// change).
+fn toleration_fields<'a>(t: &'a Value, with_seconds: Option<&'a Value>) -> [Option<&'a Value>; 5] {
+    let text = |k: &str| t.get(k).filter(|v| v.as_str() != Some(""));
+    let seconds = with_seconds.or_else(|| t.get("tolerationSeconds"));
+    [
+        text("key"),
+        text("operator"),
+        text("value"),
+        text("effect"),
+        seconds.filter(|v| !v.is_null()),
+    ]
+}
+
+/// Whether every toleration of `old` is still in `new`, but perhaps for its seconds (a pod's
+/// tolerations may only be added to).
+fn only_added_tolerations(old: &Value, new: &Value) -> bool {
+    let list = |pod: &Value| -> Vec<Value> {
+        pod.pointer("/spec/tolerations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (before, after) = (list(old), list(new));
+    before.iter().all(|o| {
+        after.iter().any(|n| {
+            toleration_fields(o, Some(n.get("tolerationSeconds").unwrap_or(&Value::Null)))
+                == toleration_fields(n, None)
+        })
+    })
 }
 
 /// The QoS class of a pod's resources.

@@ -557,6 +557,17 @@ pub fn validate_builtin_update(
     old: Option<&Value>,
     obj: &Value,
 ) -> Result<(), ApiError> {
+    // kube-apiserver decodes a Secret's `stringData` into its `data` before it validates: a
+    // key or an immutable Secret's data is checked as written there.
+    let folded;
+    let obj = if def.builtin == Some(Builtin::Secret) && obj.get("stringData").is_some() {
+        let mut o = obj.clone();
+        fold_string_data(&mut o);
+        folded = o;
+        &folded
+    } else {
+        obj
+    };
     let mut causes = crate::validate::builtin(def, obj);
     if let Some(old) = old {
         causes.extend(crate::validate::builtin_update(def, old, obj));

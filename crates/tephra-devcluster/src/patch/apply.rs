@@ -221,6 +221,16 @@ pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: 
     }
 }
 
+/// Whether applying `applied` changes the live value at `p`. A map applied where the live
+/// object has a map changes nothing there itself (`spec: {}` merges into any spec): its
+/// fields are paths of their own.
+fn changes(applied: &Value, live: &Value, p: &[String]) -> bool {
+    match (fields::lookup(applied, p), fields::lookup(live, p)) {
+        (Some(Value::Object(_)), Some(Value::Object(_))) => false,
+        (a, l) => a != l,
+    }
+}
+
 /// Applies `applied` as `manager` to `live` (absent: the object is created from it).
 pub fn apply(
     live: Option<&Value>,
@@ -262,7 +272,7 @@ pub fn apply(
             if is_item(p) {
                 continue;
             }
-            if fields::lookup(applied, p) != fields::lookup(live, p) {
+            if changes(applied, live, p) {
                 conflicts.push((m.manager.clone(), fields::display(p)));
             }
         }
@@ -274,11 +284,8 @@ pub fn apply(
         // Forcing takes the conflicting fields; fields applied with the value another manager
         // set stay theirs as well (shared ownership).
         for m in managed.iter_mut().filter(|m| m.manager != manager) {
-            m.set.retain(|p| {
-                !applied_set.contains(p)
-                    || is_item(p)
-                    || fields::lookup(applied, p) == fields::lookup(live, p)
-            });
+            m.set
+                .retain(|p| !applied_set.contains(p) || is_item(p) || !changes(applied, live, p));
         }
     }
     let mut out = live.clone();
@@ -293,22 +300,30 @@ pub fn apply(
         .filter(|m| !(m.manager == manager && m.operation == "Apply"))
         .flat_map(|m| m.set.iter().cloned())
         .collect();
-    let mut dropped: Vec<_> = previous
+    let dropped_all: FieldSet = previous
         .difference(&applied_set)
         .filter(|p| !others.contains(*p))
+        .cloned()
+        .collect();
+    // A dropped list item goes whole: its fields are not removed one by one first (that
+    // would take away the key it is found by).
+    let mut dropped: Vec<_> = dropped_all
+        .iter()
+        .filter(|p| !(1..p.len()).any(|len| is_item(&p[..len]) && dropped_all.contains(&p[..len])))
         .cloned()
         .collect();
     dropped.sort_by_key(|p| std::cmp::Reverse(p.len()));
     for p in &dropped {
         fields::remove(&mut out, p);
-        // A map left empty by the removal goes too (`annotations: {}`).
+        // A map or list left empty by the removal goes too (`annotations: {}`).
         for len in (1..p.len()).rev() {
             let parent = &p[..len];
-            if parent.last().is_some_and(|e| e.starts_with("f:"))
-                && fields::lookup(&out, parent)
-                    .and_then(Value::as_object)
-                    .is_some_and(serde_json::Map::is_empty)
-            {
+            let emptied = fields::lookup(&out, parent).is_some_and(|v| match v {
+                Value::Object(m) => m.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                _ => false,
+            });
+            if parent.last().is_some_and(|e| e.starts_with("f:")) && emptied {
                 fields::remove(&mut out, parent);
             } else {
                 break;

@@ -19,11 +19,22 @@ use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
 /// The finalizer of an object deleted with `propagationPolicy: Orphan`: its dependents lose
 /// their references to it before it goes.
 pub const ORPHAN: &str = "orphan";
+
 /// The finalizer of an object deleted with `propagationPolicy: Foreground`: its dependents go
 /// before it does (it waits for those that block its deletion).
 pub const FOREGROUND: &str = "foregroundDeletion";
 use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
+
+/// How the collector writes: a client of the API server as any other (kube-controller-manager's
+/// patches), so a field it removes (an owner reference, a finalizer) leaves every manager's
+/// `managedFields` too. It only removes, so it gets no entry of its own.
+fn collector() -> WriteOpts {
+    WriteOpts {
+        manager: Some("kube-controller-manager".into()),
+        ..WriteOpts::default()
+    }
+}
 
 /// Whether the garbage collector ignores objects of this resource (Events).
 fn ignored(def: &ResourceDef) -> bool {
@@ -175,32 +186,26 @@ impl ApiServer {
         for (dep_def, dep) in self.dependents_of(owner) {
             if finalizer == ORPHAN {
                 let dep_uid = dep.uid().to_string();
-                let _ = self.update(
-                    &dep_def,
-                    &dep.key(),
-                    Scope::All,
-                    &WriteOpts::default(),
-                    &mut |cur| {
-                        let mut new = cur.clone();
-                        if new.pointer("/metadata/uid").and_then(Value::as_str)
-                            != Some(dep_uid.as_str())
+                let _ = self.update(&dep_def, &dep.key(), Scope::All, &collector(), &mut |cur| {
+                    let mut new = cur.clone();
+                    if new.pointer("/metadata/uid").and_then(Value::as_str)
+                        != Some(dep_uid.as_str())
+                    {
+                        return Ok(new);
+                    }
+                    if let Some(refs) = new
+                        .pointer_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    {
+                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&uid));
+                        if refs.is_empty()
+                            && let Some(m) = new["metadata"].as_object_mut()
                         {
-                            return Ok(new);
+                            m.remove("ownerReferences");
                         }
-                        if let Some(refs) = new
-                            .pointer_mut("/metadata/ownerReferences")
-                            .and_then(Value::as_array_mut)
-                        {
-                            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&uid));
-                            if refs.is_empty()
-                                && let Some(m) = new["metadata"].as_object_mut()
-                            {
-                                m.remove("ownerReferences");
-                            }
-                        }
-                        Ok(new)
-                    },
-                );
+                    }
+                    Ok(new)
+                });
             } else {
                 let _ = self.delete(&dep_def, &dep.key(), &DeleteOpts::default());
             }
@@ -226,20 +231,14 @@ impl ApiServer {
         if blocked {
             return;
         }
-        let _ = self.update(
-            def,
-            &owner.key(),
-            Scope::All,
-            &WriteOpts::default(),
-            &mut |cur| {
-                let mut new = cur.clone();
-                if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                    return Ok(new);
-                }
-                remove_finalizer(&mut new, "metadata", finalizer);
-                Ok(new)
-            },
-        );
+        let _ = self.update(def, &owner.key(), Scope::All, &collector(), &mut |cur| {
+            let mut new = cur.clone();
+            if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                return Ok(new);
+            }
+            remove_finalizer(&mut new, "metadata", finalizer);
+            Ok(new)
+        });
     }
 
     /// After a dependent went: each owner it blocked in foreground deletion may go now.
@@ -307,22 +306,16 @@ impl ApiServer {
             return;
         }
         let uid = obj.uid().to_string();
-        let _ = self.update(
-            def,
-            &obj.key(),
-            Scope::All,
-            &WriteOpts::default(),
-            &mut |cur| {
-                let mut new = cur.clone();
-                if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                    return Ok(new);
-                }
-                if let Some(m) = new.get_mut("metadata") {
-                    m["ownerReferences"] = Value::Array(solid.clone());
-                }
-                Ok(new)
-            },
-        );
+        let _ = self.update(def, &obj.key(), Scope::All, &collector(), &mut |cur| {
+            let mut new = cur.clone();
+            if new.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                return Ok(new);
+            }
+            if let Some(m) = new.get_mut("metadata") {
+                m["ownerReferences"] = Value::Array(solid.clone());
+            }
+            Ok(new)
+        });
     }
 
     /// An object created naming owners none of which exists (by uid) is deleted at once, as the

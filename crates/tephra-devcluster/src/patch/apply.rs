@@ -221,12 +221,16 @@ pub fn record_status_update(old: &Value, new: &mut Value, manager: &str, keyed: 
     }
 }
 
-/// Whether applying `applied` changes the live value at `p`. A map applied where the live
-/// object has a map changes nothing there itself (`spec: {}` merges into any spec): its
-/// fields are paths of their own.
-fn changes(applied: &Value, live: &Value, p: &[String]) -> bool {
+/// Whether applying `applied` changes the live value at `p`. An empty map applied where the
+/// live object has a map changes nothing there (`spec: {}` merges into any spec), unless the
+/// map is atomic (a selector), which the applied one replaces.
+fn changes(applied: &Value, live: &Value, p: &[String], keyed: bool) -> bool {
+    let atomic = p
+        .last()
+        .and_then(|e| e.strip_prefix("f:"))
+        .is_some_and(|k| fields::atomic_field(k, keyed));
     match (fields::lookup(applied, p), fields::lookup(live, p)) {
-        (Some(Value::Object(_)), Some(Value::Object(_))) => false,
+        (Some(Value::Object(a)), Some(Value::Object(_))) if a.is_empty() && !atomic => false,
         (a, l) => a != l,
     }
 }
@@ -272,7 +276,7 @@ pub fn apply(
             if is_item(p) {
                 continue;
             }
-            if changes(applied, live, p) {
+            if changes(applied, live, p, keyed) {
                 conflicts.push((m.manager.clone(), fields::display(p)));
             }
         }
@@ -284,8 +288,9 @@ pub fn apply(
         // Forcing takes the conflicting fields; fields applied with the value another manager
         // set stay theirs as well (shared ownership).
         for m in managed.iter_mut().filter(|m| m.manager != manager) {
-            m.set
-                .retain(|p| !applied_set.contains(p) || is_item(p) || !changes(applied, live, p));
+            m.set.retain(|p| {
+                !applied_set.contains(p) || is_item(p) || !changes(applied, live, p, keyed)
+            });
         }
     }
     let mut out = live.clone();
@@ -488,6 +493,38 @@ mod tests {
         let again = apply(Some(&live), &job("a"), "alice", false, false, "t").expect("applied");
         assert!(again["spec"].get("priorityClassName").is_none());
         assert_eq!(again["spec"]["minAvailable"], 1);
+    }
+
+    fn pod(spec: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_list_item_no_longer_applied_goes_whole() {
+        let gated = pod(json!({"containers": [{"name": "c", "image": "i"}],
+            "schedulingGates": [{"name": "g"}]}));
+        let live = apply(None, &gated, "alice", false, true, "t").expect("created");
+        let ungated = pod(json!({"containers": [{"name": "c", "image": "i"}]}));
+        let again = apply(Some(&live), &ungated, "alice", false, true, "t").expect("applied");
+        assert!(again["spec"].get("schedulingGates").is_none(), "{again}");
+    }
+
+    #[test]
+    fn an_empty_map_applied_over_a_map_is_no_conflict_but_a_selector_is() {
+        let live = apply(None, &pod(json!({})), "bob", false, true, "t").expect("created");
+        let mut placed = live.clone();
+        placed["spec"]["nodeName"] = json!("n");
+        record_update(Some(&live), &mut placed, "carol", true, "t");
+        apply(Some(&placed), &pod(json!({})), "alice", false, true, "t").expect("no conflict");
+        let selecting = pod(json!({"nodeSelector": {"a": "b"}}));
+        let live = apply(None, &selecting, "bob", false, true, "t").expect("created");
+        let other = pod(json!({"nodeSelector": {"a": "c"}}));
+        let err = apply(Some(&live), &other, "alice", false, true, "t").expect_err("conflict");
+        assert!(
+            err.message.contains(".spec.nodeSelector"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

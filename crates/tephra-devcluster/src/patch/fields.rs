@@ -15,6 +15,17 @@ pub type Path = Vec<String>;
 /// A set of paths.
 pub type FieldSet = BTreeSet<Path>;
 
+/// Whether the field `key` holds an atomic map: label selectors and node selectors are, in the
+/// built-in kinds' schemas (`keyed`), so one manager owns the whole of one; so are object
+/// references (an Event's, a binding's role).
+pub fn atomic_field(key: &str, keyed: bool) -> bool {
+    keyed
+        && matches!(
+            key,
+            "selector" | "nodeSelector" | "involvedObject" | "roleRef"
+        )
+}
+
 /// The metadata fields a manager can own.
 const OWNED_METADATA: &[&str] = &[
     "generateName",
@@ -136,14 +147,7 @@ impl<'a> Walk<'a> {
     fn field(&mut self, key: &str, value: &Value) {
         self.path.push(format!("f:{key}"));
         self.names.push(key.to_string());
-        // Label selectors and node selectors are atomic in the built-in kinds' schemas: one
-        // manager owns the whole of one.
-        // So are object references (an Event's, a binding's role).
-        let atomic = self.keyed
-            && matches!(
-                key,
-                "selector" | "nodeSelector" | "involvedObject" | "roleRef"
-            );
+        let atomic = atomic_field(key, self.keyed);
         match value {
             Value::Object(map) if !map.is_empty() && !atomic => {
                 self.member();

@@ -148,7 +148,19 @@ impl Admission {
         check_metadata(object, kind.namespaced, &mut errors, &mut warnings);
         let defaulted = kube_cel::apply_defaults(&kind.schema, object);
         check(&kind.schema, &defaulted, "", &mut errors);
-        if errors.is_empty()
+        // As kube-apiserver: the CEL rules are checked unless a schema error blocks them,
+        // which says so.
+        let blocked = errors.iter().any(FieldError::blocks_rules);
+        if blocked && has_rules(&kind.compiled) {
+            errors.push(FieldError {
+                field: "<nil>".into(),
+                message: "Invalid value: null: some validation rules were not checked because \
+                          the object was invalid; correct the existing errors to complete \
+                          validation"
+                    .into(),
+            });
+        }
+        if !blocked
             && let Err(cel) = self.validator.validate_compiled_with_context(
                 &kind.compiled,
                 &defaulted,
@@ -182,6 +194,14 @@ impl Admission {
 pub struct Admitted {
     /// Warnings, as `kubectl` prints them (`Warning: ...`).
     pub warnings: Vec<String>,
+}
+
+/// Whether a compiled schema has a CEL rule anywhere.
+fn has_rules(c: &CompiledSchema) -> bool {
+    !c.validations.is_empty()
+        || c.properties.values().any(has_rules)
+        || c.items.as_deref().is_some_and(has_rules)
+        || c.additional_properties.as_deref().is_some_and(has_rules)
 }
 
 fn type_field<'a>(object: &'a Value, field: &'static str) -> Result<&'a str, AdmissionError> {

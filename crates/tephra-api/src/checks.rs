@@ -19,6 +19,39 @@ pub struct FieldError {
     pub message: String,
 }
 
+impl FieldError {
+    /// The `StatusCause` reason kube-apiserver gives this error (`FieldValueRequired`,
+    /// `FieldValueNotSupported`, ...), by the schema check that made it.
+    pub fn reason(&self) -> &'static str {
+        let m = self.message.as_str();
+        if m.starts_with("is required") {
+            "FieldValueRequired"
+        } else if m.starts_with("unsupported value") {
+            "FieldValueNotSupported"
+        } else if m.starts_with("must be of type") {
+            "FieldValueTypeInvalid"
+        } else if m.starts_with("may not be longer") {
+            "FieldValueTooLong"
+        } else if m.starts_with("must have at most") {
+            "FieldValueTooMany"
+        } else {
+            "FieldValueInvalid"
+        }
+    }
+
+    /// Whether kube-apiserver skips a custom resource's CEL rules after this schema error.
+    pub fn blocks_rules(&self) -> bool {
+        matches!(
+            self.reason(),
+            "FieldValueRequired"
+                | "FieldValueNotSupported"
+                | "FieldValueTypeInvalid"
+                | "FieldValueTooLong"
+                | "FieldValueTooMany"
+        )
+    }
+}
+
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.field.is_empty() {

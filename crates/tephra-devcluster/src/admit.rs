@@ -142,7 +142,7 @@ fn has_generation(def: &ResourceDef) -> bool {
     def.is_custom()
         || matches!(
             def.builtin,
-            Some(Builtin::Pod | Builtin::Pdb | Builtin::Service | Builtin::Crd)
+            Some(Builtin::Pod | Builtin::Pdb | Builtin::Deployment | Builtin::Crd)
         )
 }
 
@@ -182,36 +182,9 @@ pub fn stamp_new(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     } else {
         meta.remove("generation");
     }
-    let name = name_of(obj).to_string();
-    check_name(def, &name)?;
+    // The name is checked with the rest of the metadata (`validate.rs`): a built-in kind's
+    // in its validation, a custom resource's with its schema (`admit_custom`).
     Ok(())
-}
-
-fn check_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|l| {
-            !l.is_empty()
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_field(
-            &def.group,
-            &def.kind,
-            name,
-            "metadata.name",
-            &format!(
-                "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower \
-                 case alphanumeric characters, '-' or '.', and must start and end with an \
-                 alphanumeric character"
-            ),
-        ))
-    }
 }
 
 /// Keeps what an update may not change: identity, creation, deletion state, generation, and
@@ -300,17 +273,114 @@ fn differs_outside_meta(a: &Value, b: &Value, status_too: bool) -> bool {
 }
 
 /// Bumps `metadata.generation` when anything outside metadata (and outside status, for kinds
-/// with a status subresource) changed.
+/// with a status subresource) changed; for a Deployment, its annotations too (they are copied
+/// to its ReplicaSets).
 pub fn bump_generation(def: &ResourceDef, old: &Value, new: &mut Value) {
     if !has_generation(def) {
         return;
     }
-    if differs_outside_meta(old, new, def.status) {
+    let annotations = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+            .cloned()
+    };
+    let deployment_annotations =
+        def.builtin == Some(Builtin::Deployment) && annotations(old) != annotations(new);
+    if deployment_annotations || differs_outside_meta(old, new, def.status) {
         let g = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         meta_mut(new).insert("generation".into(), json!(g + 1));
+    }
+}
+
+/// The Service registry's part of an update, before validation: the cluster IP and node
+/// ports the request leaves out are kept (`patchAllocatedValues`), and those the new type no
+/// longer needs are dropped when the request kept them as they were
+/// (`dropTypeDependentFields`).
+pub fn service_update(old: &Value, new: &mut Value) {
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let needs_ip = |v: &Value| text(v, "/spec/type") != "ExternalName";
+    let needs_node_port = |v: &Value| {
+        matches!(text(v, "/spec/type").as_str(), "NodePort" | "LoadBalancer")
+            && v.pointer("/spec/allocateLoadBalancerNodePorts") != Some(&Value::Bool(false))
+    };
+    let node_ports = |v: &Value| -> Vec<Option<i64>> {
+        v.pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| p.get("nodePort").and_then(Value::as_i64))
+            .collect()
+    };
+    if needs_ip(old) && needs_ip(new) {
+        if text(new, "/spec/clusterIP").is_empty()
+            && let Some(ip) = old.pointer("/spec/clusterIP").cloned()
+        {
+            new["spec"]["clusterIP"] = ip;
+        }
+        if new
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+            && let Some(ips) = old.pointer("/spec/clusterIPs").cloned()
+        {
+            new["spec"]["clusterIPs"] = ips;
+        }
+    }
+    if needs_node_port(old) && needs_node_port(new) {
+        let used_old: Vec<i64> = node_ports(old).into_iter().flatten().collect();
+        let used: Vec<i64> = node_ports(new)
+            .into_iter()
+            .flatten()
+            .filter(|p| used_old.contains(p))
+            .collect();
+        let by_name: Vec<(String, i64)> = old
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((text(p, "/name"), p.get("nodePort").and_then(Value::as_i64)?)))
+            .collect();
+        if let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter(|p| p.get("nodePort").is_none()) {
+                let name = text(p, "/name");
+                if let Some((_, n)) = by_name.iter().find(|(pn, _)| *pn == name)
+                    && !used.contains(n)
+                {
+                    p["nodePort"] = json!(n);
+                }
+            }
+        }
+    }
+    if needs_node_port(old)
+        && !needs_node_port(new)
+        && node_ports(old) == node_ports(new)
+        && let Some(ports) = new.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
+    {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
+        }
+    }
+    let externally = |v: &Value| {
+        needs_node_port(v)
+            || matches!(text(v, "/spec/type").as_str(), "NodePort" | "LoadBalancer")
+            || v.pointer("/spec/externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+    };
+    if externally(old)
+        && !externally(new)
+        && old.pointer("/spec/externalTrafficPolicy") == new.pointer("/spec/externalTrafficPolicy")
+        && let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("externalTrafficPolicy");
     }
 }
 
@@ -401,14 +471,19 @@ pub fn prune_builtin(
 }
 
 /// Custom resources: prune (or refuse unknown fields), apply schema defaults, then check the
-/// schema and CEL rules. Returns warnings.
+/// schema and CEL rules. Returns warnings. `status_write`: the status comes with the request
+/// (a write through the status subresource), so its defaults apply too.
 pub fn admit_custom(
     def: &ResourceDef,
     obj: &mut Value,
     validation: FieldValidation,
+    status_write: bool,
 ) -> Result<Vec<String>, ApiError> {
+    // kube-apiserver checks a custom resource's metadata (name, labels, annotations) with its
+    // schema, and answers every cause at once.
+    let mut causes = crate::validate::metadata(def, obj);
     let Some(schema) = &def.schema else {
-        return Ok(Vec::new());
+        return refuse_if_any(def, obj, causes).map(|()| Vec::new());
     };
     let pruned = crate::prune::prune(obj, schema);
     let mut warnings = unknown_fields(def, &pruned, validation)?;
@@ -416,6 +491,7 @@ pub fn admit_custom(
     let mut defaulted = kube_cel::apply_defaults(schema, obj);
     // Defaults apply to what the request carries; a status kept from storage stays as it was.
     if def.status
+        && !status_write
         && let Some(s) = status
     {
         defaulted["status"] = s;
@@ -425,22 +501,15 @@ pub fn admit_custom(
         match admission.admit(obj) {
             Ok(admitted) => warnings.extend(admitted.warnings),
             Err(AdmissionError::Invalid { errors, .. }) => {
-                let causes = errors
-                    .into_iter()
-                    .map(|e| Cause {
-                        reason: if e.message == "is required" {
-                            "FieldValueRequired".into()
-                        } else {
-                            "FieldValueInvalid".into()
-                        },
-                        message: if e.message == "is required" {
-                            "Required value".into()
-                        } else {
-                            e.message
-                        },
-                        field: e.field,
-                    })
-                    .collect();
+                causes.extend(errors.into_iter().map(|e| Cause {
+                    reason: e.reason().into(),
+                    message: if e.message == "is required" {
+                        "Required value".into()
+                    } else {
+                        e.message
+                    },
+                    field: e.field,
+                }));
                 return Err(ApiError::invalid(
                     &def.group,
                     &def.kind,
@@ -451,7 +520,22 @@ pub fn admit_custom(
             Err(other) => return Err(ApiError::bad_request(other.to_string())),
         }
     }
+    refuse_if_any(def, obj, causes)?;
     Ok(warnings)
+}
+
+/// A 422 `Invalid` naming every cause, if there is any.
+fn refuse_if_any(def: &ResourceDef, obj: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name_of(obj),
+            causes,
+        ))
+    }
 }
 
 fn required(field: &str) -> Cause {
@@ -462,26 +546,33 @@ fn required(field: &str) -> Cause {
     }
 }
 
-/// Checks of the built-in kinds, as far as clients depend on them.
+/// Checks of the built-in kinds (`validate.rs`), and of an update against the stored object.
 pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
-    let mut causes = Vec::new();
+    validate_builtin_update(def, None, obj)
+}
+
+/// [`validate_builtin`] for an update of `old` (what may not change, besides).
+pub fn validate_builtin_update(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    obj: &Value,
+) -> Result<(), ApiError> {
+    // kube-apiserver decodes a Secret's `stringData` into its `data` before it validates: a
+    // key or an immutable Secret's data is checked as written there.
+    let folded;
+    let obj = if def.builtin == Some(Builtin::Secret) && obj.get("stringData").is_some() {
+        let mut o = obj.clone();
+        fold_string_data(&mut o);
+        folded = o;
+        &folded
+    } else {
+        obj
+    };
+    let mut causes = crate::validate::builtin(def, obj);
+    if let Some(old) = old {
+        causes.extend(crate::validate::builtin_update(def, old, obj));
+    }
     match def.builtin {
-        Some(Builtin::Pod) => {
-            let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
-            match containers {
-                None => causes.push(required("spec.containers")),
-                Some(list) if list.is_empty() => causes.push(required("spec.containers")),
-                Some(list) => {
-                    for (i, c) in list.iter().enumerate() {
-                        for f in ["name", "image"] {
-                            if c.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
-                                causes.push(required(&format!("spec.containers[{i}].{f}")));
-                            }
-                        }
-                    }
-                }
-            }
-        }
         Some(Builtin::PriorityClass) if !obj.get("value").is_some_and(Value::is_i64) => {
             causes.push(required("value"));
         }
@@ -500,16 +591,27 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> 
         }
         _ => {}
     }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            &def.group,
-            &def.kind,
-            name_of(obj),
-            causes,
-        ))
+    refuse_if_any(def, obj, causes)
+}
+
+/// A Secret whose `data` is not base64 cannot be decoded into a Secret: a 400, as
+/// kube-apiserver's decoding answers.
+pub fn decode_secret(secret: &Value) -> Result<(), ApiError> {
+    use base64::Engine;
+    for (_, v) in secret
+        .get("data")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let text = v.as_str().unwrap_or_default();
+        if let Err(e) = base64::engine::general_purpose::STANDARD.decode(text) {
+            return Err(ApiError::bad_request(format!(
+                "Secret in version \"v1\" cannot be handled as a Secret: {e}"
+            )));
+        }
     }
+    Ok(())
 }
 
 /// A Secret's `stringData` folded into `data`, and its `type` defaulted to `Opaque`, as the

@@ -90,14 +90,18 @@ pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
             ));
         }
     }
-    if pod_spec_fixed_part(old) == pod_spec_fixed_part(new) {
-        return Ok(());
+    let mut causes = Vec::new();
+    if !only_added_tolerations(old, new) {
+        causes.push(Cause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: existing toleration can not be modified except its \
+                      tolerationSeconds"
+                .into(),
+            field: "spec.tolerations".into(),
+        });
     }
-    Err(ApiError::invalid(
-        "",
-        "Pod",
-        name_of(new),
-        vec![Cause {
+    if pod_spec_fixed_part(old) != pod_spec_fixed_part(new) {
+        causes.push(Cause {
             reason: "FieldValueForbidden".into(),
             message: "Forbidden: pod updates may not change fields other than \
                       `spec.containers[*].image`,`spec.initContainers[*].image`,\
@@ -106,8 +110,46 @@ pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
                       it was previously negative)"
                 .into(),
             field: "spec".into(),
-        }],
-    ))
+        });
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("", "Pod", name_of(new), causes))
+    }
+}
+
+/// A toleration as kube-apiserver compares them: its five fields, an absent string being
+/// empty. `with_seconds` stands in for its `tolerationSeconds` (the one part an update may
+/// change).
+fn toleration_fields<'a>(t: &'a Value, with_seconds: Option<&'a Value>) -> [Option<&'a Value>; 5] {
+    let text = |k: &str| t.get(k).filter(|v| v.as_str() != Some(""));
+    let seconds = with_seconds.or_else(|| t.get("tolerationSeconds"));
+    [
+        text("key"),
+        text("operator"),
+        text("value"),
+        text("effect"),
+        seconds.filter(|v| !v.is_null()),
+    ]
+}
+
+/// Whether every toleration of `old` is still in `new`, but perhaps for its seconds (a pod's
+/// tolerations may only be added to).
+fn only_added_tolerations(old: &Value, new: &Value) -> bool {
+    let list = |pod: &Value| -> Vec<Value> {
+        pod.pointer("/spec/tolerations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (before, after) = (list(old), list(new));
+    before.iter().all(|o| {
+        after.iter().any(|n| {
+            toleration_fields(o, Some(n.get("tolerationSeconds").unwrap_or(&Value::Null)))
+                == toleration_fields(n, None)
+        })
+    })
 }
 
 /// The QoS class of a pod's resources.
@@ -143,19 +185,39 @@ pub fn qos_class(pod: &Value) -> &'static str {
     }
 }
 
-/// Defaults of a new pod (scheduler, restart policy, grace period) and its initial status.
+/// Whether a pod tolerates a `NoExecute` taint with `key` (a toleration of that key, or of
+/// every key, with that effect or every effect).
+fn tolerates_no_execute(pod: &Value, key: &str) -> bool {
+    pod.pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|t| {
+            let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
+            (text("key") == key || text("key").is_empty())
+                && (text("effect") == "NoExecute" || text("effect").is_empty())
+        })
+}
+
+/// What admission sets on a new pod after its defaults: the namespace's `default` service
+/// account (the ServiceAccount plugin), five minutes' toleration of a not-ready or unreachable
+/// node (DefaultTolerationSeconds), its priority (Priority), and its initial status (with the
+/// `SchedulingGated` condition of a gated pod).
 pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
+    tolerate_unready_nodes(pod);
     let spec = &mut pod["spec"];
-    for (k, v) in [
-        ("schedulerName", json!("default-scheduler")),
-        ("restartPolicy", json!("Always")),
-        ("terminationGracePeriodSeconds", json!(30)),
-        ("dnsPolicy", json!("ClusterFirst")),
-        ("preemptionPolicy", json!("PreemptLowerPriority")),
-    ] {
-        if spec.get(k).is_none() {
-            spec[k] = v;
-        }
+    if spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        spec["serviceAccountName"] = json!("default");
+    }
+    if spec.get("serviceAccount").is_none() {
+        spec["serviceAccount"] = spec["serviceAccountName"].clone();
+    }
+    if spec.get("preemptionPolicy").is_none() {
+        spec["preemptionPolicy"] = json!("PreemptLowerPriority");
     }
     if let Some(p) = priority {
         spec["priority"] = json!(p);
@@ -169,4 +231,46 @@ pub fn default_pod(pod: &mut Value, priority: Option<i64>) {
             "message": "Scheduling is blocked due to non-empty scheduling gates",
         }]);
     }
+}
+
+/// The DefaultTolerationSeconds admission plugin, on every write of a pod (not of its
+/// subresources): five minutes' toleration of a not-ready and of an unreachable node, unless
+/// the pod tolerates them already.
+pub fn tolerate_unready_nodes(pod: &mut Value) {
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tolerates_no_execute(pod, key) {
+            let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300});
+            match pod
+                .pointer_mut("/spec/tolerations")
+                .and_then(Value::as_array_mut)
+            {
+                Some(list) => list.push(toleration),
+                None => pod["spec"]["tolerations"] = json!([toleration]),
+            }
+        }
+    }
+}
+
+/// A new Node is tainted not-ready until its kubelet reports it Ready (the
+/// TaintNodesByCondition admission plugin; the node lifecycle controller lifts it).
+pub fn taint_new_node(node: &mut Value) {
+    let key = "node.kubernetes.io/not-ready";
+    let taints = node
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if taints
+        .iter()
+        .any(|t| t.get("key").and_then(Value::as_str) == Some(key))
+    {
+        return;
+    }
+    let mut taints = taints;
+    taints.push(json!({"key": key, "effect": "NoSchedule"}));
+    node["spec"]["taints"] = json!(taints);
 }

@@ -17,7 +17,7 @@ use crate::registry::Registry;
 use crate::resource::{Builtin, ResourceDef};
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
-use crate::store::{Key, Obj, Store, StoreError, Stored};
+use crate::store::{Key, Obj, Store, StoreError, Stored, key_of};
 use crate::time;
 
 /// Settings of one API server.
@@ -103,6 +103,8 @@ pub struct DeleteOpts {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `propagationPolicy`: `Orphan`, `Foreground` or `Background` (the default).
+    pub propagation: Option<String>,
 }
 
 /// A delete's result.
@@ -111,6 +113,13 @@ pub struct Deleted {
     pub obj: Obj,
     /// Whether it is gone now (false: waiting for finalizers or a grace period).
     pub removed: bool,
+}
+
+thread_local! {
+    /// The namespaces (per server) whose controller pass is running on this thread: objects
+    /// it removes do not start another.
+    static FINALIZING: std::cell::RefCell<std::collections::BTreeSet<(String, String)>> =
+        const { std::cell::RefCell::new(std::collections::BTreeSet::new()) };
 }
 
 /// One API server.
@@ -242,6 +251,12 @@ impl ApiServer {
             .is_some()
     }
 
+    fn namespace_terminating(&self, ns: &str) -> bool {
+        self.store
+            .get("/namespaces", &(String::new(), ns.to_string()))
+            .is_some_and(|n| crate::namespaces::terminating(&n.value))
+    }
+
     /// Creates an object.
     pub fn create(
         &self,
@@ -257,14 +272,49 @@ impl ApiServer {
             if !self.namespace_exists(ns) {
                 return Err(ApiError::not_found("", "namespaces", ns));
             }
+            if self.namespace_terminating(ns) {
+                return Err(crate::namespaces::terminating_error(
+                    &def.group,
+                    &def.plural,
+                    admit::name_of(&obj),
+                    ns,
+                ));
+            }
         }
+        if def.builtin == Some(Builtin::Secret) {
+            admit::decode_secret(&obj)?;
+        }
+        // A Namespace named by generateName gets its name label from the registry after the
+        // field manager (decoding, which defaults it, saw no name yet): nobody owns it.
+        let generated_namespace =
+            def.builtin == Some(Builtin::Namespace) && admit::name_of(&obj).is_empty();
         admit::stamp_new(def, &mut obj)?;
         let mut warnings = admit::prune_builtin(def, &mut obj, opts.validation)?;
+        // Decoding defaults first: the writer owns them in `managedFields`.
+        crate::defaults::apply(def, &mut obj);
+        let name_label = if generated_namespace {
+            let label = obj
+                .pointer_mut("/metadata/labels")
+                .and_then(Value::as_object_mut)
+                .and_then(|l| l.remove("kubernetes.io/metadata.name"));
+            if obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .is_some_and(serde_json::Map::is_empty)
+                && let Some(meta) = obj["metadata"].as_object_mut()
+            {
+                meta.remove("labels");
+            }
+            label
+        } else {
+            None
+        };
+        let mut priority = None;
         match def.builtin {
             Some(Builtin::Pod) => {
+                priority = self.pod_priority(&obj)?;
                 admit::validate_builtin(def, &obj)?;
                 crate::admit_pod::check_pod_create(&obj)?;
-                let priority = self.pod_priority(&obj)?;
                 // As the Priority admission plugin: a pod may not bring an integer of its own
                 // that differs from the one its class gives.
                 if let (Some(given), Some(computed)) = (
@@ -281,27 +331,22 @@ impl ApiServer {
                         ),
                     ));
                 }
-                crate::admit_pod::default_pod(&mut obj, priority);
             }
-            Some(Builtin::Namespace) => obj["status"] = json!({"phase": "Active"}),
-            Some(Builtin::Secret) => admit::fold_string_data(&mut obj),
-            Some(Builtin::Service) => self.default_service(&mut obj),
-            Some(Builtin::Pdb) => {
+            Some(Builtin::Secret) => {
                 admit::validate_builtin(def, &obj)?;
-                obj["status"] = self.pdb_status(&obj);
+                admit::fold_string_data(&mut obj);
             }
             Some(Builtin::Crd) => {
                 crate::crd::check_crd(&obj)?;
                 admit::crd_status(&mut obj);
             }
             Some(
-                kind @ (Builtin::PersistentVolume
+                Builtin::Namespace
+                | Builtin::Service
+                | Builtin::PersistentVolume
                 | Builtin::PersistentVolumeClaim
-                | Builtin::StorageClass),
-            ) => {
-                let default_class = self.default_class();
-                crate::admit_storage::default_storage(kind, &mut obj, default_class);
-            }
+                | Builtin::StorageClass,
+            ) => admit::validate_builtin(def, &obj)?,
             Some(_) => admit::validate_builtin(def, &obj)?,
             None => {
                 if def.status
@@ -309,7 +354,7 @@ impl ApiServer {
                 {
                     m.remove("status");
                 }
-                warnings = admit::admit_custom(def, &mut obj, opts.validation)?;
+                warnings = admit::admit_custom(def, &mut obj, opts.validation, false)?;
             }
         }
         if let Some(manager) = &opts.manager {
@@ -321,7 +366,40 @@ impl ApiServer {
                 &time::now_rfc3339(),
             );
         }
+        // What admission plugins and the registry set after the field manager recorded the
+        // request: nobody owns these fields.
+        crate::defaults::encode(def, &mut obj);
+        match def.builtin {
+            Some(Builtin::Pod) => crate::admit_pod::default_pod(&mut obj, priority),
+            Some(Builtin::Namespace) => {
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+                if let Some(label) = name_label {
+                    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = label;
+                }
+            }
+            Some(Builtin::Node) => crate::admit_pod::taint_new_node(&mut obj),
+            Some(Builtin::Service) => self.default_service(&mut obj),
+            Some(Builtin::Pdb) => obj["status"] = self.pdb_status(&obj),
+            Some(
+                kind @ (Builtin::PersistentVolume
+                | Builtin::PersistentVolumeClaim
+                | Builtin::StorageClass),
+            ) => {
+                let default_class = self.default_class();
+                crate::admit_storage::default_storage(kind, &mut obj, default_class);
+            }
+            _ => {}
+        }
         if opts.dry_run {
+            // A dry run is refused as the write would be.
+            if self.store.get(&def.storage_key(), &key_of(&obj)).is_some() {
+                return Err(ApiError::already_exists(
+                    &def.group,
+                    &def.plural,
+                    admit::name_of(&obj),
+                ));
+            }
             return Ok(Written {
                 obj: Stored::detached(obj),
                 warnings,
@@ -361,6 +439,9 @@ impl ApiServer {
                 .get(&kind, key)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
             let mut new = f(&cur.value)?;
+            if def.builtin == Some(Builtin::Secret) {
+                admit::decode_secret(&new)?;
+            }
             admit::set_type(def, &mut new)?;
             let body_name = admit::name_of(&new);
             if !body_name.is_empty() && body_name != key.1 {
@@ -372,6 +453,20 @@ impl ApiServer {
             let status_only = scope == Scope::Status;
             admit::carry_over(def, &cur.value, &mut new, status_only, scope == Scope::Main);
             let mut warnings = admit::prune_builtin(def, &mut new, opts.validation)?;
+            crate::defaults::apply(def, &mut new);
+            // Mutating admission runs after the field manager recorded the request: what it
+            // adds (a pod's tolerations of unready nodes) is recorded as the request had it.
+            let mut as_requested = None;
+            if scope == Scope::Main && def.builtin == Some(Builtin::Pod) {
+                let before = new.clone();
+                crate::admit_pod::tolerate_unready_nodes(&mut new);
+                if before != new {
+                    as_requested = Some(before);
+                }
+            }
+            if scope == Scope::Main && def.builtin == Some(Builtin::Service) {
+                crate::admit::service_update(&cur.value, &mut new);
+            }
             if !status_only {
                 admit::check_finalizers(def, &cur.value, &new)?;
             }
@@ -379,25 +474,59 @@ impl ApiServer {
                 crate::admit_pod::check_pod_update(&cur.value, &new)?;
             }
             match def.builtin {
-                Some(Builtin::Secret) => admit::fold_string_data(&mut new),
                 Some(Builtin::Crd) if !status_only => {
                     crate::crd::check_crd(&new)?;
                     admit::crd_status(&mut new);
                 }
-                Some(_) => admit::validate_builtin(def, &new)?,
-                None => warnings = admit::admit_custom(def, &mut new, opts.validation)?,
+                Some(b) => {
+                    admit::validate_builtin_update(def, Some(&cur.value), &new)?;
+                    if b == Builtin::Secret {
+                        admit::fold_string_data(&mut new);
+                    }
+                }
+                None => {
+                    warnings = admit::admit_custom(def, &mut new, opts.validation, status_only)?;
+                }
             }
-            if !status_only {
-                admit::bump_generation(def, &cur.value, &mut new);
+            if status_only {
                 if let Some(manager) = &opts.manager {
-                    record_update(
-                        Some(&cur.value),
+                    crate::patch::apply::record_status_update(
+                        &cur.value,
                         &mut new,
                         manager,
                         !def.is_custom(),
                         &time::now_rfc3339(),
                     );
                 }
+            } else {
+                // The server's own writes (a binding, the garbage collector's) go to storage
+                // past the kind's strategy, which is what raises the generation.
+                if scope == Scope::Main {
+                    admit::bump_generation(def, &cur.value, &mut new);
+                }
+                if let Some(manager) = &opts.manager {
+                    let mut recorded = as_requested.unwrap_or_else(|| new.clone());
+                    record_update(
+                        Some(&cur.value),
+                        &mut recorded,
+                        manager,
+                        !def.is_custom(),
+                        &time::now_rfc3339(),
+                    );
+                    match recorded.pointer("/metadata/managedFields") {
+                        Some(m) => new["metadata"]["managedFields"] = m.clone(),
+                        None => {
+                            if let Some(meta) = new["metadata"].as_object_mut() {
+                                meta.remove("managedFields");
+                            }
+                        }
+                    }
+                }
+            }
+            crate::defaults::encode(def, &mut new);
+            // What the Service registry allocates after the field manager recorded the write.
+            if scope == Scope::Main && def.builtin == Some(Builtin::Service) {
+                self.allocate_service(&mut new);
             }
             new["metadata"]["resourceVersion"] = json!(cur.rv.to_string());
             if new == cur.value {
@@ -415,6 +544,8 @@ impl ApiServer {
                 });
             }
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
+                && (def.builtin != Some(Builtin::Namespace)
+                    || crate::namespaces::spec_finalized(&new))
                 && new
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
@@ -441,6 +572,11 @@ impl ApiServer {
                         } else {
                             self.edit_registry(|r| r.put_crd(&obj.value))?;
                         }
+                    } else if removed {
+                        // An object its last finalizer let go takes its dependents, as any
+                        // removed object does.
+                        self.collect_dependents(&obj, def.builtin);
+                        self.removed_from_namespace(&key.0);
                     }
                     return Ok(Written {
                         obj,
@@ -455,8 +591,21 @@ impl ApiServer {
     }
 
     /// Deletes an object, honouring preconditions, finalizers and (for pods on a node) the
-    /// grace period.
+    /// grace period; a namespace terminates first (`namespaces.rs`).
     pub fn delete(
+        &self,
+        def: &Arc<ResourceDef>,
+        key: &Key,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
+        if def.builtin == Some(Builtin::Namespace) {
+            return self.delete_namespace(def, key, opts);
+        }
+        self.delete_plain(def, key, opts)
+    }
+
+    /// [`Self::delete`] as the generic registry does it.
+    pub(crate) fn delete_plain(
         &self,
         def: &Arc<ResourceDef>,
         key: &Key,
@@ -468,12 +617,14 @@ impl ApiServer {
                 .store
                 .get(&kind, key)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
+            // kube-apiserver's BeforeDelete checks the preconditions and names the kind (not
+            // the resource) in its conflict.
             if let Some(uid) = &opts.uid
                 && uid != cur.uid()
             {
                 return Err(ApiError::conflict(
                     &def.group,
-                    &def.plural,
+                    &def.kind,
                     &key.1,
                     &format!(
                         "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
@@ -486,7 +637,7 @@ impl ApiServer {
             {
                 return Err(ApiError::conflict(
                     &def.group,
-                    &def.plural,
+                    &def.kind,
                     &key.1,
                     &format!(
                         "Precondition failed: ResourceVersion in precondition: {rv}, \
@@ -495,80 +646,97 @@ impl ApiServer {
                     ),
                 ));
             }
-            let grace = if def.builtin == Some(Builtin::Pod) {
-                let bound = cur
-                    .value
-                    .pointer("/spec/nodeName")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| !n.is_empty());
-                let phase = cur
-                    .value
-                    .pointer("/status/phase")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                if !bound || matches!(phase, "Succeeded" | "Failed") {
-                    0
-                } else {
-                    opts.grace
-                        .or_else(|| {
-                            cur.value
-                                .pointer("/spec/terminationGracePeriodSeconds")
-                                .and_then(Value::as_i64)
-                        })
-                        .unwrap_or(30)
-                        .max(0)
+            let mut new = cur.value.clone();
+            // kube-apiserver's BeforeDelete: pods are deleted gracefully (the only kind with a
+            // graceful strategy): the first delete marks them (deletionTimestamp, grace period,
+            // generation + 1) in a write of its own, even with a grace period of 0.
+            let mut graceful = false;
+            let mut last_grace = 0;
+            if def.builtin == Some(Builtin::Pod) {
+                match pod_deletion(&cur.value, opts.grace) {
+                    PodDeletion::Pending => {
+                        return Ok(Deleted {
+                            obj: cur,
+                            removed: false,
+                        });
+                    }
+                    PodDeletion::Now => {}
+                    PodDeletion::Mark {
+                        timestamp,
+                        grace,
+                        first,
+                    } => {
+                        new["metadata"]["deletionTimestamp"] =
+                            json!(time::format_rfc3339(timestamp));
+                        new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+                        if first
+                            && let Some(g) =
+                                new.pointer("/metadata/generation").and_then(Value::as_i64)
+                            && g > 0
+                        {
+                            new["metadata"]["generation"] = json!(g + 1);
+                        }
+                        graceful = true;
+                        last_grace = grace;
+                    }
                 }
-            } else {
-                0
-            };
-            let has_finalizers = cur
-                .value
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty());
-            let terminating = cur.value.pointer("/metadata/deletionTimestamp").is_some();
+            }
+            let before: Vec<String> = string_list(&cur.value, "/metadata/finalizers");
+            let finalizers = gc_finalizers(def, &before, opts.propagation.as_deref());
+            if finalizers != before {
+                new["metadata"]["finalizers"] = json!(finalizers);
+            }
+            let pending_finalizers = !finalizers.is_empty();
+            if !graceful && pending_finalizers {
+                mark_as_deleting(&mut new);
+            }
+            let removes_now = !pending_finalizers && last_grace == 0;
             if opts.dry_run {
                 return Ok(Deleted {
-                    obj: cur,
-                    removed: false,
+                    obj: if removes_now {
+                        cur
+                    } else {
+                        Stored::detached(new)
+                    },
+                    removed: removes_now,
                 });
             }
-            if has_finalizers || grace > 0 {
-                let current_grace = cur
-                    .value
-                    .pointer("/metadata/deletionGracePeriodSeconds")
-                    .and_then(Value::as_i64);
-                if terminating && current_grace.is_none_or(|g| g <= grace) {
-                    return Ok(Deleted {
-                        obj: cur,
-                        removed: false,
-                    });
-                }
-                let mut new = cur.value.clone();
-                new["metadata"]["deletionTimestamp"] =
-                    json!(time::format_rfc3339(time::now_secs() + grace));
-                new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-                if let Some(g) = new.pointer("/metadata/generation").and_then(Value::as_i64) {
-                    new["metadata"]["generation"] = json!(g + 1);
-                }
+            let mut expected = cur.rv;
+            if new != cur.value {
                 match self.store.replace(&kind, key, cur.rv, new) {
-                    Ok(obj) => {
+                    Ok(obj) if !removes_now => {
+                        for f in [crate::gc::ORPHAN, crate::gc::FOREGROUND] {
+                            if obj
+                                .value
+                                .pointer("/metadata/finalizers")
+                                .and_then(Value::as_array)
+                                .is_some_and(|fs| fs.iter().any(|x| x.as_str() == Some(f)))
+                            {
+                                self.collect_for_policy(def, &obj, f);
+                            }
+                        }
                         return Ok(Deleted {
                             obj,
                             removed: false,
                         });
                     }
+                    Ok(obj) => expected = obj.rv,
                     Err(StoreError::Conflict) => continue,
                     Err(e) => return Err(storage_error(def, &key.1, e)),
                 }
+            } else if !removes_now {
+                return Ok(Deleted {
+                    obj: cur,
+                    removed: false,
+                });
             }
-            match self.store.remove(&kind, key, Some(cur.rv)) {
+            match self.store.remove(&kind, key, Some(expected)) {
                 Ok(obj) => {
                     match def.builtin {
-                        Some(Builtin::Namespace) => self.empty_namespace(&key.1),
                         Some(Builtin::Crd) => self.forget_crd(&obj),
                         b => self.collect_dependents_after_lag(&obj, b),
                     }
+                    self.removed_from_namespace(&key.0);
                     return Ok(Deleted { obj, removed: true });
                 }
                 Err(StoreError::Conflict) => continue,
@@ -591,18 +759,24 @@ impl ApiServer {
         }
     }
 
-    fn empty_namespace(&self, ns: &str) {
-        let reg = self.registry();
-        let mut seen = std::collections::BTreeSet::new();
-        for def in reg.resources().iter().filter(|d| d.namespaced) {
-            let kind = def.storage_key();
-            if !seen.insert(kind.clone()) {
-                continue;
-            }
-            let (objs, _) = self.store.list(&kind, Some(ns), None);
-            for o in objs {
-                let _ = self.store.remove(&kind, &o.key(), None);
-            }
+    /// After an object of namespace `ns` went: the namespace controller's next pass, if the
+    /// namespace is terminating (not from within a pass over it).
+    fn removed_from_namespace(&self, ns: &str) {
+        if ns.is_empty() {
+            return;
+        }
+        let terminating = self
+            .store
+            .get("/namespaces", &(String::new(), ns.to_string()))
+            .is_some_and(|n| crate::namespaces::terminating(&n.value));
+        if !terminating {
+            return;
+        }
+        let pass = (self.name.clone(), ns.to_string());
+        let first = FINALIZING.with(|f| f.borrow_mut().insert(pass.clone()));
+        if first {
+            self.finalize_namespace(ns);
+            FINALIZING.with(|f| f.borrow_mut().remove(&pass));
         }
     }
 
@@ -638,22 +812,53 @@ impl ApiServer {
         }
     }
 
+    /// What the Service registry sets: a cluster IP and its family, and node ports for
+    /// `NodePort` and `LoadBalancer` Services.
     fn default_service(&self, svc: &mut Value) {
+        self.allocate_service(svc);
+        svc["status"] = json!({"loadBalancer": {}});
+    }
+
+    /// What the Service registry allocates that a Service lacks: a cluster IP (and its
+    /// family), node ports where its type needs them.
+    fn allocate_service(&self, svc: &mut Value) {
         if svc.pointer("/spec/type").is_none() {
             svc["spec"]["type"] = json!("ClusterIP");
         }
+        let kind = svc
+            .pointer("/spec/type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let ip = svc
             .pointer("/spec/clusterIP")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        if ip.is_empty() {
-            let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
-            let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
-            svc["spec"]["clusterIP"] = json!(ip);
-            svc["spec"]["clusterIPs"] = json!([ip]);
+        if kind != "ExternalName" {
+            if ip.is_empty() {
+                let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
+                let ip = format!("10.96.{}.{}", (n >> 8) & 0xff, n & 0xff);
+                svc["spec"]["clusterIP"] = json!(ip);
+                svc["spec"]["clusterIPs"] = json!([ip]);
+            } else if svc.pointer("/spec/clusterIPs").is_none() {
+                svc["spec"]["clusterIPs"] = json!([ip]);
+            }
+            if svc.pointer("/spec/ipFamilyPolicy").is_none() {
+                svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+            }
+            if svc.pointer("/spec/ipFamilies").is_none() {
+                svc["spec"]["ipFamilies"] = json!(["IPv4"]);
+            }
         }
-        svc["status"] = json!({"loadBalancer": {}});
+        if matches!(kind.as_str(), "NodePort" | "LoadBalancer")
+            && let Some(ports) = svc.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
+        {
+            for p in ports.iter_mut().filter(|p| p.get("nodePort").is_none()) {
+                let n = self.service_ips.fetch_add(1, Ordering::Relaxed);
+                p["nodePort"] = json!(30000 + n % 2768);
+            }
+        }
     }
 
     /// A PodDisruptionBudget's status from the pods it selects now.
@@ -709,4 +914,144 @@ pub fn pod_healthy(pod: &Value) -> bool {
                 && c.get("status").and_then(Value::as_str) == Some("True")
         });
     running && ready && pod.pointer("/metadata/deletionTimestamp").is_none()
+}
+
+/// What a delete does to a pod, as its graceful strategy decides.
+enum PodDeletion {
+    /// A graceful deletion is pending already and this one does not shorten it: nothing.
+    Pending,
+    /// Marked already with a grace period of 0: it goes (once no finalizer holds it).
+    Now,
+    /// Marked for deletion at `timestamp` after `grace` seconds; `first` when it was not yet.
+    Mark {
+        timestamp: i64,
+        grace: i64,
+        first: bool,
+    },
+}
+
+/// kube-apiserver's `BeforeDelete` with the pod strategy's `CheckGracefulDelete`: a pod not
+/// on a node, or finished, goes at once (grace 0); otherwise after the requested grace period
+/// or its `terminationGracePeriodSeconds` (30 by default). A negative period counts as 1. A
+/// pod marked already only has its grace period shortened.
+fn pod_deletion(pod: &Value, requested: Option<i64>) -> PodDeletion {
+    let requested = requested.map(|g| if g < 0 { 1 } else { g });
+    let now = time::now_secs();
+    if let Some(marked) = pod
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(time::parse_rfc3339)
+    {
+        let current = pod
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .map(|g| if g < 0 { 1 } else { g });
+        return match (current, requested) {
+            (None | Some(0), _) => PodDeletion::Now,
+            (Some(current), Some(period)) if period < current => {
+                let mut timestamp = marked - current + period;
+                let mut grace = period;
+                if timestamp < now {
+                    timestamp = now;
+                    if period != 0 {
+                        grace = 1;
+                    }
+                }
+                PodDeletion::Mark {
+                    timestamp,
+                    grace,
+                    first: false,
+                }
+            }
+            _ => PodDeletion::Pending,
+        };
+    }
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let grace = if !bound || matches!(phase, "Succeeded" | "Failed") {
+        0
+    } else {
+        requested
+            .or_else(|| {
+                pod.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(30)
+    };
+    PodDeletion::Mark {
+        timestamp: now + grace,
+        grace,
+        first: true,
+    }
+}
+
+/// The strings of the list at `pointer`.
+pub(crate) fn string_list(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(String::from))
+        .collect()
+}
+
+/// The finalizers a delete leaves on an object for the garbage collector, as
+/// kube-apiserver's `deletionFinalizersForGarbageCollection` does: a propagation policy
+/// replaces the `orphan` and `foregroundDeletion` finalizers with its own (none for
+/// `Background`); without one they stay. Events do not take part in garbage collection: a
+/// delete takes both off them. The list is unchanged when the set is.
+pub(crate) fn gc_finalizers(
+    def: &ResourceDef,
+    before: &[String],
+    propagation: Option<&str>,
+) -> Vec<String> {
+    let events = matches!(def.builtin, Some(Builtin::Event | Builtin::EventsV1));
+    let is_gc = |f: &String| f == crate::gc::ORPHAN || f == crate::gc::FOREGROUND;
+    let wanted = if events {
+        None
+    } else {
+        match propagation {
+            Some("Orphan") => Some(crate::gc::ORPHAN),
+            Some("Foreground") => Some(crate::gc::FOREGROUND),
+            Some(_) => None,
+            None => return before.to_vec(),
+        }
+    };
+    let mut after: Vec<String> = before.iter().filter(|f| !is_gc(f)).cloned().collect();
+    if let Some(f) = wanted {
+        after.push(f.to_string());
+    }
+    let set = |l: &[String]| l.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+    if set(&after) == set(before) {
+        before.to_vec()
+    } else {
+        after
+    }
+}
+
+/// kube-apiserver's `markAsDeleting`, for an object without a grace period that finalizers
+/// hold: marked now (unless marked earlier) with a grace period of 0; the first mark raises
+/// its generation.
+fn mark_as_deleting(obj: &mut Value) {
+    let now = time::now_secs();
+    let marked = obj
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(time::parse_rfc3339);
+    if marked.is_none()
+        && let Some(g) = obj.pointer("/metadata/generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        obj["metadata"]["generation"] = json!(g + 1);
+    }
+    if marked.is_none_or(|t| t > now) {
+        obj["metadata"]["deletionTimestamp"] = json!(time::format_rfc3339(now));
+    }
+    obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
 }

@@ -77,6 +77,8 @@ async fn handle(
         (Some("log"), &Method::GET) if def.builtin == Some(Builtin::Pod) => {
             crate::pod_log::serve(api, &key, &req)
         }
+        // A custom resource's subresource its CRD does not serve: the object is not found.
+        (Some(_), _) if def.is_custom() => Err(ApiError::not_found(&def.group, &def.plural, &name)),
         (Some(_), _) => Err(ApiError::no_route()),
         _ => Err(ApiError::method_not_allowed()),
     }
@@ -99,7 +101,9 @@ pub fn write_opts(req: &Req) -> WriteOpts {
         .or_else(|| {
             let ua = req.user_agent.split('/').next().unwrap_or_default();
             (!ua.is_empty()).then(|| ua.to_string())
-        });
+        })
+        // Neither: kube-apiserver records the write as `unknown`'s.
+        .or_else(|| Some("unknown".to_string()));
     WriteOpts {
         manager,
         validation: FieldValidation::parse(req.q("fieldValidation")),
@@ -175,13 +179,15 @@ fn list(
     let filter = !label.is_empty() || !field.is_empty();
     let mut items: Vec<Obj> = Vec::new();
     let mut more = false;
+    // As etcd's paging with a selector: once the page is full, any object after its last item
+    // (matching or not) means more, and the token resumes after that item.
     for o in candidates {
-        if filter && !(label.matches(&o.value) && field.matches(&o.value)) {
-            continue;
-        }
         if limit.is_some_and(|l| items.len() >= l) {
             more = true;
             break;
+        }
+        if filter && !(label.matches(&o.value) && field.matches(&o.value)) {
+            continue;
         }
         items.push(o);
     }
@@ -205,6 +211,9 @@ fn list(
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = &cont {
         meta["continue"] = json!(c);
+    } else if def.is_custom() {
+        // kube-apiserver's lists of custom resources carry an empty one.
+        meta["continue"] = json!("");
     }
     if req.wants_metadata() {
         let list = json!({
@@ -221,7 +230,8 @@ fn list(
     ))
 }
 
-/// `{"kind":"<Kind>List",...,"items":[...]}` from the objects' cached bytes.
+/// `{"kind":"<Kind>List",...,"items":[...]}` from the objects' cached bytes (a built-in kind's
+/// items without their `apiVersion` and `kind`, as kube-apiserver lists them).
 pub fn list_bytes(def: &ResourceDef, meta: &Value, items: &[Obj]) -> Bytes {
     let head = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
@@ -236,7 +246,11 @@ pub fn list_bytes(def: &ResourceDef, meta: &Value, items: &[Obj]) -> Bytes {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(&object_bytes(def, o));
+        if def.is_custom() {
+            buf.put_slice(&object_bytes(def, o));
+        } else {
+            buf.put_slice(&o.item_json());
+        }
     }
     buf.put_slice(b"]}");
     buf.freeze()
@@ -270,25 +284,71 @@ fn update(
     req: &Req,
 ) -> Result<Response<Body>, ApiError> {
     let body = req.json()?;
+    undeterminable(def, key, &body)?;
     let body_rv = body
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(String::from);
-    if body_rv.is_none() && def.is_custom() {
-        return Err(ApiError::invalid_field(
+    // A uid in the body is a precondition kube-apiserver's storage checks first, before the
+    // resourceVersion; an absent object is a 404, but for the kinds a PUT creates (whose
+    // storage reads an absent object as empty, so the uid precondition fails first).
+    let body_uid = body
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
+    let uid_conflict = |found: &str| {
+        ApiError::conflict(
             &def.group,
             &def.plural,
             &key.1,
-            "metadata.resourceVersion",
-            "Invalid value: 0x0: must be specified for an update",
-        ));
+            &format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {found}",
+                body_uid.as_deref().unwrap_or_default()
+            ),
+        )
+    };
+    if creates_on_update(def) && api.get(def, key).is_none() {
+        if body_uid.is_some() {
+            return Err(uid_conflict(""));
+        }
+        if !status_only && admit::name_of(&body) == key.1 {
+            let mut obj = body.clone();
+            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            let ns = Some(key.0.as_str()).filter(|n| !n.is_empty());
+            enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, None, &body)?;
+            let w = api.create(def, ns, obj, &write_opts(req))?;
+            return Ok(written_reply(def, &w, req, 201));
+        }
     }
-    let mut opts = write_opts(req);
-    if status_only {
-        opts.manager = None;
-    }
+    let opts = write_opts(req);
     let w = api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
+        let found = cur
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if body_uid.as_deref().is_some_and(|u| u != found) {
+            return Err(uid_conflict(found));
+        }
+        // Custom resources, Leases and PodDisruptionBudgets have no unconditional update
+        // (their strategies' `AllowUnconditionalUpdate`), checked once the object is found.
+        let conditional = def.is_custom()
+            || matches!(
+                def.builtin,
+                Some(Builtin::Lease | Builtin::Pdb | Builtin::CsiNode)
+            );
+        if body_rv.is_none() && conditional {
+            return Err(ApiError::invalid_field(
+                &def.group,
+                &def.plural,
+                &key.1,
+                "metadata.resourceVersion",
+                "Invalid value: 0x0: must be specified for an update",
+            ));
+        }
         if let Some(rv) = &body_rv
             && *rv
                 != cur
@@ -305,6 +365,46 @@ fn update(
         Ok(body.clone())
     })?;
     Ok(written_reply(def, &w, req, 200))
+}
+
+/// The kinds a PUT of an absent object creates (their strategies' `AllowCreateOnUpdate`).
+fn creates_on_update(def: &ResourceDef) -> bool {
+    matches!(
+        def.builtin,
+        Some(
+            Builtin::Service
+                | Builtin::Event
+                | Builtin::EventsV1
+                | Builtin::Lease
+                | Builtin::Role
+                | Builtin::RoleBinding
+                | Builtin::ClusterRole
+                | Builtin::ClusterRoleBinding
+        )
+    )
+}
+
+/// A PUT body kube-apiserver cannot decode into the kind: a custom resource without its
+/// `kind`, a built-in object without its name.
+fn undeterminable(def: &ResourceDef, key: &Key, body: &Value) -> Result<(), ApiError> {
+    if def.is_custom()
+        && body
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): Object 'Kind' is missing in '{body}'",
+            def.kind
+        )));
+    }
+    if !def.is_custom() && admit::name_of(body).is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({} based on URL) was undeterminable: name must be provided",
+            key.1
+        )));
+    }
+    Ok(())
 }
 
 fn written_reply(def: &ResourceDef, w: &Written, req: &Req, code: u16) -> Response<Body> {
@@ -342,9 +442,6 @@ fn patch_object(
         }
     };
     if kind != PatchKind::Apply {
-        if status_only {
-            opts.manager = None;
-        }
         let w = api.update(def, key, scope_of(status_only), &opts, &mut |cur| {
             check_rv(cur)?;
             let mut v = cur.clone();
@@ -425,10 +522,29 @@ fn delete(
 ) -> Result<Response<Body>, ApiError> {
     let opts = delete_opts(req)?;
     let d = api.delete(def, key, &opts)?;
-    let returns_object = matches!(def.builtin, Some(Builtin::Pod | Builtin::Namespace));
+    // The registries with `ReturnDeletedObject` answer the object, the others a `Status`.
+    let returns_object = matches!(
+        def.builtin,
+        Some(
+            Builtin::Pod
+                | Builtin::Namespace
+                | Builtin::Service
+                | Builtin::ServiceAccount
+                | Builtin::PersistentVolume
+                | Builtin::PersistentVolumeClaim
+                | Builtin::StorageClass
+                | Builtin::CsiNode
+                | Builtin::DeviceClass
+                | Builtin::ResourceSlice
+                | Builtin::ResourceClaim
+                | Builtin::ResourceClaimTemplate
+        )
+    );
     if d.removed && !returns_object {
-        let details =
-            json!({"name": key.1, "group": def.group, "kind": def.plural, "uid": d.obj.uid()});
+        let mut details = json!({"name": key.1, "kind": def.plural, "uid": d.obj.uid()});
+        if !def.group.is_empty() {
+            details["group"] = json!(def.group);
+        }
         return Ok(json_reply(200, &status::success(None, Some(details)), &[]));
     }
     Ok(render_one(def, &d.obj, req, 200, &[]))

@@ -228,14 +228,28 @@ pub fn supported_fields(group: &str, kind: &str) -> &'static [&'static str] {
             "type",
         ],
         ("", "Secret") => &["type"],
+        ("", "Service") => &["spec.clusterIP", "spec.type"],
         ("", "Namespace") => &["status.phase"],
         _ => &[],
     }
 }
 
 impl FieldSelector {
-    /// Parses and checks a field selector against the fields `kind` supports.
-    pub fn parse(text: &str, group: &str, kind: &str, builtin: bool) -> Result<Self, ApiError> {
+    /// Parses and checks a field selector against the fields `kind` supports. Every kind
+    /// takes `metadata.name`, and `metadata.namespace` but for Nodes, Namespaces and
+    /// cluster-scoped custom resources (whose field label conversions leave it out).
+    pub fn parse(
+        text: &str,
+        group: &str,
+        kind: &str,
+        builtin: bool,
+        namespaced: bool,
+    ) -> Result<Self, ApiError> {
+        let namespace_field = if builtin {
+            !matches!((group, kind), ("", "Node" | "Namespace"))
+        } else {
+            namespaced
+        };
         let mut terms = Vec::new();
         for term in text.split(',') {
             let term = term.trim();
@@ -254,17 +268,20 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            let known = matches!(field, "metadata.name" | "metadata.namespace")
+            let known = field == "metadata.name"
+                || (field == "metadata.namespace" && namespace_field)
                 || supported_fields(group, kind).contains(&field);
             if !known {
-                return Err(ApiError::bad_request(if builtin {
-                    format!("field label not supported: {field}")
-                } else {
-                    format!(
-                        "{field:?} is not a known field selector: only \"metadata.name\", \
+                return Err(ApiError::bad_request(
+                    if builtin || field == "metadata.namespace" {
+                        format!("field label not supported: {field}")
+                    } else {
+                        format!(
+                            "{field:?} is not a known field selector: only \"metadata.name\", \
                          \"metadata.namespace\""
-                    )
-                }));
+                        )
+                    },
+                ));
             }
             terms.push((field.to_string(), eq, value.trim().to_string()));
         }
@@ -287,7 +304,11 @@ impl FieldSelector {
     /// Whether an object matches.
     pub fn matches(&self, object: &Value) -> bool {
         self.terms.iter().all(|(field, eq, want)| {
-            let path = format!("/{}", field.replace('.', "/"));
+            // An Event's `source` selects its source's component.
+            let path = match field.as_str() {
+                "source" => "/source/component".to_string(),
+                f => format!("/{}", f.replace('.', "/")),
+            };
             let got = match object.pointer(&path) {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Bool(b)) => b.to_string(),
@@ -329,11 +350,11 @@ mod tests {
     #[test]
     fn field_selectors_check_the_supported_fields() {
         let p = pod(json!({}));
-        let s = FieldSelector::parse("spec.nodeName=n1", "", "Pod", true).expect("parses");
+        let s = FieldSelector::parse("spec.nodeName=n1", "", "Pod", true, true).expect("parses");
         assert!(s.matches(&p));
-        let e = FieldSelector::parse("spec.foo=1", "", "Pod", true).expect_err("refused");
+        let e = FieldSelector::parse("spec.foo=1", "", "Pod", true, true).expect_err("refused");
         assert_eq!(e.message, "field label not supported: spec.foo");
-        let e = FieldSelector::parse("spec.queue=a", "batch.volcano.sh", "Job", false)
+        let e = FieldSelector::parse("spec.queue=a", "batch.volcano.sh", "Job", false, true)
             .expect_err("refused");
         assert!(e.message.contains("is not a known field selector"), "{e}");
     }

@@ -45,8 +45,15 @@ pub fn group_resource(group: &str, resource: &str) -> String {
     }
 }
 
+/// `details` as apimachinery encodes them: empty fields are left out.
 fn details(name: &str, group: &str, kind: &str) -> Value {
-    json!({"name": name, "group": group, "kind": kind})
+    let mut d = serde_json::Map::new();
+    for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+        if !v.is_empty() {
+            d.insert(k.into(), json!(v));
+        }
+    }
+    Value::Object(d)
 }
 
 impl ApiError {
@@ -174,7 +181,11 @@ impl ApiError {
             "Invalid",
             format!("{qualified} {name:?} is invalid: {summary}"),
         )
-        .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes_json}))
+        .with_details({
+            let mut d = details(name, group, kind);
+            d["causes"] = json!(causes_json);
+            d
+        })
     }
 
     /// 422 with one `FieldValueInvalid` or `FieldValueRequired` cause.

@@ -28,6 +28,23 @@ pub struct Stored {
     /// The resourceVersion.
     pub rv: u64,
     json: OnceLock<Bytes>,
+    item_json: OnceLock<Bytes>,
+}
+
+/// An object's fields but its `apiVersion` and `kind`, serialized without a copy.
+struct WithoutType<'a>(&'a serde_json::Map<String, Value>);
+
+impl serde::Serialize for WithoutType<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.0 {
+            if k != "apiVersion" && k != "kind" {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
 }
 
 impl Stored {
@@ -36,6 +53,7 @@ impl Stored {
             value,
             rv,
             json: OnceLock::new(),
+            item_json: OnceLock::new(),
         }
     }
 
@@ -48,6 +66,20 @@ impl Stored {
     pub fn json(&self) -> Bytes {
         self.json
             .get_or_init(|| Bytes::from(serde_json::to_vec(&self.value).unwrap_or_default()))
+            .clone()
+    }
+
+    /// The object as a built-in kind's list item: kube-apiserver leaves a typed list's items
+    /// without `apiVersion` and `kind`.
+    pub fn item_json(&self) -> Bytes {
+        self.item_json
+            .get_or_init(|| {
+                let bytes = match self.value.as_object() {
+                    Some(m) => serde_json::to_vec(&WithoutType(m)),
+                    None => serde_json::to_vec(&self.value),
+                };
+                Bytes::from(bytes.unwrap_or_default())
+            })
             .clone()
     }
 

@@ -202,6 +202,26 @@ pub fn evict(api: &ApiServer, key: &Key, req: &Req) -> Result<Response<Body>, Ap
             }
         }
     }
+    if !opts.dry_run {
+        // kube-apiserver marks the pod (through its status, so no generation and no manager)
+        // before it deletes it.
+        api.update(
+            &pods,
+            key,
+            Scope::Status,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut pod = cur.clone();
+                set_condition(
+                    &mut pod,
+                    json!({"type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": time::now_rfc3339(), "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting"}),
+                );
+                Ok(pod)
+            },
+        )?;
+    }
     api.delete(&pods, key, &opts)?;
     Ok(json_reply(201, &status::success(Some(201), None), &[]))
 }

@@ -31,6 +31,7 @@ pub fn selectors(def: &ResourceDef, req: &Req) -> Result<(LabelSelector, FieldSe
         &def.group,
         &def.kind,
         !def.is_custom(),
+        def.namespaced,
     )?;
     Ok((label, field))
 }
@@ -52,10 +53,23 @@ pub fn delete_opts(req: &Req) -> Result<DeleteOpts, ApiError> {
             .and_then(Value::as_str)
             .map(String::from)
     };
+    let propagation = body
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .or_else(|| req.q("propagationPolicy"))
+        .map(String::from);
+    if let Some(p) = &propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::unprocessable(format!(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        )));
+    }
     Ok(DeleteOpts {
         grace,
         uid: pre("uid"),
         resource_version: pre("resourceVersion"),
         dry_run,
+        propagation,
     })
 }

@@ -298,6 +298,13 @@ impl Kubelet {
             })
             .unwrap_or_default();
         if !st.nodes.contains_key(&name) {
+            // A Node made through the API: its kubelet runs it, so it is not tainted
+            // not-ready for long.
+            let me = self.clone();
+            let new_node = name.clone();
+            tokio::spawn(async move {
+                let _ = me.lift_not_ready(&new_node);
+            });
             let index = st.node_count;
             st.node_count += 1;
             st.nodes.insert(

@@ -102,6 +102,7 @@ impl Kubelet {
             s.remove("taints");
         }
         self.api.create(&nodes, None, node, &WriteOpts::default())?;
+        self.lift_not_ready(&spec.name)?;
         let leases = self.api.builtin(Builtin::Lease);
         self.api.create(
             &leases,
@@ -110,6 +111,51 @@ impl Kubelet {
                    "spec": {"holderIdentity": spec.name, "leaseDurationSeconds": 40,
                             "renewTime": time::now_rfc3339_micro()}}),
             &WriteOpts::default(),
+        )?;
+        Ok(())
+    }
+
+    /// Removes the `node.kubernetes.io/not-ready` taint a new Node is created with, once its
+    /// kubelet runs it (the node lifecycle controller's part for a Ready node); a node held
+    /// NotReady by a fault keeps it.
+    pub(super) fn lift_not_ready(&self, node: &str) -> Result<(), ApiError> {
+        if self.state().not_ready.contains(node) {
+            return Ok(());
+        }
+        let nodes = self.api.builtin(Builtin::Node);
+        let key = (String::new(), node.to_string());
+        let tainted = |v: &Value| {
+            v.pointer("/spec/taints")
+                .and_then(Value::as_array)
+                .is_some_and(|ts| {
+                    ts.iter()
+                        .any(|t| t.get("key").and_then(Value::as_str) == Some(NOT_READY))
+                })
+        };
+        if !self
+            .api
+            .get(&nodes, &key)
+            .is_some_and(|n| tainted(&n.value))
+        {
+            return Ok(());
+        }
+        self.api.update(
+            &nodes,
+            &key,
+            Scope::All,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut v = cur.clone();
+                if let Some(ts) = v.pointer_mut("/spec/taints").and_then(Value::as_array_mut) {
+                    ts.retain(|t| t.get("key").and_then(Value::as_str) != Some(NOT_READY));
+                    if ts.is_empty()
+                        && let Some(s) = v.get_mut("spec").and_then(Value::as_object_mut)
+                    {
+                        s.remove("taints");
+                    }
+                }
+                Ok(v)
+            },
         )?;
         Ok(())
     }
@@ -176,6 +222,9 @@ impl Kubelet {
         Ok(())
     }
 }
+
+/// The taint of a node that is not ready.
+const NOT_READY: &str = "node.kubernetes.io/not-ready";
 
 fn ready_condition(ready: bool, now: &str) -> Value {
     if ready {

@@ -254,7 +254,7 @@ impl ApiServer {
     fn namespace_terminating(&self, ns: &str) -> bool {
         self.store
             .get("/namespaces", &(String::new(), ns.to_string()))
-            .is_some_and(|n| crate::namespaces::terminating(&n.value))
+            .is_some_and(|n| crate::deletion::terminating(&n.value))
     }
 
     /// Creates an object.
@@ -273,7 +273,7 @@ impl ApiServer {
                 return Err(ApiError::not_found("", "namespaces", ns));
             }
             if self.namespace_terminating(ns) {
-                return Err(crate::namespaces::terminating_error(
+                return Err(crate::deletion::terminating_error(
                     &def.group,
                     &def.plural,
                     admit::name_of(&obj),
@@ -545,7 +545,7 @@ impl ApiServer {
             }
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
                 && (def.builtin != Some(Builtin::Namespace)
-                    || crate::namespaces::spec_finalized(&new))
+                    || crate::deletion::spec_finalized(&new))
                 && new
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
@@ -705,7 +705,7 @@ impl ApiServer {
             if new != cur.value {
                 match self.store.replace(&kind, key, cur.rv, new) {
                     Ok(obj) if !removes_now => {
-                        for f in [crate::gc::ORPHAN, crate::gc::FOREGROUND] {
+                        for f in [crate::deletion::ORPHAN, crate::deletion::FOREGROUND] {
                             if obj
                                 .value
                                 .pointer("/metadata/finalizers")
@@ -768,7 +768,7 @@ impl ApiServer {
         let terminating = self
             .store
             .get("/namespaces", &(String::new(), ns.to_string()))
-            .is_some_and(|n| crate::namespaces::terminating(&n.value));
+            .is_some_and(|n| crate::deletion::terminating(&n.value));
         if !terminating {
             return;
         }
@@ -1012,13 +1012,13 @@ pub(crate) fn gc_finalizers(
     propagation: Option<&str>,
 ) -> Vec<String> {
     let events = matches!(def.builtin, Some(Builtin::Event | Builtin::EventsV1));
-    let is_gc = |f: &String| f == crate::gc::ORPHAN || f == crate::gc::FOREGROUND;
+    let is_gc = |f: &String| f == crate::deletion::ORPHAN || f == crate::deletion::FOREGROUND;
     let wanted = if events {
         None
     } else {
         match propagation {
-            Some("Orphan") => Some(crate::gc::ORPHAN),
-            Some("Foreground") => Some(crate::gc::FOREGROUND),
+            Some("Orphan") => Some(crate::deletion::ORPHAN),
+            Some("Foreground") => Some(crate::deletion::FOREGROUND),
             Some(_) => None,
             None => return before.to_vec(),
         }

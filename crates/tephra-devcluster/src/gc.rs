@@ -16,13 +16,7 @@ use serde_json::Value;
 
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
 
-/// The finalizer of an object deleted with `propagationPolicy: Orphan`: its dependents lose
-/// their references to it before it goes.
-pub const ORPHAN: &str = "orphan";
-
-/// The finalizer of an object deleted with `propagationPolicy: Foreground`: its dependents go
-/// before it does (it waits for those that block its deletion).
-pub const FOREGROUND: &str = "foregroundDeletion";
+use crate::deletion::{FOREGROUND, ORPHAN};
 use crate::resource::{Builtin, ResourceDef};
 use crate::store::Obj;
 

@@ -19,6 +19,7 @@ pub mod conditions;
 pub mod controller;
 pub mod crd;
 pub mod defaults;
+mod deletion;
 pub mod discovery;
 pub mod error;
 pub mod events;

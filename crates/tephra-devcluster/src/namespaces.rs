@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::api::{ApiServer, DeleteOpts, Scope, WriteOpts};
+use crate::deletion::{spec_finalized, terminating};
 use crate::resource::{Builtin, ResourceDef};
 use crate::status::ApiError;
 use crate::store::Key;
@@ -51,34 +52,6 @@ const CONDITIONS: [(&str, &str, &str); 5] = [
         "All content-preserving finalizers finished",
     ),
 ];
-
-/// Whether a namespace object is being deleted.
-pub fn terminating(ns: &Value) -> bool {
-    ns.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-/// Whether the namespace's own `spec.finalizers` still hold it.
-pub fn spec_finalized(ns: &Value) -> bool {
-    ns.pointer("/spec/finalizers")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty)
-}
-
-/// The 403 of a create in a terminating namespace (the NamespaceLifecycle admission plugin).
-pub fn terminating_error(group: &str, plural: &str, name: &str, ns: &str) -> ApiError {
-    let mut e = ApiError::forbidden(
-        group,
-        plural,
-        name,
-        &format!("unable to create new content in namespace {ns} because it is being terminated"),
-    );
-    if let Some(d) = e.details.as_mut() {
-        d["causes"] = json!([{"reason": "NamespaceTerminating",
-            "message": format!("namespace {ns} is being terminated"),
-            "field": "metadata.namespace"}]);
-    }
-    e
-}
 
 /// What is left in a namespace: objects per resource, and per finalizer.
 #[derive(Default)]
@@ -174,7 +147,7 @@ impl ApiServer {
             removed: false,
         };
         if !opts.dry_run {
-            for f in [crate::gc::ORPHAN, crate::gc::FOREGROUND] {
+            for f in [crate::deletion::ORPHAN, crate::deletion::FOREGROUND] {
                 if written
                     .obj
                     .value

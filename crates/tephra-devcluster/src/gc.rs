@@ -128,15 +128,7 @@ impl ApiServer {
             }
             let (objs, _) = self.store.list(&kind, namespace.as_deref(), None);
             for o in objs {
-                let owned = o
-                    .value
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| {
-                        refs.iter()
-                            .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-                    });
-                if owned {
+                if names_owner(&o, &uid) {
                     self.collect_dependent(def, &o);
                 }
             }
@@ -171,15 +163,7 @@ impl ApiServer {
             }
             let (objs, _) = self.store.list(&kind, ns, None);
             for o in objs {
-                let owned = o
-                    .value
-                    .pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| {
-                        refs.iter()
-                            .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid.as_str()))
-                    });
-                if owned {
+                if names_owner(&o, &uid) {
                     out.push((def.clone(), o));
                 }
             }
@@ -395,4 +379,15 @@ impl ApiServer {
             let _ = self.delete(&def, &key, &DeleteOpts::default());
         }
     }
+}
+
+/// Whether `o`'s `ownerReferences` name the owner `uid`.
+fn names_owner(o: &Obj, uid: &str) -> bool {
+    o.value
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        })
 }

@@ -229,6 +229,12 @@ impl QueuePasses {
         let api: Api<Queue> = Api::all(self.client.clone());
         let err = |what: String| move |source| PassError { what, source };
         let was = q.status.as_ref().and_then(|s| s.state);
+        // Whoever sees a queue Closed by its parent sees the mark that says so: the mark is set
+        // before the state, and cleared only after the state is Open again (a pass cut between
+        // the two writes leaves a mark the next pass still reads correctly).
+        if out.closed_by_parent == Some(true) {
+            self.mark_closed_by_parent(&api, name, true).await?;
+        }
         if out.status_changed {
             let c = out.counts;
             let patch = serde_json::json!({"status": {
@@ -242,14 +248,8 @@ impl QueuePasses {
                 .map_err(err(format!("writing status of queue {name}")))?;
             self.wrote(updated);
         }
-        if let Some(mark) = out.closed_by_parent {
-            let patch = serde_json::json!({"metadata": {"annotations": {
-                CLOSED_BY_PARENT: mark.to_string()}}});
-            let updated = api
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(err(format!("marking queue {name}")))?;
-            self.wrote(updated);
+        if out.closed_by_parent == Some(false) {
+            self.mark_closed_by_parent(&api, name, false).await?;
         }
         if let Some((warning, reason, message)) = &out.event {
             let on = EventFor {
@@ -282,6 +282,26 @@ impl QueuePasses {
                 tracing::debug!(queue = %name, groups = groups.len(), "draining");
             }
         }
+        Ok(())
+    }
+
+    /// Sets the `volcano.sh/closed-by-parent` annotation of queue `name` to `mark`.
+    async fn mark_closed_by_parent(
+        &self,
+        api: &Api<Queue>,
+        name: &str,
+        mark: bool,
+    ) -> Result<(), PassError> {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            CLOSED_BY_PARENT: mark.to_string()}}});
+        let updated = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| PassError {
+                what: format!("marking queue {name}"),
+                source,
+            })?;
+        self.wrote(updated);
         Ok(())
     }
 

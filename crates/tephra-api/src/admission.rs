@@ -168,9 +168,16 @@ impl Admission {
                 Some(&kind.root),
             )
         {
+            // A rule's `reason` picks the kind of error the API server reports, and so the
+            // words its message starts with.
             errors.extend(cel.iter().map(|e| FieldError {
                 field: e.field_path.trim_start_matches('.').to_string(),
-                message: e.message.clone(),
+                message: match e.reason.as_deref() {
+                    Some("FieldValueForbidden") => format!("Forbidden: {}", e.message),
+                    Some("FieldValueRequired") => format!("Required value: {}", e.message),
+                    Some("FieldValueDuplicate") => format!("Duplicate value: {}", e.message),
+                    _ => e.message.clone(),
+                },
             }));
         }
         if errors.is_empty() {

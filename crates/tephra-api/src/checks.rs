@@ -24,8 +24,12 @@ impl FieldError {
     /// `FieldValueNotSupported`, ...), by the schema check that made it.
     pub fn reason(&self) -> &'static str {
         let m = self.message.as_str();
-        if m.starts_with("is required") {
+        if m.starts_with("is required") || m.starts_with("Required value:") {
             "FieldValueRequired"
+        } else if m.starts_with("Forbidden:") {
+            "FieldValueForbidden"
+        } else if m.starts_with("Duplicate value:") {
+            "FieldValueDuplicate"
         } else if m.starts_with("unsupported value") {
             "FieldValueNotSupported"
         } else if m.starts_with("must be of type") {

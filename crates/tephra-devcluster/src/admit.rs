@@ -455,6 +455,19 @@ fn unknown_fields(
     }
 }
 
+/// Refuses, as decoding does on a real server (400), an object with a field of the wrong JSON
+/// type: anywhere in a built-in object, in a custom resource's `metadata`.
+pub fn decode(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+    match crate::builtin_schema::mistyped(def.builtin, obj) {
+        None => Ok(()),
+        Some(m) => Err(ApiError::bad_request(format!(
+            "{} in version {:?} cannot be handled as a {}: json: cannot unmarshal {} into Go \
+             struct field {} of type {}",
+            def.kind, def.version, def.kind, m.got, m.path, m.want
+        ))),
+    }
+}
+
 /// Built-in kinds: drops the fields the kind's type does not have (or refuses them with
 /// `Strict`), as decoding into the typed object does on a real server. Returns warnings.
 pub fn prune_builtin(

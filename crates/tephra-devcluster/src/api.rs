@@ -265,6 +265,7 @@ impl ApiServer {
         mut obj: Value,
         opts: &WriteOpts,
     ) -> Result<Written, ApiError> {
+        admit::decode(def, &obj)?;
         admit::set_type(def, &mut obj)?;
         admit::set_namespace(def, &mut obj, namespace)?;
         if def.namespaced {
@@ -439,6 +440,7 @@ impl ApiServer {
                 .get(&kind, key)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, &key.1))?;
             let mut new = f(&cur.value)?;
+            admit::decode(def, &new)?;
             if def.builtin == Some(Builtin::Secret) {
                 admit::decode_secret(&new)?;
             }

@@ -1,7 +1,10 @@
-//! Unknown fields of the built-in kinds, found with their OpenAPI schemas (from k8s-openapi):
-//! the real API server decodes built-in objects into typed structs, which drops fields the type
-//! does not have (and, with `fieldValidation=Strict`, refuses them). So a controller that writes
-//! `spec.containers[0].resource` learns here, as it would on a cluster, that the field is gone.
+//! Unknown and mistyped fields of the built-in kinds, found with their OpenAPI schemas (from
+//! k8s-openapi): the real API server decodes built-in objects into typed structs, which drops
+//! fields the type does not have (and, with `fieldValidation=Strict`, refuses them), and
+//! refuses a field of the wrong JSON type (`"spec": 5`) with 400 before anything else looks at
+//! the object. So a controller that writes `spec.containers[0].resource` learns here, as it
+//! would on a cluster, that the field is gone. A custom resource's `metadata` is decoded the
+//! same way; the rest of it is its CRD schema's business.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,7 +42,121 @@ pub fn schema(which: Builtin) -> Option<Arc<KindSchema>> {
     Some(schema)
 }
 
+/// A field of the wrong JSON type, as the decoder reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mistyped {
+    /// Dotted path of the field.
+    pub path: String,
+    /// The JSON type it has (`string`, `number`, `bool`, `array`, `object`).
+    pub got: &'static str,
+    /// The type it must have.
+    pub want: String,
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The first field of `object` that could not be decoded, for an object of the built-in kind
+/// `which` (all of it), or of any other kind (`None`: its `apiVersion`, `kind` and
+/// `metadata`).
+pub fn mistyped(which: Option<Builtin>, object: &Value) -> Option<Mistyped> {
+    if let Some(schema) = which.and_then(schema) {
+        return schema.mistyped(object, &schema.root, &mut String::new());
+    }
+    for field in ["apiVersion", "kind"] {
+        if let Some(v) = object.get(field).filter(|v| !v.is_string() && !v.is_null()) {
+            return Some(Mistyped {
+                path: field.into(),
+                got: json_type(v),
+                want: "string".into(),
+            });
+        }
+    }
+    // Every built-in kind's `metadata` is an ObjectMeta; a ConfigMap's says what one is.
+    let meta_schema = schema(Builtin::ConfigMap)?;
+    let meta = meta_schema.root.get("properties")?.get("metadata")?;
+    let value = object.get("metadata")?;
+    meta_schema.mistyped(value, meta, &mut "metadata".to_string())
+}
+
 impl KindSchema {
+    /// The first value under `value` whose JSON type `schema` does not allow. `null` decodes
+    /// as the zero value of anything; a schema without a type (free-form JSON, a quantity)
+    /// takes anything; int-or-string fields take either.
+    fn mistyped(&self, value: &Value, schema: &Value, path: &mut String) -> Option<Mistyped> {
+        let schema = self.resolve(schema, 0);
+        if value.is_null() {
+            return None;
+        }
+        let wrong = |want: &str| {
+            Some(Mistyped {
+                path: path.trim_start_matches('.').to_string(),
+                got: json_type(value),
+                want: want.to_string(),
+            })
+        };
+        if schema
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return match value {
+                Value::String(_) => None,
+                Value::Number(n) if n.is_i64() || n.is_u64() => None,
+                _ => wrong("intstr.IntOrString"),
+            };
+        }
+        let ty = schema.get("type").and_then(Value::as_str);
+        match (ty, value) {
+            (None, _) => None,
+            (Some("string"), Value::String(_)) => None,
+            (Some("boolean"), Value::Bool(_)) => None,
+            (Some("number"), Value::Number(_)) => None,
+            (Some("integer"), Value::Number(n)) if n.is_i64() || n.is_u64() => None,
+            (Some("array"), Value::Array(items)) => {
+                let item_schema = schema.get("items")?;
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    let found = self.mistyped(item, item_schema, path);
+                    path.truncate(len);
+                    if found.is_some() {
+                        return found;
+                    }
+                }
+                None
+            }
+            (Some("object"), Value::Object(map)) => {
+                let props = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+                for (key, child) in map {
+                    let Some(child_schema) = props.and_then(|p| p.get(key)).or(additional) else {
+                        continue;
+                    };
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(key);
+                    let found = self.mistyped(child, child_schema, path);
+                    path.truncate(len);
+                    if found.is_some() {
+                        return found;
+                    }
+                }
+                None
+            }
+            (Some("object"), _) if schema.get("additionalProperties").is_some() => wrong("map"),
+            (Some(t), _) => wrong(t),
+        }
+    }
+
     fn resolve<'a>(&'a self, schema: &'a Value, depth: usize) -> &'a Value {
         if depth > 16 {
             return schema;
@@ -170,6 +287,45 @@ mod tests {
         assert_eq!(pod["spec"]["affinity"], before["spec"]["affinity"]);
         assert_eq!(pod["spec"]["nodeSelector"], before["spec"]["nodeSelector"]);
         assert_eq!(pod["status"], before["status"]);
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_json_type_is_found_and_null_is_not_one() {
+        let pod = |spec: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}}, "spec": spec})
+        };
+        let ok = pod(json!({"containers": [{"name": "c", "image": "i",
+            "ports": [{"containerPort": 80}], "resources": {"requests": {"cpu": 1}}}],
+            "nodeName": null, "activeDeadlineSeconds": 60}));
+        assert_eq!(mistyped(Some(Builtin::Pod), &ok), None);
+        let bad = pod(json!({"containers": [{"name": "c", "image": "i",
+            "ports": [{"containerPort": "80"}]}]}));
+        assert_eq!(
+            mistyped(Some(Builtin::Pod), &bad),
+            Some(Mistyped {
+                path: "spec.containers[0].ports[0].containerPort".into(),
+                got: "string",
+                want: "integer".into()
+            })
+        );
+        assert_eq!(
+            mistyped(Some(Builtin::Pod), &pod(json!(5))).map(|m| m.path),
+            Some("spec".into())
+        );
+        let service = json!({"spec": {"ports": [{"port": 80, "targetPort": "http"}]}});
+        assert_eq!(mistyped(Some(Builtin::Service), &service), None);
+        let service = json!({"spec": {"ports": [{"port": 80, "targetPort": 1.5}]}});
+        assert!(mistyped(Some(Builtin::Service), &service).is_some());
+        let custom = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"labels": "a=b"},
+            "spec": {"anything": 5}});
+        assert_eq!(
+            mistyped(None, &custom).map(|m| (m.path, m.got)),
+            Some(("metadata.labels".into(), "string"))
+        );
+        let custom = json!({"apiVersion": "x/v1", "kind": "W", "metadata": {"labels": {"a": "b"}},
+            "spec": {"anything": 5}});
+        assert_eq!(mistyped(None, &custom), None);
     }
 
     #[test]

@@ -24,16 +24,22 @@ pub struct Checked {
 
 /// Checks `expr` with `self` (and `oldSelf`) of type `root`. Errors read as cel-go's.
 pub fn check(expr: &IdedExpr, root: &Arc<DeclType>) -> Result<Checked, String> {
+    let (checked, t) = check_any(expr, root)?;
+    if !matches!(t, CelType::Bool | CelType::Dyn) {
+        return Err("cel expression must evaluate to a bool".into());
+    }
+    Ok(checked)
+}
+
+/// Checks `expr` as [`check`] does, whatever type it has; returns that type besides.
+pub fn check_any(expr: &IdedExpr, root: &Arc<DeclType>) -> Result<(Checked, CelType), String> {
     let mut c = Checker {
         root: root.cel_type(),
         scopes: Vec::new(),
         out: Checked::default(),
     };
     let t = c.expr(expr)?;
-    if !matches!(t, CelType::Bool | CelType::Dyn) {
-        return Err("cel expression must evaluate to a bool".into());
-    }
-    Ok(c.out)
+    Ok((c.out, t))
 }
 
 struct Checker {

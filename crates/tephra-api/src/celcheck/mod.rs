@@ -46,6 +46,25 @@ pub struct RuleReport {
     pub total: u64,
     /// Why the rule does not compile, if it does not.
     pub error: Option<String>,
+    /// The refusal of a `fieldPath` that names no field (then nothing else is said of the rule).
+    pub field_path_error: Option<String>,
+    /// The whole validation rule as the API server prints it in a refusal (Go's JSON of its
+    /// `ValidationRule` struct).
+    pub printed: String,
+    /// The rule's `messageExpression`, when it has one and the rule compiles.
+    pub message: Option<MessageReport>,
+}
+
+/// What the API server would say of a rule's `messageExpression`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageReport {
+    /// Its field path (`...x-kubernetes-validations[i].messageExpression`).
+    pub path: String,
+    /// Estimated cost of one evaluation (the upper bound; not multiplied by the cardinality,
+    /// as the API server counts it).
+    pub cost: u64,
+    /// Why it does not compile, or does not evaluate to a string.
+    pub error: Option<String>,
 }
 
 /// The checks of one schema.
@@ -58,25 +77,48 @@ pub struct SchemaReport {
 }
 
 impl SchemaReport {
-    /// The API server's refusals, in its words: rules that do not compile, rules over the
-    /// per-rule budget, and a schema over its total budget.
+    /// The API server's refusals, in its words: rules that do not compile, rules and message
+    /// expressions over the per-expression budget, and a schema over its total budget (naming
+    /// the four costliest expressions that contributed, each over 1% of it).
     pub fn problems(&self, schema_path: &str) -> Vec<String> {
         let mut out = Vec::new();
         for r in &self.rules {
-            if let Some(err) = &r.error {
-                out.push(format!(
-                    "{}: Invalid value: {:?}: compilation failed: {err}",
-                    r.path, r.rule
-                ));
-            } else if r.total > RULE_COST_LIMIT {
+            if let Some(e) = &r.field_path_error {
+                out.push(e.clone());
+                continue;
+            }
+            if r.total > RULE_COST_LIMIT {
                 out.push(format!(
                     "{}: Forbidden: {}",
                     r.path,
                     cost_message("estimated rule cost", r.total, RULE_COST_LIMIT)
                 ));
             }
+            if let Some(err) = &r.error {
+                out.push(format!(
+                    "{}: Invalid value: {}: compilation failed: {err}",
+                    r.path, r.printed
+                ));
+            }
+            if let Some(m) = &r.message {
+                if let Some(err) = &m.error {
+                    out.push(format!("{}: Invalid value: {}: {err}", m.path, r.printed));
+                } else if m.cost > RULE_COST_LIMIT {
+                    out.push(format!(
+                        "{}: Forbidden: {}",
+                        m.path,
+                        cost_message("estimated messageExpression cost", m.cost, RULE_COST_LIMIT)
+                    ));
+                }
+            }
         }
         if self.total > SCHEMA_COST_LIMIT {
+            for path in self.most_expensive() {
+                out.push(format!(
+                    "{path}: Forbidden: contributed to estimated rule cost total exceeding cost \
+                     limit for entire OpenAPIv3 schema"
+                ));
+            }
             out.push(format!(
                 "{schema_path}: Forbidden: {}",
                 cost_message(
@@ -87,6 +129,30 @@ impl SchemaReport {
             ));
         }
         out
+    }
+
+    /// Every expression's contribution to the total, in schema order: `(path, cost)`.
+    fn contributions(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.rules.iter().flat_map(|r| {
+            let rule = (r.error.is_none()).then_some((r.path.as_str(), r.total));
+            let message = r
+                .message
+                .as_ref()
+                .filter(|m| m.error.is_none())
+                .map(|m| (m.path.as_str(), m.cost));
+            rule.into_iter().chain(message)
+        })
+    }
+
+    /// The four costliest expressions, each at least 1% of the schema's budget, costliest first.
+    fn most_expensive(&self) -> Vec<&str> {
+        let mut top: Vec<(&str, u64)> = self
+            .contributions()
+            .filter(|(_, c)| *c >= SCHEMA_COST_LIMIT / 100)
+            .collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1));
+        top.truncate(4);
+        top.into_iter().map(|(p, _)| p).collect()
     }
 }
 
@@ -131,9 +197,8 @@ pub fn check_schema(schema: &Value, path: &str) -> SchemaReport {
     let mut report = SchemaReport::default();
     walk(schema, path, Some(1), true, &mut report);
     report.total = report
-        .rules
-        .iter()
-        .fold(0u64, |t, r| t.saturating_add(r.total));
+        .contributions()
+        .fold(0u64, |t, (_, c)| t.saturating_add(c));
     report
 }
 
@@ -148,8 +213,66 @@ pub fn rule_cost(node: &Value, rule: &str) -> Result<u64, String> {
 fn compile(rule: &str, decl: &std::sync::Arc<types::DeclType>) -> Result<u64, String> {
     let expr = ::cel::parser::Parser::new()
         .parse(rule)
-        .map_err(|e| format!("ERROR: <input>: {e}"))?;
+        .map_err(|e| parse_error(&e.to_string()))?;
     let checked = checker::check(&expr, decl).map_err(|e| format!("ERROR: <input>: {e}"))?;
+    Ok(cost::estimate(&expr, &checked, decl).max)
+}
+
+/// A parse error as cel-go words it: located (`ERROR: <input>:1:12: ...`), with the source
+/// line and a caret under it, each indented by a space.
+fn parse_error(text: &str) -> String {
+    let text = if text.starts_with("ERROR: ") {
+        text.to_string()
+    } else {
+        format!("ERROR: <input>: {text}")
+    };
+    text.replace("\n| ", "\n | ")
+}
+
+/// A validation rule as Go prints its `ValidationRule` struct in JSON: every field, in
+/// declaration order, `null` for an unset pointer, and `<`, `>` and `&` escaped.
+fn printed_rule(r: &Value) -> String {
+    let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
+    let printed = serde_json::json!({
+        "Rule": text("rule"),
+        "Message": text("message"),
+        "MessageExpression": text("messageExpression"),
+        "Reason": r.get("reason").cloned().unwrap_or(Value::Null),
+        "FieldPath": text("fieldPath"),
+        "OptionalOldSelf": r.get("optionalOldSelf").cloned().unwrap_or(Value::Null),
+    });
+    // serde_json keeps the order written only with `preserve_order`; write the fields by hand.
+    let field = |k: &str| format!("{:?}:{}", k, printed[k]);
+    let body = [
+        "Rule",
+        "Message",
+        "MessageExpression",
+        "Reason",
+        "FieldPath",
+        "OptionalOldSelf",
+    ]
+    .map(field)
+    .join(",");
+    format!("{{{body}}}")
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// Parses, type-checks and costs a `messageExpression` with `self` of type `decl`: it must
+/// evaluate to a string.
+fn compile_message(text: &str, decl: &std::sync::Arc<types::DeclType>) -> Result<u64, String> {
+    let expr = ::cel::parser::Parser::new().parse(text).map_err(|e| {
+        format!(
+            "messageExpression compilation failed: {}",
+            parse_error(&e.to_string())
+        )
+    })?;
+    let (checked, ty) = checker::check_any(&expr, decl)
+        .map_err(|e| format!("messageExpression compilation failed: ERROR: <input>: {e}"))?;
+    if !matches!(ty, types::CelType::String | types::CelType::Dyn) {
+        return Err("messageExpression must evaluate to a string".into());
+    }
     Ok(cost::estimate(&expr, &checked, decl).max)
 }
 
@@ -173,10 +296,16 @@ fn walk(node: &Value, path: &str, card: Option<u64>, root: bool, report: &mut Sc
                     Err(e) => (0, Some(e)),
                 },
             };
+            let mut field_path_error = None;
             if let Some(fp) = r.get("fieldPath").and_then(Value::as_str)
                 && !field_path_valid(node, fp)
             {
+                // A schema error: the API server names the field and checks no CEL here.
                 error = Some(format!("fieldPath {fp:?} must be a valid path"));
+                field_path_error = Some(format!(
+                    "{path}.x-kubernetes-validations[{i}].fieldPath: Invalid value: {fp:?}: \
+                     must be a valid path"
+                ));
             }
             let cardinality = card.unwrap_or_else(|| {
                 let min = decl.as_ref().map_or(0, |d| d.min_serialized_size);
@@ -189,13 +318,36 @@ fn walk(node: &Value, path: &str, card: Option<u64>, root: bool, report: &mut Sc
             } else {
                 cost * cardinality
             };
+            let message = r
+                .get("messageExpression")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty() && error.is_none())
+                .zip(decl.as_ref())
+                .map(|(m, d)| {
+                    let path = format!("{path}.x-kubernetes-validations[{i}].messageExpression");
+                    match compile_message(m, d) {
+                        Ok(cost) => MessageReport {
+                            path,
+                            cost,
+                            error: None,
+                        },
+                        Err(e) => MessageReport {
+                            path,
+                            cost: 0,
+                            error: Some(e),
+                        },
+                    }
+                });
             report.rules.push(RuleReport {
+                field_path_error,
+                printed: printed_rule(r),
                 path: rule_path,
                 rule: rule.to_string(),
                 cost,
                 cardinality,
                 total,
                 error,
+                message,
             });
         }
     }

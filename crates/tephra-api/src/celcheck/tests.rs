@@ -149,9 +149,59 @@ fn the_refused_binding_rule_costs_what_the_api_server_said() {
     assert_eq!(report.rules[0].total, 460_174_976);
     let problems = report.problems("spec.validation.openAPIV3Schema");
     assert!(problems[0].contains("factor of 46.0x"), "{problems:?}");
+    assert_eq!(
+        problems[1],
+        "spec.validation.openAPIV3Schema.properties[spec].properties[clusters].items.\
+         x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost total \
+         exceeding cost limit for entire OpenAPIv3 schema"
+    );
     assert!(
-        problems[1].contains("entire OpenAPIv3 schema exceeds budget"),
+        problems[2].contains("entire OpenAPIv3 schema exceeds budget"),
         "{problems:?}"
+    );
+}
+
+/// kube-apiserver 1.34 refused a CRD whose rule's `messageExpression` concatenates
+/// `string(self.size)` (a string of unknown length), with these three causes, and took it with
+/// a constant message.
+#[test]
+fn a_message_expression_is_costed_and_must_be_a_string() {
+    let schema = |message: &str| {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "size": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.size < 10", "messageExpression": message}]}}})
+    };
+    let path = "spec.validation.openAPIV3Schema";
+    let at = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].messageExpression";
+    let problems = check_schema(&schema("'too big: ' + string(self.size)"), path).problems(path);
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems[0].starts_with(&format!(
+            "{at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x"
+        )),
+        "{problems:?}"
+    );
+    assert_eq!(
+        problems[1],
+        format!(
+            "{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for \
+             entire OpenAPIv3 schema"
+        )
+    );
+    assert!(problems[2].starts_with(&format!("{path}: Forbidden: x-kubernetes-validations")));
+    assert!(
+        check_schema(&schema("'too big'"), path)
+            .problems(path)
+            .is_empty()
+    );
+    let not_a_string = check_schema(&schema("self.size"), path).problems(path);
+    assert_eq!(
+        not_a_string,
+        vec![format!(
+            "{at}: Invalid value: {{\"Rule\":\"self.size \\u003c 10\",\"Message\":\"\",\
+             \"MessageExpression\":\"self.size\",\"Reason\":null,\"FieldPath\":\"\",\
+             \"OptionalOldSelf\":null}}: messageExpression must evaluate to a string"
+        )]
     );
 }
 

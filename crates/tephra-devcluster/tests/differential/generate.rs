@@ -83,6 +83,75 @@ pub const JOBS: Kind = k(
     "job",
 );
 
+/// A custom resource of the differential's own, whose CRD (`widget_crd`) carries CEL rules,
+/// bounds, an enum, a required field, defaults and a status subresource.
+pub const WIDGETS: Kind = k("widgets", "Widget", "diff.tephra.io/v1", true, true, "w");
+
+/// The CRD of [`WIDGETS`], installed on both servers before the sequences run.
+pub fn widget_crd() -> Value {
+    let spec = json!({"type": "object", "required": ["size"], "properties": {
+        "size": {"type": "integer", "minimum": 0},
+        "replicas": {"type": "integer", "format": "int32"},
+        "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"},
+        "tags": {"type": "array", "maxItems": 3, "items": {"type": "string"}},
+        "limits": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "x-kubernetes-validations": [
+            {"rule": "self.size < 10", "message": "size must be below 10"},
+            {"rule": "!has(self.replicas) || self.replicas <= self.size",
+             "messageExpression":
+                 "self.mode == 'slow' ? 'a slow widget has more replicas than its size' : 'replicas exceed the size'",
+             "fieldPath": ".replicas", "reason": "FieldValueForbidden"},
+            {"rule": "self.mode != 'slow' || !has(self.tags) || size(self.tags) == 0",
+             "message": "a slow widget has no tags"}]});
+    let status = json!({"type": "object", "properties": {
+        "ready": {"type": "integer", "minimum": 0},
+        "phase": {"type": "string"}},
+        "x-kubernetes-validations": [
+            {"rule": "!has(self.phase) || self.phase != 'Done' || has(self.ready)",
+             "message": "a Done widget says how many are ready"}]});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.diff.tephra.io"},
+        "spec": {"group": "diff.tephra.io", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": spec, "status": status}}}}]}})
+}
+
+/// CRDs kube-apiserver refuses, each for another reason: a `messageExpression` whose string
+/// has no bound (its cost is over budget), one that is not a string, a rule that does not
+/// compile, a `fieldPath` that names no field.
+pub fn refused_crds() -> Vec<Value> {
+    let with_rule = |name: &str, rule: Value| {
+        let mut crd = widget_crd();
+        crd["metadata"]["name"] = json!(format!("{name}s.diff.tephra.io"));
+        crd["spec"]["names"] = json!({"plural": format!("{name}s"), "singular": name,
+            "kind": name, "listKind": format!("{name}List")});
+        let spec =
+            &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        spec["x-kubernetes-validations"] = json!([rule]);
+        crd
+    };
+    vec![
+        with_rule(
+            "unbounded",
+            json!({"rule": "self.size < 10",
+            "messageExpression": "'size ' + string(self.size) + ' is too big'"}),
+        ),
+        with_rule(
+            "numeric",
+            json!({"rule": "self.size < 10", "messageExpression": "self.size"}),
+        ),
+        with_rule("broken", json!({"rule": "self.size <"})),
+        with_rule(
+            "astray",
+            json!({"rule": "self.size < 10", "fieldPath": ".nowhere"}),
+        ),
+    ]
+}
+
 /// Every kind, with how often it is picked. Left out: the `scale` subresource (of
 /// Deployments), which the devcluster does not serve.
 const KINDS: &[(Kind, usize)] = &[
@@ -98,6 +167,7 @@ const KINDS: &[(Kind, usize)] = &[
     (QUEUES, 2),
     (PODGROUPS, 2),
     (JOBS, 2),
+    (WIDGETS, 3),
 ];
 
 /// The kinds a sequence's end state is compared on.
@@ -372,15 +442,73 @@ impl Gen {
                     "tasks": [{"name": "t", "replicas": 1 + self.rng.below(2),
                         "template": {"spec": {"containers": [self.container()]}}}]});
             }
+            "widgets" => {
+                let size = self.rng.below(10);
+                o["spec"] = json!({"size": size});
+                if self.rng.chance(50) {
+                    o["spec"]["replicas"] = json!(self.rng.below(size + 1));
+                }
+                if self.rng.chance(40) {
+                    o["spec"]["mode"] = json!("slow");
+                } else if self.rng.chance(50) {
+                    o["spec"]["tags"] = json!(["a", "b"]);
+                }
+                if self.rng.chance(20) {
+                    o["spec"]["limits"] = json!({"cpu": "1"});
+                }
+            }
             _ => {}
         }
         o
     }
 
+    /// `o` with one field of the wrong JSON type: built-in kinds are refused when the body is
+    /// decoded (400), custom resources by their schema (422).
+    fn mistyped(&mut self, kind: Kind, o: &mut Value) {
+        if self.rng.chance(25) {
+            match self.rng.below(3) {
+                0 => o["metadata"]["labels"] = json!("app=a"),
+                1 => o["metadata"]["labels"]["app"] = json!(5),
+                _ => o["metadata"]["annotations"] = json!(["a"]),
+            }
+            return;
+        }
+        let two = self.rng.chance(50);
+        match kind.plural {
+            "configmaps" if two => o["data"] = json!(5),
+            "configmaps" => o["data"] = json!({"k": 5}),
+            "secrets" if two => o["type"] = json!(5),
+            "secrets" => o["data"] = json!({"k": true}),
+            "pods" if two => o["spec"] = json!(5),
+            "pods" => o["spec"]["containers"][0]["ports"] = json!([{"containerPort": "80"}]),
+            "nodes" if two => o["spec"]["unschedulable"] = json!("yes"),
+            "nodes" => o["spec"]["taints"] = json!({"key": "k"}),
+            "namespaces" => o["spec"] = json!({"finalizers": "kubernetes"}),
+            "services" if two => o["spec"]["ports"][0]["port"] = json!("80"),
+            "services" => o["spec"]["selector"] = json!(["app"]),
+            "deployments" if two => o["spec"]["replicas"] = json!("two"),
+            "deployments" => o["spec"]["template"]["metadata"]["labels"] = json!(7),
+            "events" => o["count"] = json!("1"),
+            "leases" => o["spec"]["leaseDurationSeconds"] = json!("15"),
+            "queues" if two => o["spec"]["weight"] = json!("1"),
+            "queues" => o["spec"]["reclaimable"] = json!("yes"),
+            "podgroups" => o["spec"]["minMember"] = json!("1"),
+            "jobs" if two => o["spec"]["tasks"] = json!({"name": "t"}),
+            "jobs" => o["spec"]["minAvailable"] = json!(1.5),
+            "widgets" if two => o["spec"]["size"] = json!("3"),
+            "widgets" => o["spec"]["tags"] = json!("a"),
+            _ => o["spec"] = json!(5),
+        }
+    }
+
     /// An object of `kind` that admission refuses, in one of the ways it can.
     fn invalid(&mut self, kind: Kind, name: &str) -> Value {
         let mut o = self.valid(kind, name);
-        let how = self.rng.below(4);
+        let how = self.rng.below(5);
+        if how == 4 {
+            self.mistyped(kind, &mut o);
+            return o;
+        }
         match (kind.plural, how) {
             (_, 0) => o["metadata"]["name"] = json!(format!("{}_Bad", name)),
             (_, 1) => o["metadata"]["labels"]["bad label!"] = json!("x"),
@@ -419,6 +547,20 @@ impl Gen {
             ("queues", 2) => o["spec"]["weight"] = json!(0),
             ("queues", _) => o["spec"]["parent"] = json!(name),
             ("podgroups", _) => o["spec"]["minMember"] = json!(-1),
+            ("widgets", 2) => match self.rng.below(3) {
+                0 => o["spec"]["size"] = json!(12),
+                1 => o["spec"]["size"] = json!(-1),
+                _ => {
+                    if let Some(m) = o["spec"].as_object_mut() {
+                        m.remove("size");
+                    }
+                }
+            },
+            ("widgets", _) => match self.rng.below(3) {
+                0 => o["spec"] = json!({"size": 2, "replicas": 3}),
+                1 => o["spec"] = json!({"size": 2, "mode": "medium"}),
+                _ => o["spec"] = json!({"size": 2, "mode": "slow", "tags": ["a", "b", "c", "d"]}),
+            },
             ("jobs", 2) => o["spec"]["minAvailable"] = json!(9),
             ("jobs", _) => {
                 o["spec"]["tasks"] =
@@ -432,6 +574,19 @@ impl Gen {
     /// A change to an object of `kind`, as a JSON merge patch: labels, data, or its spec.
     fn change(&mut self, kind: Kind) -> Value {
         let label = json!({"metadata": {"labels": {"app": *self.rng.pick(&["a", "b", "c"])}}});
+        if self.rng.chance(8) {
+            // The whole of a valid object but for one mistyped field.
+            let mut o = self.valid(kind, "");
+            self.mistyped(kind, &mut o);
+            if let Some(m) = o.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            if let Some(m) = o["metadata"].as_object_mut() {
+                m.remove("name");
+            }
+            return o;
+        }
         if self.rng.chance(40) {
             return label;
         }
@@ -459,6 +614,11 @@ impl Gen {
             "queues" => json!({"spec": {"weight": self.rng.below(3)}}),
             "podgroups" => json!({"spec": {"minMember": self.rng.below(3)}}),
             "jobs" => json!({"spec": {"minAvailable": 1 + self.rng.below(3)}}),
+            "widgets" => match self.rng.below(3) {
+                0 => json!({"spec": {"size": self.rng.below(12)}}),
+                1 => json!({"spec": {"replicas": self.rng.below(6)}}),
+                _ => json!({"spec": {"mode": *self.rng.pick(&["slow", "fast"]), "tags": null}}),
+            },
             _ => label,
         }
     }
@@ -475,6 +635,11 @@ impl Gen {
             "queues" => json!({"status": {"state": *self.rng.pick(&["Open", "Closed", "Bogus"])}}),
             "podgroups" => json!({"status": {"phase": "Running", "running": 1}}),
             "jobs" => json!({"status": {"state": {"phase": "Running"}, "running": 1}}),
+            "widgets" => match self.rng.below(3) {
+                0 => json!({"status": {"ready": self.rng.below(3), "phase": "Done"}}),
+                1 => json!({"status": {"phase": "Done"}}),
+                _ => json!({"status": {"ready": "one"}}),
+            },
             _ => json!({"status": {"x": 1}}),
         }
     }
@@ -660,8 +825,9 @@ impl Gen {
             }
             2 => {
                 c.content_type = Some(JSON_PATCH);
-                c.body = Some(match self.rng.below(4) {
+                c.body = Some(match self.rng.below(5) {
                     0 => json!([{"op": "add", "path": "/metadata/labels/tier", "value": "y"}]),
+                    4 => json!([{"op": "add", "path": "/metadata/labels/tier", "value": 5}]),
                     1 => json!([{"op": "test", "path": "/metadata/labels/app", "value": "a"},
                         {"op": "replace", "path": "/metadata/labels/app", "value": "b"}]),
                     2 => json!([{"op": "remove", "path": "/metadata/labels/missing"}]),

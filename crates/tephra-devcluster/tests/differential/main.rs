@@ -135,6 +135,54 @@ async fn start() -> Option<Servers> {
         )
         .await,
     );
+    // The differential's own CRD, with CEL rules, on both servers, which must answer alike;
+    // served once established.
+    let mut created = Vec::new();
+    for client in [&real_admin, &dev_admin] {
+        let crd = send(
+            client,
+            http::Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            generate::widget_crd(),
+        )
+        .await;
+        created.push((crd.code, crd.body.pointer("/details/causes").cloned()));
+    }
+    assert_eq!(created[0], created[1], "the widget CRD is answered alike");
+    assert_eq!(
+        created[0].0, 201,
+        "the widget CRD is created: {:?}",
+        created[0]
+    );
+    for crd in generate::refused_crds() {
+        let mut answers = Vec::new();
+        for client in [&real_admin, &dev_admin] {
+            let a = send(
+                client,
+                http::Method::POST,
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                crd.clone(),
+            )
+            .await;
+            answers.push((a.code, a.body.pointer("/details/causes").cloned()));
+        }
+        let name = &crd["metadata"]["name"];
+        assert_eq!(answers[0], answers[1], "CRD {name} is answered alike");
+        assert_eq!(answers[0].0, 422, "CRD {name} is refused");
+    }
+    for client in [&real_admin, &dev_admin] {
+        eventually("widgets to be served", 30, || async {
+            let a = send(
+                client,
+                http::Method::GET,
+                "/apis/diff.tephra.io/v1/widgets",
+                Value::Null,
+            )
+            .await;
+            a.code == 200
+        })
+        .await;
+    }
     let servers = Servers {
         real_admin,
         real_limited,
@@ -148,7 +196,7 @@ async fn start() -> Option<Servers> {
     Some(servers)
 }
 
-/// Waits until the real garbage collector watches tephra's custom resources (it finds new
+/// Waits until the real garbage collector watches the custom resources (it finds new
 /// kinds by discovery, every 30 s): a PodGroup owned by a removed ConfigMap goes.
 async fn gc_ready(client: &kube::Client) {
     let ns = "diff-gc-probe";
@@ -171,15 +219,25 @@ async fn gc_ready(client: &kube::Client) {
         .pointer("/metadata/uid")
         .cloned()
         .unwrap_or_default();
+    let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]);
     let pg_path = format!("/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups");
+    let widget_path = format!("/apis/diff.tephra.io/v1/namespaces/{ns}/widgets");
     send(
         client,
         http::Method::POST,
         &pg_path,
         json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "owned", "ownerReferences": [{"apiVersion": "v1",
-                "kind": "ConfigMap", "name": "owner", "uid": uid}]},
+            "metadata": {"name": "owned", "ownerReferences": owner_ref},
             "spec": {"minMember": 1}}),
+    )
+    .await;
+    send(
+        client,
+        http::Method::POST,
+        &widget_path,
+        json!({"apiVersion": "diff.tephra.io/v1", "kind": "Widget",
+            "metadata": {"name": "owned", "ownerReferences": owner_ref},
+            "spec": {"size": 1}}),
     )
     .await;
     send(
@@ -189,17 +247,23 @@ async fn gc_ready(client: &kube::Client) {
         json!({}),
     )
     .await;
-    eventually("the garbage collector to know PodGroups", 90, || async {
-        let a = send(
-            client,
-            http::Method::GET,
-            &format!("{pg_path}/owned"),
-            Value::Null,
+    for path in [pg_path, widget_path] {
+        eventually(
+            &format!("the garbage collector to know {path}"),
+            90,
+            || async {
+                let a = send(
+                    client,
+                    http::Method::GET,
+                    &format!("{path}/owned"),
+                    Value::Null,
+                )
+                .await;
+                a.code == 404
+            },
         )
         .await;
-        a.code == 404
-    })
-    .await;
+    }
 }
 
 /// The seeds to run: `TEPHRA_DIFF_SEEDS` (`A..B` or `N`), else `default`.

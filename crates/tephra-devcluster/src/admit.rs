@@ -468,6 +468,31 @@ pub fn decode(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     }
 }
 
+/// [`decode`] for the result of a JSON, merge or strategic patch: kube-apiserver refuses it
+/// with 422 naming the field `patch`, the patched object and why it did not decode.
+pub fn decode_patched(def: &ResourceDef, patched: &Value) -> Result<(), ApiError> {
+    match crate::builtin_schema::mistyped(def.builtin, patched) {
+        None => Ok(()),
+        Some(m) => Err(ApiError::invalid(
+            "",
+            "",
+            "",
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: {:?}: json: cannot unmarshal {} into Go struct field {} of \
+                     type {}",
+                    patched.to_string(),
+                    m.got,
+                    m.path,
+                    m.want
+                ),
+                field: "patch".into(),
+            }],
+        )),
+    }
+}
+
 /// Built-in kinds: drops the fields the kind's type does not have (or refuses them with
 /// `Strict`), as decoding into the typed object does on a real server. Returns warnings.
 pub fn prune_builtin(

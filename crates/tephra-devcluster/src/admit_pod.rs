@@ -80,17 +80,20 @@ fn pod_spec_fixed_part(pod: &Value) -> Value {
 /// immutable but for images, the active deadline, added tolerations and removed scheduling
 /// gates; `spec.nodeName` is set only through the binding subresource).
 pub fn check_pod_update(old: &Value, new: &Value) -> Result<(), ApiError> {
+    // Every cause at once, as kube-apiserver answers: each added gate, then what else changed.
     let before = gates(old);
+    let mut causes = Vec::new();
     for (i, g) in gates(new).iter().enumerate() {
         if !before.contains(g) {
-            return Err(forbidden(
-                new,
-                &format!("spec.schedulingGates[{i}].name"),
-                format!("only deletion is allowed, but found new scheduling gate '{g}'"),
-            ));
+            causes.push(Cause {
+                reason: "FieldValueForbidden".into(),
+                message: format!(
+                    "Forbidden: only deletion is allowed, but found new scheduling gate '{g}'"
+                ),
+                field: format!("spec.schedulingGates[{i}].name"),
+            });
         }
     }
-    let mut causes = Vec::new();
     if !only_added_tolerations(old, new) {
         causes.push(Cause {
             reason: "FieldValueForbidden".into(),

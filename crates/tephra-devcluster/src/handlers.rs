@@ -446,6 +446,7 @@ fn patch_object(
             check_rv(cur)?;
             let mut v = cur.clone();
             patch::apply_simple(kind, &mut v, &patch_body)?;
+            admit::decode_patched(def, &v)?;
             if !status_only {
                 enforce_owner_references(api, req.user.as_ref(), def, ns, &key.1, Some(cur), &v)?;
             }

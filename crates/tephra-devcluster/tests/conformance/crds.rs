@@ -227,3 +227,90 @@ async fn a_crd_applied_at_run_time_is_served_and_a_bad_rule_is_refused() {
     let err = api_err(widgets.list(&ListParams::default()).await.unwrap_err());
     assert_eq!(err.code, 404);
 }
+
+/// As kube-apiserver decodes: a field of the wrong JSON type in a built-in object's body is a
+/// 400 `BadRequest`; in the result of a patch, a 422 on the field `patch`; in a custom
+/// resource, its `metadata` is decoded the same way while the rest is its schema's business.
+#[tokio::test]
+async fn a_field_of_the_wrong_json_type_is_refused_as_the_decoder_refuses_it() {
+    let h = common::single().await;
+    let client = common::client(&h, "local").await;
+    let cm = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        "configmaps",
+    );
+    let cms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &cm);
+    let body = |data: Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "typed"}, "data": data}))
+        .unwrap()
+    };
+    let err = api_err(
+        cms.create(&PostParams::default(), &body(json!({"k": 5})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        err.message.contains("cannot be handled as a ConfigMap"),
+        "{}",
+        err.message
+    );
+    cms.create(&PostParams::default(), &body(json!({"k": "v"})))
+        .await
+        .unwrap();
+    let err = api_err(
+        cms.patch(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": 5}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert_eq!(err.details.unwrap().causes[0].field, "patch");
+    let err = api_err(
+        cms.patch(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": "a=b"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert_eq!(cms.get("typed").await.unwrap().data["data"]["k"], "v");
+
+    let q = queues(&client);
+    q.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "typed"}, "spec": {"weight": 1}})).unwrap())
+        .await
+        .unwrap();
+    let err = api_err(
+        q.patch(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": 5}}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (err.code, err.details.unwrap().causes[0].field.as_str()),
+        (422, "patch")
+    );
+    // The schema's own type check names the field.
+    let err = api_err(
+        q.patch(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"weight": "1"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (err.code, err.details.unwrap().causes[0].field.as_str()),
+        (422, "spec.weight")
+    );
+}

@@ -150,7 +150,7 @@ impl SchemaReport {
             .contributions()
             .filter(|(_, c)| *c >= SCHEMA_COST_LIMIT / 100)
             .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1));
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
         top.truncate(4);
         top.into_iter().map(|(p, _)| p).collect()
     }

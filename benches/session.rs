@@ -130,10 +130,11 @@ fn bench(c: &mut Criterion) {
         let start = Instant::now();
         let d = schedule(sw.snapshot(), Arc::clone(&config), 0, next);
         println!(
-            "S: {} nodes, {} jobs ({} with work), a session with nothing changed: {:.2} ms, {} binds, {} PodGroup statuses",
+            "S: {} nodes, {} jobs ({} active, {} in the backlog), a session with nothing changed: {:.2} ms, {} binds, {} PodGroup statuses",
             sw.world().nodes.len(),
             sw.world().jobs.len(),
             sw.world().active_jobs.len(),
+            sw.world().backlog.len(),
             start.elapsed().as_secs_f64() * 1e3,
             d.binds.len(),
             d.groups.len()

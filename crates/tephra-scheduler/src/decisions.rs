@@ -203,6 +203,16 @@ pub struct Resting {
     pub pending_tasks: u64,
 }
 
+/// A Pending job the enqueue votes refused, which may rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The job (`namespace/podgroup`).
+    pub job: String,
+    /// Whether it is valid (the plugins' gang rules): what its ungated Pending pods ask then
+    /// counts in its queue's admissible sum while it rests.
+    pub valid: bool,
+}
+
 /// Jobs a session found can never be placed, and the snapshot that verdict rests on.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Park {
@@ -210,7 +220,7 @@ pub struct Park {
     pub jobs: Vec<String>,
     /// Pending jobs the enqueue votes refused this session, their status saying so: later
     /// sessions pass them over while the votes still refuse them (`cache/parking.rs`).
-    pub refused: Vec<String>,
+    pub refused: Vec<Refused>,
     /// The cache generation of the session's snapshot.
     pub generation: u64,
     /// The fleet generation of the session's snapshot.

@@ -383,8 +383,8 @@ mod tests {
             }
         };
         let f = forecast(&cache, &config(), 1_000, &runs_for, Budget::default());
-        assert_eq!(f.starts.get("default/b"), Some(&1_100));
-        assert_eq!(f.starts.get("default/c"), Some(&1_150));
+        assert_eq!(f.starts.get("default/b"), Some(&1_100), "{f:?}");
+        assert_eq!(f.starts.get("default/c"), Some(&1_150), "{f:?}");
         assert!(f.not_within.contains("default/d"), "{f:?}");
         assert!(!f.starts.contains_key("default/running"));
         // The cache it was given is as it was.

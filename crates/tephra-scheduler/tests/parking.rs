@@ -15,6 +15,7 @@ use proptest::prelude::*;
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::config::DEFAULT_CONFIG;
 use tephra_scheduler::model::{Cluster, GroupPhase, PhaseCounts, QueueSpec, TaskStatus};
+use tephra_scheduler::resources::Resources;
 use tephra_scheduler::testing::{
     GPU8, GangJob, Role, add_cluster, add_job, add_nodes, apply_binds,
 };
@@ -310,12 +311,13 @@ proptest! {
                 prop_assert!(c.world().jobs.get(*p).is_some());
             }
             for r in &c.world().resting {
-                prop_assert!(c.world().active_jobs.contains(r), "a resting job has work");
+                prop_assert!(c.world().has_work(*r), "a resting job has work");
             }
+            check_backlog(&c)?;
             // What each job's Pending pods ask for, kept with its tally, equals a recount.
             let w = c.world();
             for (_, j) in w.jobs.iter() {
-                let mut all = tephra_scheduler::resources::Resources::ZERO;
+                let mut all = Resources::ZERO;
                 for t in j.tasks.iter().filter_map(|t| w.tasks.get(*t)) {
                     if t.spec.status == TaskStatus::Pending {
                         all.add(&t.spec.shape.request);
@@ -326,6 +328,44 @@ proptest! {
             }
         }
     }
+}
+
+/// The backlog holds resting jobs that hold nothing, out of the active set, and what it keeps
+/// by queue equals a recount.
+fn check_backlog(c: &Cache) -> Result<(), TestCaseError> {
+    let w = c.world();
+    let mut sums = std::collections::BTreeMap::<String, (Resources, u32, u64)>::new();
+    for id in w.backlog.ids() {
+        prop_assert!(w.resting.contains(&id), "a job in the backlog rests");
+        prop_assert!(!w.active_jobs.contains(&id), "and is not active");
+        let j = w.jobs.get(id).unwrap();
+        let pods_pending = j
+            .tasks
+            .iter()
+            .all(|t| w.tasks.get(*t).unwrap().spec.status == TaskStatus::Pending);
+        prop_assert!(pods_pending, "job {} holds nothing", j.key);
+        let g = j.group.as_ref().unwrap();
+        prop_assert_eq!(g.phase, GroupPhase::Pending);
+        let e = w.backlog.entry(id).unwrap();
+        prop_assert_eq!(&e.queue, &g.queue);
+        prop_assert_eq!(
+            e.bucket.0,
+            w.job_priority(j),
+            "job {} in its priority's bucket",
+            j.key
+        );
+        let s = sums.entry(g.queue.clone()).or_default();
+        s.0.add(&j.pending_request);
+        s.1 += 1;
+        s.2 += u64::try_from(j.tally.pending).unwrap();
+    }
+    let kept: std::collections::BTreeMap<String, (Resources, u32, u64)> = w
+        .backlog
+        .queues()
+        .map(|(q, b)| (q.clone(), (b.request, b.jobs, b.pending_tasks)))
+        .collect();
+    prop_assert_eq!(kept, sums);
+    Ok(())
 }
 
 fn resting(c: &Cache, key: &str) -> bool {

@@ -16,7 +16,7 @@
 use tephra_api::reasons;
 
 use crate::config::{ArgErrors, ArgSpec, Args};
-use crate::framework::order::{jobs_by_queue, next_queue};
+use crate::framework::order::{jobs_by_queue, jobs_by_queue_of, next_queue};
 use crate::framework::session::{Session, queue_open};
 use crate::model::{Dequeue, GroupPhase, Id};
 use crate::placement::capacity::{Capacity, capacities, never_fits};
@@ -48,11 +48,20 @@ pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
     let search = SearchArgs::read(&args, &ARGS).unwrap_or_default();
     let admits = ssn.allocate_admits;
     let mut caps: Option<Vec<Capacity>> = None;
-    let mut by_queue = jobs_by_queue(ssn, |ssn, job| match ssn.state.phase(&ssn.snap, job) {
+    let keep = |ssn: &Session, job: Id| match ssn.state.phase(&ssn.snap, job) {
         Some(GroupPhase::Inqueue | GroupPhase::Running | GroupPhase::Unknown) => true,
         Some(GroupPhase::Pending) => admits,
         _ => false,
-    });
+    };
+    // The backlog holds Pending jobs only: it is looked at when this action admits them (a
+    // configuration without `enqueue` that the cache was not told of).
+    let snap = ssn.snap.clone();
+    let mut by_queue = if admits && !snap.backlog.is_empty() {
+        let jobs = snap.active_jobs.iter().copied().chain(snap.backlog.ids());
+        jobs_by_queue_of(ssn, jobs, keep)
+    } else {
+        jobs_by_queue(ssn, keep)
+    };
     while let Some(queue) = next_queue(ssn, by_queue.keys()) {
         if budget.is_some_and(|b| placed >= b) {
             break;

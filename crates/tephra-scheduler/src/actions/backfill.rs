@@ -20,10 +20,8 @@ pub fn check(args: &Args) -> Result<(), ArgErrors> {
 pub fn execute(ssn: &mut Session, placer: &mut Placer, args: &Args) {
     let search = SearchArgs::read(args, &ARGS).unwrap_or_default();
     let jobs: Vec<Id> = ssn
-        .snap
-        .active_jobs
-        .iter()
-        .copied()
+        .jobs()
+        .into_iter()
         .filter(|j| {
             matches!(
                 ssn.state.phase(&ssn.snap, *j),

@@ -8,6 +8,7 @@
 //! objects the event touches. Derived state (node usage, queue usage, the set of jobs with work
 //! to place) is maintained incrementally, so opening a session never walks every pod.
 
+pub mod backlog;
 pub mod counts;
 pub mod event;
 pub mod follow;
@@ -120,7 +121,8 @@ impl Cache {
     }
 
     /// Lets the jobs a session's votes refused rest, and wakes the others it decided a status
-    /// for (see `parking.rs`).
+    /// for (see `parking.rs`); works out again what the backlog's buckets ask at least, where a
+    /// job left one.
     pub fn rest(
         &mut self,
         park: &crate::decisions::Park,
@@ -131,7 +133,7 @@ impl Cache {
                 .job_id(&g.job)
                 .is_some_and(|id| self.world.resting.contains(&id))
         });
-        if !park.refused.is_empty() || wakes {
+        if !park.refused.is_empty() || wakes || self.world.backlog.stale() {
             Arc::make_mut(&mut self.world).rest(park, decided);
         }
     }

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::backlog::Backlog;
 use super::counts;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
@@ -42,7 +43,8 @@ pub struct World {
     pub queue_used: BTreeMap<String, Resources>,
     /// PriorityClass values.
     pub priority_classes: BTreeMap<String, i32>,
-    /// Jobs with work for a session: a Pending or Inqueue PodGroup, or a task not yet placed.
+    /// Jobs with work for a session: a Pending or Inqueue PodGroup, or a task not yet placed;
+    /// those in the `backlog` excepted.
     pub active_jobs: BTreeSet<Id>,
     /// Jobs whose pods or PodGroup changed since the caller last cleared the set
     /// ([`Cache::clear_changed`](super::Cache::clear_changed)); a session recomputes their PodGroup status.
@@ -87,6 +89,8 @@ pub struct World {
     /// Tasks whose pods carry inter-pod affinity or anti-affinity terms, required or
     /// preferred: the affinity index reads their terms without walking every pod.
     pub affine: BTreeSet<Id>,
+    /// Resting jobs that hold nothing, kept out of `active_jobs` by queue (`backlog.rs`).
+    pub backlog: Backlog,
 }
 
 impl Default for World {
@@ -131,6 +135,7 @@ impl Default for World {
             hypernodes: Topologies::default(),
             resting: BTreeSet::new(),
             affine: BTreeSet::new(),
+            backlog: Backlog::default(),
         }
     }
 }
@@ -153,6 +158,12 @@ impl World {
     /// Job slot by `namespace/name`.
     pub fn job_id(&self, key: &str) -> Option<Id> {
         self.job_index.get(key).copied()
+    }
+
+    /// Whether a job has work for a session: it is active, or rests in the backlog.
+    #[inline]
+    pub fn has_work(&self, job: Id) -> bool {
+        self.active_jobs.contains(&job) || self.backlog.contains(job)
     }
 
     /// Task slot by `namespace/name`.
@@ -244,6 +255,7 @@ impl World {
     fn refresh_active(&mut self, job_id: Id) {
         self.parked.remove(&job_id);
         self.resting.remove(&job_id);
+        self.backlog.remove(job_id);
         if let Some(j) = self.jobs.get_mut(job_id) {
             counts::recount(&mut self.queue_phases, j);
         }
@@ -706,19 +718,27 @@ impl World {
                 if q.parent.as_deref() == Some(q.name.as_str()) {
                     return Err(CacheError::QueueOwnParent(q.name.clone()));
                 }
-                self.queues.insert(q.name.clone(), Arc::new(*q));
-                // A queue's state, tree or limits may change what its jobs are told.
-                self.resting.clear();
+                // A queue's state, tree or limits may change what its jobs are told; an update
+                // that leaves its spec as it was (its status written back) changes nothing.
+                if self.queues.get(&q.name).is_none_or(|old| **old != *q) {
+                    self.queues.insert(q.name.clone(), Arc::new(*q));
+                    self.wake_all();
+                }
             }
             Event::QueueDelete(name) => {
-                self.queues.remove(&name);
-                self.resting.clear();
+                if self.queues.remove(&name).is_some() {
+                    self.wake_all();
+                }
             }
             Event::PriorityClassUpsert { name, value } => {
-                self.priority_classes.insert(name, value);
+                if self.priority_classes.insert(name, value) != Some(value) {
+                    self.reprioritize();
+                }
             }
             Event::PriorityClassDelete(name) => {
-                self.priority_classes.remove(&name);
+                if self.priority_classes.remove(&name).is_some() {
+                    self.reprioritize();
+                }
             }
             Event::PdbUpsert(pdb) => {
                 self.pdbs

@@ -72,7 +72,7 @@ impl AffinityIndex {
         // such terms costs nothing here.
         for &t in &view.snap.affine {
             let Some(task) = view.task(t) else { continue };
-            if view.status(t) != TaskStatus::Pending || !view.snap.active_jobs.contains(&task.job) {
+            if view.status(t) != TaskStatus::Pending || !view.snap.has_work(task.job) {
                 continue;
             }
             for term in terms_of(&task.spec.shape, which) {

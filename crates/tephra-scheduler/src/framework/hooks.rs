@@ -252,6 +252,15 @@ impl<'a> Dispatch<'a> {
         })
     }
 
+    /// Whether every job order ties the jobs of one queue and priority that the cache's backlog
+    /// holds ([`JobOrder::ties_waiting`](super::plugin::JobOrder::ties_waiting)): then their
+    /// order is the backlog's.
+    pub fn job_order_ties_waiting(&self) -> bool {
+        self.hooks
+            .each(Kind::JobOrder, |p| p.job_order().map(|o| o.ties_waiting()))
+            .all(|yes| yes)
+    }
+
     /// Task order across tiers, falling back to role and index.
     pub fn task_order(&self, a: Id, b: Id) -> Ordering {
         let v = &self.view;
@@ -499,6 +508,11 @@ impl<'a> Dispatch<'a> {
 }
 
 impl Dispatch<'_> {
+    /// Whether some plugin has verdicts that change with time ([`Dispatch::due`]).
+    pub fn has_deadlines(&self) -> bool {
+        !self.hooks.list(Kind::Deadline).is_empty()
+    }
+
     /// The earliest time after now at which a plugin's verdict on `job` changes by itself.
     pub fn due(&self, job: Id) -> Option<i64> {
         let v = &self.view;

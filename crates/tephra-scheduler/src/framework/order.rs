@@ -9,13 +9,23 @@ use crate::model::Id;
 
 /// Jobs of the session that `keep` accepts, grouped by queue, each queue's jobs in job order,
 /// and the queues in name order (the caller applies queue order). Actions take jobs from the
-/// front, one at a time.
+/// front, one at a time. The jobs in the cache's backlog are not among them, but for those this
+/// session admitted.
 pub fn jobs_by_queue(
     ssn: &Session,
     keep: impl Fn(&Session, Id) -> bool,
 ) -> BTreeMap<String, VecDeque<Id>> {
+    jobs_by_queue_of(ssn, ssn.jobs().into_iter(), keep)
+}
+
+/// [`jobs_by_queue`] of `jobs`.
+pub fn jobs_by_queue_of(
+    ssn: &Session,
+    jobs: impl Iterator<Item = Id>,
+    keep: impl Fn(&Session, Id) -> bool,
+) -> BTreeMap<String, VecDeque<Id>> {
     let mut by_queue: BTreeMap<String, VecDeque<Id>> = BTreeMap::new();
-    for &job in &ssn.snap.active_jobs {
+    for job in jobs {
         if !keep(ssn, job) {
             continue;
         }
@@ -25,10 +35,12 @@ pub fn jobs_by_queue(
         if j.group.is_none() {
             continue;
         }
-        by_queue
-            .entry(j.queue().to_string())
-            .or_default()
-            .push_back(job);
+        match by_queue.get_mut(j.queue()) {
+            Some(jobs) => jobs.push_back(job),
+            None => {
+                by_queue.insert(j.queue().to_string(), VecDeque::from([job]));
+            }
+        }
     }
     let hooks = ssn.hooks();
     for jobs in by_queue.values_mut() {

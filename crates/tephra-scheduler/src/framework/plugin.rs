@@ -72,6 +72,16 @@ pub trait DomainScorer {
 pub trait JobOrder {
     /// `Less` when job `a` goes first.
     fn compare(&self, view: &View, a: Id, b: Id) -> Ordering;
+
+    /// Whether this order ties any two jobs of one queue and one priority that are Pending
+    /// with every pod Pending, changed by nothing this session (as the jobs in the cache's
+    /// backlog are: `cache/backlog.rs`). When every order says so, the backlog's own order
+    /// (creation time, then name) is the job order among them, and a session need not sort
+    /// them. `false` (the default) when the answer may depend on anything else, such as the
+    /// time.
+    fn ties_waiting(&self) -> bool {
+        false
+    }
 }
 
 /// The order of tasks within a job.

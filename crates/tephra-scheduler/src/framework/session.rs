@@ -62,8 +62,6 @@ pub struct Session {
     pub(super) evictions: Vec<Eviction>,
     pub(super) reasons: Vec<String>,
     pub(super) notes: BTreeMap<Id, JobNote>,
-    /// Resting jobs passed over in silence (`actions/enqueue.rs`).
-    pub(super) resting: crate::decisions::Resting,
 }
 
 impl Session {
@@ -98,7 +96,6 @@ impl Session {
             evictions: Vec::new(),
             reasons: Vec::new(),
             notes: BTreeMap::new(),
-            resting: crate::decisions::Resting::default(),
         };
         let view = View {
             snap: &ssn.snap,
@@ -107,6 +104,20 @@ impl Session {
         };
         ssn.hooks.notify_observed(|p| p.opened(&view), observe);
         ssn
+    }
+
+    /// The jobs an action looks at: the active ones, then those of the cache's backlog that
+    /// this session gave a phase (enqueue admitted them), in slot order.
+    pub fn jobs(&self) -> Vec<Id> {
+        let mut woken: Vec<Id> = self
+            .state
+            .phases
+            .keys()
+            .copied()
+            .filter(|&id| self.snap.backlog.contains(id) && !self.snap.active_jobs.contains(&id))
+            .collect();
+        woken.sort_unstable();
+        self.snap.active_jobs.iter().copied().chain(woken).collect()
     }
 
     /// The read-only view handed to plugins.
@@ -128,14 +139,6 @@ impl Session {
     /// What the session has learned about `job`, to add to.
     pub fn note(&mut self, job: Id) -> &mut JobNote {
         self.notes.entry(job).or_default()
-    }
-
-    /// Passes over a resting job (`cache/parking.rs`) that is still refused: nothing new is said
-    /// of it, and it is only counted.
-    pub fn pass_over(&mut self, job: Id) {
-        self.resting.jobs += 1;
-        let pending = self.snap.jobs.get(job).map_or(0, |j| j.tally.pending);
-        self.resting.pending_tasks += u64::try_from(pending).unwrap_or(0);
     }
 
     /// Sets a PodGroup's phase for the rest of the session.

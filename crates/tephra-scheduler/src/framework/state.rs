@@ -56,7 +56,8 @@ pub struct State {
     /// Per node slot.
     pub nodes: Vec<NodeState>,
     overlay: HashMap<Id, Placed>,
-    /// What the overlay changed in each job's task tally, by job slot.
+    /// What the overlay changed in each job's task tally, by job slot (up to the highest slot
+    /// changed: a session that places nothing pays nothing for a large backlog).
     tally_delta: Vec<TaskTally>,
     /// Sum of future idle per cluster slot.
     pub cluster_future_idle: Vec<Resources>,
@@ -117,7 +118,6 @@ impl State {
     pub fn open(snap: &Snapshot) -> Self {
         let mut state = State {
             nodes: vec![NodeState::default(); snap.nodes.capacity()],
-            tally_delta: vec![TaskTally::default(); snap.jobs.capacity()],
             cluster_future_idle: vec![Resources::ZERO; snap.clusters.capacity()],
             cluster_max_node_idle: vec![Resources::ZERO; snap.clusters.capacity()],
             queue_allocated: snap.queue_used.clone(),
@@ -216,9 +216,12 @@ impl State {
         };
         let after = self.status(snap, id);
         if before != after
-            && let Some(job) = snap.tasks.get(id).map(|t| t.job)
-            && let Some(delta) = self.tally_delta.get_mut(job as usize)
+            && let Some(job) = snap.tasks.get(id).map(|t| t.job as usize)
         {
+            if self.tally_delta.len() <= job {
+                self.tally_delta.resize(job + 1, TaskTally::default());
+            }
+            let delta = &mut self.tally_delta[job];
             delta.count(before, -1);
             delta.count(after, 1);
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use tephra_api::reasons::{self, conditions};
 
 use super::session::Session;
-use crate::decisions::{Bind, Condition, Decisions, GroupStatus, JobEvent, QueueStatus};
+use crate::decisions::{Bind, Condition, Decisions, GroupStatus, JobEvent, QueueStatus, Refused};
 use crate::model::{GroupPhase, Id, TaskStatus};
 use crate::resources::Resources;
 
@@ -22,11 +22,18 @@ impl Session {
         let mut refused = Vec::new();
         let mut wake_at: Option<i64> = None;
         let mut admissible: HashMap<&str, Resources> = HashMap::new();
+        let mut resting = crate::decisions::Resting::default();
+        // The jobs the session may have something to say of: the backlog's only if an action
+        // noted it, gave it a phase or held room for it.
         let mut touched: Vec<Id> = self.snap.active_jobs.iter().copied().collect();
         touched.extend(self.notes.keys().copied());
         touched.extend(self.snap.changed_jobs.iter().copied());
+        touched.extend(self.state.phases.keys().copied());
+        touched.extend(self.state.holds.keys().copied());
         touched.sort_unstable();
         touched.dedup();
+        // The backlog's jobs looked at here, whose part of their queue's sums is not the cache's.
+        let mut looked_at = Vec::new();
         // Only needed to spare pipelined jobs the inqueue timeout (set when enqueue ran).
         let pipelined: std::collections::HashSet<&str> = if self.inqueue_timeout.is_some() {
             self.pipelined.iter().map(|b| b.job.as_str()).collect()
@@ -38,7 +45,14 @@ impl Session {
                 continue;
             };
             let Some(group) = &job.group else { continue };
+            if let Some(e) = self.snap.backlog.entry(job_id) {
+                looked_at.push(e);
+            }
             if self.passed_over(job_id) {
+                if self.inqueue_timeout.is_some() {
+                    resting.jobs += 1;
+                    resting.pending_tasks += u64::try_from(job.tally.pending).unwrap_or(0);
+                }
                 // Nothing about it changed since its status was last decided, and nothing was
                 // said of it: its status stands. It still asks what it asks, and its timers
                 // still run.
@@ -186,7 +200,10 @@ impl Session {
                         && !n.scheduled
                 })
             {
-                refused.push(job.key.clone());
+                refused.push(Refused {
+                    job: job.key.clone(),
+                    valid: self.hooks().job_valid(job_id).is_ok(),
+                });
             }
             new_phase.insert(job_id, phase);
             if phase != group.phase || !conditions.is_empty() {
@@ -198,6 +215,33 @@ impl Session {
                     succeeded,
                     failed,
                 });
+            }
+        }
+        // The backlog's jobs no action looked at: passed over, their status standing, their
+        // part of their queue's sums as the cache keeps it.
+        for (queue, b) in self.snap.backlog.queues() {
+            let mut sum = b.admissible;
+            let (mut jobs, mut pending) = (b.jobs, b.pending_tasks);
+            for e in looked_at.iter().filter(|e| e.queue == *queue) {
+                sum.sub(&e.admissible);
+                jobs = jobs.saturating_sub(1);
+                pending = pending.saturating_sub(u64::from(e.pending));
+            }
+            admissible.entry(queue.as_str()).or_default().add(&sum);
+            if self.inqueue_timeout.is_some() {
+                resting.jobs += jobs;
+                resting.pending_tasks += pending;
+            }
+        }
+        if self.hooks().has_deadlines() {
+            for id in self.snap.backlog.ids() {
+                let waits = self.snap.backlog.entry(id).is_some_and(|e| e.pending > 0);
+                if waits
+                    && self.passed_over(id)
+                    && let Some(due) = self.hooks().due(id)
+                {
+                    wake(&mut wake_at, due, self.now);
+                }
             }
         }
         let mut queues = Vec::new();
@@ -261,7 +305,7 @@ impl Session {
                 fleet_generation: self.snap.fleet_generation,
             },
             wake_at,
-            resting: self.resting,
+            resting,
         }
     }
 

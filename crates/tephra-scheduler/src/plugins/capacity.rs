@@ -249,6 +249,15 @@ impl SessionEvents for Capacity {
                 inqueue.push((j.queue().to_string(), min));
             }
         }
+        // The backlog's jobs hold nothing and are Pending: what they ask, the cache keeps by
+        // queue.
+        for (name, b) in view.snap.backlog.queues() {
+            for n in self.chain(name) {
+                if let Some(q) = self.queues.get_mut(&n) {
+                    q.request.add(&b.request);
+                }
+            }
+        }
         for (name, min) in inqueue {
             for n in self.chain(&name) {
                 if let Some(q) = self.queues.get_mut(&n) {

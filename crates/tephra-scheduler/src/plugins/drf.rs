@@ -206,6 +206,11 @@ impl JobOrder for Drf {
     fn compare(&self, _view: &View, a: Id, b: Id) -> Ordering {
         self.share(a).total_cmp(&self.share(b))
     }
+
+    /// A job that holds nothing has a share of nothing.
+    fn ties_waiting(&self) -> bool {
+        true
+    }
 }
 
 impl QueueOrder for Drf {

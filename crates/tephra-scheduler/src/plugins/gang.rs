@@ -117,4 +117,9 @@ impl JobOrder for Gang {
         // Jobs still waiting for their gang go before jobs that are already ready.
         ready(view, a).cmp(&ready(view, b))
     }
+
+    /// A job with every pod Pending is not ready (its gang is at least one).
+    fn ties_waiting(&self) -> bool {
+        true
+    }
 }

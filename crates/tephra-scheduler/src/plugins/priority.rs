@@ -149,6 +149,11 @@ impl JobOrder for Priority {
     fn compare(&self, view: &View, a: Id, b: Id) -> Ordering {
         view.job_priority(b).cmp(&view.job_priority(a))
     }
+
+    /// Jobs of one priority tie.
+    fn ties_waiting(&self) -> bool {
+        true
+    }
 }
 
 impl TaskOrder for Priority {

@@ -207,6 +207,13 @@ impl SessionEvents for Proportion {
                 q.inqueue.add(&min);
             }
         }
+        // The backlog's jobs hold nothing and are Pending: what they ask, the cache keeps by
+        // queue.
+        for (name, b) in view.snap.backlog.queues() {
+            if let Some(q) = self.queues.get_mut(name) {
+                q.request.add(&b.request);
+            }
+        }
         for q in self.queues.values_mut() {
             q.request.add(&q.allocated);
         }

@@ -1,12 +1,11 @@
 //! The garbage collector's part: when an object is removed, each object that names it in its
 //! `ownerReferences` is deleted too (background propagation, Kubernetes' default), and theirs
 //! in turn, once none of its owners exists; one that still has an owner only loses the
-//! references to the absent ones, as kube-controller-manager's garbage collector does. Events
-//! and Leases own nothing here, so removing them looks no further; a pod owns at most
-//! the PodGroup Volcano's PodGroup controller made for it, which it names in
-//! `scheduling.k8s.io/group-name` (looked up directly), and ConfigMaps, Secrets and Services
-//! of its namespace (the copies of its dependencies in a member), so that deleting pods stays
-//! cheap. Events are never collected: kube-controller-manager's garbage collector ignores
+//! references to the absent ones, as kube-controller-manager's garbage collector does. Any
+//! object may own any other; the store counts the references to each uid, so removing an object
+//! nothing names (most pods) looks no further. A pod also owns the PodGroup Volcano's PodGroup
+//! controller made for it, which it names in `scheduling.k8s.io/group-name` (looked up
+//! directly). Events are never collected: kube-controller-manager's garbage collector ignores
 //! core/v1 and `events.k8s.io` Events (its `DefaultIgnoredResources`), so an Event keeps an
 //! owner reference to an absent owner, is not orphaned and does not block foreground deletion.
 
@@ -90,14 +89,13 @@ impl ApiServer {
     /// Deletes the dependents of `owner`, which was just removed.
     pub(crate) fn collect_dependents(&self, owner: &Obj, builtin: Option<Builtin>) {
         self.release_blocked_owners(owner);
-        if matches!(
-            builtin,
-            Some(Builtin::Event | Builtin::EventsV1 | Builtin::Lease)
-        ) {
-            return;
-        }
         let uid = owner.uid().to_string();
-        if uid.is_empty() {
+        if builtin == Some(Builtin::Pod) {
+            self.collect_pods_podgroup(owner, &uid);
+        }
+        // The store counts the references to each uid: most removed objects own nothing, and
+        // finding that out costs no walk.
+        if uid.is_empty() || !self.store.is_named_as_owner(&uid) {
             return;
         }
         let namespace = owner
@@ -107,19 +105,12 @@ impl ApiServer {
             .filter(|n| !n.is_empty())
             .map(str::to_string);
         let registry = self.registry();
-        let defs: Vec<std::sync::Arc<ResourceDef>> = if builtin == Some(Builtin::Pod) {
-            self.collect_pods_podgroup(owner, &uid);
-            [Builtin::ConfigMap, Builtin::Secret, Builtin::Service]
-                .map(|b| self.builtin(b))
-                .to_vec()
-        } else {
-            registry
-                .resources()
-                .iter()
-                .filter(|d| d.namespaced && !ignored(d))
-                .cloned()
-                .collect()
-        };
+        let defs: Vec<std::sync::Arc<ResourceDef>> = registry
+            .resources()
+            .iter()
+            .filter(|d| d.namespaced && !ignored(d))
+            .cloned()
+            .collect();
         let mut seen = BTreeSet::new();
         for def in &defs {
             let kind = def.storage_key();

@@ -285,6 +285,9 @@ fn update(
 ) -> Result<Response<Body>, ApiError> {
     let body = req.json()?;
     undeterminable(def, key, &body)?;
+    // The body is decoded before the object is looked up: a mistyped one is a 400 even when
+    // the object is absent.
+    admit::decode(def, &body)?;
     let body_rv = body
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)

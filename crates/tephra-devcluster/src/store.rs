@@ -183,6 +183,34 @@ struct KindState {
 struct Inner {
     rv: u64,
     kinds: HashMap<String, KindState>,
+    /// How many `ownerReferences` of stored objects name each uid: the garbage collector looks
+    /// for the dependents of a removed object only when something names it.
+    owner_refs: HashMap<String, usize>,
+}
+
+/// The uids an object's `ownerReferences` name.
+fn owner_uids(value: &Value) -> impl Iterator<Item = &str> {
+    value
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+}
+
+impl Inner {
+    fn count_owners(&mut self, value: &Value, add: bool) {
+        for uid in owner_uids(value) {
+            if add {
+                *self.owner_refs.entry(uid.to_string()).or_default() += 1;
+            } else if let Some(n) = self.owner_refs.get_mut(uid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.owner_refs.remove(uid);
+                }
+            }
+        }
+    }
 }
 
 /// Why a write was refused.
@@ -219,6 +247,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 rv: 1,
                 kinds: HashMap::new(),
+                owner_refs: HashMap::new(),
             }),
             history_limit: history_limit.max(1),
         }
@@ -270,6 +299,12 @@ impl Store {
     }
 
     fn publish(&self, inner: &mut Inner, kind: &str, event: Event) {
+        if let Some(prev) = &event.prev {
+            inner.count_owners(&prev.value, false);
+        }
+        if event.type_ != EventType::Deleted {
+            inner.count_owners(&event.object.value, true);
+        }
         let event = Arc::new(event);
         let state = inner.kinds.entry(kind.to_string()).or_default();
         state.watchers.retain(|w| w.deliver(&event));
@@ -430,11 +465,20 @@ impl Store {
     /// Forgets a kind entirely (its CRD was deleted); its watchers' streams end.
     pub fn drop_kind(&self, kind: &str) -> Vec<Obj> {
         let mut inner = self.lock();
-        inner
+        let dropped: Vec<Obj> = inner
             .kinds
             .remove(kind)
             .map(|s| s.objects.into_values().collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        for o in &dropped {
+            inner.count_owners(&o.value, false);
+        }
+        dropped
+    }
+
+    /// Whether some stored object names `uid` in its `ownerReferences`.
+    pub fn is_named_as_owner(&self, uid: &str) -> bool {
+        self.lock().owner_refs.contains_key(uid)
     }
 
     /// Number of objects of a kind.

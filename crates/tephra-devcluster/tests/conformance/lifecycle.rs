@@ -288,3 +288,50 @@ async fn a_dependent_of_two_owners_goes_only_with_the_last_and_loses_the_referen
         "its last owner went"
     );
 }
+
+/// Any object may own any other, as kube-controller-manager's collector sees it: a Lease owned
+/// by a pod goes with the pod, and a pod owned by a Lease goes with the Lease.
+#[tokio::test]
+async fn a_lease_owned_by_a_pod_goes_with_it_and_a_pod_owned_by_a_lease_with_that() {
+    let h = common::single().await;
+    let client = common::client(&h, "local").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let owner = pods
+        .create(&PostParams::default(), &pod("owner", json!({})))
+        .await
+        .unwrap();
+    let owned_by = |kind: &str, name: &str, uid: Option<String>| {
+        json!([{"apiVersion": if kind == "Pod" { "v1" } else { "coordination.k8s.io/v1" },
+            "kind": kind, "name": name, "uid": uid}])
+    };
+    let lease = leases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "held",
+                "ownerReferences": owned_by("Pod", "owner", owner.metadata.uid.clone())},
+                "spec": {"holderIdentity": "a"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut dependent = pod("dependent", json!({}));
+    dependent.metadata.owner_references =
+        serde_json::from_value(owned_by("Lease", "held", lease.metadata.uid.clone())).unwrap();
+    pods.create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+    pods.delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
+    for _ in 0..100 {
+        let lease_gone = leases.get_opt("held").await.unwrap().is_none();
+        let pod_gone = pods.get_opt("dependent").await.unwrap().is_none();
+        if lease_gone && pod_gone {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the lease and its pod were not collected after their owner went");
+}

@@ -8,7 +8,7 @@ use std::cmp::Reverse;
 
 use tephra_api::PodGroup;
 use tephra_api::PropagationPolicy;
-use tephra_api::policy::{FieldSelectorRequirement, SpreadByField};
+use tephra_api::policy::{FieldSelectorRequirement, Placement, SpreadByField};
 use tephra_scheduler::model::{JobPolicy, Requirement, SelectorOp, SpreadConstraint, SpreadField};
 
 use crate::pod::{UnknownValue, label_selector, toleration_list};
@@ -79,7 +79,12 @@ fn op(r: &FieldSelectorRequirement, i: usize) -> Result<SelectorOp, UnknownValue
 
 /// The placement policy `pp` gives the jobs it selects. Errors name the field.
 pub fn job_policy(pp: &PropagationPolicy) -> Result<JobPolicy, UnknownValue> {
-    let placement = &pp.spec.placement;
+    placement_policy(&pp.spec.placement)
+}
+
+/// The placement policy a `placement` (a PropagationPolicy's, or a Karmada binding's, whose
+/// fields it shares) gives. Errors name the field under `spec.placement`.
+pub fn placement_policy(placement: &Placement) -> Result<JobPolicy, UnknownValue> {
     let mut out = JobPolicy {
         splittable: placement.allow_gang_split,
         tolerations: toleration_list(

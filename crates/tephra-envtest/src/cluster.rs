@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::audit::{self, AuditEvent};
-use crate::env::{Env, write};
+use crate::env::{Env, create_dir, write};
 use crate::pki::Pair;
 use crate::process::{Proc, free_port};
 
@@ -108,10 +108,7 @@ impl Cluster {
         options: ClusterOptions,
     ) -> Result<Self, Error> {
         let dir = env.dir().join(name);
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-            what: dir.display().to_string(),
-            source,
-        })?;
+        create_dir(&dir)?;
         let pki = &env.inner.pki;
         let serving = pki.serving("kube-apiserver")?;
         let admin = pki.client("admin", Some("system:masters"))?;

@@ -196,3 +196,17 @@ pub fn require(release: &Release) -> Option<Binaries> {
         }
     }
 }
+
+/// Karmada's binaries and CRDs, or `None` after printing why the calling test skips; under
+/// `CI` a missing build panics, as [`require`] does.
+#[allow(clippy::panic)]
+pub fn require_karmada() -> Option<Karmada> {
+    match Components::locate().and_then(|c| c.karmada()) {
+        Ok(k) => Some(k),
+        Err(e) if in_ci() => panic!("{e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}

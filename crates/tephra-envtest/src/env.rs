@@ -39,10 +39,7 @@ impl TempDir {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::SeqCst)
         ));
-        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
-            what: path.display().to_string(),
-            source,
-        })?;
+        create_dir(&path)?;
         Ok(Self(path))
     }
 }
@@ -55,6 +52,14 @@ impl Drop for TempDir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// Makes a directory and its parents, naming it in the error.
+pub(crate) fn create_dir(path: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(path).map_err(|source| Error::Io {
+        what: path.display().to_string(),
+        source,
+    })
 }
 
 /// Writes a file, naming it in the error.

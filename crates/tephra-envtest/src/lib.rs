@@ -10,6 +10,9 @@
 //! through the API ([`kubelet`]). Every process dies with the test ([`process`]), on a panic
 //! or a kill too, and the environment's directory is removed.
 //!
+//! [`karmada`] runs a real Karmada control plane (its API server, aggregated API server,
+//! webhook, controller manager and scheduler) with member clusters joined in Push mode.
+//!
 //! Tests call [`components::require`] first: without the binaries they skip with the build
 //! command, except under `CI`, where they fail.
 
@@ -17,6 +20,7 @@ pub mod audit;
 pub mod cluster;
 pub mod components;
 pub mod env;
+pub mod karmada;
 pub mod kubelet;
 pub mod objects;
 pub mod pki;
@@ -26,6 +30,7 @@ pub mod tier;
 pub use cluster::{Cluster, ClusterOptions, User};
 pub use components::{Binaries, Components, Release, require};
 pub use env::Env;
+pub use karmada::{KarmadaFleet, KarmadaOptions, karmada_fleet};
 
 /// What can go wrong starting or driving a test environment.
 #[derive(Debug, thiserror::Error)]

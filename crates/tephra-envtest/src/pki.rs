@@ -75,14 +75,21 @@ impl Pki {
     /// A serving certificate for loopback and the in-cluster names of the `kubernetes`
     /// Service.
     pub fn serving(&self, cn: &str) -> Result<Pair, Error> {
-        let mut params = CertificateParams::new(vec![
+        self.serving_for(cn, &[])
+    }
+
+    /// [`Pki::serving`], valid for `names` too (the `<service>.<namespace>.svc` name an API
+    /// server checks when it proxies to an aggregated API server, say).
+    pub fn serving_for(&self, cn: &str, names: &[&str]) -> Result<Pair, Error> {
+        let mut sans = vec![
             "localhost".to_string(),
             "kubernetes".to_string(),
             "kubernetes.default".to_string(),
             "kubernetes.default.svc".to_string(),
             "kubernetes.default.svc.cluster.local".to_string(),
-        ])
-        .map_err(pki)?;
+        ];
+        sans.extend(names.iter().map(|n| n.to_string()));
+        let mut params = CertificateParams::new(sans).map_err(pki)?;
         params
             .subject_alt_names
             .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));

@@ -2,7 +2,8 @@
 //! manager) with tephra's CRDs, a `default` Queue, simulated kubelets for the given nodes and
 //! an admin client; and namespaces made ready for pods (the controller manager gives each its
 //! `default` service account, without which the ServiceAccount admission plugin refuses
-//! pods).
+//! pods). A [`Fleet`] is a control plane and member clusters on one etcd; its [`Member`]s, and
+//! finding one by name, serve [`karmada`](crate::karmada)'s fleet too.
 
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,29 @@ pub struct Member {
     pub kubelets: Kubelets,
     /// The member's API server.
     pub cluster: Cluster,
+}
+
+/// The member called `name` among a fleet's `members` (a [`Fleet`]'s or a
+/// [`KarmadaFleet`](crate::KarmadaFleet)'s).
+pub(crate) fn find_member<'a>(members: &'a [Member], name: &str) -> Result<&'a Member, Error> {
+    members
+        .iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| Error::Client(format!("no member {name}")))
+}
+
+/// An admin client of `name` in a fleet: the control plane's (`control_plane`, its name and
+/// client) when `name` is its name, else the member's.
+pub(crate) fn client_of(
+    control_plane: (&str, &kube::Client),
+    members: &[Member],
+    name: &str,
+) -> Result<kube::Client, Error> {
+    let (control_plane_name, client) = control_plane;
+    if name == control_plane_name {
+        return Ok(client.clone());
+    }
+    Ok(find_member(members, name)?.client.clone())
 }
 
 /// A control plane (tephra's CRDs, a `default` Queue, one Cluster object and token Secret
@@ -245,18 +269,16 @@ async fn register(cp: &kube::Client, member: &Member, token: &str) -> Result<(),
 impl Fleet {
     /// A member by name.
     pub fn member(&self, name: &str) -> Result<&Member, Error> {
-        self.members
-            .iter()
-            .find(|m| m.name == name)
-            .ok_or_else(|| Error::Client(format!("no member {name}")))
+        find_member(&self.members, name)
     }
 
     /// An admin client of `name` (a member, or [`CONTROL_PLANE`]).
     pub fn client(&self, name: &str) -> Result<kube::Client, Error> {
-        if name == CONTROL_PLANE {
-            return Ok(self.control_plane_client.clone());
-        }
-        Ok(self.member(name)?.client.clone())
+        client_of(
+            (CONTROL_PLANE, &self.control_plane_client),
+            &self.members,
+            name,
+        )
     }
 
     /// Stops a member's API server: its port refuses connections.

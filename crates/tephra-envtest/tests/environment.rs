@@ -4,26 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+mod common;
 
+use common::{eventually, node};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use tephra_envtest::kubelet::{KubeletOptions, Kubelets, NodeSpec};
+use tephra_envtest::kubelet::{KubeletOptions, Kubelets};
 use tephra_envtest::{ClusterOptions, Env, Release, User, require};
-
-fn node(name: &str, cpu: &str) -> NodeSpec {
-    NodeSpec {
-        name: name.into(),
-        capacity: BTreeMap::from([
-            ("cpu".to_string(), cpu.to_string()),
-            ("memory".to_string(), "16Gi".to_string()),
-            ("pods".to_string(), "110".to_string()),
-        ]),
-        ..NodeSpec::default()
-    }
-}
 
 fn pod(name: &str, cpu: &str) -> Pod {
     serde_json::from_value(json!({
@@ -33,21 +21,6 @@ fn pod(name: &str, cpu: &str) -> Pod {
             "resources": {"requests": {"cpu": cpu}}}]}
     }))
     .unwrap()
-}
-
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,11 +16,14 @@
 //! - [`eta`]: waiting jobs' expected start, recomputed off the session's path.
 //! - [`view`]: what the web UI shows of the fleet.
 //! - [`history`]: what it shows over time: queue samples, jobs' reasons, failover.
+//! - [`karmada`]: Karmada mode: Karmada's ResourceBindings scheduled whole onto members, and
+//!   what tephra writes back on them.
 
 pub mod convert;
 pub mod endpoint;
 pub mod eta;
 pub mod history;
+pub mod karmada;
 pub mod observed;
 pub mod state;
 pub mod tick;

@@ -1,0 +1,1009 @@
+//! Karmada mode's pure half: Karmada's `ResourceBinding`s (`work.karmada.io/v1alpha2`) whose
+//! `spec.schedulerName` is tephra's, Karmada's `Cluster`s (`cluster.karmada.io/v1alpha1`) and
+//! their members' nodes and pods, read into the core's cache, one gang per binding; and a
+//! session's decisions turned into what karmada-scheduler writes on a binding, so that Karmada's
+//! binding and execution controllers propagate as usual.
+//!
+//! A binding's gang is its `spec.components` (a multi-template workload: a Volcano Job's tasks,
+//! each with its `minAvailable` replicas, as Karmada's interpreter reports them) or its
+//! `spec.replicas` of `spec.replicaRequirements`. It goes whole to one member whose nodes hold
+//! it all (the core simulates it on the member's nodes and pods), within the binding's
+//! placement (cluster affinity, tolerations of cluster taints) and never to a cluster a
+//! graceful-eviction task of the binding names. A binding of a non-workload (no replicas, no
+//! components) is duplicated to every cluster its placement allows, as karmada-scheduler does.
+//!
+//! Until the member's pods of a placed gang hold their nodes, the gang keeps its room in the
+//! member (a reservation: its missing pods are placed again, bound to that member, each session
+//! and their binds dropped), so that two bindings are never sent to the same room.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node, NodeAffinity, NodeSelector, Pod, PodSpec as K8sPodSpec,
+    ResourceRequirements, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tephra_api::Cluster as ApiCluster;
+use tephra_api::policy::Placement;
+use tephra_api::well_known::{GROUP_NAME_ANNOTATION, TASK_SPEC};
+use tephra_scheduler::model::{GroupPhase, JobPolicy, PodGroupSpec, QueueSpec};
+use tephra_scheduler::plugins::clusteraffinity;
+use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig};
+
+use crate::convert::{self, ConvertError};
+
+/// Karmada's binding API group.
+pub const BINDING_GROUP: &str = "work.karmada.io";
+/// Its version.
+pub const BINDING_VERSION: &str = "v1alpha2";
+/// Karmada's cluster API group (served by karmada-aggregated-apiserver).
+pub const CLUSTER_GROUP: &str = "cluster.karmada.io";
+/// Its version.
+pub const CLUSTER_VERSION: &str = "v1alpha1";
+/// Where karmada-scheduler records the placement it scheduled a binding with.
+pub const APPLIED_PLACEMENT: &str = "policy.karmada.io/applied-placement";
+/// The schedulerName tephra's synthetic pods carry inside the core.
+const SYNTHETIC_SCHEDULER: &str = "tephra-karmada";
+/// The label Volcano's job controller puts on a Job's pods.
+const VOLCANO_JOB_LABEL: &str = "volcano.sh/job-name";
+
+/// Why a Karmada object cannot be read. Each names the object and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum KarmadaError {
+    /// A binding does not decode.
+    #[error("resourcebinding {key}: {message}")]
+    Binding {
+        /// `namespace/name`.
+        key: String,
+        /// Why, with the field.
+        message: String,
+    },
+    /// A Cluster does not decode.
+    #[error("cluster {name}: {message}")]
+    Cluster {
+        /// Name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// A member's object cannot be read into the core.
+    #[error("cluster {cluster}: {source}")]
+    Member {
+        /// The member.
+        cluster: String,
+        /// Why.
+        source: Box<ConvertError>,
+    },
+}
+
+/// A `ResourceBinding`, the fields tephra reads.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding {
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Spec.
+    pub spec: BindingSpec,
+    /// Status.
+    #[serde(default)]
+    pub status: BindingStatus,
+}
+
+/// `ResourceBinding.spec`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingSpec {
+    /// The resource template.
+    pub resource: ObjectReference,
+    /// Replicas of a single-template workload.
+    #[serde(default)]
+    pub replicas: i32,
+    /// What each replica needs.
+    #[serde(default)]
+    pub replica_requirements: Option<Requirements>,
+    /// The templates of a multi-template workload.
+    #[serde(default)]
+    pub components: Vec<Component>,
+    /// Where it is placed.
+    #[serde(default)]
+    pub clusters: Vec<TargetCluster>,
+    /// The placement of its policy, as it is.
+    #[serde(default)]
+    pub placement: Option<Value>,
+    /// Clusters it is being evicted from.
+    #[serde(default)]
+    pub graceful_eviction_tasks: Vec<EvictionTask>,
+    /// The scheduler it names.
+    #[serde(default)]
+    pub scheduler_name: String,
+    /// A reschedule asked for at this time.
+    #[serde(default)]
+    pub reschedule_triggered_at: Option<Time>,
+    /// Its scheduling priority.
+    #[serde(default)]
+    pub schedule_priority: Option<SchedulePriority>,
+}
+
+/// `spec.resource`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    /// apiVersion.
+    #[serde(default)]
+    pub api_version: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// What one replica needs (`replicaRequirements`, of the binding or of a component).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requirements {
+    /// Node constraints.
+    #[serde(default)]
+    pub node_claim: Option<NodeClaim>,
+    /// Requests.
+    #[serde(default)]
+    pub resource_request: BTreeMap<String, Quantity>,
+    /// Priority class.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+}
+
+/// `nodeClaim`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaim {
+    /// Required node affinity.
+    #[serde(default)]
+    pub hard_node_affinity: Option<NodeSelector>,
+    /// Node selector.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of node taints.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// One template of a multi-template workload.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Component {
+    /// Its name (a Volcano Job's task name).
+    pub name: String,
+    /// How many replicas must run.
+    #[serde(default)]
+    pub replicas: i32,
+    /// What each needs.
+    #[serde(default)]
+    pub replica_requirements: Option<Requirements>,
+}
+
+/// A placement target.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetCluster {
+    /// Cluster.
+    pub name: String,
+    /// Replicas there (omitted when zero, as Karmada writes it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicas: i32,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+/// A graceful-eviction task (only the cluster matters here).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionTask {
+    /// The cluster being evicted from.
+    pub from_cluster: String,
+}
+
+/// `spec.schedulePriority`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SchedulePriority {
+    /// Priority value.
+    #[serde(default)]
+    pub priority: i32,
+}
+
+/// `ResourceBinding.status`, the fields tephra reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingStatus {
+    /// The generation last scheduled.
+    #[serde(default)]
+    pub scheduler_observed_generation: i64,
+    /// When it was last scheduled.
+    #[serde(default)]
+    pub last_scheduled_time: Option<Time>,
+    /// Conditions.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// The status of the workload in each member.
+    #[serde(default)]
+    pub aggregated_status: Vec<AggregatedStatusItem>,
+}
+
+/// One member's status of the workload.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AggregatedStatusItem {
+    /// Cluster.
+    pub cluster_name: String,
+    /// Whether the Work was applied.
+    #[serde(default)]
+    pub applied: bool,
+    /// `Healthy`, `Unhealthy` or `Unknown`.
+    #[serde(default)]
+    pub health: Option<String>,
+    /// The workload's status there, as its interpreter reflects it.
+    #[serde(default)]
+    pub status: Option<Value>,
+}
+
+impl Binding {
+    /// Reads a binding from its JSON.
+    pub fn from_value(v: Value) -> Result<Self, KarmadaError> {
+        let key = format!(
+            "{}/{}",
+            v["metadata"]["namespace"].as_str().unwrap_or("default"),
+            v["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        serde_json::from_value(v).map_err(|e| KarmadaError::Binding {
+            key,
+            message: e.to_string(),
+        })
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        convert::key(&self.metadata)
+    }
+
+    fn namespace(&self) -> String {
+        self.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    }
+
+    fn name(&self) -> String {
+        self.metadata.name.clone().unwrap_or_default()
+    }
+
+    /// The gang: each template's name, replicas and requirements.
+    fn gang(&self) -> Vec<(String, u32, Requirements)> {
+        if !self.spec.components.is_empty() {
+            return self
+                .spec
+                .components
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        u32::try_from(c.replicas).unwrap_or(0),
+                        c.replica_requirements.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
+        }
+        match u32::try_from(self.spec.replicas) {
+            Ok(n) if n > 0 => vec![(
+                "replica".to_string(),
+                n,
+                self.spec.replica_requirements.clone().unwrap_or_default(),
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether it is a workload (its replicas are scheduled), not a plain object duplicated
+    /// to every cluster.
+    pub fn is_workload(&self) -> bool {
+        self.gang().iter().any(|(_, n, _)| *n > 0)
+    }
+
+    /// Why it must be (re)scheduled now, as karmada-scheduler decides: never placed, its
+    /// placement changed since it was, its replicas no longer add up, a reschedule was asked
+    /// for. `None`: it stays where it is.
+    pub fn needs_scheduling(&self) -> Option<&'static str> {
+        if self.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        if self.spec.clusters.is_empty() {
+            return Some("not placed yet");
+        }
+        let applied = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPLIED_PLACEMENT))
+            .and_then(|s| serde_json::from_str::<Value>(s).ok());
+        if applied.as_ref() != Some(self.spec.placement.as_ref().unwrap_or(&Value::Null)) {
+            return Some("its placement changed");
+        }
+        if self.spec.components.is_empty() && self.spec.replicas > 0 {
+            let sum: i64 = self
+                .spec
+                .clusters
+                .iter()
+                .map(|c| i64::from(c.replicas))
+                .sum();
+            if sum != i64::from(self.spec.replicas) {
+                return Some("its replicas changed");
+            }
+        }
+        if let Some(asked) = &self.spec.reschedule_triggered_at
+            && self
+                .status
+                .last_scheduled_time
+                .as_ref()
+                .is_none_or(|last| last.0 < asked.0)
+        {
+            return Some("a reschedule was asked for");
+        }
+        None
+    }
+
+    /// The placement policy of its `spec.placement` (cluster affinity, tolerations, spread),
+    /// never a cluster it is being evicted from.
+    pub fn policy(&self) -> Result<JobPolicy, KarmadaError> {
+        let bad = |message: String| KarmadaError::Binding {
+            key: self.key(),
+            message,
+        };
+        let placement: Placement = match &self.spec.placement {
+            Some(p) => serde_json::from_value(p.clone())
+                .map_err(|e| bad(format!("spec.placement: {e}")))?,
+            None => Placement::default(),
+        };
+        let mut policy = tephra_controllers::propagation::placement_policy(&placement)
+            .map_err(|e| bad(e.to_string()))?;
+        // Karmada places by its own spread rules; a gang of tephra's goes whole to one member.
+        policy.spread.clear();
+        policy.splittable = false;
+        for t in &self.spec.graceful_eviction_tasks {
+            if !policy.exclude.contains(&t.from_cluster) {
+                policy.exclude.push(t.from_cluster.clone());
+            }
+        }
+        Ok(policy)
+    }
+
+    fn condition(&self, kind: &str) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == kind)
+    }
+}
+
+/// A Karmada `Cluster` read as tephra's (the two share their fields; Karmada's deprecated
+/// `spec.zone` counts as its one zone when `spec.zones` is empty).
+pub fn cluster_from_value(mut v: Value) -> Result<ApiCluster, KarmadaError> {
+    let name = v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let zone = v["spec"]["zone"].as_str().map(str::to_string);
+    // Only the conditions of Karmada's status are read (its summaries have fields of their own).
+    let conditions = v["status"]["conditions"].take();
+    if let Some(o) = v.as_object_mut() {
+        if conditions.is_null() {
+            o.remove("status");
+        } else {
+            o.insert("status".into(), json!({ "conditions": conditions }));
+        }
+    }
+    let mut c: ApiCluster = serde_json::from_value(v).map_err(|e| KarmadaError::Cluster {
+        name,
+        message: e.to_string(),
+    })?;
+    if c.spec.zones.is_empty()
+        && let Some(z) = zone
+    {
+        c.spec.zones.push(z);
+    }
+    Ok(c)
+}
+
+/// A member: its Cluster, and its nodes and pods as its watchers see them.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// The Cluster.
+    pub cluster: ApiCluster,
+    /// Whether tephra's own watchers of the member are synced (a member it cannot read holds
+    /// nothing it can plan on).
+    pub synced: bool,
+    /// Its nodes.
+    pub nodes: Vec<Node>,
+    /// Its pods.
+    pub pods: Vec<Pod>,
+}
+
+/// Everything one pass plans from.
+pub struct Input<'a> {
+    /// The schedulerNames tephra answers to.
+    pub scheduler_names: &'a [String],
+    /// The members, by name.
+    pub members: &'a BTreeMap<String, Member>,
+    /// Every binding.
+    pub bindings: &'a [Binding],
+    /// The scheduler configuration.
+    pub config: Arc<SchedulerConfig>,
+    /// Now, in seconds.
+    pub now: i64,
+    /// The session's number.
+    pub session: u64,
+}
+
+/// A write to one binding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BindingWrite {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// A merge patch of the object (`spec.clusters`, the applied-placement annotation).
+    pub patch: Option<Value>,
+    /// A merge patch of its status subresource.
+    pub status: Option<Value>,
+    /// An Event on it: (type, reason, message).
+    pub event: Option<(&'static str, &'static str, String)>,
+}
+
+/// What one pass decided.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Writes, one per binding at most.
+    pub writes: Vec<BindingWrite>,
+    /// Objects that could not be read (one line each).
+    pub problems: Vec<String>,
+    /// The session's decisions (for metrics and tests).
+    pub decisions: Decisions,
+}
+
+/// The reason karmada-scheduler gives a binding placed.
+pub const REASON_SUCCESS: &str = "Success";
+/// The reason a binding that fits no cluster now waits with.
+pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+/// The reason a binding whose placement allows no cluster waits with.
+pub const REASON_NO_CLUSTER_FIT: &str = "NoClusterFit";
+
+fn scheduled_status(
+    b: &Binding,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> Option<Value> {
+    let status = if ok { "True" } else { "False" };
+    let same = b
+        .condition("Scheduled")
+        .is_some_and(|c| c.status == status && c.reason == reason && c.message == message);
+    let generation = b.metadata.generation.unwrap_or(0);
+    if same && (!ok || b.status.scheduler_observed_generation == generation) {
+        return None;
+    }
+    let transition = match b.condition("Scheduled") {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    let mut conditions: Vec<Value> = b
+        .status
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != "Scheduled")
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect();
+    conditions.push(
+        json!({"type": "Scheduled", "status": status, "reason": reason,
+        "message": message, "lastTransitionTime": transition,
+        "observedGeneration": generation}),
+    );
+    let mut out = json!({"conditions": conditions});
+    if ok {
+        out["schedulerObservedGeneration"] = json!(generation);
+        out["lastScheduledTime"] = json!(now);
+    }
+    Some(json!({"status": out}))
+}
+
+/// A synthetic pod of a binding's gang, as the core reads pods (the same shape a real pod of
+/// the template would have).
+fn synthetic_pod(b: &Binding, role: &str, index: u32, req: &Requirements) -> Pod {
+    let claim = req.node_claim.clone().unwrap_or_default();
+    let mut annotations = BTreeMap::new();
+    annotations.insert(GROUP_NAME_ANNOTATION.to_string(), b.name());
+    annotations.insert(TASK_SPEC.to_string(), role.to_string());
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{}:{role}:{index}", b.name())),
+            namespace: Some(b.namespace()),
+            annotations: Some(annotations),
+            creation_timestamp: b.metadata.creation_timestamp.clone(),
+            ..ObjectMeta::default()
+        },
+        spec: Some(K8sPodSpec {
+            scheduler_name: Some(SYNTHETIC_SCHEDULER.into()),
+            containers: vec![Container {
+                name: "replica".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(req.resource_request.clone()),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }],
+            node_selector: (!claim.node_selector.is_empty()).then_some(claim.node_selector),
+            tolerations: (!claim.tolerations.is_empty()).then_some(claim.tolerations),
+            affinity: claim.hard_node_affinity.map(|sel| Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(sel),
+                    ..NodeAffinity::default()
+                }),
+                ..Affinity::default()
+            }),
+            priority_class_name: req.priority_class_name.clone(),
+            ..K8sPodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// How many of the member's pods of `b`'s workload have had their room: those holding a node
+/// and those finished (a Volcano Job's pods by `volcano.sh/job-name`, a PodGroup's by
+/// `scheduling.k8s.io/group-name`). `None` for a kind whose pods tephra cannot tell.
+fn arrived_copies(b: &Binding, member: &Member) -> Option<u32> {
+    let r = &b.spec.resource;
+    let ns = r.namespace.clone().unwrap_or_else(|| b.namespace());
+    let matches: fn(&Pod, &str) -> bool = match (r.api_version.as_str(), r.kind.as_str()) {
+        ("batch.volcano.sh/v1alpha1", "Job") => |p, name| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(VOLCANO_JOB_LABEL))
+                .is_some_and(|v| v == name)
+        },
+        (v, "PodGroup") if v.starts_with("scheduling.volcano.sh/") => {
+            |p, name| convert::group_of(p).as_deref() == Some(name)
+        }
+        _ => return None,
+    };
+    let n = member
+        .pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|p| {
+            p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+                || matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+        })
+        .filter(|p| matches(p, &r.name))
+        .count();
+    Some(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// How many of a placed gang's pods still need their room kept in `cluster`.
+fn reservation(b: &Binding, cluster: &str, member: &Member) -> u32 {
+    let total: u32 = b.gang().iter().map(|(_, n, _)| *n).sum();
+    // A workload that finished there (its pods perhaps removed since) holds nothing.
+    let finished = b.status.aggregated_status.iter().any(|s| {
+        s.cluster_name == cluster
+            && s.status
+                .as_ref()
+                .and_then(|st| st["state"]["phase"].as_str().or(st["phase"].as_str()))
+                .is_some_and(|p| {
+                    matches!(
+                        p,
+                        "Completed" | "Failed" | "Aborted" | "Terminated" | "Finished"
+                    )
+                })
+    });
+    if finished {
+        return 0;
+    }
+    match arrived_copies(b, member) {
+        Some(n) => total.saturating_sub(n),
+        // A kind whose pods tephra cannot tell: its room is kept until Karmada finds it
+        // applied and healthy there.
+        None => {
+            let healthy = b.status.aggregated_status.iter().any(|s| {
+                s.cluster_name == cluster && s.applied && s.health.as_deref() == Some("Healthy")
+            });
+            if healthy { 0 } else { total }
+        }
+    }
+}
+
+fn group_spec(
+    b: &Binding,
+    min_member: u32,
+    min_task_member: BTreeMap<String, u32>,
+    phase: GroupPhase,
+    policy: JobPolicy,
+) -> PodGroupSpec {
+    let created = b
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(0, convert::seconds);
+    PodGroupSpec {
+        namespace: b.namespace(),
+        name: b.name(),
+        queue: tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+        min_member,
+        min_task_member,
+        min_resources: None,
+        largest_task: None,
+        priority_class: None,
+        priority: b
+            .spec
+            .schedule_priority
+            .as_ref()
+            .map(|p| p.priority)
+            .filter(|p| *p != 0),
+        phase,
+        phase_since: created,
+        created,
+        policy: Arc::new(policy),
+        topology: None,
+        sub_groups: Vec::new(),
+    }
+}
+
+fn default_queue() -> QueueSpec {
+    QueueSpec::named(tephra_api::defaults::DEFAULT_QUEUE)
+}
+
+/// The gangs the pass schedules, by job key: the binding's index and why.
+type Wanted = BTreeMap<String, (usize, &'static str)>;
+
+/// Reads everything into a fresh cache: the members' clusters, nodes and pods (as room other
+/// schedulers' pods hold), the gangs of the bindings to schedule, and the reservations of
+/// placed gangs whose pods do not hold their nodes yet.
+fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String, String>) {
+    let mut cache = Cache::new();
+    let mut wanted = Wanted::new();
+    let mut unfit = BTreeMap::new();
+    let _ = cache.apply(Event::QueueUpsert(Box::new(default_queue())));
+    for (name, m) in input.members {
+        let mut cluster = convert::cluster(&m.cluster, m.synced);
+        cluster.name = name.clone();
+        let _ = cache.apply(Event::ClusterUpsert(cluster));
+        if !m.synced {
+            continue;
+        }
+        for n in &m.nodes {
+            match convert::node(name, n, cache.names_mut()) {
+                Ok(spec) => {
+                    let _ = cache.apply(Event::NodeUpsert(spec));
+                }
+                Err(source) => plan.problems.push(
+                    KarmadaError::Member {
+                        cluster: name.clone(),
+                        source: Box::new(source),
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+        for p in &m.pods {
+            match convert::pod(name, p, &[], cache.names_mut()) {
+                Ok(Some(mut spec)) => {
+                    // Pods of different members may share a name: the core keys them apart.
+                    spec.name = format!("{name}:{}", spec.name);
+                    let _ = cache.apply(Event::PodUpsert(spec));
+                }
+                Ok(None) => {}
+                Err(source) => plan.problems.push(
+                    KarmadaError::Member {
+                        cluster: name.clone(),
+                        source: Box::new(source),
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+    }
+    let ours = |b: &Binding| input.scheduler_names.contains(&b.spec.scheduler_name);
+    for (i, b) in input.bindings.iter().enumerate() {
+        if !ours(b) || !b.is_workload() {
+            continue;
+        }
+        let gang = b.gang();
+        if let Some(why) = b.needs_scheduling() {
+            let policy = match b.policy() {
+                Ok(p) => p,
+                Err(e) => {
+                    unfit.insert(b.key(), e.to_string());
+                    continue;
+                }
+            };
+            let min_member = gang.iter().map(|(_, n, _)| *n).sum();
+            let per_role = gang.iter().map(|(r, n, _)| (r.clone(), *n)).collect();
+            let group = group_spec(b, min_member, per_role, GroupPhase::Pending, policy);
+            let _ = cache.apply(Event::PodGroupUpsert(group));
+            add_pods(&mut cache, b, &gang, u32::MAX, None, plan);
+            wanted.insert(b.key(), (i, why));
+        } else if let [target] = b.spec.clusters.as_slice()
+            && let Some(member) = input.members.get(&target.name)
+        {
+            let missing = reservation(b, &target.name, member);
+            if missing == 0 {
+                continue;
+            }
+            let policy = JobPolicy {
+                cluster_names: vec![target.name.clone()],
+                ..JobPolicy::default()
+            };
+            let group = group_spec(b, missing, BTreeMap::new(), GroupPhase::Inqueue, policy);
+            let _ = cache.apply(Event::PodGroupUpsert(group));
+            add_pods(&mut cache, b, &gang, missing, Some(&target.name), plan);
+        }
+    }
+    (cache, wanted, unfit)
+}
+
+/// Adds up to `limit` synthetic pods of `gang`, bound to `lives_in` when given.
+fn add_pods(
+    cache: &mut Cache,
+    b: &Binding,
+    gang: &[(String, u32, Requirements)],
+    limit: u32,
+    lives_in: Option<&str>,
+    plan: &mut Plan,
+) {
+    let mut added = 0u32;
+    for (role, n, req) in gang {
+        for index in 0..*n {
+            if added >= limit {
+                return;
+            }
+            let pod = synthetic_pod(b, role, index, req);
+            match convert::pod(
+                "",
+                &pod,
+                &[SYNTHETIC_SCHEDULER.to_string()],
+                cache.names_mut(),
+            ) {
+                Ok(Some(mut spec)) => {
+                    spec.placement = None;
+                    spec.lives_in = lives_in.map(str::to_string);
+                    let _ = cache.apply(Event::PodUpsert(spec));
+                    added += 1;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    plan.problems
+                        .push(format!("resourcebinding {}: {e}", b.key()));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One pass: schedules every binding of tephra's that needs it, and says what to write.
+pub fn plan(input: &Input<'_>) -> Plan {
+    let mut plan = Plan::default();
+    let (cache, wanted, unfit) = build(input, &mut plan);
+    let now = Time(
+        k8s_openapi::jiff::Timestamp::from_second(input.now)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    let decisions = tephra_scheduler::schedule(
+        cache.snapshot(),
+        Arc::clone(&input.config),
+        input.now,
+        input.session,
+    );
+    // Where each wanted gang's pods were placed this session.
+    let mut placed: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut count: BTreeMap<&str, u32> = BTreeMap::new();
+    for bind in &decisions.binds {
+        if wanted.contains_key(&bind.job) {
+            placed
+                .entry(bind.job.as_str())
+                .or_default()
+                .insert(bind.cluster.as_str());
+            *count.entry(bind.job.as_str()).or_default() += 1;
+        }
+    }
+    let why_waiting = |job: &str| {
+        decisions
+            .events
+            .iter()
+            .filter(|e| e.job == job)
+            .map(|e| e.message.clone())
+            .next()
+            .or_else(|| {
+                decisions
+                    .groups
+                    .iter()
+                    .filter(|g| g.job == job)
+                    .flat_map(|g| g.conditions.iter())
+                    .find(|c| !c.status || c.kind == "Unschedulable")
+                    .map(|c| c.message.clone())
+            })
+    };
+    for (key, (i, why)) in &wanted {
+        let b = &input.bindings[*i];
+        let total: u32 = b.gang().iter().map(|(_, n, _)| *n).sum();
+        let clusters = placed.get(key.as_str());
+        let whole = count.get(key.as_str()).copied() == Some(total);
+        let write = match clusters.map(|c| c.iter().collect::<Vec<_>>()).as_deref() {
+            Some([cluster]) if whole => placed_write(b, cluster, why, &now),
+            _ => {
+                let message = why_waiting(key).unwrap_or_else(|| {
+                    format!("no cluster can hold the whole gang of {total} pods now")
+                });
+                waiting_write(b, REASON_UNSCHEDULABLE, &message, &now)
+            }
+        };
+        plan.writes.extend(write);
+    }
+    for (key, message) in unfit {
+        if let Some(b) = input.bindings.iter().find(|b| b.key() == key) {
+            plan.writes
+                .extend(waiting_write(b, "SchedulerError", &message, &now));
+        }
+    }
+    plan.writes.extend(duplicated(input, &now));
+    plan.writes.extend(observed_generations(input, &wanted));
+    plan.decisions = decisions;
+    plan
+}
+
+fn placed_write(b: &Binding, cluster: &str, why: &str, now: &Time) -> Option<BindingWrite> {
+    let placement = b.spec.placement.clone().unwrap_or(Value::Null);
+    let target = TargetCluster {
+        name: cluster.to_string(),
+        replicas: b.spec.replicas.max(0),
+    };
+    let message = "Binding has been scheduled successfully.";
+    Some(BindingWrite {
+        namespace: b.namespace(),
+        name: b.name(),
+        patch: Some(json!({
+            "metadata": {"annotations": {APPLIED_PLACEMENT: placement.to_string()}},
+            "spec": {"clusters": [target]},
+        })),
+        status: scheduled_status(b, true, REASON_SUCCESS, message, now),
+        event: Some((
+            "Normal",
+            "ScheduleBindingSucceed",
+            format!(
+                "placed whole in cluster {cluster} ({why}): every pod of the gang fits its nodes"
+            ),
+        )),
+    })
+}
+
+fn waiting_write(
+    b: &Binding,
+    reason: &'static str,
+    message: &str,
+    now: &Time,
+) -> Option<BindingWrite> {
+    let status = scheduled_status(b, false, reason, message, now)?;
+    Some(BindingWrite {
+        namespace: b.namespace(),
+        name: b.name(),
+        patch: None,
+        status: Some(status),
+        event: Some(("Warning", "ScheduleBindingFailed", message.to_string())),
+    })
+}
+
+/// Non-workloads of tephra's: every cluster their placement allows that is ready and whose
+/// taints they tolerate, as karmada-scheduler duplicates them.
+fn duplicated(input: &Input<'_>, now: &Time) -> Vec<BindingWrite> {
+    let mut out = Vec::new();
+    for b in input.bindings {
+        if !input.scheduler_names.contains(&b.spec.scheduler_name) || b.is_workload() {
+            continue;
+        }
+        let Some(why) = b.needs_scheduling() else {
+            continue;
+        };
+        let policy = match b.policy() {
+            Ok(p) => p,
+            Err(e) => {
+                out.extend(waiting_write(b, "SchedulerError", &e.to_string(), now));
+                continue;
+            }
+        };
+        let targets: Vec<TargetCluster> = input
+            .members
+            .iter()
+            .filter(|(name, m)| {
+                let mut c = convert::cluster(&m.cluster, true);
+                c.name = (*name).clone();
+                c.ready
+                    && clusteraffinity::allows(&policy, &c).is_ok()
+                    && c.taints.iter().all(|t| {
+                        !matches!(
+                            t.effect,
+                            tephra_scheduler::model::TaintEffect::NoSchedule
+                                | tephra_scheduler::model::TaintEffect::NoExecute
+                        ) || policy.tolerations.iter().any(|tol| tol.tolerates(t))
+                    })
+            })
+            .map(|(name, _)| TargetCluster {
+                name: name.clone(),
+                replicas: 0,
+            })
+            .collect();
+        if targets.is_empty() {
+            out.extend(waiting_write(
+                b,
+                REASON_NO_CLUSTER_FIT,
+                "no cluster is ready, allowed by the placement and tolerated",
+                now,
+            ));
+            continue;
+        }
+        let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+        let placement = b.spec.placement.clone().unwrap_or(Value::Null);
+        out.push(BindingWrite {
+            namespace: b.namespace(),
+            name: b.name(),
+            patch: Some(json!({
+                "metadata": {"annotations": {APPLIED_PLACEMENT: placement.to_string()}},
+                "spec": {"clusters": targets},
+            })),
+            status: scheduled_status(
+                b,
+                true,
+                REASON_SUCCESS,
+                "Binding has been scheduled successfully.",
+                now,
+            ),
+            event: Some((
+                "Normal",
+                "ScheduleBindingSucceed",
+                format!("duplicated to {} ({why})", names.join(", ")),
+            )),
+        });
+    }
+    out
+}
+
+/// Bindings of tephra's that stay where they are but whose generation moved on: their
+/// `schedulerObservedGeneration` catches up, as karmada-scheduler's does.
+fn observed_generations(input: &Input<'_>, wanted: &Wanted) -> Vec<BindingWrite> {
+    input
+        .bindings
+        .iter()
+        .filter(|b| input.scheduler_names.contains(&b.spec.scheduler_name))
+        .filter(|b| !wanted.contains_key(&b.key()) && b.needs_scheduling().is_none())
+        .filter(|b| b.metadata.deletion_timestamp.is_none())
+        .filter(|b| b.status.scheduler_observed_generation != b.metadata.generation.unwrap_or(0))
+        .map(|b| BindingWrite {
+            namespace: b.namespace(),
+            name: b.name(),
+            patch: None,
+            status: Some(json!({"status": {
+                "schedulerObservedGeneration": b.metadata.generation.unwrap_or(0)}})),
+            event: None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,387 @@
+//! Karmada mode's planning on fragmented fleets: where a binding's gang goes, why it waits,
+//! what is left alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tephra_scheduler::SchedulerConfig;
+
+use super::*;
+
+const GPU: &str = "nvidia.com/gpu";
+
+fn node(name: &str, gpus: u32) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "32", "memory": "128Gi", GPU: gpus.to_string(),
+            "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+fn member(name: &str, gpus_per_node: &[u32], taints: Value) -> (String, Member) {
+    let cluster = cluster_from_value(json!({
+        "apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {"syncMode": "Push", "apiEndpoint": "https://127.0.0.1:1", "taints": taints,
+            "zone": "z1"},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+            "message": "cluster is healthy and ready to accept workloads",
+            "lastTransitionTime": "2026-11-29T00:00:00Z"}],
+            "resourceSummary": {"allocatableModelings": [{"grade": 0, "count": 1}]}}
+    }))
+    .unwrap();
+    let nodes = gpus_per_node
+        .iter()
+        .enumerate()
+        .map(|(i, g)| node(&format!("{name}-n{i}"), *g))
+        .collect();
+    (
+        name.to_string(),
+        Member {
+            cluster,
+            synced: true,
+            nodes,
+            pods: Vec::new(),
+        },
+    )
+}
+
+/// A binding of a Volcano Job with one task of `replicas` pods of `gpus` GPUs each.
+fn binding(name: &str, replicas: i32, gpus: u32, placement: Value) -> Value {
+    json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": format!("{name}-job"), "namespace": "ml", "generation": 1,
+            "creationTimestamp": "2026-11-29T00:00:00Z"},
+        "spec": {
+            "resource": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "namespace": "ml", "name": name},
+            "components": [{"name": "worker", "replicas": replicas,
+                "replicaRequirements": {"resourceRequest": {"cpu": "4", GPU: gpus.to_string()}}}],
+            "placement": placement,
+            "schedulerName": "tephra",
+        }
+    })
+}
+
+fn bindings(values: &[Value]) -> Vec<Binding> {
+    values
+        .iter()
+        .map(|v| Binding::from_value(v.clone()).unwrap())
+        .collect()
+}
+
+fn run(members: &[(String, Member)], bindings: &[Binding]) -> Plan {
+    let members: BTreeMap<String, Member> = members.iter().cloned().collect();
+    plan(&Input {
+        scheduler_names: &["tephra".to_string()],
+        members: &members,
+        bindings,
+        config: Arc::new(SchedulerConfig::default_config()),
+        now: 1_000_000,
+        session: 1,
+    })
+}
+
+fn write_for<'a>(plan: &'a Plan, name: &str) -> Option<&'a BindingWrite> {
+    plan.writes.iter().find(|w| w.name == name)
+}
+
+fn placed_in(plan: &Plan, name: &str) -> Option<Vec<String>> {
+    let w = write_for(plan, name)?;
+    let clusters = w.patch.as_ref()?["spec"]["clusters"].as_array()?.clone();
+    Some(
+        clusters
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect(),
+    )
+}
+
+fn scheduled(plan: &Plan, name: &str) -> Option<(String, String, String)> {
+    let w = write_for(plan, name)?;
+    let conditions = w.status.as_ref()?["status"]["conditions"]
+        .as_array()?
+        .clone();
+    let c = conditions.iter().find(|c| c["type"] == "Scheduled")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+        c["message"].as_str()?.to_string(),
+    ))
+}
+
+/// Four members each with 8 GPUs in all, only one of which has a node with 4 free.
+fn fragmented() -> Vec<(String, Member)> {
+    vec![
+        member("east", &[2, 2, 2, 2], json!([])),
+        member("north", &[1, 1, 3, 3], json!([])),
+        member("south", &[3, 3, 2], json!([])),
+        member("west", &[4, 4], json!([])),
+    ]
+}
+
+#[test]
+fn a_gang_goes_whole_to_the_only_member_whose_nodes_hold_each_of_its_pods() {
+    let b = bindings(&[binding("llama", 2, 4, json!({}))]);
+    let plan = run(&fragmented(), &b);
+    assert_eq!(
+        placed_in(&plan, "llama-job"),
+        Some(vec!["west".to_string()])
+    );
+    let (status, reason, _) = scheduled(&plan, "llama-job").unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", REASON_SUCCESS));
+    let w = write_for(&plan, "llama-job").unwrap();
+    assert_eq!(
+        w.status.as_ref().unwrap()["status"]["schedulerObservedGeneration"],
+        1
+    );
+    let applied = &w.patch.as_ref().unwrap()["metadata"]["annotations"][APPLIED_PLACEMENT];
+    assert_eq!(
+        applied, "{}",
+        "the placement it was scheduled with is recorded"
+    );
+}
+
+#[test]
+fn a_gang_no_member_can_hold_waits_with_a_reason_and_is_placed_nowhere() {
+    // Three pods of 4 GPUs: west holds two.
+    let b = bindings(&[binding("big", 3, 4, json!({}))]);
+    let plan = run(&fragmented(), &b);
+    assert_eq!(placed_in(&plan, "big-job"), None);
+    let (status, reason, message) = scheduled(&plan, "big-job").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", REASON_UNSCHEDULABLE)
+    );
+    assert!(!message.is_empty());
+    assert!(
+        plan.decisions.binds.is_empty()
+            || plan.decisions.binds.iter().all(|b| b.job != "ml/big-job")
+    );
+}
+
+#[test]
+fn two_gangs_that_fit_one_member_only_once_are_not_both_sent_there() {
+    let b = bindings(&[
+        binding("first", 2, 4, json!({})),
+        binding("second", 2, 4, json!({})),
+    ]);
+    let plan = run(&fragmented(), &b);
+    let placed: Vec<_> = ["first-job", "second-job"]
+        .iter()
+        .filter_map(|n| placed_in(&plan, n))
+        .collect();
+    assert_eq!(placed, vec![vec!["west".to_string()]]);
+}
+
+/// `first` as Karmada shows it once tephra placed it in west.
+fn placed_first(in_cluster: &str) -> Value {
+    let mut v = binding("first", 2, 4, json!({}));
+    v["metadata"]["annotations"] = json!({APPLIED_PLACEMENT: "{}"});
+    v["spec"]["clusters"] = json!([{"name": in_cluster}]);
+    v["status"] = json!({"schedulerObservedGeneration": 1});
+    v
+}
+
+fn job_pod(job: &str, name: &str, node: Option<&str>, gpus: u32) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "labels": {"volcano.sh/job-name": job}},
+        "spec": {"nodeName": node, "schedulerName": "volcano", "containers": [{"name": "c",
+            "resources": {"requests": {GPU: gpus.to_string()}}}]},
+        "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_placed_gang_keeps_its_room_until_its_pods_hold_their_nodes() {
+    let b = bindings(&[placed_first("west"), binding("second", 2, 4, json!({}))]);
+    // first's Job has not reached west yet: its room is kept.
+    let plan = run(&fragmented(), &b);
+    assert_eq!(
+        placed_in(&plan, "first-job"),
+        None,
+        "a placed binding stays"
+    );
+    assert_eq!(placed_in(&plan, "second-job"), None);
+    // Its pods exist but wait for the member's scheduler: still kept.
+    let mut fleet = fragmented();
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    west.pods = vec![
+        job_pod("first", "first-worker-0", None, 4),
+        job_pod("first", "first-worker-1", None, 4),
+    ];
+    assert_eq!(reservation(&b[0], "west", west), 2);
+    let plan = run(&fleet, &b);
+    assert_eq!(placed_in(&plan, "second-job"), None);
+    // Bound: they hold the nodes themselves, and the reservation is gone.
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    west.pods = vec![
+        job_pod("first", "first-worker-0", Some("west-n0"), 4),
+        job_pod("first", "first-worker-1", Some("west-n1"), 4),
+    ];
+    assert_eq!(reservation(&b[0], "west", west), 0);
+    let plan = run(&fleet, &b);
+    assert_eq!(placed_in(&plan, "second-job"), None);
+    // Finished: the room is free again.
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    for p in &mut west.pods {
+        p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    }
+    let plan = run(&fleet, &b);
+    assert_eq!(
+        placed_in(&plan, "second-job"),
+        Some(vec!["west".to_string()])
+    );
+    // And once its pods are removed, Karmada's aggregated status says the Job completed.
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    west.pods.clear();
+    let mut done = placed_first("west");
+    done["status"]["aggregatedStatus"] = json!([{"clusterName": "west", "applied": true,
+        "health": "Healthy", "status": {"state": {"phase": "Completed"}}}]);
+    let b = bindings(&[done, binding("second", 2, 4, json!({}))]);
+    let plan = run(&fleet, &b);
+    assert_eq!(
+        placed_in(&plan, "second-job"),
+        Some(vec!["west".to_string()])
+    );
+}
+
+#[test]
+fn a_cluster_a_graceful_eviction_task_names_is_never_chosen() {
+    let mut fleet = fragmented();
+    fleet.push(member("west2", &[4, 4], json!([])));
+    let mut v = binding("llama", 2, 4, json!({}));
+    v["spec"]["gracefulEvictionTasks"] = json!([{"fromCluster": "west", "reason": "TaintUntolerated",
+        "producer": "TaintManager"}]);
+    let plan = run(&fleet, &bindings(&[v.clone()]));
+    assert_eq!(
+        placed_in(&plan, "llama-job"),
+        Some(vec!["west2".to_string()])
+    );
+    // With west2 gone too, it waits rather than go back.
+    let plan = run(&fragmented(), &bindings(&[v]));
+    assert_eq!(placed_in(&plan, "llama-job"), None);
+}
+
+#[test]
+fn cluster_affinity_and_cluster_taints_are_honoured() {
+    let only_east = json!({"clusterAffinity": {"clusterNames": ["east"]}});
+    let plan = run(&fragmented(), &bindings(&[binding("a", 2, 4, only_east)]));
+    assert_eq!(
+        placed_in(&plan, "a-job"),
+        None,
+        "east has no node with 4 GPUs"
+    );
+    let tainted = vec![
+        member("east", &[2, 2, 2, 2], json!([])),
+        member(
+            "west",
+            &[4, 4],
+            json!([{"key": "maintenance", "effect": "NoSchedule"}]),
+        ),
+    ];
+    let plan = run(&tainted, &bindings(&[binding("b", 2, 4, json!({}))]));
+    assert_eq!(
+        placed_in(&plan, "b-job"),
+        None,
+        "west's taint is not tolerated"
+    );
+    let tolerates = json!({"clusterTolerations": [{"key": "maintenance", "operator": "Exists"}]});
+    let plan = run(&tainted, &bindings(&[binding("c", 2, 4, tolerates)]));
+    assert_eq!(placed_in(&plan, "c-job"), Some(vec!["west".to_string()]));
+    let labels = json!({"clusterAffinity": {"fieldSelector": {"matchExpressions": [
+        {"key": "zone", "operator": "NotIn", "values": ["z1"]}]}}});
+    let plan = run(&fragmented(), &bindings(&[binding("d", 1, 1, labels)]));
+    assert_eq!(
+        placed_in(&plan, "d-job"),
+        None,
+        "every member is in zone z1"
+    );
+}
+
+#[test]
+fn a_binding_for_another_scheduler_is_left_alone() {
+    let mut v = binding("theirs", 2, 4, json!({}));
+    v["spec"]["schedulerName"] = json!("default-scheduler");
+    let plan = run(&fragmented(), &bindings(&[v]));
+    assert!(plan.writes.is_empty());
+}
+
+#[test]
+fn a_placed_binding_stays_and_only_its_observed_generation_catches_up() {
+    let mut v = placed_first("west");
+    v["metadata"]["generation"] = json!(3);
+    let plan = run(&fragmented(), &bindings(std::slice::from_ref(&v)));
+    assert_eq!(placed_in(&plan, "first-job"), None);
+    let w = write_for(&plan, "first-job").unwrap();
+    assert_eq!(
+        w.status,
+        Some(json!({"status": {"schedulerObservedGeneration": 3}}))
+    );
+    // A changed placement is scheduled again.
+    v["spec"]["placement"] = json!({"clusterAffinity": {"exclude": ["west"]}});
+    let b = Binding::from_value(v).unwrap();
+    assert_eq!(b.needs_scheduling(), Some("its placement changed"));
+}
+
+#[test]
+fn a_non_workload_goes_to_every_ready_cluster_its_placement_allows() {
+    let v = json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": "settings-configmap", "namespace": "ml", "generation": 1},
+        "spec": {"resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings"},
+            "placement": {"clusterAffinity": {"exclude": ["north"]}},
+            "schedulerName": "tephra"}
+    });
+    let plan = run(&fragmented(), &bindings(&[v]));
+    assert_eq!(
+        placed_in(&plan, "settings-configmap"),
+        Some(vec![
+            "east".to_string(),
+            "south".to_string(),
+            "west".to_string()
+        ])
+    );
+}
+
+#[test]
+fn the_same_waiting_reason_is_not_written_twice() {
+    let v = binding("big", 3, 4, json!({}));
+    let plan = run(&fragmented(), &bindings(std::slice::from_ref(&v)));
+    let (_, _, message) = scheduled(&plan, "big-job").unwrap();
+    let mut again = v;
+    again["status"] = json!({"conditions": [{"type": "Scheduled", "status": "False",
+        "reason": REASON_UNSCHEDULABLE, "message": message,
+        "lastTransitionTime": "2026-11-29T00:00:00Z"}]});
+    let plan = run(&fragmented(), &bindings(&[again]));
+    assert!(write_for(&plan, "big-job").is_none(), "{:?}", plan.writes);
+}
+
+#[test]
+fn a_malformed_binding_is_refused_with_the_field_named() {
+    let mut v = binding("bad", 1, 1, json!({}));
+    v["spec"]["components"][0]["replicas"] = json!("two");
+    let e = Binding::from_value(v).unwrap_err().to_string();
+    assert!(e.contains("ml/bad-job"), "{e}");
+    let mut v = binding(
+        "bad",
+        1,
+        1,
+        json!({"clusterTolerations": [{"key": "a",
+        "operator": "Sometimes"}]}),
+    );
+    v["spec"]["schedulerName"] = json!("tephra");
+    let plan = run(&fragmented(), &bindings(&[v]));
+    let (status, reason, message) = scheduled(&plan, "bad-job").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "SchedulerError")
+    );
+    assert!(message.contains("clusterTolerations"), "{message}");
+}

@@ -18,6 +18,7 @@
 //! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
 //! when its NoExecute taint is not tolerated or the job stays unhealthy there. [`ui`] serves
 //! the web UI, and [`eta`] keeps waiting jobs' expected starts recomputed off the loop.
+//! [`karmada`] is the Karmada mode: tephra as the scheduler of Karmada's ResourceBindings.
 
 pub use tephra_index::{convert, state, tick, writes};
 
@@ -34,6 +35,7 @@ pub mod executor;
 pub mod failover;
 pub mod gone;
 pub mod jobs;
+pub mod karmada;
 pub mod lanes;
 pub mod leader;
 pub mod logging;

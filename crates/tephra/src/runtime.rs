@@ -127,3 +127,11 @@ pub async fn shutdown() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// The multi-threaded async runtime a long-running command runs on.
+pub fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}

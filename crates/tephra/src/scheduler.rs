@@ -21,6 +21,17 @@ pub enum Members {
     Both,
 }
 
+/// Whose fleet objects the scheduler serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Fleet {
+    /// tephra's own: Volcano's objects, and tephra's Clusters and ResourceBindings (the default).
+    Tephra,
+    /// Karmada's: the API server is Karmada's; tephra schedules the ResourceBindings whose
+    /// `spec.schedulerName` is one of `--scheduler-name`, onto Karmada's Clusters, and leaves
+    /// propagation, failover and eviction to Karmada's controllers.
+    Karmada,
+}
+
 /// The flags of `tephra scheduler`.
 #[derive(Args, Debug)]
 pub struct Flags {
@@ -80,6 +91,10 @@ pub struct Flags {
     /// Where member clusters come from.
     #[arg(long, value_enum, default_value = "local")]
     members: Members,
+    /// Whose fleet objects to serve: tephra's own, or a Karmada control plane's (the client's
+    /// API server is then Karmada's).
+    #[arg(long, value_enum, default_value = "tephra")]
+    fleet: Fleet,
     /// How long a gang may stay below minMember after failed binds before it is evicted whole
     /// and placed again (Go duration).
     #[arg(long, default_value = "30s")]
@@ -145,6 +160,9 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         .map(|h| runtime::address("--healthz-address", h))
         .transpose()?;
     let identity = runtime::identity("tephra-scheduler");
+    if f.fleet == Fleet::Karmada {
+        return run_karmada(f, period, identity);
+    }
     let options = tephra_kube::Options {
         scheduler_names: f.scheduler_names,
         period,
@@ -193,14 +211,44 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             )?,
         },
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = runtime::async_runtime()?;
     runtime.block_on(async move {
         let client = f.connection.client().await?;
         let running = tephra_kube::start(client, options).await?;
         tracing::info!(metrics = ?running.metrics_addr, "tephra scheduler started");
+        runtime::shutdown().await;
+        tracing::info!("stopping");
+        running.stop().await;
+        anyhow::Ok(())
+    })
+}
+
+/// `--fleet karmada`: schedules Karmada's bindings until interrupted.
+fn run_karmada(f: Flags, period: Duration, identity: String) -> anyhow::Result<()> {
+    let config = match &f.scheduler_conf {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--scheduler-conf {}", path.display()))?;
+            let parsed = if f.strict_config {
+                tephra_scheduler::SchedulerConfig::parse_strict(&text)
+            } else {
+                tephra_scheduler::SchedulerConfig::parse(&text)
+            };
+            parsed.with_context(|| format!("--scheduler-conf {}", path.display()))?
+        }
+        None => tephra_scheduler::SchedulerConfig::default_config(),
+    };
+    let options = tephra_kube::karmada::KarmadaOptions {
+        scheduler_names: f.scheduler_names,
+        period,
+        config: std::sync::Arc::new(config),
+        identity,
+    };
+    let runtime = runtime::async_runtime()?;
+    runtime.block_on(async move {
+        let client = f.connection.client().await?;
+        let running = tephra_kube::karmada::start(client, options);
+        tracing::info!("tephra scheduler started for Karmada's bindings");
         runtime::shutdown().await;
         tracing::info!("stopping");
         running.stop().await;

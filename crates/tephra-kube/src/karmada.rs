@@ -1,0 +1,401 @@
+//! `tephra scheduler --fleet karmada`: tephra as a scheduler of a Karmada control plane. It
+//! watches Karmada's `ResourceBinding`s and `Cluster`s, reaches each member with the token and
+//! CA bundle of the Secret its Cluster names (as Karmada's own controllers do, Push mode), and
+//! watches the member's nodes and pods; every period it plans a pass with
+//! [`tephra_index::karmada::plan`] (the core, one gang per binding) and writes what
+//! karmada-scheduler writes on the bindings whose `spec.schedulerName` is tephra's. Karmada's
+//! binding, execution, failover and eviction controllers do the rest, unchanged; nothing of
+//! tephra's own fleet chain runs in this mode.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tephra_index::endpoint::Endpoint;
+use tephra_index::karmada::{
+    self as plan, BINDING_GROUP, BINDING_VERSION, Binding, BindingWrite, CLUSTER_GROUP,
+    CLUSTER_VERSION, Input, Member,
+};
+use tephra_scheduler::SchedulerConfig;
+use tokio::sync::watch as signal;
+use tokio::task::JoinHandle;
+
+use crate::events::{EventFor, event};
+
+/// The component tephra's Events on bindings come from.
+pub const COMPONENT: &str = "tephra-scheduler";
+
+/// How the Karmada mode runs.
+#[derive(Clone, Debug)]
+pub struct KarmadaOptions {
+    /// The `spec.schedulerName`s of bindings tephra schedules.
+    pub scheduler_names: Vec<String>,
+    /// Time between passes.
+    pub period: Duration,
+    /// The scheduler configuration.
+    pub config: Arc<SchedulerConfig>,
+    /// This replica's name, in Events.
+    pub identity: String,
+}
+
+/// A running Karmada-mode scheduler.
+pub struct KarmadaRunning {
+    stop: signal::Sender<bool>,
+    main: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl KarmadaRunning {
+    /// Stops it: no write starts after this returns.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = self.main.await;
+    }
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Karmada's ResourceBinding.
+pub fn binding_resource() -> ApiResource {
+    resource(
+        BINDING_GROUP,
+        BINDING_VERSION,
+        "ResourceBinding",
+        "resourcebindings",
+    )
+}
+
+/// Karmada's Cluster.
+pub fn cluster_resource() -> ApiResource {
+    resource(CLUSTER_GROUP, CLUSTER_VERSION, "Cluster", "clusters")
+}
+
+/// A store of `ar`'s objects on Karmada's API server, kept by a watcher task.
+fn dynamic_store(client: &Client, ar: &ApiResource) -> (Store<DynamicObject>, JoinHandle<()>) {
+    let writer = reflector::store::Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    let what = format!("karmada {}", ar.kind);
+    let stream = reflector(writer, watcher(api, watcher::Config::default()));
+    (store, tokio::spawn(drive(stream, what)))
+}
+
+/// Runs a reflector's stream until it ends, logging the first error of each run of failures.
+async fn drive<K>(
+    stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+    what: String,
+) {
+    let mut s = std::pin::pin!(stream.default_backoff());
+    let mut failing = false;
+    while let Some(r) = s.next().await {
+        match r {
+            Ok(_) => failing = false,
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(watch = %what, error = %crate::brief::watch(&e), "watch failed");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn reflector<K>(
+    writer: reflector::store::Writer<K>,
+    stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>>,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    kube::runtime::reflector(writer, stream)
+}
+
+/// A typed store of a member's objects, kept by a watcher task.
+fn member_store<K>(client: &Client, cluster: &str) -> (Store<K>, JoinHandle<()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let api: Api<K> = Api::all(client.clone());
+    let what = format!("member {cluster} {}", K::kind(&()));
+    let stream = reflector(
+        writer,
+        watcher(api, watcher::Config::default().page_size(5000)),
+    );
+    (store, tokio::spawn(drive(stream, what)))
+}
+
+/// One member's watchers.
+struct MemberWatch {
+    endpoint: Endpoint,
+    nodes: Store<Node>,
+    pods: Store<Pod>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for MemberWatch {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl MemberWatch {
+    fn synced(&self) -> bool {
+        use futures::FutureExt;
+        self.nodes.wait_until_ready().now_or_never().is_some()
+            && self.pods.wait_until_ready().now_or_never().is_some()
+    }
+}
+
+/// A binding as tephra last wrote it, used until the watch shows a version other than the one
+/// the write started from (so that a pass never plans on a binding it has just placed).
+struct Written {
+    before: String,
+    after: Binding,
+}
+
+/// Starts the Karmada-mode scheduler on the Karmada API server `client` speaks to.
+pub fn start(client: Client, options: KarmadaOptions) -> KarmadaRunning {
+    let (stop, stopped) = signal::channel(false);
+    let (bindings, bindings_task) = dynamic_store(&client, &binding_resource());
+    let (clusters, clusters_task) = dynamic_store(&client, &cluster_resource());
+    let main = tokio::spawn(run(client, options, bindings, clusters, stopped));
+    KarmadaRunning {
+        stop,
+        main,
+        tasks: vec![bindings_task, clusters_task],
+    }
+}
+
+async fn run(
+    client: Client,
+    options: KarmadaOptions,
+    bindings: Store<DynamicObject>,
+    clusters: Store<DynamicObject>,
+    mut stopped: signal::Receiver<bool>,
+) {
+    let mut members: HashMap<String, MemberWatch> = HashMap::new();
+    let mut unreachable: HashMap<String, String> = HashMap::new();
+    let mut written: HashMap<String, Written> = HashMap::new();
+    let mut problems: HashMap<String, Instant> = HashMap::new();
+    let mut session = 0u64;
+    let mut tick = tokio::time::interval(options.period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let _ = tokio::join!(bindings.wait_until_ready(), clusters.wait_until_ready());
+    tracing::info!("karmada mode: bindings and clusters synced");
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped.changed() => return,
+        }
+        if *stopped.borrow() {
+            return;
+        }
+        // The members: a watcher pair per Cluster that names an endpoint.
+        let mut api_clusters = BTreeMap::new();
+        for c in clusters.state() {
+            let name = c.name_any();
+            let value = match serde_json::to_value(c.as_ref()) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            match plan::cluster_from_value(value) {
+                Ok(cluster) => {
+                    api_clusters.insert(name, cluster);
+                }
+                Err(e) => note(&mut problems, e.to_string()),
+            }
+        }
+        members.retain(|name, m| {
+            api_clusters
+                .get(name)
+                .and_then(Endpoint::of)
+                .is_some_and(|e| e == m.endpoint)
+        });
+        for (name, c) in &api_clusters {
+            if members.contains_key(name) {
+                continue;
+            }
+            let Some(endpoint) = Endpoint::of(c) else {
+                continue;
+            };
+            match crate::members::connect(&client, &endpoint).await {
+                Ok(member) => {
+                    unreachable.remove(name);
+                    let (nodes, t1) = member_store::<Node>(&member, name);
+                    let (pods, t2) = member_store::<Pod>(&member, name);
+                    members.insert(
+                        name.clone(),
+                        MemberWatch {
+                            endpoint,
+                            nodes,
+                            pods,
+                            tasks: vec![t1, t2],
+                        },
+                    );
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    if unreachable.get(name) != Some(&e) {
+                        tracing::warn!(cluster = %name, error = %e, "cannot reach the member");
+                        unreachable.insert(name.clone(), e);
+                    }
+                }
+            }
+        }
+        let view: BTreeMap<String, Member> = api_clusters
+            .into_iter()
+            .map(|(name, cluster)| {
+                let m = members.get(&name);
+                let synced = m.is_some_and(MemberWatch::synced);
+                let member = Member {
+                    cluster,
+                    synced,
+                    nodes: m
+                        .filter(|_| synced)
+                        .map(|m| m.nodes.state().iter().map(|n| (**n).clone()).collect())
+                        .unwrap_or_default(),
+                    pods: m
+                        .filter(|_| synced)
+                        .map(|m| m.pods.state().iter().map(|p| (**p).clone()).collect())
+                        .unwrap_or_default(),
+                };
+                (name, member)
+            })
+            .collect();
+        // The bindings, as last written where the watch has not caught up.
+        let mut list = Vec::new();
+        for b in bindings.state() {
+            let key = format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any());
+            let rv = b.resource_version().unwrap_or_default();
+            if let Some(w) = written.get(&key) {
+                if w.before == rv {
+                    list.push(w.after.clone());
+                    continue;
+                }
+                written.remove(&key);
+            }
+            let value = match serde_json::to_value(b.as_ref()) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            match Binding::from_value(value) {
+                Ok(b) => list.push(b),
+                Err(e) => note(&mut problems, e.to_string()),
+            }
+        }
+        written.retain(|k, _| list.iter().any(|b| &b.key() == k));
+        session += 1;
+        let started = Instant::now();
+        let out = plan::plan(&Input {
+            scheduler_names: &options.scheduler_names,
+            members: &view,
+            bindings: &list,
+            config: Arc::clone(&options.config),
+            now: k8s_openapi::jiff::Timestamp::now().as_second(),
+            session,
+        });
+        for p in out.problems {
+            note(&mut problems, p);
+        }
+        if !out.writes.is_empty() {
+            tracing::debug!(session, writes = out.writes.len(), took = ?started.elapsed(), "karmada pass");
+        }
+        for w in out.writes {
+            let key = format!("{}/{}", w.namespace, w.name);
+            let before = bindings
+                .state()
+                .iter()
+                .find(|b| {
+                    b.namespace().as_deref() == Some(w.namespace.as_str()) && b.name_any() == w.name
+                })
+                .and_then(|b| b.resource_version())
+                .unwrap_or_default();
+            match write(&client, &w, &options.identity).await {
+                Ok(Some(after)) => {
+                    written.insert(key, Written { before, after });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(binding = %key, error = %crate::brief::kube(&e), "writing the binding failed")
+                }
+            }
+        }
+    }
+}
+
+/// Logs a problem once every ten minutes at most.
+fn note(problems: &mut HashMap<String, Instant>, line: String) {
+    let now = Instant::now();
+    let due = problems
+        .get(&line)
+        .is_none_or(|t| now.duration_since(*t) > Duration::from_secs(600));
+    if due {
+        tracing::warn!(problem = %line, "karmada mode cannot read an object");
+        problems.insert(line, now);
+    }
+}
+
+/// Carries out one binding write: the object (placement), then its status, then an Event.
+/// Returns the binding as written, when it wrote the object.
+async fn write(
+    client: &Client,
+    w: &BindingWrite,
+    identity: &str,
+) -> Result<Option<Binding>, kube::Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &w.namespace, &binding_resource());
+    let params = PatchParams::default();
+    let mut last = None;
+    if let Some(p) = &w.patch {
+        last = Some(api.patch(&w.name, &params, &Patch::Merge(p)).await?);
+    }
+    if let Some(s) = &w.status {
+        last = Some(api.patch_status(&w.name, &params, &Patch::Merge(s)).await?);
+    }
+    if let Some((kind, reason, message)) = &w.event {
+        let on = EventFor {
+            namespace: &w.namespace,
+            api_version: "work.karmada.io/v1alpha2",
+            kind: "ResourceBinding",
+            name: &w.name,
+            uid: last.as_ref().and_then(|o| o.uid()),
+        };
+        let ev = event(
+            &on,
+            reason,
+            message,
+            *kind == "Warning",
+            COMPONENT,
+            identity,
+        );
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(client.clone(), &w.namespace);
+        if let Err(e) = events.create(&Default::default(), &ev).await {
+            tracing::warn!(binding = %w.name, error = %crate::brief::kube(&e), "recording an event failed");
+        }
+    }
+    Ok(last
+        .filter(|_| w.patch.is_some())
+        .and_then(|o| serde_json::to_value(o).ok())
+        .and_then(|v| Binding::from_value(v).ok()))
+}

@@ -1,0 +1,455 @@
+//! tephra as the scheduler of a real Karmada (v1.18, built from its Go module): Volcano Jobs on
+//! Karmada's API server, propagated by PropagationPolicies that name tephra, go whole to the
+//! one member whose nodes hold every pod of the gang (where Karmada's own scheduler would count
+//! free GPUs in total), and Karmada's binding and execution controllers carry them there, where
+//! the member's own tephra runs them; a gang no member can hold waits with the reason; a
+//! binding for karmada-scheduler is left to it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde_json::{Value, json};
+use tephra_envtest::karmada::{KARMADA, karmada_fleet};
+use tephra_envtest::{KarmadaOptions, Release, objects};
+
+/// A Volcano Job of one task of `replicas` pods asking `gpus` GPUs each, all needed.
+fn volcano_job(name: &str, replicas: u32, gpus: u32) -> Value {
+    json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default",
+            "annotations": {"tephra.io/sim-duration": "1h"}},
+        "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": "default",
+            "tasks": [{"name": "worker", "replicas": replicas, "minAvailable": replicas,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                    "name": "train", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()},
+                        "limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}}]}
+    })
+}
+
+/// A PropagationPolicy sending the Volcano Job `job` to east or west, scheduled by `scheduler`.
+fn policy(job: &str, scheduler: &str) -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": job, "namespace": "default"},
+        "spec": {"schedulerName": scheduler,
+            "resourceSelectors": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "name": job}],
+            "placement": {"clusterAffinity": {"clusterNames": ["east", "west"]},
+                "replicaScheduling": {"replicaSchedulingType": "Divided"},
+                "spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1,
+                    "maxGroups": 1}]}}
+    })
+}
+
+fn clusters_of(rb: &Value) -> Vec<String> {
+    rb["spec"]["clusters"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn scheduled_condition(rb: &Value) -> Option<(String, String, String)> {
+    let c = rb["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Scheduled")?
+        .clone();
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["reason"].as_str()?.to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+/// A Karmada fleet whose members each run tephra for one cluster (the job controller and the
+/// scheduler), and tephra scheduling Karmada's bindings that name `tephra`.
+struct Setup {
+    fleet: tephra_envtest::KarmadaFleet,
+    inside: Vec<(tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>)>,
+    sched: tephra_kube::karmada::KarmadaRunning,
+}
+
+/// Members `(name, GPUs of each node)`, with 16-CPU nodes `<name>-<i>`; `None` when the real
+/// components are not built (outside CI).
+async fn start(members: &[(&str, &[u32])]) -> Option<Setup> {
+    let specs: Vec<(&str, Vec<_>)> = members
+        .iter()
+        .map(|(name, gpus)| {
+            let nodes = gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| node(&format!("{name}-{i}"), "16", *g))
+                .collect();
+            (*name, nodes)
+        })
+        .collect();
+    let fleet = karmada_fleet(&Release::tier(), &specs, KarmadaOptions::default())
+        .await
+        .expect("Karmada and its members start")?;
+    let mut inside = Vec::new();
+    for m in &fleet.members {
+        inside.push(start_everything(&m.client).await);
+    }
+    let sched = tephra_kube::karmada::start(
+        fleet.client(KARMADA).unwrap(),
+        tephra_kube::karmada::KarmadaOptions {
+            scheduler_names: vec!["tephra".into()],
+            period: Duration::from_millis(200),
+            config: Arc::new(tephra_scheduler::SchedulerConfig::default_config()),
+            identity: "test".into(),
+        },
+    );
+    Some(Setup {
+        fleet,
+        inside,
+        sched,
+    })
+}
+
+impl Setup {
+    async fn stop(self) {
+        self.sched.stop().await;
+        for (s, ctl) in self.inside {
+            stop_everything(s, ctl).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_saying_why() {
+    logs();
+    // east: 8 GPUs on four nodes of 2; west: 8 GPUs on two nodes of 4.
+    let Some(setup) = start(&[("east", &[2, 2, 2, 2]), ("west", &[4, 4])]).await else {
+        return;
+    };
+    let fleet = &setup.fleet;
+    let karmada = fleet.client(KARMADA).unwrap();
+
+    // Two pods of 4 GPUs: only west has nodes with 4.
+    objects::create(&karmada, &volcano_job("llama", 2, 4))
+        .await
+        .unwrap();
+    fleet
+        .propagation_policy(policy("llama", "tephra"))
+        .await
+        .unwrap();
+    let rb = eventually(60, "llama's binding placed", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "llama")
+            .await
+            .ok()??;
+        // The placement is written first, then the status.
+        let scheduled = scheduled_condition(&rb).is_some();
+        (!clusters_of(&rb).is_empty() && scheduled).then_some(rb)
+    })
+    .await;
+    assert_eq!(clusters_of(&rb), vec!["west".to_string()], "{rb:#}");
+    let (status, reason, _) = scheduled_condition(&rb).unwrap();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Success"));
+    // Karmada's controllers carry the Job to west, whose tephra runs its pods there.
+    let west = fleet.client("west").unwrap();
+    let placed = all_bound(&west, "default", "llama-", 2, 90).await;
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with("west-")),
+        "{placed:?}"
+    );
+    let east = fleet.client("east").unwrap();
+    let jobs_in_east: Api<tephra_api::Job> = Api::namespaced(east.clone(), "default");
+    assert!(jobs_in_east.get_opt("llama").await.unwrap().is_none());
+
+    // Three pods of 4 GPUs: no member can hold them (west's nodes are taken anyway).
+    objects::create(&karmada, &volcano_job("big", 3, 4))
+        .await
+        .unwrap();
+    fleet
+        .propagation_policy(policy("big", "tephra"))
+        .await
+        .unwrap();
+    let rb = eventually(60, "big's binding waiting with a reason", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "big")
+            .await
+            .ok()??;
+        let (status, reason, message) = scheduled_condition(&rb)?;
+        (status == "False").then_some((rb, reason, message))
+    })
+    .await;
+    assert!(clusters_of(&rb.0).is_empty(), "{:#}", rb.0);
+    assert_eq!(rb.1, "Unschedulable");
+    assert!(!rb.2.is_empty());
+
+    // A binding for Karmada's own scheduler is placed by it; tephra records nothing on it.
+    objects::create(&karmada, &volcano_job("theirs", 1, 1))
+        .await
+        .unwrap();
+    fleet
+        .propagation_policy(policy("theirs", "default-scheduler"))
+        .await
+        .unwrap();
+    eventually(60, "theirs placed by karmada-scheduler", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "theirs")
+            .await
+            .ok()??;
+        (!clusters_of(&rb).is_empty()).then_some(())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(karmada.clone(), "default");
+    let ours: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_component.as_deref() == Some(tephra_kube::karmada::COMPONENT))
+        .filter_map(|e| e.involved_object.name)
+        .collect();
+    assert!(ours.iter().any(|n| n == "llama-job"), "{ours:?}");
+    assert!(!ours.iter().any(|n| n == "theirs-job"), "{ours:?}");
+    setup.stop().await;
+}
+
+/// Karmada's ClusterTaintPolicy that taints a member `NoExecute` while its Ready condition is
+/// not True (since v1.18 the cluster controller no longer does it itself).
+fn not_ready_taints() -> Value {
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+        "metadata": {"name": "not-ready"},
+        "spec": {
+            "addOnConditions": [{"conditionType": "Ready", "operator": "In",
+                "statusValues": ["False", "Unknown"]}],
+            "removeOnConditions": [{"conditionType": "Ready", "operator": "In",
+                "statusValues": ["True"]}],
+            "taints": [{"key": "cluster.karmada.io/not-ready", "effect": "NoExecute"}]}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_karmada_evicts_a_gang_from_a_failed_member_tephra_places_it_whole_where_it_fits() {
+    logs();
+    // east: 8 GPUs on four nodes of 2 (karmada-scheduler's choice after a failure, where the
+    // gang cannot run); west and south: two nodes of 4 each.
+    let Some(setup) = start(&[
+        ("east", &[2, 2, 2, 2]),
+        ("south", &[4, 4]),
+        ("west", &[4, 4]),
+    ])
+    .await
+    else {
+        return;
+    };
+    let fleet = &setup.fleet;
+    let karmada = fleet.client(KARMADA).unwrap();
+    objects::create(&karmada, &not_ready_taints())
+        .await
+        .unwrap();
+    objects::create(&karmada, &volcano_job("llama", 2, 4))
+        .await
+        .unwrap();
+    let mut pp = policy("llama", "tephra");
+    pp["spec"]["placement"]["clusterAffinity"] = json!({});
+    fleet.propagation_policy(pp).await.unwrap();
+    let first = eventually(60, "llama's binding placed", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "llama")
+            .await
+            .ok()??;
+        clusters_of(&rb).first().cloned()
+    })
+    .await;
+    assert_ne!(first, "east");
+    let other = if first == "west" { "south" } else { "west" };
+    let first_client = fleet.client(&first).unwrap();
+    all_bound(&first_client, "default", "llama-", 2, 90).await;
+
+    // The member fails: Karmada marks it not Ready, taints it, and its taint manager evicts
+    // the binding from it; tephra places the gang again, whole, where its nodes fit.
+    fleet.stop_member(&first).unwrap();
+    // Karmada's taint manager evicts it (a graceful-eviction task), and tephra, seeing the
+    // binding without a cluster, places it again; the task stays until the new copy is healthy,
+    // seconds later, so every poll of the binding until then sees the task.
+    let evicted = std::sync::atomic::AtomicBool::new(false);
+    let rb = eventually(
+        90,
+        "llama's binding moved off the failed member",
+        || async {
+            let rb = fleet
+                .resource_binding("default", "job", "llama")
+                .await
+                .ok()??;
+            let tasks = rb["spec"]["gracefulEvictionTasks"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if tasks.iter().any(|t| t["fromCluster"] == first.as_str()) {
+                evicted.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let clusters = clusters_of(&rb);
+            (!clusters.is_empty() && !clusters.contains(&first)).then_some(rb)
+        },
+    )
+    .await;
+    assert_eq!(clusters_of(&rb), vec![other.to_string()], "{rb:#}");
+    assert!(
+        evicted.load(std::sync::atomic::Ordering::Relaxed),
+        "Karmada's taint manager evicted it: {rb:#}"
+    );
+    let other_client = fleet.client(other).unwrap();
+    let placed = all_bound(&other_client, "default", "llama-", 2, 90).await;
+    assert!(
+        placed.values().flatten().all(|n| n.starts_with(other)),
+        "{placed:?}"
+    );
+    let east = fleet.client("east").unwrap();
+    let jobs_in_east: Api<tephra_api::Job> = Api::namespaced(east, "default");
+    assert!(jobs_in_east.get_opt("llama").await.unwrap().is_none());
+
+    // Once the new copy is healthy, Karmada's graceful eviction ends the task; when the failed
+    // member answers again, its old copy is removed, and the gang stays where it runs.
+    eventually(120, "the graceful eviction task gone", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "llama")
+            .await
+            .ok()??;
+        let tasks = rb["spec"]["gracefulEvictionTasks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        tasks.is_empty().then_some(())
+    })
+    .await;
+    fleet.restore_member(&first).await.unwrap();
+    let jobs_in_first: Api<tephra_api::Job> = Api::namespaced(first_client, "default");
+    eventually(
+        120,
+        "the old copy removed from the member that failed",
+        || async {
+            jobs_in_first
+                .get_opt("llama")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let rb = fleet
+        .resource_binding("default", "job", "llama")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(clusters_of(&rb), vec![other.to_string()], "{rb:#}");
+    setup.stop().await;
+}
+
+/// Side by side on one real Karmada (`--ignored`; README's "Running with Karmada" records its
+/// table): the same Volcano Jobs on a fragmented fleet, each alone, placed once by
+/// karmada-scheduler (its default estimator) and once by tephra; where each lands, whether its
+/// pods can all run there, and how long placement took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: cargo test -p tephra-kube --test karmada -- --ignored --nocapture"]
+async fn karmada_scheduler_and_tephra_side_by_side_on_a_fragmented_fleet() {
+    logs();
+    // 16 GPUs each: east on eight nodes of 2, west on two nodes of 8.
+    let Some(setup) = start(&[("east", &[2; 8]), ("west", &[8, 8])]).await else {
+        return;
+    };
+    let fleet = &setup.fleet;
+    let karmada = fleet.client(KARMADA).unwrap();
+    let mut rows = Vec::new();
+    for (pods, gpus) in [(1u32, 8u32), (4, 4), (2, 8), (8, 2)] {
+        for scheduler in ["default-scheduler", "tephra"] {
+            let name = format!("j{pods}x{gpus}-{}", &scheduler[..3]);
+            let started = std::time::Instant::now();
+            objects::create(&karmada, &volcano_job(&name, pods, gpus))
+                .await
+                .unwrap();
+            let mut pp = policy(&name, scheduler);
+            pp["spec"]["placement"]["clusterAffinity"] = json!({});
+            fleet.propagation_policy(pp).await.unwrap();
+            let placed = eventually(60, &format!("{name} placed or refused"), || async {
+                let rb = fleet
+                    .resource_binding("default", "job", &name)
+                    .await
+                    .ok()??;
+                let clusters = clusters_of(&rb);
+                if !clusters.is_empty() {
+                    return Some(clusters.join(","));
+                }
+                let (status, _, _) = scheduled_condition(&rb)?;
+                (status == "False").then(|| "none (waits)".to_string())
+            })
+            .await;
+            let took = started.elapsed();
+            let mut runs = Vec::new();
+            for cluster in placed.split(',').filter(|_| !placed.starts_with("none")) {
+                let member = fleet.client(cluster).unwrap();
+                let bound = async {
+                    loop {
+                        let n = nodes_of(&member, "default", &format!("{name}-")).await;
+                        if n.len() == pods as usize && n.values().all(Option::is_some) {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                };
+                let ok = tokio::time::timeout(Duration::from_secs(20), bound).await;
+                runs.push(format!(
+                    "{cluster}: {}",
+                    if ok.is_ok() {
+                        "yes"
+                    } else {
+                        "no, pods stay Pending"
+                    }
+                ));
+            }
+            let runs = if runs.is_empty() {
+                "-".to_string()
+            } else {
+                runs.join("; ")
+            };
+            rows.push(format!(
+                "| {pods} × {gpus} GPUs | {scheduler} | {placed} | {runs} | {:.1} s |",
+                took.as_secs_f64()
+            ));
+            // Gone before the next: the Job, its policy, and its pods in the member.
+            let jobs: Api<DynamicObject> = Api::namespaced_with(
+                karmada.clone(),
+                "default",
+                &ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("batch.volcano.sh", "v1alpha1", "Job"),
+                    "jobs",
+                ),
+            );
+            jobs.delete(&name, &Default::default()).await.unwrap();
+            for m in ["east", "west"] {
+                let c = fleet.client(m).unwrap();
+                eventually(60, &format!("{name}'s pods gone from {m}"), || async {
+                    nodes_of(&c, "default", &format!("{name}-"))
+                        .await
+                        .is_empty()
+                        .then_some(())
+                })
+                .await;
+            }
+        }
+    }
+    println!("| workload | scheduler | placed in | all pods run there | time to placement |");
+    println!("| --- | --- | --- | --- | --- |");
+    for r in rows {
+        println!("{r}");
+    }
+    setup.stop().await;
+}

@@ -158,6 +158,10 @@ fn a_gang_no_member_can_hold_waits_with_a_reason_and_is_placed_nowhere() {
         (status.as_str(), reason.as_str()),
         ("False", REASON_UNSCHEDULABLE)
     );
+    assert!(
+        message.contains("cluster west: needs 12 nvidia.com/gpu"),
+        "{message}"
+    );
     assert!(!message.is_empty());
     assert!(
         plan.decisions.binds.is_empty()

@@ -145,6 +145,9 @@ pub struct ObjectReference {
     /// Name.
     #[serde(default)]
     pub name: String,
+    /// The template's resourceVersion the binding was made from.
+    #[serde(default)]
+    pub resource_version: Option<String>,
 }
 
 /// What one replica needs (`replicaRequirements`, of the binding or of a component).
@@ -391,6 +394,25 @@ impl Binding {
     }
 }
 
+/// The Volcano Queue a resource template names: a Volcano Job's or PodGroup's `spec.queue`,
+/// or the `scheduling.volcano.sh/queue-name` annotation of any other kind (as Volcano reads
+/// it on a pod).
+pub fn template_queue(template: &Value) -> Option<String> {
+    let kind = template["kind"].as_str().unwrap_or_default();
+    let api = template["apiVersion"].as_str().unwrap_or_default();
+    let spec_queue = (kind == "Job" && api.starts_with("batch.volcano.sh/"))
+        || (kind == "PodGroup" && api.starts_with("scheduling.volcano.sh/"));
+    let named = if spec_queue {
+        template["spec"]["queue"].as_str()
+    } else {
+        template["metadata"]["annotations"][QUEUE_ANNOTATION].as_str()
+    };
+    named.filter(|q| !q.is_empty()).map(str::to_string)
+}
+
+/// The annotation naming a Volcano Queue on objects without a `spec.queue`.
+pub const QUEUE_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
+
 /// A Karmada `Cluster` read as tephra's (the two share their fields; Karmada's deprecated
 /// `spec.zone` counts as its one zone when `spec.zones` is empty).
 pub fn cluster_from_value(mut v: Value) -> Result<ApiCluster, KarmadaError> {
@@ -442,6 +464,11 @@ pub struct Input<'a> {
     pub members: &'a BTreeMap<String, Member>,
     /// Every binding.
     pub bindings: &'a [Binding],
+    /// The Volcano Queues on Karmada's API server.
+    pub queues: &'a [tephra_api::Queue],
+    /// Each binding's queue (`namespace/name` of the binding → queue), as its resource
+    /// template names it ([`template_queue`]); the default queue otherwise.
+    pub queue_of: &'a BTreeMap<String, String>,
     /// The scheduler configuration.
     pub config: Arc<SchedulerConfig>,
     /// Now, in seconds.
@@ -563,12 +590,11 @@ fn synthetic_pod(b: &Binding, role: &str, index: u32, req: &Requirements) -> Pod
     }
 }
 
-/// How many of the member's pods of `b`'s workload have had their room: those holding a node
-/// and those finished (a Volcano Job's pods by `volcano.sh/job-name`, a PodGroup's by
-/// `scheduling.k8s.io/group-name`). `None` for a kind whose pods tephra cannot tell.
-fn arrived_copies(b: &Binding, member: &Member) -> Option<u32> {
+/// Whether a member's pod is one of the pods of `b`'s workload: a Volcano Job's pods by
+/// `volcano.sh/job-name`, a PodGroup's by `scheduling.k8s.io/group-name`, in the template's
+/// namespace. `None` for a kind whose pods tephra cannot tell.
+fn copy_matcher(b: &Binding) -> Option<impl Fn(&Pod) -> bool + '_> {
     let r = &b.spec.resource;
-    let ns = r.namespace.clone().unwrap_or_else(|| b.namespace());
     let matches: fn(&Pod, &str) -> bool = match (r.api_version.as_str(), r.kind.as_str()) {
         ("batch.volcano.sh/v1alpha1", "Job") => |p, name| {
             p.metadata
@@ -582,18 +608,27 @@ fn arrived_copies(b: &Binding, member: &Member) -> Option<u32> {
         }
         _ => return None,
     };
+    let ns = r.namespace.clone().unwrap_or_else(|| b.namespace());
+    Some(move |p: &Pod| p.metadata.namespace.as_deref() == Some(ns.as_str()) && matches(p, &r.name))
+}
+
+/// Whether a pod has had its room: it holds a node, or it finished.
+fn arrived(p: &Pod) -> bool {
+    p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+        || matches!(
+            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        )
+}
+
+/// How many of the member's pods of `b`'s workload have had their room; `None` for a kind
+/// whose pods tephra cannot tell.
+fn arrived_copies(b: &Binding, member: &Member) -> Option<u32> {
+    let is_copy = copy_matcher(b)?;
     let n = member
         .pods
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .filter(|p| {
-            p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
-                || matches!(
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                    Some("Succeeded" | "Failed")
-                )
-        })
-        .filter(|p| matches(p, &r.name))
+        .filter(|p| arrived(p) && is_copy(p))
         .count();
     Some(u32::try_from(n).unwrap_or(u32::MAX))
 }
@@ -632,6 +667,7 @@ fn reservation(b: &Binding, cluster: &str, member: &Member) -> u32 {
 
 fn group_spec(
     b: &Binding,
+    queue: &str,
     min_member: u32,
     min_task_member: BTreeMap<String, u32>,
     phase: GroupPhase,
@@ -645,7 +681,7 @@ fn group_spec(
     PodGroupSpec {
         namespace: b.namespace(),
         name: b.name(),
-        queue: tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+        queue: queue.to_string(),
         min_member,
         min_task_member,
         min_resources: None,
@@ -673,14 +709,27 @@ fn default_queue() -> QueueSpec {
 /// The gangs the pass schedules, by job key: the binding's index and why.
 type Wanted = BTreeMap<String, (usize, &'static str)>;
 
-/// Reads everything into a fresh cache: the members' clusters, nodes and pods (as room other
-/// schedulers' pods hold), the gangs of the bindings to schedule, and the reservations of
-/// placed gangs whose pods do not hold their nodes yet.
+/// Reads everything into a fresh cache: the queues; the members' clusters, nodes and pods
+/// (another scheduler's, holding room; or a placed gang's, counted in its binding's job and
+/// queue); the gangs of the bindings to schedule; and the reservations of placed gangs whose
+/// pods do not hold their nodes yet.
 fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String, String>) {
     let mut cache = Cache::new();
     let mut wanted = Wanted::new();
     let mut unfit = BTreeMap::new();
-    let _ = cache.apply(Event::QueueUpsert(Box::new(default_queue())));
+    let mut has_default = false;
+    for q in input.queues {
+        has_default |= q.metadata.name.as_deref() == Some(tephra_api::defaults::DEFAULT_QUEUE);
+        match convert::queue(q, cache.names_mut()) {
+            Ok(spec) => {
+                let _ = cache.apply(Event::QueueUpsert(Box::new(spec)));
+            }
+            Err(e) => plan.problems.push(e.to_string()),
+        }
+    }
+    if !has_default {
+        let _ = cache.apply(Event::QueueUpsert(Box::new(default_queue())));
+    }
     for (name, m) in input.members {
         let mut cluster = convert::cluster(&m.cluster, m.synced);
         cluster.name = name.clone();
@@ -702,11 +751,82 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
                 ),
             }
         }
+    }
+    let ours = |b: &Binding| input.scheduler_names.contains(&b.spec.scheduler_name);
+    let queue_of = |b: &Binding| {
+        input
+            .queue_of
+            .get(&b.key())
+            .cloned()
+            .unwrap_or_else(|| tephra_api::defaults::DEFAULT_QUEUE.to_string())
+    };
+    // Placed gangs, by member: each is a job of its queue, holding what its pods hold.
+    let mut placed: BTreeMap<&str, Vec<&Binding>> = BTreeMap::new();
+    for (i, b) in input.bindings.iter().enumerate() {
+        if !ours(b) || !b.is_workload() {
+            continue;
+        }
+        let gang = b.gang();
+        let total: u32 = gang.iter().map(|(_, n, _)| *n).sum();
+        if let Some(why) = b.needs_scheduling() {
+            let policy = match b.policy() {
+                Ok(p) => p,
+                Err(e) => {
+                    unfit.insert(b.key(), e.to_string());
+                    continue;
+                }
+            };
+            let per_role = gang.iter().map(|(r, n, _)| (r.clone(), *n)).collect();
+            let group = group_spec(
+                b,
+                &queue_of(b),
+                total,
+                per_role,
+                GroupPhase::Pending,
+                policy,
+            );
+            let _ = cache.apply(Event::PodGroupUpsert(group));
+            add_pods(&mut cache, b, &gang, u32::MAX, None, plan);
+            wanted.insert(b.key(), (i, why));
+        } else if let [target] = b.spec.clusters.as_slice()
+            && let Some(member) = input.members.get(&target.name)
+        {
+            let missing = reservation(b, &target.name, member);
+            let finished = missing == 0 && arrived_copies(b, member) == Some(0);
+            let policy = JobPolicy {
+                cluster_names: vec![target.name.clone()],
+                ..JobPolicy::default()
+            };
+            let phase = if finished {
+                GroupPhase::Completed
+            } else if missing < total {
+                GroupPhase::Running
+            } else {
+                GroupPhase::Inqueue
+            };
+            let group = group_spec(b, &queue_of(b), total, BTreeMap::new(), phase, policy);
+            let _ = cache.apply(Event::PodGroupUpsert(group));
+            add_pods(&mut cache, b, &gang, missing, Some(&target.name), plan);
+            placed.entry(target.name.as_str()).or_default().push(b);
+        }
+    }
+    for (name, m) in input.members.iter().filter(|(_, m)| m.synced) {
+        let gangs: Vec<(&Binding, _)> = placed
+            .get(name.as_str())
+            .into_iter()
+            .flatten()
+            .filter_map(|b| Some((*b, copy_matcher(b)?)))
+            .collect();
         for p in &m.pods {
             match convert::pod(name, p, &[], cache.names_mut()) {
                 Ok(Some(mut spec)) => {
                     // Pods of different members may share a name: the core keys them apart.
                     spec.name = format!("{name}:{}", spec.name);
+                    if arrived(p)
+                        && let Some((b, _)) = gangs.iter().find(|(_, is_copy)| is_copy(p))
+                    {
+                        spec.group = b.metadata.name.clone();
+                    }
                     let _ = cache.apply(Event::PodUpsert(spec));
                 }
                 Ok(None) => {}
@@ -718,42 +838,6 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
                     .to_string(),
                 ),
             }
-        }
-    }
-    let ours = |b: &Binding| input.scheduler_names.contains(&b.spec.scheduler_name);
-    for (i, b) in input.bindings.iter().enumerate() {
-        if !ours(b) || !b.is_workload() {
-            continue;
-        }
-        let gang = b.gang();
-        if let Some(why) = b.needs_scheduling() {
-            let policy = match b.policy() {
-                Ok(p) => p,
-                Err(e) => {
-                    unfit.insert(b.key(), e.to_string());
-                    continue;
-                }
-            };
-            let min_member = gang.iter().map(|(_, n, _)| *n).sum();
-            let per_role = gang.iter().map(|(r, n, _)| (r.clone(), *n)).collect();
-            let group = group_spec(b, min_member, per_role, GroupPhase::Pending, policy);
-            let _ = cache.apply(Event::PodGroupUpsert(group));
-            add_pods(&mut cache, b, &gang, u32::MAX, None, plan);
-            wanted.insert(b.key(), (i, why));
-        } else if let [target] = b.spec.clusters.as_slice()
-            && let Some(member) = input.members.get(&target.name)
-        {
-            let missing = reservation(b, &target.name, member);
-            if missing == 0 {
-                continue;
-            }
-            let policy = JobPolicy {
-                cluster_names: vec![target.name.clone()],
-                ..JobPolicy::default()
-            };
-            let group = group_spec(b, missing, BTreeMap::new(), GroupPhase::Inqueue, policy);
-            let _ = cache.apply(Event::PodGroupUpsert(group));
-            add_pods(&mut cache, b, &gang, missing, Some(&target.name), plan);
         }
     }
     (cache, wanted, unfit)

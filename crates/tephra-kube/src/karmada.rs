@@ -178,21 +178,48 @@ pub fn start(client: Client, options: KarmadaOptions) -> KarmadaRunning {
     let (stop, stopped) = signal::channel(false);
     let (bindings, bindings_task) = dynamic_store(&client, &binding_resource());
     let (clusters, clusters_task) = dynamic_store(&client, &cluster_resource());
-    let main = tokio::spawn(run(client, options, bindings, clusters, stopped));
+    let (queues, queues_w) = reflector::store();
+    let queues_stream = reflector(
+        queues_w,
+        watcher(
+            Api::<tephra_api::Queue>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    );
+    let queues_task = tokio::spawn(drive(queues_stream, "karmada Queue".to_string()));
+    let stores = Stores {
+        bindings,
+        clusters,
+        queues,
+    };
+    let main = tokio::spawn(run(client, options, stores, stopped));
     KarmadaRunning {
         stop,
         main,
-        tasks: vec![bindings_task, clusters_task],
+        tasks: vec![bindings_task, clusters_task, queues_task],
     }
+}
+
+/// What the Karmada mode watches on Karmada's API server.
+struct Stores {
+    bindings: Store<DynamicObject>,
+    clusters: Store<DynamicObject>,
+    /// Volcano Queues (none while the CRD is not installed there).
+    queues: Store<tephra_api::Queue>,
 }
 
 async fn run(
     client: Client,
     options: KarmadaOptions,
-    bindings: Store<DynamicObject>,
-    clusters: Store<DynamicObject>,
+    stores: Stores,
     mut stopped: signal::Receiver<bool>,
 ) {
+    let Stores {
+        bindings,
+        clusters,
+        queues,
+    } = stores;
+    let mut templates = Templates::default();
     let mut members: HashMap<String, MemberWatch> = HashMap::new();
     let mut unreachable: HashMap<String, String> = HashMap::new();
     let mut written: HashMap<String, Written> = HashMap::new();
@@ -304,12 +331,19 @@ async fn run(
             }
         }
         written.retain(|k, _| list.iter().any(|b| &b.key() == k));
+        let queue_of = templates
+            .queues(&client, &options.scheduler_names, &list, &mut problems)
+            .await;
+        let queue_list: Vec<tephra_api::Queue> =
+            queues.state().iter().map(|q| (**q).clone()).collect();
         session += 1;
         let started = Instant::now();
         let out = plan::plan(&Input {
             scheduler_names: &options.scheduler_names,
             members: &view,
             bindings: &list,
+            queues: &queue_list,
+            queue_of: &queue_of,
             config: Arc::clone(&options.config),
             now: k8s_openapi::jiff::Timestamp::now().as_second(),
             session,
@@ -398,4 +432,90 @@ async fn write(
         .filter(|_| w.patch.is_some())
         .and_then(|o| serde_json::to_value(o).ok())
         .and_then(|v| Binding::from_value(v).ok()))
+}
+
+/// The queues the bindings' resource templates name, read once per template version: each
+/// binding of tephra's has its template read when it is first seen and whenever the template
+/// it was made from changes (`spec.resource.resourceVersion`).
+#[derive(Default)]
+struct Templates {
+    /// Binding key → (template version, queue).
+    seen: HashMap<String, (Option<String>, Option<String>)>,
+    /// The API resource of each template kind, from discovery.
+    kinds: HashMap<(String, String), ApiResource>,
+}
+
+impl Templates {
+    async fn queues(
+        &mut self,
+        client: &Client,
+        names: &[String],
+        bindings: &[Binding],
+        problems: &mut HashMap<String, Instant>,
+    ) -> BTreeMap<String, String> {
+        self.seen
+            .retain(|k, _| bindings.iter().any(|b| &b.key() == k));
+        let mut out = BTreeMap::new();
+        for b in bindings
+            .iter()
+            .filter(|b| names.contains(&b.spec.scheduler_name))
+        {
+            let key = b.key();
+            let r = &b.spec.resource;
+            let fresh = self
+                .seen
+                .get(&key)
+                .is_some_and(|(version, _)| version == &r.resource_version);
+            if !fresh {
+                match self.read(client, b).await {
+                    Ok(queue) => {
+                        self.seen
+                            .insert(key.clone(), (r.resource_version.clone(), queue));
+                    }
+                    Err(e) => note(
+                        problems,
+                        format!(
+                            "resourcebinding {key}: its template {} {}: {e}",
+                            r.kind, r.name
+                        ),
+                    ),
+                }
+            }
+            if let Some((_, Some(q))) = self.seen.get(&key) {
+                out.insert(key, q.clone());
+            }
+        }
+        out
+    }
+
+    async fn read(&mut self, client: &Client, b: &Binding) -> Result<Option<String>, String> {
+        let r = &b.spec.resource;
+        let (group, version) = match r.api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), r.api_version.clone()),
+        };
+        let kind_key = (r.api_version.clone(), r.kind.clone());
+        let ar = match self.kinds.get(&kind_key) {
+            Some(ar) => ar.clone(),
+            None => {
+                let gvk = GroupVersionKind::gvk(&group, &version, &r.kind);
+                let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
+                    .await
+                    .map_err(|e| crate::brief::kube(&e))?;
+                self.kinds.insert(kind_key, ar.clone());
+                ar
+            }
+        };
+        let api: Api<DynamicObject> = match &r.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let template = api
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| crate::brief::kube(&e))?;
+        Ok(template
+            .and_then(|t| serde_json::to_value(t).ok())
+            .and_then(|v| plan::template_queue(&v)))
+    }
 }

@@ -165,8 +165,8 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
         placed.values().flatten().all(|n| n.starts_with("west-")),
         "{placed:?}"
     );
-    let east = fleet.client("east").unwrap();
-    let jobs_in_east: Api<tephra_api::Job> = Api::namespaced(east.clone(), "default");
+    let jobs_in_east: Api<tephra_api::Job> =
+        Api::namespaced(fleet.client("east").unwrap(), "default");
     assert!(jobs_in_east.get_opt("llama").await.unwrap().is_none());
 
     // Three pods of 4 GPUs: no member can hold them (west's nodes are taken anyway).
@@ -189,6 +189,66 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
     assert!(clusters_of(&rb.0).is_empty(), "{:#}", rb.0);
     assert_eq!(rb.1, "Unschedulable");
     assert!(!rb.2.is_empty());
+
+    // A Volcano Queue on Karmada, propagated to every member (the members' schedulers need it
+    // too), holding 4 GPUs at most: its first gang runs (in east: west is full), its next waits
+    // for the queue, saying so, though east has room for it.
+    objects::create(
+        &karmada,
+        &json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "small"},
+            "spec": {"weight": 1, "capability": {"nvidia.com/gpu": "4"}}}),
+    )
+    .await
+    .unwrap();
+    fleet
+        .propagation_policy(json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterPropagationPolicy",
+            "metadata": {"name": "queues"},
+            "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue"}],
+                "placement": {"clusterAffinity": {"clusterNames": ["east", "west"]}}}
+        }))
+        .await
+        .unwrap();
+    let east = fleet.client("east").unwrap();
+    let queues_in_east: Api<tephra_api::Queue> = Api::all(east.clone());
+    eventually(60, "queue small propagated to east", || async {
+        queues_in_east.get_opt("small").await.ok()?
+    })
+    .await;
+    let in_small = |name: &str, pods, gpus| {
+        let mut job = volcano_job(name, pods, gpus);
+        job["spec"]["queue"] = json!("small");
+        job
+    };
+    objects::create(&karmada, &in_small("capped", 2, 2))
+        .await
+        .unwrap();
+    fleet
+        .propagation_policy(policy("capped", "tephra"))
+        .await
+        .unwrap();
+    let placed = all_bound(&east, "default", "capped-", 2, 90).await;
+    assert!(placed.values().flatten().all(|n| n.starts_with("east-")));
+    objects::create(&karmada, &in_small("capped2", 1, 2))
+        .await
+        .unwrap();
+    fleet
+        .propagation_policy(policy("capped2", "tephra"))
+        .await
+        .unwrap();
+    let (rb, message) = eventually(60, "capped2 held back by its queue", || async {
+        let rb = fleet
+            .resource_binding("default", "job", "capped2")
+            .await
+            .ok()??;
+        let (status, _, message) = scheduled_condition(&rb)?;
+        (status == "False").then_some((rb, message))
+    })
+    .await;
+    assert!(clusters_of(&rb).is_empty(), "{rb:#}");
+    assert!(message.contains("queue"), "{message}");
 
     // A binding for Karmada's own scheduler is placed by it; tephra records nothing on it.
     objects::create(&karmada, &volcano_job("theirs", 1, 1))

@@ -76,11 +76,22 @@ fn bindings(values: &[Value]) -> Vec<Binding> {
 }
 
 fn run(members: &[(String, Member)], bindings: &[Binding]) -> Plan {
+    run_with_queues(members, bindings, &[], &BTreeMap::new())
+}
+
+fn run_with_queues(
+    members: &[(String, Member)],
+    bindings: &[Binding],
+    queues: &[tephra_api::Queue],
+    queue_of: &BTreeMap<String, String>,
+) -> Plan {
     let members: BTreeMap<String, Member> = members.iter().cloned().collect();
     plan(&Input {
         scheduler_names: &["tephra".to_string()],
         members: &members,
         bindings,
+        queues,
+        queue_of,
         config: Arc::new(SchedulerConfig::default_config()),
         now: 1_000_000,
         session: 1,
@@ -388,4 +399,75 @@ fn a_malformed_binding_is_refused_with_the_field_named() {
         ("False", "SchedulerError")
     );
     assert!(message.contains("clusterTolerations"), "{message}");
+}
+
+fn queue(name: &str, gpus: u32) -> tephra_api::Queue {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "capability": {GPU: gpus.to_string()}}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_queue_at_its_capability_holds_its_next_gang_back_and_others_go_on() {
+    // small may hold 8 GPUs; first (2 × 4) runs in west under it, its pods bound.
+    let mut fleet = fragmented();
+    fleet.push(member("west2", &[4, 4], json!([])));
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    west.pods = vec![
+        job_pod("first", "first-worker-0", Some("west-n0"), 4),
+        job_pod("first", "first-worker-1", Some("west-n1"), 4),
+    ];
+    let b = bindings(&[
+        placed_first("west"),
+        binding("second", 1, 4, json!({})),
+        binding("other", 1, 4, json!({})),
+    ]);
+    let queues = [queue("small", 8), queue("default", 64)];
+    let queue_of = BTreeMap::from([
+        ("ml/first-job".to_string(), "small".to_string()),
+        ("ml/second-job".to_string(), "small".to_string()),
+    ]);
+    let plan = run_with_queues(&fleet, &b, &queues, &queue_of);
+    assert_eq!(placed_in(&plan, "second-job"), None, "{:?}", plan.writes);
+    let (status, reason, message) = scheduled(&plan, "second-job").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", REASON_UNSCHEDULABLE)
+    );
+    assert!(message.contains("queue"), "{message}");
+    assert_eq!(
+        placed_in(&plan, "other-job"),
+        Some(vec!["west2".to_string()])
+    );
+    // Once first's pods finished, small has room again.
+    let west = &mut fleet.iter_mut().find(|(n, _)| n == "west").unwrap().1;
+    for p in &mut west.pods {
+        p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    }
+    let plan = run_with_queues(&fleet, &b, &queues, &queue_of);
+    assert!(
+        placed_in(&plan, "second-job").is_some(),
+        "{:?}",
+        plan.writes
+    );
+}
+
+#[test]
+fn a_template_names_its_queue_as_volcano_reads_it() {
+    let job = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "a"}, "spec": {"queue": "research"}});
+    assert_eq!(template_queue(&job).as_deref(), Some("research"));
+    let pg = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "a"}, "spec": {"queue": "prod"}});
+    assert_eq!(template_queue(&pg).as_deref(), Some("prod"));
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "a", "annotations": {QUEUE_ANNOTATION: "infer"}},
+        "spec": {"queue": "ignored"}});
+    assert_eq!(template_queue(&deploy).as_deref(), Some("infer"));
+    let none = json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "a"}, "spec": {"queue": ""}});
+    assert_eq!(template_queue(&none), None);
 }

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -27,6 +28,10 @@ use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
 use crate::events::{EventFor, event};
+use crate::leader::{self, LeaderOptions, Leadership};
+use crate::metrics::{Metrics, ms};
+use crate::run::StartError;
+use crate::serve::{self, Health};
 
 /// The component tephra's Events on bindings come from.
 pub const COMPONENT: &str = "tephra-scheduler";
@@ -42,10 +47,20 @@ pub struct KarmadaOptions {
     pub config: Arc<SchedulerConfig>,
     /// This replica's name, in Events.
     pub identity: String,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub listen: Option<std::net::SocketAddr>,
+    /// Leader election on a Lease on Karmada's API server; without it this replica leads.
+    pub leader: Option<LeaderOptions>,
 }
 
 /// A running Karmada-mode scheduler.
 pub struct KarmadaRunning {
+    /// Where `/metrics` is served, if it is.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// Whether Karmada's bindings and clusters are listed.
+    pub ready: Arc<AtomicBool>,
     stop: signal::Sender<bool>,
     main: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
@@ -174,7 +189,43 @@ struct Written {
 }
 
 /// Starts the Karmada-mode scheduler on the Karmada API server `client` speaks to.
-pub fn start(client: Client, options: KarmadaOptions) -> KarmadaRunning {
+pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRunning, StartError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    let mut metrics_addr = None;
+    if let Some(addr) = options.listen {
+        let health = Health {
+            ready: Arc::clone(&ready),
+            metrics: Arc::clone(&metrics),
+            ui: None,
+        };
+        let (a, t) = serve::start(addr, health)
+            .await
+            .map_err(|source| StartError::Bind {
+                what: "--listen-address",
+                addr,
+                source,
+            })?;
+        metrics_addr = Some(a);
+        tasks.push(t);
+    }
+    let leadership = match &options.leader {
+        Some(o) => {
+            let l = Leadership::candidate();
+            tasks.push(leader::spawn(
+                client.clone(),
+                o.clone(),
+                l.clone(),
+                Arc::clone(&metrics),
+            ));
+            l
+        }
+        None => {
+            metrics.leader.set(1);
+            Leadership::always()
+        }
+    };
     let (stop, stopped) = signal::channel(false);
     let (bindings, bindings_task) = dynamic_store(&client, &binding_resource());
     let (clusters, clusters_task) = dynamic_store(&client, &cluster_resource());
@@ -192,12 +243,21 @@ pub fn start(client: Client, options: KarmadaOptions) -> KarmadaRunning {
         clusters,
         queues,
     };
-    let main = tokio::spawn(run(client, options, stores, stopped));
-    KarmadaRunning {
+    tasks.extend([bindings_task, clusters_task, queues_task]);
+    let shared = Shared {
+        metrics: Arc::clone(&metrics),
+        ready: Arc::clone(&ready),
+        leadership,
+    };
+    let main = tokio::spawn(run(client, options, stores, shared, stopped));
+    Ok(KarmadaRunning {
+        metrics_addr,
+        metrics,
+        ready,
         stop,
         main,
-        tasks: vec![bindings_task, clusters_task, queues_task],
-    }
+        tasks,
+    })
 }
 
 /// What the Karmada mode watches on Karmada's API server.
@@ -208,10 +268,18 @@ struct Stores {
     queues: Store<tephra_api::Queue>,
 }
 
+/// What the loop shares with the endpoints and the elector.
+struct Shared {
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    leadership: Leadership,
+}
+
 async fn run(
     client: Client,
     options: KarmadaOptions,
     stores: Stores,
+    shared: Shared,
     mut stopped: signal::Receiver<bool>,
 ) {
     let Stores {
@@ -229,6 +297,7 @@ async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let _ = tokio::join!(bindings.wait_until_ready(), clusters.wait_until_ready());
     tracing::info!("karmada mode: bindings and clusters synced");
+    shared.ready.store(true, Ordering::SeqCst);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -236,6 +305,11 @@ async fn run(
         }
         if *stopped.borrow() {
             return;
+        }
+        if !shared.leadership.is_leader() {
+            // Another replica writes; what this one wrote is stale by then.
+            written.clear();
+            continue;
         }
         // The members: a watcher pair per Cluster that names an endpoint.
         let mut api_clusters = BTreeMap::new();
@@ -351,6 +425,7 @@ async fn run(
         for p in out.problems {
             note(&mut problems, p);
         }
+        shared.metrics.e2e.observe(ms(started.elapsed()));
         if !out.writes.is_empty() {
             tracing::debug!(session, writes = out.writes.len(), took = ?started.elapsed(), "karmada pass");
         }
@@ -364,12 +439,27 @@ async fn run(
                 })
                 .and_then(|b| b.resource_version())
                 .unwrap_or_default();
+            let result = match (&w.patch, &w.event) {
+                (Some(_), _) => Some("scheduled"),
+                (None, Some(("Warning", _, _))) => Some("unschedulable"),
+                _ => None,
+            };
             match write(&client, &w, &options.identity).await {
-                Ok(Some(after)) => {
-                    written.insert(key, Written { before, after });
+                Ok(after) => {
+                    if let Some(r) = result {
+                        shared.metrics.attempts.with_label_values(&[r]).inc();
+                    }
+                    if let Some(after) = after {
+                        written.insert(key, Written { before, after });
+                    }
                 }
-                Ok(None) => {}
                 Err(e) => {
+                    shared.metrics.attempts.with_label_values(&["error"]).inc();
+                    let code = match &e {
+                        kube::Error::Api(s) => s.code,
+                        _ => 0,
+                    };
+                    shared.metrics.api_error("karmada", "resourcebinding", code);
                     tracing::warn!(binding = %key, error = %crate::brief::kube(&e), "writing the binding failed")
                 }
             }

@@ -109,8 +109,12 @@ async fn start(members: &[(&str, &[u32])]) -> Option<Setup> {
             period: Duration::from_millis(200),
             config: Arc::new(tephra_scheduler::SchedulerConfig::default_config()),
             identity: "test".into(),
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            leader: None,
         },
-    );
+    )
+    .await
+    .expect("the Karmada mode starts");
     Some(Setup {
         fleet,
         inside,
@@ -278,6 +282,29 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
         .collect();
     assert!(ours.iter().any(|n| n == "llama-job"), "{ours:?}");
     assert!(!ours.iter().any(|n| n == "theirs-job"), "{ours:?}");
+    // Volcano's metric names: placements and waits counted, the pass timed.
+    let (code, body) = http_get(setup.sched.metrics_addr.unwrap(), "/metrics").await;
+    assert_eq!(code, 200);
+    let count = |series: &str| {
+        body.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        count("volcano_schedule_attempts_total{result=\"scheduled\"}") >= 2.0,
+        "{body}"
+    );
+    assert!(
+        count("volcano_schedule_attempts_total{result=\"unschedulable\"}") >= 1.0,
+        "{body}"
+    );
+    assert!(
+        count("volcano_e2e_scheduling_latency_milliseconds_count") >= 1.0,
+        "{body}"
+    );
+    let (code, _) = http_get(setup.sched.metrics_addr.unwrap(), "/readyz").await;
+    assert_eq!(code, 200);
     setup.stop().await;
 }
 

@@ -161,6 +161,11 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         .transpose()?;
     let identity = runtime::identity("tephra-scheduler");
     if f.fleet == Fleet::Karmada {
+        if f.healthz_address.is_some() {
+            bail!(
+                "--healthz-address: with --fleet karmada, /healthz is served on --listen-address"
+            );
+        }
         return run_karmada(f, period, identity);
     }
     let options = tephra_kube::Options {
@@ -225,6 +230,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
 
 /// `--fleet karmada`: schedules Karmada's bindings until interrupted.
 fn run_karmada(f: Flags, period: Duration, identity: String) -> anyhow::Result<()> {
+    let listen = runtime::address("--listen-address", &f.listen_address)?;
     let config = match &f.scheduler_conf {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -242,13 +248,17 @@ fn run_karmada(f: Flags, period: Duration, identity: String) -> anyhow::Result<(
         scheduler_names: f.scheduler_names,
         period,
         config: std::sync::Arc::new(config),
+        leader: f
+            .leader_elect
+            .then(|| LeaderOptions::new(&f.lock_object_namespace, &f.lock_object_name, &identity)),
         identity,
+        listen: Some(listen),
     };
     let runtime = runtime::async_runtime()?;
     runtime.block_on(async move {
         let client = f.connection.client().await?;
-        let running = tephra_kube::karmada::start(client, options);
-        tracing::info!("tephra scheduler started for Karmada's bindings");
+        let running = tephra_kube::karmada::start(client, options).await?;
+        tracing::info!(metrics = ?running.metrics_addr, "tephra scheduler started for Karmada's bindings");
         runtime::shutdown().await;
         tracing::info!("stopping");
         running.stop().await;

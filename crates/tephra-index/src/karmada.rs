@@ -261,11 +261,12 @@ pub struct AggregatedStatusItem {
 }
 
 impl Binding {
-    /// Reads a binding from its JSON.
+    /// Reads a binding (a `ResourceBinding`, or a `ClusterResourceBinding`: no namespace)
+    /// from its JSON.
     pub fn from_value(v: Value) -> Result<Self, KarmadaError> {
         let key = format!(
             "{}/{}",
-            v["metadata"]["namespace"].as_str().unwrap_or("default"),
+            v["metadata"]["namespace"].as_str().unwrap_or_default(),
             v["metadata"]["name"].as_str().unwrap_or_default()
         );
         serde_json::from_value(v).map_err(|e| KarmadaError::Binding {
@@ -274,19 +275,23 @@ impl Binding {
         })
     }
 
-    /// `namespace/name`.
+    /// `namespace/name`; `/name` for a ClusterResourceBinding.
     pub fn key(&self) -> String {
-        convert::key(&self.metadata)
+        format!("{}/{}", self.namespace(), self.name())
     }
 
-    fn namespace(&self) -> String {
-        self.metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into())
+    /// Whether it is a `ClusterResourceBinding`.
+    pub fn cluster_scoped(&self) -> bool {
+        self.metadata.namespace.as_deref().is_none_or(str::is_empty)
     }
 
-    fn name(&self) -> String {
+    /// Its namespace; empty for a ClusterResourceBinding.
+    pub fn namespace(&self) -> String {
+        self.metadata.namespace.clone().unwrap_or_default()
+    }
+
+    /// Its name.
+    pub fn name(&self) -> String {
         self.metadata.name.clone().unwrap_or_default()
     }
 
@@ -480,7 +485,7 @@ pub struct Input<'a> {
 /// A write to one binding.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BindingWrite {
-    /// Namespace.
+    /// Namespace; empty for a ClusterResourceBinding.
     pub namespace: String,
     /// Name.
     pub name: String,

@@ -91,6 +91,16 @@ pub fn binding_resource() -> ApiResource {
     )
 }
 
+/// Karmada's ClusterResourceBinding.
+pub fn cluster_binding_resource() -> ApiResource {
+    resource(
+        BINDING_GROUP,
+        BINDING_VERSION,
+        "ClusterResourceBinding",
+        "clusterresourcebindings",
+    )
+}
+
 /// Karmada's Cluster.
 pub fn cluster_resource() -> ApiResource {
     resource(CLUSTER_GROUP, CLUSTER_VERSION, "Cluster", "clusters")
@@ -228,6 +238,8 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
     };
     let (stop, stopped) = signal::channel(false);
     let (bindings, bindings_task) = dynamic_store(&client, &binding_resource());
+    let (cluster_bindings, cluster_bindings_task) =
+        dynamic_store(&client, &cluster_binding_resource());
     let (clusters, clusters_task) = dynamic_store(&client, &cluster_resource());
     let (queues, queues_w) = reflector::store();
     let queues_stream = reflector(
@@ -240,10 +252,16 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
     let queues_task = tokio::spawn(drive(queues_stream, "karmada Queue".to_string()));
     let stores = Stores {
         bindings,
+        cluster_bindings,
         clusters,
         queues,
     };
-    tasks.extend([bindings_task, clusters_task, queues_task]);
+    tasks.extend([
+        bindings_task,
+        cluster_bindings_task,
+        clusters_task,
+        queues_task,
+    ]);
     let shared = Shared {
         metrics: Arc::clone(&metrics),
         ready: Arc::clone(&ready),
@@ -263,6 +281,7 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
 /// What the Karmada mode watches on Karmada's API server.
 struct Stores {
     bindings: Store<DynamicObject>,
+    cluster_bindings: Store<DynamicObject>,
     clusters: Store<DynamicObject>,
     /// Volcano Queues (none while the CRD is not installed there).
     queues: Store<tephra_api::Queue>,
@@ -284,6 +303,7 @@ async fn run(
 ) {
     let Stores {
         bindings,
+        cluster_bindings,
         clusters,
         queues,
     } = stores;
@@ -295,7 +315,11 @@ async fn run(
     let mut session = 0u64;
     let mut tick = tokio::time::interval(options.period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let _ = tokio::join!(bindings.wait_until_ready(), clusters.wait_until_ready());
+    let _ = tokio::join!(
+        bindings.wait_until_ready(),
+        cluster_bindings.wait_until_ready(),
+        clusters.wait_until_ready()
+    );
     tracing::info!("karmada mode: bindings and clusters synced");
     shared.ready.store(true, Ordering::SeqCst);
     loop {
@@ -385,7 +409,12 @@ async fn run(
             .collect();
         // The bindings, as last written where the watch has not caught up.
         let mut list = Vec::new();
-        for b in bindings.state() {
+        let all_bindings: Vec<Arc<DynamicObject>> = bindings
+            .state()
+            .into_iter()
+            .chain(cluster_bindings.state())
+            .collect();
+        for b in &all_bindings {
             let key = format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any());
             let rv = b.resource_version().unwrap_or_default();
             if let Some(w) = written.get(&key) {
@@ -431,11 +460,10 @@ async fn run(
         }
         for w in out.writes {
             let key = format!("{}/{}", w.namespace, w.name);
-            let before = bindings
-                .state()
+            let before = all_bindings
                 .iter()
                 .find(|b| {
-                    b.namespace().as_deref() == Some(w.namespace.as_str()) && b.name_any() == w.name
+                    b.namespace().unwrap_or_default() == w.namespace && b.name_any() == w.name
                 })
                 .and_then(|b| b.resource_version())
                 .unwrap_or_default();
@@ -486,8 +514,12 @@ async fn write(
     w: &BindingWrite,
     identity: &str,
 ) -> Result<Option<Binding>, kube::Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &w.namespace, &binding_resource());
+    let cluster_scoped = w.namespace.is_empty();
+    let api: Api<DynamicObject> = if cluster_scoped {
+        Api::all_with(client.clone(), &cluster_binding_resource())
+    } else {
+        Api::namespaced_with(client.clone(), &w.namespace, &binding_resource())
+    };
     let params = PatchParams::default();
     let mut last = None;
     if let Some(p) = &w.patch {
@@ -497,10 +529,20 @@ async fn write(
         last = Some(api.patch_status(&w.name, &params, &Patch::Merge(s)).await?);
     }
     if let Some((kind, reason, message)) = &w.event {
+        // A ClusterResourceBinding's Events go to `default`, as Karmada records them.
+        let namespace = if cluster_scoped {
+            "default"
+        } else {
+            &w.namespace
+        };
         let on = EventFor {
-            namespace: &w.namespace,
+            namespace,
             api_version: "work.karmada.io/v1alpha2",
-            kind: "ResourceBinding",
+            kind: if cluster_scoped {
+                "ClusterResourceBinding"
+            } else {
+                "ResourceBinding"
+            },
             name: &w.name,
             uid: last.as_ref().and_then(|o| o.uid()),
         };
@@ -513,7 +555,7 @@ async fn write(
             identity,
         );
         let events: Api<k8s_openapi::api::core::v1::Event> =
-            Api::namespaced(client.clone(), &w.namespace);
+            Api::namespaced(client.clone(), namespace);
         if let Err(e) = events.create(&Default::default(), &ev).await {
             tracing::warn!(binding = %w.name, error = %crate::brief::kube(&e), "recording an event failed");
         }

@@ -195,7 +195,7 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
     assert!(!rb.2.is_empty());
 
     // A Volcano Queue on Karmada, propagated to every member (the members' schedulers need it
-    // too), holding 4 GPUs at most: its first gang runs (in east: west is full), its next waits
+    // too) through a ClusterResourceBinding tephra places, holding 4 GPUs at most: its first gang runs (in east: west is full), its next waits
     // for the queue, saying so, though east has room for it.
     objects::create(
         &karmada,
@@ -209,7 +209,7 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
         .propagation_policy(json!({
             "apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterPropagationPolicy",
             "metadata": {"name": "queues"},
-            "spec": {"resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
+            "spec": {"schedulerName": "tephra", "resourceSelectors": [{"apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue"}],
                 "placement": {"clusterAffinity": {"clusterNames": ["east", "west"]}}}
         }))

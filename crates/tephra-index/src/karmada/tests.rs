@@ -471,3 +471,25 @@ fn a_template_names_its_queue_as_volcano_reads_it() {
         "metadata": {"name": "a"}, "spec": {"queue": ""}});
     assert_eq!(template_queue(&none), None);
 }
+
+#[test]
+fn a_cluster_resource_binding_of_tephra_is_placed_as_karmada_would_and_written_without_namespace() {
+    let v = json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ClusterResourceBinding",
+        "metadata": {"name": "small-queue", "generation": 1},
+        "spec": {"resource": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "name": "small"},
+            "placement": {"clusterAffinity": {"clusterNames": ["east", "west"]}},
+            "schedulerName": "tephra"}
+    });
+    let b = Binding::from_value(v).unwrap();
+    assert!(b.cluster_scoped());
+    assert_eq!(b.key(), "/small-queue");
+    let plan = run(&fragmented(), &[b]);
+    let w = write_for(&plan, "small-queue").unwrap();
+    assert_eq!(w.namespace, "");
+    assert_eq!(
+        placed_in(&plan, "small-queue"),
+        Some(vec!["east".to_string(), "west".to_string()])
+    );
+}

@@ -232,6 +232,9 @@ pub struct BindingStatus {
     /// The generation last scheduled.
     #[serde(default)]
     pub scheduler_observed_generation: i64,
+    /// The cluster affinity group the last scheduling used.
+    #[serde(default, rename = "schedulerObservingAffinityName")]
+    pub scheduler_observing_affinity_name: Option<String>,
     /// When it was last scheduled.
     #[serde(default)]
     pub last_scheduled_time: Option<Time>,
@@ -376,11 +379,31 @@ impl Binding {
             key: self.key(),
             message,
         };
-        let placement: Placement = match &self.spec.placement {
+        let mut placement: Placement = match &self.spec.placement {
             Some(p) => serde_json::from_value(p.clone())
                 .map_err(|e| bad(format!("spec.placement: {e}")))?,
             None => Placement::default(),
         };
+        // `clusterAffinities`, Karmada's ordered groups: the group karmada-scheduler last
+        // observed, else the first (falling back to later groups is not done yet).
+        if placement.cluster_affinity.is_none()
+            && let Some(groups) = self
+                .spec
+                .placement
+                .as_ref()
+                .and_then(|p| p["clusterAffinities"].as_array())
+            && !groups.is_empty()
+        {
+            let observed = self.status.scheduler_observing_affinity_name.as_deref();
+            let group = groups
+                .iter()
+                .find(|g| observed.is_some() && g["affinityName"].as_str() == observed)
+                .unwrap_or(&groups[0]);
+            placement.cluster_affinity = Some(
+                serde_json::from_value(group.clone())
+                    .map_err(|e| bad(format!("spec.placement.clusterAffinities: {e}")))?,
+            );
+        }
         let mut policy = tephra_controllers::propagation::placement_policy(&placement)
             .map_err(|e| bad(e.to_string()))?;
         // Karmada places by its own spread rules; a gang of tephra's goes whole to one member.

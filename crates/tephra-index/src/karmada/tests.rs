@@ -493,3 +493,27 @@ fn a_cluster_resource_binding_of_tephra_is_placed_as_karmada_would_and_written_w
         Some(vec!["east".to_string(), "west".to_string()])
     );
 }
+
+#[test]
+fn the_first_cluster_affinity_group_restricts_a_binding_that_gives_only_groups() {
+    let groups = json!({"clusterAffinities": [
+        {"affinityName": "primary", "clusterNames": ["east"]},
+        {"affinityName": "backup", "clusterNames": ["west"]}]});
+    let plan = run(&fragmented(), &bindings(&[binding("a", 2, 4, groups)]));
+    assert_eq!(
+        placed_in(&plan, "a-job"),
+        None,
+        "east has no node with 4 GPUs"
+    );
+    let policy = Binding::from_value(binding(
+        "b",
+        1,
+        1,
+        json!({"clusterAffinities": [
+        {"affinityName": "primary", "clusterNames": ["east"]}]}),
+    ))
+    .unwrap()
+    .policy()
+    .unwrap();
+    assert_eq!(policy.cluster_names, vec!["east".to_string()]);
+}

@@ -220,22 +220,8 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
         metrics_addr = Some(a);
         tasks.push(t);
     }
-    let leadership = match &options.leader {
-        Some(o) => {
-            let l = Leadership::candidate();
-            tasks.push(leader::spawn(
-                client.clone(),
-                o.clone(),
-                l.clone(),
-                Arc::clone(&metrics),
-            ));
-            l
-        }
-        None => {
-            metrics.leader.set(1);
-            Leadership::always()
-        }
-    };
+    let (leadership, elector) = leader::elect(&client, options.leader.as_ref(), &metrics);
+    tasks.extend(elector);
     let (stop, stopped) = signal::channel(false);
     let (bindings, bindings_task) = dynamic_store(&client, &binding_resource());
     let (cluster_bindings, cluster_bindings_task) =

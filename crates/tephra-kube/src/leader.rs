@@ -195,3 +195,23 @@ pub fn spawn(
         }
     })
 }
+
+/// With `options`, a candidate and its elector task; without, a replica that always leads
+/// (and says so in `metrics`).
+pub fn elect(
+    client: &Client,
+    options: Option<&LeaderOptions>,
+    metrics: &Arc<Metrics>,
+) -> (Leadership, Option<tokio::task::JoinHandle<()>>) {
+    match options {
+        Some(o) => {
+            let l = Leadership::candidate();
+            let task = spawn(client.clone(), o.clone(), l.clone(), Arc::clone(metrics));
+            (l, Some(task))
+        }
+        None => {
+            metrics.leader.set(1);
+            (Leadership::always(), None)
+        }
+    }
+}

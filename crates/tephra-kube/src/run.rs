@@ -270,22 +270,8 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         health_addr = Some(a);
         tasks.push(t);
     }
-    let leadership = match &options.leader {
-        Some(o) => {
-            let l = Leadership::candidate();
-            tasks.push(leader::spawn(
-                client.clone(),
-                o.clone(),
-                l.clone(),
-                Arc::clone(&metrics),
-            ));
-            l
-        }
-        None => {
-            metrics.leader.set(1);
-            Leadership::always()
-        }
-    };
+    let (leadership, elector) = leader::elect(&client, options.leader.as_ref(), &metrics);
+    tasks.extend(elector);
     let (tx, updates) = mpsc::channel(1024);
     let local_member = matches!(options.members, MemberSource::Local | MemberSource::Both);
     let fleet = matches!(options.members, MemberSource::Clusters | MemberSource::Both);

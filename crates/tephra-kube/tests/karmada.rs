@@ -123,6 +123,22 @@ async fn start(members: &[(&str, &[u32])]) -> Option<Setup> {
 }
 
 impl Setup {
+    /// Creates a resource template and its PropagationPolicy on Karmada.
+    async fn submit(&self, template: Value, policy: Value) {
+        objects::create(&self.fleet.client(KARMADA).unwrap(), &template)
+            .await
+            .unwrap();
+        self.fleet.propagation_policy(policy).await.unwrap();
+    }
+
+    /// The ResourceBinding of the Volcano Job `job` in `default`, once Karmada made it.
+    async fn binding(&self, job: &str) -> Option<Value> {
+        self.fleet
+            .resource_binding("default", "job", job)
+            .await
+            .ok()?
+    }
+
     async fn stop(self) {
         self.sched.stop().await;
         for (s, ctl) in self.inside {
@@ -142,18 +158,11 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
     let karmada = fleet.client(KARMADA).unwrap();
 
     // Two pods of 4 GPUs: only west has nodes with 4.
-    objects::create(&karmada, &volcano_job("llama", 2, 4))
-        .await
-        .unwrap();
-    fleet
-        .propagation_policy(policy("llama", "tephra"))
-        .await
-        .unwrap();
+    setup
+        .submit(volcano_job("llama", 2, 4), policy("llama", "tephra"))
+        .await;
     let rb = eventually(60, "llama's binding placed", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "llama")
-            .await
-            .ok()??;
+        let rb = setup.binding("llama").await?;
         // The placement is written first, then the status.
         let scheduled = scheduled_condition(&rb).is_some();
         (!clusters_of(&rb).is_empty() && scheduled).then_some(rb)
@@ -174,18 +183,11 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
     assert!(jobs_in_east.get_opt("llama").await.unwrap().is_none());
 
     // Three pods of 4 GPUs: no member can hold them (west's nodes are taken anyway).
-    objects::create(&karmada, &volcano_job("big", 3, 4))
-        .await
-        .unwrap();
-    fleet
-        .propagation_policy(policy("big", "tephra"))
-        .await
-        .unwrap();
+    setup
+        .submit(volcano_job("big", 3, 4), policy("big", "tephra"))
+        .await;
     let rb = eventually(60, "big's binding waiting with a reason", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "big")
-            .await
-            .ok()??;
+        let rb = setup.binding("big").await?;
         let (status, reason, message) = scheduled_condition(&rb)?;
         (status == "False").then_some((rb, reason, message))
     })
@@ -226,27 +228,16 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
         job["spec"]["queue"] = json!("small");
         job
     };
-    objects::create(&karmada, &in_small("capped", 2, 2))
-        .await
-        .unwrap();
-    fleet
-        .propagation_policy(policy("capped", "tephra"))
-        .await
-        .unwrap();
+    setup
+        .submit(in_small("capped", 2, 2), policy("capped", "tephra"))
+        .await;
     let placed = all_bound(&east, "default", "capped-", 2, 90).await;
     assert!(placed.values().flatten().all(|n| n.starts_with("east-")));
-    objects::create(&karmada, &in_small("capped2", 1, 2))
-        .await
-        .unwrap();
-    fleet
-        .propagation_policy(policy("capped2", "tephra"))
-        .await
-        .unwrap();
+    setup
+        .submit(in_small("capped2", 1, 2), policy("capped2", "tephra"))
+        .await;
     let (rb, message) = eventually(60, "capped2 held back by its queue", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "capped2")
-            .await
-            .ok()??;
+        let rb = setup.binding("capped2").await?;
         let (status, _, message) = scheduled_condition(&rb)?;
         (status == "False").then_some((rb, message))
     })
@@ -255,18 +246,14 @@ async fn volcano_jobs_through_karmada_go_whole_where_their_nodes_fit_or_wait_say
     assert!(message.contains("queue"), "{message}");
 
     // A binding for Karmada's own scheduler is placed by it; tephra records nothing on it.
-    objects::create(&karmada, &volcano_job("theirs", 1, 1))
-        .await
-        .unwrap();
-    fleet
-        .propagation_policy(policy("theirs", "default-scheduler"))
-        .await
-        .unwrap();
+    setup
+        .submit(
+            volcano_job("theirs", 1, 1),
+            policy("theirs", "default-scheduler"),
+        )
+        .await;
     eventually(60, "theirs placed by karmada-scheduler", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "theirs")
-            .await
-            .ok()??;
+        let rb = setup.binding("theirs").await?;
         (!clusters_of(&rb).is_empty()).then_some(())
     })
     .await;
@@ -349,10 +336,7 @@ async fn when_karmada_evicts_a_gang_from_a_failed_member_tephra_places_it_whole_
     pp["spec"]["placement"]["clusterAffinity"] = json!({});
     fleet.propagation_policy(pp).await.unwrap();
     let first = eventually(60, "llama's binding placed", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "llama")
-            .await
-            .ok()??;
+        let rb = setup.binding("llama").await?;
         clusters_of(&rb).first().cloned()
     })
     .await;
@@ -406,10 +390,7 @@ async fn when_karmada_evicts_a_gang_from_a_failed_member_tephra_places_it_whole_
     // Once the new copy is healthy, Karmada's graceful eviction ends the task; when the failed
     // member answers again, its old copy is removed, and the gang stays where it runs.
     eventually(120, "the graceful eviction task gone", || async {
-        let rb = fleet
-            .resource_binding("default", "job", "llama")
-            .await
-            .ok()??;
+        let rb = setup.binding("llama").await?;
         let tasks = rb["spec"]["gracefulEvictionTasks"]
             .as_array()
             .cloned()

@@ -60,30 +60,6 @@ const QUIET_RATE: f64 = 10.0;
 /// How long after a cordon a pod may still land on the node (a placement already decided).
 const CORDON_GRACE_S: i64 = 2;
 
-/// A small deterministic generator (xorshift64*), so a seed replays exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % (n as u64)).unwrap()
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        (!items.is_empty()).then(|| &items[self.below(items.len())])
-    }
-}
-
 /// What the model expects of one Job.
 #[derive(Clone, Debug)]
 struct Expected {

@@ -87,6 +87,7 @@ async fn run(client: Client, options: FailoverOptions, lost: reconciler::Lost) {
     let clusters_s = reconciler::watched(&client, clusters_w, all());
     let policies_s = reconciler::watched(&client, policies_w, all());
     let controller = Controller::new(Api::<ResourceBinding>::all(client.clone()), all())
+        .trigger_backoff(reconciler::TriggerBackoff)
         .with_config(controller::Config::default().concurrency(1));
     let rbs = controller.store();
     let (in_cluster, in_namespace) = (rbs.clone(), rbs.clone());

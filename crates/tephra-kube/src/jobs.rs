@@ -122,6 +122,7 @@ async fn run(client: Client, options: JobControllerOptions, lost: reconciler::Lo
     let pgs_s = reconciler::watched(&client, pgs_w, all());
     let commands_s = reconciler::watched(&client, commands_w, all());
     let controller = Controller::new(Api::<Job>::all(client.clone()), all())
+        .trigger_backoff(reconciler::TriggerBackoff)
         .with_config(controller::Config::default().concurrency(1));
     let ctx = Arc::new(JobPasses {
         jobs: controller.store(),

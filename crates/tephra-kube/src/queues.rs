@@ -82,6 +82,7 @@ async fn run(client: Client, options: QueueControllerOptions, lost: reconciler::
         rx.recv().await.map(|name| (ObjectRef::new(&name), rx))
     });
     let controller = Controller::new(Api::<Queue>::all(client.clone()), all())
+        .trigger_backoff(reconciler::TriggerBackoff)
         .with_config(controller::Config::default().concurrency(1));
     let ctx = Arc::new(QueuePasses {
         queues: controller.store(),

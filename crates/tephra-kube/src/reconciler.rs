@@ -412,3 +412,24 @@ mod tests {
         task.abort();
     }
 }
+
+/// The pause a controller's trigger stream takes after one of its watches fails: one second,
+/// never growing. Every watch feeding a controller already retries with a backoff of its own
+/// ([`watched`]); kube's default trigger backoff (up to 30 s, reset only after two minutes
+/// without an error) comes on top of those and pauses every trigger at once, so after its
+/// API server came back a controller stayed blind for one such pause per error its watches had
+/// piled up: a Job created then waited up to minutes for its pods.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TriggerBackoff;
+
+impl Iterator for TriggerBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::from_secs(1))
+    }
+}
+
+impl kube::runtime::utils::Backoff for TriggerBackoff {
+    fn reset(&mut self) {}
+}

@@ -791,8 +791,7 @@ async fn quiescent(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open (issue 44): seed 1 once left a gang placed in a restored member unstarted; \
-            cargo test -p tephra-kube --test karmada -- --ignored random_lifecycles"]
+#[ignore = "about 3 minutes: cargo test -p tephra-kube --test karmada -- --ignored random_lifecycles_through_karmada_keep"]
 async fn random_lifecycles_through_karmada_keep_gangs_whole_and_leave_nothing_behind() {
     logs();
     karmada_lifecycle(1, 10).await;

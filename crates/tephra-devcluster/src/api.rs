@@ -44,6 +44,10 @@ pub struct ServerOptions {
     /// provisioner: their classes' claims are never provisioned (the PV controller and
     /// provisioner of `volumes.rs` otherwise provision every class's claims).
     pub idle_provisioners: Vec<String>,
+    /// Whether watches may ask for their initial state as a stream (`sendInitialEvents`), as
+    /// Kubernetes 1.34 and later serve them by default; off, such a watch is refused as a
+    /// server without the `WatchList` feature gate refuses it.
+    pub watch_lists: bool,
 }
 
 impl Default for ServerOptions {
@@ -56,6 +60,7 @@ impl Default for ServerOptions {
             unserved_groups: Vec::new(),
             collector_lag: Duration::ZERO,
             idle_provisioners: Vec::new(),
+            watch_lists: true,
         }
     }
 }

@@ -156,6 +156,15 @@ pub fn serve(
     };
     let bookmarks = req.q("allowWatchBookmarks") == Some("true");
     let send_initial = req.q("sendInitialEvents") == Some("true");
+    if send_initial && !api.options.watch_lists {
+        return Err(ApiError::invalid_field(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        ));
+    }
     if send_initial && (!bookmarks || req.q("resourceVersionMatch") != Some("NotOlderThan")) {
         return Err(ApiError::invalid_field(
             "meta.k8s.io",

@@ -368,6 +368,7 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let load_before = load();
+        let requests_before = self.requests().await;
         let start = Instant::now();
         let mut process: Option<Child> = None;
         let mut bind_task = None;
@@ -438,8 +439,65 @@ impl Bench {
                 .unwrap_or_default(),
             load(),
         );
+        let requests = self.requests().await;
+        let mut made: Vec<(String, u64)> = requests
+            .into_iter()
+            .map(|(k, n)| {
+                let was = requests_before.get(&k).copied().unwrap_or(0);
+                (k, n.saturating_sub(was))
+            })
+            .filter(|(_, n)| *n >= (self.pods as u64 / 100).max(1))
+            .collect();
+        made.sort_by_key(|m| std::cmp::Reverse(m.1));
+        let made: Vec<String> = made.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "{name}: writes the API server served (one in 100 pods or more): {}",
+            made.join(", ")
+        );
         self.clear(&ns).await;
         Some(result)
+    }
+
+    /// The API server's count of write requests so far, by verb, resource and subresource
+    /// (`apiserver_request_total`), so that a run says which writes shared the server with
+    /// its binds.
+    async fn requests(&self) -> BTreeMap<String, u64> {
+        let text = self
+            .client
+            .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+            .await
+            .unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let label = |name: &str| {
+                let at = line.find(&format!("{name}=\""))? + name.len() + 2;
+                let len = line[at..].find('"')?;
+                Some(line[at..at + len].to_string())
+            };
+            let verb = label("verb").unwrap_or_default();
+            if !matches!(
+                verb.as_str(),
+                "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY" | "CREATE" | "UPDATE"
+            ) {
+                continue;
+            }
+            let resource = label("resource").unwrap_or_default();
+            let sub = label("subresource").filter(|s| !s.is_empty());
+            let key = match sub {
+                Some(sub) => format!("{verb} {resource}/{sub}"),
+                None => format!("{verb} {resource}"),
+            };
+            let n: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            *out.entry(key).or_default() += n as u64;
+        }
+        out
     }
 }
 

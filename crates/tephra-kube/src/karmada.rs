@@ -31,7 +31,7 @@ use crate::events::{EventFor, event};
 use crate::leader::{self, LeaderOptions, Leadership};
 use crate::metrics::{Metrics, ms};
 use crate::run::StartError;
-use crate::serve::{self, Health};
+use crate::serve::Health;
 
 /// The component tephra's Events on bindings come from.
 pub const COMPONENT: &str = "tephra-scheduler";
@@ -210,13 +210,7 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
             metrics: Arc::clone(&metrics),
             ui: None,
         };
-        let (a, t) = serve::start(addr, health)
-            .await
-            .map_err(|source| StartError::Bind {
-                what: "--listen-address",
-                addr,
-                source,
-            })?;
+        let (a, t) = crate::run::serve_on("--listen-address", addr, health).await?;
         metrics_addr = Some(a);
         tasks.push(t);
     }

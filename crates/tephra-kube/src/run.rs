@@ -132,6 +132,18 @@ impl Default for Options {
     }
 }
 
+/// Serves `/metrics` and the health endpoints on `addr`, the address of flag `what`: the
+/// bound address and the server's task, or the error naming the flag.
+pub(crate) async fn serve_on(
+    what: &'static str,
+    addr: SocketAddr,
+    health: Health,
+) -> Result<(SocketAddr, JoinHandle<()>), StartError> {
+    serve::start(addr, health)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
 /// Why the scheduler could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -247,26 +259,13 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     let mut metrics_addr = None;
     let mut health_addr = None;
     if let Some(addr) = options.listen {
-        let (a, t) =
-            serve::start(addr, health.clone())
-                .await
-                .map_err(|source| StartError::Bind {
-                    what: "--listen-address",
-                    addr,
-                    source,
-                })?;
+        let (a, t) = serve_on("--listen-address", addr, health.clone()).await?;
         metrics_addr = Some(a);
         health_addr = Some(a);
         tasks.push(t);
     }
     if let Some(addr) = options.healthz.filter(|h| Some(*h) != options.listen) {
-        let (a, t) = serve::start(addr, health)
-            .await
-            .map_err(|source| StartError::Bind {
-                what: "--healthz-address",
-                addr,
-                source,
-            })?;
+        let (a, t) = serve_on("--healthz-address", addr, health).await?;
         health_addr = Some(a);
         tasks.push(t);
     }

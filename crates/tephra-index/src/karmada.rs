@@ -347,7 +347,12 @@ type Wanted = BTreeMap<String, (usize, &'static str)>;
 /// (another scheduler's, holding room; or a placed gang's, counted in its binding's job and
 /// queue); the gangs of the bindings to schedule; and the reservations of placed gangs whose
 /// pods do not hold their nodes yet.
-fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String, String>) {
+fn build(
+    input: &Input<'_>,
+    groups: &BTreeMap<String, usize>,
+    pins: &Pins,
+    plan: &mut Plan,
+) -> (Cache, Wanted, BTreeMap<String, String>) {
     let mut cache = Cache::new();
     let mut wanted = Wanted::new();
     let mut unfit = BTreeMap::new();
@@ -402,8 +407,29 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
         }
         let gang = b.gang();
         let total: u32 = gang.iter().map(|(_, n, _)| *n).sum();
-        if let Some(why) = b.needs_scheduling() {
-            let policy = match b.policy() {
+        if let Some(pinned) = pins.get(&b.key()) {
+            // Placed by an earlier pass of this plan: its pods hold the nodes chosen there.
+            let cluster = pinned.values().next().map(|(c, _)| c.clone());
+            let policy = JobPolicy {
+                cluster_names: cluster.into_iter().collect(),
+                ..JobPolicy::default()
+            };
+            let group = group_spec(
+                b,
+                &queue_of(b),
+                total,
+                BTreeMap::new(),
+                GroupPhase::Running,
+                policy,
+            );
+            let _ = cache.apply(Event::PodGroupUpsert(group));
+            add_pods(&mut cache, b, &gang, u32::MAX, Where::Pinned(pinned), plan);
+        } else if let Some(why) = b.needs_scheduling() {
+            let group = groups
+                .get(&b.key())
+                .copied()
+                .unwrap_or_else(|| b.first_affinity_group());
+            let policy = match b.policy_in(group) {
                 Ok(p) => p,
                 Err(e) => {
                     unfit.insert(b.key(), e.to_string());
@@ -420,7 +446,7 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
                 policy,
             );
             let _ = cache.apply(Event::PodGroupUpsert(group));
-            add_pods(&mut cache, b, &gang, u32::MAX, None, plan);
+            add_pods(&mut cache, b, &gang, u32::MAX, Where::Anywhere, plan);
             wanted.insert(b.key(), (i, why));
         } else if let [target] = b.spec.clusters.as_slice()
             && let Some(member) = input.members.get(&target.name)
@@ -440,7 +466,14 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
             };
             let group = group_spec(b, &queue_of(b), total, BTreeMap::new(), phase, policy);
             let _ = cache.apply(Event::PodGroupUpsert(group));
-            add_pods(&mut cache, b, &gang, missing, Some(&target.name), plan);
+            add_pods(
+                &mut cache,
+                b,
+                &gang,
+                missing,
+                Where::LivesIn(&target.name),
+                plan,
+            );
             placed.entry(target.name.as_str()).or_default().push(b);
         }
     }
@@ -477,13 +510,27 @@ fn build(input: &Input<'_>, plan: &mut Plan) -> (Cache, Wanted, BTreeMap<String,
     (cache, wanted, unfit)
 }
 
-/// Adds up to `limit` synthetic pods of `gang`, bound to `lives_in` when given.
+/// Where a gang's synthetic pods may go.
+enum Where<'a> {
+    /// Wherever the gang's placement allows: it is to be scheduled.
+    Anywhere,
+    /// In this cluster, which its binding names; the room its pods do not hold yet is kept.
+    LivesIn(&'a str),
+    /// On the cluster and node an earlier pass of the plan chose for each, by pod name.
+    Pinned(&'a BTreeMap<String, (String, String)>),
+}
+
+/// The gangs an earlier pass of a plan placed: job key → pod key (`namespace/name`) →
+/// (cluster, node).
+type Pins = BTreeMap<String, BTreeMap<String, (String, String)>>;
+
+/// Adds up to `limit` synthetic pods of `gang`, where `at` says.
 fn add_pods(
     cache: &mut Cache,
     b: &Binding,
     gang: &[(String, u32, Requirements)],
     limit: u32,
-    lives_in: Option<&str>,
+    at: Where<'_>,
     plan: &mut Plan,
 ) {
     let mut added = 0u32;
@@ -500,8 +547,21 @@ fn add_pods(
                 cache.names_mut(),
             ) {
                 Ok(Some(mut spec)) => {
-                    spec.placement = None;
-                    spec.lives_in = lives_in.map(str::to_string);
+                    match &at {
+                        Where::Anywhere => spec.placement = None,
+                        Where::LivesIn(cluster) => {
+                            spec.placement = None;
+                            spec.lives_in = Some((*cluster).to_string());
+                        }
+                        Where::Pinned(nodes) => {
+                            let key = format!("{}/{}", spec.namespace, spec.name);
+                            spec.placement = nodes.get(&key).cloned();
+                            if let Some((cluster, _)) = &spec.placement {
+                                spec.lives_in = Some(cluster.clone());
+                                spec.status = tephra_scheduler::model::TaskStatus::Running;
+                            }
+                        }
+                    }
                     let _ = cache.apply(Event::PodUpsert(spec));
                     added += 1;
                 }
@@ -516,20 +576,105 @@ fn add_pods(
     }
 }
 
-/// One pass: schedules every binding of tephra's that needs it, and says what to write.
+/// How a wanted gang came out of a pass.
+enum Outcome {
+    /// Whole in this cluster, under this affinity group (when the binding has groups).
+    Placed(String, Option<String>),
+    /// Waiting, saying why.
+    Waiting(String),
+}
+
+/// Schedules every binding of tephra's that needs it, and says what to write. A binding with
+/// `clusterAffinities` that no cluster of its group can hold is tried with the next group in
+/// another pass, as karmada-scheduler falls back group by group (from the group it last
+/// used); what earlier passes placed holds its room in the later ones.
 pub fn plan(input: &Input<'_>) -> Plan {
     let mut plan = Plan::default();
-    let (cache, wanted, unfit) = build(input, &mut plan);
     let now = Time(
         k8s_openapi::jiff::Timestamp::from_second(input.now)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     );
-    let decisions = tephra_scheduler::schedule(
-        cache.snapshot(),
-        Arc::clone(&input.config),
-        input.now,
-        input.session,
-    );
+    let mut groups: BTreeMap<String, usize> = BTreeMap::new();
+    let mut pins = Pins::new();
+    let mut outcomes: BTreeMap<String, (usize, &'static str, Outcome)> = BTreeMap::new();
+    let mut all_wanted = Wanted::new();
+    let mut all_unfit = BTreeMap::new();
+    for pass in 0.. {
+        let mut problems = Plan::default();
+        let (cache, wanted, unfit) = build(input, &groups, &pins, &mut problems);
+        if pass == 0 {
+            plan.problems = problems.problems;
+        }
+        let decisions = tephra_scheduler::schedule(
+            cache.snapshot(),
+            Arc::clone(&input.config),
+            input.now,
+            input.session,
+        );
+        let results = pass_outcomes(input.bindings, &wanted, &groups, &decisions);
+        let mut again = false;
+        for (key, (i, why, outcome)) in results {
+            match &outcome {
+                Outcome::Waiting(_) => {
+                    let b = &input.bindings[i];
+                    let group = groups
+                        .get(&key)
+                        .copied()
+                        .unwrap_or_else(|| b.first_affinity_group());
+                    if group + 1 < b.affinity_groups().len() {
+                        groups.insert(key.clone(), group + 1);
+                        again = true;
+                    }
+                }
+                // The next pass sees this gang's pods on the nodes this one chose.
+                Outcome::Placed(..) => {
+                    let nodes = pins.entry(key.clone()).or_default();
+                    for bind in decisions.binds.iter().filter(|d| d.job == key) {
+                        nodes.insert(bind.task.clone(), (bind.cluster.clone(), bind.node.clone()));
+                    }
+                }
+            }
+            outcomes.insert(key, (i, why, outcome));
+        }
+        all_wanted.extend(wanted);
+        for key in unfit.keys() {
+            outcomes.remove(key);
+        }
+        all_unfit.extend(unfit);
+        plan.decisions = decisions;
+        if !again {
+            break;
+        }
+    }
+    for (i, why, outcome) in outcomes.values() {
+        let b = &input.bindings[*i];
+        let write = match outcome {
+            Outcome::Placed(cluster, group) => {
+                placed_write(b, cluster, group.as_deref(), why, &now)
+            }
+            Outcome::Waiting(message) => waiting_write(b, REASON_UNSCHEDULABLE, message, &now),
+        };
+        plan.writes.extend(write);
+    }
+    for (key, message) in all_unfit {
+        if let Some(b) = input.bindings.iter().find(|b| b.key() == key) {
+            plan.writes
+                .extend(waiting_write(b, "SchedulerError", &message, &now));
+        }
+    }
+    plan.writes.extend(duplicated(input, &now));
+    plan.writes.extend(observed_generations(input, &all_wanted));
+    plan
+}
+
+/// What one pass's session decided for each wanted gang: whole in one cluster, or waiting
+/// with the core's reason.
+fn pass_outcomes(
+    bindings: &[Binding],
+    wanted: &Wanted,
+    groups: &BTreeMap<String, usize>,
+    decisions: &tephra_scheduler::Decisions,
+) -> BTreeMap<String, (usize, &'static str, Outcome)> {
     // Where each wanted gang's pods were placed this session.
     let mut placed: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut count: BTreeMap<&str, u32> = BTreeMap::new();
@@ -559,41 +704,51 @@ pub fn plan(input: &Input<'_>) -> Plan {
                     .map(|c| c.message.clone())
             })
     };
-    for (key, (i, why)) in &wanted {
-        let b = &input.bindings[*i];
+    let mut out = BTreeMap::new();
+    for (key, (i, why)) in wanted {
+        let b = &bindings[*i];
         let total: u32 = b.gang().iter().map(|(_, n, _)| *n).sum();
         let clusters = placed.get(key.as_str());
         let whole = count.get(key.as_str()).copied() == Some(total);
-        let write = match clusters.map(|c| c.iter().collect::<Vec<_>>()).as_deref() {
-            Some([cluster]) if whole => placed_write(b, cluster, why, &now),
-            _ => {
-                let message = why_waiting(key).unwrap_or_else(|| {
-                    format!("no cluster can hold the whole gang of {total} pods now")
-                });
-                waiting_write(b, REASON_UNSCHEDULABLE, &message, &now)
+        let outcome = match clusters.map(|c| c.iter().collect::<Vec<_>>()).as_deref() {
+            Some([cluster]) if whole => {
+                let group = groups
+                    .get(key)
+                    .copied()
+                    .unwrap_or_else(|| b.first_affinity_group());
+                Outcome::Placed((**cluster).to_string(), b.affinity_name(group))
             }
+            _ => Outcome::Waiting(why_waiting(key).unwrap_or_else(|| {
+                format!("no cluster can hold the whole gang of {total} pods now")
+            })),
         };
-        plan.writes.extend(write);
+        out.insert(key.clone(), (*i, *why, outcome));
     }
-    for (key, message) in unfit {
-        if let Some(b) = input.bindings.iter().find(|b| b.key() == key) {
-            plan.writes
-                .extend(waiting_write(b, "SchedulerError", &message, &now));
-        }
-    }
-    plan.writes.extend(duplicated(input, &now));
-    plan.writes.extend(observed_generations(input, &wanted));
-    plan.decisions = decisions;
-    plan
+    out
 }
 
-fn placed_write(b: &Binding, cluster: &str, why: &str, now: &Time) -> Option<BindingWrite> {
+fn placed_write(
+    b: &Binding,
+    cluster: &str,
+    group: Option<&str>,
+    why: &str,
+    now: &Time,
+) -> Option<BindingWrite> {
     let placement = b.spec.placement.clone().unwrap_or(Value::Null);
     let target = TargetCluster {
         name: cluster.to_string(),
         replicas: b.spec.replicas.max(0),
     };
     let message = "Binding has been scheduled successfully.";
+    let mut status = scheduled_status(b, true, REASON_SUCCESS, message, now);
+    // The group used, where karmada-scheduler records it: the next scheduling starts there.
+    if let Some(name) = group
+        && b.status.scheduler_observing_affinity_name.as_deref() != Some(name)
+    {
+        let s = status.get_or_insert_with(|| json!({"status": {}}));
+        s["status"]["schedulerObservingAffinityName"] = json!(name);
+    }
+    let under = group.map_or(String::new(), |g| format!(", cluster affinity group {g}"));
     Some(BindingWrite {
         namespace: b.namespace(),
         name: b.name(),
@@ -601,12 +756,12 @@ fn placed_write(b: &Binding, cluster: &str, why: &str, now: &Time) -> Option<Bin
             "metadata": {"annotations": {APPLIED_PLACEMENT: placement.to_string()}},
             "spec": {"clusters": [target]},
         })),
-        status: scheduled_status(b, true, REASON_SUCCESS, message, now),
+        status,
         event: Some((
             "Normal",
             "ScheduleBindingSucceed",
             format!(
-                "placed whole in cluster {cluster} ({why}): every pod of the gang fits its nodes"
+                "placed whole in cluster {cluster} ({why}{under}): every pod of the gang fits its nodes"
             ),
         )),
     })

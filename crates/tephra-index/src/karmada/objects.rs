@@ -307,9 +307,44 @@ impl Binding {
         None
     }
 
+    /// Karmada's ordered cluster affinity groups (`spec.placement.clusterAffinities`).
+    pub fn affinity_groups(&self) -> &[Value] {
+        self.spec
+            .placement
+            .as_ref()
+            .and_then(|p| p["clusterAffinities"].as_array())
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The affinity group scheduling starts from, as karmada-scheduler starts: the one the
+    /// last scheduling used (`status.schedulerObservingAffinityName`), else the first.
+    pub fn first_affinity_group(&self) -> usize {
+        let observed = self.status.scheduler_observing_affinity_name.as_deref();
+        self.affinity_groups()
+            .iter()
+            .position(|g| observed.is_some() && g["affinityName"].as_str() == observed)
+            .unwrap_or(0)
+    }
+
+    /// The name of affinity group `group`, when the binding has groups.
+    pub fn affinity_name(&self, group: usize) -> Option<String> {
+        Some(
+            self.affinity_groups().get(group)?["affinityName"]
+                .as_str()?
+                .to_string(),
+        )
+    }
+
     /// The placement policy of its `spec.placement` (cluster affinity, tolerations, spread),
-    /// never a cluster it is being evicted from.
+    /// never a cluster it is being evicted from; with `clusterAffinities`, that of the group
+    /// scheduling starts from.
     pub fn policy(&self) -> Result<JobPolicy, KarmadaError> {
+        self.policy_in(self.first_affinity_group())
+    }
+
+    /// [`Binding::policy`] with cluster affinity group `group` of `clusterAffinities` (ignored
+    /// when the binding gives a `clusterAffinity` or no groups).
+    pub fn policy_in(&self, group: usize) -> Result<JobPolicy, KarmadaError> {
         let bad = |message: String| KarmadaError::Binding {
             key: self.key(),
             message,
@@ -319,24 +354,12 @@ impl Binding {
                 .map_err(|e| bad(format!("spec.placement: {e}")))?,
             None => Placement::default(),
         };
-        // `clusterAffinities`, Karmada's ordered groups: the group karmada-scheduler last
-        // observed, else the first (falling back to later groups is not done yet).
         if placement.cluster_affinity.is_none()
-            && let Some(groups) = self
-                .spec
-                .placement
-                .as_ref()
-                .and_then(|p| p["clusterAffinities"].as_array())
-            && !groups.is_empty()
+            && let Some(g) = self.affinity_groups().get(group)
         {
-            let observed = self.status.scheduler_observing_affinity_name.as_deref();
-            let group = groups
-                .iter()
-                .find(|g| observed.is_some() && g["affinityName"].as_str() == observed)
-                .unwrap_or(&groups[0]);
             placement.cluster_affinity = Some(
-                serde_json::from_value(group.clone())
-                    .map_err(|e| bad(format!("spec.placement.clusterAffinities: {e}")))?,
+                serde_json::from_value(g.clone())
+                    .map_err(|e| bad(format!("spec.placement.clusterAffinities[{group}]: {e}")))?,
             );
         }
         let mut policy = tephra_controllers::propagation::placement_policy(&placement)

@@ -494,17 +494,30 @@ fn a_cluster_resource_binding_of_tephra_is_placed_as_karmada_would_and_written_w
     );
 }
 
+fn status_of(plan: &Plan, name: &str) -> Value {
+    write_for(plan, name)
+        .and_then(|w| w.status.clone())
+        .map(|s| s["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
 #[test]
-fn the_first_cluster_affinity_group_restricts_a_binding_that_gives_only_groups() {
+fn a_gang_no_cluster_of_its_first_affinity_group_holds_goes_to_the_next_group_and_says_which() {
     let groups = json!({"clusterAffinities": [
         {"affinityName": "primary", "clusterNames": ["east"]},
         {"affinityName": "backup", "clusterNames": ["west"]}]});
     let plan = run(&fragmented(), &bindings(&[binding("a", 2, 4, groups)]));
     assert_eq!(
         placed_in(&plan, "a-job"),
-        None,
-        "east has no node with 4 GPUs"
+        Some(vec!["west".to_string()]),
+        "east has no node with 4 GPUs; west, of the backup group, has two"
     );
+    assert_eq!(
+        status_of(&plan, "a-job")["schedulerObservingAffinityName"],
+        "backup"
+    );
+    let event = &write_for(&plan, "a-job").unwrap().event.as_ref().unwrap().2;
+    assert!(event.contains("cluster affinity group backup"), "{event}");
     let policy = Binding::from_value(binding(
         "b",
         1,
@@ -516,4 +529,67 @@ fn the_first_cluster_affinity_group_restricts_a_binding_that_gives_only_groups()
     .policy()
     .unwrap();
     assert_eq!(policy.cluster_names, vec!["east".to_string()]);
+}
+
+#[test]
+fn a_gang_that_fits_its_first_affinity_group_stays_there() {
+    let groups = json!({"clusterAffinities": [
+        {"affinityName": "primary", "clusterNames": ["east", "north"]},
+        {"affinityName": "backup", "clusterNames": ["west"]}]});
+    // One GPU per pod fits east and north.
+    let plan = run(&fragmented(), &bindings(&[binding("a", 2, 1, groups)]));
+    let placed = placed_in(&plan, "a-job").unwrap();
+    assert!(placed == ["east"] || placed == ["north"], "{placed:?}");
+    assert_eq!(
+        status_of(&plan, "a-job")["schedulerObservingAffinityName"],
+        "primary"
+    );
+}
+
+#[test]
+fn scheduling_starts_from_the_affinity_group_last_used_as_karmada_does() {
+    let mut b = binding(
+        "a",
+        1,
+        1,
+        json!({"clusterAffinities": [
+            {"affinityName": "primary", "clusterNames": ["east"]},
+            {"affinityName": "backup", "clusterNames": ["west"]}]}),
+    );
+    b["status"] = json!({"schedulerObservingAffinityName": "backup"});
+    let plan = run(&fragmented(), &bindings(&[b]));
+    assert_eq!(
+        placed_in(&plan, "a-job"),
+        Some(vec!["west".to_string()]),
+        "east would fit, but the last scheduling used backup"
+    );
+}
+
+#[test]
+fn a_gang_no_affinity_group_holds_waits_and_a_fallback_never_takes_the_room_of_one_placed_earlier()
+{
+    let groups = json!({"clusterAffinities": [
+        {"affinityName": "primary", "clusterNames": ["east"]},
+        {"affinityName": "backup", "clusterNames": ["west"]}]});
+    // west holds one gang of 2 × 4 GPUs. b goes there directly; a falls back to west too,
+    // where b has taken the room, and waits.
+    let plan = run(
+        &fragmented(),
+        &bindings(&[
+            binding("a", 2, 4, groups),
+            binding(
+                "b",
+                2,
+                4,
+                json!({"clusterAffinity": {"clusterNames": ["west"]}}),
+            ),
+        ]),
+    );
+    assert_eq!(placed_in(&plan, "b-job"), Some(vec!["west".to_string()]));
+    assert_eq!(placed_in(&plan, "a-job"), None);
+    let (status, reason, _) = scheduled(&plan, "a-job").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "Unschedulable")
+    );
 }

@@ -165,6 +165,10 @@ impl Real {
         let options = ClusterOptions {
             controller_manager: true,
             audit_request_bodies: true,
+            // Streaming lists refused, as by a Kubernetes before 1.34: the components list
+            // in pages, the path whose grants (`list` and `watch`) the chart must cover; a
+            // streaming list is authorized as `watch` alone.
+            apiserver_args: vec!["--feature-gates=WatchList=false".into()],
             ..ClusterOptions::default()
         };
         let clusters = futures::future::try_join_all(

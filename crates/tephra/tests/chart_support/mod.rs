@@ -67,9 +67,9 @@ pub async fn single_cluster() -> Handle {
     options.install_crds = false;
     options.kubelet = fast_kubelet();
     options.server.collector_lag = COLLECTOR_LAG;
-    // Streaming lists refused, as by a Kubernetes before 1.34: the components list in pages,
-    // the path whose grants (`list` and `watch`) the chart must cover; a streaming list needs
-    // `watch` alone.
+    // Streaming lists refused, as by a Kubernetes before 1.34: the components list in pages
+    // (their default now, and their fallback when streaming lists are on), the path whose
+    // grants (`list` and `watch`) the chart must cover; a streaming list needs `watch` alone.
     options.server.watch_lists = false;
     DevCluster::start(options).await.expect("devcluster starts")
 }
@@ -94,9 +94,9 @@ pub async fn fleet_cluster() -> Handle {
     };
     options.server.collector_lag = COLLECTOR_LAG;
     options.server.idle_provisioners = vec![scenarios::IDLE_PROVISIONER.into()];
-    // Streaming lists refused, as by a Kubernetes before 1.34: the components list in pages,
-    // the path whose grants (`list` and `watch`) the chart must cover; a streaming list needs
-    // `watch` alone.
+    // Streaming lists refused, as by a Kubernetes before 1.34: the components list in pages
+    // (their default now, and their fallback when streaming lists are on), the path whose
+    // grants (`list` and `watch`) the chart must cover; a streaming list needs `watch` alone.
     options.server.watch_lists = false;
     DevCluster::start(options).await.expect("devcluster starts")
 }

@@ -84,7 +84,8 @@ pub fn start(
         );
         let ours = options.scheduler_names.clone();
         tasks.push(tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let stream =
+                watcher::watcher(api, watcher::Config::default()).backoff(crate::retry::watch());
             futures::pin_mut!(stream);
             while let Some(ev) = stream.next().await {
                 let (pod, gone) = match ev {

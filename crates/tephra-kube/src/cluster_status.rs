@@ -79,7 +79,7 @@ pub fn start(
     let watch = tokio::spawn(async move {
         let stream = reflector::reflector(
             writer,
-            watcher::watcher(api, watcher::Config::default()).default_backoff(),
+            watcher::watcher(api, watcher::Config::default()).backoff(crate::retry::watch()),
         )
         .applied_objects();
         futures::pin_mut!(stream);

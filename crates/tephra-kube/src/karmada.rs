@@ -121,7 +121,7 @@ async fn drive<K>(
     stream: impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
     what: String,
 ) {
-    let mut s = std::pin::pin!(stream.default_backoff());
+    let mut s = std::pin::pin!(stream.backoff(crate::retry::watch()));
     let mut failing = false;
     while let Some(r) = s.next().await {
         match r {

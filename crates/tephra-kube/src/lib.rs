@@ -46,6 +46,7 @@ pub mod prebind;
 pub mod queues;
 pub mod reconciler;
 pub mod report;
+pub mod retry;
 pub mod run;
 pub mod serve;
 pub mod ui;

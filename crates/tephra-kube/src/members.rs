@@ -224,7 +224,7 @@ fn secret_changes(
     let api: Api<Secret> = Api::namespaced(control.clone(), ns);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     watcher(api, config)
-        .default_backoff()
+        .backoff(crate::retry::watch())
         .filter_map(|e| async move {
             let changed = matches!(
                 e,

@@ -99,7 +99,7 @@ where
 {
     reflector::reflector(
         store,
-        watcher::watcher(Api::all(client.clone()), config).default_backoff(),
+        watcher::watcher(Api::all(client.clone()), config).backoff(crate::retry::watch()),
     )
     .touched_objects()
 }

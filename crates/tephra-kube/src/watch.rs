@@ -35,7 +35,7 @@ pub use tephra_index::observed::{Change, Kind, Obj, Update};
 pub const ABSENT_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Starts a watcher of `api` that sends its updates to `tx` until the receiver is gone.
-/// Errors are retried with kube-runtime's default backoff, logged and counted. An
+/// Errors are retried after [`crate::retry::watch`]'s delays, logged and counted. An
 /// [optional](Kind::optional) kind the cluster does not serve (404) is reported once as an
 /// empty list, so that the scheduler does not wait for it, and looked for again every
 /// [`ABSENT_RECHECK`]: a member without the HyperNode CRD is not asked every few seconds.
@@ -57,7 +57,9 @@ where
         // kube-apiserver: 2.1 s against 2.6–3.4 s). A server that refuses them is listed in
         // pages from then on.
         let mut streaming = STREAMING_LISTS;
-        let mut stream = watcher(api.clone(), streaming).default_backoff().boxed();
+        let mut stream = watcher(api.clone(), streaming)
+            .backoff(crate::retry::watch())
+            .boxed();
         let mut absent = false;
         let mut failing = Failing::default();
         let mut listing: Option<(std::time::Instant, u64)> = None;
@@ -88,7 +90,9 @@ where
                     }
                 }
                 tokio::time::sleep(ABSENT_RECHECK).await;
-                stream = watcher(api.clone(), streaming).default_backoff().boxed();
+                stream = watcher(api.clone(), streaming)
+                    .backoff(crate::retry::watch())
+                    .boxed();
                 continue;
             }
             absent = false;
@@ -105,7 +109,9 @@ where
                 } else {
                     tracing::debug!("listing in pages");
                 }
-                stream = watcher(api.clone(), streaming).default_backoff().boxed();
+                stream = watcher(api.clone(), streaming)
+                    .backoff(crate::retry::watch())
+                    .boxed();
                 continue;
             }
             let change = match event {
@@ -393,13 +399,9 @@ where
     )
 }
 
-/// Whether watchers start with a streaming list. Off: with it on, after an API server outage
-/// the scheduler's watches did not recover in time for a Job created right after it to get
-/// its pods (`--test jobs`, `a_job_created_right_after_an_api_server_outage_gets_its_pods_at_once`,
-/// deterministic on the devcluster), to be examined before it becomes the default; it put the
-/// first bind at 5,000 nodes / 50,000 pods on a real kube-apiserver at 2.1–2.3 s against
-/// 2.8–3.6 s paged.
-const STREAMING_LISTS: bool = false;
+/// Whether watchers start with a streaming list: the first bind at 5,000 nodes / 50,000 pods
+/// on a real kube-apiserver came at 2.1–2.3 s against 2.8–3.6 s paged.
+const STREAMING_LISTS: bool = true;
 
 /// Whether `cluster` refused a streaming list for the first time since the process started
 /// (the line that says so is written once per cluster, not once per kind).

@@ -102,6 +102,9 @@ pub struct GroupStatus {
     pub succeeded: u32,
     /// Failed pods.
     pub failed: u32,
+    /// Fewer of its pods exist than its minMember: a controller may be waiting for the
+    /// PodGroup to be Inqueue before it creates the rest (Volcano's job controller does).
+    pub short_of_pods: bool,
 }
 
 /// A queue share provider's figures for one queue.

@@ -1,7 +1,11 @@
 //! What a session's decisions mean for the API servers: the writes, planned without IO.
 //! Binds and evictions go out as decided. PodGroup and Queue status are written only when
 //! they differ from what was last written, and an Event on a PodGroup only when the reason its
-//! job waits changes, so that a waiting job does not produce a write every session.
+//! job waits changes, so that a waiting job does not produce a write every session. A gang
+//! whose pods all exist and that was only admitted (Pending → Inqueue, nothing else new) has
+//! that written after [`INQUEUE_HOLD`] seconds: one placed within that time goes from Pending
+//! to Running in one write, where writing both cost the API server a PodGroup write per gang
+//! while it was busy binding (6,250 of them for 50,000 pods).
 //! The kinds of write are in `write.rs`; this file plans them and builds the objects they
 //! carry (a member's copy of a pod, a ResourceBinding, a PodGroup's status).
 
@@ -11,7 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType};
+use tephra_api::scheduling::{PodGroupCondition, PodGroupConditionType, PodGroupPhase};
 use tephra_api::well_known::{
     DECLARED_UID, GANG_MIN_MEMBER, GANG_MIN_TASK_MEMBER, PLANNED_CLUSTER, PLANNED_NODE,
 };
@@ -38,10 +42,26 @@ pub struct GroupSeen {
     pub cluster: Arc<str>,
 }
 
+/// How long, in seconds, the admission of a gang whose pods all exist waits to be written
+/// (see the module's doc). A gang short of pods is written at once: its controller may be
+/// waiting for Inqueue to create them.
+pub const INQUEUE_HOLD: i64 = 5;
+
+/// A status held back: an admission not written yet.
+#[derive(Clone, Debug)]
+struct Held {
+    cluster: Arc<str>,
+    status: PodGroupStatus,
+    /// When it was first held, in seconds.
+    since: i64,
+}
+
 /// Remembers what was written, to write only changes.
 #[derive(Default)]
 pub struct Planner {
     groups: HashMap<String, PodGroupStatus>,
+    /// Admissions not written yet, by job.
+    held: HashMap<String, Held>,
     queues: HashMap<String, serde_json::Value>,
     reasons: HashMap<String, (String, String)>,
 }
@@ -281,6 +301,15 @@ fn same(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
         && conds(a) == conds(b)
 }
 
+/// Whether `new` says nothing that `old` does not but that the gang was admitted: Pending (or
+/// no phase yet) to Inqueue, with the same counts and conditions.
+fn only_admitted(old: &PodGroupStatus, new: &PodGroupStatus) -> bool {
+    let was_waiting = matches!(old.phase, None | Some(PodGroupPhase::Pending));
+    let mut probe = new.clone();
+    probe.phase = old.phase;
+    was_waiting && new.phase == Some(PodGroupPhase::Inqueue) && same(&probe, old)
+}
+
 /// The PodGroup status a session's decision gives, merged into the status last observed: one
 /// condition per type, replaced when it says something new.
 pub fn group_status(seen: &PodGroupStatus, g: &GroupStatus, now: &Time) -> PodGroupStatus {
@@ -333,6 +362,7 @@ impl Planner {
     /// Forgets a PodGroup that is gone.
     pub fn forget_group(&mut self, job: &str) {
         self.groups.remove(job);
+        self.held.remove(job);
         self.reasons.remove(job);
     }
 
@@ -449,6 +479,7 @@ impl Planner {
                 reason: e.reason.clone(),
             });
         }
+        let now_s = now.0.as_second();
         for g in &d.groups {
             let Some(known) = seen(&g.job) else {
                 // An implicit job (a pod without a PodGroup) has no object to write to.
@@ -457,7 +488,21 @@ impl Planner {
             let written = self.groups.get(&g.job);
             let base = written.unwrap_or(&known.status);
             let status = group_status(base, g, now);
+            // A newer status replaces one held: it was computed from what was written.
+            let held = self.held.remove(&g.job);
             if same(&status, base) {
+                continue;
+            }
+            if !g.short_of_pods && only_admitted(base, &status) {
+                let since = held.map_or(now_s, |h| h.since);
+                self.held.insert(
+                    g.job.clone(),
+                    Held {
+                        cluster: Arc::clone(&known.cluster),
+                        status,
+                        since,
+                    },
+                );
                 continue;
             }
             self.groups.insert(g.job.clone(), status.clone());
@@ -468,6 +513,17 @@ impl Planner {
                 name,
                 status,
             });
+        }
+        let due: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(_, h)| now_s - h.since >= INQUEUE_HOLD)
+            .map(|(job, _)| job.clone())
+            .collect();
+        for job in due {
+            if let Some(h) = self.held.remove(&job) {
+                out.push(self.release(job, h));
+            }
         }
         self.said(d, seen, &mut out);
         self.queues(d, &mut out);
@@ -494,6 +550,14 @@ impl Planner {
                 continue;
             }
             let Some(known) = seen(job) else { continue };
+            // A held admission goes out now, with the new counts.
+            if let Some(mut h) = self.held.remove(job) {
+                h.status.running = *running;
+                h.status.succeeded = *succeeded;
+                h.status.failed = *failed;
+                out.push(self.release(job.clone(), h));
+                continue;
+            }
             let mut status = self.groups.get(job).unwrap_or(&known.status).clone();
             if (status.running, status.succeeded, status.failed) == (*running, *succeeded, *failed)
             {
@@ -512,6 +576,23 @@ impl Planner {
             });
         }
         out
+    }
+
+    /// The write of a held status, now remembered as written.
+    fn release(&mut self, job: String, h: Held) -> Write {
+        let (namespace, name) = split(&job);
+        self.groups.insert(job, h.status.clone());
+        Write::GroupStatus {
+            cluster: h.cluster.to_string(),
+            namespace,
+            name,
+            status: h.status,
+        }
+    }
+
+    /// Admissions held back now (see [`INQUEUE_HOLD`]).
+    pub fn held(&self) -> usize {
+        self.held.len()
     }
 
     /// An Event for each job whose reason to wait changed.
@@ -610,6 +691,7 @@ mod tests {
             running: 0,
             succeeded: 0,
             failed: 0,
+            short_of_pods: false,
         }
     }
 
@@ -667,5 +749,127 @@ mod tests {
             .unwrap();
         assert_eq!(unsched.status, "False");
         assert_eq!(second.conditions.len(), 2);
+    }
+
+    fn run(
+        p: &mut Planner,
+        d: &Decisions,
+        seen: &dyn Fn(&str) -> Option<GroupSeen>,
+        t: i64,
+    ) -> Vec<Write> {
+        p.plan(d, seen, &|_| None, &|_, _| None, &at(t))
+    }
+
+    fn at(s: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    fn admitted(phase: GroupPhase, short_of_pods: bool) -> Decisions {
+        Decisions {
+            groups: vec![GroupStatus {
+                job: "ns/pg".into(),
+                phase,
+                conditions: Vec::new(),
+                running: 0,
+                succeeded: 0,
+                failed: 0,
+                short_of_pods,
+            }],
+            ..Decisions::default()
+        }
+    }
+
+    fn phases(w: &[Write]) -> Vec<Option<PodGroupPhase>> {
+        w.iter()
+            .filter_map(|w| match w {
+                Write::GroupStatus { status, .. } => Some(status.phase),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gang_whose_pods_exist_placed_soon_after_admission_is_written_once_as_running() {
+        let mut p = Planner::default();
+        let first = run(&mut p, &admitted(GroupPhase::Inqueue, false), &seen, 100);
+        assert!(first.is_empty(), "{first:?}");
+        assert_eq!(p.held(), 1);
+        let placed = run(&mut p, &admitted(GroupPhase::Running, false), &seen, 102);
+        assert_eq!(phases(&placed), vec![Some(PodGroupPhase::Running)]);
+        assert_eq!(p.held(), 0);
+        let later = run(&mut p, &Decisions::default(), &seen, 200);
+        assert!(later.is_empty(), "nothing held is left to write: {later:?}");
+    }
+
+    #[test]
+    fn an_admission_still_waiting_after_the_hold_is_written() {
+        let mut p = Planner::default();
+        let none = Decisions::default();
+        assert!(run(&mut p, &admitted(GroupPhase::Inqueue, false), &seen, 100).is_empty());
+        assert!(run(&mut p, &none, &seen, 100 + INQUEUE_HOLD - 1).is_empty());
+        // The same admission decided again keeps its first time.
+        assert!(
+            run(
+                &mut p,
+                &admitted(GroupPhase::Inqueue, false),
+                &seen,
+                100 + INQUEUE_HOLD - 1
+            )
+            .is_empty()
+        );
+        let due = run(&mut p, &none, &seen, 100 + INQUEUE_HOLD);
+        assert_eq!(phases(&due), vec![Some(PodGroupPhase::Inqueue)]);
+        assert!(run(&mut p, &none, &seen, 100 + 2 * INQUEUE_HOLD).is_empty());
+    }
+
+    #[test]
+    fn a_gang_short_of_pods_is_written_inqueue_at_once_for_its_controller() {
+        let mut p = Planner::default();
+        let w = run(&mut p, &admitted(GroupPhase::Inqueue, true), &seen, 100);
+        assert_eq!(phases(&w), vec![Some(PodGroupPhase::Inqueue)]);
+        assert_eq!(p.held(), 0);
+    }
+
+    #[test]
+    fn an_admission_with_a_reason_or_new_counts_is_written_at_once() {
+        let mut p = Planner::default();
+        let w = run(
+            &mut p,
+            &Decisions {
+                groups: vec![waiting("no room")],
+                ..Decisions::default()
+            },
+            &seen,
+            100,
+        );
+        assert_eq!(phases(&w), vec![Some(PodGroupPhase::Inqueue)]);
+        let mut q = Planner::default();
+        assert!(run(&mut q, &admitted(GroupPhase::Inqueue, false), &seen, 100).is_empty());
+        let w = q.recount(
+            &Decisions::default(),
+            &[("ns/pg".to_string(), [1, 0, 0])],
+            &seen,
+        );
+        assert_eq!(phases(&w), vec![Some(PodGroupPhase::Inqueue)]);
+        assert!(matches!(&w[0], Write::GroupStatus { status, .. } if status.running == 1));
+        assert_eq!(q.held(), 0);
+    }
+
+    #[test]
+    fn an_admission_taken_back_before_it_was_written_is_never_written() {
+        let mut p = Planner::default();
+        let seen = |_: &str| {
+            Some(GroupSeen {
+                status: PodGroupStatus {
+                    phase: Some(PodGroupPhase::Pending),
+                    ..PodGroupStatus::default()
+                },
+                ..GroupSeen::default()
+            })
+        };
+        assert!(run(&mut p, &admitted(GroupPhase::Inqueue, false), &seen, 100).is_empty());
+        let back = run(&mut p, &admitted(GroupPhase::Pending, false), &seen, 101);
+        assert!(back.is_empty(), "{back:?}");
+        assert!(run(&mut p, &Decisions::default(), &seen, 200).is_empty());
     }
 }

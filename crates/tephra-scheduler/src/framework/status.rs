@@ -214,6 +214,7 @@ impl Session {
                     running,
                     succeeded,
                     failed,
+                    short_of_pods: u32::try_from(job.tasks.len()).unwrap_or(u32::MAX) < min,
                 });
             }
         }

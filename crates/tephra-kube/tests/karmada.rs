@@ -806,8 +806,9 @@ async fn quiescent(
     Ok(())
 }
 
+/// Seed 1 in the default suite (about 40 s). It was flaky while a restored member's watchers
+/// could wait up to a minute to ask again (`retry.rs`); 14 runs since, at load up to 4.8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about a minute, and flaky on a loaded machine (a Job in a restored member stayed Pending without pods in 2 of 6 runs): cargo test -p tephra-kube --test karmada -- --ignored random_lifecycles_through_karmada_keep"]
 async fn random_lifecycles_through_karmada_keep_gangs_whole_and_leave_nothing_behind() {
     logs();
     karmada_lifecycle(1, 10).await;

@@ -7,8 +7,10 @@
 //! Binds never wait behind status: the writes that put a pod on its node (binds, a declared
 //! pod's copy, a gang's claims before its binds) have a queue and workers of their own, and
 //! every other write (PodGroup, Queue and pod status, nominations, evictions, Events) a
-//! queue and a quarter as many workers of its own. A write enters its object's lane when it
-//! is submitted, so two writes to one pod keep their order whichever queue each is in.
+//! queue and a quarter as many workers of its own. Of those, reports (status, ResourceBindings,
+//! Events) wait while binds are waiting, each at most [`REPORT_WAIT`]. A write enters its
+//! object's lane when it is submitted, so two writes to one pod keep their order whichever
+//! queue each is in.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,13 +140,46 @@ fn class(w: &Write) -> Class {
     }
 }
 
-/// The writes waiting for a worker, by class, and whether the executor still takes any.
+/// Whether a write of the rest may wait while binds are waiting: what reports (PodGroup,
+/// Queue, HyperNode and binding status, pods' conditions, ResourceBindings, Events) does; what
+/// frees or reserves room (evictions, purges, eviction tasks, nominations) does not.
+fn reports(w: &Write) -> bool {
+    matches!(
+        w,
+        Write::GroupStatus { .. }
+            | Write::GroupAnnotation { .. }
+            | Write::QueueStatus { .. }
+            | Write::HyperNodeStatus { .. }
+            | Write::Binding { .. }
+            | Write::BindingStatus { .. }
+            | Write::DeclaredStatus { .. }
+            | Write::PodCondition { .. }
+            | Write::Event { .. }
+    )
+}
+
+/// How long a [report](reports) waits at most while binds are waiting.
+pub const REPORT_WAIT: Duration = Duration::from_secs(30);
+
+/// The writes waiting for a worker, and whether the executor still takes any. Binds have a
+/// queue of their own; the rest two: what frees or reserves room, taken first, and reports,
+/// which wait while binds are waiting (each at most [`REPORT_WAIT`]), so that an API server
+/// busy with a backlog of binds serves them first (at 50,000 pods a PodGroup status and a
+/// ResourceBinding per gang of 8 were a fifth of the writes).
 #[derive(Default)]
 struct Queues {
-    waiting: std::sync::Mutex<[std::collections::VecDeque<Write>; 2]>,
+    waiting: std::sync::Mutex<Waiting>,
     /// One per class: a worker of that class waits here for a write.
     ready: [Notify; 2],
     closed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct Waiting {
+    binds: std::collections::VecDeque<Write>,
+    rest: std::collections::VecDeque<Write>,
+    /// Reports, with when each came.
+    reports: std::collections::VecDeque<(Instant, Write)>,
 }
 
 impl Queues {
@@ -155,15 +190,22 @@ impl Queues {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, [std::collections::VecDeque<Write>; 2]> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues a write that may run now (it entered its lane).
     fn push(&self, w: Write) {
-        let slot = Self::slot(class(&w));
-        self.lock()[slot].push_back(w);
-        self.ready[slot].notify_one();
+        let c = class(&w);
+        {
+            let mut q = self.lock();
+            match c {
+                Class::Bind => q.binds.push_back(w),
+                Class::Rest if reports(&w) => q.reports.push_back((Instant::now(), w)),
+                Class::Rest => q.rest.push_back(w),
+            }
+        }
+        self.ready[Self::slot(c)].notify_one();
     }
 
     /// The next write of class `c`, waiting for one; `None` once closed and drained.
@@ -171,13 +213,69 @@ impl Queues {
         let slot = Self::slot(c);
         loop {
             let notified = self.ready[slot].notified();
-            if let Some(w) = self.lock()[slot].pop_front() {
-                return Some(w);
-            }
-            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            let closed = self.is_closed();
+            let until = {
+                let mut q = self.lock();
+                match c {
+                    Class::Bind => {
+                        if let Some(w) = q.binds.pop_front() {
+                            if q.binds.is_empty() && !q.reports.is_empty() {
+                                // The reports waiting behind the binds may go.
+                                self.ready[1].notify_waiters();
+                            }
+                            return Some(w);
+                        }
+                        None
+                    }
+                    Class::Rest => {
+                        if let Some(w) = q.rest.pop_front() {
+                            return Some(w);
+                        }
+                        match q.reports.front() {
+                            Some((since, _))
+                                if closed
+                                    || q.binds.is_empty()
+                                    || since.elapsed() >= REPORT_WAIT =>
+                            {
+                                return q.reports.pop_front().map(|(_, w)| w);
+                            }
+                            Some((since, _)) => Some(*since + REPORT_WAIT),
+                            None => None,
+                        }
+                    }
+                }
+            };
+            if closed && until.is_none() {
                 return None;
             }
-            notified.await;
+            match until {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at, notified).await;
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// A write that is not a report waits behind `object`'s report: that report waits no
+    /// longer, so that nothing waits behind binds but reports.
+    fn promote(&self, object: &str) {
+        let promoted = {
+            let mut q = self.lock();
+            let at = q
+                .reports
+                .iter()
+                .position(|(_, w)| w.object().as_deref() == Some(object));
+            match at.and_then(|i| q.reports.remove(i)) {
+                Some((_, w)) => {
+                    q.rest.push_back(w);
+                    true
+                }
+                None => false,
+            }
+        };
+        if promoted {
+            self.ready[1].notify_one();
         }
     }
 
@@ -344,8 +442,15 @@ impl Inner {
             });
             return;
         }
+        let urgent = !reports(&write);
         let entered = match write.object() {
-            Some(key) => self.lanes.enter(&key, write),
+            Some(key) => {
+                let entered = self.lanes.enter(&key, write);
+                if entered.is_none() && urgent {
+                    self.queues.promote(&key);
+                }
+                entered
+            }
             None => Some(write),
         };
         if let Some(w) = entered {

@@ -1,6 +1,7 @@
 //! The executor against a stand-in API server (a tower service under `kube::Client`): binds
-//! do not wait behind status writes, and two writes to one pod keep their planned order even
-//! though they wait in different queues.
+//! do not wait behind status writes, reports wait while binds are waiting but evictions do
+//! not, and two writes to one pod keep their planned order even though they wait in
+//! different queues.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,16 +60,19 @@ fn client(reply: StatusReply, binds: mpsc::UnboundedSender<bool>) -> kube::Clien
                 }
                 r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"}}"#
             };
-            Ok::<_, std::convert::Infallible>(
-                Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from_static(body.as_bytes())))
-                    .unwrap(),
-            )
+            ok(body)
         }
     });
     kube::Client::new(service, "default")
+}
+
+/// A 200 answer with `body`.
+fn ok(body: &'static str) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    Ok(Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap())
 }
 
 fn executor(client: kube::Client, concurrency: usize) -> (Executor, mpsc::UnboundedReceiver<Done>) {
@@ -172,5 +176,98 @@ async fn writes_to_one_pod_keep_their_order_across_queues() {
     for _ in 0..2 {
         let d = results.recv().await.unwrap();
         assert_eq!(d.outcome, Outcome::Ok, "{d:?}");
+    }
+}
+
+/// A kube client whose server holds binds until `gate` opens and answers everything else at
+/// once, sending each request's method and path to `seen`.
+fn held_binds(gate: watch::Receiver<bool>, seen: mpsc::UnboundedSender<String>) -> kube::Client {
+    let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+        let mut gate = gate.clone();
+        let seen = seen.clone();
+        async move {
+            let path = req.uri().path().to_string();
+            if path.ends_with("/binding") {
+                while !*gate.borrow() {
+                    if gate.changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = seen.send(format!("{} {path}", req.method()));
+            let body = if path.ends_with("/binding") || path.ends_with("/eviction") {
+                r#"{"kind":"Status","apiVersion":"v1","status":"Success","code":201}"#
+            } else {
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"default"}}"#
+            };
+            ok(body)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_wait_while_binds_are_waiting_and_evictions_do_not() {
+    let (open, gate) = watch::channel(false);
+    let (seen, mut requests) = mpsc::unbounded_channel();
+    let (executor, mut results) = executor(held_binds(gate, seen), 2);
+    // Two binds in flight (held by the server) and four waiting, then a pod's condition (a
+    // report), another pod's condition with its bind planned behind it (so it waits no
+    // longer: the bind must not wait behind the backlog twice) and an eviction.
+    let mut batch: Vec<Write> = (0..6).map(|i| bind(&format!("placed-{i}"))).collect();
+    batch.push(condition("waiting"));
+    batch.push(condition("next"));
+    batch.push(bind("next"));
+    batch.push(Write::Evict {
+        cluster: "local".into(),
+        namespace: "default".into(),
+        name: "victim".into(),
+        reason: "preempted".into(),
+    });
+    executor.submit(batch);
+    let mut before = Vec::new();
+    let evicted = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let r = requests.recv().await.unwrap();
+            let done = r.contains("/victim/eviction");
+            before.push(r);
+            if done {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        evicted.is_ok(),
+        "the eviction waited behind binds: {before:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while let Ok(r) = requests.try_recv() {
+        before.push(r);
+    }
+    assert!(
+        !before.iter().any(|r| r.contains("/waiting")),
+        "the report went out while binds were waiting: {before:?}"
+    );
+    assert!(
+        before.iter().any(|r| r.contains("/next/status")),
+        "the report a bind waits behind was held: {before:?}"
+    );
+    // Once the binds are done the report goes out.
+    open.send(true).unwrap();
+    let reported = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if requests.recv().await.unwrap().contains("/waiting") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(reported.is_ok(), "the report never went out");
+    for _ in 0..10 {
+        tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await
+            .unwrap()
+            .unwrap();
     }
 }

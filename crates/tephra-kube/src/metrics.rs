@@ -30,6 +30,9 @@ pub struct Metrics {
     registry: Registry,
     /// The name of every metric registered.
     names: Vec<String>,
+    /// Deleted clusters: a watcher of one that fails between its series' removal and its
+    /// task's end (aborting a task takes effect at its next await) counts nothing.
+    forgotten: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// `volcano_e2e_scheduling_latency_milliseconds`.
     pub e2e: Histogram,
     /// `volcano_e2e_job_scheduling_latency_milliseconds`.
@@ -472,6 +475,7 @@ impl Metrics {
             )?,
             names: r.names.into_inner(),
             registry: r.registry,
+            forgotten: std::sync::Mutex::default(),
         };
         m.counters_at_zero();
         Ok(m)
@@ -514,6 +518,9 @@ impl Metrics {
 
     /// Counts a failed API request.
     pub fn api_error(&self, cluster: &str, verb: &str, code: u16) {
+        if self.forgotten.lock().is_ok_and(|f| f.contains(cluster)) {
+            return;
+        }
         self.api_errors
             .with_label_values(&[cluster, verb, &code.to_string()])
             .inc();
@@ -527,10 +534,20 @@ impl Metrics {
         }
     }
 
+    /// A cluster (again) in the fleet: its errors count.
+    pub fn cluster_started(&self, cluster: &str) {
+        if let Ok(mut f) = self.forgotten.lock() {
+            f.remove(cluster);
+        }
+    }
+
     /// Drops a deleted Cluster's series (the per-resource ones are emptied and refilled for the
     /// clusters that remain by the next session's report).
     pub fn forget_cluster(&self, cluster: &str) {
         use prometheus::core::Collector;
+        if let Ok(mut f) = self.forgotten.lock() {
+            f.insert(cluster.to_string());
+        }
         // Its API error counters, whatever verbs and codes they count.
         for family in self.api_errors.collect() {
             for m in family.get_metric() {
@@ -596,12 +613,18 @@ mod tests {
         m.api_error("north", "watch", 401);
         m.cluster_ready.with_label_values(&["north"]).set(1);
         m.forget_cluster("north");
+        // A watcher of north not stopped yet fails once more: that counts nothing.
+        m.api_error("north", "watch", 0);
         let text = m.render();
         assert!(!text.contains("cluster=\"north\""), "{text}");
         assert!(
             text.contains("tephra_api_errors_total{cluster=\"south\",code=\"0\",verb=\"bind\"} 0"),
             "{text}"
         );
+        // A cluster of that name joining again counts again.
+        m.cluster_started("north");
+        m.api_error("north", "watch", 0);
+        assert!(m.render().contains("cluster=\"north\""));
     }
 
     #[test]

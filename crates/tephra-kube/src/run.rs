@@ -558,6 +558,7 @@ impl Loop {
         }
         for name in started {
             tracing::info!(cluster = %name, "member started");
+            self.metrics.cluster_started(&name);
             if !self.ready.load(Ordering::SeqCst) {
                 self.expected
                     .extend(watch::MEMBER_KINDS.map(|k| (name.clone(), k)));

@@ -3,7 +3,9 @@
 //! every bind against it: node capacity, gang atomicity, one cluster per gang unless
 //! splittable, and the job's cluster eligibility (policy, taints, health).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::Map;
 
 use tephra_scheduler::model::{JobPolicy, Taint, TaintEffect};
 use tephra_scheduler::quantity::parse_scaled;
@@ -62,18 +64,18 @@ struct CheckJob {
     done: usize,
     policy: JobPolicy,
     /// Placed pods: pod → cluster.
-    placed: HashMap<String, String>,
+    placed: Map<String, String>,
 }
 
 /// The checker.
 #[derive(Default)]
 pub struct Checker {
-    capacity: HashMap<(String, String), BTreeMap<String, i64>>,
-    used: HashMap<(String, String), BTreeMap<String, i64>>,
-    node_ready: HashMap<(String, String), bool>,
+    capacity: Map<(String, String), BTreeMap<String, i64>>,
+    used: Map<(String, String), BTreeMap<String, i64>>,
+    node_ready: Map<(String, String), bool>,
     clusters: BTreeMap<String, CheckCluster>,
-    jobs: HashMap<String, CheckJob>,
-    pod_req: HashMap<String, (NodeKey, BTreeMap<String, i64>)>,
+    jobs: Map<String, CheckJob>,
+    pod_req: Map<String, (NodeKey, BTreeMap<String, i64>)>,
     /// Counts.
     pub invariants: Invariants,
     /// The first few violations, described.
@@ -155,7 +157,7 @@ impl Checker {
                 min,
                 done: 0,
                 policy,
-                placed: HashMap::new(),
+                placed: Map::default(),
             },
         );
     }

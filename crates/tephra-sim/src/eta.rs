@@ -5,7 +5,7 @@
 //! the time it really runs, or for that time off by up to ±`noise` (a factor fixed per pod).
 //! Each job's first prediction is compared with when its gang really started.
 
-use std::collections::HashMap;
+use crate::Map;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,9 +55,9 @@ pub(crate) struct EtaProbe {
     last_ms: Option<i64>,
     /// Each job's first prediction: when it was made and the start it predicts (`None`: not
     /// within the horizon), ms.
-    predicted: HashMap<String, (i64, Option<i64>)>,
+    predicted: Map<String, (i64, Option<i64>)>,
     /// When each job's gang started, ms.
-    actual: HashMap<String, i64>,
+    actual: Map<String, i64>,
     forecasts: u32,
     wall_s: f64,
 }
@@ -80,8 +80,8 @@ impl EtaProbe {
             options,
             start_delay_ms,
             last_ms: None,
-            predicted: HashMap::new(),
-            actual: HashMap::new(),
+            predicted: Map::default(),
+            actual: Map::default(),
             forecasts: 0,
             wall_s: 0.0,
         }

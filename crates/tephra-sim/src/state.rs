@@ -10,7 +10,6 @@
 //! The parts' files import this file; it imports only the files that define the parts' types,
 //! none of which imports it, so no import runs in a circle.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +18,7 @@ use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::Event;
 use tephra_scheduler::model::{PodGroupSpec, PodSpec, TaskShape, TaskStatus};
 
+use crate::Map;
 use crate::agenda::Ev;
 use crate::ctx::{Ctx, scaled};
 use crate::error::SimError;
@@ -87,11 +87,11 @@ pub(crate) struct JobRt {
 #[derive(Default)]
 pub(crate) struct InFlight {
     /// Jobs by key.
-    pub(crate) jobs: HashMap<String, JobRt>,
+    pub(crate) jobs: Map<String, JobRt>,
     /// Pods by key.
-    pub(crate) pods: HashMap<String, PodRt>,
+    pub(crate) pods: Map<String, PodRt>,
     /// Volcano Jobs by key.
-    pub(crate) vcjobs: HashMap<String, VcJob>,
+    pub(crate) vcjobs: Map<String, VcJob>,
 }
 
 /// What a part acts on besides its own state: the shared context, the jobs and pods in flight,

@@ -3,7 +3,9 @@
 //! graceful eviction (`failover/mod.rs`) and the measures (`failover/measure.rs`), each given
 //! the other parts it acts on ([`Parts`](crate::state::Parts)).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::Map;
 
 use super::binding::Binding;
 use super::report::FaultReport;
@@ -12,7 +14,7 @@ use super::report::FaultReport;
 #[derive(Default)]
 pub(crate) struct Book {
     /// The binding of each job that moved, by job key.
-    pub(crate) bindings: HashMap<String, Binding>,
+    pub(crate) bindings: Map<String, Binding>,
     /// Each fault's measures, in the order the faults began.
     pub(crate) records: Vec<FaultReport>,
     /// The fault open on each cluster: its index in `records`.

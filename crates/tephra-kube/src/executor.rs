@@ -8,7 +8,8 @@
 //! pod's copy, a gang's claims before its binds) have a queue and workers of their own, and
 //! every other write (PodGroup, Queue and pod status, nominations, evictions, Events) a
 //! queue and a quarter as many workers of its own. Of those, reports (status, ResourceBindings,
-//! Events) wait while binds are waiting, each at most [`REPORT_WAIT`]. A write enters its
+//! Events, and the bound pods' best-effort `Scheduled` Events, which have workers of their
+//! own) wait while binds are waiting, each at most [`REPORT_WAIT`]. A write enters its
 //! object's lane when it is submitted, so two writes to one pod keep their order whichever
 //! queue each is in.
 
@@ -171,6 +172,8 @@ struct Queues {
     waiting: std::sync::Mutex<Waiting>,
     /// One per class: a worker of that class waits here for a write.
     ready: [Notify; 2],
+    /// Told when the binds' queue empties: the pods' best-effort Events wait for it.
+    drained: Notify,
     closed: std::sync::atomic::AtomicBool,
 }
 
@@ -219,9 +222,12 @@ impl Queues {
                 match c {
                     Class::Bind => {
                         if let Some(w) = q.binds.pop_front() {
-                            if q.binds.is_empty() && !q.reports.is_empty() {
-                                // The reports waiting behind the binds may go.
-                                self.ready[1].notify_waiters();
+                            if q.binds.is_empty() {
+                                // The reports and Events waiting behind the binds may go.
+                                if !q.reports.is_empty() {
+                                    self.ready[1].notify_waiters();
+                                }
+                                self.drained.notify_waiters();
                             }
                             return Some(w);
                         }
@@ -257,6 +263,20 @@ impl Queues {
         }
     }
 
+    /// Returns once no bind is waiting (or the executor is closing), or after [`REPORT_WAIT`].
+    async fn after_binds(&self) {
+        let until = Instant::now() + REPORT_WAIT;
+        loop {
+            let drained = self.drained.notified();
+            if self.is_closed() || self.lock().binds.is_empty() {
+                return;
+            }
+            if tokio::time::timeout_at(until, drained).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// A write that is not a report waits behind `object`'s report: that report waits no
     /// longer, so that nothing waits behind binds but reports.
     fn promote(&self, object: &str) {
@@ -284,6 +304,7 @@ impl Queues {
         for r in &self.ready {
             r.notify_waiters();
         }
+        self.drained.notify_waiters();
     }
 
     fn is_closed(&self) -> bool {
@@ -366,6 +387,8 @@ impl Executor {
                         return;
                     };
                     let Some(inner) = inner.upgrade() else { return };
+                    // A pod's `Scheduled` Event is a report too: it waits behind the binds.
+                    inner.queues.after_binds().await;
                     inner.best_effort(&write).await;
                 }
             });

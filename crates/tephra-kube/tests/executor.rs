@@ -1,6 +1,6 @@
 //! The executor against a stand-in API server (a tower service under `kube::Client`): binds
-//! do not wait behind status writes, reports wait while binds are waiting but evictions do
-//! not, and two writes to one pod keep their planned order even though they wait in
+//! do not wait behind status writes, reports (and the pods' `Scheduled` Events) wait while
+//! binds are waiting but evictions do not, and two writes to one pod keep their planned order even though they wait in
 //! different queues.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -270,4 +270,54 @@ async fn reports_wait_while_binds_are_waiting_and_evictions_do_not() {
             .unwrap()
             .unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_pods_event_waits_until_no_bind_is_waiting() {
+    let (seen, mut requests) = mpsc::unbounded_channel::<String>();
+    // Each request is seen as it arrives; a bind takes 150 ms.
+    let service = tower::service_fn(move |req: Request<kube::client::Body>| {
+        let seen = seen.clone();
+        async move {
+            let path = req.uri().path().to_string();
+            let _ = seen.send(format!("{} {path}", req.method()));
+            if path.ends_with("/binding") {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                ok(r#"{"kind":"Status","apiVersion":"v1","status":"Success","code":201}"#)
+            } else {
+                ok(
+                    r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e","namespace":"default"}}"#,
+                )
+            }
+        }
+    });
+    // One bind worker: the first bind's Event is due while three binds still wait.
+    let (executor, mut results) = executor(kube::Client::new(service, "default"), 1);
+    executor.submit((0..4).map(|i| bind(&format!("p{i}"))).collect());
+    for _ in 0..4 {
+        tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let mut log = Vec::new();
+    let events = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let r = requests.recv().await.unwrap();
+            log.push(r);
+            if log.iter().filter(|r| r.contains("/events")).count() == 4 {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(events.is_ok(), "not every Event was sent: {log:?}");
+    // The last bind leaves the queue once p2's is done (at 300 ms): no Event before that
+    // (without waiting, p0's went out at 150 ms, beside p1's bind).
+    let first_event = log.iter().position(|r| r.contains("/events")).unwrap();
+    let third_bind = log.iter().position(|r| r.ends_with("/p2/binding")).unwrap();
+    assert!(
+        first_event > third_bind,
+        "an Event went out while binds were waiting: {log:?}"
+    );
 }

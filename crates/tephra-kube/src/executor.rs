@@ -9,7 +9,7 @@
 //! every other write (PodGroup, Queue and pod status, nominations, evictions, Events) a
 //! queue and a quarter as many workers of its own. Of those, reports (status, ResourceBindings,
 //! Events, and the bound pods' best-effort `Scheduled` Events, which have workers of their
-//! own) wait while binds are waiting, each at most [`REPORT_WAIT`]. A write enters its
+//! own) wait while binds are waiting, each at most [`REPORT_WAIT`] (the queues: `write_queues`). A write enters its
 //! object's lane when it is submitted, so two writes to one pod keep their order whichever
 //! queue each is in.
 
@@ -23,7 +23,7 @@ use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tephra_api::{PodGroup, Queue, ResourceBinding};
-use tokio::sync::{Mutex, Notify, mpsc};
+use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 
 use crate::clients::Clients;
@@ -32,6 +32,8 @@ use crate::gone::done_if_gone;
 use crate::lanes::Lanes;
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, ms};
+pub use crate::write_queues::REPORT_WAIT;
+use crate::write_queues::{Class, Queues, class, reports};
 use crate::writes::Write;
 
 /// How a write ended.
@@ -123,193 +125,6 @@ pub struct Executor {
     inner: Arc<Inner>,
     /// Stops the workers once the last handle is gone.
     _open: Arc<Open>,
-}
-
-/// Which queue a write waits in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Class {
-    /// What puts a pod on its node: a bind, a declared pod's copy, a gang's claims.
-    Bind,
-    /// Everything else.
-    Rest,
-}
-
-fn class(w: &Write) -> Class {
-    match w {
-        Write::Bind { .. } | Write::Place { .. } | Write::PreBind { .. } => Class::Bind,
-        _ => Class::Rest,
-    }
-}
-
-/// Whether a write of the rest may wait while binds are waiting: what reports (PodGroup,
-/// Queue, HyperNode and binding status, pods' conditions, ResourceBindings, Events) does; what
-/// frees or reserves room (evictions, purges, eviction tasks, nominations) does not.
-fn reports(w: &Write) -> bool {
-    matches!(
-        w,
-        Write::GroupStatus { .. }
-            | Write::GroupAnnotation { .. }
-            | Write::QueueStatus { .. }
-            | Write::HyperNodeStatus { .. }
-            | Write::Binding { .. }
-            | Write::BindingStatus { .. }
-            | Write::DeclaredStatus { .. }
-            | Write::PodCondition { .. }
-            | Write::Event { .. }
-    )
-}
-
-/// How long a [report](reports) waits at most while binds are waiting.
-pub const REPORT_WAIT: Duration = Duration::from_secs(30);
-
-/// The writes waiting for a worker, and whether the executor still takes any. Binds have a
-/// queue of their own; the rest two: what frees or reserves room, taken first, and reports,
-/// which wait while binds are waiting (each at most [`REPORT_WAIT`]), so that an API server
-/// busy with a backlog of binds serves them first (at 50,000 pods a PodGroup status and a
-/// ResourceBinding per gang of 8 were a fifth of the writes).
-#[derive(Default)]
-struct Queues {
-    waiting: std::sync::Mutex<Waiting>,
-    /// One per class: a worker of that class waits here for a write.
-    ready: [Notify; 2],
-    /// Told when the binds' queue empties: the pods' best-effort Events wait for it.
-    drained: Notify,
-    closed: std::sync::atomic::AtomicBool,
-}
-
-#[derive(Default)]
-struct Waiting {
-    binds: std::collections::VecDeque<Write>,
-    rest: std::collections::VecDeque<Write>,
-    /// Reports, with when each came.
-    reports: std::collections::VecDeque<(Instant, Write)>,
-}
-
-impl Queues {
-    fn slot(c: Class) -> usize {
-        match c {
-            Class::Bind => 0,
-            Class::Rest => 1,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a write that may run now (it entered its lane).
-    fn push(&self, w: Write) {
-        let c = class(&w);
-        {
-            let mut q = self.lock();
-            match c {
-                Class::Bind => q.binds.push_back(w),
-                Class::Rest if reports(&w) => q.reports.push_back((Instant::now(), w)),
-                Class::Rest => q.rest.push_back(w),
-            }
-        }
-        self.ready[Self::slot(c)].notify_one();
-    }
-
-    /// The next write of class `c`, waiting for one; `None` once closed and drained.
-    async fn next(&self, c: Class) -> Option<Write> {
-        let slot = Self::slot(c);
-        loop {
-            let notified = self.ready[slot].notified();
-            let closed = self.is_closed();
-            let until = {
-                let mut q = self.lock();
-                match c {
-                    Class::Bind => {
-                        if let Some(w) = q.binds.pop_front() {
-                            if q.binds.is_empty() {
-                                // The reports and Events waiting behind the binds may go.
-                                if !q.reports.is_empty() {
-                                    self.ready[1].notify_waiters();
-                                }
-                                self.drained.notify_waiters();
-                            }
-                            return Some(w);
-                        }
-                        None
-                    }
-                    Class::Rest => {
-                        if let Some(w) = q.rest.pop_front() {
-                            return Some(w);
-                        }
-                        match q.reports.front() {
-                            Some((since, _))
-                                if closed
-                                    || q.binds.is_empty()
-                                    || since.elapsed() >= REPORT_WAIT =>
-                            {
-                                return q.reports.pop_front().map(|(_, w)| w);
-                            }
-                            Some((since, _)) => Some(*since + REPORT_WAIT),
-                            None => None,
-                        }
-                    }
-                }
-            };
-            if closed && until.is_none() {
-                return None;
-            }
-            match until {
-                Some(at) => {
-                    let _ = tokio::time::timeout_at(at, notified).await;
-                }
-                None => notified.await,
-            }
-        }
-    }
-
-    /// Returns once no bind is waiting (or the executor is closing), or after [`REPORT_WAIT`].
-    async fn after_binds(&self) {
-        let until = Instant::now() + REPORT_WAIT;
-        loop {
-            let drained = self.drained.notified();
-            if self.is_closed() || self.lock().binds.is_empty() {
-                return;
-            }
-            if tokio::time::timeout_at(until, drained).await.is_err() {
-                return;
-            }
-        }
-    }
-
-    /// A write that is not a report waits behind `object`'s report: that report waits no
-    /// longer, so that nothing waits behind binds but reports.
-    fn promote(&self, object: &str) {
-        let promoted = {
-            let mut q = self.lock();
-            let at = q
-                .reports
-                .iter()
-                .position(|(_, w)| w.object().as_deref() == Some(object));
-            match at.and_then(|i| q.reports.remove(i)) {
-                Some((_, w)) => {
-                    q.rest.push_back(w);
-                    true
-                }
-                None => false,
-            }
-        };
-        if promoted {
-            self.ready[1].notify_one();
-        }
-    }
-
-    fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        for r in &self.ready {
-            r.notify_waiters();
-        }
-        self.drained.notify_waiters();
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed.load(std::sync::atomic::Ordering::SeqCst)
-    }
 }
 
 /// Held by every [`Executor`] handle: the last one dropped closes the queues, and the workers

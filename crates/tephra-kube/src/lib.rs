@@ -51,5 +51,6 @@ pub mod run;
 pub mod serve;
 pub mod ui;
 pub mod watch;
+mod write_queues;
 
 pub use run::{MemberSource, Options, Running, StartError, start};

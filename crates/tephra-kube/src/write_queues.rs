@@ -1,0 +1,198 @@
+//! The executor's waiting writes: binds in a queue of their own, and the rest in two, what
+//! frees or reserves room (taken first) and reports (status, ResourceBindings, Events), which
+//! wait while binds are waiting, each at most [`REPORT_WAIT`]. The workers that take them
+//! are the executor's (`executor.rs`).
+
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::writes::Write;
+
+/// Which queue a write waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// What puts a pod on its node: a bind, a declared pod's copy, a gang's claims.
+    Bind,
+    /// Everything else.
+    Rest,
+}
+
+pub(crate) fn class(w: &Write) -> Class {
+    match w {
+        Write::Bind { .. } | Write::Place { .. } | Write::PreBind { .. } => Class::Bind,
+        _ => Class::Rest,
+    }
+}
+
+/// Whether a write of the rest may wait while binds are waiting: what reports (PodGroup,
+/// Queue, HyperNode and binding status, pods' conditions, ResourceBindings, Events) does; what
+/// frees or reserves room (evictions, purges, eviction tasks, nominations) does not.
+pub(crate) fn reports(w: &Write) -> bool {
+    matches!(
+        w,
+        Write::GroupStatus { .. }
+            | Write::GroupAnnotation { .. }
+            | Write::QueueStatus { .. }
+            | Write::HyperNodeStatus { .. }
+            | Write::Binding { .. }
+            | Write::BindingStatus { .. }
+            | Write::DeclaredStatus { .. }
+            | Write::PodCondition { .. }
+            | Write::Event { .. }
+    )
+}
+
+/// How long a [report](reports) waits at most while binds are waiting.
+pub const REPORT_WAIT: Duration = Duration::from_secs(30);
+
+/// The writes waiting for a worker, and whether the executor still takes any. Binds have a
+/// queue of their own; the rest two: what frees or reserves room, taken first, and reports,
+/// which wait while binds are waiting (each at most [`REPORT_WAIT`]), so that an API server
+/// busy with a backlog of binds serves them first (at 50,000 pods a PodGroup status and a
+/// ResourceBinding per gang of 8 were a fifth of the writes).
+#[derive(Default)]
+pub(crate) struct Queues {
+    waiting: std::sync::Mutex<Waiting>,
+    /// One per class: a worker of that class waits here for a write.
+    ready: [Notify; 2],
+    /// Told when the binds' queue empties: the pods' best-effort Events wait for it.
+    drained: Notify,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Default)]
+struct Waiting {
+    binds: std::collections::VecDeque<Write>,
+    rest: std::collections::VecDeque<Write>,
+    /// Reports, with when each came.
+    reports: std::collections::VecDeque<(Instant, Write)>,
+}
+
+impl Queues {
+    fn slot(c: Class) -> usize {
+        match c {
+            Class::Bind => 0,
+            Class::Rest => 1,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a write that may run now (it entered its lane).
+    pub(crate) fn push(&self, w: Write) {
+        let c = class(&w);
+        {
+            let mut q = self.lock();
+            match c {
+                Class::Bind => q.binds.push_back(w),
+                Class::Rest if reports(&w) => q.reports.push_back((Instant::now(), w)),
+                Class::Rest => q.rest.push_back(w),
+            }
+        }
+        self.ready[Self::slot(c)].notify_one();
+    }
+
+    /// The next write of class `c`, waiting for one; `None` once closed and drained.
+    pub(crate) async fn next(&self, c: Class) -> Option<Write> {
+        let slot = Self::slot(c);
+        loop {
+            let notified = self.ready[slot].notified();
+            let closed = self.is_closed();
+            let until = {
+                let mut q = self.lock();
+                match c {
+                    Class::Bind => {
+                        if let Some(w) = q.binds.pop_front() {
+                            if q.binds.is_empty() {
+                                // The reports and Events waiting behind the binds may go.
+                                if !q.reports.is_empty() {
+                                    self.ready[1].notify_waiters();
+                                }
+                                self.drained.notify_waiters();
+                            }
+                            return Some(w);
+                        }
+                        None
+                    }
+                    Class::Rest => {
+                        if let Some(w) = q.rest.pop_front() {
+                            return Some(w);
+                        }
+                        match q.reports.front() {
+                            Some((since, _))
+                                if closed
+                                    || q.binds.is_empty()
+                                    || since.elapsed() >= REPORT_WAIT =>
+                            {
+                                return q.reports.pop_front().map(|(_, w)| w);
+                            }
+                            Some((since, _)) => Some(*since + REPORT_WAIT),
+                            None => None,
+                        }
+                    }
+                }
+            };
+            if closed && until.is_none() {
+                return None;
+            }
+            match until {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at, notified).await;
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Returns once no bind is waiting (or the executor is closing), or after [`REPORT_WAIT`].
+    pub(crate) async fn after_binds(&self) {
+        let until = Instant::now() + REPORT_WAIT;
+        loop {
+            let drained = self.drained.notified();
+            if self.is_closed() || self.lock().binds.is_empty() {
+                return;
+            }
+            if tokio::time::timeout_at(until, drained).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A write that is not a report waits behind `object`'s report: that report waits no
+    /// longer, so that nothing waits behind binds but reports.
+    pub(crate) fn promote(&self, object: &str) {
+        let promoted = {
+            let mut q = self.lock();
+            let at = q
+                .reports
+                .iter()
+                .position(|(_, w)| w.object().as_deref() == Some(object));
+            match at.and_then(|i| q.reports.remove(i)) {
+                Some((_, w)) => {
+                    q.rest.push_back(w);
+                    true
+                }
+                None => false,
+            }
+        };
+        if promoted {
+            self.ready[1].notify_one();
+        }
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for r in &self.ready {
+            r.notify_waiters();
+        }
+        self.drained.notify_waiters();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

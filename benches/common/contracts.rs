@@ -259,6 +259,7 @@ pub fn world(contracts: Contracts) -> Cache {
                 placement: None,
                 created: i as i64,
                 lives_in: None,
+                planned: None,
             }))
             .unwrap();
         }

@@ -238,6 +238,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                 placement: Some((cluster.clone(), node.clone())),
                 created: 0,
                 lives_in: None,
+                planned: None,
             }))?;
             count += 1;
         }

@@ -217,6 +217,13 @@ pub fn pod(
         namespace,
         name,
         lives_in: None,
+        planned: p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(tephra_api::well_known::PLANNED_NODE))
+            .filter(|n| !n.is_empty())
+            .cloned(),
     }))
 }
 

@@ -138,6 +138,7 @@ fn stand_in(c: &mut Cache) {
                     placement: None,
                     created: g.created,
                     lives_in: None,
+                    planned: None,
                 });
             }
         }

@@ -49,6 +49,9 @@ struct JobGen {
     claim: Option<bool>,
     /// Each pod of a role takes a ResourceClaim of its role for this many devices.
     devices: Option<u32>,
+    /// Pod `i` is planned on node `n<(k + i) % 4>-0` (a fleet scheduler's plan, which may name
+    /// a node that is full, too small or absent).
+    planned: Option<u32>,
 }
 
 fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
@@ -67,40 +70,46 @@ fn cluster_gen() -> impl Strategy<Value = ClusterGen> {
 
 fn job_gen() -> impl Strategy<Value = JobGen> {
     (
-        prop::collection::vec(
-            (
-                1u32..4,
-                1u32..6,
-                prop_oneof![Just(0u32), Just(0), Just(1), Just(2), Just(4), Just(8)],
+        (
+            prop::collection::vec(
+                (
+                    1u32..4,
+                    1u32..6,
+                    prop_oneof![Just(0u32), Just(0), Just(1), Just(2), Just(4), Just(8)],
+                ),
+                1..3,
             ),
-            1..3,
+            1u32..=100,
+            0i32..4,
+            prop::collection::vec(any::<bool>(), 3),
+            prop::bool::weighted(0.3),
+            any::<bool>(),
+            prop::bool::weighted(0.3),
+            0u8..2,
+            prop::option::weighted(0.25, prop_oneof![Just(80u16), Just(8080)]),
+            prop::option::weighted(0.3, (1u32..3, any::<bool>())),
+            prop::option::weighted(0.3, prop::bool::weighted(0.2)),
+            prop::option::weighted(0.3, 1u32..3),
         ),
-        1u32..=100,
-        0i32..4,
-        prop::collection::vec(any::<bool>(), 3),
-        prop::bool::weighted(0.3),
-        any::<bool>(),
-        prop::bool::weighted(0.3),
-        0u8..2,
-        prop::option::weighted(0.25, prop_oneof![Just(80u16), Just(8080)]),
-        prop::option::weighted(0.3, (1u32..3, any::<bool>())),
-        prop::option::weighted(0.3, prop::bool::weighted(0.2)),
-        prop::option::weighted(0.3, 1u32..3),
+        prop::option::weighted(0.3, 0u32..4),
     )
         .prop_map(
             |(
-                roles,
-                min_frac,
-                priority,
-                allowed,
-                splittable,
-                tolerates,
-                pending,
-                queue,
-                port,
-                spread,
-                claim,
-                devices,
+                (
+                    roles,
+                    min_frac,
+                    priority,
+                    allowed,
+                    splittable,
+                    tolerates,
+                    pending,
+                    queue,
+                    port,
+                    spread,
+                    claim,
+                    devices,
+                ),
+                planned,
             )| JobGen {
                 roles,
                 min_frac,
@@ -114,6 +123,7 @@ fn job_gen() -> impl Strategy<Value = JobGen> {
                 spread,
                 claim,
                 devices,
+                planned,
             },
         )
 }
@@ -359,6 +369,18 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                         .unwrap_or_default(),
                     ..rules_of(j, jg)
                 })
+                .planned(
+                    &jg.planned
+                        .map(|k| {
+                            (0..*replicas)
+                                .map(|i| format!("n{}-0", (k + r as u32 + i) % 4))
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default()
+                        .iter()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>(),
+                )
             })
             .collect();
         let total: u32 = jg.roles.iter().map(|r| r.0).sum();

@@ -60,6 +60,7 @@ fn pod(
         placement: placement.map(|(a, b)| (a.to_string(), b.to_string())),
         created: 0,
         lives_in: None,
+        planned: None,
     }
 }
 
@@ -368,6 +369,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
             placement: None,
             created: 0,
             lives_in: None,
+            planned: None,
         }))
         .unwrap();
     }

@@ -151,6 +151,7 @@ impl InFlight {
             placement: p.node.clone(),
             created: 0,
             lives_in: None,
+            planned: None,
         };
         ctx.apply(Event::PodUpsert(spec))
     }
@@ -187,6 +188,7 @@ impl InFlight {
             placement: None,
             created: ctx.now / 1000,
             lives_in: None,
+            planned: None,
         }))?;
         self.pods.insert(
             pod.key,

@@ -51,6 +51,7 @@ fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
         placement: placed.then(|| ("c1".into(), "n1".into())),
         created: 0,
         lives_in: None,
+        planned: None,
     }
 }
 

@@ -332,6 +332,10 @@ pub struct PodSpec {
     /// member (not declared on the control plane) is bound there. `None`: wherever its job
     /// may go.
     pub lives_in: Option<String>,
+    /// The node a plan made elsewhere chose for the pod (`tephra.io/planned-node`, which a
+    /// fleet's scheduler hands to the member that runs the pod): placement tries it first, in
+    /// whichever cluster the pod is placed, and goes on as usual where it does not fit.
+    pub planned: Option<String>,
 }
 
 /// A task with its resolved slots.

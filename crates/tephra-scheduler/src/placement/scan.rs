@@ -6,6 +6,8 @@
 //! replicas, so this gives the same answer as scoring every node for every replica, at the cost
 //! of one scan per role. As in kube-scheduler, the scan stops once enough feasible nodes are
 //! found (adaptively 5–50% of the cluster, at least 100) and starts where the last scan ended.
+//! A pod that carries a plan made elsewhere (a fleet scheduler's planned node) is tried on that
+//! node before the scan.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -119,6 +121,7 @@ fn spilled(scan: &Scan, classes: &[NodeClass], wants_gpu: bool) -> bool {
 /// CPU nodes before GPU nodes. A negative best score (a plugin discouraging every
 /// node found so far) widens the scan to the whole cluster, unless a CPU task has spilled onto
 /// GPU nodes (see [`spilled`]): then, as in Volcano, the best of the nodes found is taken.
+/// Pods with a planned node in the cluster are tried there first ([`place_planned`]).
 #[allow(clippy::too_many_arguments)]
 pub fn place_group(
     ssn: &mut Session,
@@ -138,14 +141,33 @@ pub fn place_group(
     let Some(first) = snap.tasks.get(tasks[0]) else {
         return 0;
     };
-    let Some(classes) = placer.classes_mut(&snap, at) else {
-        return 0;
-    };
     let queue = snap
         .jobs
         .get(first.job)
         .map(|j| j.queue().to_string())
         .unwrap_or_default();
+    // Pods a plan made elsewhere put on a node of this cluster go there first.
+    let unplanned: Vec<Id>;
+    let (tasks, pre) = if tasks
+        .iter()
+        .any(|t| snap.tasks.get(*t).is_some_and(|t| t.spec.planned.is_some()))
+    {
+        let (pre, rest) = place_planned(ssn, stmt, &queue, tasks, want, at);
+        unplanned = rest;
+        (unplanned.as_slice(), pre)
+    } else {
+        (tasks, 0)
+    };
+    let want = want - pre;
+    if want == 0 || tasks.is_empty() {
+        return pre;
+    }
+    let Some(first) = snap.tasks.get(tasks[0]) else {
+        return pre;
+    };
+    let Some(classes) = placer.classes_mut(&snap, at) else {
+        return pre;
+    };
     let need = extended_mask(&first.spec.shape.request);
     // What nodes that reach no DRA device answer, when a claim must be allocated.
     let off_slice = snap.clusters.get(cluster).and_then(|c| {
@@ -245,5 +267,58 @@ pub fn place_group(
     for (p, &(ci, len, start)) in scan.plan.iter().enumerate() {
         classes[ci].start = (start + scan.scanned_in[p]) % len;
     }
-    placed
+    pre + placed
+}
+
+/// Places each of `tasks` (up to `want`) that names a planned node ([`PodSpec::planned`]) in
+/// `at` on that node, where the node passes every predicate for it and its queue may take it.
+/// Returns how many were placed and the tasks left for the scan, in their order. A plan that
+/// no longer fits is not an error: its pod is placed like any other.
+///
+/// [`PodSpec::planned`]: crate::model::PodSpec::planned
+fn place_planned(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    queue: &str,
+    tasks: &[Id],
+    want: usize,
+    at: Within,
+) -> (usize, Vec<Id>) {
+    let snap = ssn.snap.clone();
+    let cluster_name = snap.clusters.get(at.cluster).map(|c| c.name.clone());
+    let topology = at.domain.and_then(|_| snap.topology(at.cluster));
+    let domain: Option<&[Id]> = at.domain.map(|d| {
+        topology
+            .as_ref()
+            .and_then(|t| t.domains.get(d))
+            .map_or(&[][..], |d| d.nodes.as_slice())
+    });
+    let mut placed = 0;
+    let mut rest = Vec::with_capacity(tasks.len());
+    for &id in tasks {
+        let node = snap.tasks.get(id).and_then(|t| {
+            let name = t.spec.planned.as_deref()?;
+            let node = snap.node_id(cluster_name.as_deref()?, name)?;
+            let inside = domain.is_none_or(|nodes| nodes.contains(&node));
+            (placed < want && inside).then_some((t, node))
+        });
+        let Some((task, node)) = node else {
+            rest.push(id);
+            continue;
+        };
+        let hooks = ssn.hooks();
+        if !hooks.allocatable(queue, id) || hooks.predicate(task, node).is_err() {
+            rest.push(id);
+            continue;
+        }
+        let pipelined = task
+            .spec
+            .shape
+            .request
+            .fits_in(&ssn.state.nodes[node as usize].idle)
+            .is_err();
+        ssn.allocate(stmt, id, node, pipelined);
+        placed += 1;
+    }
+    (placed, rest)
 }

@@ -89,6 +89,8 @@ pub struct Role {
     pub priority: i32,
     /// Labels and (anti-)affinity of the role's pods.
     pub rules: PodRules,
+    /// The planned node of each replica, by index (`tephra.io/planned-node`).
+    pub planned: Vec<String>,
 }
 
 impl Role {
@@ -106,7 +108,14 @@ impl Role {
             min: None,
             priority: 0,
             rules: PodRules::default(),
+            planned: Vec::new(),
         }
+    }
+
+    /// Plans replica `i` on `nodes[i]`, as a fleet scheduler hands its plan to a member.
+    pub fn planned(mut self, nodes: &[&str]) -> Self {
+        self.planned = nodes.iter().map(|n| n.to_string()).collect();
+        self
     }
 
     /// Sets the pods' labels and (anti-)affinity.
@@ -313,6 +322,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
                 placement: None,
                 created: job.created,
                 lives_in: None,
+                planned: role.planned.get(i as usize).cloned(),
             }))?;
             names.push(name);
         }

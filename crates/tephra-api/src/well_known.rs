@@ -35,8 +35,14 @@ pub const VOLCANO_SCHEDULER_NAME: &str = "volcano";
 
 /// Pod annotation: the member cluster tephra planned the pod for.
 pub const PLANNED_CLUSTER: &str = "tephra.io/planned-cluster";
-/// Pod annotation: the node tephra planned the pod for; the extender binds it there.
+/// Pod annotation: the node tephra planned the pod for; the extender binds it there, and a
+/// member's tephra scheduler tries it first.
 pub const PLANNED_NODE: &str = "tephra.io/planned-node";
+/// Volcano Job annotation: the node planned for each pod of each task, a JSON object of task
+/// name to node names by pod index (`{"worker": ["n-3", "n-1"]}`). tephra's Karmada mode puts
+/// it on the member's copy of the Job (through an OverridePolicy); the job controller writes
+/// each pod's [`PLANNED_NODE`] from it.
+pub const PLANNED_NODES: &str = "tephra.io/planned-nodes";
 /// Pod annotation on a member's copy: the uid of the pod declared on the control plane that it
 /// is a copy of. A copy whose declared pod is gone, or was made anew (a new uid), is deleted.
 pub const DECLARED_UID: &str = "tephra.io/declared-uid";

@@ -2,7 +2,8 @@
 //! (`<job>-<uid>`, minMember, minTaskMember, minResources, queue, priority class, the Job's
 //! labels and annotations) and each pod (`<job>-<task>-<index>`, Volcano's labels and
 //! annotations, the Job's scheduler name and priority class, its volumes, and what the job
-//! plugins add). Both are owned by the Job, so that deleting the Job deletes them.
+//! plugins add; its planned node, where a fleet scheduler planned one). Both are owned by the
+//! Job, so that deleting the Job deletes them.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tephra_api::scheduling::SubGroupPolicySpec;
 use tephra_api::well_known::{
     GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION,
-    LARGEST_TASK_REQUEST, PARTITION_ID, PREEMPTABLE, QUEUE_NAME, SIM_DURATION, SIM_EXIT_CODE,
-    TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
+    LARGEST_TASK_REQUEST, PARTITION_ID, PLANNED_NODE, PLANNED_NODES, PREEMPTABLE, QUEUE_NAME,
+    SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
 };
 use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
@@ -30,6 +31,18 @@ const COPIED_TO_PODS: [&str; 5] = [
     "volcano.sh/jdb-min-available",
     "volcano.sh/jdb-max-unavailable",
 ];
+
+/// The node a fleet scheduler planned for pod `index` of `task`, from the Job's
+/// [`PLANNED_NODES`] annotation. A plan that does not read (not an object of arrays of names)
+/// plans nothing: the pods are scheduled as if it were absent.
+fn planned_node(job: &Job, task: &str, index: u32) -> Option<String> {
+    let text = job.metadata.annotations.as_ref()?.get(PLANNED_NODES)?;
+    let plan: BTreeMap<String, Vec<String>> = serde_json::from_str(text).ok()?;
+    plan.get(task)?
+        .get(index as usize)
+        .filter(|n| !n.is_empty())
+        .cloned()
+}
 
 /// The PodGroup of a Job, from its gang plan.
 pub fn podgroup(job: &Job, plan: &GangPlan) -> Result<PodGroup, JobError> {
@@ -243,6 +256,9 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
             annotations.insert(key.into(), v.clone());
         }
     }
+    if let Some(node) = planned_node(job, name, index) {
+        annotations.insert(PLANNED_NODE.to_string(), node);
+    }
     // tephra's own: how long a simulated kubelet runs the pod, unless its template says.
     for key in [SIM_DURATION, SIM_EXIT_CODE] {
         if let Some(v) = job.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
@@ -394,5 +410,31 @@ mod tests {
             env.iter()
                 .any(|e| e.name == "VC_TASK_INDEX" && e.value.as_deref() == Some("3"))
         );
+        assert!(!a.contains_key(PLANNED_NODE));
+    }
+
+    #[test]
+    fn each_pod_carries_the_node_its_jobs_plan_names_for_its_task_and_index() {
+        let mut j = job();
+        j.metadata.annotations.get_or_insert_default().insert(
+            PLANNED_NODES.into(),
+            r#"{"worker": ["n-7", "n-2"], "ps": []}"#.into(),
+        );
+        let p = plan(&j).expect("plan");
+        let planned = |j: &Job, task, index| {
+            pod(j, &p, task, index)
+                .and_then(|pod| pod.metadata.annotations?.get(PLANNED_NODE).cloned())
+        };
+        assert_eq!(planned(&j, 1, 0).as_deref(), Some("n-7"));
+        assert_eq!(planned(&j, 1, 1).as_deref(), Some("n-2"));
+        // Beyond the plan, and a task it names no node for: scheduled as usual.
+        assert_eq!(planned(&j, 1, 2), None);
+        assert_eq!(planned(&j, 0, 0), None);
+        // A plan that does not read plans nothing.
+        j.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(PLANNED_NODES.into(), "worker=n-7".into());
+        assert_eq!(planned(&j, 1, 0), None);
     }
 }

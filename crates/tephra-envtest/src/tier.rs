@@ -3,13 +3,15 @@
 //! an admin client; and namespaces made ready for pods (the controller manager gives each its
 //! `default` service account, without which the ServiceAccount admission plugin refuses
 //! pods). A [`Fleet`] is a control plane and member clusters on one etcd; its [`Member`]s, and
-//! finding one by name, serve [`karmada`](crate::karmada)'s fleet too.
+//! finding one by name, serve [`karmada`](crate::karmada)'s fleet too. The kube-scheduler
+//! configuration the project ships for members that call tephra's extender is read here for
+//! the tests that start a real kube-scheduler with it.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::kubelet::{KubeletOptions, Kubelets, NodeSpec};
 use crate::{Cluster, ClusterOptions, Env, Error, Release, objects, require};
@@ -297,4 +299,26 @@ impl Fleet {
     pub async fn rotate_member_token(&self, name: &str) -> Result<String, Error> {
         member_token(self.member(name)?, true).await
     }
+}
+
+/// The kube-scheduler configuration the project ships for a member that keeps its own
+/// scheduler (`examples/kube-scheduler-extender.yaml`), as is but for the extender's address,
+/// `url`.
+pub fn shipped_extender_config(url: &str) -> Result<Value, Error> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/kube-scheduler-extender.yaml"
+    );
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        what: format!("reading {path}"),
+        source,
+    })?;
+    let bad = |e: String| Error::Client(format!("{path}: {e}"));
+    let cm: Value = serde_saphyr::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let inner = cm["data"]["kube-scheduler-config.yaml"]
+        .as_str()
+        .ok_or_else(|| bad("no data.kube-scheduler-config.yaml".into()))?;
+    let mut config: Value = serde_saphyr::from_str(inner).map_err(|e| bad(e.to_string()))?;
+    config["extenders"][0]["urlPrefix"] = json!(url);
+    Ok(config)
 }

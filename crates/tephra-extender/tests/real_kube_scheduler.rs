@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use tephra_api::{Cluster, PodGroup};
 use tephra_envtest::Release;
 use tephra_envtest::kubelet::NodeSpec;
@@ -30,20 +30,6 @@ fn gpu_node(name: &str) -> NodeSpec {
         ]),
         ..NodeSpec::default()
     }
-}
-
-/// The shipped kube-scheduler configuration, calling the extender at `url`.
-fn shipped_config(url: &str) -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/kube-scheduler-extender.yaml"
-    );
-    let text = std::fs::read_to_string(path).unwrap();
-    let cm: Value = serde_saphyr::from_str(&text).unwrap();
-    let inner = cm["data"]["kube-scheduler-config.yaml"].as_str().unwrap();
-    let mut config: Value = serde_saphyr::from_str(inner).unwrap();
-    config["extenders"][0]["urlPrefix"] = json!(url);
-    config
 }
 
 /// The fleet, the extender for `east`, east's real kube-scheduler with the shipped
@@ -67,7 +53,10 @@ async fn setup() -> Option<(Fleet, tephra_kube::Running)> {
         .member("east")
         .unwrap()
         .cluster
-        .start_scheduler(shipped_config(&format!("http://{addr}")), &[])
+        .start_scheduler(
+            tier::shipped_extender_config(&format!("http://{addr}")).unwrap(),
+            &[],
+        )
         .unwrap();
     Api::<Cluster>::all(cp.clone())
         .patch(

@@ -103,6 +103,9 @@ pub struct Input<'a> {
     /// Each binding's queue (`namespace/name` of the binding → queue), as its resource
     /// template names it ([`template_queue`]); the default queue otherwise.
     pub queue_of: &'a BTreeMap<String, String>,
+    /// The nodes planned for placed gangs (`namespace/name` of the binding → plan), read back
+    /// from tephra's plan policies ([`read_plan_policy`]).
+    pub plans: &'a BTreeMap<String, NodePlan>,
     /// The scheduler configuration.
     pub config: Arc<SchedulerConfig>,
     /// Now, in seconds.
@@ -122,6 +125,9 @@ pub struct BindingWrite {
     pub patch: Option<Value>,
     /// A merge patch of its status subresource.
     pub status: Option<Value>,
+    /// The OverridePolicy that hands the planned nodes to the member ([`plan_policy`]), to be
+    /// applied before `patch`: the binding is placed only once its plan is in place.
+    pub policy: Option<Value>,
     /// An Event on it: (type, reason, message).
     pub event: Option<(&'static str, &'static str, String)>,
 }
@@ -466,14 +472,25 @@ fn build(
             };
             let group = group_spec(b, &queue_of(b), total, BTreeMap::new(), phase, policy);
             let _ = cache.apply(Event::PodGroupUpsert(group));
-            add_pods(
-                &mut cache,
-                b,
-                &gang,
-                missing,
-                Where::LivesIn(&target.name),
-                plan,
-            );
+            match input
+                .plans
+                .get(&b.key())
+                .filter(|p| p.cluster == target.name)
+            {
+                // Its room is kept on the nodes its plan names, for each pod not there yet.
+                Some(planned) if plannable(b) => {
+                    let pinned = planned_pins(b, &gang, planned, &target.name, member);
+                    add_pods(&mut cache, b, &gang, u32::MAX, pinned, plan);
+                }
+                _ => add_pods(
+                    &mut cache,
+                    b,
+                    &gang,
+                    missing,
+                    Where::LivesIn(&target.name),
+                    plan,
+                ),
+            }
             placed.entry(target.name.as_str()).or_default().push(b);
         }
     }
@@ -510,6 +527,48 @@ fn build(
     (cache, wanted, unfit)
 }
 
+/// Where the synthetic pods of a placed Volcano Job with a plan go: each pod whose copy in the
+/// member has not had its room yet, on its planned node where the member has that node (else
+/// anywhere in the member); the others not at all.
+fn planned_pins<'a>(
+    b: &Binding,
+    gang: &[(String, u32, Requirements)],
+    planned: &NodePlan,
+    cluster: &'a str,
+    member: &Member,
+) -> Where<'a> {
+    let job = &b.spec.resource.name;
+    let arrived_copies: BTreeSet<&str> = copy_matcher(b)
+        .map(|is_copy| {
+            member
+                .pods
+                .iter()
+                .filter(|p| arrived(p) && is_copy(p))
+                .filter_map(|p| p.metadata.name.as_deref())
+                .collect()
+        })
+        .unwrap_or_default();
+    let nodes: BTreeSet<&str> = member
+        .nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut pods = BTreeMap::new();
+    for (role, n, _) in gang {
+        for index in 0..*n {
+            if arrived_copies.contains(format!("{job}-{role}-{index}").as_str()) {
+                continue;
+            }
+            let node = planned
+                .node(role, index)
+                .filter(|n| nodes.contains(n))
+                .map(str::to_string);
+            pods.insert(format!("{role}:{index}"), node);
+        }
+    }
+    Where::Planned(cluster, pods)
+}
+
 /// Where a gang's synthetic pods may go.
 enum Where<'a> {
     /// Wherever the gang's placement allows: it is to be scheduled.
@@ -518,6 +577,8 @@ enum Where<'a> {
     LivesIn(&'a str),
     /// On the cluster and node an earlier pass of the plan chose for each, by pod name.
     Pinned(&'a BTreeMap<String, (String, String)>),
+    /// In this cluster, only the pods named (`<task>:<index>`), each on its node if it has one.
+    Planned(&'a str, BTreeMap<String, Option<String>>),
 }
 
 /// The gangs an earlier pass of a plan placed: job key → pod key (`namespace/name`) →
@@ -539,6 +600,13 @@ fn add_pods(
             if added >= limit {
                 return;
             }
+            let planned = match &at {
+                Where::Planned(_, pods) => match pods.get(&format!("{role}:{index}")) {
+                    Some(node) => node.as_deref(),
+                    None => continue,
+                },
+                _ => None,
+            };
             let pod = synthetic_pod(b, role, index, req);
             match convert::pod(
                 "",
@@ -558,6 +626,13 @@ fn add_pods(
                             spec.placement = nodes.get(&key).cloned();
                             if let Some((cluster, _)) = &spec.placement {
                                 spec.lives_in = Some(cluster.clone());
+                                spec.status = tephra_scheduler::model::TaskStatus::Running;
+                            }
+                        }
+                        Where::Planned(cluster, _) => {
+                            spec.lives_in = Some((*cluster).to_string());
+                            spec.placement = planned.map(|n| ((*cluster).to_string(), n.into()));
+                            if spec.placement.is_some() {
                                 spec.status = tephra_scheduler::model::TaskStatus::Running;
                             }
                         }
@@ -650,7 +725,17 @@ pub fn plan(input: &Input<'_>) -> Plan {
         let b = &input.bindings[*i];
         let write = match outcome {
             Outcome::Placed(cluster, group) => {
-                placed_write(b, cluster, group.as_deref(), why, &now)
+                let policy = plannable(b)
+                    .then(|| {
+                        let pods = pins.get(&b.key()).into_iter().flatten();
+                        plan_of(
+                            cluster,
+                            pods.map(|(pod, (_, node))| (pod.as_str(), node.as_str())),
+                        )
+                    })
+                    .filter(|p| input.plans.get(&b.key()) != Some(p))
+                    .map(|p| plan_policy(b, &p));
+                placed_write(b, cluster, group.as_deref(), why, &now, policy)
             }
             Outcome::Waiting(message) => waiting_write(b, REASON_UNSCHEDULABLE, message, &now),
         };
@@ -733,6 +818,7 @@ fn placed_write(
     group: Option<&str>,
     why: &str,
     now: &Time,
+    policy: Option<Value>,
 ) -> Option<BindingWrite> {
     let placement = b.spec.placement.clone().unwrap_or(Value::Null);
     let target = TargetCluster {
@@ -757,6 +843,7 @@ fn placed_write(
             "spec": {"clusters": [target]},
         })),
         status,
+        policy,
         event: Some((
             "Normal",
             "ScheduleBindingSucceed",
@@ -779,6 +866,7 @@ fn waiting_write(
         name: b.name(),
         patch: None,
         status: Some(status),
+        policy: None,
         event: Some(("Warning", "ScheduleBindingFailed", message.to_string())),
     })
 }
@@ -847,6 +935,7 @@ fn duplicated(input: &Input<'_>, now: &Time) -> Vec<BindingWrite> {
                 "Binding has been scheduled successfully.",
                 now,
             ),
+            policy: None,
             event: Some((
                 "Normal",
                 "ScheduleBindingSucceed",
@@ -873,12 +962,15 @@ fn observed_generations(input: &Input<'_>, wanted: &Wanted) -> Vec<BindingWrite>
             patch: None,
             status: Some(json!({"status": {
                 "schedulerObservedGeneration": b.metadata.generation.unwrap_or(0)}})),
+            policy: None,
             event: None,
         })
         .collect()
 }
 
+mod handoff;
 mod objects;
+pub use handoff::*;
 pub use objects::*;
 
 #[cfg(test)]

@@ -101,6 +101,16 @@ pub fn cluster_binding_resource() -> ApiResource {
     )
 }
 
+/// Karmada's OverridePolicy (tephra's plan policies are its only ones read).
+pub fn override_policy_resource() -> ApiResource {
+    resource(
+        "policy.karmada.io",
+        "v1alpha1",
+        "OverridePolicy",
+        "overridepolicies",
+    )
+}
+
 /// Karmada's Cluster.
 pub fn cluster_resource() -> ApiResource {
     resource(CLUSTER_GROUP, CLUSTER_VERSION, "Cluster", "clusters")
@@ -108,11 +118,20 @@ pub fn cluster_resource() -> ApiResource {
 
 /// A store of `ar`'s objects on Karmada's API server, kept by a watcher task.
 fn dynamic_store(client: &Client, ar: &ApiResource) -> (Store<DynamicObject>, JoinHandle<()>) {
+    dynamic_store_with(client, ar, watcher::Config::default())
+}
+
+/// [`dynamic_store`] of the objects `config` selects.
+fn dynamic_store_with(
+    client: &Client,
+    ar: &ApiResource,
+    config: watcher::Config,
+) -> (Store<DynamicObject>, JoinHandle<()>) {
     let writer = reflector::store::Writer::new(ar.clone());
     let store = writer.as_reader();
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
     let what = format!("karmada {}", ar.kind);
-    let stream = reflector(writer, watcher(api, watcher::Config::default()));
+    let stream = reflector(writer, watcher(api, config));
     (store, tokio::spawn(drive(stream, what)))
 }
 
@@ -221,6 +240,11 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
     let (cluster_bindings, cluster_bindings_task) =
         dynamic_store(&client, &cluster_binding_resource());
     let (clusters, clusters_task) = dynamic_store(&client, &cluster_resource());
+    let (plans, plans_task) = dynamic_store_with(
+        &client,
+        &override_policy_resource(),
+        watcher::Config::default().labels(plan::PLAN_POLICY_LABEL),
+    );
     let (queues, queues_w) = reflector::store();
     let queues_stream = reflector(
         queues_w,
@@ -235,12 +259,14 @@ pub async fn start(client: Client, options: KarmadaOptions) -> Result<KarmadaRun
         cluster_bindings,
         clusters,
         queues,
+        plans,
     };
     tasks.extend([
         bindings_task,
         cluster_bindings_task,
         clusters_task,
         queues_task,
+        plans_task,
     ]);
     let shared = Shared {
         metrics: Arc::clone(&metrics),
@@ -265,6 +291,8 @@ struct Stores {
     clusters: Store<DynamicObject>,
     /// Volcano Queues (none while the CRD is not installed there).
     queues: Store<tephra_api::Queue>,
+    /// tephra's plan policies (OverridePolicies labelled [`plan::PLAN_POLICY_LABEL`]).
+    plans: Store<DynamicObject>,
 }
 
 /// What the loop shares with the endpoints and the elector.
@@ -286,7 +314,10 @@ async fn run(
         cluster_bindings,
         clusters,
         queues,
+        plans,
     } = stores;
+    // Plans written by this replica that its watch has not shown yet.
+    let mut planned: HashMap<String, plan::NodePlan> = HashMap::new();
     let mut templates = Templates::default();
     let mut members: HashMap<String, MemberWatch> = HashMap::new();
     let mut unreachable: HashMap<String, String> = HashMap::new();
@@ -298,7 +329,8 @@ async fn run(
     let _ = tokio::join!(
         bindings.wait_until_ready(),
         cluster_bindings.wait_until_ready(),
-        clusters.wait_until_ready()
+        clusters.wait_until_ready(),
+        plans.wait_until_ready()
     );
     tracing::info!("karmada mode: bindings and clusters synced");
     shared.ready.store(true, Ordering::SeqCst);
@@ -313,6 +345,7 @@ async fn run(
         if !shared.leadership.is_leader() {
             // Another replica writes; what this one wrote is stale by then.
             written.clear();
+            planned.clear();
             continue;
         }
         // The members: a watcher pair per Cluster that names an endpoint.
@@ -419,6 +452,14 @@ async fn run(
             .await;
         let queue_list: Vec<tephra_api::Queue> =
             queues.state().iter().map(|q| (**q).clone()).collect();
+        let mut node_plans: BTreeMap<String, plan::NodePlan> = plans
+            .state()
+            .iter()
+            .filter_map(|p| plan::read_plan_policy(&serde_json::to_value(p.as_ref()).ok()?))
+            .collect();
+        // What this replica wrote wins until the watch shows the same.
+        planned.retain(|k, p| node_plans.get(k) != Some(p) && list.iter().any(|b| &b.key() == k));
+        node_plans.extend(planned.iter().map(|(k, p)| (k.clone(), p.clone())));
         session += 1;
         let started = Instant::now();
         let out = plan::plan(&Input {
@@ -427,6 +468,7 @@ async fn run(
             bindings: &list,
             queues: &queue_list,
             queue_of: &queue_of,
+            plans: &node_plans,
             config: Arc::clone(&options.config),
             now: k8s_openapi::jiff::Timestamp::now().as_second(),
             session,
@@ -452,6 +494,22 @@ async fn run(
                 (None, Some(("Warning", _, _))) => Some("unschedulable"),
                 _ => None,
             };
+            if let Some(policy) = &w.policy {
+                match write_plan(&client, policy).await {
+                    Ok(()) => {
+                        if let Some((k, p)) = plan::read_plan_policy(policy) {
+                            planned.insert(k, p);
+                        }
+                    }
+                    Err(e) => {
+                        // Placed without its plan, the member would schedule the gang on its
+                        // own: the binding waits for the next pass instead.
+                        failed(&shared.metrics, "overridepolicy", &e);
+                        tracing::warn!(binding = %key, error = %crate::brief::kube(&e), "writing the plan policy failed; the binding is placed once it is written");
+                        continue;
+                    }
+                }
+            }
             match write(&client, &w, &options.identity).await {
                 Ok(after) => {
                     if let Some(r) = result {
@@ -462,17 +520,22 @@ async fn run(
                     }
                 }
                 Err(e) => {
-                    shared.metrics.attempts.with_label_values(&["error"]).inc();
-                    let code = match &e {
-                        kube::Error::Api(s) => s.code,
-                        _ => 0,
-                    };
-                    shared.metrics.api_error("karmada", "resourcebinding", code);
+                    failed(&shared.metrics, "resourcebinding", &e);
                     tracing::warn!(binding = %key, error = %crate::brief::kube(&e), "writing the binding failed")
                 }
             }
         }
     }
+}
+
+/// Counts a write that failed: a scheduling attempt in error, and an API error by `verb`.
+fn failed(metrics: &Metrics, verb: &str, e: &kube::Error) {
+    metrics.attempts.with_label_values(&["error"]).inc();
+    let code = match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    };
+    metrics.api_error("karmada", verb, code);
 }
 
 /// Logs a problem once every ten minutes at most.
@@ -485,6 +548,21 @@ fn note(problems: &mut HashMap<String, Instant>, line: String) {
         tracing::warn!(problem = %line, "karmada mode cannot read an object");
         problems.insert(line, now);
     }
+}
+
+/// Creates or updates a plan policy (server-side apply, as tephra's field manager).
+async fn write_plan(client: &Client, policy: &serde_json::Value) -> Result<(), kube::Error> {
+    let namespace = policy["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = policy["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &override_policy_resource());
+    api.patch(
+        name,
+        &PatchParams::apply(COMPONENT).force(),
+        &Patch::Apply(policy),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Carries out one binding write: the object (placement), then its status, then an Event.

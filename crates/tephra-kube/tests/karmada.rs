@@ -2,8 +2,9 @@
 //! Karmada's API server, propagated by PropagationPolicies that name tephra, go whole to the
 //! one member whose nodes hold every pod of the gang (where Karmada's own scheduler would count
 //! free GPUs in total), and Karmada's binding and execution controllers carry them there, where
-//! the member's own tephra runs them; a gang no member can hold waits with the reason; a
-//! binding for karmada-scheduler is left to it.
+//! the member's own tephra runs them, each pod on the node tephra planned for it (or the
+//! member's kube-scheduler does, through tephra's extender); a gang no member can hold waits
+//! with the reason; a binding for karmada-scheduler is left to it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -90,6 +91,20 @@ async fn start(members: &[(&str, &[u32])]) -> Option<Setup> {
 
 /// [`start`], with Karmada run as `options` says.
 async fn start_with(members: &[(&str, &[u32])], options: KarmadaOptions) -> Option<Setup> {
+    start_planning_with(
+        members,
+        options,
+        tephra_scheduler::SchedulerConfig::default_config(),
+    )
+    .await
+}
+
+/// [`start_with`], the Karmada mode planning with `config`.
+async fn start_planning_with(
+    members: &[(&str, &[u32])],
+    options: KarmadaOptions,
+    config: tephra_scheduler::SchedulerConfig,
+) -> Option<Setup> {
     let specs: Vec<(&str, Vec<_>)> = members
         .iter()
         .map(|(name, gpus)| {
@@ -113,7 +128,7 @@ async fn start_with(members: &[(&str, &[u32])], options: KarmadaOptions) -> Opti
         tephra_kube::karmada::KarmadaOptions {
             scheduler_names: vec!["tephra".into()],
             period: Duration::from_millis(200),
-            config: Arc::new(tephra_scheduler::SchedulerConfig::default_config()),
+            config: Arc::new(config),
             identity: "test".into(),
             listen: Some("127.0.0.1:0".parse().unwrap()),
             leader: None,
@@ -425,6 +440,156 @@ async fn when_karmada_evicts_a_gang_from_a_failed_member_tephra_places_it_whole_
         .unwrap()
         .unwrap();
     assert_eq!(clusters_of(&rb), vec![other.to_string()], "{rb:#}");
+    setup.stop().await;
+}
+
+/// A configuration that spreads a gang's pods over the emptiest nodes, where tephra's default
+/// (the members' here) packs them.
+const SPREADING: &str = r#"
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}]
+- plugins: [{name: clusteraffinity}, {name: clustertaint}, {name: clusterresource}]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_members_pods_land_on_the_nodes_tephra_planned_across_the_fleet() {
+    logs();
+    // west: three nodes of 8 GPUs. The Karmada mode spreads; west's own tephra packs.
+    let Some(setup) = start_planning_with(
+        &[("west", &[8, 8, 8])],
+        KarmadaOptions::default(),
+        tephra_scheduler::SchedulerConfig::parse(SPREADING).unwrap(),
+    )
+    .await
+    else {
+        return;
+    };
+    let fleet = &setup.fleet;
+    let karmada = fleet.client(KARMADA).unwrap();
+    let west = fleet.client("west").unwrap();
+
+    // What west's own scheduler does with a pair of 2-GPU pods: both on one node.
+    let mut local = volcano_job("local", 2, 2);
+    local["metadata"]["name"] = json!("local");
+    objects::create(&west, &local).await.unwrap();
+    let packed = all_bound(&west, "default", "local-", 2, 90).await;
+    let packed: std::collections::BTreeSet<_> = packed.into_values().flatten().collect();
+    assert_eq!(packed.len(), 1, "west packs: {packed:?}");
+
+    // The same pair through Karmada: tephra plans it on two nodes, hands the plan over with an
+    // OverridePolicy, and west's pods land there.
+    setup
+        .submit(volcano_job("pair", 2, 2), policy("pair", "tephra"))
+        .await;
+    let overrides = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("policy.karmada.io", "v1alpha1", "OverridePolicy"),
+        "overridepolicies",
+    );
+    let policies: Api<DynamicObject> = Api::namespaced_with(karmada.clone(), "default", &overrides);
+    let handed = eventually(60, "pair's plan policy written", || async {
+        let p = policies.get_opt("tephra-plan-pair-job").await.ok()??;
+        tephra_index::karmada::read_plan_policy(&serde_json::to_value(p).ok()?)
+    })
+    .await
+    .1;
+    assert_eq!(handed.cluster, "west");
+    let planned: Vec<String> = handed.nodes["worker"].clone();
+    assert_eq!(planned.len(), 2);
+    assert_ne!(planned[0], planned[1], "the plan spreads: {planned:?}");
+    let bound = all_bound(&west, "default", "pair-", 2, 90).await;
+    for (i, node) in planned.iter().enumerate() {
+        assert_eq!(
+            bound
+                .get(&format!("pair-worker-{i}"))
+                .cloned()
+                .flatten()
+                .as_ref(),
+            Some(node),
+            "pod {i} on its planned node: {bound:?}, plan {planned:?}"
+        );
+    }
+    // The member's Job carries the plan; each pod its node.
+    let jobs: Api<tephra_api::Job> = Api::namespaced(west.clone(), "default");
+    let job = jobs.get("pair").await.unwrap();
+    assert!(
+        job.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(tephra_api::well_known::PLANNED_NODES)
+    );
+
+    // The other path: west's own kube-scheduler, with tephra's extender, binds a Job whose
+    // pods name it (`schedulerName: default-scheduler`); the extender passes each pod only on
+    // its planned node and binds the gang whole.
+    let ext = tephra_extender::Extender::new(west.clone(), &Default::default()).unwrap();
+    tephra_extender::watch::start(ext.clone(), west.clone());
+    let (addr, _) = tephra_extender::serve(ext, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    fleet
+        .member("west")
+        .unwrap()
+        .cluster
+        .start_scheduler(
+            tephra_envtest::tier::shipped_extender_config(&format!("http://{addr}")).unwrap(),
+            &[],
+        )
+        .unwrap();
+    let mut through = volcano_job("through", 2, 2);
+    through["spec"]["schedulerName"] = json!("default-scheduler");
+    setup.submit(through, policy("through", "tephra")).await;
+    let handed = eventually(60, "through's plan policy written", || async {
+        let p = policies.get_opt("tephra-plan-through-job").await.ok()??;
+        tephra_index::karmada::read_plan_policy(&serde_json::to_value(p).ok()?)
+    })
+    .await
+    .1;
+    let planned = handed.nodes["worker"].clone();
+    let bound = all_bound(&west, "default", "through-", 2, 90).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(west.clone(), "default");
+    for (i, node) in planned.iter().enumerate() {
+        let name = format!("through-worker-{i}");
+        let pod = pods.get(&name).await.unwrap();
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()),
+            Some("default-scheduler")
+        );
+        assert_eq!(
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(tephra_api::well_known::PLANNED_NODE)),
+            Some(node),
+            "{name} carries its planned node"
+        );
+        assert_eq!(
+            bound.get(&name).cloned().flatten().as_ref(),
+            Some(node),
+            "{name} on its planned node: {bound:?}, plan {planned:?}"
+        );
+    }
+
+    // The plan goes with its binding.
+    let jobs_on_karmada: Api<tephra_api::Job> = Api::namespaced(karmada.clone(), "default");
+    jobs_on_karmada
+        .delete("pair", &Default::default())
+        .await
+        .unwrap();
+    eventually(
+        90,
+        "pair's plan policy removed with its binding",
+        || async {
+            policies
+                .get_opt("tephra-plan-pair-job")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
     setup.stop().await;
 }
 

@@ -85,6 +85,24 @@ fn run_with_queues(
     queues: &[tephra_api::Queue],
     queue_of: &BTreeMap<String, String>,
 ) -> Plan {
+    run_with(members, bindings, queues, queue_of, &BTreeMap::new())
+}
+
+fn run_with_plans(
+    members: &[(String, Member)],
+    bindings: &[Binding],
+    plans: &BTreeMap<String, NodePlan>,
+) -> Plan {
+    run_with(members, bindings, &[], &BTreeMap::new(), plans)
+}
+
+fn run_with(
+    members: &[(String, Member)],
+    bindings: &[Binding],
+    queues: &[tephra_api::Queue],
+    queue_of: &BTreeMap<String, String>,
+    plans: &BTreeMap<String, NodePlan>,
+) -> Plan {
     let members: BTreeMap<String, Member> = members.iter().cloned().collect();
     plan(&Input {
         scheduler_names: &["tephra".to_string()],
@@ -92,6 +110,7 @@ fn run_with_queues(
         bindings,
         queues,
         queue_of,
+        plans,
         config: Arc::new(SchedulerConfig::default_config()),
         now: 1_000_000,
         session: 1,
@@ -592,4 +611,80 @@ fn a_gang_no_affinity_group_holds_waits_and_a_fallback_never_takes_the_room_of_o
         (status.as_str(), reason.as_str()),
         ("False", "Unschedulable")
     );
+}
+
+/// The plan a write hands to its member, read back from its policy.
+fn plan_written(plan: &Plan, name: &str) -> Option<NodePlan> {
+    read_plan_policy(write_for(plan, name)?.policy.as_ref()?).map(|(_, p)| p)
+}
+
+#[test]
+fn a_placed_volcano_job_comes_with_the_plan_of_its_nodes_in_its_member() {
+    let b = bindings(&[binding("llama", 2, 4, json!({}))]);
+    let plan = run(&fragmented(), &b);
+    assert_eq!(
+        placed_in(&plan, "llama-job"),
+        Some(vec!["west".to_string()])
+    );
+    let handed = plan_written(&plan, "llama-job").expect("a plan policy");
+    assert_eq!(handed.cluster, "west");
+    let mut nodes = handed.nodes["worker"].clone();
+    nodes.sort();
+    assert_eq!(nodes, vec!["west-n0".to_string(), "west-n1".to_string()]);
+    // The same plan already in place is not written again.
+    let plans = BTreeMap::from([("ml/llama-job".to_string(), handed)]);
+    let again = run_with_plans(&fragmented(), &b, &plans);
+    assert_eq!(
+        placed_in(&again, "llama-job"),
+        Some(vec!["west".to_string()])
+    );
+    assert!(write_for(&again, "llama-job").unwrap().policy.is_none());
+    // A kind whose pods cannot be named ahead carries none.
+    let mut deploy = binding("web", 1, 1, json!({}));
+    deploy["spec"]["resource"] = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "namespace": "ml", "name": "web"});
+    let plan = run(&fragmented(), &bindings(&[deploy]));
+    assert!(placed_in(&plan, "web-job").is_some());
+    assert!(write_for(&plan, "web-job").unwrap().policy.is_none());
+}
+
+#[test]
+fn a_placed_gangs_room_is_kept_on_the_nodes_its_plan_names_until_its_pods_arrive() {
+    // west: two nodes of 8 GPUs. first (one pod of 4) is placed there, planned on one node;
+    // second (one pod of 8) can only have the other.
+    let fleet = vec![member("west", &[8, 8], json!([]))];
+    let mut first = binding("first", 1, 4, json!({}));
+    first["metadata"]["annotations"] = json!({APPLIED_PLACEMENT: "{}"});
+    first["spec"]["clusters"] = json!([{"name": "west"}]);
+    first["status"] = json!({"schedulerObservedGeneration": 1});
+    let b = bindings(&[first, binding("second", 1, 8, json!({}))]);
+    for (planned, free) in [("west-n0", "west-n1"), ("west-n1", "west-n0")] {
+        let plans = BTreeMap::from([(
+            "ml/first-job".to_string(),
+            NodePlan {
+                cluster: "west".into(),
+                nodes: BTreeMap::from([("worker".to_string(), vec![planned.to_string()])]),
+            },
+        )]);
+        let plan = run_with_plans(&fleet, &b, &plans);
+        let second = plan_written(&plan, "second-job").expect("second placed with a plan");
+        assert_eq!(
+            second.nodes["worker"],
+            vec![free.to_string()],
+            "first planned on {planned}"
+        );
+    }
+    // Once first's pod holds a node (wherever the member put it), the plan keeps nothing.
+    let mut fleet = fleet;
+    fleet[0].1.pods = vec![job_pod("first", "first-worker-0", Some("west-n1"), 4)];
+    let plans = BTreeMap::from([(
+        "ml/first-job".to_string(),
+        NodePlan {
+            cluster: "west".into(),
+            nodes: BTreeMap::from([("worker".to_string(), vec!["west-n0".to_string()])]),
+        },
+    )]);
+    let plan = run_with_plans(&fleet, &b, &plans);
+    let second = plan_written(&plan, "second-job").expect("second placed");
+    assert_eq!(second.nodes["worker"], vec!["west-n0".to_string()]);
 }

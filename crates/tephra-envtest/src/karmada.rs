@@ -17,7 +17,10 @@
 //! - karmada-controller-manager with every default controller, the gates of
 //!   [`KarmadaOptions::feature_gates`] and short cluster-health periods for tests;
 //! - karmada-scheduler (unless [`KarmadaOptions::scheduler`] is off), so that bindings that
-//!   name `default-scheduler` are placed by Karmada.
+//!   name `default-scheduler` are placed by Karmada;
+//! - with [`KarmadaOptions::estimator`], karmada-scheduler-estimator for each member (plain
+//!   gRPC on a loopback port of its own, found by karmada-scheduler through an ExternalName
+//!   Service `karmada-scheduler-estimator-<member>` in `karmada-system`).
 //!
 //! Each member is a real cluster as [`tier::fleet`](crate::tier::fleet) starts it (its
 //! controller manager, tephra's CRDs, a `default` Queue, simulated kubelets) joined as
@@ -75,6 +78,10 @@ const AGGREGATED: &str = "karmada-aggregated-apiserver";
 const WEBHOOK: &str = "karmada-webhook";
 const CONTROLLER_MANAGER: &str = "karmada-controller-manager";
 const SCHEDULER: &str = "karmada-scheduler";
+const ESTIMATOR: &str = "karmada-scheduler-estimator";
+/// The port karmada-scheduler asks each estimator's Service for (its default); each Service
+/// maps it to the port its estimator listens on.
+const ESTIMATOR_PORT: u16 = 10352;
 /// Karmada's impersonator service account in each member (`names.GenerateServiceAccountName`).
 const IMPERSONATOR: &str = "karmada-impersonator";
 /// Label and finalizer the policy webhooks add on create.
@@ -106,6 +113,9 @@ pub struct KarmadaOptions {
     /// More karmada-controller-manager flags (after the others: a flag given again here
     /// wins), `--graceful-eviction-timeout=30s` say.
     pub controller_manager_args: Vec<String>,
+    /// Run karmada-scheduler-estimator for each member and have karmada-scheduler call it
+    /// (default off; the binary is built by `.ci/real-components --with-karmada-estimator`).
+    pub estimator: bool,
 }
 
 impl Default for KarmadaOptions {
@@ -123,6 +133,7 @@ impl Default for KarmadaOptions {
             cluster_failure_threshold: Duration::from_secs(2),
             cluster_success_threshold: Duration::from_secs(1),
             controller_manager_args: Vec::new(),
+            estimator: false,
         }
     }
 }
@@ -187,6 +198,14 @@ pub async fn karmada_fleet(
             )));
         }
     }
+    if options.estimator && !karmada_bins.dir.join(ESTIMATOR).is_file() {
+        return Err(Error::Missing {
+            what: format!(
+                "{ESTIMATOR} in {} (bash .ci/real-components --with-karmada-estimator)",
+                karmada_bins.dir.display()
+            ),
+        });
+    }
     let env = Env::start(bins).await?;
     let ((karmada, karmada_client, mut components), members) = tokio::try_join!(
         control_plane(&env, &karmada_bins, &options),
@@ -196,6 +215,13 @@ pub async fn karmada_fleet(
                 .map(|(name, nodes)| start_member(&env, name, nodes))
         ),
     )?;
+    if options.estimator {
+        // Before the members join: karmada-scheduler connects to a member's estimator when
+        // it first sees the member's Cluster.
+        for m in &members {
+            components.push(estimator(&karmada, &karmada_client, &karmada_bins, m).await?);
+        }
+    }
     futures::future::try_join_all(members.iter().map(|m| join(&karmada_client, m))).await?;
     let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
     wait_ready(&karmada_client, &names, &mut components).await?;
@@ -336,7 +362,7 @@ async fn control_plane(
     let mut scheduler = None;
     if options.scheduler {
         let kubeconfig = masters_kubeconfig(&cluster, SCHEDULER)?;
-        let args = vec![
+        let mut args = vec![
             format!("--kubeconfig={}", kubeconfig.display()),
             gates,
             "--metrics-bind-address=0".into(),
@@ -344,6 +370,14 @@ async fn control_plane(
             "--leader-elect=false".into(),
             "--v=2".into(),
         ];
+        if options.estimator {
+            args.extend([
+                "--enable-scheduler-estimator=true".into(),
+                format!("--scheduler-estimator-service-namespace={KARMADA_SYSTEM}"),
+                format!("--scheduler-estimator-service-prefix={ESTIMATOR}"),
+                format!("--scheduler-estimator-port={ESTIMATOR_PORT}"),
+            ]);
+        }
         scheduler = Some(spawn(&cluster, bins, SCHEDULER, &args)?);
     }
     // Stopping order: the controller manager and the scheduler before the servers they call.
@@ -351,6 +385,49 @@ async fn control_plane(
     ordered.extend(scheduler);
     ordered.extend(components.into_iter().rev());
     Ok((cluster, client, ordered))
+}
+
+/// Starts karmada-scheduler-estimator for `member` on a port of its own (plain gRPC, as
+/// without certificates it serves), with an admin kubeconfig of the member, and the
+/// ExternalName Service on Karmada's API server through which karmada-scheduler finds it
+/// (`<prefix>-<cluster>` in `karmada-system`, its port mapped to the estimator's).
+async fn estimator(
+    cluster: &Cluster,
+    client: &kube::Client,
+    bins: &Karmada,
+    member: &Member,
+) -> Result<Proc, Error> {
+    let port = free_port()?;
+    let kubeconfig = member.cluster.write_kubeconfig(
+        ESTIMATOR,
+        &User::Certificate(ESTIMATOR.into(), Some("system:masters".into())),
+    )?;
+    let args = vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--cluster-name={}", member.name),
+        format!("--server-port={port}"),
+        "--metrics-bind-address=0".into(),
+        "--health-probe-bind-address=0".into(),
+        "--v=2".into(),
+    ];
+    let proc = Proc::spawn(
+        ESTIMATOR,
+        &bins.dir.join(ESTIMATOR),
+        &args,
+        &cluster
+            .dir()
+            .join(format!("{ESTIMATOR}-{}.log", member.name)),
+    )?;
+    create_or_keep(
+        client,
+        &json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("{ESTIMATOR}-{}", member.name),
+                "namespace": KARMADA_SYSTEM},
+            "spec": {"type": "ExternalName", "externalName": "localhost",
+                "ports": [{"name": "grpc", "port": ESTIMATOR_PORT, "targetPort": port}]}}),
+    )
+    .await?;
+    Ok(proc)
 }
 
 /// Starts one of Karmada's binaries with its log in Karmada's directory.

@@ -594,51 +594,180 @@ async fn the_members_pods_land_on_the_nodes_tephra_planned_across_the_fleet() {
 }
 
 /// Side by side on one real Karmada (`--ignored`; README's "Running with Karmada" records its
-/// table): the same Volcano Jobs on a fragmented fleet, each alone, placed once by
-/// karmada-scheduler (its default estimator) and once by tephra; where each lands, whether its
-/// pods can all run there, and how long placement took.
+/// table): the same workloads on a fragmented fleet, each alone, placed once by
+/// karmada-scheduler (its default estimator) and once by tephra; then, on a fresh fleet whose
+/// karmada-scheduler calls karmada-scheduler-estimator in each member (when it is built:
+/// `bash .ci/real-components --with-karmada-estimator`), by karmada-scheduler again. Where
+/// each lands, whether its pods can all run there, and how long placement took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: cargo test -p tephra-kube --test karmada -- --ignored --nocapture"]
 async fn karmada_scheduler_and_tephra_side_by_side_on_a_fragmented_fleet() {
     logs();
     // 16 GPUs each: east on eight nodes of 2, west on two nodes of 8.
-    let Some(setup) = start(&[("east", &[2; 8]), ("west", &[8, 8])]).await else {
+    let fleet: [(&str, &[u32]); 2] = [("east", &[2; 8]), ("west", &[8, 8])];
+    let Some(setup) = start(&fleet).await else {
         return;
     };
+    let mut rows = side_by_side_rounds(
+        &setup,
+        &[
+            ("karmada-scheduler", "default-scheduler"),
+            ("tephra", "tephra"),
+        ],
+        &SHAPES,
+    )
+    .await;
+    setup.stop().await;
+    let options = KarmadaOptions {
+        estimator: true,
+        ..KarmadaOptions::default()
+    };
+    match tephra_envtest::components::Components::locate()
+        .and_then(|c| c.karmada())
+        .map(|k| k.dir.join("karmada-scheduler-estimator").is_file())
+    {
+        Ok(true) => {
+            let setup = start_with(&fleet, options).await.unwrap();
+            rows.extend(
+                side_by_side_rounds(
+                    &setup,
+                    &[("karmada-scheduler + estimator", "default-scheduler")],
+                    &SHAPES,
+                )
+                .await,
+            );
+            setup.stop().await;
+        }
+        _ => println!(
+            "karmada-scheduler-estimator is not built (bash .ci/real-components \
+             --with-karmada-estimator): its rows are left out"
+        ),
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    println!("| workload | scheduler | placed in | all pods run there | time to placement |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (_, r) in rows {
+        println!("{r}");
+    }
+}
+
+/// The side-by-side's workloads: (kind, pods, GPUs of each).
+const SHAPES: [(&str, u32, u32); 6] = [
+    ("Job", 1, 8),
+    ("Job", 4, 4),
+    ("Job", 2, 8),
+    ("Job", 8, 2),
+    ("Deployment", 4, 4),
+    ("Deployment", 2, 8),
+];
+
+/// A Deployment of `replicas` pods asking `gpus` GPUs each, its pods for the members' tephra.
+fn deployment(name: &str, replicas: u32, gpus: u32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "volcano", "containers": [{
+                    "name": "serve", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": gpus.to_string()},
+                        "limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}}
+    })
+}
+
+/// One round of the side-by-side on `setup`'s fleet: each workload, alone, through each
+/// `(label, schedulerName)`. Rows keyed for sorting by workload, then scheduler.
+async fn side_by_side_rounds(
+    setup: &Setup,
+    schedulers: &[(&str, &str)],
+    shapes: &[(&str, u32, u32)],
+) -> Vec<(String, String)> {
     let fleet = &setup.fleet;
     let karmada = fleet.client(KARMADA).unwrap();
     let mut rows = Vec::new();
-    for (pods, gpus) in [(1u32, 8u32), (4, 4), (2, 8), (8, 2)] {
-        for scheduler in ["default-scheduler", "tephra"] {
-            let name = format!("j{pods}x{gpus}-{}", &scheduler[..3]);
+    for (n, &(kind, pods, gpus)) in shapes.iter().enumerate() {
+        for (s, (label, scheduler)) in schedulers.iter().enumerate() {
+            let name = format!(
+                "{}{pods}x{gpus}-{}",
+                kind[..1].to_lowercase(),
+                &scheduler[..3]
+            );
             let started = std::time::Instant::now();
-            objects::create(&karmada, &volcano_job(&name, pods, gpus))
-                .await
-                .unwrap();
+            let (template, api_version, resource) = if kind == "Job" {
+                (
+                    volcano_job(&name, pods, gpus),
+                    "batch.volcano.sh/v1alpha1",
+                    ("batch.volcano.sh", "v1alpha1", "jobs"),
+                )
+            } else {
+                (
+                    deployment(&name, pods, gpus),
+                    "apps/v1",
+                    ("apps", "v1", "deployments"),
+                )
+            };
+            objects::create(&karmada, &template).await.unwrap();
             let mut pp = policy(&name, scheduler);
+            pp["spec"]["resourceSelectors"] =
+                json!([{"apiVersion": api_version, "kind": kind, "name": name}]);
             pp["spec"]["placement"]["clusterAffinity"] = json!({});
             fleet.propagation_policy(pp).await.unwrap();
-            let placed = eventually(60, &format!("{name} placed or refused"), || async {
-                let rb = fleet
-                    .resource_binding("default", "job", &name)
-                    .await
-                    .ok()??;
-                let clusters = clusters_of(&rb);
-                if !clusters.is_empty() {
-                    return Some(clusters.join(","));
+            let suffix = kind.to_lowercase();
+            let decided = async {
+                loop {
+                    let rb = fleet.resource_binding("default", &suffix, &name).await;
+                    if let Ok(Some(rb)) = rb {
+                        // Each cluster with the replicas it was given (none: the whole gang).
+                        let clusters: Vec<String> = rb["spec"]["clusters"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|c| {
+                                let name = c["name"].as_str()?;
+                                Some(match c["replicas"].as_u64().filter(|r| *r > 0) {
+                                    Some(r) => format!("{name} ({r})"),
+                                    None => name.to_string(),
+                                })
+                            })
+                            .collect();
+                        if !clusters.is_empty() {
+                            return clusters.join(", ");
+                        }
+                        if scheduled_condition(&rb).is_some_and(|(status, _, _)| status == "False")
+                        {
+                            return "none (waits)".to_string();
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                let (status, _, _) = scheduled_condition(&rb)?;
-                (status == "False").then(|| "none (waits)".to_string())
-            })
-            .await;
+            };
+            let Ok(placed) = tokio::time::timeout(Duration::from_secs(60), decided).await else {
+                // A scheduler that died says why in its log; nothing more is placed by it.
+                let log = fleet.karmada.log_tail("karmada-scheduler", 400);
+                let panic = log.lines().find(|l| l.starts_with("panic:"));
+                assert!(panic.is_some(), "{name} neither placed nor refused in 60 s");
+                rows.push((
+                    format!("99{label}"),
+                    format!(
+                        "| every workload | {label} | none: karmada-scheduler exited at its first \
+                         estimator call (`{}`) | - | - |",
+                        panic.unwrap_or_default()
+                    ),
+                ));
+                return rows;
+            };
             let took = started.elapsed();
             let mut runs = Vec::new();
-            for cluster in placed.split(',').filter(|_| !placed.starts_with("none")) {
+            for entry in placed.split(", ").filter(|_| !placed.starts_with("none")) {
+                let (cluster, want) = match entry.split_once(" (") {
+                    Some((c, r)) => (c, r.trim_end_matches(')').parse().unwrap_or(pods)),
+                    None => (entry, pods),
+                };
                 let member = fleet.client(cluster).unwrap();
                 let bound = async {
                     loop {
                         let n = nodes_of(&member, "default", &format!("{name}-")).await;
-                        if n.len() == pods as usize && n.values().all(Option::is_some) {
+                        if n.len() >= want as usize && n.values().all(Option::is_some) {
                             return;
                         }
                         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -659,20 +788,29 @@ async fn karmada_scheduler_and_tephra_side_by_side_on_a_fragmented_fleet() {
             } else {
                 runs.join("; ")
             };
-            rows.push(format!(
-                "| {pods} × {gpus} GPUs | {scheduler} | {placed} | {runs} | {:.1} s |",
-                took.as_secs_f64()
+            let what = if kind == "Job" {
+                format!("{pods} × {gpus} GPUs (Volcano Job)")
+            } else {
+                format!("{pods} × {gpus} GPUs (Deployment)")
+            };
+            rows.push((
+                format!("{n:02}{s:02}{label}"),
+                format!(
+                    "| {what} | {label} | {placed} | {runs} | {:.1} s |",
+                    took.as_secs_f64()
+                ),
             ));
-            // Gone before the next: the Job, its policy, and its pods in the member.
-            let jobs: Api<DynamicObject> = Api::namespaced_with(
+            // Gone before the next: the template, its policy, and its pods in the members.
+            let (group, version, plural) = resource;
+            let api: Api<DynamicObject> = Api::namespaced_with(
                 karmada.clone(),
                 "default",
                 &ApiResource::from_gvk_with_plural(
-                    &GroupVersionKind::gvk("batch.volcano.sh", "v1alpha1", "Job"),
-                    "jobs",
+                    &GroupVersionKind::gvk(group, version, kind),
+                    plural,
                 ),
             );
-            jobs.delete(&name, &Default::default()).await.unwrap();
+            api.delete(&name, &Default::default()).await.unwrap();
             for m in ["east", "west"] {
                 let c = fleet.client(m).unwrap();
                 eventually(60, &format!("{name}'s pods gone from {m}"), || async {
@@ -685,12 +823,7 @@ async fn karmada_scheduler_and_tephra_side_by_side_on_a_fragmented_fleet() {
             }
         }
     }
-    println!("| workload | scheduler | placed in | all pods run there | time to placement |");
-    println!("| --- | --- | --- | --- | --- |");
-    for r in rows {
-        println!("{r}");
-    }
-    setup.stop().await;
+    rows
 }
 
 /// The members of the randomized lifecycle, with the GPUs of each node.

@@ -106,6 +106,9 @@ pub struct Input<'a> {
     /// The nodes planned for placed gangs (`namespace/name` of the binding → plan), read back
     /// from tephra's plan policies ([`read_plan_policy`]).
     pub plans: &'a BTreeMap<String, NodePlan>,
+    /// The PodGroup each workload binding's pods name (`namespace/name` of the binding → the
+    /// PodGroup's name), as its template says ([`template_pod_group`]).
+    pub pod_groups: &'a BTreeMap<String, String>,
     /// The scheduler configuration.
     pub config: Arc<SchedulerConfig>,
     /// Now, in seconds.
@@ -721,8 +724,12 @@ pub fn plan(input: &Input<'_>) -> Plan {
             break;
         }
     }
+    let mut placed_now = BTreeMap::new();
     for (i, why, outcome) in outcomes.values() {
         let b = &input.bindings[*i];
+        if let Outcome::Placed(cluster, _) = outcome {
+            placed_now.insert(b.key(), cluster.clone());
+        }
         let write = match outcome {
             Outcome::Placed(cluster, group) => {
                 let policy = plannable(b)
@@ -747,7 +754,10 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 .extend(waiting_write(b, "SchedulerError", &message, &now));
         }
     }
-    plan.writes.extend(duplicated(input, &now));
+    let leaders = follow::leaders(input);
+    plan.writes
+        .extend(follow::writes(input, &leaders, &placed_now, &now));
+    plan.writes.extend(duplicated(input, &leaders, &now));
     plan.writes.extend(observed_generations(input, &all_wanted));
     plan
 }
@@ -873,10 +883,17 @@ fn waiting_write(
 
 /// Non-workloads of tephra's: every cluster their placement allows that is ready and whose
 /// taints they tolerate, as karmada-scheduler duplicates them.
-fn duplicated(input: &Input<'_>, now: &Time) -> Vec<BindingWrite> {
+fn duplicated(
+    input: &Input<'_>,
+    followers: &BTreeMap<String, Option<String>>,
+    now: &Time,
+) -> Vec<BindingWrite> {
     let mut out = Vec::new();
     for b in input.bindings {
-        if !input.scheduler_names.contains(&b.spec.scheduler_name) || b.is_workload() {
+        if !input.scheduler_names.contains(&b.spec.scheduler_name)
+            || b.is_workload()
+            || followers.contains_key(&b.key())
+        {
             continue;
         }
         let Some(why) = b.needs_scheduling() else {
@@ -920,30 +937,38 @@ fn duplicated(input: &Input<'_>, now: &Time) -> Vec<BindingWrite> {
             continue;
         }
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
-        let placement = b.spec.placement.clone().unwrap_or(Value::Null);
-        out.push(BindingWrite {
-            namespace: b.namespace(),
-            name: b.name(),
-            patch: Some(json!({
-                "metadata": {"annotations": {APPLIED_PLACEMENT: placement.to_string()}},
-                "spec": {"clusters": targets},
-            })),
-            status: scheduled_status(
-                b,
-                true,
-                REASON_SUCCESS,
-                "Binding has been scheduled successfully.",
-                now,
-            ),
-            policy: None,
-            event: Some((
-                "Normal",
-                "ScheduleBindingSucceed",
-                format!("duplicated to {} ({why})", names.join(", ")),
-            )),
-        });
+        let event = format!("duplicated to {} ({why})", names.join(", "));
+        out.push(object_write(b, targets, event, now));
     }
     out
+}
+
+/// The write that places an object with no replicas of its own in `targets`, as
+/// karmada-scheduler does, with `event` saying why.
+fn object_write(
+    b: &Binding,
+    targets: Vec<TargetCluster>,
+    event: String,
+    now: &Time,
+) -> BindingWrite {
+    let placement = b.spec.placement.clone().unwrap_or(Value::Null);
+    BindingWrite {
+        namespace: b.namespace(),
+        name: b.name(),
+        patch: Some(json!({
+            "metadata": {"annotations": {APPLIED_PLACEMENT: placement.to_string()}},
+            "spec": {"clusters": targets},
+        })),
+        status: scheduled_status(
+            b,
+            true,
+            REASON_SUCCESS,
+            "Binding has been scheduled successfully.",
+            now,
+        ),
+        policy: None,
+        event: Some(("Normal", "ScheduleBindingSucceed", event)),
+    }
 }
 
 /// Bindings of tephra's that stay where they are but whose generation moved on: their
@@ -968,6 +993,7 @@ fn observed_generations(input: &Input<'_>, wanted: &Wanted) -> Vec<BindingWrite>
         .collect()
 }
 
+mod follow;
 mod handoff;
 mod objects;
 pub use handoff::*;

@@ -447,8 +447,8 @@ async fn run(
             }
         }
         written.retain(|k, _| list.iter().any(|b| &b.key() == k));
-        let queue_of = templates
-            .queues(&client, &options.scheduler_names, &list, &mut problems)
+        let (queue_of, pod_groups) = templates
+            .read_all(&client, &options.scheduler_names, &list, &mut problems)
             .await;
         let queue_list: Vec<tephra_api::Queue> =
             queues.state().iter().map(|q| (**q).clone()).collect();
@@ -469,6 +469,7 @@ async fn run(
             queues: &queue_list,
             queue_of: &queue_of,
             plans: &node_plans,
+            pod_groups: &pod_groups,
             config: Arc::clone(&options.config),
             now: k8s_openapi::jiff::Timestamp::now().as_second(),
             session,
@@ -624,28 +625,37 @@ async fn write(
         .and_then(|v| Binding::from_value(v).ok()))
 }
 
-/// The queues the bindings' resource templates name, read once per template version: each
-/// binding of tephra's has its template read when it is first seen and whenever the template
-/// it was made from changes (`spec.resource.resourceVersion`).
+/// What the bindings' resource templates say (the queue, the PodGroup their pods name), read
+/// once per template version: each binding of tephra's has its template read when it is first
+/// seen and whenever the template it was made from changes (`spec.resource.resourceVersion`).
 #[derive(Default)]
 struct Templates {
-    /// Binding key → (template version, queue).
-    seen: HashMap<String, (Option<String>, Option<String>)>,
+    /// Binding key → (template version, what it says).
+    seen: HashMap<String, (Option<String>, TemplateFacts)>,
     /// The API resource of each template kind, from discovery.
     kinds: HashMap<(String, String), ApiResource>,
 }
 
+/// What one template says.
+#[derive(Clone, Debug, Default)]
+struct TemplateFacts {
+    queue: Option<String>,
+    pod_group: Option<String>,
+}
+
 impl Templates {
-    async fn queues(
+    /// Each binding's queue and the PodGroup its pods name, by binding key.
+    async fn read_all(
         &mut self,
         client: &Client,
         names: &[String],
         bindings: &[Binding],
         problems: &mut HashMap<String, Instant>,
-    ) -> BTreeMap<String, String> {
+    ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
         self.seen
             .retain(|k, _| bindings.iter().any(|b| &b.key() == k));
-        let mut out = BTreeMap::new();
+        let mut queues = BTreeMap::new();
+        let mut groups = BTreeMap::new();
         for b in bindings
             .iter()
             .filter(|b| names.contains(&b.spec.scheduler_name))
@@ -658,9 +668,9 @@ impl Templates {
                 .is_some_and(|(version, _)| version == &r.resource_version);
             if !fresh {
                 match self.read(client, b).await {
-                    Ok(queue) => {
+                    Ok(facts) => {
                         self.seen
-                            .insert(key.clone(), (r.resource_version.clone(), queue));
+                            .insert(key.clone(), (r.resource_version.clone(), facts));
                     }
                     Err(e) => note(
                         problems,
@@ -671,14 +681,19 @@ impl Templates {
                     ),
                 }
             }
-            if let Some((_, Some(q))) = self.seen.get(&key) {
-                out.insert(key, q.clone());
+            if let Some((_, facts)) = self.seen.get(&key) {
+                if let Some(q) = &facts.queue {
+                    queues.insert(key.clone(), q.clone());
+                }
+                if let Some(g) = &facts.pod_group {
+                    groups.insert(key, g.clone());
+                }
             }
         }
-        out
+        (queues, groups)
     }
 
-    async fn read(&mut self, client: &Client, b: &Binding) -> Result<Option<String>, String> {
+    async fn read(&mut self, client: &Client, b: &Binding) -> Result<TemplateFacts, String> {
         let r = &b.spec.resource;
         let (group, version) = match r.api_version.split_once('/') {
             Some((g, v)) => (g.to_string(), v.to_string()),
@@ -704,8 +719,10 @@ impl Templates {
             .get_opt(&r.name)
             .await
             .map_err(|e| crate::brief::kube(&e))?;
-        Ok(template
-            .and_then(|t| serde_json::to_value(t).ok())
-            .and_then(|v| plan::template_queue(&v)))
+        let value = template.and_then(|t| serde_json::to_value(t).ok());
+        Ok(TemplateFacts {
+            queue: value.as_ref().and_then(plan::template_queue),
+            pod_group: value.as_ref().and_then(plan::template_pod_group),
+        })
     }
 }

@@ -443,6 +443,69 @@ async fn when_karmada_evicts_a_gang_from_a_failed_member_tephra_places_it_whole_
     setup.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_podgroup_and_the_deployment_whose_pods_it_groups_go_together_to_the_member_that_fits() {
+    logs();
+    let Some(setup) = start(&[("east", &[2, 2, 2, 2]), ("west", &[4, 4])]).await else {
+        return;
+    };
+    let fleet = &setup.fleet;
+    let karmada = fleet.client(KARMADA).unwrap();
+    objects::create(
+        &karmada,
+        &json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "gang", "namespace": "default"},
+            "spec": {"minMember": 2, "queue": "default"}}),
+    )
+    .await
+    .unwrap();
+    let request = json!({"cpu": "1", "nvidia.com/gpu": "4"});
+    objects::create(
+        &karmada,
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "serve", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "serve"}},
+                "template": {"metadata": {"labels": {"app": "serve"},
+                    "annotations": {"scheduling.k8s.io/group-name": "gang"}},
+                    "spec": {"schedulerName": "volcano", "containers": [{"name": "serve",
+                        "image": "busybox",
+                        "resources": {"requests": request, "limits": request}}]}}}}),
+    )
+    .await
+    .unwrap();
+    let mut pp = policy("serve", "tephra");
+    pp["spec"]["resourceSelectors"] = json!([
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "serve"},
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "name": "gang"}
+    ]);
+    fleet.propagation_policy(pp).await.unwrap();
+    let placed = |kind: &'static str, name: &'static str| async move {
+        let rb = fleet.resource_binding("default", kind, name).await.ok()??;
+        let clusters = clusters_of(&rb);
+        (!clusters.is_empty()).then_some(clusters)
+    };
+    let serve = eventually(60, "serve placed", || placed("deployment", "serve")).await;
+    assert_eq!(serve, vec!["west".to_string()]);
+    let gang = eventually(60, "gang placed", || placed("podgroup", "gang")).await;
+    assert_eq!(
+        gang,
+        vec!["west".to_string()],
+        "the PodGroup goes where its pods go"
+    );
+    let west = fleet.client("west").unwrap();
+    let bound = all_bound(&west, "default", "serve-", 2, 90).await;
+    assert!(
+        bound.values().flatten().all(|n| n.starts_with("west-")),
+        "{bound:?}"
+    );
+    let groups_in_west: Api<tephra_api::PodGroup> = Api::namespaced(west, "default");
+    assert!(groups_in_west.get_opt("gang").await.unwrap().is_some());
+    let groups_in_east: Api<tephra_api::PodGroup> =
+        Api::namespaced(fleet.client("east").unwrap(), "default");
+    assert!(groups_in_east.get_opt("gang").await.unwrap().is_none());
+    setup.stop().await;
+}
+
 /// A configuration that spreads a gang's pods over the emptiest nodes, where tephra's default
 /// (the members' here) packs them.
 const SPREADING: &str = r#"

@@ -396,6 +396,21 @@ pub fn template_queue(template: &Value) -> Option<String> {
     named.filter(|q| !q.is_empty()).map(str::to_string)
 }
 
+/// The PodGroup a workload template's pods name: `scheduling.k8s.io/group-name` on its pod
+/// template (`spec.template`: a Deployment's, StatefulSet's, ReplicaSet's or Job's), or on a
+/// Pod itself.
+pub fn template_pod_group(template: &Value) -> Option<String> {
+    let annotations = if template["kind"] == "Pod" {
+        &template["metadata"]["annotations"]
+    } else {
+        &template["spec"]["template"]["metadata"]["annotations"]
+    };
+    annotations[tephra_api::well_known::GROUP_NAME_ANNOTATION]
+        .as_str()
+        .filter(|g| !g.is_empty())
+        .map(str::to_string)
+}
+
 /// The annotation naming a Volcano Queue on objects without a `spec.queue`.
 pub const QUEUE_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 

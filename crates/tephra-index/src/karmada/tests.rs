@@ -96,12 +96,38 @@ fn run_with_plans(
     run_with(members, bindings, &[], &BTreeMap::new(), plans)
 }
 
+fn run_with_groups(
+    members: &[(String, Member)],
+    bindings: &[Binding],
+    pod_groups: &BTreeMap<String, String>,
+) -> Plan {
+    run_with_all(
+        members,
+        bindings,
+        &[],
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+        pod_groups,
+    )
+}
+
 fn run_with(
     members: &[(String, Member)],
     bindings: &[Binding],
     queues: &[tephra_api::Queue],
     queue_of: &BTreeMap<String, String>,
     plans: &BTreeMap<String, NodePlan>,
+) -> Plan {
+    run_with_all(members, bindings, queues, queue_of, plans, &BTreeMap::new())
+}
+
+fn run_with_all(
+    members: &[(String, Member)],
+    bindings: &[Binding],
+    queues: &[tephra_api::Queue],
+    queue_of: &BTreeMap<String, String>,
+    plans: &BTreeMap<String, NodePlan>,
+    pod_groups: &BTreeMap<String, String>,
 ) -> Plan {
     let members: BTreeMap<String, Member> = members.iter().cloned().collect();
     plan(&Input {
@@ -111,6 +137,7 @@ fn run_with(
         queues,
         queue_of,
         plans,
+        pod_groups,
         config: Arc::new(SchedulerConfig::default_config()),
         now: 1_000_000,
         session: 1,
@@ -687,4 +714,88 @@ fn a_placed_gangs_room_is_kept_on_the_nodes_its_plan_names_until_its_pods_arrive
     let plan = run_with_plans(&fleet, &b, &plans);
     let second = plan_written(&plan, "second-job").expect("second placed");
     assert_eq!(second.nodes["worker"], vec!["west-n0".to_string()]);
+}
+
+/// A binding of a Deployment of `replicas` pods of `gpus` GPUs each.
+fn deployment_binding(name: &str, replicas: i32, gpus: u32) -> Value {
+    json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": format!("{name}-deployment"), "namespace": "ml", "generation": 1,
+            "creationTimestamp": "2026-11-29T00:00:00Z"},
+        "spec": {
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ml",
+                "name": name},
+            "replicas": replicas,
+            "replicaRequirements": {"resourceRequest": {"cpu": "4", GPU: gpus.to_string()}},
+            "placement": {},
+            "schedulerName": "tephra",
+        }
+    })
+}
+
+/// A binding of the Volcano PodGroup `name`.
+fn pod_group_binding(name: &str) -> Value {
+    json!({
+        "apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+        "metadata": {"name": format!("{name}-podgroup"), "namespace": "ml", "generation": 1,
+            "creationTimestamp": "2026-11-29T00:00:00Z"},
+        "spec": {
+            "resource": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                "namespace": "ml", "name": name},
+            "placement": {},
+            "schedulerName": "tephra",
+        }
+    })
+}
+
+#[test]
+fn a_podgroup_goes_only_where_the_workload_whose_pods_it_groups_goes() {
+    let groups = BTreeMap::from([("ml/serve-deployment".to_string(), "gang".to_string())]);
+    let b = bindings(&[deployment_binding("serve", 2, 4), pod_group_binding("gang")]);
+    let plan = run_with_groups(&fragmented(), &b, &groups);
+    assert_eq!(
+        placed_in(&plan, "serve-deployment"),
+        Some(vec!["west".to_string()])
+    );
+    assert_eq!(
+        placed_in(&plan, "gang-podgroup"),
+        Some(vec!["west".to_string()])
+    );
+    // Without a workload whose pods name it, it waits, where karmada-scheduler would copy
+    // it into every member.
+    let plan = run_with_groups(&fragmented(), &b, &BTreeMap::new());
+    assert_eq!(placed_in(&plan, "gang-podgroup"), None);
+    let (status, _, message) = scheduled(&plan, "gang-podgroup").unwrap();
+    assert_eq!(status, "False");
+    assert!(message.contains("group-name"), "{message}");
+    // A workload no member can hold: the PodGroup waits for it, saying so.
+    let b = bindings(&[deployment_binding("serve", 3, 8), pod_group_binding("gang")]);
+    let plan = run_with_groups(&fragmented(), &b, &groups);
+    assert_eq!(placed_in(&plan, "gang-podgroup"), None);
+    let (status, _, message) = scheduled(&plan, "gang-podgroup").unwrap();
+    assert_eq!(status, "False");
+    assert!(message.contains("deployment serve"), "{message}");
+}
+
+#[test]
+fn a_podgroup_moves_with_its_workload() {
+    let groups = BTreeMap::from([("ml/serve-deployment".to_string(), "gang".to_string())]);
+    // The workload was moved to south (failover); its PodGroup is still in west.
+    let mut serve = deployment_binding("serve", 1, 2);
+    serve["metadata"]["annotations"] = json!({APPLIED_PLACEMENT: "{}"});
+    serve["spec"]["clusters"] = json!([{"name": "south", "replicas": 1}]);
+    let mut gang = pod_group_binding("gang");
+    gang["metadata"]["annotations"] = json!({APPLIED_PLACEMENT: "{}"});
+    gang["spec"]["clusters"] = json!([{"name": "west"}]);
+    let b = bindings(&[serve, gang]);
+    let plan = run_with_groups(&fragmented(), &b, &groups);
+    assert_eq!(
+        placed_in(&plan, "gang-podgroup"),
+        Some(vec!["south".to_string()])
+    );
+    assert_eq!(
+        placed_in(&plan, "serve-deployment"),
+        None,
+        "the workload stays"
+    );
 }

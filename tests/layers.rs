@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 fn layer(module: &[String]) -> u8 {
     match module.first().map(String::as_str) {
         Some(
-            "model" | "resources" | "quantity" | "duration" | "cache" | "config" | "decisions",
+            "model" | "resources" | "quantity" | "duration" | "cache" | "config" | "decisions"
+            | "hash",
         ) => 0,
         Some("framework" | "testing") => 1,
         Some("placement") => 2,

@@ -25,6 +25,7 @@ pub mod decisions;
 pub mod duration;
 pub mod eta;
 pub mod framework;
+pub mod hash;
 pub mod model;
 pub mod placement;
 pub mod plugins;

@@ -3,9 +3,10 @@
 //! HyperNode, or a node's name set or labels, changed in the cluster, and kept until the next
 //! such change: a session reads domains, it never walks members.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
+use crate::hash::HashMap;
 use crate::model::topology::{HyperNodeSpec, MemberKind, MemberSelector};
 use crate::model::{Id, Node};
 
@@ -71,7 +72,7 @@ pub fn resolve(
     nodes: &Slab<Node>,
 ) -> Topology {
     let mut problems = Vec::new();
-    let mut patterns: HashMap<String, regex::Regex> = HashMap::new();
+    let mut patterns: HashMap<String, regex::Regex> = HashMap::default();
     for h in hypernodes.values() {
         for m in &h.members {
             if let MemberSelector::Regex(p) = &m.selector
@@ -182,7 +183,7 @@ pub fn resolve(
     domains.sort_by(|a, b| a.tier.cmp(&b.tier).then_with(|| a.name.cmp(&b.name)));
     problems.sort();
     problems.dedup();
-    let mut node_domains: HashMap<Id, Vec<u32>> = HashMap::new();
+    let mut node_domains: HashMap<Id, Vec<u32>> = HashMap::default();
     for (i, d) in domains.iter().enumerate() {
         for &n in &d.nodes {
             node_domains.entry(n).or_default().push(i as u32);

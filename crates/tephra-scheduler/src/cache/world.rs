@@ -2,7 +2,7 @@
 //! as events arrive: node usage, queue usage, each job's task tally, the set of jobs with work to
 //! place and the set of jobs that changed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::backlog::Backlog;
@@ -10,6 +10,7 @@ use super::counts;
 use super::event::{CacheError, Event};
 use super::slab::Slab;
 use super::topology::Topologies;
+use crate::hash::HashMap;
 use crate::model::{
     Cluster, GroupPhase, Id, Job, JobPolicy, Node, NodeSpec, PdbSpec, PhaseCounts, PodGroupSpec,
     PodSpec, QueueSpec, Storage, Task, TaskStatus, TaskTally, devices::Dra,
@@ -105,15 +106,15 @@ impl Default for World {
         Self {
             names: ResourceNames::default(),
             clusters: Slab::default(),
-            cluster_index: HashMap::new(),
+            cluster_index: HashMap::default(),
             cluster_nodes: Vec::new(),
             nodes: Slab::default(),
-            node_index: HashMap::new(),
+            node_index: HashMap::default(),
             jobs: Slab::default(),
-            job_index: HashMap::new(),
+            job_index: HashMap::default(),
             tasks: Slab::default(),
-            task_index: HashMap::new(),
-            orphans: HashMap::new(),
+            task_index: HashMap::default(),
+            orphans: HashMap::default(),
             implicit_policy: Arc::new(JobPolicy::default()),
             queues,
             queue_used: BTreeMap::new(),
@@ -150,9 +151,19 @@ impl World {
         self.cluster_index.get(name).copied()
     }
 
-    /// Node slot by cluster and name.
+    /// Node slot by cluster and name. The key is put together on the stack where it fits
+    /// (every bind and every placed pod looks a node up).
     pub fn node_id(&self, cluster: &str, node: &str) -> Option<Id> {
-        self.node_index.get(&node_key(cluster, node)).copied()
+        let mut buf = [0u8; 256];
+        let len = cluster.len() + 1 + node.len();
+        if len > buf.len() {
+            return self.node_index.get(&node_key(cluster, node)).copied();
+        }
+        buf[..cluster.len()].copy_from_slice(cluster.as_bytes());
+        buf[cluster.len()] = b'/';
+        buf[cluster.len() + 1..len].copy_from_slice(node.as_bytes());
+        let key = std::str::from_utf8(&buf[..len]).ok()?;
+        self.node_index.get(key).copied()
     }
 
     /// Job slot by `namespace/name`.

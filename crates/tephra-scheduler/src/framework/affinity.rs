@@ -6,9 +6,8 @@
 //! from its session events ([`AffinityIndex::placed`], [`AffinityIndex::removed`]), so that the
 //! replicas of one gang placed in the same session see each other.
 
-use std::collections::HashMap;
-
 use super::view::View;
+use crate::hash::HashMap;
 use crate::model::{Id, Labels, PodTerm, TaskShape, TaskStatus};
 
 /// Which terms a plugin indexes.

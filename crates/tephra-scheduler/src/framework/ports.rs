@@ -6,9 +6,8 @@
 //! A terminating pod still holds its ports until it is gone, as the kubelet sees it: a pod
 //! evicted in the session keeps them for the rest of it.
 
-use std::collections::HashMap;
-
 use super::view::View;
+use crate::hash::HashMap;
 use crate::model::ports::ports_clash;
 use crate::model::{HostPort, Id, TaskStatus};
 

@@ -15,10 +15,11 @@
 //! each other as they are placed.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::view::View;
+use crate::hash::HashMap;
 use crate::model::{
     Id, Labels, Node, Requirement, SelectorOp, SpreadTerm, TaintEffect, Task, TaskShape,
     TaskStatus, Toleration, affinity_matches, selector_matches, tolerated,

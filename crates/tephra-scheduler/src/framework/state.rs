@@ -6,12 +6,13 @@
 //! The overlay is changed only through [`State::set_task`], which keeps the tallies right, so
 //! that reading counts never needs a cache of its own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
 use crate::cache::Snapshot;
 use crate::cache::topology::Topology;
+use crate::hash::HashMap;
 use crate::model::{GroupPhase, Id, Job, TaskStatus, TaskTally};
 use crate::resources::Resources;
 

@@ -2,12 +2,11 @@
 //! an event for each waiting job), every queue's status, and the room kept for the next
 //! session (`held_decisions`).
 
-use std::collections::HashMap;
-
 use tephra_api::reasons::{self, conditions};
 
 use super::session::Session;
 use crate::decisions::{Bind, Condition, Decisions, GroupStatus, JobEvent, QueueStatus, Refused};
+use crate::hash::{HashMap, HashSet};
 use crate::model::{GroupPhase, Id, TaskStatus};
 use crate::resources::Resources;
 
@@ -16,12 +15,12 @@ impl Session {
     pub fn close(self) -> Decisions {
         let view = self.view();
         let mut groups = Vec::new();
-        let mut new_phase: HashMap<Id, GroupPhase> = HashMap::new();
+        let mut new_phase: HashMap<Id, GroupPhase> = HashMap::default();
         let mut events = Vec::new();
         let mut park = Vec::new();
         let mut refused = Vec::new();
         let mut wake_at: Option<i64> = None;
-        let mut admissible: HashMap<&str, Resources> = HashMap::new();
+        let mut admissible: HashMap<&str, Resources> = HashMap::default();
         let mut resting = crate::decisions::Resting::default();
         // The jobs the session may have something to say of: the backlog's only if an action
         // noted it, gave it a phase or held room for it.
@@ -35,10 +34,10 @@ impl Session {
         // The backlog's jobs looked at here, whose part of their queue's sums is not the cache's.
         let mut looked_at = Vec::new();
         // Only needed to spare pipelined jobs the inqueue timeout (set when enqueue ran).
-        let pipelined: std::collections::HashSet<&str> = if self.inqueue_timeout.is_some() {
+        let pipelined: HashSet<&str> = if self.inqueue_timeout.is_some() {
             self.pipelined.iter().map(|b| b.job.as_str()).collect()
         } else {
-            std::collections::HashSet::new()
+            std::collections::HashSet::default()
         };
         for job_id in touched {
             let Some(job) = self.snap.jobs.get(job_id) else {

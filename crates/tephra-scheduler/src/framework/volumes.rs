@@ -9,12 +9,13 @@
 //! A claim is looked up in the cluster of the node: a cluster that lacks it cannot run the pod.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::fit::{Unfit, VolumeUnfit};
 use crate::cache::Snapshot;
 use crate::decisions::VolumeBind;
+use crate::hash::{HashMap, HashSet};
 use crate::model::volumes::{Delay, pick_volume};
 use crate::model::{
     Id, Node, PersistentVolume, Storage, StorageClass, Task, TaskShape, TaskStatus,

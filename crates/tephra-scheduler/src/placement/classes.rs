@@ -6,10 +6,9 @@
 //! A [`Placer`] holds the index for one session; actions get it next to the session. A gang
 //! kept within one network-topology domain scans that domain's own classes, made on first use.
 
-use std::collections::HashMap;
-
 use crate::cache::Snapshot;
 use crate::framework::session::Session;
+use crate::hash::HashMap;
 use crate::model::Id;
 use crate::resources::{MAX_RESOURCES, Resources};
 
@@ -108,7 +107,7 @@ impl Placer {
         }
         Self {
             classes: all,
-            domains: HashMap::new(),
+            domains: HashMap::default(),
         }
     }
 

@@ -10,12 +10,13 @@
 //! another plugin that orders queues (proportion, capacity).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{JobOrder, Plugin, QueueOrder, SessionEvents};
 use crate::framework::queues::{ancestry, order_in_tree, queue_parents};
 use crate::framework::view::View;
+use crate::hash::HashMap;
 use crate::model::Id;
 use crate::resources::{Resources, dominant_share};
 
@@ -37,7 +38,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     ArgReader::new(&cfg.arguments, &ARGS).finish()?;
     Ok(Box::new(Drf {
         total: Resources::ZERO,
-        job_alloc: HashMap::new(),
+        job_alloc: HashMap::default(),
         hierarchy: (cfg.enables.hierarchy == Some(true)).then(BTreeMap::new),
         queue_alloc: BTreeMap::new(),
     }))

@@ -8,12 +8,12 @@
 //!
 //! Arguments: `gpupack.weight` (default 10).
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
 use crate::framework::view::View;
+use crate::hash::HashMap;
 use crate::model::{Id, Task};
 
 /// The `gpupack` plugin.
@@ -43,7 +43,7 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
         weight,
         gpu_slots: Vec::new(),
         has_cpu_nodes: OnceLock::new(),
-        job_nodes: HashMap::new(),
+        job_nodes: HashMap::default(),
     }))
 }
 

@@ -23,6 +23,12 @@ use crate::policy::PurgeMode;
     namespaced,
     status = "ResourceBindingStatus",
     printcolumn(
+        name = "CLUSTERS",
+        type_ = "string",
+        description = "The member clusters the job is placed in",
+        json_path = ".spec.clusters[*].name"
+    ),
+    printcolumn(
         name = "SCHEDULED",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Scheduled\")].status"
@@ -36,6 +42,18 @@ use crate::policy::PurgeMode;
         name = "AGE",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "WORKLOAD",
+        type_ = "string",
+        priority = 1,
+        json_path = ".spec.resource.name"
+    ),
+    printcolumn(
+        name = "EVICTING-FROM",
+        type_ = "string",
+        priority = 1,
+        json_path = ".spec.gracefulEvictionTasks[*].fromCluster"
     )
 )]
 #[serde(rename_all = "camelCase")]

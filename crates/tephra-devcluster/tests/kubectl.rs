@@ -219,6 +219,22 @@ async fn kubectl_applies_gets_explains_patches_and_deletes() {
     let (ok, _, err) = k.run(&["get", "vcjob", "-n", "ml", "llama-finetune"]).await;
     assert!(!ok && err.contains("NotFound"), "{err}");
 
+    // A ResourceBinding names its member (and, wide, its workload and what it is evicted from).
+    k.ok(&["apply", "-f", "tests/printing/resourcebinding-east.yaml"])
+        .await;
+    let rb = k.ok(&["get", "rb", "llama-job"]).await;
+    let mut lines = rb.lines();
+    let header = lines.next().unwrap();
+    assert!(header.contains("CLUSTERS"), "{rb}");
+    assert!(lines.next().unwrap().contains("east"), "{rb}");
+    let wide = k.ok(&["get", "rb", "llama-job", "-o", "wide"]).await;
+    assert!(
+        wide.contains("WORKLOAD") && wide.contains("EVICTING-FROM"),
+        "{wide}"
+    );
+    let row = wide.lines().nth(1).unwrap();
+    assert!(row.contains("llama ") && row.contains("west"), "{wide}");
+
     // Server-side apply and a member context.
     let ssa = k
         .ok(&[

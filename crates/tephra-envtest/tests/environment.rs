@@ -149,3 +149,40 @@ async fn an_api_server_restarts_on_its_data_and_nothing_outlives_the_environment
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
     assert!(!dir.exists(), "{} is removed", dir.display());
 }
+
+/// `kubectl get rb` on a real kube-apiserver prints the member a binding places its job in
+/// (the CRD's printer columns), as the devcluster's `--test kubectl` checks there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_rb_names_the_member_on_a_real_api_server() {
+    let Some(single) =
+        tephra_envtest::tier::single(&Release::tier(), &[], ClusterOptions::default())
+            .await
+            .unwrap()
+    else {
+        return;
+    };
+    let kubeconfig = single.cluster.admin_kubeconfig().unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", &kubeconfig)
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("kubectl runs (apt-get install kubernetes-client)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    kubectl(&["apply", "-f", "tests/printing/resourcebinding-east.yaml"]);
+    let rb = kubectl(&["get", "rb", "llama-job"]);
+    let mut lines = rb.lines();
+    assert!(lines.next().unwrap().contains("CLUSTERS"), "{rb}");
+    assert!(lines.next().unwrap().contains("east"), "{rb}");
+    let wide = kubectl(&["get", "rb", "llama-job", "-o", "wide"]);
+    let row = wide.lines().nth(1).unwrap();
+    assert!(row.contains("llama ") && row.contains("west"), "{wide}");
+}

@@ -55,6 +55,16 @@ enum Verb {
     },
 }
 
+/// The PARENT column: a queue without one hangs under `root`, as vcctl prints it, except
+/// `root` itself, which has none (`-`).
+fn parent_of(q: &Queue) -> String {
+    match (&q.spec.parent, q.metadata.name.as_deref()) {
+        (Some(p), _) if !p.is_empty() => p.clone(),
+        (_, Some(tephra_api::defaults::ROOT_QUEUE)) => "-".into(),
+        _ => "root".into(),
+    }
+}
+
 fn listing(queues: &[Queue], single: bool) -> Listing<'_, Queue> {
     let rows = queues
         .iter()
@@ -66,7 +76,7 @@ fn listing(queues: &[Queue], single: bool) -> Listing<'_, Queue> {
                 s.state
                     .map(|s| format!("{s:?}"))
                     .unwrap_or_else(|| "Open".into()),
-                q.spec.parent.clone().unwrap_or_else(|| "root".into()),
+                parent_of(q),
                 s.inqueue.to_string(),
                 s.pending.to_string(),
                 s.running.to_string(),
@@ -200,4 +210,23 @@ async fn operate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: &str, parent: Option<&str>) -> Queue {
+        let mut q = Queue::new(name, Default::default());
+        q.spec.parent = parent.map(str::to_string);
+        q
+    }
+
+    #[test]
+    fn root_has_no_parent_and_a_queue_without_one_hangs_under_root() {
+        assert_eq!(parent_of(&queue("root", None)), "-");
+        assert_eq!(parent_of(&queue("research", None)), "root");
+        assert_eq!(parent_of(&queue("research", Some(""))), "root");
+        assert_eq!(parent_of(&queue("vision", Some("research"))), "research");
+    }
 }

@@ -257,3 +257,49 @@ fn every_example_creates_the_namespaces_it_uses() {
         }
     }
 }
+
+/// An example applied to `tephra dev` adds to its fleet; it changes a Queue the dev fleet starts
+/// with (`examples/dev/fleet.yaml`) only if a line of its opening comment says it ("changes
+/// `research`").
+#[test]
+fn no_example_rewrites_a_dev_fleet_queue_without_saying_so_first() {
+    let root = common::repo_root();
+    let fleet: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root.join("examples/dev/fleet.yaml")).unwrap(),
+    )
+    .unwrap();
+    let dev_queues: Vec<String> = fleet["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|q| q["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        dev_queues.contains(&"research".to_string()),
+        "{dev_queues:?}"
+    );
+    for path in common::yaml_files(&root.join("examples")) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let opening: String = text
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for doc in common::yaml_documents(&path) {
+            if doc["kind"] != "Queue" {
+                continue;
+            }
+            let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+            if dev_queues.iter().any(|q| q == name) {
+                let said = opening
+                    .lines()
+                    .any(|l| l.contains("changes") && l.contains(&format!("`{name}`")));
+                assert!(
+                    said,
+                    "{} changes the dev fleet's queue {name} without saying so in its first lines",
+                    path.display()
+                );
+            }
+        }
+    }
+}

@@ -141,7 +141,7 @@ async fn kubectl_applies_gets_explains_patches_and_deletes() {
         assert!(header.contains(col), "{header}");
     }
     assert!(jobs.contains("llama-finetune"), "{jobs}");
-    let wide = k.ok(&["get", "queue", "research", "-o", "wide"]).await;
+    let wide = k.ok(&["get", "queue", "ml-research", "-o", "wide"]).await;
     assert!(wide.lines().next().unwrap().contains("WEIGHT"), "{wide}");
 
     if k.minor >= 27 {
@@ -160,7 +160,7 @@ async fn kubectl_applies_gets_explains_patches_and_deletes() {
         .ok(&[
             "patch",
             "queue",
-            "research",
+            "ml-research",
             "--type",
             "merge",
             "-p",
@@ -168,17 +168,23 @@ async fn kubectl_applies_gets_explains_patches_and_deletes() {
         ])
         .await;
     assert!(
-        patched.contains("queue.scheduling.volcano.sh/research patched"),
+        patched.contains("queue.scheduling.volcano.sh/ml-research patched"),
         "{patched}"
     );
     let weight = k
-        .ok(&["get", "queue", "research", "-o", "jsonpath={.spec.weight}"])
+        .ok(&[
+            "get",
+            "queue",
+            "ml-research",
+            "-o",
+            "jsonpath={.spec.weight}",
+        ])
         .await;
     assert_eq!(weight, "7");
     k.ok(&[
         "patch",
         "queue",
-        "research",
+        "ml-research",
         "--type",
         "json",
         "-p",
@@ -189,7 +195,7 @@ async fn kubectl_applies_gets_explains_patches_and_deletes() {
         .run(&[
             "patch",
             "queue",
-            "research",
+            "ml-research",
             "-p",
             r#"{"spec":{"weight":9}}"#,
         ])

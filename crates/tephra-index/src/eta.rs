@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tephra_scheduler::SchedulerConfig;
 use tephra_scheduler::cache::Cache;
-use tephra_scheduler::eta::{Budget, forecast};
+use tephra_scheduler::eta::{Budget, Never, forecast};
 use tephra_scheduler::model::GroupPhase;
 
 use crate::state::State;
@@ -19,9 +19,10 @@ use crate::state::durations::Durations;
 use crate::view::FleetView;
 use crate::writes::Write;
 
-/// The PodGroup annotation that carries a waiting job's expected start: an RFC 3339 time, or
+/// The PodGroup annotation that carries a waiting job's expected start: an RFC 3339 time,
 /// `after <time>` when it does not start within the forecast's horizon (the time is the
-/// horizon's end).
+/// horizon's end), or `never: <why>` when it never starts as the fleet is (it can never be
+/// placed, or its queue does not exist).
 pub use tephra_api::well_known::EXPECTED_START;
 
 /// A move smaller than this (seconds) is never written.
@@ -34,13 +35,22 @@ pub enum Expected {
     At(i64),
     /// Not before this time: beyond the horizon.
     After(i64),
+    /// Never, as the fleet is, for this reason.
+    Never(Never),
 }
 
+/// What the annotation says of a job that can never be placed.
+const NEVER_FITS: &str = "never: it can never be placed as the fleet is (see its Unschedulable \
+                          condition for the pod or gang that fits nowhere)";
+/// What the annotation says of a job whose queue does not exist.
+const NEVER_QUEUE: &str = "never: its queue does not exist";
+
 impl Expected {
-    /// The seconds it names.
-    pub fn time(self) -> i64 {
+    /// The seconds it names (none for never).
+    pub fn time(self) -> Option<i64> {
         match self {
-            Self::At(t) | Self::After(t) => t,
+            Self::At(t) | Self::After(t) => Some(t),
+            Self::Never(_) => None,
         }
     }
 
@@ -53,6 +63,17 @@ impl Expected {
         match self {
             Self::At(t) => stamp(t),
             Self::After(t) => format!("after {}", stamp(t)),
+            Self::Never(Never::Fits) => NEVER_FITS.to_string(),
+            Self::Never(Never::NoQueue) => NEVER_QUEUE.to_string(),
+        }
+    }
+
+    /// Why it never starts, in a few words (for the UI and the CLI), if it never does.
+    pub fn never_why(self) -> Option<&'static str> {
+        match self {
+            Self::Never(Never::Fits) => Some("it can never be placed as the fleet is"),
+            Self::Never(Never::NoQueue) => Some("its queue does not exist"),
+            _ => None,
         }
     }
 
@@ -64,7 +85,15 @@ impl Expected {
                 .ok()
                 .map(|t| t.as_second())
         };
-        match text.trim().strip_prefix("after ") {
+        let text = text.trim();
+        if let Some(why) = text.strip_prefix("never:") {
+            return Some(Self::Never(if why.contains("queue") {
+                Never::NoQueue
+            } else {
+                Never::Fits
+            }));
+        }
+        match text.strip_prefix("after ") {
             Some(rest) => secs(rest).map(Self::After),
             None => secs(text).map(Self::At),
         }
@@ -74,11 +103,14 @@ impl Expected {
     /// change of kind, or of more than a tenth of the wait `self` predicted and at least a
     /// minute.
     pub fn moved(self, new: Self, now: i64) -> bool {
+        let (Some(old), Some(t)) = (self.time(), new.time()) else {
+            return self != new;
+        };
         if std::mem::discriminant(&self) != std::mem::discriminant(&new) {
             return true;
         }
-        let by = (new.time() - self.time()).abs();
-        let wait = (self.time() - now).max(0);
+        let by = (t - old).abs();
+        let wait = (old - now).max(0);
         by >= MIN_MOVE_S && by * 10 > wait
     }
 }
@@ -142,6 +174,11 @@ impl Round {
             .map(|(j, t)| (j, Expected::At(t)))
             .collect();
         jobs.extend(f.not_within.into_iter().map(|j| (j, Expected::After(end))));
+        jobs.extend(
+            f.never
+                .into_iter()
+                .map(|(j, why)| (j, Expected::Never(why))),
+        );
         Predictions {
             computed_at: self.now,
             jobs,
@@ -201,6 +238,7 @@ pub fn annotate_view(view: &mut FleetView, p: &Predictions) {
         match p.jobs.get(&format!("{}/{}", j.namespace, j.name)) {
             Some(Expected::At(t)) => j.expected_start = Some(*t),
             Some(Expected::After(t)) => j.expected_after = Some(*t),
+            Some(e @ Expected::Never(_)) => j.expected_never = e.never_why().map(str::to_string),
             None => {}
         }
     }

@@ -111,6 +111,10 @@ pub struct JobView {
     pub expected_start: Option<i64>,
     /// Or: not before this time (it does not start within the forecast's horizon).
     pub expected_after: Option<i64>,
+    /// Why it never starts as the fleet is (it can never be placed, its queue does not
+    /// exist): never is not "later".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_never: Option<String>,
     /// The clusters it is being evicted from (failover), its old copies still there.
     pub evicting: Vec<String>,
     /// The smallest network-topology domain (HyperNode) holding all its placed pods, when
@@ -328,6 +332,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             }),
             expected_start: None,
             expected_after: None,
+            expected_never: None,
             evicting: (extra.evicting)(&job.key),
             domain,
         });

@@ -135,12 +135,12 @@ async fn a_waiting_job_is_told_when_it_starts_on_its_podgroup_and_in_the_ui() {
     .await;
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let third = expected_when(&c, "third", "third expected ten minutes on", |e| {
-        e.is_some_and(|e| e.time() < end_of_first)
+        e.and_then(|e| e.time()).is_some_and(|t| t < end_of_first)
     })
     .await
     .unwrap();
     assert!(
-        (third.time() - (now + 600)).abs() <= 30,
+        third.time().is_some_and(|t| (t - (now + 600)).abs() <= 30),
         "third at {third:?}, ten minutes after {now}"
     );
     for t in ctl {

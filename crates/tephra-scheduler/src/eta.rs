@@ -42,14 +42,26 @@ impl Default for Budget {
     }
 }
 
+/// Why a waiting job never starts, whatever ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Never {
+    /// The scheduler found it can never be placed (parked: no eligible cluster can ever hold
+    /// its gang, or a pod of it fits no node that could ever take it).
+    Fits,
+    /// Its queue does not exist.
+    NoQueue,
+}
+
 /// What a forecast found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Forecast {
     /// Each job that waited and starts within the horizon (`namespace/podgroup`): when, in
     /// seconds of the caller's clock.
     pub starts: BTreeMap<String, i64>,
-    /// The jobs that waited and do not start within the horizon.
+    /// The jobs that waited and do not start within the horizon, though they could later.
     pub not_within: BTreeSet<String>,
+    /// The jobs that waited and never start as the fleet is: why, for each.
+    pub never: BTreeMap<String, Never>,
     /// The jobs that waited and had not started when the budget of sessions ran out: unknown.
     pub unresolved: BTreeSet<String>,
     /// Sessions run.
@@ -279,6 +291,21 @@ pub fn forecast(
             }
         }
     }
+    // Never is not later: a job the sessions parked, or whose queue is missing, is told apart
+    // from one the horizon cut off (or the budget did not reach).
+    let world = c.world();
+    for key in &waiting {
+        let Some(id) = world.job_id(key) else {
+            continue;
+        };
+        let queue = world.job(key).map(|j| j.queue().to_string());
+        if queue.is_some_and(|q| !world.queues.contains_key(&q)) {
+            out.never.insert(key.clone(), Never::NoQueue);
+        } else if world.parked.contains(&id) {
+            out.never.insert(key.clone(), Never::Fits);
+        }
+    }
+    waiting.retain(|j| !out.never.contains_key(j));
     if out.cut_short {
         out.unresolved = waiting;
     } else {
@@ -386,7 +413,9 @@ mod tests {
         let f = forecast(&cache, &config(), 1_000, &runs_for, Budget::default());
         assert_eq!(f.starts.get("default/b"), Some(&1_100), "{f:?}");
         assert_eq!(f.starts.get("default/c"), Some(&1_150), "{f:?}");
-        assert!(f.not_within.contains("default/d"), "{f:?}");
+        // Larger than any node: never, not "later".
+        assert_eq!(f.never.get("default/d"), Some(&Never::Fits), "{f:?}");
+        assert!(f.not_within.is_empty(), "{f:?}");
         assert!(!f.starts.contains_key("default/running"));
         // The cache it was given is as it was.
         assert!(!started(&cache, "default/b"));
@@ -405,6 +434,20 @@ mod tests {
             f.starts.is_empty() && f.not_within.contains("default/next"),
             "{f:?}"
         );
+    }
+
+    #[test]
+    fn a_job_whose_queue_does_not_exist_never_starts_rather_than_later() {
+        let mut cache = one_full_node();
+        let lost = whole("lost", "1", 1)
+            .queue("nowhere")
+            .phase(GroupPhase::Pending);
+        add_job(&mut cache, &lost).expect("job");
+        add_job(&mut cache, &whole("next", "8", 2)).expect("job");
+        let f = forecast(&cache, &config(), 0, &|_| 60, Budget::default());
+        assert_eq!(f.never.get("default/lost"), Some(&Never::NoQueue), "{f:?}");
+        assert_eq!(f.starts.get("default/next"), Some(&60), "{f:?}");
+        assert!(f.not_within.is_empty(), "{f:?}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct EtaReport {
     pub median_error_s: f64,
     /// 90th percentile of the same.
     pub p90_error_s: f64,
-    /// Jobs predicted not to start within the horizon (24 h), that did start.
+    /// Jobs predicted not to start within the horizon (24 h), or never, that did start.
     pub not_within: u64,
 }
 
@@ -131,7 +131,9 @@ impl EtaProbe {
                 .entry(job)
                 .or_insert((now_ms, Some(s * 1000 + delay)));
         }
-        for job in f.not_within {
+        // Never (as the fleet is) counts as not within the horizon: a start that follows
+        // either was not foreseen.
+        for job in f.not_within.into_iter().chain(f.never.into_keys()) {
             self.predicted.entry(job).or_insert((now_ms, None));
         }
     }

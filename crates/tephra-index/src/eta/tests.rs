@@ -231,7 +231,7 @@ fn the_annotation_is_written_when_missing_or_moved_enough_and_removed_once_runni
 }
 
 #[test]
-fn the_annotation_says_after_the_horizon_when_the_job_does_not_start_within_it() {
+fn a_job_larger_than_any_node_is_said_never_not_after_the_horizon() {
     let mut s = fleet();
     group(&mut s, "big", "Inqueue", json!({}));
     pod(
@@ -242,10 +242,31 @@ fn the_annotation_says_after_the_horizon_when_the_job_does_not_start_within_it()
         json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "16"}}}]}}),
     );
     let p = predict(&s, 1_000);
+    let never = Expected::Never(tephra_scheduler::eta::Never::Fits);
+    assert_eq!(p.jobs.get("ns/big"), Some(&never));
+    assert_eq!(Expected::parse(&never.text()), Some(never));
+    assert!(never.text().starts_with("never: "), "{}", never.text());
+    // Its view says why, where a later start would give a time.
+    let mut view = crate::view::FleetView::default();
+    view.jobs.push(crate::view::JobView {
+        namespace: "ns".into(),
+        name: "big".into(),
+        ..crate::view::JobView::default()
+    });
+    annotate_view(&mut view, &p);
+    assert_eq!(view.jobs[0].expected_after, None);
+    assert_eq!(
+        view.jobs[0].expected_never.as_deref(),
+        Some("it can never be placed as the fleet is")
+    );
+    // "after" is for a start beyond the horizon, and reads back.
     let after = Expected::After(1_000 + 24 * 3600);
-    assert_eq!(p.jobs.get("ns/big"), Some(&after));
     assert_eq!(Expected::parse(&after.text()), Some(after));
     assert!(after.text().starts_with("after 1970-01-02T"));
+    let lost = Expected::Never(tephra_scheduler::eta::Never::NoQueue);
+    assert_eq!(Expected::parse(&lost.text()), Some(lost));
+    assert!(after.moved(never, 1_000), "a change of kind is written");
+    assert!(!never.moved(never, 1_000));
 }
 
 #[test]

@@ -322,6 +322,9 @@ fn expected_start(g: &PodGroup, now: i64) -> Option<String> {
             span(t - now),
             Expected::At(t).text()
         ),
+        Some(e @ Expected::Never(_)) => {
+            format!("never: {}", e.never_why().unwrap_or_default())
+        }
         None => format!("{text:?} (not a time)"),
     };
     Some(format!("Expected:   {line}\n"))
@@ -478,6 +481,15 @@ mod tests {
         assert_eq!(
             line("after 2026-01-02T00:00:00Z").as_deref(),
             Some("Expected:   not within 24h0m0s (not before 2026-01-02T00:00:00Z)\n")
+        );
+        // Never is not "later".
+        assert_eq!(
+            line("never: its queue does not exist").as_deref(),
+            Some("Expected:   never: its queue does not exist\n")
+        );
+        assert_eq!(
+            line("never: it can never be placed as the fleet is (see its condition)").as_deref(),
+            Some("Expected:   never: it can never be placed as the fleet is\n")
         );
         assert_eq!(
             line("soon").as_deref(),

@@ -96,7 +96,7 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
     // Its printer columns say it is scheduled and fully applied.
     until(
         20,
-        "the binding's SCHEDULED and FULLYAPPLIED columns True",
+        "the binding's CLUSTERS column naming a member, SCHEDULED and FULLYAPPLIED True",
         || {
             let (ok, out) = kubectl(kubeconfig, &["get", "resourcebindings", "-n", "ray"]);
             let header: Vec<&str> = out
@@ -111,8 +111,11 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
                 .unwrap_or("")
                 .split_whitespace()
                 .collect();
-            ok && header.get(1..3) == Some(&["SCHEDULED", "FULLYAPPLIED"][..])
-                && row.get(1..3) == Some(&["True", "True"][..])
+            // NAME CLUSTERS SCHEDULED FULLYAPPLIED AGE: the member it landed in, then both
+            // conditions.
+            ok && header.get(1..4) == Some(&["CLUSTERS", "SCHEDULED", "FULLYAPPLIED"][..])
+                && row.get(1).is_some_and(|c| members.contains(c))
+                && row.get(2..4) == Some(&["True", "True"][..])
         },
     );
 }

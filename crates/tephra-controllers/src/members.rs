@@ -211,6 +211,7 @@ pub fn plan(group: &PodGroup, pods: &[&Pod]) -> Result<GangPlan, MembersError> {
             .as_ref()
             .map(crate::podgroup::network_topology),
         tasks,
+        planned_nodes: BTreeMap::new(),
     })
 }
 
@@ -237,6 +238,7 @@ pub fn standalone(p: &Pod) -> Result<GangPlan, MembersError> {
         priority_class: one.priority_class.clone(),
         topology: None,
         tasks: vec![one],
+        planned_nodes: BTreeMap::new(),
     })
 }
 

@@ -446,7 +446,8 @@ async fn run(
                 Err(e) => note(&mut problems, e.to_string()),
             }
         }
-        written.retain(|k, _| list.iter().any(|b| &b.key() == k));
+        let keys: std::collections::HashSet<String> = list.iter().map(Binding::key).collect();
+        written.retain(|k, _| keys.contains(k));
         let (queue_of, pod_groups) = templates
             .read_all(&client, &options.scheduler_names, &list, &mut problems)
             .await;
@@ -458,7 +459,7 @@ async fn run(
             .filter_map(|p| plan::read_plan_policy(&serde_json::to_value(p.as_ref()).ok()?))
             .collect();
         // What this replica wrote wins until the watch shows the same.
-        planned.retain(|k, p| node_plans.get(k) != Some(p) && list.iter().any(|b| &b.key() == k));
+        planned.retain(|k, p| node_plans.get(k) != Some(p) && keys.contains(k));
         node_plans.extend(planned.iter().map(|(k, p)| (k.clone(), p.clone())));
         session += 1;
         let started = Instant::now();

@@ -141,6 +141,9 @@ pub struct GangPlan {
     pub topology: Option<tephra_scheduler::model::topology::NetworkTopology>,
     /// Tasks.
     pub tasks: Vec<TaskPlan>,
+    /// The node a fleet scheduler planned for each pod, by task and pod index (the Job's
+    /// `tephra.io/planned-nodes`, read once here; empty when it has none or it does not read).
+    pub planned_nodes: BTreeMap<String, Vec<String>>,
 }
 
 impl GangPlan {
@@ -305,6 +308,13 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
             .as_ref()
             .map(crate::podgroup::network_topology),
         tasks,
+        planned_nodes: job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(tephra_api::well_known::PLANNED_NODES))
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default(),
     })
 }
 

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tephra_api::scheduling::SubGroupPolicySpec;
 use tephra_api::well_known::{
     GROUP_NAME_ANNOTATION, JOB_NAME, JOB_NAMESPACE, JOB_RETRY_COUNT, JOB_VERSION,
-    LARGEST_TASK_REQUEST, PARTITION_ID, PLANNED_NODE, PLANNED_NODES, PREEMPTABLE, QUEUE_NAME,
-    SIM_DURATION, SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
+    LARGEST_TASK_REQUEST, PARTITION_ID, PLANNED_NODE, PREEMPTABLE, QUEUE_NAME, SIM_DURATION,
+    SIM_EXIT_CODE, TASK_INDEX, TASK_SPEC, TEMPLATE_UID, VOLCANO_SCHEDULER_NAME,
 };
 use tephra_api::{Job, PodGroup, PodGroupSpec};
 use tephra_scheduler::resources::{ResourceNames, Resources, format_quantity};
@@ -33,12 +33,12 @@ const COPIED_TO_PODS: [&str; 5] = [
 ];
 
 /// The node a fleet scheduler planned for pod `index` of `task`, from the Job's
-/// [`PLANNED_NODES`] annotation. A plan that does not read (not an object of arrays of names)
-/// plans nothing: the pods are scheduled as if it were absent.
-fn planned_node(job: &Job, task: &str, index: u32) -> Option<String> {
-    let text = job.metadata.annotations.as_ref()?.get(PLANNED_NODES)?;
-    let plan: BTreeMap<String, Vec<String>> = serde_json::from_str(text).ok()?;
-    plan.get(task)?
+/// [`PLANNED_NODES`](tephra_api::well_known::PLANNED_NODES) annotation as the gang plan read
+/// it. A plan that does not read (not an object of arrays of names) plans nothing: the pods
+/// are scheduled as if it were absent.
+fn planned_node(plan: &GangPlan, task: &str, index: u32) -> Option<String> {
+    plan.planned_nodes
+        .get(task)?
         .get(index as usize)
         .filter(|n| !n.is_empty())
         .cloned()
@@ -256,7 +256,7 @@ pub fn pod(job: &Job, plan: &GangPlan, task: usize, index: u32) -> Option<Pod> {
             annotations.insert(key.into(), v.clone());
         }
     }
-    if let Some(node) = planned_node(job, name, index) {
+    if let Some(node) = planned_node(plan, name, index) {
         annotations.insert(PLANNED_NODE.to_string(), node);
     }
     // tephra's own: how long a simulated kubelet runs the pod, unless its template says.
@@ -417,11 +417,11 @@ mod tests {
     fn each_pod_carries_the_node_its_jobs_plan_names_for_its_task_and_index() {
         let mut j = job();
         j.metadata.annotations.get_or_insert_default().insert(
-            PLANNED_NODES.into(),
+            tephra_api::well_known::PLANNED_NODES.into(),
             r#"{"worker": ["n-7", "n-2"], "ps": []}"#.into(),
         );
-        let p = plan(&j).expect("plan");
         let planned = |j: &Job, task, index| {
+            let p = plan(j).expect("plan");
             pod(j, &p, task, index)
                 .and_then(|pod| pod.metadata.annotations?.get(PLANNED_NODE).cloned())
         };
@@ -431,10 +431,10 @@ mod tests {
         assert_eq!(planned(&j, 1, 2), None);
         assert_eq!(planned(&j, 0, 0), None);
         // A plan that does not read plans nothing.
-        j.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(PLANNED_NODES.into(), "worker=n-7".into());
+        j.metadata.annotations.get_or_insert_default().insert(
+            tephra_api::well_known::PLANNED_NODES.into(),
+            "worker=n-7".into(),
+        );
         assert_eq!(planned(&j, 1, 0), None);
     }
 }

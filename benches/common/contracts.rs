@@ -260,6 +260,7 @@ pub fn world(contracts: Contracts) -> Cache {
                 created: i as i64,
                 lives_in: None,
                 planned: None,
+                ghost_of: None,
             }))
             .unwrap();
         }

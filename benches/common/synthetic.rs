@@ -239,6 +239,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                 created: 0,
                 lives_in: None,
                 planned: None,
+                ghost_of: None,
             }))?;
             count += 1;
         }

@@ -224,6 +224,7 @@ pub fn pod(
             .and_then(|a| a.get(tephra_api::well_known::PLANNED_NODE))
             .filter(|n| !n.is_empty())
             .cloned(),
+        ghost_of: None,
     }))
 }
 

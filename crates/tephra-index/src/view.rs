@@ -267,7 +267,8 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
     let mut jobs = Vec::new();
     let mut waiting: BTreeMap<String, Resources> = BTreeMap::new();
     for (_, job) in world.jobs.iter() {
-        let Some(g) = job.group.as_ref() else {
+        // A ghost's job is the old copy of a moving gang, shown with its job (`evicting`).
+        let Some(g) = job.group.as_ref().filter(|_| !job.ghost) else {
             continue;
         };
         let (mut running, mut pending) = (0, 0);

@@ -391,6 +391,112 @@ fn a_gang_evicted_from_a_member_is_declared_again_while_its_old_copy_holds_the_n
     );
 }
 
+/// The queue's status and the fleet view count a moving gang once: its PodGroup once, each pod
+/// by the copy that holds the room (the old one until the new one is placed), in its own queue.
+#[test]
+fn a_gang_moving_between_members_counts_once_in_its_queue_and_the_fleet_view() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.declare_from(Arc::from("control-plane"));
+    s.add_local("east").unwrap();
+    s.add_local("west").unwrap();
+    let at = |cluster: &str, kind, change| Update {
+        cluster: Arc::from(cluster),
+        kind,
+        change,
+    };
+    let q = Obj::Queue(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "ml"}, "spec": {"weight": 1}
+    })));
+    let pg = Obj::PodGroup(object(json!({
+        "metadata": {"name": "pg", "namespace": "ns", "uid": "pg"},
+        "spec": {"minMember": 2, "queue": "ml"},
+        "status": {"phase": "Running"}
+    })));
+    let running = |name: &str| {
+        let mut p = pod(name, Some("n0"));
+        if let Obj::Pod(p) = &mut p {
+            p.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+        }
+        p
+    };
+    for u in [
+        at("control-plane", Kind::Queue, Change::Apply(q)),
+        at("control-plane", Kind::PodGroup, Change::Apply(pg)),
+        at("control-plane", Kind::Pod, Change::Apply(pod("a", None))),
+        at("control-plane", Kind::Pod, Change::Apply(pod("b", None))),
+        at("east", Kind::Node, Change::Apply(node("n0", false))),
+        at("west", Kind::Node, Change::Apply(node("n0", false))),
+        at("east", Kind::Pod, Change::Apply(running("a"))),
+        at("east", Kind::Pod, Change::Apply(running("b"))),
+    ] {
+        s.apply(0, u);
+    }
+    let counted = |s: &mut State, now: i64| {
+        let d = session(s, now);
+        let q = |name: &str| d.queues.iter().find(|q| q.name == name).cloned();
+        let ml = q("ml").expect("queue ml");
+        let groups = ml.pending + ml.inqueue + ml.running + ml.unknown + ml.completed;
+        assert_eq!(groups, 1, "one PodGroup, counted once: {ml:?}");
+        let default = q("default").expect("the default queue");
+        assert!(
+            default.allocated.is_empty() || default.allocated.values().all(|v| v == "0"),
+            "nothing of the gang in the default queue: {default:?}"
+        );
+        assert_eq!(default.running, 0, "{default:?}");
+        let view = s.view("scheduler");
+        let jobs: Vec<&str> = view.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(
+            jobs,
+            ["pg"],
+            "the old copy is shown with its job, not as jobs of its own"
+        );
+        let v = view.queues.iter().find(|q| q.name == "ml").unwrap();
+        assert_eq!(v.pending + v.inqueue + v.running, 1, "{v:?}");
+        ml.allocated.get("cpu").cloned().unwrap_or_default()
+    };
+    assert_eq!(counted(&mut s, 1), "8", "two 4-CPU pods in east");
+    let rb: tephra_api::ResourceBinding = serde_json::from_value(json!({
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": {"resource": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                              "name": "pg"},
+                 "clusters": [{"name": "west"}],
+                 "gracefulEvictionTasks": [{"fromCluster": "east", "reason": "TaintUntolerated",
+                                            "producer": "TaintManager"}]}
+    }))
+    .unwrap();
+    s.apply(
+        2,
+        at(
+            "control-plane",
+            Kind::Binding,
+            Change::Apply(Obj::Binding(Box::new(rb))),
+        ),
+    );
+    assert!(s.cache().world().task_id("ns/a~east").is_some());
+    // The session places the gang again in west while east's copy still runs: 8 CPU, not 16.
+    assert_eq!(
+        counted(&mut s, 3),
+        "8",
+        "each pod once while both copies hold nodes"
+    );
+    assert!(
+        s.cache()
+            .task("ns/a")
+            .is_some_and(|t| t.placement.is_some()),
+        "the gang is placed again"
+    );
+    // East's copy goes: still 8.
+    for name in ["a", "b"] {
+        s.apply(
+            4,
+            at("east", Kind::Pod, Change::Delete(pod(name, Some("n0")))),
+        );
+    }
+    assert!(s.cache().world().task_id("ns/a~east").is_none());
+    assert_eq!(counted(&mut s, 5), "8");
+}
+
 fn object<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Box<T> {
     Box::new(serde_json::from_value(v).unwrap())
 }

@@ -151,6 +151,7 @@ fn stand_in(c: &mut Cache) {
                     created: g.created,
                     lives_in: None,
                     planned: None,
+                    ghost_of: None,
                 });
             }
         }

@@ -61,6 +61,7 @@ fn pod(
         created: 0,
         lives_in: None,
         planned: None,
+        ghost_of: None,
     }
 }
 
@@ -370,6 +371,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
             created: 0,
             lives_in: None,
             planned: None,
+            ghost_of: None,
         }))
         .unwrap();
     }

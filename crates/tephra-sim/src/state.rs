@@ -152,6 +152,7 @@ impl InFlight {
             created: 0,
             lives_in: None,
             planned: None,
+            ghost_of: None,
         };
         ctx.apply(Event::PodUpsert(spec))
     }
@@ -189,6 +190,7 @@ impl InFlight {
             created: ctx.now / 1000,
             lives_in: None,
             planned: None,
+            ghost_of: None,
         }))?;
         self.pods.insert(
             pod.key,

@@ -371,10 +371,14 @@ impl State {
             }
             (None, None) => return Ok(false),
         };
-        let Some(spec) = convert::pod(cluster, p, &self.ours, self.cache.names_mut())? else {
+        let Some(mut spec) = convert::pod(cluster, p, &self.ours, self.cache.names_mut())? else {
             return Ok(true);
         };
-        let ghost = tephra_scheduler::cache::ghost(spec, cluster);
+        // Counted for the queue of the job it was a copy of.
+        if spec.group.is_none() {
+            spec.group = job.split_once('/').map(|(_, g)| g.to_string());
+        }
+        let ghost = self.cache.ghost(spec, cluster);
         self.keep_ghost(&job, cluster, &key, ghost.name.clone());
         self.cache.apply(Event::PodUpsert(ghost))?;
         Ok(true)

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use crate::model::{GroupPhase, Job, PhaseCounts};
 
 /// Counts `job` as it is now in `by_queue`, in place of what it was counted as. A job removed
-/// from the cache is uncounted by [`uncount`] instead.
+/// from the cache is uncounted by [`uncount`] instead. A ghost's job is no PodGroup of any
+/// queue and counts nowhere.
 pub(super) fn recount(by_queue: &mut BTreeMap<String, PhaseCounts>, j: &mut Job) {
-    let now = j.group.as_ref().map(|g| (g.queue.clone(), g.phase));
+    let now = (!j.ghost)
+        .then(|| j.group.as_ref().map(|g| (g.queue.clone(), g.phase)))
+        .flatten();
     if j.counted_as == now {
         return;
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{Cache, CacheError, Event};
 use crate::decisions::Decisions;
-use crate::model::{GroupPhase, PodSpec, TaskStatus};
+use crate::model::{GhostOf, GroupPhase, PodSpec, TaskStatus};
 
 /// What [`Cache::take`] changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -123,21 +123,41 @@ impl Cache {
         let Some(spec) = self.task(key).cloned() else {
             return Ok(None);
         };
+        let ghost = self.ghost(spec, cluster);
         self.apply(Event::PodDelete {
-            namespace: spec.namespace.clone(),
-            name: spec.name.clone(),
+            namespace: ghost.namespace.clone(),
+            name: ghost
+                .ghost_of
+                .as_ref()
+                .map_or_else(String::new, |g| g.pod.clone()),
         })?;
-        let ghost = ghost(spec, cluster);
         self.apply(Event::PodUpsert(ghost.clone()))?;
         Ok(Some(ghost))
+    }
+
+    /// The ghost ([`ghost`]) of `spec` in `cluster`, counted for the queue of the job `spec`
+    /// names (as the cache holds it now; the default queue for a job it does not hold).
+    pub fn ghost(&self, spec: PodSpec, cluster: &str) -> PodSpec {
+        let world = self.world();
+        let queue = spec
+            .group
+            .as_ref()
+            .and_then(|g| world.job_id(&format!("{}/{g}", spec.namespace)))
+            .and_then(|id| world.jobs.get(id))
+            .map_or(tephra_api::defaults::DEFAULT_QUEUE, |j| j.queue())
+            .to_string();
+        ghost(spec, cluster, queue)
     }
 }
 
 /// The ghost of a pod of a moved gang in `cluster`, which the cluster still runs until it is
 /// deleted there: a pod of no job, under its own name (`name~cluster`), that keeps its node
-/// and status, and that nothing may preempt (its gang is already being moved).
-pub fn ghost(mut spec: PodSpec, cluster: &str) -> PodSpec {
-    spec.name = ghost_name(&spec.name, cluster);
+/// and status, that nothing may preempt (its gang is already being moved), and that counts
+/// for `queue` while the pod it copies holds no node ([`GhostOf`]).
+pub fn ghost(mut spec: PodSpec, cluster: &str, queue: String) -> PodSpec {
+    let pod = std::mem::take(&mut spec.name);
+    spec.name = ghost_name(&pod, cluster);
+    spec.ghost_of = Some(Arc::new(GhostOf { pod, queue }));
     spec.group = None;
     if spec.shape.preemptable {
         let mut shape = (*spec.shape).clone();

@@ -52,6 +52,7 @@ fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
         created: 0,
         lives_in: None,
         planned: None,
+        ghost_of: None,
     }
 }
 

@@ -90,6 +90,10 @@ pub struct World {
     /// Tasks whose pods carry inter-pod affinity or anti-affinity terms, required or
     /// preferred: the affinity index reads their terms without walking every pod.
     pub affine: BTreeSet<Id>,
+    /// Ghost tasks by the key of the declared pod they are copies of (failover).
+    ghosts_of: HashMap<String, Vec<Id>>,
+    /// What ghosts count for their queue, by declared pod key ([`Self::settle`]).
+    ghost_share: HashMap<String, (String, Resources)>,
     /// Resting jobs that hold nothing, kept out of `active_jobs` by queue (`backlog.rs`).
     pub backlog: Backlog,
 }
@@ -136,6 +140,8 @@ impl Default for World {
             hypernodes: Topologies::default(),
             resting: BTreeSet::new(),
             affine: BTreeSet::new(),
+            ghosts_of: HashMap::default(),
+            ghost_share: HashMap::default(),
             backlog: Backlog::default(),
         }
     }
@@ -217,6 +223,14 @@ impl World {
         ))
     }
 
+    /// Whether a task counts for its queue's share: it holds a node and is not terminating (a
+    /// terminating pod still holds its node, but Volcano's allocated statuses exclude
+    /// Releasing).
+    fn counts_for_queue(&self, task: &Task) -> bool {
+        self.holding(task)
+            .is_some_and(|(_, _, releasing)| !releasing)
+    }
+
     fn account(&mut self, task_id: Id, sign: i64) {
         let Some(task) = self.tasks.get(task_id) else {
             return;
@@ -225,21 +239,92 @@ impl World {
             return;
         };
         let delta = request.times(sign);
-        let queue = self
-            .jobs
-            .get(task.job)
-            .map(|j| j.queue().to_string())
-            .unwrap_or_default();
+        // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]).
+        let share = (!releasing && task.spec.ghost_of.is_none()).then(|| {
+            self.jobs
+                .get(task.job)
+                .map(|j| j.queue().to_string())
+                .unwrap_or_default()
+        });
+        let declared = self.declared_key(task);
         if let Some(node) = self.nodes.get_mut(node_id) {
             node.used.add(&delta);
             if releasing {
                 node.releasing.add(&delta);
             }
         }
-        // A terminating pod still holds its node but no longer counts for its queue's share
-        // (as Volcano's allocated statuses exclude Releasing).
-        if !releasing {
+        if let Some(queue) = share {
             self.queue_used.entry(queue).or_default().add(&delta);
+        }
+        if let Some(key) = declared {
+            self.settle(&key);
+        }
+    }
+
+    /// The key of the declared pod a task is (or, a ghost, copies), when ghosts of it may be
+    /// counted: `None` while no ghost is about, so that the common case costs nothing.
+    fn declared_key(&self, task: &Task) -> Option<String> {
+        if self.ghosts_of.is_empty() && self.ghost_share.is_empty() {
+            return None;
+        }
+        Some(match &task.spec.ghost_of {
+            Some(g) => format!("{}/{}", task.spec.namespace, g.pod),
+            None => task.key.clone(),
+        })
+    }
+
+    /// What the ghost of the declared pod `key` counts for its queue while the pod holds no
+    /// node (failover): the queue and the ghost's request.
+    pub fn ghost_share(&self, key: &str) -> Option<&(String, Resources)> {
+        self.ghost_share.get(key)
+    }
+
+    /// Settles what the ghosts of the declared pod `key` count for their queue: a gang counts
+    /// once during failover, each pod by the copy that holds the room. The declared pod when
+    /// it holds a node; otherwise its oldest ghost that does; nothing once none does.
+    fn settle(&mut self, key: &str) {
+        let declared = self
+            .task_index
+            .get(key)
+            .and_then(|id| self.tasks.get(*id))
+            .is_some_and(|t| self.counts_for_queue(t));
+        let want = if declared {
+            None
+        } else {
+            self.ghosts_of
+                .get(key)
+                .into_iter()
+                .flatten()
+                .filter_map(|g| self.tasks.get(*g))
+                .find(|g| self.counts_for_queue(g))
+                .and_then(|g| {
+                    let of = g.spec.ghost_of.as_ref()?;
+                    Some((of.queue.clone(), g.spec.shape.request))
+                })
+        };
+        if self.ghost_share.get(key) == want.as_ref() {
+            return;
+        }
+        if let Some((queue, r)) = self.ghost_share.remove(key) {
+            self.queue_used.entry(queue).or_default().add(&r.times(-1));
+        }
+        if let Some((queue, r)) = want {
+            self.queue_used.entry(queue.clone()).or_default().add(&r);
+            self.ghost_share.insert(key.to_string(), (queue, r));
+        }
+    }
+
+    /// Keeps the ghost task `id` in (or, `keep` false, out of) the ghosts of its declared pod.
+    fn track_ghost(&mut self, id: Id, keep: bool) {
+        let Some(t) = self.tasks.get(id) else { return };
+        let Some(of) = &t.spec.ghost_of else { return };
+        let key = format!("{}/{}", t.spec.namespace, of.pod);
+        let list = self.ghosts_of.entry(key.clone()).or_default();
+        list.retain(|g| *g != id);
+        if keep {
+            list.push(id);
+        } else if list.is_empty() {
+            self.ghosts_of.remove(&key);
         }
     }
 
@@ -295,7 +380,7 @@ impl World {
         }
     }
 
-    fn job_for(&mut self, namespace: &str, group: Option<&str>, pod_name: &str) -> Id {
+    fn job_for(&mut self, namespace: &str, group: Option<&str>, pod_name: &str, ghost: bool) -> Id {
         let (key, implicit) = match group {
             Some(g) => (format!("{namespace}/{g}"), false),
             None => (format!("{namespace}/pod-{pod_name}"), true),
@@ -308,6 +393,7 @@ impl World {
             group: None,
             tasks: Vec::new(),
             implicit,
+            ghost: ghost && implicit,
             tally: TaskTally::default(),
             pending_request: Resources::ZERO,
             pending_ungated: Resources::ZERO,
@@ -333,7 +419,12 @@ impl World {
             self.tally(id, -1);
             self.unorphan(id);
             let old_job = self.tasks.get(id).map(|t| t.job);
-            let job = self.job_for(&spec.namespace, spec.group.as_deref(), &spec.name);
+            let job = self.job_for(
+                &spec.namespace,
+                spec.group.as_deref(),
+                &spec.name,
+                spec.ghost_of.is_some(),
+            );
             if old_job != Some(job)
                 && let Some(old) = old_job
             {
@@ -360,7 +451,12 @@ impl World {
                 self.refresh_active(old);
             }
         } else {
-            let job = self.job_for(&spec.namespace, spec.group.as_deref(), &spec.name);
+            let job = self.job_for(
+                &spec.namespace,
+                spec.group.as_deref(),
+                &spec.name,
+                spec.ghost_of.is_some(),
+            );
             let placement = spec.placement.clone();
             let implicit = self.jobs.get(job).is_some_and(|j| j.implicit);
             if implicit {
@@ -376,6 +472,7 @@ impl World {
             if let Some(j) = self.jobs.get_mut(job) {
                 j.tasks.push(id);
             }
+            self.track_ghost(id, true);
             self.orphan_if_unplaced(id, node, placement);
             self.account(id, 1);
             self.tally(id, 1);
@@ -440,7 +537,10 @@ impl World {
         j.group = Some(PodGroupSpec {
             namespace: spec.namespace.clone(),
             name: format!("pod-{}", spec.name),
-            queue: tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+            queue: spec.ghost_of.as_ref().map_or_else(
+                || tephra_api::defaults::DEFAULT_QUEUE.to_string(),
+                |g| g.queue.clone(),
+            ),
             min_member: 1,
             min_task_member: BTreeMap::new(),
             min_resources: Some(spec.shape.request),
@@ -512,9 +612,11 @@ impl World {
         let Some(id) = self.task_index.get(key).copied() else {
             return;
         };
+        let declared = self.tasks.get(id).and_then(|t| self.declared_key(t));
         self.account(id, -1);
         self.tally(id, -1);
         self.unorphan(id);
+        self.track_ghost(id, false);
         self.task_index.remove(key);
         self.repelling.remove(&id);
         self.port_holders.remove(&id);
@@ -525,6 +627,9 @@ impl World {
         self.nominated.remove(&id);
         if let Some(task) = self.tasks.remove(id) {
             self.detach_task(task.job, id);
+        }
+        if let Some(declared) = declared {
+            self.settle(&declared);
         }
     }
 
@@ -594,6 +699,9 @@ impl World {
             if let Some(t) = self.tasks.get_mut(task) {
                 t.node = None;
             }
+            if let Some(declared) = self.tasks.get(task).and_then(|t| self.declared_key(t)) {
+                self.settle(&declared);
+            }
             self.orphans.entry(key.clone()).or_default().push(task);
         }
         if let Some(node) = self.nodes.remove(id)
@@ -613,6 +721,7 @@ impl World {
                     group: None,
                     tasks: Vec::new(),
                     implicit: false,
+                    ghost: false,
                     tally: TaskTally::default(),
                     pending_request: Resources::ZERO,
                     pending_ungated: Resources::ZERO,

@@ -149,6 +149,15 @@ impl Session {
             .entry(queue)
             .or_default()
             .add(&req);
+        // A pod placed again in failover takes the room over from its old copy's ghost, which
+        // counted for the queue until now: the gang counts once.
+        if let Some((queue, held)) = self.snap.ghost_share(&t.key) {
+            self.state
+                .queue_allocated
+                .entry(queue.clone())
+                .or_default()
+                .sub(&held.times(sign));
+        }
         // Plugins see the task on its node for both events; the overlay entry is dropped
         // after a deallocation has been reported. Its claims are given (or given back) with it.
         self.state

@@ -255,7 +255,13 @@ impl Session {
                 .filter(|(id, _)| !new_phase.contains_key(id)),
         );
         for (id, &phase) in changed {
-            let Some(g) = self.snap.jobs.get(*id).and_then(|j| j.group.as_ref()) else {
+            let Some(g) = self
+                .snap
+                .jobs
+                .get(*id)
+                .filter(|j| !j.ghost)
+                .and_then(|j| j.group.as_ref())
+            else {
                 continue;
             };
             if phase != g.phase {

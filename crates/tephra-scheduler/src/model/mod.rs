@@ -336,6 +336,20 @@ pub struct PodSpec {
     /// fleet's scheduler hands to the member that runs the pod): placement tries it first, in
     /// whichever cluster the pod is placed, and goes on as usual where it does not fit.
     pub planned: Option<String>,
+    /// Set on a ghost ([`crate::cache::ghost`]): the old copy of a moved gang's pod, still
+    /// holding its node in the cluster it is leaving.
+    pub ghost_of: Option<Arc<GhostOf>>,
+}
+
+/// What a ghost was a copy of. A gang counts once for its queue during failover: each ghost
+/// counts for the queue its job was in only while the declared pod it copies holds no node
+/// (the copy that holds the room), and never as a PodGroup of the queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GhostOf {
+    /// The declared pod's name (in the ghost's namespace).
+    pub pod: String,
+    /// The queue of the job it was a copy of.
+    pub queue: String,
 }
 
 /// A task with its resolved slots.
@@ -518,6 +532,9 @@ pub struct Job {
     pub tasks: Vec<Id>,
     /// Whether the job was created implicitly for a pod without a PodGroup.
     pub implicit: bool,
+    /// Whether it is a ghost's job ([`PodSpec::ghost_of`]): it holds nodes but is no PodGroup
+    /// of any queue.
+    pub ghost: bool,
     /// Its tasks by reported status.
     pub tally: TaskTally,
     /// What its Pending tasks ask for, by reported status (kept with the tally).

@@ -323,6 +323,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
                 created: job.created,
                 lives_in: None,
                 planned: role.planned.get(i as usize).cloned(),
+                ghost_of: None,
             }))?;
             names.push(name);
         }

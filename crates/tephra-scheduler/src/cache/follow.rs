@@ -123,14 +123,9 @@ impl Cache {
         let Some(spec) = self.task(key).cloned() else {
             return Ok(None);
         };
+        let (namespace, name) = (spec.namespace.clone(), spec.name.clone());
         let ghost = self.ghost(spec, cluster);
-        self.apply(Event::PodDelete {
-            namespace: ghost.namespace.clone(),
-            name: ghost
-                .ghost_of
-                .as_ref()
-                .map_or_else(String::new, |g| g.pod.clone()),
-        })?;
+        self.apply(Event::PodDelete { namespace, name })?;
         self.apply(Event::PodUpsert(ghost.clone()))?;
         Ok(Some(ghost))
     }

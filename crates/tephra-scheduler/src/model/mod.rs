@@ -5,6 +5,7 @@
 //! volumes, claims and storage classes in `volumes.rs`.
 
 pub mod affinity;
+pub mod cluster_affinity;
 pub mod devices;
 pub mod ports;
 pub mod rules;

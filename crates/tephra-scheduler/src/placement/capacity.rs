@@ -15,6 +15,7 @@ use crate::framework::devices::DeviceState;
 use crate::framework::fit::{FitErrors, Room, Unfit};
 use crate::framework::session::Session;
 use crate::framework::volumes::VolumeState;
+use crate::model::cluster_affinity::allows;
 use crate::model::{
     Id, Node, TaintEffect, TaskShape, affinity_matches, selector_matches, tolerated,
 };
@@ -106,8 +107,8 @@ fn never_on(
 
 /// Why no node of `cluster` could ever take a pod of `shape`, node by node; `None` when one
 /// could.
-fn no_node_for(
-    ssn: &Session,
+pub(crate) fn no_node_for(
+    snap: &Snapshot,
     shape: &Arc<TaskShape>,
     cluster: Id,
     cap: &Capacity,
@@ -120,7 +121,6 @@ fn no_node_for(
     if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
         return None;
     }
-    let snap = &ssn.snap;
     let mut errs = FitErrors::default();
     let states = (&VolumeState::default(), &DeviceState::default());
     let all = snap
@@ -180,7 +180,7 @@ fn shapes_never_fit(ssn: &Session, job: Id, eligible: &[Id], caps: &[Capacity]) 
         let mut fits = false;
         for &c in eligible {
             let cap = caps.get(c as usize).copied().unwrap_or_default();
-            match no_node_for(ssn, shape, c, &cap) {
+            match no_node_for(&ssn.snap, shape, c, &cap) {
                 None => {
                     fits = true;
                     break;
@@ -225,12 +225,19 @@ pub fn never_fits(ssn: &Session, job: Id, caps: &[Capacity]) -> Option<String> {
         .fold(g.largest_task.unwrap_or(Resources::ZERO), |acc, r| {
             acc.max(&r)
         });
-    if ssn.snap.clusters.iter().any(|(_, c)| !c.ready) {
-        // A cluster that is down may be the one that can hold the gang: no verdict until it
-        // is back.
-        return None;
+    let (mut eligible, rejected) = eligible_clusters(ssn, job, Room::Making);
+    // A member that is down may come back with the nodes it last reported: it stays in the
+    // verdict when the job's policy allows it, so that an outage neither makes a job that
+    // fits only there "never" nor a job that fits nowhere "not yet".
+    for r in &rejected {
+        if let Some(id) = ssn.snap.cluster_id(&r.cluster)
+            && let Some(c) = ssn.snap.clusters.get(id)
+            && !c.ready
+            && allows(&g.policy, c).is_ok()
+        {
+            eligible.push(id);
+        }
     }
-    let (eligible, _) = eligible_clusters(ssn, job, Room::Making);
     if eligible.is_empty() {
         // The cluster filters explain this themselves when placement is tried.
         return None;

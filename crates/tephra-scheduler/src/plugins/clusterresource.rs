@@ -5,13 +5,16 @@
 //!
 //! Arguments: `clusterresource.weight` (default 1).
 
+use std::sync::Arc;
+
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
-use crate::model::Id;
+use crate::model::{Id, TaskShape, TaskStatus};
+use crate::placement::capacity::{Capacity, no_node_for};
 use crate::placement::gang::{aggregate_fit, job_needs};
-use crate::resources::dominant_share;
+use crate::resources::{Resources, dominant_share};
 
 /// The `clusterresource` plugin.
 pub struct ClusterResource {
@@ -64,8 +67,51 @@ impl ClusterFilter for ClusterResource {
             // A split gang needs room for its largest task here, not for all of it.
             need = one_node;
         }
-        aggregate_fit(view, cluster, &need, &one_node)
+        aggregate_fit(view, cluster, &need, &one_node).map_err(|short| {
+            // The totals are not the first thing that fails when no node of the cluster could
+            // ever take a pod of the gang (its selector, affinity, a taint, a topology label,
+            // a node too small): that is the reason, and no eviction changes it.
+            never_here(view, job, cluster).unwrap_or(short)
+        })
     }
+}
+
+/// Why no node of `cluster` could ever take some pending pod of `job`, judged node by node on
+/// what does not change with what runs there; `None` when each of its pods' shapes has a node.
+/// Pods with no selector, affinity, claim or hard spread are not looked at (their first
+/// failing check is the totals).
+fn never_here(view: &View, job: Id, cluster: Id) -> Option<ClusterUnfit> {
+    let j = view.job(job)?;
+    let cap = Capacity {
+        total: view.state.cluster_allocatable[cluster as usize],
+        node_max: view.state.cluster_node_max[cluster as usize],
+        plain_node_max: Resources::ZERO,
+    };
+    let mut seen: Vec<&Arc<TaskShape>> = Vec::new();
+    for &t in &j.tasks {
+        if view.status(t) != TaskStatus::Pending {
+            continue;
+        }
+        let Some(task) = view.task(t) else { continue };
+        let shape = &task.spec.shape;
+        let constrained = !(shape.node_selector.is_empty()
+            && shape.affinity.is_empty()
+            && shape.rules.claims.is_empty()
+            && shape.rules.device_claims.is_empty()
+            && !shape.rules.spread.iter().any(|s| s.is_hard()));
+        if !constrained || seen.iter().any(|s| Arc::ptr_eq(s, shape)) {
+            continue;
+        }
+        seen.push(shape);
+        if let Some(errs) = no_node_for(view.snap, shape, cluster, &cap) {
+            return Some(ClusterUnfit::unresolvable(format!(
+                "no node can ever take a pod of task {}: {}",
+                shape.role,
+                errs.render(&view.snap.names)
+            )));
+        }
+    }
+    None
 }
 
 impl ClusterScorer for ClusterResource {

@@ -251,3 +251,103 @@ fn a_split_gang_respects_max_groups_of_its_spread_constraint() {
     let d = run(&c2);
     assert_eq!(binds_of(&d, "default/two-regions").len(), 3);
 }
+
+/// A100 and H100 members: `a100` has 4 A100 nodes, all but one full; `h100` has 2 free H100
+/// nodes. 16 free GPUs in `h100`, 8 in `a100`.
+fn a100_and_h100() -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("a100")).unwrap();
+    add_cluster(&mut c, Cluster::named("h100")).unwrap();
+    let product = "nvidia.com/gpu.product";
+    add_nodes(&mut c, "a100", "a", 4, GPU8, &[(product, "A100")]).unwrap();
+    add_nodes(&mut c, "h100", "h", 2, GPU8, &[(product, "H100")]).unwrap();
+    let full = GangJob::new("full", vec![gpu_role("w", 3, "8").select(product, "A100")]);
+    add_job(&mut c, &full).unwrap();
+    let d = run(&c);
+    assert_eq!(binds_of(&d, "default/full").len(), 3);
+    apply_binds(&mut c, &d).unwrap();
+    c
+}
+
+#[test]
+fn a_cluster_whose_nodes_its_pods_do_not_select_is_refused_for_the_selector_not_the_totals() {
+    let mut c = a100_and_h100();
+    let job = GangJob::new(
+        "train",
+        vec![gpu_role("worker", 3, "8").select("nvidia.com/gpu.product", "A100")],
+    )
+    .phase(GroupPhase::Inqueue);
+    add_job(&mut c, &job).unwrap();
+    let d = run(&c);
+    assert!(binds_of(&d, "default/train").is_empty());
+    let ev = d.event_for("default/train").unwrap();
+    // Each cluster's reason is the check that fails first there: h100's nodes are not
+    // selected at all (its 16 free GPUs are beside the point); a100 is short of free GPUs.
+    assert!(
+        ev.message.contains(
+            "cluster h100: no node can ever take a pod of task worker: 0/2 nodes are available: \
+             2 node(s) didn't match Pod's node affinity/selector"
+        ),
+        "{}",
+        ev.message
+    );
+    assert!(
+        ev.message
+            .contains("cluster a100: needs 24 nvidia.com/gpu in total, 8 free"),
+        "{}",
+        ev.message
+    );
+    assert!(!ev.message.contains("16 free"), "{}", ev.message);
+}
+
+/// [`a100_and_h100`] with a job `train` of `pods` 8-GPU pods selecting A100 nodes.
+fn with_a100_job(pods: u32) -> Cache {
+    let mut c = a100_and_h100();
+    let role = gpu_role("worker", pods, "8").select("nvidia.com/gpu.product", "A100");
+    add_job(&mut c, &GangJob::new("train", vec![role])).unwrap();
+    c
+}
+
+/// The verdict on a job does not change while a member is down: one that can never be placed
+/// stays "never" (the down member could not hold it either), one that only the down member
+/// could hold is "not yet".
+#[test]
+fn a_member_outage_changes_neither_never_nor_not_yet() {
+    let verdict = |c: &Cache| {
+        let d = run(c);
+        let ev = d.event_for("default/train").unwrap();
+        (
+            ev.reason.to_string(),
+            ev.message.contains("never"),
+            ev.message.clone(),
+        )
+    };
+    let down = |c: &mut Cache, name: &str| {
+        let mut cl = c
+            .world()
+            .clusters
+            .iter()
+            .find(|(_, x)| x.name == name)
+            .unwrap()
+            .1
+            .clone();
+        cl.ready = false;
+        c.apply(Event::ClusterUpsert(cl)).unwrap();
+    };
+    // 40 A100 GPUs asked: the fleet has 32 A100s and 16 H100s, so never.
+    let c = with_a100_job(5);
+    let (reason, never, message) = verdict(&c);
+    assert!(never, "{reason}: {message}");
+    for member in ["h100", "a100"] {
+        let mut c = c.clone();
+        down(&mut c, member);
+        let (r, n, m) = verdict(&c);
+        assert!(n, "with {member} down: {r}: {m}");
+        assert_eq!(r, reason, "with {member} down: {m}");
+    }
+    // 16 A100 GPUs asked: only a100 could ever hold it, and a100 is down: not yet.
+    let mut c = with_a100_job(2);
+    down(&mut c, "a100");
+    let (r, n, m) = verdict(&c);
+    assert!(!n, "the down member could hold it: {r}: {m}");
+}

@@ -101,6 +101,8 @@ try {
   check("tephra dev prints the UI address", /^http:\/\/127\.0\.0\.1:\d+\/ui\/$/.test(ui), ui);
   apply("runs", job("runs", 2, "1"));
   apply("never", job("never", 1, "4096"));
+  // A job that runs for five seconds and is gone (its PodGroup with it) soon after.
+  apply("brief", job("brief", 1, "1").replace('tephra.io/sim-duration: "1h"', 'tephra.io/sim-duration: "5s"'));
 
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -132,6 +134,25 @@ try {
   await page.emulateMedia({ colorScheme: "dark" });
   await page.screenshot({ path: join(shots, "jobs-dark.png"), fullPage: true });
   await page.emulateMedia({ colorScheme: "light" });
+
+  // Keyed by the name the user gave: the Volcano Job's, not its PodGroup's generated one.
+  check("a Volcano Job is listed under its own name", (await page.locator('tr[data-job="default/runs"]').count()) === 1,
+    (await page.locator("tr[data-job]").evaluateAll((rows) => rows.map((r) => r.dataset.job))).join(", "));
+  // A finished job is kept, with where it ran.
+  const gone = page.locator('tr[data-gone="default/brief"]');
+  await gone.waitFor({ timeout: 60_000 });
+  const ran = await gone.locator("td").nth(4).innerText();
+  check("a finished job stays listed with the member it ran in", ran.trim().length > 0 && ran !== "nowhere", ran);
+  await page.goto(ui + "#job?key=default/brief");
+  await page.locator("dl[data-gone]").waitFor({ timeout: 10_000 });
+  const goneText = await page.locator("main").innerText();
+  check("a finished job's page says it is gone and where it ran", /Gone/.test(goneText) && /Ran in/.test(goneText),
+    goneText.replace(/\s+/g, " ").slice(0, 200));
+  await page.goto(ui + "#job?key=default/runs");
+  await page.locator("dl dd").first().waitFor({ timeout: 10_000 });
+  const runsPage = await page.locator("main").innerText();
+  check("a job's page answers to the Volcano Job's name", !runsPage.includes("is not in the fleet"), runsPage.replace(/\s+/g, " ").slice(0, 120));
+  await page.goto(ui + "#jobs");
 
   // Updates without a reload: a job applied while the page is open appears.
   await page.evaluate(() => { window.__sameDocument = true; });
@@ -199,6 +220,10 @@ try {
   await page.goto(ui + "#queues?queue=default");
   await page.locator('.chart[data-chart="nvidia.com/gpu"] path.a').waitFor({ timeout: 10_000 });
   check("the queue's page charts its GPUs over time", true);
+  const window_ = await page.evaluate(() => [history.since, hhmm(history.since),
+    document.querySelector('.chart[data-chart="nvidia.com/gpu"] .dim').textContent]);
+  check("the chart's window starts where the replica's history does", window_[0] > 0 && window_[2].includes("since " + window_[1]),
+    JSON.stringify(window_));
   await page.screenshot({ path: join(shots, "queue-chart.png"), fullPage: true });
 
   // Failover: the member running hog-a stops answering; the timeline shows its outage.

@@ -177,6 +177,14 @@ impl Components {
     }
 }
 
+/// Says, where the test runner shows it, that the calling test skips and why. The test harness
+/// captures `eprintln!` of a passing test and shows nothing; this line goes to the process's
+/// standard error itself, so `cargo test` prints it beside the test's `ok`.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED (passes without running): {why}");
+}
+
 /// Whether this run is CI's (`CI` set to anything but empty, `0` or `false`), where a missing
 /// component fails a test instead of skipping it.
 pub fn in_ci() -> bool {
@@ -191,7 +199,7 @@ pub fn require(release: &Release) -> Option<Binaries> {
         Ok(b) => Some(b),
         Err(e) if in_ci() => panic!("{e}"),
         Err(e) => {
-            eprintln!("skipped: {e}");
+            skip(&e.to_string());
             None
         }
     }
@@ -205,7 +213,7 @@ pub fn require_karmada() -> Option<Karmada> {
         Ok(k) => Some(k),
         Err(e) if in_ci() => panic!("{e}"),
         Err(e) => {
-            eprintln!("skipped: {e}");
+            skip(&e.to_string());
             None
         }
     }

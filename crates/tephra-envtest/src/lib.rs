@@ -28,7 +28,7 @@ pub mod process;
 pub mod tier;
 
 pub use cluster::{Cluster, ClusterOptions, User};
-pub use components::{Binaries, Components, Release, require};
+pub use components::{Binaries, Components, Release, require, skip};
 pub use env::Env;
 pub use karmada::{KarmadaFleet, KarmadaOptions, karmada_fleet};
 

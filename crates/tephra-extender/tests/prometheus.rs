@@ -39,7 +39,9 @@ fn binary(name: &str) -> Option<PathBuf> {
             std::env::var_os("CI").is_none(),
             "{name} is not installed; .ci/run installs Debian's prometheus package"
         );
-        eprintln!("skipped: {name} is not installed (apt-get install prometheus)");
+        tephra_envtest::skip(&format!(
+            "{name} is not installed (apt-get install prometheus)"
+        ));
     }
     found
 }

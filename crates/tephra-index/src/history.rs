@@ -1,5 +1,6 @@
 //! What the web UI shows over time (`/ui/api/v1/history`): each queue's figures sampled over
-//! the last hours, each job's history of phases and reasons, and a timeline of failover
+//! the last hours, each job's history of phases and reasons (keyed by the name the user gave),
+//! the jobs gone lately with where they ran, and a timeline of failover
 //! (clusters going unready and back, taints added and removed, gangs evicted from a cluster
 //! and moved to another). Built by comparing each fleet view ([`crate::view`]) with the one
 //! before, at the caller's time: no IO, no clock. Kept in memory by the replica that serves
@@ -20,6 +21,8 @@ pub const SAMPLE_S: i64 = 60;
 pub const JOB_CHANGES: usize = 32;
 /// Failover events kept.
 pub const FAILOVER_EVENTS: usize = 500;
+/// Gone jobs kept.
+pub const GONE_JOBS: usize = 200;
 
 /// One queue at one moment. Quantities are numbers: CPU in cores, memory in bytes, the rest in
 /// their own units.
@@ -72,12 +75,42 @@ pub struct FailoverEvent {
     pub detail: String,
 }
 
+/// A job gone from the fleet in the last [`KEEP_S`]: its PodGroup is gone (a Volcano Job gives
+/// its PodGroup up when it finishes; or the job was deleted), kept with where it last ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GoneJob {
+    /// What the user named ([`crate::view::JobView::key`]).
+    pub key: String,
+    /// The PodGroup's name.
+    pub podgroup: String,
+    /// Queue.
+    pub queue: String,
+    /// Seconds since the epoch it was last seen at.
+    pub gone_at: i64,
+    /// Its last phase while its PodGroup was there.
+    pub last_phase: String,
+    /// Pods running (or succeeded) and pods, last seen.
+    pub running: u32,
+    /// Pods.
+    pub pods: u32,
+    /// The clusters it last ran in.
+    pub clusters: Vec<String>,
+    /// And nodes (`cluster/node`).
+    pub nodes: Vec<String>,
+}
+
 /// The JSON the UI renders (`/ui/api/v1/history`): bounded by the number of queues, not of
 /// jobs; a job's changes are asked for one job at a time ([`JobHistory`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct HistoryView {
     /// [`crate::view::VERSION`].
     pub version: &'static str,
+    /// Seconds since the epoch this replica's history starts at (its first view): nothing
+    /// before it is known.
+    pub since: Option<i64>,
+    /// Jobs gone from the fleet in the last [`KEEP_S`], the latest first (at most
+    /// [`GONE_JOBS`]).
+    pub gone: Vec<GoneJob>,
     /// Seconds between samples.
     pub sample_seconds: i64,
     /// Each queue's samples, oldest first.
@@ -102,7 +135,12 @@ type ClusterSeen = (bool, BTreeSet<String>);
 /// The history, fed view after view.
 #[derive(Clone, Debug, Default)]
 pub struct History {
+    started: Option<i64>,
     last_sample: Option<i64>,
+    /// Each job in the last view, as it would be remembered if it went.
+    present: HashMap<String, GoneJob>,
+    /// Jobs gone, oldest first.
+    gone: VecDeque<GoneJob>,
     queues: BTreeMap<String, VecDeque<QueueSample>>,
     /// Each job's changes, and when it was last in a view.
     jobs: HashMap<String, (VecDeque<JobChange>, i64)>,
@@ -132,10 +170,26 @@ impl History {
 
     /// Takes in `view`, as the fleet is at `now`.
     pub fn observe(&mut self, view: &FleetView, now: i64) {
+        self.started.get_or_insert(now);
         self.sample(view, now);
         let mut present: BTreeSet<String> = BTreeSet::new();
+        let mut last = HashMap::with_capacity(view.jobs.len());
         for j in &view.jobs {
-            let key = format!("{}/{}", j.namespace, j.name);
+            let key = j.key();
+            last.insert(
+                key.clone(),
+                GoneJob {
+                    key: key.clone(),
+                    podgroup: j.name.clone(),
+                    queue: j.queue.clone(),
+                    gone_at: now,
+                    last_phase: j.phase.clone(),
+                    running: j.running,
+                    pods: j.pods,
+                    clusters: j.clusters.clone(),
+                    nodes: j.nodes.clone(),
+                },
+            );
             let change = JobChange {
                 at: now,
                 phase: j.phase.clone(),
@@ -162,6 +216,40 @@ impl History {
             }
             self.job_moves(&key, &j.clusters, &j.evicting, now);
             present.insert(key);
+        }
+        for (key, mut was) in std::mem::replace(&mut self.present, last) {
+            if self.present.contains_key(&key) {
+                continue;
+            }
+            was.gone_at = now;
+            let where_ = if was.clusters.is_empty() {
+                "it had not run".to_string()
+            } else {
+                format!("it last ran in {}", was.clusters.join(", "))
+            };
+            if let Some((changes, _)) = self.jobs.get_mut(&key) {
+                changes.push_back(JobChange {
+                    at: now,
+                    phase: "Gone".into(),
+                    reason: None,
+                    message: Some(format!(
+                        "its PodGroup is gone (the job finished or was deleted); {where_}"
+                    )),
+                    clusters: was.clusters.clone(),
+                });
+                while changes.len() > JOB_CHANGES {
+                    changes.pop_front();
+                }
+            }
+            self.gone.retain(|g| g.key != key);
+            self.gone.push_back(was);
+        }
+        // A job back under the same name is no longer gone.
+        self.gone.retain(|g| !self.present.contains_key(&g.key));
+        while self.gone.len() > GONE_JOBS
+            || self.gone.front().is_some_and(|g| now - g.gone_at > KEEP_S)
+        {
+            self.gone.pop_front();
         }
         self.jobs.retain(|_, (_, seen)| now - *seen <= KEEP_S);
         self.placed.retain(|k, _| present.contains(k));
@@ -286,6 +374,8 @@ impl History {
     pub fn view(&self) -> HistoryView {
         HistoryView {
             version: crate::view::VERSION,
+            since: self.started,
+            gone: self.gone.iter().rev().cloned().collect(),
             sample_seconds: SAMPLE_S,
             queues: self
                 .queues

@@ -82,6 +82,10 @@ pub struct JobView {
     pub namespace: String,
     /// Name (the PodGroup's).
     pub name: String,
+    /// The Volcano Job the PodGroup was made for (its controller), when there is one: the
+    /// name the user gave, which the UI and the history key the job by ([`JobView::key`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Queue.
     pub queue: String,
     /// PodGroup phase.
@@ -120,6 +124,18 @@ pub struct JobView {
     /// The smallest network-topology domain (HyperNode) holding all its placed pods, when
     /// they are in one cluster and it has HyperNodes.
     pub domain: Option<String>,
+}
+
+impl JobView {
+    /// What the user named, `namespace/name`: the Volcano Job's name when the PodGroup is a
+    /// Job's, the PodGroup's otherwise (an integration's, or one made by hand).
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace,
+            self.job.as_deref().unwrap_or(&self.name)
+        )
+    }
 }
 
 /// One member cluster.
@@ -218,6 +234,8 @@ pub struct Extra<'a> {
     pub condition: &'a dyn Fn(&str) -> Option<Condition>,
     /// The clusters it is being evicted from.
     pub evicting: &'a dyn Fn(&str) -> Vec<String>,
+    /// The Volcano Job its PodGroup was made for, if any.
+    pub job: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// Why queue `q` is starved, if it is (see [`QueueView::starved`]).
@@ -312,6 +330,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
         jobs.push(JobView {
             namespace: g.namespace.clone(),
             name: g.name.clone(),
+            job: (extra.job)(&job.key),
             queue: g.queue.clone(),
             phase: g.phase.as_str().to_string(),
             min_member: g.min_member,

@@ -572,7 +572,7 @@ mod tests {
             .output();
         let _ = std::fs::remove_dir_all(&dir);
         let Ok(out) = out else {
-            eprintln!("ssh-keygen not installed; skipped");
+            tephra_envtest::skip("ssh-keygen is not installed");
             return;
         };
         assert!(

@@ -106,11 +106,11 @@ async fn the_fleet_json_shows_a_running_job_where_it_runs_and_a_job_that_cannot_
     assert_eq!(status, 200);
     let h: Value = serde_json::from_str(&body).unwrap();
     assert!(h["queues"]["default"][0]["at"].is_i64(), "{h}");
-    let path = format!(
-        "/ui/api/v1/history/jobs/default/{}",
-        huge["name"].as_str().unwrap()
-    );
-    let (status, body) = http_get(addr, &path).await;
+    // Keyed by the name the user gave: the Volcano Job's, not its PodGroup's generated one.
+    assert_eq!(huge["job"], "huge", "{huge}");
+    assert_ne!(huge["name"], "huge", "{huge}");
+    let path = "/ui/api/v1/history/jobs/default/huge";
+    let (status, body) = http_get(addr, path).await;
     assert_eq!(status, 200, "{body}");
     let j: Value = serde_json::from_str(&body).unwrap();
     assert!(

@@ -3,12 +3,14 @@
 //! runs and one that can never fit show with the right state and reason, a link leads to the
 //! filtered jobs, a job applied while the page is open appears without a reload, a job waiting
 //! behind jobs expected to run 30 minutes is expected in about 30 minutes (and on its own page,
-//! with its history), a queue's GPUs are charted over time, and a member's outage shows on the
-//! failover timeline.
+//! with its history), a queue's GPUs are charted over time from the replica's start, a member's
+//! outage shows on the failover timeline, jobs are keyed by the Volcano Job's own name, and a
+//! finished job stays listed with the member it ran in.
 //! Screenshots go to `target/ui-screenshots/` (CI keeps them as artefacts).
 //!
 //! Needs `chromium`, `node` and `tests/ui/node_modules` (`npm ci --prefix tests/ui`); `.ci/run`
-//! installs them. Without them the test says so and passes, except under CI (`CI` set).
+//! installs them. Without them the test prints a `SKIPPED` line and passes, except under CI
+//! (`CI` set), where it fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -54,7 +56,7 @@ fn the_ui_pages_show_a_running_job_and_one_that_cannot_fit_in_chromium() {
             "the browser test needs {}",
             missing.join(", ")
         );
-        eprintln!("skipped: {} missing", missing.join(", "));
+        tephra_envtest::skip(&format!("the browser test needs {}", missing.join(", ")));
         return;
     }
     let shots = repo.join("target/ui-screenshots");

@@ -157,3 +157,61 @@ fn failover_shows_the_outage_the_taint_the_eviction_and_the_move() {
     assert_eq!(moved.detail, "ns/j moved from east to west");
     assert_eq!(moved.job.as_deref(), Some("ns/j"));
 }
+
+#[test]
+fn a_job_is_kept_under_the_name_the_user_gave_and_where_it_ran_once_it_is_gone() {
+    let mut h = History::new();
+    // The PodGroup of Volcano Job `train` is named after the Job and its uid.
+    let mut j = job("Running", None, &["east"], &[]);
+    j.name = "train-1f2e3d4c".into();
+    j.job = Some("train".into());
+    j.nodes = vec!["east/n1".into()];
+    j.running = 2;
+    j.pods = 2;
+    h.observe(&fleet(vec![], vec![j.clone()], vec![]), 100);
+    assert_eq!(
+        h.job("ns/train").changes.len(),
+        1,
+        "keyed by the Job's name"
+    );
+    assert!(h.job("ns/train-1f2e3d4c").changes.is_empty());
+    assert!(h.view().gone.is_empty());
+    // The Job finishes: its PodGroup goes, and the job is remembered with where it ran.
+    h.observe(&fleet(vec![], vec![], vec![]), 160);
+    let gone = h.view().gone;
+    assert_eq!(gone.len(), 1);
+    let g = &gone[0];
+    assert_eq!(
+        (g.key.as_str(), g.podgroup.as_str()),
+        ("ns/train", "train-1f2e3d4c")
+    );
+    assert_eq!((g.gone_at, g.last_phase.as_str()), (160, "Running"));
+    assert_eq!(
+        (g.clusters.clone(), g.nodes.clone()),
+        (vec!["east".to_string()], vec!["east/n1".to_string()])
+    );
+    let last = h.job("ns/train").changes.last().cloned().unwrap();
+    assert_eq!(last.phase, "Gone");
+    assert!(last.message.unwrap().contains("last ran in east"));
+    // Seen again under the same name (made anew): no longer gone.
+    h.observe(&fleet(vec![], vec![j], vec![]), 200);
+    assert!(h.view().gone.is_empty());
+    // Gone jobs are kept for six hours.
+    h.observe(&fleet(vec![], vec![], vec![]), 260);
+    assert_eq!(h.view().gone.len(), 1);
+    h.observe(&fleet(vec![], vec![], vec![]), 260 + KEEP_S + 1);
+    assert!(h.view().gone.is_empty());
+}
+
+#[test]
+fn the_history_says_when_it_starts() {
+    let mut h = History::new();
+    assert_eq!(h.view().since, None);
+    h.observe(&fleet(vec![queue("1")], vec![], vec![]), 1_000);
+    h.observe(&fleet(vec![queue("1")], vec![], vec![]), 1_090);
+    assert_eq!(
+        h.view().since,
+        Some(1_000),
+        "the replica's first view, not a fixed window"
+    );
+}

@@ -346,9 +346,24 @@ impl State {
                 .map(|c| c.iter().cloned().collect())
                 .unwrap_or_default()
         };
+        // The Volcano Job a PodGroup was made for: its controller owner of that kind.
+        let owner_job = |job: &str| {
+            let g = self.group_objects.get(job)?;
+            g.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| {
+                    o.kind == "Job"
+                        && o.api_version.starts_with("batch.volcano.sh/")
+                        && o.controller == Some(true)
+                })
+                .map(|o| o.name.clone())
+        };
         let extra = crate::view::Extra {
             condition: &condition,
             evicting: &evicting,
+            job: &owner_job,
         };
         crate::view::build(self.cache.world(), role, &extra)
     }

@@ -36,7 +36,7 @@ pub fn helm() -> Option<PathBuf> {
             bin.display()
         ),
         _ => {
-            eprintln!("skipped: no helm (set HELM or put helm on PATH; .ci/run installs it)");
+            tephra_envtest::skip("no helm (set HELM or put helm on PATH; .ci/run installs it)");
             None
         }
     }

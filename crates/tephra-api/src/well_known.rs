@@ -98,3 +98,39 @@ pub mod resources {
     /// Node label naming the GPU model.
     pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 }
+
+/// A declared pod's `PodScheduled` condition once a member runs its copy (fleet mode): reason
+/// [`placed::REASON`], and a message naming the member, the node and the `kubectl` command for
+/// its logs (the control plane's pod has no node, so `kubectl logs` there cannot serve them).
+/// The index writes it; `tephra job view` reads the member and node back.
+pub mod placed {
+    /// The condition's reason.
+    pub const REASON: &str = "PlacedInMember";
+
+    /// The condition's message for pod `namespace/name` running in `cluster` on `node`.
+    pub fn message(cluster: &str, node: &str, namespace: &str, name: &str) -> String {
+        format!(
+            "running in member cluster {cluster} on node {node}; its logs: kubectl --context \
+             {cluster} logs -n {namespace} {name}"
+        )
+    }
+
+    /// The member and node a [`message`] names.
+    pub fn parse(message: &str) -> Option<(&str, &str)> {
+        let rest = message.strip_prefix("running in member cluster ")?;
+        let (cluster, rest) = rest.split_once(" on node ")?;
+        let node = rest.split(';').next()?.trim();
+        (!cluster.is_empty() && !node.is_empty()).then_some((cluster, node))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn the_member_and_node_are_read_back_from_the_message() {
+            let m = super::message("us-east", "gpu-3", "ml", "train-worker-0");
+            assert_eq!(super::parse(&m), Some(("us-east", "gpu-3")));
+            assert!(m.ends_with("kubectl --context us-east logs -n ml train-worker-0"));
+            assert_eq!(super::parse("waits for a node"), None);
+        }
+    }
+}

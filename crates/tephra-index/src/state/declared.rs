@@ -118,9 +118,10 @@ impl DeclaredPods {
                 "reason": "WaitingInMember",
                 "message": format!("created in member cluster {cluster}; waits for its kube-scheduler ({scheduler}) to bind it to node {planned}")})
         } else {
+            use tephra_api::well_known::placed;
             serde_json::json!({"type": "PodScheduled", "status": "True",
-                "reason": "PlacedInMember",
-                "message": format!("running in member cluster {cluster} on node {node}")})
+                "reason": placed::REASON,
+                "message": placed::message(cluster, &node, namespace, name)})
         };
         let mut conditions = vec![condition];
         conditions.extend(ready_conditions);

@@ -4,8 +4,9 @@
 //! its PodGroup's conditions, where its ResourceBinding places it, and its last events.
 
 use clap::{Args, Subcommand};
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
+use tephra_api::well_known::JOB_NAME;
 use tephra_api::{Job, PodGroup, ResourceBinding};
 
 use super::print::{CliError, Listing};
@@ -307,6 +308,59 @@ async fn command(client: &kube::Client, ns: &str, name: &str, action: &str) -> a
     Ok(())
 }
 
+/// Whether the Job has finished (Completed, Failed, Terminated or Aborted).
+fn finished(j: &Job) -> bool {
+    matches!(
+        phase(j).as_str(),
+        "Completed" | "Failed" | "Terminated" | "Aborted"
+    )
+}
+
+/// Where pod `p` runs: its node, or in a fleet the member and node its `PodScheduled`
+/// condition names, with the command for its logs there.
+fn pod_where(p: &Pod) -> String {
+    use tephra_api::well_known::placed;
+    let conditions = p.status.iter().flat_map(|s| s.conditions.iter().flatten());
+    for c in conditions {
+        if c.type_ == "PodScheduled"
+            && c.reason.as_deref() == Some(placed::REASON)
+            && let Some((cluster, node)) = c.message.as_deref().and_then(placed::parse)
+        {
+            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            return format!(
+                "member {cluster}, node {node} (logs: kubectl --context {cluster} logs -n {ns} {name})"
+            );
+        }
+    }
+    match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        Some(node) => format!("node {node}"),
+        None => "not placed".to_string(),
+    }
+}
+
+/// The `Where its pods run:` section: each pod's phase and where it runs.
+fn pod_lines(pods: &[Pod]) -> String {
+    let mut pods: Vec<&Pod> = pods.iter().collect();
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut out = String::from("Where its pods run:\n");
+    if pods.is_empty() {
+        out.push_str("  none\n");
+    }
+    for p in pods {
+        out.push_str(&format!(
+            "  {} {} {}\n",
+            p.metadata.name.as_deref().unwrap_or_default(),
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending"),
+            pod_where(p)
+        ));
+    }
+    out
+}
+
 /// The `Expected:` line for a waiting job's PodGroup, from its `tephra.io/expected-start`.
 fn expected_start(g: &PodGroup, now: i64) -> Option<String> {
     use tephra_kube::eta::{EXPECTED_START, Expected};
@@ -399,8 +453,17 @@ async fn view(
                 out.push_str(&line);
             }
         }
+        None if finished(&job) => out.push_str(
+            "PodGroup:   gone (a Job gives its PodGroup up when it finishes, as in Volcano)\n",
+        ),
         None => out.push_str("PodGroup:   none yet\n"),
     }
+    // Its pods and where each runs (or ran): a member and node in a fleet.
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("{JOB_NAME}={name}")))
+        .await
+        .map_err(|e| CliError::api("pods", e))?;
+    out.push_str(&pod_lines(&pods.items));
     // Where the fleet placed it.
     let gname = group.as_ref().and_then(|g| g.metadata.name.clone());
     if let Some(gn) = &gname
@@ -463,6 +526,39 @@ mod tests {
             "spec": {}
         }))
         .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn each_pod_says_where_it_runs_and_a_declared_pod_how_to_read_its_logs() {
+        let message = tephra_api::well_known::placed::message("us-east", "gpu-3", "ml", "w-0");
+        let pods = [
+            pod(serde_json::json!({
+                "metadata": {"name": "w-1", "namespace": "ml"},
+                "spec": {"containers": [], "nodeName": "n7"},
+                "status": {"phase": "Succeeded"}
+            })),
+            pod(serde_json::json!({
+                "metadata": {"name": "w-0", "namespace": "ml"},
+                "spec": {"containers": []},
+                "status": {"phase": "Running", "conditions": [
+                    {"type": "PodScheduled", "status": "True", "reason": "PlacedInMember",
+                     "message": message}]}
+            })),
+            pod(serde_json::json!({
+                "metadata": {"name": "w-2", "namespace": "ml"},
+                "spec": {"containers": []}
+            })),
+        ];
+        assert_eq!(
+            pod_lines(&pods),
+            "Where its pods run:\n  w-0 Running member us-east, node gpu-3 (logs: kubectl --context us-east \
+             logs -n ml w-0)\n  w-1 Succeeded node n7\n  w-2 Pending not placed\n"
+        );
+        assert_eq!(pod_lines(&[]), "Where its pods run:\n  none\n");
     }
 
     #[test]

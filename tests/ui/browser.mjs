@@ -199,6 +199,7 @@ try {
   );
   const eta = await page.locator('tr[data-job^="default/queued"] td[data-eta]').innerText();
   check("a job waiting behind jobs expected to run 30m is expected in about 30m", true, eta);
+  check("the expected start says how sure it is", /· high/.test(eta), eta);
   const never_eta = await page.locator('tr[data-job^="default/never"] td[data-eta]').innerText();
   check("the job that never fits is expected never, with why", never_eta.startsWith("never: it can never be placed"), never_eta);
   await page.screenshot({ path: join(shots, "jobs-eta.png"), fullPage: true });
@@ -210,6 +211,9 @@ try {
   const detail = await page.locator("main").innerText();
   check("a job's page shows its expected start and its history", /in (2\d|30)m/.test(detail) && /Pending|Inqueue/.test(detail),
     detail.replace(/\s+/g, " ").slice(0, 200));
+  const basis = await page.locator("dd[data-basis]").innerText();
+  check("a job's page says what its expected start assumes", /assumes \d+ running pod\(s\) end before it/.test(basis) &&
+    /default\/hog-[ab] ends/.test(basis) && basis.includes("tephra.io/expected-duration"), basis);
   await page.screenshot({ path: join(shots, "job.png"), fullPage: true });
   const split = await page.evaluate(() => perCluster("2/2 tasks in gang unschedulable: cluster east: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu; cluster west: cluster is tainted"));
   check("a waiting job's reason is split by member cluster",

@@ -71,6 +71,9 @@ pub const EXPECTED_DURATION: &str = "tephra.io/expected-duration";
 /// PodGroup annotation the scheduler writes on a waiting job: its expected start (RFC 3339),
 /// or `after <time>` when it does not start within the forecast's horizon.
 pub const EXPECTED_START: &str = "tephra.io/expected-start";
+/// PodGroup annotation saying what its expected start assumes: how sure it is and which
+/// running jobs it assumes end first, with where each expected run comes from.
+pub const EXPECTED_START_BASIS: &str = "tephra.io/expected-start-basis";
 /// Simulator annotation on a Job manifest: when it is submitted (a duration such as `10m`).
 pub const SIM_SUBMIT_AT: &str = "tephra.io/sim-submit-at";
 /// Simulator annotation on a Job manifest: how long its pods run (a duration such as `2h`).

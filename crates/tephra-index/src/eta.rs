@@ -15,7 +15,7 @@ use tephra_scheduler::eta::{Budget, Never, forecast};
 use tephra_scheduler::model::GroupPhase;
 
 use crate::state::State;
-use crate::state::durations::Durations;
+use crate::state::durations::{Durations, Source};
 use crate::view::FleetView;
 use crate::writes::Write;
 
@@ -24,6 +24,9 @@ use crate::writes::Write;
 /// horizon's end), or `never: <why>` when it never starts as the fleet is (it can never be
 /// placed, or its queue does not exist).
 pub use tephra_api::well_known::EXPECTED_START;
+/// The PodGroup annotation that says what its expected start assumes ([`Basis::text`]),
+/// written with [`EXPECTED_START`].
+pub use tephra_api::well_known::EXPECTED_START_BASIS;
 
 /// A move smaller than this (seconds) is never written.
 const MIN_MOVE_S: i64 = 60;
@@ -128,6 +131,151 @@ pub struct Predictions {
     pub sessions: u32,
     /// Whether the budget ran out before the horizon.
     pub cut_short: bool,
+    /// What each expected start (`Expected::At`) assumes of the jobs running now.
+    pub basis: BTreeMap<String, Basis>,
+}
+
+/// How sure an expected start is: as sure as the least trusted expected run it assumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Every run it assumes is declared (expected duration, deadline, simulated run).
+    High,
+    /// Some run it assumes is the median of completed runs like it.
+    Medium,
+    /// Some run it assumes is the default: nothing is known of it.
+    Low,
+}
+
+impl Confidence {
+    fn of(source: Source) -> Self {
+        match source {
+            Source::Annotation | Source::Deadline | Source::Simulated => Self::High,
+            Source::History => Self::Medium,
+            Source::Default => Self::Low,
+        }
+    }
+}
+
+/// A running job an expected start assumes ends before it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AssumedEnd {
+    /// The job, as the user named it (`namespace/name` of its Volcano Job, or of its
+    /// PodGroup).
+    pub job: String,
+    /// When its last pod to end before the start is expected to end (seconds).
+    pub at: i64,
+    /// Where that pod's expected run comes from, in words.
+    pub from: &'static str,
+}
+
+/// What an expected start assumes: the running jobs that end last before it (those whose
+/// room it most likely waits for, at most [`ASSUMED_SHOWN`]), and how sure it is (every
+/// running pod assumed to end before it counts).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Basis {
+    /// How sure.
+    pub confidence: Confidence,
+    /// The running jobs assumed to end before it, the latest first.
+    pub ends: Vec<AssumedEnd>,
+    /// Running pods assumed to end before it, in all.
+    pub pods: u32,
+}
+
+/// Running jobs named in a [`Basis`].
+pub const ASSUMED_SHOWN: usize = 3;
+
+impl Basis {
+    /// In words: `high confidence; assumes default/a ends at 06:05Z (its ...), ...`.
+    pub fn text(&self) -> String {
+        let confidence = match self.confidence {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        };
+        if self.ends.is_empty() {
+            return format!("{confidence} confidence; assumes no running job ends first");
+        }
+        let ends: Vec<String> = self
+            .ends
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} ends at {} ({})",
+                    e.job,
+                    Expected::At(e.at).text(),
+                    e.from
+                )
+            })
+            .collect();
+        format!(
+            "{confidence} confidence; assumes {} running pod(s) end before it, last of all: {}",
+            self.pods,
+            ends.join("; ")
+        )
+    }
+}
+
+/// What each start in `starts` assumes, from the running pods' expected ends.
+fn bases(
+    world: &tephra_scheduler::cache::World,
+    durations: &Durations,
+    names: &std::collections::HashMap<String, String>,
+    now: i64,
+    starts: &BTreeMap<String, i64>,
+) -> BTreeMap<String, Basis> {
+    if starts.is_empty() {
+        return BTreeMap::new();
+    }
+    // Every running pod's expected end, earliest first.
+    let mut ends: Vec<(i64, Source, &str)> = Vec::new();
+    for (_, t) in world.tasks.iter() {
+        if t.node.is_none() || !t.spec.status.holds_node() {
+            continue;
+        }
+        let Some(job) = world.jobs.get(t.job).filter(|j| !j.ghost) else {
+            continue;
+        };
+        let (left, source) = durations.remaining_from(world, &t.spec, now);
+        let name = names.get(&job.key).unwrap_or(&job.key);
+        ends.push((now + left, source, name.as_str()));
+    }
+    ends.sort_unstable();
+    // The least trusted source among the first i ends.
+    let mut worst = Vec::with_capacity(ends.len());
+    let mut w = Source::Annotation;
+    for (_, s, _) in &ends {
+        w = w.max(*s);
+        worst.push(w);
+    }
+    starts
+        .iter()
+        .map(|(job, &at)| {
+            let n = ends.partition_point(|(t, _, _)| *t <= at);
+            let mut shown: Vec<AssumedEnd> = Vec::new();
+            for (t, s, j) in ends[..n].iter().rev() {
+                if shown.len() == ASSUMED_SHOWN {
+                    break;
+                }
+                if !shown.iter().any(|e| e.job == *j) {
+                    shown.push(AssumedEnd {
+                        job: (*j).to_string(),
+                        at: *t,
+                        from: s.describe(),
+                    });
+                }
+            }
+            let confidence = n
+                .checked_sub(1)
+                .map_or(Confidence::High, |i| Confidence::of(worst[i]));
+            let basis = Basis {
+                confidence,
+                ends: shown,
+                pods: n as u32,
+            };
+            (job.clone(), basis)
+        })
+        .collect()
 }
 
 /// What one round is given.
@@ -135,6 +283,9 @@ pub struct Predictions {
 pub struct Round {
     cache: Cache,
     durations: Durations,
+    /// Volcano Jobs' keys by their PodGroups' ([`State::user_keys`]), to name running jobs
+    /// as users named them.
+    names: std::collections::HashMap<String, String>,
     config: Arc<SchedulerConfig>,
     now: i64,
     budget: Budget,
@@ -153,6 +304,7 @@ impl Round {
         Self {
             cache: state.cache().clone(),
             durations: state.durations().clone().with_default(default_s),
+            names: state.user_keys(),
             config,
             now,
             budget,
@@ -167,6 +319,7 @@ impl Round {
         let runs_for =
             |pod: &tephra_scheduler::model::PodSpec| self.durations.remaining(world, pod, self.now);
         let f = forecast(&self.cache, &self.config, self.now, &runs_for, self.budget);
+        let basis = bases(world, &self.durations, &self.names, self.now, &f.starts);
         let end = self.now + self.budget.horizon;
         let mut jobs: BTreeMap<String, Expected> = f
             .starts
@@ -185,6 +338,7 @@ impl Round {
             unresolved: f.unresolved,
             sessions: f.sessions,
             cut_short: f.cut_short,
+            basis,
         }
     }
 }
@@ -213,12 +367,19 @@ pub fn annotation_writes(state: &State, p: &Predictions, now: i64) -> Vec<Write>
         let Some((namespace, name)) = job.split_once('/') else {
             continue;
         };
+        // What it assumes goes with it (and goes with it).
+        let basis = value
+            .as_ref()
+            .and_then(|_| p.basis.get(job))
+            .map(Basis::text);
         out.push(Write::GroupAnnotation {
             cluster: cluster.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
-            key: EXPECTED_START.to_string(),
-            value,
+            set: vec![
+                (EXPECTED_START.to_string(), value),
+                (EXPECTED_START_BASIS.to_string(), basis),
+            ],
         });
     }
     out
@@ -235,7 +396,11 @@ pub fn annotate_view(view: &mut FleetView, p: &Predictions) {
         cut_short: p.cut_short,
     });
     for j in &mut view.jobs {
-        match p.jobs.get(&format!("{}/{}", j.namespace, j.name)) {
+        let key = format!("{}/{}", j.namespace, j.name);
+        if let Some(b) = p.basis.get(&key) {
+            j.expected_basis = Some(b.text());
+        }
+        match p.jobs.get(&key) {
             Some(Expected::At(t)) => j.expected_start = Some(*t),
             Some(Expected::After(t)) => j.expected_after = Some(*t),
             Some(e @ Expected::Never(_)) => j.expected_never = e.never_why().map(str::to_string),

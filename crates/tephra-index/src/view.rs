@@ -115,6 +115,10 @@ pub struct JobView {
     pub expected_start: Option<i64>,
     /// Or: not before this time (it does not start within the forecast's horizon).
     pub expected_after: Option<i64>,
+    /// What the expected start assumes: how sure it is and which running jobs it assumes end
+    /// first ([`crate::eta::Basis::text`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_basis: Option<String>,
     /// Why it never starts as the fleet is (it can never be placed, its queue does not
     /// exist): never is not "later".
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -352,6 +356,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             }),
             expected_start: None,
             expected_after: None,
+            expected_basis: None,
             expected_never: None,
             evicting: (extra.evicting)(&job.key),
             domain,

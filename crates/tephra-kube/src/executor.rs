@@ -704,12 +704,13 @@ impl Inner {
             Write::GroupAnnotation {
                 namespace,
                 name,
-                key,
-                value,
+                set,
                 ..
             } => {
                 let api: Api<PodGroup> = Api::namespaced(client, namespace);
-                let patch = json!({"metadata": {"annotations": {key.as_str(): value}}});
+                let annotations: serde_json::Map<String, serde_json::Value> =
+                    set.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                let patch = json!({"metadata": {"annotations": annotations}});
                 match api
                     .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await

@@ -99,16 +99,21 @@ fn fleet() -> State {
         Obj::Queue(Box::new(serde_json::from_value(q).unwrap())),
     );
     group(&mut s, "run", "Running", json!({}));
+    running_since_400(&mut s, json!({"tephra.io/expected-duration": "20m"}));
+    s
+}
+
+/// Pod `r0` of job `run`, on `n0` since 400, with `annotations` (its run's length, if any).
+fn running_since_400(s: &mut State, annotations: Value) {
     pod(
-        &mut s,
+        s,
         400,
         "r0",
         "run",
-        json!({"metadata": {"annotations": {"tephra.io/expected-duration": "20m"}},
+        json!({"metadata": {"annotations": annotations},
                "spec": {"nodeName": "n0"},
                "status": {"phase": "Running", "startTime": stamp(400)}}),
     );
-    s
 }
 
 /// Job `wait`, admitted, its PodGroup saying it runs 5 minutes; its pod waits.
@@ -206,7 +211,7 @@ fn the_annotation_is_written_when_missing_or_moved_enough_and_removed_once_runni
     let value = |w: &[Write]| -> Vec<(String, Option<String>)> {
         w.iter()
             .filter_map(|w| match w {
-                Write::GroupAnnotation { name, value, .. } => Some((name.clone(), value.clone())),
+                Write::GroupAnnotation { name, set, .. } => Some((name.clone(), set[0].1.clone())),
                 _ => None,
             })
             .collect()
@@ -285,4 +290,71 @@ fn a_move_is_worth_writing_past_a_tenth_of_the_wait_and_a_minute() {
     assert!(old.moved(Expected::After(2_000), 1_000), "a change of kind");
     assert_eq!(Expected::parse(&old.text()), Some(old));
     assert_eq!(Expected::parse("soon"), None);
+}
+
+#[test]
+fn an_expected_start_says_which_running_jobs_it_assumes_end_first_and_how_sure_it_is() {
+    let mut s = fleet();
+    five_minutes_waiting(&mut s);
+    let p = predict(&s, 1_000);
+    // `run` says 20 minutes and ends at 1600, when `wait` starts: declared, so high.
+    let b = p
+        .basis
+        .get("ns/wait")
+        .expect("a basis for the expected start");
+    assert_eq!(b.confidence, Confidence::High, "{b:?}");
+    assert_eq!(b.pods, 1);
+    assert_eq!(
+        b.ends,
+        vec![AssumedEnd {
+            job: "ns/run".into(),
+            at: 1_600,
+            from: "its tephra.io/expected-duration"
+        }]
+    );
+    assert_eq!(
+        b.text(),
+        format!(
+            "high confidence; assumes 1 running pod(s) end before it, last of all: ns/run ends \
+             at {} (its tephra.io/expected-duration)",
+            stamp(1_600)
+        )
+    );
+    // The basis is written with the expected start, in one write.
+    let writes = annotation_writes(&s, &p, 1_000);
+    let Some(Write::GroupAnnotation { set, .. }) = writes.first() else {
+        panic!("{writes:?}");
+    };
+    assert_eq!(set[1], (EXPECTED_START_BASIS.to_string(), Some(b.text())));
+    // Without the running job's annotation nothing is known of it: the default hour, low.
+    let mut s = fleet();
+    running_since_400(&mut s, json!({}));
+    five_minutes_waiting(&mut s);
+    let p = predict(&s, 1_000);
+    let b = &p.basis["ns/wait"];
+    assert_eq!(p.jobs.get("ns/wait"), Some(&Expected::At(4_000)));
+    assert_eq!(b.confidence, Confidence::Low, "{b:?}");
+    assert_eq!(b.ends[0].from, "nothing known: the default run");
+}
+
+#[test]
+fn a_pod_runs_for_the_sim_duration_tephra_dev_gives_it_when_nothing_declares_a_run() {
+    let mut s = fleet();
+    running_since_400(&mut s, json!({"tephra.io/sim-duration": "3h"}));
+    five_minutes_waiting(&mut s);
+    let world = s.cache().world();
+    let spec = world
+        .tasks
+        .get(world.task_id("ns/r0").unwrap())
+        .unwrap()
+        .spec
+        .clone();
+    use crate::state::durations::Source;
+    assert_eq!(
+        s.durations().expected(world, &spec),
+        (3 * 3600, Source::Simulated)
+    );
+    let p = predict(&s, 1_000);
+    assert_eq!(p.jobs.get("ns/wait"), Some(&Expected::At(400 + 3 * 3600)));
+    assert_eq!(p.basis["ns/wait"].confidence, Confidence::High);
 }

@@ -2,7 +2,8 @@
 //! what it is expected to take in all, and what the completed runs of each queue and request
 //! shape took. A pod's expected run is, first found: its `tephra.io/expected-duration`
 //! annotation (Go's duration syntax, such as `90m`), its PodGroup's, the pod's
-//! `activeDeadlineSeconds` (the kubelet ends it then), the median of the last completed runs of
+//! `activeDeadlineSeconds` (the kubelet ends it then), its `tephra.io/sim-duration` (the run
+//! `tephra dev`'s kubelets and `tephra sim` give it), the median of the last completed runs of
 //! pods of the same queue and request, and otherwise a default. A run counts once it Succeeded,
 //! from `status.startTime` to its containers' last `finishedAt`.
 
@@ -32,19 +33,36 @@ struct Run {
     expected: Option<i64>,
     /// Whether the expectation is the annotation (which goes before the PodGroup's).
     annotated: bool,
+    /// `tephra.io/sim-duration`, seconds: how long a simulated kubelet runs it.
+    simulated: Option<i64>,
 }
 
-/// Where an expected run came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where an expected run came from, most trusted first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {
     /// The pod's or its PodGroup's `tephra.io/expected-duration`.
     Annotation,
     /// The pod's `activeDeadlineSeconds`.
     Deadline,
+    /// The pod's `tephra.io/sim-duration`, which `tephra dev` and `tephra sim` run it for.
+    Simulated,
     /// The median of completed runs of the same queue and request.
     History,
     /// Nothing known: the default.
     Default,
+}
+
+impl Source {
+    /// In words, for a user reading what a forecast assumed.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Annotation => "its tephra.io/expected-duration",
+            Self::Deadline => "its activeDeadlineSeconds",
+            Self::Simulated => "its tephra.io/sim-duration, the run tephra dev gives it",
+            Self::History => "the median of completed runs like it",
+            Self::Default => "nothing known: the default run",
+        }
+    }
 }
 
 /// Pods' runs, PodGroups' expected durations and completed runs.
@@ -120,10 +138,17 @@ impl Durations {
             .as_ref()
             .and_then(|s| s.active_deadline_seconds)
             .filter(|d| *d > 0);
+        let simulated = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(tephra_api::well_known::SIM_DURATION))
+            .and_then(|v| parse_seconds(v));
         let run = Run {
             started,
             expected: annotated.or(deadline),
             annotated: annotated.is_some(),
+            simulated,
         };
         self.pods.insert(key.to_string(), run);
         let succeeded = status.and_then(|s| s.phase.as_deref()) == Some("Succeeded");
@@ -193,6 +218,9 @@ impl Durations {
         if let Some(s) = run.expected {
             return (s, Source::Deadline);
         }
+        if let Some(s) = run.simulated {
+            return (s, Source::Simulated);
+        }
         let queue = queue_of(world, pod);
         if let Some(runs) = self.history.get(&(queue.to_string(), pod.shape.request))
             && !runs.is_empty()
@@ -207,11 +235,17 @@ impl Durations {
     /// How long `pod` still runs from `now`: its expected run less what it ran already (at
     /// least a minute when it has overrun: it is expected to end soon, not to have ended).
     pub fn remaining(&self, world: &World, pod: &PodSpec, now: i64) -> i64 {
-        let (total, _) = self.expected(world, pod);
+        self.remaining_from(world, pod, now).0
+    }
+
+    /// [`Self::remaining`], and what its expected run comes from.
+    pub fn remaining_from(&self, world: &World, pod: &PodSpec, now: i64) -> (i64, Source) {
+        let (total, source) = self.expected(world, pod);
         let key = format!("{}/{}", pod.namespace, pod.name);
-        match self.pods.get(&key).and_then(|r| r.started) {
+        let left = match self.pods.get(&key).and_then(|r| r.started) {
             Some(started) if pod.status.holds_node() => (total - (now - started)).max(60),
             _ => total,
-        }
+        };
+        (left, source)
     }
 }

@@ -330,6 +330,35 @@ impl State {
         }
     }
 
+    /// The Volcano Job PodGroup `job` (`namespace/name`) was made for: its controller owner
+    /// of that kind.
+    pub fn owner_job(&self, job: &str) -> Option<String> {
+        let g = self.group_objects.get(job)?;
+        g.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| {
+                o.kind == "Job"
+                    && o.api_version.starts_with("batch.volcano.sh/")
+                    && o.controller == Some(true)
+            })
+            .map(|o| o.name.clone())
+    }
+
+    /// Each PodGroup made for a Volcano Job (`namespace/podgroup`), with the Job's key
+    /// (`namespace/job`): the names users gave.
+    pub fn user_keys(&self) -> std::collections::HashMap<String, String> {
+        self.group_objects
+            .keys()
+            .filter_map(|k| {
+                let job = self.owner_job(k)?;
+                let ns = k.split_once('/').map_or("default", |(ns, _)| ns);
+                Some((k.clone(), format!("{ns}/{job}")))
+            })
+            .collect()
+    }
+
     /// What the web UI shows of the fleet, as this replica (`role`) holds it.
     pub fn view(&self, role: &str) -> crate::view::FleetView {
         let condition = |job: &str| {
@@ -346,20 +375,7 @@ impl State {
                 .map(|c| c.iter().cloned().collect())
                 .unwrap_or_default()
         };
-        // The Volcano Job a PodGroup was made for: its controller owner of that kind.
-        let owner_job = |job: &str| {
-            let g = self.group_objects.get(job)?;
-            g.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| {
-                    o.kind == "Job"
-                        && o.api_version.starts_with("batch.volcano.sh/")
-                        && o.controller == Some(true)
-                })
-                .map(|o| o.name.clone())
-        };
+        let owner_job = |job: &str| self.owner_job(job);
         let extra = crate::view::Extra {
             condition: &condition,
             evicting: &evicting,

@@ -168,7 +168,7 @@ pub enum Write {
         /// The status.
         status: PodGroupStatus,
     },
-    /// Set (or remove, `None`) one annotation of a PodGroup.
+    /// Set (or remove, `None`) annotations of a PodGroup, in one write.
     GroupAnnotation {
         /// The cluster holding the PodGroup.
         cluster: String,
@@ -176,10 +176,8 @@ pub enum Write {
         namespace: String,
         /// Name.
         name: String,
-        /// Annotation key.
-        key: String,
-        /// Its value; `None` removes it.
-        value: Option<String>,
+        /// Each annotation's key and value; `None` removes it.
+        set: Vec<(String, Option<String>)>,
     },
     /// Set a HyperNode's `status.nodeCount` (in a member).
     HyperNodeStatus {

@@ -452,6 +452,14 @@ async fn view(
             if let Some(line) = expected_start(g, k8s_openapi::jiff::Timestamp::now().as_second()) {
                 out.push_str(&line);
             }
+            if let Some(basis) = g
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(tephra_api::well_known::EXPECTED_START_BASIS))
+            {
+                out.push_str(&format!("Assumes:    {basis}\n"));
+            }
         }
         None if finished(&job) => out.push_str(
             "PodGroup:   gone (a Job gives its PodGroup up when it finishes, as in Volcano)\n",

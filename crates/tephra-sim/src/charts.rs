@@ -1,11 +1,13 @@
 //! Charts as standalone SVG files: per-cluster GPU and CPU utilization over time, each
-//! queue's GPU share against its deserved share over time, and the distribution of queue wait
-//! times. Plain SVG text, no plotting dependency.
+//! queue's share of the GPUs in use (of the CPUs, for a queue that uses no GPU) against its
+//! deserved share over time, and the distribution of queue wait times, stacked by queue. Plain
+//! SVG text, no plotting dependency.
 //!
 //! Sampled figures hold until the next sample, so they are drawn as steps, not diagonals; a
-//! series that does not apply (the GPUs of a CPU-only cluster, the GPU share of a queue that
-//! has none and uses none) is left out rather than drawn as a flat 0 %; member outages are
-//! shaded; time axes are ticked at round durations.
+//! series that does not apply (the GPUs of a CPU-only cluster) is left out rather than drawn as
+//! a flat 0 %; a share is not drawn while almost nothing is in use (a gap, not a jump to 100 %
+//! for the last job running); member outages are shaded; time axes are ticked at round
+//! durations.
 
 use std::fmt::Write;
 
@@ -164,6 +166,25 @@ fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
+/// The runs of `points` between values that are not numbers, each with its last value held
+/// until the gap that ends it.
+fn runs(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut out = Vec::new();
+    let mut run: Vec<(f64, f64)> = Vec::new();
+    for &(x, y) in points {
+        if y.is_finite() {
+            run.push((x, y));
+        } else if let Some(&(_, last)) = run.last() {
+            run.push((x, last));
+            out.push(std::mem::take(&mut run));
+        }
+    }
+    if !run.is_empty() {
+        out.push(run);
+    }
+    out
+}
+
 fn line_chart(
     title: &str,
     y_label: &str,
@@ -197,27 +218,31 @@ fn line_chart(
         if ser.points.is_empty() {
             continue;
         }
-        let pts: Vec<String> = steps(&ser.points)
-            .iter()
-            .map(|(x, y)| {
-                format!(
-                    "{:.1},{:.1}",
-                    x0 + x / x_max * (x1 - x0),
-                    y0 - (y / y_max).clamp(0.0, 1.05) * (y0 - y1)
-                )
-            })
-            .collect();
         let dash = if ser.dashed {
             r#" stroke-dasharray="6 4""#
         } else {
             ""
         };
-        let _ = writeln!(
-            s,
-            r##"<polyline fill="none" stroke="{}" stroke-width="1.6"{dash} points="{}"/>"##,
-            ser.color,
-            pts.join(" ")
-        );
+        // A value that is not a number is a gap: each run between gaps is its own line, its
+        // last value held until the gap begins.
+        for run in runs(&ser.points) {
+            let pts: Vec<String> = steps(&run)
+                .iter()
+                .map(|(x, y)| {
+                    format!(
+                        "{:.1},{:.1}",
+                        x0 + x / x_max * (x1 - x0),
+                        y0 - (y / y_max).clamp(0.0, 1.05) * (y0 - y1)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                r##"<polyline fill="none" stroke="{}" stroke-width="1.6"{dash} points="{}"/>"##,
+                ser.color,
+                pts.join(" ")
+            );
+        }
         let ly = TOP + 14.0 + 18.0 * i as f64;
         let _ = writeln!(
             s,
@@ -300,33 +325,44 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
     let mut series = Vec::new();
     for (i, (q, rep)) in r.queues.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        // A queue with no GPU share that used none: nothing to draw.
-        if rep.gpu_hours == 0.0 && rep.deserved_share == 0.0 {
+        // A queue that has no GPU share and uses no GPU is drawn by its share of the CPUs.
+        let gpus = !(rep.gpu_hours == 0.0 && rep.deserved_share == 0.0);
+        let share = |s: &crate::report::Sample| {
+            let by = if gpus {
+                &s.queue_gpu_share
+            } else {
+                &s.queue_cpu_share
+            };
+            by.get(q).copied().unwrap_or(f64::NAN)
+        };
+        let points: Vec<(f64, f64)> = r.series.iter().map(|s| (s.t, share(s))).collect();
+        if !points.iter().any(|p| p.1 > 0.0) {
             continue;
         }
-        let points: Vec<(f64, f64)> = r
-            .series
-            .iter()
-            .map(|s| (s.t, s.queue_gpu_share.get(q).copied().unwrap_or(0.0)))
-            .collect();
         series.push(Series {
-            name: format!("{q} actual"),
+            name: if gpus {
+                format!("{q} actual")
+            } else {
+                format!("{q} actual (CPU)")
+            },
             color,
             dashed: false,
             points,
         });
-        series.push(Series {
-            name: format!("{q} deserved"),
-            color,
-            dashed: true,
-            points: vec![(0.0, rep.deserved_share), (end, rep.deserved_share)],
-        });
+        if gpus {
+            series.push(Series {
+                name: format!("{q} deserved"),
+                color,
+                dashed: true,
+                points: vec![(0.0, rep.deserved_share), (end, rep.deserved_share)],
+            });
+        }
     }
     out.push((
         "queue-share.svg".to_string(),
         line_chart(
-            "Share of GPUs in use by queue, against deserved share",
-            "share of GPUs in use",
+            "Share of GPUs in use by queue (of CPUs for CPU-only queues), against deserved share",
+            "share of GPUs (CPUs) in use",
             &series,
             &spans,
             1.0,
@@ -334,10 +370,11 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
         ),
     ));
 
-    // Wait-time distribution: bars over log-spaced bins, regrouped to at most 30 bars.
+    // Wait-time distribution: bars over log-spaced bins, regrouped to at most 30 bars, each
+    // bar stacked by queue.
     let bins = r.wait_histogram.bins();
     let mut s = frame(
-        "Distribution of queue wait times (all jobs)",
+        "Distribution of queue wait times, by queue",
         "wait (log scale)",
         "jobs",
     );
@@ -346,13 +383,28 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
         let hi = bins.last().map_or(1.0, |b| b.1).max(lo * 2.0);
         let n_bars = 30usize;
         let (llo, lhi) = (lo.ln(), hi.ln());
-        let mut counts = vec![0u64; n_bars];
-        for (a, _, c) in &bins {
+        let bar = |a: f64| {
             let f = ((a.max(lo)).ln() - llo) / (lhi - llo);
-            let i = ((f * n_bars as f64) as usize).min(n_bars - 1);
-            counts[i] += c;
-        }
-        let y_max = nice_max(counts.iter().copied().max().unwrap_or(1).max(1) as f64);
+            ((f * n_bars as f64) as usize).min(n_bars - 1)
+        };
+        // Each queue's counts per bar, in the report's queue order (its colour index).
+        let queues: Vec<(usize, &String, Vec<u64>)> = r
+            .queues
+            .keys()
+            .enumerate()
+            .filter_map(|(i, q)| {
+                let h = r.wait_by_queue.get(q)?;
+                let mut counts = vec![0u64; n_bars];
+                for (a, _, c) in h.bins() {
+                    counts[bar(a)] += c;
+                }
+                counts.iter().any(|c| *c > 0).then_some((i, q, counts))
+            })
+            .collect();
+        let totals: Vec<u64> = (0..n_bars)
+            .map(|b| queues.iter().map(|(_, _, c)| c[b]).sum())
+            .collect();
+        let y_max = nice_max(totals.iter().copied().max().unwrap_or(1).max(1) as f64);
         // Round durations on the log axis.
         let ticks: Vec<(f64, String)> = [
             1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14_400.0, 28_800.0,
@@ -371,15 +423,30 @@ pub fn render(r: &Report) -> Vec<(String, String)> {
         );
         let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
         let bw = (x1 - x0) / n_bars as f64;
-        for (i, c) in counts.iter().enumerate() {
-            let h = *c as f64 / y_max * (y0 - y1);
+        let mut base = vec![0.0f64; n_bars];
+        for (n, (i, q, counts)) in queues.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            for (b, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                let h = *c as f64 / y_max * (y0 - y1);
+                let _ = writeln!(
+                    s,
+                    r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/>"##,
+                    x0 + b as f64 * bw + 1.0,
+                    y0 - base[b] - h,
+                    (bw - 2.0).max(1.0),
+                    h
+                );
+                base[b] += h;
+            }
+            let ly = TOP + 14.0 + 18.0 * n as f64;
             let _ = writeln!(
                 s,
-                r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#1f77b4"/>"##,
-                x0 + i as f64 * bw + 1.0,
-                y0 - h,
-                (bw - 2.0).max(1.0),
-                h
+                r##"<rect x="{}" y="{}" width="24" height="10" fill="{color}"/><text x="{}" y="{}">{}</text>"##,
+                W - RIGHT + 12.0,
+                ly - 5.0,
+                W - RIGHT + 42.0,
+                ly + 4.0,
+                esc(q)
             );
         }
     } else {
@@ -411,6 +478,25 @@ mod tests {
                 (20.0, 0.5)
             ]
         );
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_number_breaks_the_line_and_the_last_value_holds_until_it() {
+        let nan = f64::NAN;
+        assert_eq!(
+            runs(&[
+                (0.0, 0.5),
+                (10.0, 0.6),
+                (20.0, nan),
+                (30.0, nan),
+                (40.0, 0.2)
+            ]),
+            [
+                vec![(0.0, 0.5), (10.0, 0.6), (20.0, 0.6)],
+                vec![(40.0, 0.2)]
+            ]
+        );
+        assert!(runs(&[(0.0, nan)]).is_empty());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `tephra sim`: run a scenario, print a summary, write report.json, events.jsonl and charts.
+//! `tephra sim`: run a scenario, print a summary, write report.json, events.jsonl and three
+//! charts, and name each file with what to read in it.
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -163,18 +164,61 @@ fn failover(r: &Report) -> String {
             |e| format!("for {}", tephra_sim::human::clock(e - x.at_s)),
         );
         s += &format!(
-            "  {:<16} {:<11} at {:>9} {:<14} detected after {:>6}, {:>3} job(s) moved, running again after {}\n",
+            "  {:<16} {:<11} at {:>9} {:<14} detected after {:>6}, {:>3} job(s) moved, running again after {}{}\n",
             x.cluster,
             x.kind,
             tephra_sim::human::clock(x.at_s),
             lasted,
             secs(x.detection_delay_s),
             x.jobs_moved,
-            secs(x.all_running_again_s)
+            secs(x.all_running_again_s),
+            running_again_why(x)
         );
     }
     s
 }
+
+/// Why a fault's moved gangs took as long as they did to run again: the last of them, and
+/// whether it waited for the member to come back or for room elsewhere.
+fn running_again_why(x: &tephra_sim::failover::FaultReport) -> String {
+    let (Some(job), Some(after)) = (&x.last_running_again, x.all_running_again_s) else {
+        return String::new();
+    };
+    let back_at = x.at_s + after;
+    match x.ended_s {
+        Some(end) if back_at >= end => format!(
+            " (the last, {job}, did not run again during the outage and waited {} more after {} \
+             was back, for room in the fleet: --explain {job} says why)",
+            tephra_sim::human::clock(back_at - end),
+            x.cluster
+        ),
+        _ => format!(
+            " (the last, {job}, waited that long for room in another member: --explain {job} \
+             says why)"
+        ),
+    }
+}
+
+/// The files a run writes, each with what to read in it.
+const WRITTEN: [(&str, &str); 5] = [
+    ("report.json", "every figure above, per queue and per fault"),
+    (
+        "events.jsonl",
+        "one line per decision: binds, evictions, reasons, faults",
+    ),
+    (
+        "utilization.svg",
+        "GPU and CPU in use per cluster over time, member outages shaded",
+    ),
+    (
+        "queue-share.svg",
+        "each queue's share of the GPUs in use (of the CPUs, for a CPU-only queue) against its deserved share",
+    ),
+    (
+        "wait-times.svg",
+        "how long jobs waited from submission until running, by queue",
+    ),
+];
 
 fn summary(r: &Report, out: &Path) -> String {
     let mut s = String::new();
@@ -300,9 +344,9 @@ fn summary(r: &Report, out: &Path) -> String {
     for v in &r.violations {
         s += &format!("VIOLATION: {v}\n");
     }
-    s += &format!(
-        "\nwrote {}/report.json, events.jsonl and charts\n",
-        out.display()
-    );
+    s += &format!("\nwrote to {}/:\n", out.display());
+    for (file, what) in WRITTEN {
+        s += &format!("  {file:<16} {what}\n");
+    }
     s
 }

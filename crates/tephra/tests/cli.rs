@@ -244,7 +244,35 @@ fn sim_summary_reports_the_seed_used_the_failover_and_the_units_of_its_shares() 
         "the outage is not shaded"
     );
     let share = std::fs::read_to_string(out.join("queue-share.svg")).unwrap();
-    assert!(share.contains(">research actual<") && !share.contains(">batch actual<"));
+    // The CPU-only queue is drawn by its share of the CPUs, without a GPU deserved line.
+    assert!(share.contains(">research actual<") && share.contains(">batch actual (CPU)<"));
+    assert!(!share.contains(">batch deserved<"));
+    // Waits by queue: a colour per queue.
+    let waits = std::fs::read_to_string(out.join("wait-times.svg")).unwrap();
+    assert!(
+        waits.contains(">research<") && waits.contains(">batch<"),
+        "{waits}"
+    );
+    // The summary says why the moved jobs took as long as they did, and names each file.
+    let fault = stdout
+        .lines()
+        .find(|l| l.contains("gpu-east         unreachable"))
+        .unwrap();
+    assert!(fault.contains("(the last, "), "{fault}");
+    for file in [
+        "report.json",
+        "events.jsonl",
+        "utilization.svg",
+        "queue-share.svg",
+        "wait-times.svg",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with(file) && l.len() > file.len() + 20),
+            "the summary names {file} and what to read in it: {stdout}"
+        );
+    }
     for line in util.lines().filter(|l| l.contains("<polyline")) {
         let pts: Vec<(f64, f64)> = line
             .split("points=\"")

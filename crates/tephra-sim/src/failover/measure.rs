@@ -124,12 +124,18 @@ impl Book {
         let mut records = std::mem::take(&mut self.records);
         for r in &mut records {
             let mut last_back: Option<i64> = Some(r.at_ms);
+            let mut last_job: Option<(i64, &String)> = None;
             for job in &r.moved {
                 let back = self
                     .bindings
                     .get(job)
                     .and_then(|b| b.back_at)
                     .or_else(|| (!w.flight.jobs.contains_key(job)).then_some(r.at_ms));
+                if let Some(b) = back
+                    && last_job.is_none_or(|(t, _)| b > t)
+                {
+                    last_job = Some((b, job));
+                }
                 last_back = match (last_back, back) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     _ => None,
@@ -141,6 +147,7 @@ impl Book {
             r.all_running_again_s = last_back
                 .filter(|_| !r.moved.is_empty())
                 .map(|t| (t - r.at_ms) as f64 / 1000.0);
+            r.last_running_again = r.all_running_again_s.and(last_job).map(|(_, j)| j.clone());
         }
         let t = w.fleet.timings;
         let fmax = |a: Option<f64>, b: Option<f64>| match (a, b) {

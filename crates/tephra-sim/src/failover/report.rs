@@ -25,6 +25,9 @@ pub struct FaultReport {
     /// From the fault until every moved gang ran whole again, in seconds (absent: some
     /// never did before the run ended, or none moved).
     pub all_running_again_s: Option<f64>,
+    /// The moved gang that ran whole again last, which `all_running_again_s` waited for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_running_again: Option<String>,
     /// Seconds two copies of a gang ran at once while the old member answered.
     pub duplicate_gang_s: f64,
     /// Of those, seconds beyond the pods' termination grace period. Must be 0.

@@ -17,9 +17,16 @@ pub struct Sample {
     pub t: f64,
     /// Cluster → (GPU utilization, CPU utilization), 0..1.
     pub clusters: BTreeMap<String, (f64, f64)>,
-    /// Queue → share of the GPUs in use, 0..1.
+    /// Queue → share of the GPUs in use, 0..1; NaN while fewer than two queues that ask for
+    /// GPUs have jobs not finished (a queue alone holds all there is), or fewer than
+    /// [`SHARE_FLOOR`] of the fleet's GPUs are in use (a share of almost nothing says nothing).
     pub queue_gpu_share: BTreeMap<String, f64>,
+    /// Queue → share of the CPUs in use, likewise.
+    pub queue_cpu_share: BTreeMap<String, f64>,
 }
+
+/// The part of a fleet's resource that must be in use for queues' shares of it to be drawn.
+pub const SHARE_FLOOR: f64 = 0.05;
 
 /// `report.json`.
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +71,9 @@ pub struct Report {
     /// Wait times of all jobs (not in report.json).
     #[serde(skip)]
     pub wait_histogram: Hist,
+    /// Wait times of each queue's jobs (not in report.json).
+    #[serde(skip)]
+    pub wait_by_queue: BTreeMap<String, Hist>,
     /// Where gangs started, in a fleet with HyperNodes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<TopologyReport>,

@@ -12,8 +12,8 @@ mod hist;
 pub(crate) mod stats;
 
 pub use fields::{
-    ClusterUtil, Fairness, Jobs, PendingReason, Pods, Quantiles, QueueReport, Report, Sample,
-    SchedulerReport, TopologyReport, Utilization, Wait, pending_reasons,
+    ClusterUtil, Fairness, Jobs, PendingReason, Pods, Quantiles, QueueReport, Report, SHARE_FLOOR,
+    Sample, SchedulerReport, TopologyReport, Utilization, Wait, pending_reasons,
 };
 pub use hist::Hist;
 pub use stats::Stats;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::fields::{
-    ClusterUtil, Fairness, Jobs, Pods, Quantiles, QueueReport, Report, Sample, SchedulerReport,
-    Utilization, Wait,
+    ClusterUtil, Fairness, Jobs, Pods, Quantiles, QueueReport, Report, SHARE_FLOOR, Sample,
+    SchedulerReport, Utilization, Wait,
 };
 use super::hist::Hist;
 use tephra_scheduler::cache::World;
@@ -26,6 +26,7 @@ struct QueueStats {
     wait: Hist,
     gpu_ms: f64,
     gpu_now: i64,
+    cpu_now: i64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -158,6 +159,7 @@ impl Stats {
     pub fn bound(&mut self, cluster: &str, queue: &str, gpus: i64, cpu: i64, t: i64) {
         self.bound += 1;
         self.q(queue).gpu_now += gpus;
+        self.q(queue).cpu_now += cpu;
         let c = self.clusters.entry(cluster.to_string()).or_default();
         c.advance(t);
         c.gpu_used += gpus;
@@ -168,6 +170,7 @@ impl Stats {
     /// A pod no longer holds resources.
     pub fn released(&mut self, cluster: &str, queue: &str, gpus: i64, cpu: i64, t: i64) {
         self.q(queue).gpu_now -= gpus;
+        self.q(queue).cpu_now -= cpu;
         let c = self.clusters.entry(cluster.to_string()).or_default();
         c.advance(t);
         c.gpu_used -= gpus;
@@ -190,6 +193,29 @@ impl Stats {
         }
         self.last_sample = Some(t);
         let total_gpu: i64 = self.queues.values().map(|q| q.gpu_now.max(0)).sum();
+        let total_cpu: i64 = self.queues.values().map(|q| q.cpu_now.max(0)).sum();
+        let gpu_cap: i64 = self.clusters.values().map(|c| c.gpu_cap).sum();
+        let cpu_cap: i64 = self.clusters.values().map(|c| c.cpu_cap).sum();
+        // Each queue's share of what is in use, while queues contend for it (two or more of
+        // those that ask for it have jobs not finished) and enough of the fleet is in use for
+        // a share to mean something. A queue alone holds all that is in use, and says nothing
+        // of fairness.
+        let open = |q: &&QueueStats| q.submitted > q.completed + q.failed;
+        let gpu_contended = self
+            .queues
+            .values()
+            .filter(|q| q.gpu_demand)
+            .filter(open)
+            .count()
+            >= 2;
+        let cpu_contended = self.queues.values().filter(open).count() >= 2;
+        let share = |now: i64, total: i64, cap: i64, contended: bool| {
+            if contended && total > 0 && total as f64 >= SHARE_FLOOR * cap as f64 {
+                now.max(0) as f64 / total as f64
+            } else {
+                f64::NAN
+            }
+        };
         self.samples.push(Sample {
             t: t as f64 / 1000.0,
             clusters: self
@@ -207,12 +233,20 @@ impl Stats {
                 .queues
                 .iter()
                 .map(|(n, q)| {
-                    let share = if total_gpu > 0 {
-                        q.gpu_now.max(0) as f64 / total_gpu as f64
-                    } else {
-                        0.0
-                    };
-                    (n.clone(), share)
+                    (
+                        n.clone(),
+                        share(q.gpu_now, total_gpu, gpu_cap, gpu_contended),
+                    )
+                })
+                .collect(),
+            queue_cpu_share: self
+                .queues
+                .iter()
+                .map(|(n, q)| {
+                    (
+                        n.clone(),
+                        share(q.cpu_now, total_cpu, cpu_cap, cpu_contended),
+                    )
                 })
                 .collect(),
         });
@@ -394,6 +428,11 @@ impl Stats {
             explain: Vec::new(),
             series: self.samples,
             wait_histogram: wait_all,
+            wait_by_queue: self
+                .queues
+                .iter()
+                .map(|(n, q)| (n.clone(), q.wait.clone()))
+                .collect(),
             topology: (self.topology_gangs.0 > 0).then(|| TopologyReport {
                 gangs_started: self.topology_gangs.0,
                 within_one_lowest_tier: self.topology_gangs.1,
@@ -401,5 +440,49 @@ impl Stats {
             }),
             eta: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two GPU queues on a fleet of 16 GPUs; `a` holds 8 and `b` 4 of them.
+    fn two_queues() -> Stats {
+        let mut s = Stats::default();
+        for q in ["a", "b"] {
+            s.queue(q, 1);
+            s.submitted(q, true);
+        }
+        s.cluster("c");
+        s.capacity("c", 16, 64_000);
+        s.bound("c", "a", 8, 8_000, 0);
+        s.bound("c", "b", 4, 4_000, 60_000);
+        s
+    }
+
+    #[test]
+    fn a_queues_share_is_drawn_only_while_queues_contend_for_the_resource() {
+        let mut s = two_queues();
+        let last = s.samples.last().unwrap().clone();
+        assert_eq!(last.queue_gpu_share["a"], 8.0 / 12.0);
+        assert_eq!(last.queue_gpu_share["b"], 4.0 / 12.0);
+        // `b` finishes: `a` alone holds all the GPUs in use, which says nothing of fairness.
+        s.released("c", "b", 4, 4_000, 120_000);
+        s.completed("b");
+        s.bound("c", "a", 1, 1_000, 180_000);
+        let last = s.samples.last().unwrap();
+        assert!(last.queue_gpu_share["a"].is_nan(), "{last:?}");
+        assert!(last.queue_cpu_share["a"].is_nan(), "{last:?}");
+    }
+
+    #[test]
+    fn no_share_is_drawn_while_almost_nothing_is_in_use() {
+        let mut s = two_queues();
+        // Down to 0 of 16 GPUs for `a` and 0 for `b`, one CPU left in use: below the floor.
+        s.released("c", "a", 8, 8_000, 120_000);
+        s.released("c", "b", 4, 3_000, 180_000);
+        let last = s.samples.last().unwrap();
+        assert!(last.queue_gpu_share["a"].is_nan() && last.queue_cpu_share["b"].is_nan());
     }
 }

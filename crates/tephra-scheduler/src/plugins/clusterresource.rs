@@ -5,12 +5,14 @@
 //!
 //! Arguments: `clusterresource.weight` (default 1).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::fit::{ClusterUnfit, Room};
 use crate::framework::plugin::{ClusterFilter, ClusterScorer, Plugin};
 use crate::framework::view::View;
+use crate::hash::HashMap;
 use crate::model::{Id, TaskShape, TaskStatus};
 use crate::placement::capacity::{Capacity, no_node_for};
 use crate::placement::gang::{aggregate_fit, job_needs};
@@ -19,6 +21,9 @@ use crate::resources::{Resources, dominant_share};
 /// The `clusterresource` plugin.
 pub struct ClusterResource {
     weight: f64,
+    /// What [`never_here`] found this session, by pod shape (its address in the snapshot)
+    /// and cluster: the nodes do not change within a session, so each is walked once.
+    never: RefCell<HashMap<(usize, Id), Option<String>>>,
 }
 
 /// The plugin reads `clusterresource.weight` (default 1.0).
@@ -33,7 +38,10 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
     let r = ArgReader::new(&cfg.arguments, &ARGS);
     let weight = r.f64_or("clusterresource.weight", 1.0);
     r.finish()?;
-    Ok(Box::new(ClusterResource { weight }))
+    Ok(Box::new(ClusterResource {
+        weight,
+        never: RefCell::new(HashMap::default()),
+    }))
 }
 
 impl Plugin for ClusterResource {
@@ -71,7 +79,7 @@ impl ClusterFilter for ClusterResource {
             // The totals are not the first thing that fails when no node of the cluster could
             // ever take a pod of the gang (its selector, affinity, a taint, a topology label,
             // a node too small): that is the reason, and no eviction changes it.
-            never_here(view, job, cluster).unwrap_or(short)
+            never_here(view, job, cluster, &self.never).unwrap_or(short)
         })
     }
 }
@@ -80,7 +88,12 @@ impl ClusterFilter for ClusterResource {
 /// what does not change with what runs there; `None` when each of its pods' shapes has a node.
 /// Pods with no selector, affinity, claim or hard spread are not looked at (their first
 /// failing check is the totals).
-fn never_here(view: &View, job: Id, cluster: Id) -> Option<ClusterUnfit> {
+fn never_here(
+    view: &View,
+    job: Id,
+    cluster: Id,
+    memo: &RefCell<HashMap<(usize, Id), Option<String>>>,
+) -> Option<ClusterUnfit> {
     let j = view.job(job)?;
     let cap = Capacity {
         total: view.state.cluster_allocatable[cluster as usize],
@@ -103,12 +116,21 @@ fn never_here(view: &View, job: Id, cluster: Id) -> Option<ClusterUnfit> {
             continue;
         }
         seen.push(shape);
-        if let Some(errs) = no_node_for(view.snap, shape, cluster, &cap) {
-            return Some(ClusterUnfit::unresolvable(format!(
-                "no node can ever take a pod of task {}: {}",
-                shape.role,
-                errs.render(&view.snap.names)
-            )));
+        let key = (Arc::as_ptr(shape) as usize, cluster);
+        let found = memo.borrow().get(&key).cloned();
+        let why = found.unwrap_or_else(|| {
+            let why = no_node_for(view.snap, shape, cluster, &cap).map(|errs| {
+                format!(
+                    "no node can ever take a pod of task {}: {}",
+                    shape.role,
+                    errs.render(&view.snap.names)
+                )
+            });
+            memo.borrow_mut().insert(key, why.clone());
+            why
+        });
+        if let Some(why) = why {
+            return Some(ClusterUnfit::unresolvable(why));
         }
     }
     None

@@ -56,6 +56,8 @@ enum Op {
     GhostGone { i: u32, cluster: usize },
     /// The declared pod `i` starts terminating.
     Releasing { i: u32 },
+    /// The declared pod `i` finishes (Succeeded) or goes back to Pending, holding nothing.
+    Stops { i: u32, finished: bool },
 }
 
 fn op(pods: u32) -> impl Strategy<Value = Op> {
@@ -66,6 +68,7 @@ fn op(pods: u32) -> impl Strategy<Value = Op> {
         1 => (0..pods, 0..2usize).prop_map(|(i, cluster)| Op::GhostReleasing { i, cluster }),
         2 => (0..pods, 0..2usize).prop_map(|(i, cluster)| Op::GhostGone { i, cluster }),
         1 => (0..pods).prop_map(|i| Op::Releasing { i }),
+        1 => (0..pods, any::<bool>()).prop_map(|(i, finished)| Op::Stops { i, finished }),
     ]
 }
 
@@ -160,6 +163,22 @@ proptest! {
                 }
                 Op::Releasing { i } => {
                     c.release(&format!("default/{}", pod(i % pods))).unwrap();
+                }
+                Op::Stops { i, finished } => {
+                    let key = format!("default/{}", pod(i % pods));
+                    if let Some(t) = c.task(&key).cloned() {
+                        let (status, placement) = if finished {
+                            (TaskStatus::Succeeded, t.placement.clone())
+                        } else {
+                            (TaskStatus::Pending, None)
+                        };
+                        c.apply(Event::PodUpsert(tephra_scheduler::model::PodSpec {
+                            status,
+                            placement,
+                            ..t
+                        }))
+                        .unwrap();
+                    }
                 }
             }
             let w = c.world();

@@ -235,26 +235,28 @@ impl World {
         let Some(task) = self.tasks.get(task_id) else {
             return;
         };
-        let Some((node_id, request, releasing)) = self.holding(task) else {
-            return;
-        };
-        let delta = request.times(sign);
-        // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]).
-        let share = (!releasing && task.spec.ghost_of.is_none()).then(|| {
-            self.jobs
-                .get(task.job)
-                .map(|j| j.queue().to_string())
-                .unwrap_or_default()
-        });
+        // Whatever the task holds now, the copies of its declared pod are settled after it
+        // (a declared pod that stops holding, by finishing or going back to Pending, gives the
+        // room's share back to its ghost).
         let declared = self.declared_key(task);
-        if let Some(node) = self.nodes.get_mut(node_id) {
-            node.used.add(&delta);
-            if releasing {
-                node.releasing.add(&delta);
+        if let Some((node_id, request, releasing)) = self.holding(task) {
+            let delta = request.times(sign);
+            // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]).
+            let share = (!releasing && task.spec.ghost_of.is_none()).then(|| {
+                self.jobs
+                    .get(task.job)
+                    .map(|j| j.queue().to_string())
+                    .unwrap_or_default()
+            });
+            if let Some(node) = self.nodes.get_mut(node_id) {
+                node.used.add(&delta);
+                if releasing {
+                    node.releasing.add(&delta);
+                }
             }
-        }
-        if let Some(queue) = share {
-            self.queue_used.entry(queue).or_default().add(&delta);
+            if let Some(queue) = share {
+                self.queue_used.entry(queue).or_default().add(&delta);
+            }
         }
         if let Some(key) = declared {
             self.settle(&key);

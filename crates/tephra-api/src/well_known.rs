@@ -81,6 +81,11 @@ pub const SIM_DURATION: &str = "tephra.io/sim-duration";
 /// How a simulated pod ends: its exit code (0 succeeds). Read by `tephra dev`'s kubelets.
 pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
 
+/// Label tephra sets on a pod declared on the control plane (fleet mode): the member cluster
+/// whose copy of it counts now; absent while it waits to be placed. `kubectl get pods -L
+/// tephra.io/member` shows it as a column and `-l tephra.io/member=NAME` selects by it.
+pub const MEMBER: &str = "tephra.io/member";
+
 /// Cluster taint added while a member's Ready condition is False.
 pub const TAINT_CLUSTER_NOT_READY: &str = "cluster.tephra.io/not-ready";
 /// Cluster taint added while a member's Ready condition is Unknown (unreachable).

@@ -36,6 +36,7 @@ impl Clients {
             | Write::HyperNodeStatus { cluster, .. } => self.member(cluster),
             Write::Binding { .. }
             | Write::DeclaredStatus { .. }
+            | Write::DeclaredMember { .. }
             | Write::EvictionTasks { .. }
             | Write::BindingStatus { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. }

@@ -481,6 +481,7 @@ impl Inner {
             Write::QueueStatus { .. }
             | Write::Binding { .. }
             | Write::DeclaredStatus { .. }
+            | Write::DeclaredMember { .. }
             | Write::EvictionTasks { .. }
             | Write::BindingStatus { .. } => "control-plane",
         };
@@ -582,6 +583,20 @@ impl Inner {
                     Err(e) if crate::gone::is_gone(&e) => Ok(()),
                     Err(e) => Err(e),
                 }
+            }
+            Write::DeclaredMember {
+                namespace,
+                name,
+                member,
+            } => {
+                let pods: Api<Pod> = Api::namespaced(client, namespace);
+                let patch = json!({"metadata": {"labels": {
+                    tephra_api::well_known::MEMBER: member
+                }}});
+                done_if_gone(
+                    pods.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await,
+                )
             }
             Write::Binding {
                 namespace,

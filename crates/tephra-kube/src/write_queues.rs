@@ -39,6 +39,7 @@ pub(crate) fn reports(w: &Write) -> bool {
             | Write::Binding { .. }
             | Write::BindingStatus { .. }
             | Write::DeclaredStatus { .. }
+            | Write::DeclaredMember { .. }
             | Write::PodCondition { .. }
             | Write::Event { .. }
     )

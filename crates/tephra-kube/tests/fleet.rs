@@ -1,6 +1,7 @@
 //! Three members from Cluster objects: a gang declared on the control plane lands whole in the
 //! one member where it fits, its pods are created there on their nodes, and its
-//! ResourceBinding says so (and, in its aggregated status, that it runs there). A member whose
+//! ResourceBinding says so (and, in its aggregated status, that it runs there), as do the
+//! declared pods (their status, and their member label). A member whose
 //! Cluster is deleted stops being watched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,6 +71,18 @@ async fn a_gang_lands_whole_in_the_one_member_where_it_fits(backend: Backend) {
         });
         (s.phase.as_deref() == Some("Running") && placed).then_some(())
     })
+    .await;
+    // Their member label selects them (`kubectl get pods -l tephra.io/member=west`, and
+    // `-L tephra.io/member` shows it as a column).
+    let in_west = ListParams::default().labels("tephra.io/member=west");
+    eventually(
+        20,
+        "the declared pods labelled with their member",
+        || async {
+            let n = declared.list(&in_west).await.ok()?.items.len();
+            (n == 4).then_some(())
+        },
+    )
     .await;
     // The pods run in west: the PodGroup on the control plane reaches Running.
     eventually(20, "the PodGroup Running", || async {

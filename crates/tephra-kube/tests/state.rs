@@ -254,6 +254,105 @@ fn a_declared_pod_reports_how_its_member_copy_runs_and_waits_again_when_it_is_go
     assert!(said.contains("MemberCopyGone"), "{said}");
 }
 
+/// The member label writes among `writes`: `Some(member)` set, `None` removed.
+fn member_labels(writes: &[tephra_kube::writes::Write]) -> Vec<Option<String>> {
+    writes
+        .iter()
+        .filter_map(|w| match w {
+            tephra_kube::writes::Write::DeclaredMember { member, .. } => Some(member.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Applies each `(t, cluster, kind, change)`, which must be taken without an error.
+fn applied(s: &mut State, steps: Vec<(i64, &str, Kind, Change)>) {
+    for (t, cluster, kind, change) in steps {
+        let cluster = Arc::from(cluster);
+        let errors = s.apply(
+            t,
+            Update {
+                cluster,
+                kind,
+                change,
+            },
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+}
+
+#[test]
+fn a_declared_pod_is_labelled_with_its_member_once_per_move_and_not_again_after_a_restart() {
+    let fresh = || {
+        let mut s = State::new(vec!["volcano".into()], "default".into());
+        s.declare_from(Arc::from("control-plane"));
+        s.add_local("east").unwrap();
+        s.add_local("west").unwrap();
+        s
+    };
+    let running = |node: &str, phase: &str| {
+        let mut p = pod("a", Some(node));
+        if let Obj::Pod(p) = &mut p {
+            p.status = Some(serde_json::from_value(json!({"phase": phase})).unwrap());
+        }
+        Change::Apply(p)
+    };
+    let labelled = |member: &str| {
+        let mut p = pod("a", None);
+        if let Obj::Pod(p) = &mut p {
+            p.metadata.labels = Some([("tephra.io/member".to_string(), member.to_string())].into());
+        }
+        Change::Apply(p)
+    };
+    let member = |m: &str| vec![Some(m.to_string())];
+    let (cp, pod_, node_) = ("control-plane", Kind::Pod, Kind::Node);
+    let mut s = fresh();
+    applied(
+        &mut s,
+        vec![
+            (0, cp, pod_, Change::Apply(pod("a", None))),
+            (1, "east", node_, Change::Apply(node("e0", false))),
+            (1, "west", node_, Change::Apply(node("w0", false))),
+            (2, "east", pod_, running("e0", "Pending")),
+        ],
+    );
+    assert_eq!(member_labels(&s.take_status_writes()), member("east"));
+    // The label's echo, then a phase change: the status is reported, the label not again.
+    applied(
+        &mut s,
+        vec![
+            (3, cp, pod_, labelled("east")),
+            (3, "east", pod_, running("e0", "Running")),
+        ],
+    );
+    let writes = s.take_status_writes();
+    assert!(
+        !writes.is_empty() && member_labels(&writes).is_empty(),
+        "{writes:?}"
+    );
+    // The copy is gone: the label goes; the pod lands in west: the label says west.
+    let gone = Change::Delete(pod("a", Some("e0")));
+    applied(&mut s, vec![(4, "east", pod_, gone)]);
+    assert_eq!(member_labels(&s.take_status_writes()), vec![None]);
+    applied(&mut s, vec![(5, "west", pod_, running("w0", "Running"))]);
+    assert_eq!(member_labels(&s.take_status_writes()), member("west"));
+    // A restarted scheduler that finds the label right writes none, only the phase.
+    let mut s = fresh();
+    applied(
+        &mut s,
+        vec![
+            (0, cp, pod_, labelled("west")),
+            (1, "west", node_, Change::Apply(node("w0", false))),
+            (2, "west", pod_, running("w0", "Running")),
+        ],
+    );
+    let writes = s.take_status_writes();
+    assert!(
+        !writes.is_empty() && member_labels(&writes).is_empty(),
+        "{writes:?}"
+    );
+}
+
 #[test]
 fn a_job_that_can_never_be_placed_is_parked_until_a_node_or_the_config_changes() {
     let mut s = world();

@@ -93,6 +93,24 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
                     .all(|l| l.split_whitespace().nth(1) == Some("1/1") && l.contains("Running"))
         },
     );
+    // README's `-L tephra.io/member`: a MEMBER column naming where each one runs.
+    until(
+        20,
+        "the declared pods' MEMBER column naming one member",
+        || {
+            let args = ["get", "pods", "-n", "ray", "-L", "tephra.io/member"];
+            let (ok, out) = kubectl(kubeconfig, &args);
+            let header = out.lines().next().unwrap_or("");
+            let named: Vec<&str> = out
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split_whitespace().last())
+                .collect();
+            ok && header.split_whitespace().last() == Some("MEMBER")
+                && named.len() == 3
+                && named.iter().all(|m| members.contains(m) && *m == named[0])
+        },
+    );
     // Its printer columns say it is scheduled and fully applied.
     until(
         20,

@@ -1,6 +1,7 @@
 //! Pods declared on the control plane (fleet mode): each is kept, as compact JSON, for as long
 //! as it exists; it is offered to the session until a member has a copy, placed again when the
-//! copy is gone, and its copy's phase, cluster and node are reported on it.
+//! copy is gone, and its copy's phase, cluster and node are reported on it (the cluster also
+//! as its `tephra.io/member` label, written only when it changes).
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,6 +16,9 @@ pub(super) struct DeclaredPods {
     pub(super) mirrored: HashSet<String>,
     /// What was last reported on each declared pod: phase and `cluster/node`.
     pub(super) aggregated: HashMap<String, (String, String)>,
+    /// The member each declared pod's `tephra.io/member` label names, as last seen on it or
+    /// last written.
+    pub(super) labelled: HashMap<String, String>,
     /// Declared pods' status writes not handed out yet.
     pub(super) status_writes: Vec<Write>,
 }
@@ -28,9 +32,45 @@ impl DeclaredPods {
         self.pods.get(key)
     }
 
+    /// The declared pod `key` was seen with its member label naming `member` (or none).
+    pub(super) fn label_seen(&mut self, key: &str, member: Option<&str>) {
+        if self.labelled.get(key).map(String::as_str) == member {
+            return;
+        }
+        match member {
+            Some(m) => self.labelled.insert(key.to_string(), m.to_string()),
+            None => self.labelled.remove(key),
+        };
+    }
+
+    /// The declared pod `key` is gone: nothing is kept of it.
+    pub(super) fn forget(&mut self, key: &str) {
+        self.pods.remove(key);
+        self.aggregated.remove(key);
+        self.labelled.remove(key);
+    }
+
+    /// Writes the member label of the declared pod `key` if it does not name `member` yet.
+    fn label(&mut self, key: &str, member: Option<&str>) {
+        if self.labelled.get(key).map(String::as_str) == member {
+            return;
+        }
+        match member {
+            Some(m) => self.labelled.insert(key.to_string(), m.to_string()),
+            None => self.labelled.remove(key),
+        };
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        self.status_writes.push(Write::DeclaredMember {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            member: member.map(str::to_string),
+        });
+    }
+
     /// The copy of the declared pod `key` no longer counts (`reason`, `message`): if where it
     /// ran was reported on the pod, the pod now says that it waits to be placed again.
     pub(super) fn waits_again(&mut self, key: &str, reason: &str, message: String) {
+        self.label(key, None);
         if self.aggregated.remove(key).is_none() {
             return;
         }
@@ -94,6 +134,7 @@ impl DeclaredPods {
             phase.clone(),
             format!("{cluster}/{node} {ready}/{}", containers.len()),
         );
+        self.label(key, Some(cluster));
         if self.aggregated.get(key) == Some(&seen) {
             return;
         }

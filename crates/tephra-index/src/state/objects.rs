@@ -160,6 +160,9 @@ impl State {
                     source: e,
                 })?;
                 self.declared.pods.insert(key.clone(), kept);
+                let member = p.metadata.labels.as_ref();
+                let member = member.and_then(|l| l.get(tephra_api::well_known::MEMBER));
+                self.declared.label_seen(&key, member.map(String::as_str));
                 self.declared_changed(&key, p.metadata.uid.as_deref());
                 // A copy in a member counts instead; an old copy (of a pod of the same name
                 // before this one) is deleted first.
@@ -366,8 +369,7 @@ impl State {
                 name,
             },
             Kind::Pod if self.control.as_deref() == Some(cluster) => {
-                self.declared.pods.remove(key);
-                self.declared.aggregated.remove(key);
+                self.declared.forget(key);
                 self.declared_changed(key, None);
                 if self.declared.mirrored.contains(key) {
                     return Ok(());

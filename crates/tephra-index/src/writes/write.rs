@@ -82,6 +82,16 @@ pub enum Write {
         /// The status fields.
         status: serde_json::Value,
     },
+    /// Set (or, with `None`, remove) the [`MEMBER`](tephra_api::well_known::MEMBER) label of a
+    /// pod declared on the control plane: the member whose copy of it counts now.
+    DeclaredMember {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The member cluster, or `None` while the pod waits to be placed.
+        member: Option<String>,
+    },
     /// Create or update a job's ResourceBinding (server-side apply).
     Binding {
         /// Namespace.
@@ -277,6 +287,9 @@ impl Write {
             } => at(cluster, "pod", namespace, name),
             Write::DeclaredStatus {
                 namespace, name, ..
+            }
+            | Write::DeclaredMember {
+                namespace, name, ..
             } => at("", "pod", namespace, name),
             Write::Binding {
                 namespace, name, ..
@@ -313,6 +326,7 @@ impl Write {
             Write::Place { .. } => "place",
             Write::Binding { .. } => "resourcebinding",
             Write::DeclaredStatus { .. } => "declared_status",
+            Write::DeclaredMember { .. } => "declared_member",
             Write::Evict { .. } => "evict",
             Write::Purge { .. } => "purge",
             Write::EvictionTasks { .. } => "eviction_tasks",

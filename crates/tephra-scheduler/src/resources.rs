@@ -317,6 +317,25 @@ impl Resources {
         Ok(())
     }
 
+    /// [`fits_in`](Self::fits_in) of `idle.plus(plus).minus(minus)`, slot for slot the same
+    /// (saturating) sums, computed only for the slots this request asks for: the predicate
+    /// runs it for every node a scan looks at.
+    #[inline]
+    pub fn fits_in_sum(
+        &self,
+        idle: &Resources,
+        plus: &Resources,
+        minus: &Resources,
+    ) -> Result<(), usize> {
+        for i in 0..MAX_RESOURCES {
+            let r = self.0[i];
+            if r > 0 && r > sat_sub(sat_add(idle.0[i], plus.0[i]), minus.0[i]) {
+                return Err(i);
+            }
+        }
+        Ok(())
+    }
+
     /// Every slot `<=` the same slot of `o`.
     #[inline]
     pub fn le(&self, o: &Resources) -> bool {
@@ -400,6 +419,33 @@ mod tests {
                 .fits_in(&Resources::of(MEMORY, i64::MAX).plus(&big))
                 .is_ok()
         );
+    }
+
+    proptest::proptest! {
+        /// The predicate's shortcut gives the answer of the whole vector, overflow included.
+        #[test]
+        fn fits_in_sum_answers_as_fits_in_of_the_sum(
+            v in proptest::collection::vec(
+                proptest::prop_oneof![
+                    -3i64..20,
+                    proptest::strategy::Just(i64::MAX),
+                    proptest::strategy::Just(i64::MIN),
+                    proptest::num::i64::ANY,
+                ],
+                4 * MAX_RESOURCES,
+            )
+        ) {
+            let r = |k: usize| {
+                let mut a = Resources::ZERO;
+                a.0.copy_from_slice(&v[k * MAX_RESOURCES..(k + 1) * MAX_RESOURCES]);
+                a
+            };
+            let (req, idle, plus, minus) = (r(0), r(1), r(2), r(3));
+            proptest::prop_assert_eq!(
+                req.fits_in_sum(&idle, &plus, &minus),
+                req.fits_in(&idle.plus(&plus).minus(&minus))
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,13 @@ impl NodeState {
     pub fn future_idle(&self) -> Resources {
         self.idle.plus(&self.releasing).minus(&self.pipelined)
     }
+
+    /// Whether `request` fits in [`future_idle`](Self::future_idle) (the first slot it does
+    /// not fit in otherwise), without making the whole vector.
+    #[inline(always)]
+    pub fn future_fits(&self, request: &Resources) -> Result<(), usize> {
+        request.fits_in_sum(&self.idle, &self.releasing, &self.pipelined)
+    }
 }
 
 /// Room held on one node for one pod (`holds.rs`).

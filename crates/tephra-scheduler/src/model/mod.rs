@@ -134,6 +134,15 @@ impl Node {
         }
         a
     }
+
+    /// One slot of [`allocatable`](Self::allocatable), without copying the vector.
+    #[inline]
+    pub fn allocatable_of(&self, slot: usize) -> i64 {
+        match self.spec.allocatable.get(slot) {
+            0 if slot == crate::resources::PODS => DEFAULT_MAX_PODS,
+            v => v,
+        }
+    }
 }
 
 /// Task (pod) states, as Volcano names them.

@@ -37,7 +37,7 @@ impl Candidate {
                 .spec
                 .shape
                 .request
-                .fits_in(&hooks.view().idle(node))
+                .fits_in(&hooks.view().state.nodes[node as usize].idle)
                 .is_ok(),
             score: hooks.node_score(task, node),
             node,

@@ -74,8 +74,7 @@ impl NodeScorer for Binpack {
             return 0.0;
         }
         let Some(n) = view.node(node) else { return 0.0 };
-        let alloc = n.allocatable();
-        let idle = view.state.nodes[node as usize].idle;
+        let idle = &view.state.nodes[node as usize].idle;
         let req = &task.spec.shape.request;
         let mut total = 0.0;
         let mut weights = 0.0;
@@ -83,7 +82,7 @@ impl NodeScorer for Binpack {
             if req.get(slot) == 0 {
                 continue;
             }
-            let cap = alloc.get(slot);
+            let cap = n.allocatable_of(slot);
             let used = cap - idle.get(slot) + req.get(slot);
             if cap <= 0 || used > cap {
                 return 0.0;

@@ -16,7 +16,7 @@ use crate::framework::affinity::{AffinityIndex, Terms};
 use crate::framework::plugin::{NodeScorer, Plugin, SessionEvents};
 use crate::framework::spread::{Kind, SpreadIndex};
 use crate::framework::view::View;
-use crate::model::{Id, TaintEffect, Task, tolerated};
+use crate::model::{Id, Node, TaintEffect, Task, tolerated};
 use crate::resources::{CPU, MEMORY};
 
 /// The `nodeorder` plugin.
@@ -75,9 +75,8 @@ pub fn build(cfg: &PluginConfig) -> Result<Box<dyn Plugin>, ArgErrors> {
 }
 
 /// Fraction of `slot` in use on `node` once `task` is placed there.
-fn used_fraction(view: &View, task: &Task, node: Id, slot: usize) -> Option<f64> {
-    let n = view.node(node)?;
-    let alloc = n.allocatable().get(slot);
+fn used_fraction(view: &View, task: &Task, n: &Node, node: Id, slot: usize) -> Option<f64> {
+    let alloc = n.allocatable_of(slot);
     if alloc <= 0 {
         return None;
     }
@@ -178,8 +177,10 @@ impl NodeOrder {
 
 impl NodeScorer for NodeOrder {
     fn score(&self, view: &View, task: &Task, node: Id) -> f64 {
-        let cpu = used_fraction(view, task, node, CPU).unwrap_or(1.0);
-        let mem = used_fraction(view, task, node, MEMORY).unwrap_or(1.0);
+        let n = view.node(node);
+        let fraction = |slot| n.and_then(|n| used_fraction(view, task, n, node, slot));
+        let cpu = fraction(CPU).unwrap_or(1.0);
+        let mem = fraction(MEMORY).unwrap_or(1.0);
         let mut score = 0.0;
         if self.least > 0.0 {
             score += self.least * 100.0 * (2.0 - cpu - mem) / 2.0;
@@ -191,7 +192,7 @@ impl NodeScorer for NodeOrder {
             // kube-scheduler: one minus the standard deviation of the fractions.
             score += self.balanced * 100.0 * (1.0 - (cpu - mem).abs() / 2.0);
         }
-        let Some(n) = view.node(node) else {
+        let Some(n) = n else {
             return score;
         };
         if self.taint > 0.0 {

@@ -269,8 +269,7 @@ impl Predicate for Predicates {
         {
             self.contracts(view, task, node)?;
         }
-        let free = view.state.nodes[node as usize].future_idle();
-        match shape.request.fits_in(&free) {
+        match view.state.nodes[node as usize].future_fits(&shape.request) {
             Ok(()) => Ok(()),
             Err(PODS) => Err(Unfit::TooManyPods),
             Err(slot) => Err(Unfit::Insufficient(slot)),

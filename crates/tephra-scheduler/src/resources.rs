@@ -318,16 +318,18 @@ impl Resources {
     }
 
     /// [`fits_in`](Self::fits_in) of `idle.plus(plus).minus(minus)`, slot for slot the same
-    /// (saturating) sums, computed only for the slots this request asks for: the predicate
+    /// (saturating) sums, computed only for the slots this request asks for among the first
+    /// `slots` (the names interned so far: no vector has anything past them). The predicate
     /// runs it for every node a scan looks at.
     #[inline]
     pub fn fits_in_sum(
         &self,
+        slots: usize,
         idle: &Resources,
         plus: &Resources,
         minus: &Resources,
     ) -> Result<(), usize> {
-        for i in 0..MAX_RESOURCES {
+        for i in 0..slots.min(MAX_RESOURCES) {
             let r = self.0[i];
             if r > 0 && r > sat_sub(sat_add(idle.0[i], plus.0[i]), minus.0[i]) {
                 return Err(i);
@@ -433,16 +435,18 @@ mod tests {
                     proptest::num::i64::ANY,
                 ],
                 4 * MAX_RESOURCES,
-            )
+            ),
+            interned in 0..=MAX_RESOURCES,
         ) {
+            // Nothing is ever set past the interned names.
             let r = |k: usize| {
                 let mut a = Resources::ZERO;
-                a.0.copy_from_slice(&v[k * MAX_RESOURCES..(k + 1) * MAX_RESOURCES]);
+                a.0[..interned].copy_from_slice(&v[k * MAX_RESOURCES..k * MAX_RESOURCES + interned]);
                 a
             };
             let (req, idle, plus, minus) = (r(0), r(1), r(2), r(3));
             proptest::prop_assert_eq!(
-                req.fits_in_sum(&idle, &plus, &minus),
+                req.fits_in_sum(interned, &idle, &plus, &minus),
                 req.fits_in(&idle.plus(&plus).minus(&minus))
             );
         }

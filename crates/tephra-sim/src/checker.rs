@@ -25,7 +25,7 @@ pub struct CheckBind {
     /// Node.
     pub node: String,
     /// The pod's requests, as (resource, quantity).
-    pub request: Vec<(String, String)>,
+    pub request: crate::workload::Request,
 }
 
 /// Violations counted.

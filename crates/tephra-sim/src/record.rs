@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tephra_scheduler::decisions::Bind;
 
+use crate::workload::Request;
+
 /// One simulator event.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Record {
@@ -32,9 +34,12 @@ pub struct Record {
     /// Node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// The pod's requests, as Kubernetes quantities.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resources: Option<BTreeMap<String, String>>,
+    /// The pod's requests, as Kubernetes quantities (written as an object, keys sorted).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "requests_by_name"
+    )]
+    pub resources: Option<Request>,
     /// Why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -44,6 +49,17 @@ pub struct Record {
     /// Whether the gang may be split across clusters (submit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub splittable: Option<bool>,
+}
+
+/// A request as a JSON object, keys in order and the last of a repeated key winning (as a
+/// `BTreeMap` made from it would), without copying a string.
+fn requests_by_name<S: serde::Serializer>(r: &Option<Request>, s: S) -> Result<S::Ok, S::Error> {
+    let sorted: BTreeMap<&str, &str> = r
+        .iter()
+        .flat_map(|r| r.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    s.collect_map(sorted)
 }
 
 fn secs(ms: i64) -> f64 {
@@ -78,7 +94,7 @@ impl Record {
         job: &str,
         queue: &str,
         b: &Bind,
-        req: &[(String, String)],
+        req: &Request,
     ) -> Self {
         Self {
             t: secs(t),
@@ -89,7 +105,7 @@ impl Record {
             pod: Some(b.task.clone()),
             cluster: Some(b.cluster.clone()),
             node: Some(b.node.clone()),
-            resources: Some(req.iter().cloned().collect()),
+            resources: Some(req.clone()),
             ..Self::default()
         }
     }
@@ -103,7 +119,7 @@ impl Record {
         queue: &str,
         pod: &str,
         node: &(String, String),
-        req: &[(String, String)],
+        req: &Request,
         reason: Option<String>,
     ) -> Self {
         Self {
@@ -115,7 +131,7 @@ impl Record {
             pod: Some(pod.into()),
             cluster: Some(node.0.clone()),
             node: Some(node.1.clone()),
-            resources: Some(req.iter().cloned().collect()),
+            resources: Some(req.clone()),
             reason,
             ..Self::default()
         }

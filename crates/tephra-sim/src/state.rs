@@ -43,7 +43,7 @@ pub(crate) enum PodState {
 pub(crate) struct PodRt {
     pub(crate) job: String,
     pub(crate) shape: Arc<TaskShape>,
-    pub(crate) request: Vec<(String, String)>,
+    pub(crate) request: crate::workload::Request,
     pub(crate) index: u32,
     pub(crate) duration_ms: i64,
     /// The exit code it finishes with (Volcano Jobs' pods: `tephra.io/sim-exit-code`).
@@ -62,7 +62,7 @@ pub(crate) struct PodRt {
 pub(crate) struct NewPod {
     pub(crate) key: String,
     pub(crate) shape: Arc<TaskShape>,
-    pub(crate) request: Vec<(String, String)>,
+    pub(crate) request: crate::workload::Request,
     pub(crate) index: u32,
     pub(crate) duration_ms: i64,
     pub(crate) exit_code: i32,

@@ -35,10 +35,11 @@ impl NodeState {
     }
 
     /// Whether `request` fits in [`future_idle`](Self::future_idle) (the first slot it does
-    /// not fit in otherwise), without making the whole vector.
+    /// not fit in otherwise), without making the whole vector; `slots`: how many resource
+    /// names are interned.
     #[inline(always)]
-    pub fn future_fits(&self, request: &Resources) -> Result<(), usize> {
-        request.fits_in_sum(&self.idle, &self.releasing, &self.pipelined)
+    pub fn future_fits(&self, request: &Resources, slots: usize) -> Result<(), usize> {
+        request.fits_in_sum(slots, &self.idle, &self.releasing, &self.pipelined)
     }
 }
 

@@ -269,7 +269,8 @@ impl Predicate for Predicates {
         {
             self.contracts(view, task, node)?;
         }
-        match view.state.nodes[node as usize].future_fits(&shape.request) {
+        let slots = view.snap.names.len();
+        match view.state.nodes[node as usize].future_fits(&shape.request, slots) {
             Ok(()) => Ok(()),
             Err(PODS) => Err(Unfit::TooManyPods),
             Err(slot) => Err(Unfit::Insufficient(slot)),

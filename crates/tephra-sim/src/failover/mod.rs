@@ -408,7 +408,7 @@ impl Book {
             &queue,
             &format!("{}/{}", g.namespace, g.name),
             &g.node,
-            &[],
+            &crate::workload::Request::default(),
             Some(format!("old copy in {cluster} deleted (graceful eviction)")),
         ));
         w.ctx.apply(Event::PodDelete {

@@ -12,7 +12,7 @@ use tephra_scheduler::model::TaskShape;
 /// One role of a Volcano Job, as its pods run in the simulator.
 pub(crate) struct Role {
     pub(super) shape: Arc<TaskShape>,
-    pub(super) request: Vec<(String, String)>,
+    pub(super) request: crate::workload::Request,
     pub(super) duration_ms: i64,
     /// The shape of each partition's pods (`partitionPolicy`): the role's, labelled with its
     /// `volcano.sh/partition-id` as the job controller labels the pods.

@@ -60,7 +60,7 @@ pub fn explicit(defs: &[JobDef], classes: &BTreeMap<String, i32>) -> Explicit {
                     role: t.name.clone(),
                     replicas: t.replicas,
                     min: t.min_available,
-                    request: request(&t.resources),
+                    request: request(&t.resources).into(),
                     duration_ms: t.duration.0,
                     node_selector: t.node_selector.clone(),
                     affinity: Vec::new(),

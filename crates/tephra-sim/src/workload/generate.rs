@@ -108,7 +108,7 @@ impl JobSource for Generator {
                 role: task.name.clone(),
                 replicas,
                 min: None,
-                request: request(&task.resources),
+                request: request(&task.resources).into(),
                 duration_ms,
                 node_selector: task.node_selector.clone(),
                 affinity: Vec::new(),

@@ -27,6 +27,10 @@ pub enum GangError {
 }
 
 /// One task (role) of a job to submit.
+/// A pod's request as (resource, quantity) pairs, shared by every pod made from one task and
+/// every record and check that names it, so that none of them copies it.
+pub type Request = std::sync::Arc<[(String, String)]>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimTask {
     /// Role name.
@@ -36,7 +40,7 @@ pub struct SimTask {
     /// The role's gang minimum.
     pub min: Option<u32>,
     /// Per-pod request, as (resource, quantity) pairs.
-    pub request: Vec<(String, String)>,
+    pub request: Request,
     /// Run time of each pod, in ms.
     pub duration_ms: i64,
     /// Node selector.

@@ -10,7 +10,7 @@ pub mod trace;
 
 use std::collections::BTreeMap;
 
-pub use job::{JobSource, SimJob, SimTask, Skipped, effect, policy};
+pub use job::{JobSource, Request, SimJob, SimTask, Skipped, effect, policy};
 
 use crate::scenario::{Dur, Scenario, ScenarioError};
 use explicit::explicit;

@@ -145,7 +145,7 @@ impl Trace {
                     role: format!("gpu{gpus}"),
                     replicas,
                     min: None,
-                    request: req,
+                    request: req.into(),
                     duration_ms,
                     node_selector: BTreeMap::new(),
                     affinity: Vec::new(),
@@ -240,7 +240,7 @@ impl Trace {
                 role: "pod".into(),
                 replicas: 1,
                 min: None,
-                request: req,
+                request: req.into(),
                 duration_ms: (((deleted - scheduled).max(0.0)) * 1000.0).round() as i64,
                 node_selector: BTreeMap::new(),
                 affinity: if affinity.is_empty() {

@@ -187,11 +187,7 @@ fn events_are_in_time_order_with_the_documented_fields() {
     ] {
         assert!(field.is_some(), "{bind:?}");
     }
-    assert!(
-        bind.resources
-            .as_ref()
-            .is_some_and(|r| r.contains_key("nvidia.com/gpu"))
-    );
+    assert!(bind.resource("nvidia.com/gpu").is_some());
     let kinds: BTreeSet<&str> = events.iter().map(|e| e.kind).collect();
     for k in [
         "submit", "bind", "start", "finish", "evict", "fault", "recover",
@@ -464,9 +460,7 @@ fn a_team_gets_its_lent_guarantee_back_within_its_orgs_limit() {
             continue;
         }
         let g: i64 = e
-            .resources
-            .as_ref()
-            .and_then(|r| r.get("nvidia.com/gpu"))
+            .resource("nvidia.com/gpu")
             .and_then(|q| q.parse().ok())
             .unwrap_or(0);
         match e.kind {

@@ -74,6 +74,16 @@ fn role_of(pod: &str) -> Option<String> {
 }
 
 impl Record {
+    /// The quantity the pod requests of resource `name`, if any (the last one named, as in
+    /// the object `events.jsonl` holds).
+    pub fn resource(&self, name: &str) -> Option<&str> {
+        let r = self.resources.as_ref()?;
+        r.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// A job was submitted.
     pub fn submit(t: i64, job: &str, queue: &str, min: u32, splittable: bool) -> Self {
         Self {

@@ -151,6 +151,24 @@ fn node_key(cluster: &str, node: &str) -> String {
     format!("{cluster}/{node}")
 }
 
+/// Calls `f` with `a/b`, made on the stack when it is short: a lookup by such a key then
+/// allocates nothing.
+fn with_joined<R>(a: &str, b: &str, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = [0u8; 256];
+    let len = a.len() + 1 + b.len();
+    if len > buf.len() {
+        return f(&format!("{a}/{b}"));
+    }
+    buf[..a.len()].copy_from_slice(a.as_bytes());
+    buf[a.len()] = b'/';
+    buf[a.len() + 1..len].copy_from_slice(b.as_bytes());
+    // Two strings and an ASCII byte: valid UTF-8.
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(key) => f(key),
+        Err(_) => f(&format!("{a}/{b}")),
+    }
+}
+
 impl World {
     /// Cluster slot by name.
     pub fn cluster_id(&self, name: &str) -> Option<Id> {
@@ -160,16 +178,7 @@ impl World {
     /// Node slot by cluster and name. The key is put together on the stack where it fits
     /// (every bind and every placed pod looks a node up).
     pub fn node_id(&self, cluster: &str, node: &str) -> Option<Id> {
-        let mut buf = [0u8; 256];
-        let len = cluster.len() + 1 + node.len();
-        if len > buf.len() {
-            return self.node_index.get(&node_key(cluster, node)).copied();
-        }
-        buf[..cluster.len()].copy_from_slice(cluster.as_bytes());
-        buf[cluster.len()] = b'/';
-        buf[cluster.len() + 1..len].copy_from_slice(node.as_bytes());
-        let key = std::str::from_utf8(&buf[..len]).ok()?;
-        self.node_index.get(key).copied()
+        with_joined(cluster, node, |key| self.node_index.get(key).copied())
     }
 
     /// Job slot by `namespace/name`.
@@ -383,6 +392,11 @@ impl World {
     }
 
     fn job_for(&mut self, namespace: &str, group: Option<&str>, pod_name: &str, ghost: bool) -> Id {
+        if let Some(g) = group
+            && let Some(id) = with_joined(namespace, g, |key| self.job_index.get(key).copied())
+        {
+            return id;
+        }
         let (key, implicit) = match group {
             Some(g) => (format!("{namespace}/{g}"), false),
             None => (format!("{namespace}/pod-{pod_name}"), true),
@@ -407,12 +421,14 @@ impl World {
     }
 
     fn upsert_pod(&mut self, spec: PodSpec) {
-        let key = format!("{}/{}", spec.namespace, spec.name);
         let node = spec
             .placement
             .as_ref()
             .and_then(|(c, n)| self.node_id(c, n));
-        if let Some(&id) = self.task_index.get(&key) {
+        let known = with_joined(&spec.namespace, &spec.name, |key| {
+            self.task_index.get(key).copied()
+        });
+        if let Some(id) = known {
             if self.tasks.get(id).is_some_and(|t| t.spec == spec) {
                 // Nothing changed (a resync, or a status write echoed back).
                 return;
@@ -453,6 +469,7 @@ impl World {
                 self.refresh_active(old);
             }
         } else {
+            let key = format!("{}/{}", spec.namespace, spec.name);
             let job = self.job_for(
                 &spec.namespace,
                 spec.group.as_deref(),

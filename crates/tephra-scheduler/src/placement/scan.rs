@@ -37,7 +37,10 @@ impl Candidate {
                 .spec
                 .shape
                 .request
-                .fits_in(&hooks.view().state.nodes[node as usize].idle)
+                .fits_in_first(
+                    hooks.view().snap.names.len(),
+                    &hooks.view().state.nodes[node as usize].idle,
+                )
                 .is_ok(),
             score: hooks.node_score(task, node),
             node,

@@ -86,7 +86,10 @@ impl Scan {
         errs: &mut FitErrors,
         until: usize,
     ) {
-        while self.pos < self.plan.len() && self.heap.len() < until {
+        // Found nodes are gathered first and made a heap once (linear), rather than pushed
+        // one by one; the heap's order is total, so what it pops is the same.
+        let mut found = Vec::new();
+        while self.pos < self.plan.len() && self.heap.len() + found.len() < until {
             let (ci, len, start) = self.plan[self.pos];
             if self.scanned_in[self.pos] >= len {
                 self.pos += 1;
@@ -96,9 +99,14 @@ impl Scan {
             self.scanned_in[self.pos] += 1;
             self.scanned += 1;
             match hooks.predicate(task, node) {
-                Ok(()) => self.heap.push(Candidate::new(hooks, task, node)),
+                Ok(()) => found.push(Candidate::new(hooks, task, node)),
                 Err(u) => errs.add(u),
             }
+        }
+        if self.heap.is_empty() {
+            self.heap = BinaryHeap::from(found);
+        } else {
+            self.heap.extend(found);
         }
     }
 }

@@ -34,13 +34,19 @@ impl DeclaredPods {
 
     /// The declared pod `key` was seen with its member label naming `member` (or none).
     pub(super) fn label_seen(&mut self, key: &str, member: Option<&str>) {
+        self.remember_label(key, member);
+    }
+
+    /// Keeps that the member label of `key` names `member`; false when it did already.
+    fn remember_label(&mut self, key: &str, member: Option<&str>) -> bool {
         if self.labelled.get(key).map(String::as_str) == member {
-            return;
+            return false;
         }
         match member {
             Some(m) => self.labelled.insert(key.to_string(), m.to_string()),
             None => self.labelled.remove(key),
         };
+        true
     }
 
     /// The declared pod `key` is gone: nothing is kept of it.
@@ -52,13 +58,9 @@ impl DeclaredPods {
 
     /// Writes the member label of the declared pod `key` if it does not name `member` yet.
     fn label(&mut self, key: &str, member: Option<&str>) {
-        if self.labelled.get(key).map(String::as_str) == member {
+        if !self.remember_label(key, member) {
             return;
         }
-        match member {
-            Some(m) => self.labelled.insert(key.to_string(), m.to_string()),
-            None => self.labelled.remove(key),
-        };
         let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
         self.status_writes.push(Write::DeclaredMember {
             namespace: namespace.to_string(),

@@ -80,23 +80,38 @@ impl Env {
         };
         let dir = TempDir::new(&base, "tephra-envtest")?;
         let pki = Pki::generate()?;
-        let client = free_port()?;
-        let peer = free_port()?;
-        let etcd_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let args = vec![
-            "--name=envtest".into(),
-            format!("--data-dir={}", dir.0.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=envtest={peer_url}"),
-            "--unsafe-no-fsync=true".into(),
-            "--log-level=error".into(),
-        ];
-        let mut etcd = Proc::spawn("etcd", &bins.etcd, &args, &dir.0.join("etcd.log"))?;
-        wait_port(&mut etcd, client, Duration::from_secs(30)).await?;
+        // Another process may bind a port between `free_port` and etcd's own bind; then etcd
+        // exits saying so, and new ports are tried.
+        let mut attempt = 0;
+        let (etcd, etcd_url) = loop {
+            attempt += 1;
+            let client = free_port()?;
+            let peer = free_port()?;
+            let etcd_url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let args = vec![
+                "--name=envtest".into(),
+                format!("--data-dir={}", dir.0.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=envtest={peer_url}"),
+                "--unsafe-no-fsync=true".into(),
+                "--log-level=error".into(),
+            ];
+            let mut etcd = Proc::spawn("etcd", &bins.etcd, &args, &dir.0.join("etcd.log"))?;
+            match wait_port(&mut etcd, client, Duration::from_secs(30)).await {
+                Ok(()) => break (etcd, etcd_url),
+                Err(Error::Exited { log, .. })
+                    if attempt < 3 && log.contains("address already in use") =>
+                {
+                    tracing::warn!(attempt, "etcd found a port taken; trying other ports");
+                    let _ = std::fs::remove_dir_all(dir.0.join("etcd"));
+                }
+                Err(e) => return Err(e),
+            }
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 _etcd: etcd,

@@ -32,8 +32,37 @@ pub struct Proc {
     log: PathBuf,
 }
 
-/// A TCP port on loopback that was free a moment ago.
+/// A TCP port on loopback that was free a moment ago, taken below the kernel's ephemeral range.
+///
+/// A port the kernel hands out for `bind(0)` lies in the ephemeral range, which is also where
+/// every outgoing connection takes its local port: between this call and the component's own
+/// bind, one of the test's many loopback connections could take it (etcd once failed with
+/// "address already in use" that way). Below that range only explicit binds compete; each
+/// process walks its own pseudo-random sequence so that concurrent test binaries rarely meet.
 pub fn free_port() -> Result<u16, Error> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FLOOR: u32 = 10_000;
+    let low = ephemeral_low().unwrap_or(32_768);
+    if low > FLOOR + 1_000 {
+        let span = low - FLOOR;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let seed = std::process::id().wrapping_mul(7_919).wrapping_add(nanos);
+        for _ in 0..256 {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            // 4_099 is prime: unless the span is a multiple of it, the walk visits every port.
+            let port = FLOOR + seed.wrapping_add(n.wrapping_mul(4_099)) % span;
+            let Ok(port) = u16::try_from(port) else {
+                continue;
+            };
+            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::Io {
         what: "a free loopback port".into(),
         source: e,
@@ -42,6 +71,12 @@ pub fn free_port() -> Result<u16, Error> {
         what: "a free loopback port".into(),
         source: e,
     })
+}
+
+/// The first port of the kernel's ephemeral range, where Linux says it.
+fn ephemeral_low() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 impl Proc {

@@ -269,14 +269,14 @@ impl Checker {
                     ));
                 }
                 let req = amounts(req);
+                let cap = self.capacity.get(&key);
                 let used = self.used.entry(key.clone()).or_default();
                 for (r, v) in &req {
                     *used.entry(r.clone()).or_insert(0) += v;
                 }
-                let cap = self.capacity.get(&key).cloned().unwrap_or_default();
                 let over: Vec<String> = used
                     .iter()
-                    .filter(|(r, v)| **v > cap.get(*r).copied().unwrap_or(0))
+                    .filter(|(r, v)| **v > cap.and_then(|c| c.get(*r)).copied().unwrap_or(0))
                     .map(|(r, _)| r.clone())
                     .collect();
                 if !over.is_empty() {

@@ -62,6 +62,61 @@ fn requests_by_name<S: serde::Serializer>(r: &Option<Request>, s: S) -> Result<S
     s.collect_map(sorted)
 }
 
+/// `,"name":`.
+fn key(out: &mut Vec<u8>, name: &str) {
+    out.push(b',');
+    string(out, name);
+    out.push(b':');
+}
+
+/// A JSON string: copied as it is when nothing in it needs escaping (names and quantities
+/// never do), else escaped by `serde_json`.
+fn string(out: &mut Vec<u8>, s: &str) {
+    if !needs_escape(s.as_bytes()) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, s).is_err() {
+        // Writing into a Vec cannot fail; a string always serializes.
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Whether JSON needs any byte of `s` escaped (a control character, `"` or `\\`), eight
+/// bytes at a time: the per-byte check was most of the cost of writing a line.
+fn needs_escape(s: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = s.chunks_exact(8);
+    for c in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        let x = u64::from_le_bytes(word);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let slash = x ^ (ONES * u64::from(b'\\'));
+        // A byte below 0x20, or one equal to a quote or a backslash (zero after the xor),
+        // sets its high bit here; the test is exact for the word as a whole.
+        let hit = (x.wrapping_sub(ONES * 0x20) & !x)
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (slash.wrapping_sub(ONES) & !slash);
+        if hit & HIGH != 0 {
+            return true;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
+/// A number as `serde_json` writes it.
+fn number<T: Serialize>(out: &mut Vec<u8>, n: &T) {
+    if serde_json::to_writer(&mut *out, n).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
 fn secs(ms: i64) -> f64 {
     ms as f64 / 1000.0
 }
@@ -95,6 +150,59 @@ impl Record {
             splittable: Some(splittable),
             ..Self::default()
         }
+    }
+
+    /// Appends the record as one line of JSON (no newline), byte for byte what serializing it
+    /// with `serde_json` gives, without the serializer's per-field machinery: the simulator
+    /// writes one such line for every submit, bind, start and finish, and at 5,000 nodes the
+    /// generic path was about a tenth of a run.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"t\":");
+        number(out, &self.t);
+        out.extend_from_slice(b",\"kind\":");
+        string(out, self.kind);
+        let fields = [
+            ("job", &self.job),
+            ("queue", &self.queue),
+            ("task", &self.task),
+            ("pod", &self.pod),
+            ("cluster", &self.cluster),
+            ("node", &self.node),
+        ];
+        for (name, value) in fields {
+            if let Some(v) = value {
+                key(out, name);
+                string(out, v);
+            }
+        }
+        if let Some(r) = &self.resources {
+            key(out, "resources");
+            let sorted: BTreeMap<&str, &str> =
+                r.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            out.push(b'{');
+            for (i, (k, v)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                string(out, k);
+                out.push(b':');
+                string(out, v);
+            }
+            out.push(b'}');
+        }
+        if let Some(r) = &self.reason {
+            key(out, "reason");
+            string(out, r);
+        }
+        if let Some(m) = &self.min_available {
+            key(out, "min_available");
+            number(out, m);
+        }
+        if let Some(b) = self.splittable {
+            key(out, "splittable");
+            out.extend_from_slice(if b { b"true" } else { b"false" });
+        }
+        out.push(b'}');
     }
 
     /// A pod was bound.
@@ -174,6 +282,90 @@ impl Record {
             node: node.cloned(),
             reason: Some(what.into()),
             ..Self::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9./-]{0,12}",
+            any::<String>(),
+            "[\"\\\\\\x00-\\x1f\\u{7f}é😀a]{0,6}",
+            "[a-z]{0,12}[\"\\\\\\x00-\\x1f]{0,2}[a-z~\\u{80}-\\u{7ff}]{0,12}",
+        ]
+    }
+
+    fn record() -> impl Strategy<Value = Record> {
+        let names = (
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+        );
+        let rest = (
+            proptest::option::of(proptest::collection::vec((text(), text()), 0..4)),
+            proptest::option::of(text()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<bool>()),
+            prop_oneof![
+                (0i64..10_000_000).prop_map(secs),
+                any::<f64>(),
+                Just(f64::NAN),
+                Just(f64::INFINITY),
+            ],
+            prop_oneof![Just("bind"), Just("submit"), Just("finish")],
+        );
+        (names, rest).prop_map(
+            |((job, queue, task, pod, cluster, node), (res, reason, min, split, t, kind))| Record {
+                t,
+                kind,
+                job,
+                queue,
+                task,
+                pod,
+                cluster,
+                node,
+                resources: res.map(|r| r.into_iter().collect::<Request>()),
+                reason,
+                min_available: min,
+                splittable: split,
+            },
+        )
+    }
+
+    #[test]
+    fn each_byte_that_json_escapes_is_found_at_every_position_of_a_word() {
+        for len in 1..20 {
+            for at in 0..len {
+                for bad in (0u8..0x20).chain([b'"', b'\\']) {
+                    let mut s = vec![b'a'; len];
+                    s[at] = bad;
+                    assert!(needs_escape(&s), "{bad:#x} at {at} of {len}");
+                }
+                // The neighbours of the escaped bytes, DEL and bytes of multibyte characters
+                // are written as they are.
+                let plain = [b' ', b'!', b'#', b'[', b']', 0x7f, 0x80, 0xc3, 0xff];
+                let s: Vec<u8> = (0..len).map(|i| plain[(i + at) % plain.len()]).collect();
+                assert!(!needs_escape(&s), "nothing to escape in {s:?}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_hand_written_line_is_byte_for_byte_what_serde_json_writes(r in record()) {
+            let mut mine = Vec::new();
+            r.write_json(&mut mine);
+            let theirs = serde_json::to_string(&r).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(String::from_utf8_lossy(&mine), theirs);
         }
     }
 }

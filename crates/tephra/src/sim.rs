@@ -60,18 +60,15 @@ pub fn run(path: &Path, out: &Path, flags: Flags<'_>) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", events_path.display()))?,
     );
     let mut write_error: Option<std::io::Error> = None;
+    let mut line = Vec::with_capacity(512);
     let mut sink = |r: &Record| {
         if write_error.is_some() {
             return;
         }
-        let line = match serde_json::to_string(r) {
-            Ok(l) => l,
-            Err(e) => {
-                write_error = Some(std::io::Error::other(e));
-                return;
-            }
-        };
-        if let Err(e) = writeln!(events, "{line}") {
+        line.clear();
+        r.write_json(&mut line);
+        line.push(b'\n');
+        if let Err(e) = events.write_all(&line) {
             write_error = Some(e);
         }
     };

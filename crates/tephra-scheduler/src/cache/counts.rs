@@ -9,12 +9,14 @@ use crate::model::{GroupPhase, Job, PhaseCounts};
 /// from the cache is uncounted by [`uncount`] instead. A ghost's job is no PodGroup of any
 /// queue and counts nowhere.
 pub(super) fn recount(by_queue: &mut BTreeMap<String, PhaseCounts>, j: &mut Job) {
-    let now = (!j.ghost)
-        .then(|| j.group.as_ref().map(|g| (g.queue.clone(), g.phase)))
+    // Compared before anything is copied: this runs on every change to a job's pods.
+    let now_ref = (!j.ghost)
+        .then(|| j.group.as_ref().map(|g| (g.queue.as_str(), g.phase)))
         .flatten();
-    if j.counted_as == now {
+    if j.counted_as.as_ref().map(|(q, p)| (q.as_str(), *p)) == now_ref {
         return;
     }
+    let now = now_ref.map(|(q, p)| (q.to_string(), p));
     let before = std::mem::replace(&mut j.counted_as, now.clone());
     count(by_queue, before, -1);
     count(by_queue, now, 1);

@@ -251,12 +251,8 @@ impl World {
         if let Some((node_id, request, releasing)) = self.holding(task) {
             let delta = request.times(sign);
             // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]).
-            let share = (!releasing && task.spec.ghost_of.is_none()).then(|| {
-                self.jobs
-                    .get(task.job)
-                    .map(|j| j.queue().to_string())
-                    .unwrap_or_default()
-            });
+            let share = (!releasing && task.spec.ghost_of.is_none())
+                .then(|| self.jobs.get(task.job).map_or("", |j| j.queue()));
             if let Some(node) = self.nodes.get_mut(node_id) {
                 node.used.add(&delta);
                 if releasing {
@@ -264,7 +260,16 @@ impl World {
                 }
             }
             if let Some(queue) = share {
-                self.queue_used.entry(queue).or_default().add(&delta);
+                // Looked up by name first: a queue's entry exists after its first pod, and
+                // this runs for every pod that starts or stops holding a node.
+                match self.queue_used.get_mut(queue) {
+                    Some(used) => used.add(&delta),
+                    None => {
+                        let mut used = Resources::default();
+                        used.add(&delta);
+                        self.queue_used.insert(queue.to_string(), used);
+                    }
+                }
             }
         }
         if let Some(key) = declared {

@@ -156,7 +156,7 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
                 // Its selectors compile as the scheduler compiles them.
                 let claim = k8s_openapi::api::resource::v1::ResourceClaim {
                     metadata: Default::default(),
-                    spec: t.spec.spec,
+                    spec: t.spec.and_then(|s| s.spec),
                     status: None,
                 };
                 tephra_controllers::dra::claim(&claim).unwrap_or_else(|e| panic!("{origin}: {e}"));

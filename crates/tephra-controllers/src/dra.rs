@@ -214,7 +214,11 @@ pub fn class(c: &dra::DeviceClass) -> Result<DeviceClass, DraError> {
         message,
     };
     Ok(DeviceClass {
-        selectors: selectors(c.spec.selectors.as_ref(), &bad, "spec.selectors")?,
+        selectors: selectors(
+            c.spec.as_ref().and_then(|s| s.selectors.as_ref()),
+            &bad,
+            "spec.selectors",
+        )?,
         name: name.clone(),
     })
 }
@@ -308,7 +312,7 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
         field,
         message,
     };
-    let devices = &c.spec.devices;
+    let devices = c.spec.as_ref().and_then(|s| s.devices.as_ref());
     let mut unsupported: Option<String> = None;
     let mut note = |what: String| {
         unsupported.get_or_insert(what);

@@ -439,7 +439,7 @@ impl Cluster {
             .await
             .map_err(|e| Error::Client(format!("token for {namespace}/{name}: {e}")))?;
         out.status
-            .map(|s| s.token)
+            .and_then(|s| s.token)
             .ok_or_else(|| Error::Client(format!("no token for {namespace}/{name}")))
     }
 

@@ -410,7 +410,7 @@ pub fn pdb(p: &PodDisruptionBudget) -> Result<PdbSpec, ConvertError> {
             .unwrap_or_else(|| "default".into()),
         name: p.metadata.name.clone().unwrap_or_default(),
         selector,
-        disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+        disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed.unwrap_or(0)),
         disrupted_pods: status
             .and_then(|s| s.disrupted_pods.as_ref())
             .map(|m| m.keys().cloned().collect())

@@ -302,7 +302,7 @@ async fn a_pod_with_a_priority_class_runs_in_a_member_that_lacked_the_class(back
         .get("high-priority")
         .await
         .unwrap();
-    assert_eq!(theirs.value, 1000);
+    assert_eq!(theirs.value, Some(1000));
     assert_ne!(
         theirs.global_default,
         Some(true),

@@ -298,7 +298,7 @@ impl State {
             }
             Obj::PriorityClass(pc) => Event::PriorityClassUpsert {
                 name: pc.metadata.name.clone().unwrap_or_default(),
-                value: pc.value,
+                value: pc.value.unwrap_or(0),
             },
             Obj::Pdb(p) => Event::PdbUpsert(convert::pdb(&p)?),
             Obj::Binding(rb) => return self.binding(now, &rb),

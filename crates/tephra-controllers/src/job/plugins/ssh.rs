@@ -132,7 +132,7 @@ pub fn on_pod(job: &Job, spec: &mut PodSpec) {
         .map(|k| KeyToPath {
             key: k.to_string(),
             path: format!(".ssh/{k}"),
-            mode: None,
+            ..KeyToPath::default()
         })
         .collect();
     spec.volumes.get_or_insert_with(Vec::new).push(Volume {
@@ -141,7 +141,7 @@ pub fn on_pod(job: &Job, spec: &mut PodSpec) {
             secret_name: Some(name.clone()),
             items: Some(items),
             default_mode: Some(if path == DEFAULT_PATH { 0o600 } else { 0o644 }),
-            optional: None,
+            ..SecretVolumeSource::default()
         }),
         ..Volume::default()
     });

@@ -69,7 +69,14 @@ pub fn needs_group(pod: &Pod, ours: &[String]) -> bool {
         .annotations
         .as_ref()
         .and_then(|a| a.get(GROUP_NAME_ANNOTATION))
-        .is_some_and(|g| !g.is_empty());
+        .is_some_and(|g| !g.is_empty())
+        // A pod of Kubernetes' own PodGroup (the Workload API) has its gang already.
+        || pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_group.as_ref())
+            .and_then(|g| g.pod_group_name.as_deref())
+            .is_some_and(|g| !g.is_empty());
     ours.iter().any(|o| o == name) && !named && pod.metadata.deletion_timestamp.is_none()
 }
 
@@ -311,6 +318,14 @@ mod tests {
         assert!(!needs_group(&p, &ours));
         let named = pod(serde_json::json!({"annotations": {"scheduling.k8s.io/group-name": "pg"}}));
         assert!(!needs_group(&named, &ours));
+        // A pod of a Kubernetes PodGroup (the Workload API) is in a gang already: a PodGroup
+        // of its own would make each pod a gang of one.
+        let mut workload = pod(serde_json::json!({}));
+        workload.spec.as_mut().expect("spec").scheduling_group =
+            Some(k8s_openapi::api::core::v1::PodSchedulingGroup {
+                pod_group_name: Some("workers".into()),
+            });
+        assert!(!needs_group(&workload, &ours));
     }
 
     #[test]

@@ -107,6 +107,7 @@ pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> Stri
         Builtin::ResourceSlice => reg!(api::resource::v1::ResourceSlice),
         Builtin::ResourceClaim => reg!(api::resource::v1::ResourceClaim),
         Builtin::ResourceClaimTemplate => reg!(api::resource::v1::ResourceClaimTemplate),
+        Builtin::KubePodGroup => reg!(api::scheduling::v1beta1::PodGroup),
     }
 }
 

@@ -38,6 +38,9 @@ pub enum Builtin {
     ResourceSlice,
     ResourceClaim,
     ResourceClaimTemplate,
+    /// `scheduling.k8s.io/v1beta1` PodGroup (the Workload API), served as a kube-apiserver
+    /// 1.37 with that version and the GenericWorkload gate on serves it.
+    KubePodGroup,
 }
 
 /// A CRD printer column.
@@ -370,6 +373,16 @@ pub(crate) fn builtins() -> Vec<Arc<ResourceDef>> {
             &[],
             false,
             B::ResourceClaimTemplate,
+        ),
+        builtin(
+            "scheduling.k8s.io",
+            "v1beta1",
+            "PodGroup",
+            "podgroups",
+            true,
+            &[],
+            true,
+            B::KubePodGroup,
         ),
         builtin(
             "apiextensions.k8s.io",

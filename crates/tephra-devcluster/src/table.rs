@@ -123,7 +123,9 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
         Some(Builtin::CsiNode) => vec![name, col("Drivers", "integer", "", 0, ""), age],
         Some(Builtin::ResourceClaim) => vec![name, s("State"), age],
         Some(Builtin::ResourceSlice) => vec![name, s("Node"), s("Driver"), s("Pool"), age],
-        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => vec![name, age],
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::KubePodGroup) => {
+            vec![name, age]
+        }
         None => {
             let mut cols = vec![name];
             cols.extend(
@@ -482,7 +484,9 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
             json!(text(obj, "/spec/pool/name")),
             json!(age(obj)),
         ],
-        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => vec![name, json!(age(obj))],
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::KubePodGroup) => {
+            vec![name, json!(age(obj))]
+        }
         Some(Builtin::CsiNode) => vec![
             name,
             json!(

@@ -145,12 +145,23 @@ pub fn is_ours(p: &Pod, ours: &[String]) -> bool {
     ours.iter().any(|o| o == name)
 }
 
-/// The PodGroup a pod names (`scheduling.k8s.io/group-name`).
+/// The PodGroup a pod names: a Volcano PodGroup in the annotation
+/// `scheduling.k8s.io/group-name`, or a Kubernetes PodGroup (the Workload API) in
+/// `spec.schedulingGroup.podGroupName`. Both are gangs of the same kind, keyed by namespace
+/// and name.
 pub fn group_of(p: &Pod) -> Option<String> {
     p.metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(GROUP_NAME_ANNOTATION))
+        .or_else(|| {
+            p.spec
+                .as_ref()?
+                .scheduling_group
+                .as_ref()?
+                .pod_group_name
+                .as_ref()
+        })
         .filter(|g| !g.is_empty())
         .cloned()
 }

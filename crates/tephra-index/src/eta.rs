@@ -349,6 +349,11 @@ pub fn annotation_writes(state: &State, p: &Predictions, now: i64) -> Vec<Write>
     let mut out = Vec::new();
     let world = state.cache().world();
     for (job, written, cluster) in state.group_annotations(EXPECTED_START) {
+        // Kubernetes' own PodGroups are not annotated: their expected start is in the UI and
+        // `tephra job view`, and the scheduler's role patches only their status.
+        if state.is_kube_group(job) {
+            continue;
+        }
         let phase = world
             .job(job)
             .and_then(|j| j.group.as_ref())

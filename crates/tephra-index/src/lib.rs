@@ -16,6 +16,8 @@
 //! - [`eta`]: waiting jobs' expected start, recomputed off the session's path.
 //! - [`view`]: what the web UI shows of the fleet.
 //! - [`history`]: what it shows over time: queue samples, jobs' reasons, failover.
+//! - [`workload`]: Kubernetes' own PodGroups (the Workload API) read as the same gangs, and
+//!   the condition written back on them.
 //! - [`karmada`]: Karmada mode: Karmada's ResourceBindings scheduled whole onto members, and
 //!   what tephra writes back on them.
 
@@ -28,4 +30,5 @@ pub mod observed;
 pub mod state;
 pub mod tick;
 pub mod view;
+pub mod workload;
 pub mod writes;

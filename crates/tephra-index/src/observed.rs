@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubePodGroup;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use tephra_api::{
     Cluster as ApiCluster, HyperNode, PodGroup, PropagationPolicy, Queue, ResourceBinding,
@@ -22,6 +23,9 @@ pub enum Kind {
     Pod,
     /// PodGroups, on the control plane.
     PodGroup,
+    /// Kubernetes' own PodGroups (`scheduling.k8s.io/v1beta1`, the Workload API), on the
+    /// control plane: the second front end to the same gangs.
+    KubePodGroup,
     /// Queues, on the control plane.
     Queue,
     /// PriorityClasses, on the control plane.
@@ -59,7 +63,11 @@ impl Kind {
     pub fn optional(self) -> bool {
         matches!(
             self,
-            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim | Kind::HyperNode
+            Kind::DeviceClass
+                | Kind::ResourceSlice
+                | Kind::ResourceClaim
+                | Kind::HyperNode
+                | Kind::KubePodGroup
         )
     }
 
@@ -67,6 +75,10 @@ impl Kind {
     pub fn absent_why(self) -> &'static str {
         match self {
             Kind::HyperNode => "the HyperNode CRD (topology.volcano.sh) is not installed",
+            Kind::KubePodGroup => {
+                "scheduling.k8s.io/v1beta1 is not served (Kubernetes 1.37 with the GenericWorkload \
+                 gate and that API version on)"
+            }
             _ => "resource.k8s.io/v1 needs Kubernetes 1.34",
         }
     }
@@ -77,6 +89,7 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Pod => "pods",
             Kind::PodGroup => "podgroups",
+            Kind::KubePodGroup => "podgroups.scheduling.k8s.io",
             Kind::Queue => "queues",
             Kind::PriorityClass => "priorityclasses",
             Kind::Pdb => "poddisruptionbudgets",
@@ -104,6 +117,8 @@ pub enum Obj {
     Pod(Box<Pod>),
     /// A PodGroup.
     PodGroup(Box<PodGroup>),
+    /// A Kubernetes PodGroup (`scheduling.k8s.io/v1beta1`).
+    KubePodGroup(Box<KubePodGroup>),
     /// A Queue.
     Queue(Box<Queue>),
     /// A PriorityClass.
@@ -141,6 +156,7 @@ impl Obj {
             Obj::Node(_) => Kind::Node,
             Obj::Pod(_) => Kind::Pod,
             Obj::PodGroup(_) => Kind::PodGroup,
+            Obj::KubePodGroup(_) => Kind::KubePodGroup,
             Obj::Queue(_) => Kind::Queue,
             Obj::PriorityClass(_) => Kind::PriorityClass,
             Obj::Pdb(_) => Kind::Pdb,
@@ -165,6 +181,7 @@ impl Obj {
             Obj::Node(o) => &o.metadata,
             Obj::Pod(o) => &o.metadata,
             Obj::PodGroup(o) => &o.metadata,
+            Obj::KubePodGroup(o) => &o.metadata,
             Obj::Queue(o) => &o.metadata,
             Obj::PriorityClass(o) => &o.metadata,
             Obj::Pdb(o) => &o.metadata,

@@ -70,5 +70,53 @@ pub fn writes(
             deadlines.gang_bind_s,
         ));
     }
-    writes
+    for_kube_groups(state, writes, clock)
+}
+
+/// The writes meant for Volcano PodGroups, turned into what a Kubernetes PodGroup takes where
+/// the gang is one (the Workload API front end): its decided status kept in the state and the
+/// condition it implies written, and its Events about a `scheduling.k8s.io` object.
+fn for_kube_groups(state: &mut State, writes: Vec<Write>, clock: &Clock) -> Vec<Write> {
+    use crate::writes::Involved;
+    if !writes.iter().any(|w| match w {
+        Write::GroupStatus {
+            namespace, name, ..
+        }
+        | Write::Event {
+            kind: Involved::PodGroup,
+            namespace,
+            group: name,
+            ..
+        } => state.is_kube_group(&format!("{namespace}/{name}")),
+        _ => false,
+    }) {
+        return writes;
+    }
+    let mut out = Vec::with_capacity(writes.len());
+    for mut w in writes {
+        if let Write::Event {
+            kind,
+            namespace,
+            group,
+            ..
+        } = &mut w
+            && *kind == Involved::PodGroup
+            && state.is_kube_group(&format!("{namespace}/{group}"))
+        {
+            *kind = Involved::KubePodGroup;
+        }
+        let kube_status = match &w {
+            Write::GroupStatus {
+                namespace, name, ..
+            } => Some(format!("{namespace}/{name}")).filter(|job| state.is_kube_group(job)),
+            _ => None,
+        };
+        match (kube_status, w) {
+            (Some(job), Write::GroupStatus { status, .. }) => {
+                out.extend(state.kube_group_decided(clock.now, &job, status, &clock.stamp));
+            }
+            (_, other) => out.push(other),
+        }
+    }
+    out
 }

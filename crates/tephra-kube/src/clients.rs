@@ -40,6 +40,7 @@ impl Clients {
             | Write::EvictionTasks { .. }
             | Write::BindingStatus { .. } => Some(self.control.clone()),
             Write::GroupStatus { cluster, .. }
+            | Write::KubeGroupConditions { cluster, .. }
             | Write::GroupAnnotation { cluster, .. }
             | Write::PodCondition { cluster, .. }
             | Write::Event { cluster, .. } => {

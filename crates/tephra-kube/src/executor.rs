@@ -18,6 +18,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -475,6 +476,7 @@ impl Inner {
             | Write::PodCondition { cluster, .. }
             | Write::PreBind { cluster, .. }
             | Write::GroupStatus { cluster, .. }
+            | Write::KubeGroupConditions { cluster, .. }
             | Write::GroupAnnotation { cluster, .. }
             | Write::HyperNodeStatus { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
@@ -715,6 +717,25 @@ impl Inner {
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await?;
                 Ok(())
+            }
+            Write::KubeGroupConditions {
+                namespace,
+                name,
+                conditions,
+                ..
+            } => {
+                let api: Api<KubePodGroup> = Api::namespaced(client, namespace);
+                // The list is written whole: a merge patch replaces a list, and it holds the
+                // conditions observed besides tephra's own.
+                let patch = json!({"status": {"conditions": conditions}});
+                match api
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if crate::gone::is_gone(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
             }
             Write::GroupAnnotation {
                 namespace,

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubePodGroup;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -277,7 +278,8 @@ pub fn spawn_member(
     ]
 }
 
-/// The watchers of the control plane: PodGroups, Queues, PriorityClasses and
+/// The watchers of the control plane: PodGroups (Volcano's, and Kubernetes' own where the
+/// server serves `scheduling.k8s.io/v1beta1`), Queues, PriorityClasses and
 /// PodDisruptionBudgets.
 pub fn spawn_control(
     client: &Client,
@@ -291,6 +293,11 @@ pub fn spawn_control(
             Api::<PodGroup>::all(client.clone()),
             go(Kind::PodGroup),
             |o| Obj::PodGroup(Box::new(o)),
+        ),
+        spawn(
+            Api::<KubePodGroup>::all(client.clone()),
+            go(Kind::KubePodGroup),
+            |o| Obj::KubePodGroup(Box::new(o)),
         ),
         spawn(Api::<Queue>::all(client.clone()), go(Kind::Queue), |o| {
             Obj::Queue(Box::new(o))
@@ -369,7 +376,13 @@ pub const MEMBER_KINDS: [Kind; 10] = [
     Kind::HyperNode,
 ];
 /// The kinds [`spawn_control`] watches.
-pub const CONTROL_KINDS: [Kind; 4] = [Kind::PodGroup, Kind::Queue, Kind::PriorityClass, Kind::Pdb];
+pub const CONTROL_KINDS: [Kind; 5] = [
+    Kind::PodGroup,
+    Kind::KubePodGroup,
+    Kind::Queue,
+    Kind::PriorityClass,
+    Kind::Pdb,
+];
 /// Whether one cluster's sessions need not wait for `kind` to be listed (`--members local`):
 /// pods whose placement reads a volume or DRA kind wait for it behind a gate of tephra's own
 /// (`tephra_index::state::held`), and evictions (preempt, reclaim) wait for the

@@ -33,6 +33,7 @@ pub(crate) fn reports(w: &Write) -> bool {
     matches!(
         w,
         Write::GroupStatus { .. }
+            | Write::KubeGroupConditions { .. }
             | Write::GroupAnnotation { .. }
             | Write::QueueStatus { .. }
             | Write::HyperNodeStatus { .. }

@@ -15,7 +15,7 @@ mod chart_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chart_support::roles::{Grants, assert_roles_used};
+use chart_support::roles::{Grants, WORKLOAD_API_STATUS, assert_roles_used};
 use chart_support::scenarios::{self, Fleet, one_cluster, one_cluster_args};
 use chart_support::*;
 use serde_json::{Value, json};
@@ -329,7 +329,7 @@ async fn roles_cover_everything_the_components_do_in_a_fleet() {
     }
     let mut all = docs.clone();
     all.extend(member_docs(&helm, &dir));
-    assert_roles_used(&all, &used, &[]);
+    assert_roles_used(&all, &used, &[WORKLOAD_API_STATUS]);
 }
 
 /// What each user did on `server` (every server logs its own); panics on any denied request.

@@ -101,6 +101,9 @@ pub struct State {
     policies: std::collections::BTreeMap<String, Arc<tephra_api::PropagationPolicy>>,
     /// PodGroups as last observed, to apply a changed policy to them.
     group_objects: HashMap<String, Arc<tephra_api::PodGroup>>,
+    /// Kubernetes PodGroups (the Workload API front end), by `namespace/name`: their decided
+    /// status and observed conditions. A key here is a gang of that front end.
+    kube_groups: HashMap<String, crate::workload::KubeGroup>,
     /// The clusters each job (`namespace/podgroup`) is being evicted from (its binding's
     /// graceful-eviction tasks).
     evicting: HashMap<String, BTreeSet<String>>,
@@ -152,6 +155,7 @@ impl State {
             partial: HashMap::new(),
             policies: std::collections::BTreeMap::new(),
             group_objects: HashMap::new(),
+            kube_groups: HashMap::new(),
             evicting: HashMap::new(),
             ghosts: HashMap::new(),
             bindings: HashMap::new(),
@@ -466,6 +470,49 @@ impl State {
     /// Whether a watcher of `kind` in `cluster` has delivered its first full list.
     pub fn is_synced(&self, cluster: &str, kind: Kind) -> bool {
         self.intake.is_synced(cluster, kind)
+    }
+
+    /// Whether the PodGroup `namespace/name` is Kubernetes' own (the Workload API front end).
+    pub fn is_kube_group(&self, job: &str) -> bool {
+        self.kube_groups.contains_key(job)
+    }
+
+    /// A status decided for the Kubernetes PodGroup `job`: Kubernetes has no field for it, so
+    /// it is kept here and the group is read again with it (as the watch's echo of a Volcano
+    /// PodGroup's status would be); what the API is told is the condition it implies, when it
+    /// implies a new one (see `crate::workload`).
+    pub fn kube_group_decided(
+        &mut self,
+        now: i64,
+        job: &str,
+        status: tephra_api::PodGroupStatus,
+        stamp: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ) -> Option<crate::writes::Write> {
+        let seen = self.kube_groups.get_mut(job)?;
+        let condition = crate::workload::condition(&status, seen, stamp);
+        seen.decided = Some(status.clone());
+        let conditions = condition.map(|c| {
+            let all = crate::workload::with_condition(seen, c);
+            // Remembered as written, so that the same condition is not written again before
+            // the watch shows it.
+            seen.conditions.clone_from(&all);
+            all
+        });
+        let cluster = self.groups.get(job).map(|g| Arc::clone(&g.cluster));
+        if let (Some(g), Some(cluster)) = (self.group_objects.get(job), &cluster) {
+            let mut g = (**g).clone();
+            g.status = Some(status);
+            if let Err(e) = self.upsert(now, cluster, crate::observed::Obj::PodGroup(Box::new(g))) {
+                tracing::warn!(job, error = %e, "a Kubernetes PodGroup's decided status not kept");
+            }
+        }
+        let (namespace, name) = job.split_once('/')?;
+        Some(crate::writes::Write::KubeGroupConditions {
+            cluster: cluster?.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            conditions: conditions?,
+        })
     }
 
     /// What the runtime knows of a PodGroup (`namespace/name`).

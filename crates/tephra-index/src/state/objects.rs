@@ -229,6 +229,17 @@ impl State {
                 // Held back while a kind it depends on is not listed yet.
                 Event::PodUpsert(self.held.admit(&self.intake, cluster, &key, spec))
             }
+            Obj::KubePodGroup(g) => {
+                let key = convert::key(&g.metadata);
+                let seen = self.kube_groups.entry(key).or_default();
+                seen.conditions = g
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default();
+                let volcano = crate::workload::as_volcano(&g, Some(seen));
+                return self.upsert_inner(now, cluster, Obj::PodGroup(Box::new(volcano)));
+            }
             Obj::PodGroup(g) => {
                 let key = convert::key(&g.metadata);
                 let observed = convert::phase(g.status.as_ref().and_then(|s| s.phase));
@@ -410,7 +421,8 @@ impl State {
                 self.policies.remove(key);
                 return self.reselect(0, &namespace);
             }
-            Kind::PodGroup => {
+            Kind::PodGroup | Kind::KubePodGroup => {
+                self.kube_groups.remove(key);
                 self.group_objects.remove(key);
                 self.durations.group_gone(key);
                 self.phases.remove(key);

@@ -178,6 +178,18 @@ pub enum Write {
         /// The status.
         status: PodGroupStatus,
     },
+    /// Set a Kubernetes PodGroup's (`scheduling.k8s.io/v1beta1`) `status.conditions`: those
+    /// observed with tephra's `PodGroupInitiallyScheduled` in place (see `crate::workload`).
+    KubeGroupConditions {
+        /// The cluster holding the PodGroup.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The conditions.
+        conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    },
     /// Set (or remove, `None`) annotations of a PodGroup, in one write.
     GroupAnnotation {
         /// The cluster holding the PodGroup.
@@ -312,6 +324,12 @@ impl Write {
                 name,
                 ..
             } => at(cluster, "podgroup", namespace, name),
+            Write::KubeGroupConditions {
+                cluster,
+                namespace,
+                name,
+                ..
+            } => at(cluster, "kubepodgroup", namespace, name),
             Write::QueueStatus { name, .. } => at("", "queue", "", name),
             Write::HyperNodeStatus { cluster, name, .. } => at(cluster, "hypernode", "", name),
             Write::PreBind { cluster, job, .. } => at(cluster, "prebind", "", job),
@@ -335,6 +353,7 @@ impl Write {
             Write::PodCondition { .. } => "pod_condition",
             Write::GroupStatus { .. } => "podgroup_status",
             Write::GroupAnnotation { .. } => "podgroup_annotation",
+            Write::KubeGroupConditions { .. } => "kube_podgroup_status",
             Write::QueueStatus { .. } => "queue_status",
             Write::HyperNodeStatus { .. } => "hypernode_status",
             Write::PreBind { .. } => "prebind",
@@ -348,6 +367,8 @@ impl Write {
 pub enum Involved {
     /// A PodGroup (`scheduling.volcano.sh/v1beta1`).
     PodGroup,
+    /// A Kubernetes PodGroup (`scheduling.k8s.io/v1beta1`).
+    KubePodGroup,
     /// A Pod (`v1`).
     Pod,
 }
@@ -357,6 +378,7 @@ impl Involved {
     pub fn type_meta(self) -> (&'static str, &'static str) {
         match self {
             Involved::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+            Involved::KubePodGroup => ("scheduling.k8s.io/v1beta1", "PodGroup"),
             Involved::Pod => ("v1", "Pod"),
         }
     }

@@ -454,6 +454,16 @@ pub async fn cluster_on_with(
     nodes: Vec<NodeSpec>,
     options: tephra_envtest::ClusterOptions,
 ) -> Option<TestCluster> {
+    cluster_on_release(backend, &tephra_envtest::Release::tier(), nodes, options).await
+}
+
+/// [`cluster_on_with`], the real cluster of `release` (for what only newer releases serve).
+pub async fn cluster_on_release(
+    backend: Backend,
+    release: &tephra_envtest::Release,
+    nodes: Vec<NodeSpec>,
+    options: tephra_envtest::ClusterOptions,
+) -> Option<TestCluster> {
     match backend {
         Backend::Devcluster => {
             let dev = cluster(nodes).await;
@@ -465,10 +475,9 @@ pub async fn cluster_on_with(
             })
         }
         Backend::KubeApiserver => {
-            let real =
-                tephra_envtest::tier::single(&tephra_envtest::Release::tier(), &nodes, options)
-                    .await
-                    .expect("the real cluster starts")?;
+            let real = tephra_envtest::tier::single(release, &nodes, options)
+                .await
+                .expect("the real cluster starts")?;
             Some(TestCluster {
                 client: real.client.clone(),
                 dev: None,

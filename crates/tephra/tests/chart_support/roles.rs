@@ -101,3 +101,18 @@ pub fn assert_roles_used(docs: &[Value], used: &BTreeMap<String, Grants>, unused
         idle.join("\n")
     );
 }
+
+/// The grant only a Workload API gang uses (executor.rs: KubeGroupConditions, the
+/// `PodGroupInitiallyScheduled` condition), unused where the server does not serve
+/// `scheduling.k8s.io/v1beta1` (before 1.37, or with it off) or where the scenario runs no such
+/// gang (a fleet's: Workload API gangs across a fleet are not in its scenario yet).
+pub const WORKLOAD_API_STATUS: Grant = (
+    "scheduler",
+    "scheduling.k8s.io",
+    "podgroups/status",
+    "patch",
+);
+
+/// The watch of Kubernetes' own PodGroups (watch.rs), which lists nothing where the server does
+/// not serve `scheduling.k8s.io/v1beta1` (it answers 404 and the kind counts as absent).
+pub const WORKLOAD_API_LIST: Grant = ("scheduler", "scheduling.k8s.io", "podgroups", "list");

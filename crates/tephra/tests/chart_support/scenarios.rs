@@ -23,11 +23,76 @@ pub fn one_cluster_args(dir: &TempDir) -> Vec<String> {
 /// [`workload`], pods of each kind of owner, pods with claims, a HyperNode, and preemption.
 pub async fn one_cluster(admin: &kube::Client, guard: &Guard, owners: Owners) {
     workload(admin, guard).await;
+    kube_gang(admin, guard).await;
     owned_pods(admin, guard, owners).await;
     claim_workload(admin, &[(admin.clone(), "node-a".into())], guard).await;
     racks(std::slice::from_ref(admin), guard).await;
     preemption(admin, guard, 1).await;
     restart(admin, guard).await;
+}
+
+/// Whether the server serves Kubernetes' own PodGroups (`scheduling.k8s.io/v1beta1`: from
+/// 1.37, with the API version and the `GenericWorkload` gate on).
+pub async fn serves_workload_api(admin: &kube::Client) -> bool {
+    admin
+        .list_api_group_resources("scheduling.k8s.io/v1beta1")
+        .await
+        .is_ok_and(|l| l.resources.iter().any(|r| r.name == "podgroups"))
+}
+
+/// Where the server serves it, a gang of Kubernetes' own PodGroup (the Workload API): two
+/// pods naming it in `spec.schedulingGroup`, placed together, the PodGroup's
+/// `PodGroupInitiallyScheduled` condition written; all deleted at the end.
+pub async fn kube_gang(admin: &kube::Client, guard: &Guard) {
+    if !serves_workload_api(admin).await {
+        return;
+    }
+    create(
+        admin,
+        json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "kgang", "namespace": "team-a",
+                "labels": {"volcano.sh/queue-name": "default"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}),
+    )
+    .await;
+    for i in 0..2 {
+        create(
+            admin,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("kgang-{i}"), "namespace": "team-a"},
+                "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                    "schedulingGroup": {"podGroupName": "kgang"},
+                    "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"requests": {"cpu": "100m"}}}]}}),
+        )
+        .await;
+    }
+    let groups: Api<k8s_openapi::api::scheduling::v1beta1::PodGroup> =
+        Api::namespaced(admin.clone(), "team-a");
+    wait_for(
+        guard,
+        "the Workload API gang to be scheduled",
+        60,
+        || async {
+            groups
+                .get("kgang")
+                .await
+                .ok()
+                .and_then(|g| g.status?.conditions)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True")
+                })
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "team-a");
+    for i in 0..2 {
+        let _ = pods
+            .delete(&format!("kgang-{i}"), &DeleteParams::default())
+            .await;
+    }
+    let _ = groups.delete("kgang", &DeleteParams::default()).await;
 }
 
 /// Values whose scheduler configuration is tephra's default with the `preempt` and `reclaim`

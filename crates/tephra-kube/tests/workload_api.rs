@@ -1,0 +1,125 @@
+//! Kubernetes' own gang API (the Workload API, `scheduling.k8s.io/v1beta1`) as tephra's second
+//! front end: pods that name a tephra scheduler and a Kubernetes PodGroup in
+//! `spec.schedulingGroup` are one gang of the PodGroup's `minCount`, placed whole or not at all,
+//! and the PodGroup says so in the condition kube-scheduler writes there
+//! (`PodGroupInitiallyScheduled`). On the devcluster and on a real kube-apiserver v1.37 with the
+//! `GenericWorkload` gate and that API version on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubePodGroup;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use tephra_api::PodGroup;
+
+/// A Kubernetes PodGroup `name` with a gang policy of `min` pods, in queue `queue` (by
+/// Volcano's label).
+async fn kube_group(c: &kube::Client, name: &str, min: i32) {
+    let groups: Api<KubePodGroup> = Api::namespaced(c.clone(), "default");
+    let g: KubePodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "labels": {"volcano.sh/queue-name": "default"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}}))
+    .unwrap();
+    groups
+        .create(&PostParams::default(), &g)
+        .await
+        .expect("the PodGroup is created");
+}
+
+/// `n` pods `<group>-<i>` of `cpu` CPUs each, for tephra (`schedulerName: volcano`), in the
+/// Kubernetes PodGroup `group`.
+async fn pods_of(c: &kube::Client, group: &str, n: usize, cpu: &str) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..n {
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{group}-{i}")},
+            "spec": {"schedulerName": "volcano",
+                "schedulingGroup": {"podGroupName": group},
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect("the pod is created");
+    }
+}
+
+/// The `PodGroupInitiallyScheduled` condition of PodGroup `name`: (status, reason, message).
+async fn scheduled(c: &kube::Client, name: &str) -> Option<(String, String, String)> {
+    let groups: Api<KubePodGroup> = Api::namespaced(c.clone(), "default");
+    let g = groups.get(name).await.ok()?;
+    g.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "PodGroupInitiallyScheduled")
+        .map(|c| (c.status, c.reason, c.message))
+}
+
+on_both!(
+    a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_so,
+    a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_so
+);
+async fn a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_so(
+    backend: Backend,
+) {
+    logs();
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: vec!["GenericWorkload=true".into()],
+        runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
+        ..Default::default()
+    };
+    // 16 CPUs in all: a gang of 4 × 2 CPUs fits, a gang of 8 × 4 CPUs never does.
+    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+    // The API is served from Kubernetes 1.37 on (an older server has none, and tephra reads
+    // none from it: the rest of the tier runs the oldest release).
+    let release = tephra_envtest::Release::Newest;
+    let Some(cl) = cluster_on_release(backend, &release, nodes, options).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    kube_group(&c, "fits", 4).await;
+    pods_of(&c, "fits", 4, "2").await;
+    kube_group(&c, "too-big", 8).await;
+    pods_of(&c, "too-big", 8, "4").await;
+    let (sched, ctl) = start_everything(&c).await;
+
+    all_bound(&c, "default", "fits-", 4, 30).await;
+    let (status, reason, _) = eventually(30, "fits says it was scheduled", || async {
+        scheduled(&c, "fits").await.filter(|s| s.0 == "True")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Scheduled"));
+
+    let (_, reason, message) = eventually(30, "too-big says why it waits", || async {
+        scheduled(&c, "too-big").await.filter(|s| s.0 == "False")
+    })
+    .await;
+    assert_eq!(reason, "Unschedulable");
+    assert!(!message.is_empty(), "the condition says why");
+    // Several sessions later, still none of its pods holds a node: no partial gang.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let bound = nodes_of(&c, "default", "too-big-").await;
+    assert_eq!(bound.len(), 8);
+    assert!(
+        bound.values().all(Option::is_none),
+        "a gang that cannot fit binds nothing: {bound:?}"
+    );
+    // The pods were taken as the Kubernetes PodGroup's: no Volcano PodGroup was made for them.
+    let volcano: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    let made = volcano.list(&ListParams::default()).await.unwrap();
+    assert!(
+        made.items.is_empty(),
+        "no Volcano PodGroup for pods in a Kubernetes PodGroup: {:?}",
+        made.items
+            .iter()
+            .map(|g| g.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+    stop_everything(sched, ctl).await;
+}

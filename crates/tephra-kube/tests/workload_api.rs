@@ -123,3 +123,93 @@ async fn a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_s
     );
     stop_everything(sched, ctl).await;
 }
+
+/// A Kubernetes Job with a gang scheduling policy (`spec.scheduling`, the `WorkloadWithJob`
+/// gate): the Job controller makes its Workload and PodGroup and its pods name the PodGroup,
+/// and tephra places them as one gang, with nothing from the user but the Job. Only on a real
+/// kube-apiserver v1.37 with its controller manager: the devcluster runs no Job controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserver() {
+    use k8s_openapi::api::batch::v1::Job as KubeJob;
+    logs();
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: vec![
+            "GenericWorkload=true".into(),
+            "WorkloadWithJob=true".into(),
+        ],
+        runtime_config: vec![
+            "scheduling.k8s.io/v1beta1=true".into(),
+            "scheduling.k8s.io/v1alpha3=true".into(),
+        ],
+        ..Default::default()
+    };
+    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+    let release = tephra_envtest::Release::Newest;
+    let Some(cl) = cluster_on_release(Backend::KubeApiserver, &release, nodes, options).await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
+    let (sched, ctl) = start_everything(&c).await;
+    let job = |name: &str, n: i32, cpu: &str| -> KubeJob {
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {"parallelism": n, "completions": n,
+                "scheduling": {"schedulingPolicy": {"gang": {"minCount": n}}},
+                "template": {"spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox",
+                        "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}}))
+        .unwrap()
+    };
+    let jobs: Api<KubeJob> = Api::namespaced(c.clone(), "default");
+    jobs.create(&PostParams::default(), &job("train", 4, "2"))
+        .await
+        .expect("the Job is created");
+    jobs.create(&PostParams::default(), &job("huge", 6, "4"))
+        .await
+        .expect("the Job is created");
+    // The Job controller named a PodGroup in each pod.
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let group_of = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.scheduling_group.as_ref())
+            .and_then(|g| g.pod_group_name.clone())
+    };
+    eventually(60, "train's 4 pods bound, each naming its PodGroup", || async {
+        let list = pods
+            .list(&ListParams::default().labels("job-name=train"))
+            .await
+            .ok()?;
+        (list.items.len() == 4
+            && list.items.iter().all(|p| {
+                group_of(p).is_some()
+                    && p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+            }))
+        .then_some(())
+    })
+    .await;
+    eventually(60, "huge's PodGroup says why it waits", || async {
+        let list = pods
+            .list(&ListParams::default().labels("job-name=huge"))
+            .await
+            .ok()?;
+        let group = list.items.first().and_then(group_of)?;
+        scheduled(&c, &group).await.filter(|s| s.0 == "False")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let huge = pods
+        .list(&ListParams::default().labels("job-name=huge"))
+        .await
+        .unwrap();
+    assert_eq!(huge.items.len(), 6);
+    assert!(
+        huge.items
+            .iter()
+            .all(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())),
+        "a Job's gang that cannot fit binds none of its pods"
+    );
+    stop_everything(sched, ctl).await;
+}

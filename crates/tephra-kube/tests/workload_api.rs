@@ -133,10 +133,7 @@ async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserve
     use k8s_openapi::api::batch::v1::Job as KubeJob;
     logs();
     let options = tephra_envtest::ClusterOptions {
-        feature_gates: vec![
-            "GenericWorkload=true".into(),
-            "WorkloadWithJob=true".into(),
-        ],
+        feature_gates: vec!["GenericWorkload=true".into(), "WorkloadWithJob=true".into()],
         runtime_config: vec![
             "scheduling.k8s.io/v1beta1=true".into(),
             "scheduling.k8s.io/v1alpha3=true".into(),
@@ -177,18 +174,21 @@ async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserve
             .and_then(|s| s.scheduling_group.as_ref())
             .and_then(|g| g.pod_group_name.clone())
     };
-    eventually(60, "train's 4 pods bound, each naming its PodGroup", || async {
-        let list = pods
-            .list(&ListParams::default().labels("job-name=train"))
-            .await
-            .ok()?;
-        (list.items.len() == 4
-            && list.items.iter().all(|p| {
-                group_of(p).is_some()
-                    && p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
-            }))
-        .then_some(())
-    })
+    eventually(
+        60,
+        "train's 4 pods bound, each naming its PodGroup",
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels("job-name=train"))
+                .await
+                .ok()?;
+            (list.items.len() == 4
+                && list.items.iter().all(|p| {
+                    group_of(p).is_some() && p.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+                }))
+            .then_some(())
+        },
+    )
     .await;
     eventually(60, "huge's PodGroup says why it waits", || async {
         let list = pods
@@ -212,4 +212,68 @@ async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserve
         "a Job's gang that cannot fit binds none of its pods"
     );
     stop_everything(sched, ctl).await;
+}
+
+/// Across a fleet: a Kubernetes PodGroup and its pods declared on the control plane go whole
+/// to one member, the PodGroup owns the ResourceBinding as a Volcano one does and says it was
+/// scheduled. On the devcluster (the real tier's fleets run the oldest release, which does
+/// not serve the API).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_member() {
+    logs();
+    // Two members of two 16-CPU nodes: a gang of 3 × 8 CPUs fits in either, not split.
+    let dev = fleet_of(&[("east", 0), ("west", 0)]).await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    kube_group(&cp, "spread", 3).await;
+    pods_of(&cp, "spread", 3, "8").await;
+    let declared: Api<Pod> = Api::namespaced(cp.clone(), "default");
+    let member = eventually(30, "the declared pods labelled with one member", || async {
+        let list = declared.list(&ListParams::default()).await.ok()?;
+        let members: std::collections::BTreeSet<String> = list
+            .items
+            .iter()
+            .filter_map(|p| p.metadata.labels.as_ref()?.get("tephra.io/member").cloned())
+            .collect();
+        let all = list.items.iter().all(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("tephra.io/member"))
+        });
+        (list.items.len() == 3 && all && members.len() == 1)
+            .then(|| members.into_iter().next())
+            .flatten()
+    })
+    .await;
+    let there = dev.client(&member).await.unwrap();
+    all_bound(&there, "default", "spread-", 3, 30).await;
+    let other = if member == "east" { "west" } else { "east" };
+    let elsewhere: Api<Pod> = Api::namespaced(dev.client(other).await.unwrap(), "default");
+    assert!(
+        elsewhere
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "nothing of the gang in {other}"
+    );
+    let rbs: Api<tephra_api::ResourceBinding> = Api::namespaced(cp.clone(), "default");
+    let rb = eventually(20, "the ResourceBinding", || async {
+        rbs.get("spread").await.ok()
+    })
+    .await;
+    assert_eq!(
+        (
+            rb.spec.resource.api_version.as_str(),
+            rb.spec.resource.kind.as_str()
+        ),
+        ("scheduling.k8s.io/v1beta1", "PodGroup")
+    );
+    eventually(30, "the PodGroup says it was scheduled", || async {
+        scheduled(&cp, "spread").await.filter(|s| s.0 == "True")
+    })
+    .await;
+    sched.stop().await;
 }

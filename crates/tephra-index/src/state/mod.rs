@@ -567,7 +567,10 @@ impl State {
             let replaces = uid
                 .as_deref()
                 .is_some_and(|uid| self.incarnations.write(job, uid, stored));
-            out.push(crate::writes::resource_binding(job, uid, replaces, &placed));
+            let kube = self.is_kube_group(job);
+            out.push(crate::writes::resource_binding(
+                job, uid, replaces, &placed, kube,
+            ));
         }
         let groups = &self.groups;
         self.incarnations.sweep(&|job| groups.contains_key(job));

@@ -175,13 +175,21 @@ fn allocation(a: &tephra_scheduler::model::ClaimAllocation) -> serde_json::Value
 /// node plan (`pod → cluster/node`) in the `tephra.io/node-plan` annotation. Its PodGroup owns
 /// it (as Karmada's resource template owns its binding), so that deleting the job, or the
 /// PodGroup, takes the binding with it. `replaces`: the binding there was written for an
-/// earlier PodGroup of the job, and is deleted first.
+/// earlier PodGroup of the job, and is deleted first. `kube`: the PodGroup is Kubernetes' own
+/// (`scheduling.k8s.io/v1beta1`); its ownership then does not block its deletion (that would
+/// need its `podgroups/finalizers`, which no other write of the scheduler does).
 pub fn resource_binding(
     job: &str,
     uid: Option<String>,
     replaces: bool,
     placed: &[(String, String, String, String)],
+    kube: bool,
 ) -> Write {
+    let api_version = if kube {
+        "scheduling.k8s.io/v1beta1"
+    } else {
+        "scheduling.volcano.sh/v1beta1"
+    };
     let (namespace, name) = split(job);
     let mut clusters: BTreeMap<String, BTreeMap<String, i32>> = BTreeMap::new();
     let mut plan = BTreeMap::new();
@@ -197,7 +205,7 @@ pub fn resource_binding(
         &name,
         ResourceBindingSpec {
             resource: ObjectReference {
-                api_version: "scheduling.volcano.sh/v1beta1".into(),
+                api_version: api_version.into(),
                 kind: "PodGroup".into(),
                 namespace: Some(namespace.clone()),
                 name: name.clone(),
@@ -215,12 +223,12 @@ pub fn resource_binding(
     rb.metadata.owner_references = uid.map(|uid| {
         vec![
             k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "scheduling.volcano.sh/v1beta1".into(),
+                api_version: api_version.into(),
                 kind: "PodGroup".into(),
                 name: name.clone(),
                 uid,
                 controller: Some(true),
-                block_owner_deletion: Some(true),
+                block_owner_deletion: Some(!kube),
             },
         ]
     });

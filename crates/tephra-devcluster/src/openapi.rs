@@ -108,6 +108,7 @@ pub fn register_builtin(generator: &mut SchemaGenerator, which: Builtin) -> Stri
         Builtin::ResourceClaim => reg!(api::resource::v1::ResourceClaim),
         Builtin::ResourceClaimTemplate => reg!(api::resource::v1::ResourceClaimTemplate),
         Builtin::KubePodGroup => reg!(api::scheduling::v1beta1::PodGroup),
+        Builtin::Workload => reg!(api::scheduling::v1beta1::Workload),
     }
 }
 

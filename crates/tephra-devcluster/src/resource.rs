@@ -41,6 +41,8 @@ pub enum Builtin {
     /// `scheduling.k8s.io/v1beta1` PodGroup (the Workload API), served as a kube-apiserver
     /// 1.37 with that version and the GenericWorkload gate on serves it.
     KubePodGroup,
+    /// `scheduling.k8s.io/v1beta1` Workload (its pod group templates; no status).
+    Workload,
 }
 
 /// A CRD printer column.
@@ -383,6 +385,16 @@ pub(crate) fn builtins() -> Vec<Arc<ResourceDef>> {
             &[],
             true,
             B::KubePodGroup,
+        ),
+        builtin(
+            "scheduling.k8s.io",
+            "v1beta1",
+            "Workload",
+            "workloads",
+            true,
+            &[],
+            false,
+            B::Workload,
         ),
         builtin(
             "apiextensions.k8s.io",

@@ -123,7 +123,12 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
         Some(Builtin::CsiNode) => vec![name, col("Drivers", "integer", "", 0, ""), age],
         Some(Builtin::ResourceClaim) => vec![name, s("State"), age],
         Some(Builtin::ResourceSlice) => vec![name, s("Node"), s("Driver"), s("Pool"), age],
-        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::KubePodGroup) => {
+        Some(
+            Builtin::DeviceClass
+            | Builtin::ResourceClaimTemplate
+            | Builtin::KubePodGroup
+            | Builtin::Workload,
+        ) => {
             vec![name, age]
         }
         None => {
@@ -484,7 +489,12 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
             json!(text(obj, "/spec/pool/name")),
             json!(age(obj)),
         ],
-        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::KubePodGroup) => {
+        Some(
+            Builtin::DeviceClass
+            | Builtin::ResourceClaimTemplate
+            | Builtin::KubePodGroup
+            | Builtin::Workload,
+        ) => {
             vec![name, json!(age(obj))]
         }
         Some(Builtin::CsiNode) => vec![

@@ -16,15 +16,23 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use tephra_api::PodGroup;
 
-/// A Kubernetes PodGroup `name` with a gang policy of `min` pods, in queue `queue` (by
+/// A Kubernetes PodGroup `name` with a gang policy of `min` pods, in the `default` queue (by
 /// Volcano's label).
 async fn kube_group(c: &kube::Client, name: &str, min: i32) {
+    kube_group_of(c, name, min, None).await;
+}
+
+/// [`kube_group`], made from template `(workload, template)` of a Workload.
+async fn kube_group_of(c: &kube::Client, name: &str, min: i32, from: Option<(&str, &str)>) {
     let groups: Api<KubePodGroup> = Api::namespaced(c.clone(), "default");
-    let g: KubePodGroup = serde_json::from_value(json!({
+    let mut doc = json!({
         "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
         "metadata": {"name": name, "labels": {"volcano.sh/queue-name": "default"}},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}}))
-    .unwrap();
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}});
+    if let Some((workload, template)) = from {
+        doc["spec"]["workloadRef"] = json!({"workloadName": workload, "templateName": template});
+    }
+    let g: KubePodGroup = serde_json::from_value(doc).unwrap();
     groups
         .create(&PostParams::default(), &g)
         .await
@@ -276,4 +284,74 @@ async fn a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_
     })
     .await;
     sched.stop().await;
+}
+
+on_both!(
+    a_workloads_pod_groups_are_each_placed_whole_and_deleted_pods_free_their_room,
+    a_workloads_pod_groups_are_each_placed_whole_and_deleted_pods_free_their_room
+);
+async fn a_workloads_pod_groups_are_each_placed_whole_and_deleted_pods_free_their_room(
+    backend: Backend,
+) {
+    use k8s_openapi::api::scheduling::v1beta1::Workload;
+    logs();
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: vec!["GenericWorkload=true".into()],
+        runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
+        ..Default::default()
+    };
+    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+    let release = tephra_envtest::Release::Newest;
+    let Some(cl) = cluster_on_release(backend, &release, nodes, options).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    // A Workload of a driver (a gang of 1) and workers (a gang of 8), as a training operator
+    // declares one; a PodGroup of each template, and their pods.
+    let workloads: Api<Workload> = Api::namespaced(c.clone(), "default");
+    let w: Workload = serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {"podGroupTemplates": [
+            {"name": "driver", "schedulingPolicy": {"gang": {"minCount": 1}}},
+            {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 8}}}]}}))
+    .unwrap();
+    workloads
+        .create(&PostParams::default(), &w)
+        .await
+        .expect("the Workload is created");
+    kube_group_of(&c, "train-driver", 1, Some(("train", "driver"))).await;
+    kube_group_of(&c, "train-workers", 8, Some(("train", "workers"))).await;
+    pods_of(&c, "train-driver", 1, "1").await;
+    pods_of(&c, "train-workers", 8, "1").await;
+    let (sched, ctl) = start_everything(&c).await;
+    all_bound(&c, "default", "train-driver-", 1, 30).await;
+    all_bound(&c, "default", "train-workers-", 8, 30).await;
+    // 7 CPUs left: a gang of 4 × 3 CPUs waits, whole.
+    kube_group(&c, "next", 4).await;
+    pods_of(&c, "next", 4, "3").await;
+    eventually(30, "next says why it waits", || async {
+        scheduled(&c, "next").await.filter(|s| s.0 == "False")
+    })
+    .await;
+    assert!(
+        nodes_of(&c, "default", "next-")
+            .await
+            .values()
+            .all(Option::is_none),
+        "nothing of a gang that does not fit yet is bound"
+    );
+    // The workers' pods go: their room is free, and the waiting gang takes it, whole.
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..8 {
+        pods.delete(&format!("train-workers-{i}"), &Default::default())
+            .await
+            .expect("the pod is deleted");
+    }
+    all_bound(&c, "default", "next-", 4, 60).await;
+    eventually(30, "next says it was scheduled", || async {
+        scheduled(&c, "next").await.filter(|s| s.0 == "True")
+    })
+    .await;
+    stop_everything(sched, ctl).await;
 }

@@ -8,10 +8,16 @@
 //!   client, `TEPHRA_REAL_STREAMS` binds in flight, 64 by default) posting a Binding for each
 //!   pre-created pod, round robin over the nodes;
 //! - `tephra`: `tephra scheduler` (the release binary), pods in Volcano PodGroups of 8;
+//! - `tephra-kube-gangs`: `tephra scheduler`, pods in `scheduling.k8s.io` PodGroups of 8, as
+//!   `kube-gangs` has them (tephra's second front end);
 //! - `kube-scheduler`: the real kube-scheduler, single pods;
 //! - `kube-gangs`: the real kube-scheduler, pods in `scheduling.k8s.io` PodGroups of 8 (gang,
 //!   `minCount` 8), named by each pod's `spec.schedulingGroup.podGroupName`;
 //! - `volcano`: vc-scheduler, when `.ci/real-components --with-volcano` could build it.
+//!
+//! Each gang contender's namespace also holds one gang of 8 that can never be placed whole
+//! (`never-*`: two of its pods select a node label no node has); its pods bound, which a gang
+//! scheduler leaves at 0, are printed as `never-fit gang: N of 8 bound`.
 //!
 //! `cargo bench -p tephra --bench e2e_real`; `TEPHRA_REAL_NODES` (500), `TEPHRA_REAL_PODS`
 //! (5,000), `TEPHRA_REAL_RUNS` (the contenders, comma separated, in order; all by default),
@@ -72,6 +78,8 @@ fn load() -> String {
 #[derive(Default)]
 struct Seen {
     bound: usize,
+    /// Pods of the gang that never fits (`never-*`) that got a node.
+    never_bound: usize,
     first: Option<Instant>,
     last: Option<Instant>,
     synced: bool,
@@ -95,9 +103,16 @@ fn watch_binds(client: kube::Client, ns: &str) -> Arc<Mutex<Seen>> {
                 }
                 _ => continue,
             };
-            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
-                && bound.insert(p.metadata.name.unwrap_or_default())
-            {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if name.starts_with("never-") {
+                if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()
+                    && bound.insert(name)
+                {
+                    seen.lock().unwrap().never_bound += 1;
+                }
+                continue;
+            }
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() && bound.insert(name) {
                 let now = Instant::now();
                 let mut s = seen.lock().unwrap();
                 s.bound += 1;
@@ -123,6 +138,35 @@ impl Outcome {
     }
 }
 
+/// Pod `name` of `ns` for a contender of `kind`, in gang `group` where the kind has gangs.
+fn pod_of(kind: Pods, ns: &str, name: &str, group: &str) -> Value {
+    let mut pod = json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulerName": "default-scheduler",
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
+    });
+    match kind {
+        Pods::Unscheduled => pod["spec"]["schedulerName"] = json!("none"),
+        Pods::Single => {}
+        Pods::VolcanoGangs => {
+            pod["spec"]["schedulerName"] = json!("volcano");
+            pod["metadata"]["annotations"] = json!({
+                "scheduling.k8s.io/group-name": group,
+                "volcano.sh/task-spec": "worker"});
+        }
+        Pods::KubeGangs => {
+            pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        }
+        Pods::TephraKubeGangs => {
+            pod["spec"]["schedulerName"] = json!("volcano");
+            pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
+        }
+    }
+    pod
+}
+
 /// Which pods a contender gets.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pods {
@@ -134,6 +178,8 @@ enum Pods {
     Single,
     /// `default-scheduler` pods in `scheduling.k8s.io` PodGroups of [`GANG`].
     KubeGangs,
+    /// `volcano` pods in `scheduling.k8s.io` PodGroups of [`GANG`].
+    TephraKubeGangs,
 }
 
 struct Bench {
@@ -264,10 +310,11 @@ impl Bench {
                 "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                 "spec": {"minMember": GANG, "queue": "default"}}),
             )),
-            Pods::KubeGangs => Some((
+            Pods::KubeGangs | Pods::TephraKubeGangs => Some((
                 kube,
                 json!({
                 "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                "metadata": {"labels": {"volcano.sh/queue-name": "default"}},
                 "spec": {"schedulingPolicy": {"gang": {"minCount": GANG}}}}),
             )),
             _ => None,
@@ -276,7 +323,8 @@ impl Bench {
             futures::stream::iter(0..gangs)
                 .for_each_concurrent(CREATES, |g| async move {
                     let mut pg = template.clone();
-                    pg["metadata"] = json!({"name": format!("g{g}"), "namespace": ns});
+                    pg["metadata"]["name"] = json!(format!("g{g}"));
+                    pg["metadata"]["namespace"] = json!(ns);
                     let pg: DynamicObject = serde_json::from_value(pg).unwrap();
                     api.create(&PostParams::default(), &pg).await.unwrap();
                 })
@@ -288,31 +336,29 @@ impl Bench {
                 let pods = pods.clone();
                 async move {
                     let group = format!("g{}", i / GANG);
-                    let mut pod = json!({
-                        "metadata": {"name": format!("p{i}"), "namespace": ns},
-                        "spec": {"schedulerName": "default-scheduler",
-                            "automountServiceAccountToken": false,
-                            "containers": [{"name": "c", "image": "busybox",
-                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
-                    });
-                    match kind {
-                        Pods::Unscheduled => pod["spec"]["schedulerName"] = json!("none"),
-                        Pods::Single => {}
-                        Pods::VolcanoGangs => {
-                            pod["spec"]["schedulerName"] = json!("volcano");
-                            pod["metadata"]["annotations"] = json!({
-                                "scheduling.k8s.io/group-name": group,
-                                "volcano.sh/task-spec": "worker"});
-                        }
-                        Pods::KubeGangs => {
-                            pod["spec"]["schedulingGroup"] = json!({"podGroupName": group});
-                        }
-                    }
+                    let pod = pod_of(kind, ns, &format!("p{i}"), &group);
                     let pod: Pod = serde_json::from_value(pod).unwrap();
                     pods.create(&PostParams::default(), &pod).await.unwrap();
                 }
             })
             .await;
+        if let Some((api, template)) = &groups {
+            // The gang that never fits whole: its group, then its pods, two of which select
+            // a label no node has.
+            let mut pg = template.clone();
+            pg["metadata"]["name"] = json!("never");
+            pg["metadata"]["namespace"] = json!(ns);
+            let pg: DynamicObject = serde_json::from_value(pg).unwrap();
+            api.create(&PostParams::default(), &pg).await.unwrap();
+            for i in 0..GANG {
+                let mut pod = pod_of(kind, ns, &format!("never-{i}"), "never");
+                if i < 2 {
+                    pod["spec"]["nodeSelector"] = json!({"tephra.io/bench": "nowhere"});
+                }
+                let pod: Pod = serde_json::from_value(pod).unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+            }
+        }
     }
 
     /// Deletes every pod of `ns` at once (grace 0: no kubelet confirms a deletion) and waits
@@ -344,6 +390,7 @@ impl Bench {
             "tephra" | "volcano" => Pods::VolcanoGangs,
             "kube-scheduler" => Pods::Single,
             "kube-gangs" => Pods::KubeGangs,
+            "tephra-kube-gangs" => Pods::TephraKubeGangs,
             other => panic!("unknown contender {other}"),
         };
         let volcano = volcano_dir();
@@ -381,7 +428,7 @@ impl Bench {
                     self.pods,
                 )))
             }
-            "tephra" => process = Some(tephra_scheduler(&self.kubeconfig)),
+            "tephra" | "tephra-kube-gangs" => process = Some(tephra_scheduler(&self.kubeconfig)),
             "kube-scheduler" | "kube-gangs" => {
                 let config = json!({
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -416,10 +463,13 @@ impl Bench {
         if matches!(name, "kube-scheduler" | "kube-gangs") {
             self.cluster.stop_scheduler();
         }
-        let (first, last, bound) = {
+        let (first, last, bound, never_bound) = {
             let s = seen.lock().unwrap();
-            (s.first, s.last, s.bound)
+            (s.first, s.last, s.bound, s.never_bound)
         };
+        if !matches!(kind, Pods::Unscheduled | Pods::Single) {
+            println!("{name}: never-fit gang: {never_bound} of {GANG} bound");
+        }
         let result = Outcome {
             first: first.map_or(f64::NAN, |t| (t - start).as_secs_f64()),
             all: last.map_or(f64::NAN, |t| (t - start).as_secs_f64()),
@@ -584,7 +634,9 @@ fn main() {
     let pods = env("TEPHRA_REAL_PODS", 5000);
     let repeat = env("TEPHRA_REAL_REPEAT", 1).max(1);
     let runs: Vec<&'static str> = std::env::var("TEPHRA_REAL_RUNS")
-        .unwrap_or_else(|_| "bind-limit,tephra,kube-scheduler,kube-gangs,volcano".into())
+        .unwrap_or_else(|_| {
+            "bind-limit,tephra,tephra-kube-gangs,kube-scheduler,kube-gangs,volcano".into()
+        })
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -593,6 +645,7 @@ fn main() {
             "tephra" => "tephra",
             "kube-scheduler" => "kube-scheduler",
             "kube-gangs" => "kube-gangs",
+            "tephra-kube-gangs" => "tephra-kube-gangs",
             "volcano" => "volcano",
             other => panic!("unknown contender {other} in TEPHRA_REAL_RUNS"),
         })

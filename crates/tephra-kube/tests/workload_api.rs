@@ -69,6 +69,31 @@ async fn scheduled(c: &kube::Client, name: &str) -> Option<(String, String, Stri
         .map(|c| (c.status, c.reason, c.message))
 }
 
+/// Two 8-CPU nodes where the Workload API is served: the devcluster, or a real kube-apiserver
+/// of the newest release (the API is served from 1.37 on; the rest of the tier runs the
+/// oldest, which has none of it) with the `GenericWorkload` gate, `more_gates`, and
+/// `scheduling.k8s.io/v1beta1` and `more_versions` on, and kube-scheduler when `scheduler`.
+async fn workload_cluster(
+    backend: Backend,
+    more_gates: &[&str],
+    more_versions: &[&str],
+    scheduler: bool,
+) -> Option<TestCluster> {
+    let gates = ["GenericWorkload=true"].iter().chain(more_gates);
+    let versions = ["scheduling.k8s.io/v1beta1=true"]
+        .iter()
+        .chain(more_versions);
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: gates.map(|g| g.to_string()).collect(),
+        runtime_config: versions.map(|v| v.to_string()).collect(),
+        scheduler: scheduler.then_some(serde_json::Value::Null),
+        ..Default::default()
+    };
+    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+    let release = tephra_envtest::Release::Newest;
+    cluster_on_release(backend, &release, nodes, options).await
+}
+
 on_both!(
     a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_so,
     a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_so
@@ -77,17 +102,8 @@ async fn a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_s
     backend: Backend,
 ) {
     logs();
-    let options = tephra_envtest::ClusterOptions {
-        feature_gates: vec!["GenericWorkload=true".into()],
-        runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
-        ..Default::default()
-    };
     // 16 CPUs in all: a gang of 4 × 2 CPUs fits, a gang of 8 × 4 CPUs never does.
-    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
-    // The API is served from Kubernetes 1.37 on (an older server has none, and tephra reads
-    // none from it: the rest of the tier runs the oldest release).
-    let release = tephra_envtest::Release::Newest;
-    let Some(cl) = cluster_on_release(backend, &release, nodes, options).await else {
+    let Some(cl) = workload_cluster(backend, &[], &[], false).await else {
         return;
     };
     let c = cl.client.clone();
@@ -140,17 +156,13 @@ async fn a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_s
 async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserver() {
     use k8s_openapi::api::batch::v1::Job as KubeJob;
     logs();
-    let options = tephra_envtest::ClusterOptions {
-        feature_gates: vec!["GenericWorkload=true".into(), "WorkloadWithJob=true".into()],
-        runtime_config: vec![
-            "scheduling.k8s.io/v1beta1=true".into(),
-            "scheduling.k8s.io/v1alpha3=true".into(),
-        ],
-        ..Default::default()
-    };
-    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
-    let release = tephra_envtest::Release::Newest;
-    let Some(cl) = cluster_on_release(Backend::KubeApiserver, &release, nodes, options).await
+    let Some(cl) = workload_cluster(
+        Backend::KubeApiserver,
+        &["WorkloadWithJob=true"],
+        &["scheduling.k8s.io/v1alpha3=true"],
+        false,
+    )
+    .await
     else {
         return;
     };
@@ -295,14 +307,7 @@ async fn a_workloads_pod_groups_are_each_placed_whole_and_deleted_pods_free_thei
 ) {
     use k8s_openapi::api::scheduling::v1beta1::Workload;
     logs();
-    let options = tephra_envtest::ClusterOptions {
-        feature_gates: vec!["GenericWorkload=true".into()],
-        runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
-        ..Default::default()
-    };
-    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
-    let release = tephra_envtest::Release::Newest;
-    let Some(cl) = cluster_on_release(backend, &release, nodes, options).await else {
+    let Some(cl) = workload_cluster(backend, &[], &[], false).await else {
         return;
     };
     let c = cl.client.clone();
@@ -353,5 +358,82 @@ async fn a_workloads_pod_groups_are_each_placed_whole_and_deleted_pods_free_thei
         scheduled(&c, "next").await.filter(|s| s.0 == "True")
     })
     .await;
+    stop_everything(sched, ctl).await;
+}
+
+/// Coexistence on one real cluster: kube-scheduler's own gang scheduling places its
+/// Workload API gang, tephra places its own, and a third gang that would need room the first
+/// two hold binds nothing: tephra counts what kube-scheduler bound, no node is asked for more
+/// than it has. Only on a real kube-apiserver v1.37 with kube-scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_schedulers_gangs_and_tephras_never_share_room_on_kube_apiserver() {
+    logs();
+    let Some(cl) = workload_cluster(Backend::KubeApiserver, &[], &[], true).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    // kube-scheduler's gang: 4 pods of 3 CPUs, scheduled by default-scheduler (two on each
+    // node: 2 CPUs left on each).
+    kube_group(&c, "theirs", 4).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..4 {
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("theirs-{i}")},
+            "spec": {"schedulingGroup": {"podGroupName": "theirs"},
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    all_bound(&c, "default", "theirs-", 4, 60).await;
+    // tephra's: a gang of 2 × 2 CPUs fits in the 4 CPUs left (2 on each node); a gang of
+    // 4 × 2 CPUs more would need room kube-scheduler's pods hold.
+    kube_group(&c, "ours", 2).await;
+    pods_of(&c, "ours", 2, "2").await;
+    kube_group(&c, "more", 4).await;
+    pods_of(&c, "more", 4, "2").await;
+    let (sched, ctl) = start_everything(&c).await;
+    all_bound(&c, "default", "ours-", 2, 30).await;
+    eventually(30, "more says why it waits", || async {
+        scheduled(&c, "more").await.filter(|s| s.0 == "False")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(
+        nodes_of(&c, "default", "more-")
+            .await
+            .values()
+            .all(Option::is_none),
+        "nothing of a gang without room is bound"
+    );
+    // kube-scheduler's PodGroup has no pod of tephra's: tephra wrote nothing on it.
+    let theirs = scheduled(&c, "theirs")
+        .await
+        .expect("kube-scheduler's condition");
+    assert_eq!(
+        (theirs.0.as_str(), theirs.1.as_str(), theirs.2.as_str()),
+        ("True", "Scheduled", ""),
+        "kube-scheduler's own words"
+    );
+    // No node holds more than its 8 CPUs.
+    let mut per_node: std::collections::BTreeMap<String, f64> = Default::default();
+    for p in pods.list(&ListParams::default()).await.unwrap().items {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        let cpu: f64 = p
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .filter_map(|c| c.resources.as_ref()?.requests.as_ref()?.get("cpu"))
+            .filter_map(|q| q.0.parse::<f64>().ok())
+            .sum();
+        *per_node.entry(node).or_default() += cpu;
+    }
+    assert!(
+        per_node.values().all(|&cpu| cpu <= 8.0),
+        "a node asked for more than it has: {per_node:?}"
+    );
     stop_everything(sched, ctl).await;
 }

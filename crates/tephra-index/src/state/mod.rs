@@ -488,8 +488,15 @@ impl State {
         status: tephra_api::PodGroupStatus,
         stamp: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     ) -> Option<crate::writes::Write> {
+        // A PodGroup none of whose pods is tephra's is another scheduler's (kube-scheduler's
+        // own gangs): its condition is theirs to write.
+        let ours = self
+            .cache
+            .world()
+            .job(job)
+            .is_some_and(|j| !j.tasks.is_empty());
         let seen = self.kube_groups.get_mut(job)?;
-        let condition = crate::workload::condition(&status, seen, stamp);
+        let condition = crate::workload::condition(&status, seen, stamp).filter(|_| ours);
         seen.decided = Some(status.clone());
         let conditions = condition.map(|c| {
             let all = crate::workload::with_condition(seen, c);

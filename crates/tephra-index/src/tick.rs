@@ -78,45 +78,38 @@ pub fn writes(
 /// condition it implies written, and its Events about a `scheduling.k8s.io` object.
 fn for_kube_groups(state: &mut State, writes: Vec<Write>, clock: &Clock) -> Vec<Write> {
     use crate::writes::Involved;
-    if !writes.iter().any(|w| match w {
-        Write::GroupStatus {
-            namespace, name, ..
-        }
-        | Write::Event {
-            kind: Involved::PodGroup,
-            namespace,
-            group: name,
-            ..
-        } => state.is_kube_group(&format!("{namespace}/{name}")),
-        _ => false,
-    }) {
+    if !state.has_kube_groups() {
         return writes;
     }
     let mut out = Vec::with_capacity(writes.len());
     for mut w in writes {
-        if let Write::Event {
-            kind,
-            namespace,
-            group,
-            ..
-        } = &mut w
-            && *kind == Involved::PodGroup
-            && state.is_kube_group(&format!("{namespace}/{group}"))
-        {
-            *kind = Involved::KubePodGroup;
-        }
-        let kube_status = match &w {
-            Write::GroupStatus {
-                namespace, name, ..
-            } => Some(format!("{namespace}/{name}")).filter(|job| state.is_kube_group(job)),
-            _ => None,
-        };
-        match (kube_status, w) {
-            (Some(job), Write::GroupStatus { status, .. }) => {
-                out.extend(state.kube_group_decided(clock.now, &job, status, &clock.stamp));
+        match &mut w {
+            Write::Event {
+                kind,
+                namespace,
+                group,
+                ..
+            } if *kind == Involved::PodGroup
+                && state.is_kube_group(&format!("{namespace}/{group}")) =>
+            {
+                *kind = Involved::KubePodGroup;
             }
-            (_, other) => out.push(other),
+            Write::GroupStatus {
+                namespace,
+                name,
+                status,
+                ..
+            } => {
+                let job = format!("{namespace}/{name}");
+                if state.is_kube_group(&job) {
+                    let status = std::mem::take(status);
+                    out.extend(state.kube_group_decided(clock.now, &job, status, &clock.stamp));
+                    continue;
+                }
+            }
+            _ => {}
         }
+        out.push(w);
     }
     out
 }

@@ -12,6 +12,10 @@
 //! is the condition kube-scheduler writes, [`CONDITION`]: `True` with reason `Scheduled` once
 //! the gang is placed (never `False` again after that), `False` with reason `Unschedulable` and
 //! tephra's reason while it cannot be placed.
+//!
+//! A Kubernetes PodGroup names no scheduler: its pods do. It becomes one of tephra's gangs once
+//! a pod of tephra's names it ([`KubeGroup::claimed`]); until then it may as well be
+//! kube-scheduler's own, so it counts in no queue and no view (no phantom waiting gangs).
 
 use std::collections::BTreeMap;
 
@@ -40,6 +44,11 @@ pub struct KubeGroup {
     pub decided: Option<PodGroupStatus>,
     /// Its conditions, as last observed.
     pub conditions: Vec<Condition>,
+    /// Whether a pod of tephra's has named it: from then on it is one of tephra's gangs (and
+    /// stays one), before that it is nobody's to tephra.
+    pub claimed: bool,
+    /// The object as last observed, and the cluster it lives in, kept until it is claimed.
+    pub unclaimed: Option<(std::sync::Arc<str>, Box<KubePodGroup>)>,
 }
 
 impl KubeGroup {
@@ -263,6 +272,7 @@ mod tests {
                 ..PodGroupStatus::default()
             }),
             conditions: Vec::new(),
+            ..KubeGroup::default()
         };
         let phase = |s: Option<&KubeGroup>| as_volcano(&g, s).status.and_then(|s| s.phase);
         assert_eq!(phase(Some(&decided)), Some(PodGroupPhase::Inqueue));
@@ -276,6 +286,7 @@ mod tests {
                 last_transition_time: now(),
                 observed_generation: None,
             }],
+            ..KubeGroup::default()
         };
         assert_eq!(phase(Some(&placed)), Some(PodGroupPhase::Running));
     }
@@ -293,6 +304,7 @@ mod tests {
         let seen = KubeGroup {
             decided: None,
             conditions: vec![c.clone()],
+            ..KubeGroup::default()
         };
         assert!(condition(&refused("needs 8 GPUs, 4 free"), &seen, &now()).is_none());
         // Placed: True, with a new transition time.
@@ -311,6 +323,7 @@ mod tests {
         let placed = KubeGroup {
             decided: None,
             conditions: with_condition(&seen, t),
+            ..KubeGroup::default()
         };
         assert_eq!(placed.conditions.len(), 1);
         assert!(condition(&refused("lost a node"), &placed, &later).is_none());

@@ -685,3 +685,112 @@ fn a_pod_is_not_placed_before_the_kinds_its_claims_are_judged_with_are_listed() 
     let why = d.event_for("ns/pg2").expect("the gang says why it waits");
     assert!(!why.message.contains("scheduling gates"), "{}", why.message);
 }
+
+/// A pod naming a Kubernetes PodGroup (`spec.schedulingGroup`) for `scheduler`, on `node`.
+fn kube_pod(name: &str, group: &str, scheduler: &str, node: Option<&str>) -> Obj {
+    let mut spec = json!({"schedulerName": scheduler,
+        "schedulingGroup": {"podGroupName": group},
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    Obj::Pod(object(json!({
+        "metadata": {"name": name, "namespace": "ns", "uid": name}, "spec": spec
+    })))
+}
+
+fn kube_group(name: &str) -> Obj {
+    Obj::KubePodGroup(object(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    })))
+}
+
+/// A Kubernetes PodGroup names no scheduler: its pods do. One whose pods are kube-scheduler's
+/// (its own gang scheduling) is nobody's gang to tephra: no queue counts it, the fleet view
+/// does not show it, and no session writes on it, while the room its bound pods hold is still
+/// accounted. One that a pod of tephra's names, before or after the group is seen, is a gang
+/// of tephra's like a Volcano PodGroup.
+#[test]
+fn a_kubernetes_podgroup_is_tephras_gang_only_once_a_pod_of_tephras_names_it() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.add_local("local").unwrap();
+    let q = Obj::Queue(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "default"}, "spec": {"weight": 1}
+    })));
+    for (kind, obj) in [
+        (Kind::Node, node("n0", false)),
+        (Kind::Queue, q),
+        (Kind::KubePodGroup, kube_group("theirs")),
+        (
+            Kind::Pod,
+            kube_pod("t0", "theirs", "default-scheduler", Some("n0")),
+        ),
+        (
+            Kind::Pod,
+            kube_pod("t1", "theirs", "default-scheduler", None),
+        ),
+    ] {
+        assert!(s.apply(0, update(kind, Change::Apply(obj))).is_empty());
+    }
+    let groups = |s: &mut State, now: i64| {
+        let d = session(s, now);
+        let q = d.queues.iter().find(|q| q.name == "default").cloned();
+        let q = q.expect("the default queue");
+        let view = s.view("scheduler");
+        let mut jobs: Vec<String> = view.jobs.iter().map(|j| j.name.clone()).collect();
+        jobs.sort();
+        let counted = q.pending + q.inqueue + q.running + q.unknown + q.completed;
+        (counted, jobs, d.binds.len())
+    };
+    // kube-scheduler's bound pod counts as any other scheduler's pod does (a group of its
+    // own, holding its room); its PodGroup is not a waiting gang of tephra's.
+    assert_eq!(
+        groups(&mut s, 1),
+        (1, vec!["pod-t0".to_string()], 0),
+        "kube-scheduler's gang is not a waiting gang of tephra's"
+    );
+    assert!(
+        s.cache().world().task_id("ns/t0").is_some(),
+        "the room kube-scheduler's pod holds is accounted"
+    );
+    // A pod of tephra's before its group, and a group before its pods.
+    for (kind, obj) in [
+        (Kind::Pod, kube_pod("a0", "early", "volcano", None)),
+        (Kind::KubePodGroup, kube_group("early")),
+        (Kind::KubePodGroup, kube_group("late")),
+    ] {
+        assert!(s.apply(2, update(kind, Change::Apply(obj))).is_empty());
+    }
+    assert_eq!(
+        groups(&mut s, 3).0,
+        2,
+        "early is tephra's, late nobody's yet"
+    );
+    for (kind, obj) in [
+        (Kind::Pod, kube_pod("a1", "early", "volcano", None)),
+        (Kind::Pod, kube_pod("b0", "late", "volcano", None)),
+        (Kind::Pod, kube_pod("b1", "late", "volcano", None)),
+    ] {
+        assert!(s.apply(4, update(kind, Change::Apply(obj))).is_empty());
+    }
+    let (counted, jobs, binds) = groups(&mut s, 5);
+    assert_eq!(counted, 3, "both are tephra's gangs now");
+    assert_eq!(jobs, ["early", "late", "pod-t0"]);
+    // 6 of n0's 8 CPUs are free: one gang of two 2-CPU pods fits, then the other.
+    assert!(
+        binds >= 2,
+        "tephra places its gangs beside kube-scheduler's pod"
+    );
+    // Deleting a group nobody claimed changes nothing of tephra's.
+    assert!(
+        s.apply(
+            6,
+            update(Kind::KubePodGroup, Change::Delete(kube_group("theirs")))
+        )
+        .is_empty()
+    );
+    assert_eq!(groups(&mut s, 7).0, 3);
+}

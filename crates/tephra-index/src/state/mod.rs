@@ -477,6 +477,11 @@ impl State {
         self.kube_groups.contains_key(job)
     }
 
+    /// Whether any Kubernetes PodGroup is known (else no write needs looking at for one).
+    pub fn has_kube_groups(&self) -> bool {
+        !self.kube_groups.is_empty()
+    }
+
     /// A status decided for the Kubernetes PodGroup `job`: Kubernetes has no field for it, so
     /// it is kept here and the group is read again with it (as the watch's echo of a Volcano
     /// PodGroup's status would be); what the API is told is the condition it implies, when it
@@ -490,12 +495,8 @@ impl State {
     ) -> Option<crate::writes::Write> {
         // A PodGroup none of whose pods is tephra's is another scheduler's (kube-scheduler's
         // own gangs): its condition is theirs to write.
-        let ours = self
-            .cache
-            .world()
-            .job(job)
-            .is_some_and(|j| !j.tasks.is_empty());
         let seen = self.kube_groups.get_mut(job)?;
+        let ours = seen.claimed;
         let condition = crate::workload::condition(&status, seen, stamp).filter(|_| ours);
         seen.decided = Some(status.clone());
         let conditions = condition.map(|c| {

@@ -104,6 +104,30 @@ impl State {
         errors
     }
 
+    /// A pod of tephra's names the Kubernetes PodGroup of its `group`: from now on that is
+    /// one of tephra's gangs, read into the cache if it was kept aside (see `crate::workload`).
+    fn claim_kube_group(&mut self, now: i64, pod: &tephra_scheduler::model::PodSpec) {
+        if self.kube_groups.is_empty() {
+            return;
+        }
+        let Some(group) = pod.group.as_deref() else {
+            return;
+        };
+        let key = format!("{}/{group}", pod.namespace);
+        let Some(seen) = self.kube_groups.get_mut(&key) else {
+            return;
+        };
+        if seen.claimed {
+            return;
+        }
+        seen.claimed = true;
+        if let Some((cluster, g)) = seen.unclaimed.take()
+            && let Err(e) = self.upsert_inner(now, &cluster, Obj::KubePodGroup(g))
+        {
+            tracing::warn!(group = %key, error = %e, "a Kubernetes PodGroup named by a pod of tephra's not read");
+        }
+    }
+
     fn refuse(&mut self, what: String, e: StateError) -> StateError {
         self.intake.refuse(what, e.to_string());
         e
@@ -182,6 +206,7 @@ impl State {
                     spec.status = TaskStatus::Binding;
                     spec.placement = Some(at.clone());
                 }
+                self.claim_kube_group(now, &spec);
                 let queue = self.queue_of(&spec);
                 self.durations.pod_seen(now, &key, &p, &spec, &queue);
                 Event::PodUpsert(spec)
@@ -224,6 +249,7 @@ impl State {
                     spec.status = TaskStatus::Binding;
                     spec.placement = Some(at.clone());
                 }
+                self.claim_kube_group(now, &spec);
                 let queue = self.queue_of(&spec);
                 self.durations.pod_seen(now, &key, &p, &spec, &queue);
                 // Held back while a kind it depends on is not listed yet.
@@ -231,12 +257,25 @@ impl State {
             }
             Obj::KubePodGroup(g) => {
                 let key = convert::key(&g.metadata);
-                let seen = self.kube_groups.entry(key).or_default();
+                let seen = self.kube_groups.entry(key.clone()).or_default();
                 seen.conditions = g
                     .status
                     .as_ref()
                     .and_then(|s| s.conditions.clone())
                     .unwrap_or_default();
+                // Its pods say whose gang it is: a pod of tephra's seen before it names it
+                // already (the cache holds a job of that name with tasks).
+                seen.claimed = seen.claimed
+                    || self
+                        .cache
+                        .world()
+                        .job(&key)
+                        .is_some_and(|j| !j.tasks.is_empty());
+                if !seen.claimed {
+                    seen.unclaimed = Some((Arc::clone(cluster), g));
+                    return Ok(());
+                }
+                seen.unclaimed = None;
                 let volcano = crate::workload::as_volcano(&g, Some(seen));
                 return self.upsert_inner(now, cluster, Obj::PodGroup(Box::new(volcano)));
             }
@@ -420,6 +459,11 @@ impl State {
             Kind::Policy => {
                 self.policies.remove(key);
                 return self.reselect(0, &namespace);
+            }
+            Kind::KubePodGroup if self.kube_groups.get(key).is_some_and(|g| !g.claimed) => {
+                // Nobody's gang to tephra: the cache never had it.
+                self.kube_groups.remove(key);
+                return Ok(());
             }
             Kind::PodGroup | Kind::KubePodGroup => {
                 self.kube_groups.remove(key);

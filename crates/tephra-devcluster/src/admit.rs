@@ -563,7 +563,11 @@ pub fn admit_custom(
 }
 
 /// A 422 `Invalid` naming every cause, if there is any.
-fn refuse_if_any(def: &ResourceDef, obj: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
+pub(crate) fn refuse_if_any(
+    def: &ResourceDef,
+    obj: &Value,
+    causes: Vec<Cause>,
+) -> Result<(), ApiError> {
     if causes.is_empty() {
         Ok(())
     } else {

@@ -316,6 +316,7 @@ impl ApiServer {
             None
         };
         let mut priority = None;
+        let mut group_priority = None;
         match def.builtin {
             Some(Builtin::Pod) => {
                 priority = self.pod_priority(&obj)?;
@@ -341,6 +342,21 @@ impl ApiServer {
             Some(Builtin::Secret) => {
                 admit::validate_builtin(def, &obj)?;
                 admit::fold_string_data(&mut obj);
+            }
+            Some(Builtin::KubePodGroup | Builtin::Workload) => {
+                if def.builtin == Some(Builtin::KubePodGroup) {
+                    group_priority = Some(self.group_priority(&obj)?);
+                }
+                // Validated as the registry will store it: the fields of gates that are off
+                // dropped, the status empty, the priority admission gives it.
+                let mut stored = obj.clone();
+                crate::validate_workload::drop_gated(def, None, &mut stored);
+                if let (Some((_, value)), Some(spec)) = (&group_priority, stored.get_mut("spec")) {
+                    spec["priority"] = json!(value);
+                }
+                let mut causes = crate::validate::metadata(def, &stored);
+                causes.extend(crate::validate_workload::check(def, None, &stored));
+                admit::refuse_if_any(def, &stored, causes)?;
             }
             Some(Builtin::Crd) => {
                 crate::crd::check_crd(&obj)?;
@@ -385,6 +401,28 @@ impl ApiServer {
                 }
             }
             Some(Builtin::Node) => crate::admit_pod::taint_new_node(&mut obj),
+            Some(Builtin::KubePodGroup) => {
+                // Admission (priority, protection) and the registry's strategy.
+                if let (Some((class, value)), Some(spec)) = (
+                    group_priority,
+                    obj.get_mut("spec").and_then(Value::as_object_mut),
+                ) {
+                    spec.insert("priority".into(), json!(value));
+                    if let Some(class) = class {
+                        spec.insert("priorityClassName".into(), json!(class));
+                    }
+                }
+                let protection = json!(crate::validate_workload::PROTECTION);
+                let finalizers = &mut obj["metadata"]["finalizers"];
+                match finalizers.as_array_mut() {
+                    Some(list) if list.contains(&protection) => {}
+                    Some(list) => list.push(protection),
+                    None => *finalizers = json!([protection]),
+                }
+                crate::validate_workload::drop_gated(def, None, &mut obj);
+                obj["status"] = json!({});
+            }
+            Some(Builtin::Workload) => crate::validate_workload::drop_gated(def, None, &mut obj),
             Some(Builtin::Service) => self.default_service(&mut obj),
             Some(Builtin::Pdb) => obj["status"] = self.pdb_status(&obj),
             Some(
@@ -484,6 +522,16 @@ impl ApiServer {
                 Some(Builtin::Crd) if !status_only => {
                     crate::crd::check_crd(&new)?;
                     admit::crd_status(&mut new);
+                }
+                Some(Builtin::KubePodGroup | Builtin::Workload) => {
+                    crate::validate_workload::drop_gated(def, Some(&cur.value), &mut new);
+                    let mut causes = crate::validate::metadata(def, &new);
+                    if status_only {
+                        causes.extend(crate::validate_workload::status(&new));
+                    } else {
+                        causes.extend(crate::validate_workload::check(def, Some(&cur.value), &new));
+                    }
+                    admit::refuse_if_any(def, &new, causes)?;
                 }
                 Some(b) => {
                     admit::validate_builtin_update(def, Some(&cur.value), &new)?;
@@ -817,6 +865,64 @@ impl ApiServer {
                 Ok(Some(default.unwrap_or(0)))
             }
         }
+    }
+
+    /// What the Priority admission plugin gives a new Kubernetes PodGroup: its class's value
+    /// (the class named, else the global default's, else 0) and the global default's name when
+    /// it names none; refused when it names no class there is or brings another integer.
+    fn group_priority(&self, group: &Value) -> Result<(Option<String>, i64), ApiError> {
+        let classes = "scheduling.k8s.io/priorityclasses";
+        let refuse = |why: String| {
+            ApiError::forbidden(
+                "scheduling.k8s.io",
+                "podgroups",
+                admit::name_of(group),
+                &why,
+            )
+        };
+        let named = group
+            .pointer("/spec/priorityClassName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let (class, value) = match named {
+            Some(name) => {
+                let pc = self
+                    .store
+                    .get(classes, &(String::new(), name.to_string()))
+                    .ok_or_else(|| {
+                        refuse(format!("no PriorityClass with name {name} was found"))
+                    })?;
+                (
+                    None,
+                    pc.value.get("value").and_then(Value::as_i64).unwrap_or(0),
+                )
+            }
+            None => {
+                let (all, _) = self.store.list(classes, None, None);
+                let default = all.iter().find(|pc| {
+                    pc.value.get("globalDefault").and_then(Value::as_bool) == Some(true)
+                });
+                match default {
+                    Some(pc) => (
+                        pc.value
+                            .pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                        pc.value.get("value").and_then(Value::as_i64).unwrap_or(0),
+                    ),
+                    None => (None, 0),
+                }
+            }
+        };
+        if let Some(given) = group.pointer("/spec/priority").and_then(Value::as_i64)
+            && given != value
+        {
+            return Err(refuse(format!(
+                "priority set in the pod group ({given}) must match the priority computed \
+                 ({value}) based on the priority class set in the spec"
+            )));
+        }
+        Ok((class, value))
     }
 
     /// What the Service registry sets: a cluster IP and its family, and node ports for

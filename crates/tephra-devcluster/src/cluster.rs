@@ -213,6 +213,7 @@ impl DevCluster {
             let controllers = vec![
                 crate::volumes::start(api.clone()),
                 crate::claims::start(api.clone()),
+                crate::podgroup_protection::start(api.clone()),
             ];
             members.push(Member {
                 server,
@@ -235,7 +236,12 @@ impl DevCluster {
         }
         let control_controllers = control_plane
             .iter()
-            .map(|cp| crate::claims::start(cp.api.clone()))
+            .flat_map(|cp| {
+                [
+                    crate::claims::start(cp.api.clone()),
+                    crate::podgroup_protection::start(cp.api.clone()),
+                ]
+            })
             .collect();
         Ok(Handle {
             control_plane,

@@ -246,6 +246,9 @@ pub fn encode(def: &ResourceDef, obj: &mut Value) {
                 m.entry("status".to_string()).or_insert_with(|| json!({}));
             }
         }
+        Some(Builtin::KubePodGroup | Builtin::Workload) => {
+            crate::validate_workload::encode(def, obj);
+        }
         _ => {}
     }
 }
@@ -270,6 +273,12 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
                 omit_false(spec, &["unschedulable"]);
             }
         }
+        Some(Builtin::KubePodGroup) => {
+            if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                default(spec, "disruptionMode", json!({"single": {}}));
+            }
+        }
+        Some(Builtin::Workload) => crate::validate_workload::decode(def, obj),
         Some(Builtin::Secret)
             if obj
                 .get("type")

@@ -341,7 +341,13 @@ fn update(
         let conditional = def.is_custom()
             || matches!(
                 def.builtin,
-                Some(Builtin::Lease | Builtin::Pdb | Builtin::CsiNode)
+                Some(
+                    Builtin::Lease
+                        | Builtin::Pdb
+                        | Builtin::CsiNode
+                        | Builtin::KubePodGroup
+                        | Builtin::Workload
+                )
             );
         if body_rv.is_none() && conditional {
             return Err(ApiError::invalid_field(

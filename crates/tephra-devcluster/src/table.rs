@@ -123,12 +123,8 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
         Some(Builtin::CsiNode) => vec![name, col("Drivers", "integer", "", 0, ""), age],
         Some(Builtin::ResourceClaim) => vec![name, s("State"), age],
         Some(Builtin::ResourceSlice) => vec![name, s("Node"), s("Driver"), s("Pool"), age],
-        Some(
-            Builtin::DeviceClass
-            | Builtin::ResourceClaimTemplate
-            | Builtin::KubePodGroup
-            | Builtin::Workload,
-        ) => {
+        Some(Builtin::KubePodGroup) => vec![name, s("Policy"), s("Workload"), s("Status"), age],
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::Workload) => {
             vec![name, age]
         }
         None => {
@@ -489,12 +485,42 @@ fn cells(def: &ResourceDef, obj: &Value) -> Vec<Value> {
             json!(text(obj, "/spec/pool/name")),
             json!(age(obj)),
         ],
-        Some(
-            Builtin::DeviceClass
-            | Builtin::ResourceClaimTemplate
-            | Builtin::KubePodGroup
-            | Builtin::Workload,
-        ) => {
+        Some(Builtin::KubePodGroup) => {
+            // As kube-apiserver prints it: the policy, the Workload, and a status from the
+            // conditions (a disruption's reason over the scheduling condition).
+            let policy = if obj.pointer("/spec/schedulingPolicy/gang").is_some() {
+                "Gang"
+            } else {
+                "Basic"
+            };
+            let workload = obj
+                .pointer("/spec/workloadRef/workloadName")
+                .and_then(Value::as_str)
+                .unwrap_or("<none>");
+            let conditions = obj.pointer("/status/conditions").and_then(Value::as_array);
+            let condition = |t: &str| {
+                conditions
+                    .into_iter()
+                    .flatten()
+                    .rfind(|c| c.get("type").and_then(Value::as_str) == Some(t))
+            };
+            let mut status = match condition("PodGroupInitiallyScheduled") {
+                Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => "Scheduled",
+                Some(_) => "Unschedulable",
+                None => "Pending",
+            };
+            if let Some(c) = condition("DisruptionTarget") {
+                status = c.get("reason").and_then(Value::as_str).unwrap_or_default();
+            }
+            vec![
+                name,
+                json!(policy),
+                json!(workload),
+                json!(status),
+                json!(age(obj)),
+            ]
+        }
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate | Builtin::Workload) => {
             vec![name, json!(age(obj))]
         }
         Some(Builtin::CsiNode) => vec![

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::resource::{Builtin, ResourceDef};
 use crate::status::Cause;
 
-fn cause(reason: &str, field: &str, message: String) -> Cause {
+pub(crate) fn cause(reason: &str, field: &str, message: String) -> Cause {
     Cause {
         reason: reason.into(),
         message,
@@ -17,7 +17,7 @@ fn cause(reason: &str, field: &str, message: String) -> Cause {
     }
 }
 
-fn invalid(field: &str, value: &Value, why: &str) -> Cause {
+pub(crate) fn invalid(field: &str, value: &Value, why: &str) -> Cause {
     cause(
         "FieldValueInvalid",
         field,
@@ -31,13 +31,13 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or_default()
 }
 
-const LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
+pub(crate) const LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
     characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  \
     or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1035_FMT: &str = "a DNS-1035 label must consist of lower case alphanumeric characters \
     or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. \
     'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-const SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+pub(crate) const SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
     (e.g. 'example.com', regex used for validation is \
     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -72,7 +72,7 @@ fn is_name_part(s: &str) -> bool {
 }
 
 /// A qualified name: an optional DNS subdomain prefix and `/`, then a name part.
-fn is_qualified_name(s: &str) -> bool {
+pub(crate) fn is_qualified_name(s: &str) -> bool {
     match s.split_once('/') {
         Some((prefix, name)) => {
             !prefix.is_empty() && is_dns_subdomain(prefix) && is_name_part(name)
@@ -213,7 +213,7 @@ fn pod_spec(spec: Option<&Value>, at: &str, out: &mut Vec<Cause>) {
     }
 }
 
-fn required(field: &str) -> Cause {
+pub(crate) fn required(field: &str) -> Cause {
     cause("FieldValueRequired", field, "Required value".into())
 }
 

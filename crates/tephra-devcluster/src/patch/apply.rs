@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::fields::{self, FieldSet};
-use super::strategic::{ListStrategy, list_strategy};
+use super::strategic::{ListStrategy, apply_list_strategy};
 use crate::status::{ApiError, Cause};
 
 /// One manager's entry, parsed.
@@ -273,7 +273,13 @@ pub fn apply(
     let mut conflicts: Vec<(String, String)> = Vec::new();
     for m in managed.iter().filter(|m| m.manager != manager) {
         for p in m.set.intersection(&applied_set) {
+            // A list item is changed as a whole only when the live object lacks it (a field
+            // the registry dropped after another manager applied it, say); otherwise its
+            // fields are.
             if is_item(p) {
+                if fields::lookup(live, p).is_none() {
+                    conflicts.push((m.manager.clone(), fields::display(p)));
+                }
                 continue;
             }
             if changes(applied, live, p, keyed) {
@@ -425,7 +431,7 @@ fn merge_applied(live: &mut Value, applied: &Value, keyed: bool, parents: &mut V
             }
             (Some(Value::Array(li)), Value::Array(ai)) => {
                 let strategy = if keyed || k == "finalizers" {
-                    list_strategy(parents, k)
+                    apply_list_strategy(parents, k)
                 } else {
                     ListStrategy::Atomic
                 };

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::strategic::{ListStrategy, list_strategy};
+use super::strategic::{ListStrategy, apply_list_strategy};
 
 /// One path: `["f:spec", "k:{\"name\":\"c\"}", "f:image"]`. A path to a list item, or to a map
 /// or list with fields of its own in the set, stands for the item, map or list itself (a
@@ -176,7 +176,7 @@ impl<'a> Walk<'a> {
         // Metadata's lists are keyed alike in every kind, custom resources' too.
         let parents = &self.names[..self.names.len() - 1];
         let strategy = if self.keyed || matches!(key, "finalizers" | "ownerReferences") {
-            list_strategy(parents, key)
+            apply_list_strategy(parents, key)
         } else {
             ListStrategy::Atomic
         };

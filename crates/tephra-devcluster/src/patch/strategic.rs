@@ -45,6 +45,16 @@ pub fn list_strategy(parents: &[String], field: &str) -> ListStrategy {
     }
 }
 
+/// How server-side apply merges the list `field`: as a strategic merge patch does, but for
+/// lists whose schema makes them maps without a patch strategy (a Workload's pod group
+/// templates, keyed by name, which a strategic merge patch replaces whole).
+pub fn apply_list_strategy(parents: &[String], field: &str) -> ListStrategy {
+    match field {
+        "podGroupTemplates" | "compositePodGroupTemplates" => ListStrategy::Key("name"),
+        _ => list_strategy(parents, field),
+    }
+}
+
 /// Applies a strategic merge patch to `target`.
 pub fn merge(target: &mut Value, patch: &Value) {
     let mut parents = Vec::new();

@@ -83,6 +83,26 @@ pub const JOBS: Kind = k(
     "job",
 );
 
+/// Kubernetes' own PodGroup (the Workload API), served by kube-apiserver 1.37 with the
+/// `GenericWorkload` gate and its version on.
+pub const KUBE_PODGROUPS: Kind = k(
+    "podgroups",
+    "PodGroup",
+    "scheduling.k8s.io/v1beta1",
+    true,
+    false,
+    "kpg",
+);
+/// The Workload API's Workload (pod group templates).
+pub const WORKLOADS: Kind = k(
+    "workloads",
+    "Workload",
+    "scheduling.k8s.io/v1beta1",
+    true,
+    false,
+    "wl",
+);
+
 /// A custom resource of the differential's own, whose CRD (`widget_crd`) carries CEL rules,
 /// bounds, an enum, a required field, defaults and a status subresource.
 pub const WIDGETS: Kind = k("widgets", "Widget", "diff.tephra.io/v1", true, true, "w");
@@ -154,7 +174,7 @@ pub fn refused_crds() -> Vec<Value> {
 
 /// Every kind, with how often it is picked. Left out: the `scale` subresource (of
 /// Deployments), which the devcluster does not serve.
-const KINDS: &[(Kind, usize)] = &[
+pub const KINDS: &[(Kind, usize)] = &[
     (CONFIGMAPS, 6),
     (SECRETS, 3),
     (PODS, 5),
@@ -170,9 +190,14 @@ const KINDS: &[(Kind, usize)] = &[
     (WIDGETS, 3),
 ];
 
-/// The kinds a sequence's end state is compared on.
+/// The kinds of the Workload API's sequences (kube-apiserver 1.37), with ConfigMaps as their
+/// owners' and neighbours' kind.
+pub const WORKLOAD_KINDS: &[(Kind, usize)] =
+    &[(KUBE_PODGROUPS, 6), (WORKLOADS, 5), (CONFIGMAPS, 2)];
+
+/// Every kind any sequence sends (to look a kind up by its [`Kind::id`]).
 pub fn all_kinds() -> impl Iterator<Item = Kind> {
-    KINDS.iter().map(|(k, _)| *k)
+    KINDS.iter().chain(WORKLOAD_KINDS).map(|(k, _)| *k)
 }
 
 const MERGE: &str = "application/merge-patch+json";
@@ -184,6 +209,16 @@ const APPLY: &str = "application/apply-patch+yaml";
 pub const HOLD: &str = "diff.tephra.io/hold";
 
 impl Kind {
+    /// What names the kind in keys and snapshots: its plural, but for Kubernetes' PodGroups,
+    /// whose plural is Volcano's too.
+    pub fn id(&self) -> &'static str {
+        if self.api_version == KUBE_PODGROUPS.api_version && self.plural == "podgroups" {
+            "kpodgroups"
+        } else {
+            self.plural
+        }
+    }
+
     fn base(&self) -> String {
         if self.api_version == "v1" {
             "/api/v1".into()
@@ -216,12 +251,14 @@ pub struct Gen {
     generated: usize,
     /// The verbs the limited service account is granted on ConfigMaps.
     granted: Vec<&'static str>,
+    /// The kinds it sends, with how often each is picked.
+    kinds: &'static [(Kind, usize)],
 }
 
-fn pick_kind(rng: &mut Rng) -> Kind {
-    let total: usize = KINDS.iter().map(|(_, w)| w).sum();
+fn pick_kind(rng: &mut Rng, kinds: &[(Kind, usize)]) -> Kind {
+    let total: usize = kinds.iter().map(|(_, w)| w).sum();
     let mut n = rng.below(total);
-    for (k, w) in KINDS {
+    for (k, w) in kinds {
         if n < *w {
             return *k;
         }
@@ -235,8 +272,9 @@ const VERBS: &[&str] = &[
 ];
 
 impl Gen {
-    /// The generator of sequence `seq`, sending `steps` requests besides its setup.
-    pub fn new(seq: u64, steps: usize) -> Self {
+    /// The generator of sequence `seq` over `kinds`, sending `steps` requests besides its
+    /// setup.
+    pub fn of(seq: u64, steps: usize, kinds: &'static [(Kind, usize)]) -> Self {
         let mut rng = Rng::new(seq);
         let granted = VERBS.iter().copied().filter(|_| rng.chance(50)).collect();
         Self {
@@ -249,6 +287,7 @@ impl Gen {
             open_watches: Vec::new(),
             generated: 0,
             granted,
+            kinds,
         }
     }
 
@@ -297,6 +336,11 @@ impl Gen {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "limited"},
             "subjects": [{"kind": "ServiceAccount", "name": "limited", "namespace": "diff-rbac"}]}));
         vec![create_ns, role, binding]
+    }
+
+    /// The kinds the sequence sends.
+    pub fn kinds(&self) -> impl Iterator<Item = Kind> + use<> {
+        self.kinds.iter().map(|(k, _)| *k)
     }
 
     /// Whether the limited service account may `verb` ConfigMaps in the sequence's namespace.
@@ -361,7 +405,7 @@ impl Gen {
         let labels = self.labels();
         let mut o = json!({"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": {"name": name, "labels": labels}});
-        match kind.plural {
+        match kind.id() {
             "configmaps" => {
                 o["data"] = json!({"k": *self.rng.pick(&["v1", "v2"])});
                 if self.rng.chance(15) {
@@ -437,6 +481,8 @@ impl Gen {
             "podgroups" => {
                 o["spec"] = json!({"minMember": self.rng.below(3), "queue": "default"});
             }
+            "kpodgroups" => o["spec"] = self.kube_group_spec(),
+            "workloads" => o["spec"] = self.workload_spec(),
             "jobs" => {
                 o["spec"] = json!({"minAvailable": 1, "schedulerName": "tephra",
                     "tasks": [{"name": "t", "replicas": 1 + self.rng.below(2),
@@ -462,6 +508,58 @@ impl Gen {
         o
     }
 
+    /// A valid Kubernetes PodGroup's spec: a gang or basic policy, maybe a Workload's
+    /// template, a disruption mode, or a field whose gate is off (dropped by the server).
+    fn kube_group_spec(&mut self) -> Value {
+        let mut spec = if self.rng.chance(70) {
+            json!({"schedulingPolicy": {"gang": {"minCount": 1 + self.rng.below(3)}}})
+        } else {
+            json!({"schedulingPolicy": {"basic": {}}})
+        };
+        if self.rng.chance(30) {
+            spec["workloadRef"] = json!({"workloadName": "wl-0",
+                "templateName": *self.rng.pick(&["t0", "t1"])});
+        }
+        if self.rng.chance(20) {
+            spec["disruptionMode"] = json!({"all": {}});
+        }
+        if self.rng.chance(10) {
+            spec["schedulingConstraints"] = json!({"topology": [{"key": "zone"}]});
+        }
+        if self.rng.chance(10) {
+            spec["priority"] = json!(0);
+        }
+        spec
+    }
+
+    /// A valid Workload's spec: one to three pod group templates, maybe a controller.
+    fn workload_spec(&mut self) -> Value {
+        let n = 1 + self.rng.below(3);
+        let templates: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut t = json!({"name": format!("t{i}")});
+                t["schedulingPolicy"] = if self.rng.chance(60) {
+                    json!({"gang": {"minCount": 1 + self.rng.below(4)}})
+                } else {
+                    json!({"basic": {}})
+                };
+                if self.rng.chance(15) {
+                    t["disruptionMode"] =
+                        json!(*self.rng.pick(&[json!({"single": {}}), json!({"all": {}})]));
+                }
+                if self.rng.chance(10) {
+                    t["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "c"}]);
+                }
+                t
+            })
+            .collect();
+        let mut spec = json!({"podGroupTemplates": templates});
+        if self.rng.chance(30) {
+            spec["controllerRef"] = json!({"apiGroup": "batch", "kind": "Job", "name": "j0"});
+        }
+        spec
+    }
+
     /// `o` with one field of the wrong JSON type: built-in kinds are refused when the body is
     /// decoded (400), custom resources by their schema (422).
     fn mistyped(&mut self, kind: Kind, o: &mut Value) {
@@ -474,7 +572,7 @@ impl Gen {
             return;
         }
         let two = self.rng.chance(50);
-        match kind.plural {
+        match kind.id() {
             "configmaps" if two => o["data"] = json!(5),
             "configmaps" => o["data"] = json!({"k": 5}),
             "secrets" if two => o["type"] = json!(5),
@@ -493,6 +591,10 @@ impl Gen {
             "queues" if two => o["spec"]["weight"] = json!("1"),
             "queues" => o["spec"]["reclaimable"] = json!("yes"),
             "podgroups" => o["spec"]["minMember"] = json!("1"),
+            "kpodgroups" if two => o["spec"]["schedulingPolicy"] = json!("gang"),
+            "kpodgroups" => o["spec"]["priority"] = json!("high"),
+            "workloads" if two => o["spec"]["podGroupTemplates"] = json!({"name": "t0"}),
+            "workloads" => o["spec"]["podGroupTemplates"][0]["name"] = json!(7),
             "jobs" if two => o["spec"]["tasks"] = json!({"name": "t"}),
             "jobs" => o["spec"]["minAvailable"] = json!(1.5),
             "widgets" if two => o["spec"]["size"] = json!("3"),
@@ -509,7 +611,7 @@ impl Gen {
             self.mistyped(kind, &mut o);
             return o;
         }
-        match (kind.plural, how) {
+        match (kind.id(), how) {
             (_, 0) => o["metadata"]["name"] = json!(format!("{}_Bad", name)),
             (_, 1) => o["metadata"]["labels"]["bad label!"] = json!("x"),
             ("configmaps", _) => o["data"] = json!({"bad key!": "v"}),
@@ -547,6 +649,45 @@ impl Gen {
             ("queues", 2) => o["spec"]["weight"] = json!(0),
             ("queues", _) => o["spec"]["parent"] = json!(name),
             ("podgroups", _) => o["spec"]["minMember"] = json!(-1),
+            ("kpodgroups", 2) => match self.rng.below(4) {
+                0 => o["spec"]["schedulingPolicy"] = json!({"gang": {"minCount": 0}}),
+                1 => o["spec"]["schedulingPolicy"] = json!({"gang": {"minCount": -2}}),
+                2 => o["spec"]["schedulingPolicy"] = json!({}),
+                _ => o["spec"]["schedulingPolicy"] = json!({"basic": {}, "gang": {"minCount": 1}}),
+            },
+            ("kpodgroups", _) => match self.rng.below(4) {
+                0 => {
+                    o["spec"]["workloadRef"] =
+                        json!({"workloadName": "wl-0", "templateName": "Bad_T"})
+                }
+                1 => o["spec"]["workloadRef"] = json!({"templateName": "t0"}),
+                2 => o["spec"]["disruptionMode"] = json!({}),
+                _ => o["spec"]["priorityClassName"] = json!("no-such-class"),
+            },
+            ("workloads", 2) => {
+                match self.rng.below(3) {
+                    0 => o["spec"]["podGroupTemplates"] = json!([]),
+                    1 => {
+                        let t = o["spec"]["podGroupTemplates"][0].clone();
+                        o["spec"]["podGroupTemplates"] = json!([t.clone(), t]);
+                    }
+                    _ => {
+                        let ts: Vec<Value> = (0..9)
+                        .map(|i| json!({"name": format!("t{i}"), "schedulingPolicy": {"basic": {}}}))
+                        .collect();
+                        o["spec"]["podGroupTemplates"] = json!(ts);
+                    }
+                }
+            }
+            ("workloads", _) => match self.rng.below(3) {
+                0 => o["spec"]["podGroupTemplates"][0]["name"] = json!("Bad.Name"),
+                1 => {
+                    o["spec"]["podGroupTemplates"] = json!([
+                        {"name": "a", "schedulingPolicy": {"basic": {}}, "priority": 1},
+                        {"name": "b", "schedulingPolicy": {"basic": {}}}]);
+                }
+                _ => o["spec"]["controllerRef"] = json!({"kind": "Job", "name": "a/b"}),
+            },
             ("widgets", 2) => match self.rng.below(3) {
                 0 => o["spec"]["size"] = json!(12),
                 1 => o["spec"]["size"] = json!(-1),
@@ -590,7 +731,7 @@ impl Gen {
         if self.rng.chance(40) {
             return label;
         }
-        match kind.plural {
+        match kind.id() {
             "configmaps" => json!({"data": {"k": *self.rng.pick(&["v1", "v2", "v3"])}}),
             "secrets" => json!({"data": {"k": "djI="}}),
             "pods" => match self.rng.below(4) {
@@ -613,6 +754,20 @@ impl Gen {
             "leases" => json!({"spec": {"holderIdentity": *self.rng.pick(&["a", "b"])}}),
             "queues" => json!({"spec": {"weight": self.rng.below(3)}}),
             "podgroups" => json!({"spec": {"minMember": self.rng.below(3)}}),
+            "kpodgroups" => match self.rng.below(4) {
+                0 | 1 => {
+                    json!({"spec": {"schedulingPolicy": {"gang": {"minCount": self.rng.below(4)}}}})
+                }
+                2 => json!({"spec": {"schedulingPolicy": {"basic": {}, "gang": null}}}),
+                _ => json!({"spec": {"disruptionMode": {"all": {}, "single": null}}}),
+            },
+            "workloads" => match self.rng.below(3) {
+                0 => json!({"spec": self.workload_spec()}),
+                1 => json!({"spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job",
+                    "name": *self.rng.pick(&["j0", "j1"])}}}),
+                _ => json!({"spec": {"podGroupTemplates": [{"name": "t0",
+                    "schedulingPolicy": {"gang": {"minCount": 1 + self.rng.below(3)}}}]}}),
+            },
             "jobs" => json!({"spec": {"minAvailable": 1 + self.rng.below(3)}}),
             "widgets" => match self.rng.below(3) {
                 0 => json!({"spec": {"size": self.rng.below(12)}}),
@@ -625,7 +780,7 @@ impl Gen {
 
     /// A status for an object of `kind`, as a JSON merge patch.
     fn status(&mut self, kind: Kind) -> Value {
-        match kind.plural {
+        match kind.id() {
             "pods" => json!({"status": {"phase": *self.rng.pick(&["Running", "Pending"]),
                 "message": "set by the differential"}}),
             "nodes" => json!({"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}}),
@@ -634,6 +789,22 @@ impl Gen {
             "namespaces" => json!({"status": {"phase": "Active"}}),
             "queues" => json!({"status": {"state": *self.rng.pick(&["Open", "Closed", "Bogus"])}}),
             "podgroups" => json!({"status": {"phase": "Running", "running": 1}}),
+            "kpodgroups" => {
+                let mut c = json!({"type": "PodGroupInitiallyScheduled",
+                    "status": *self.rng.pick(&["True", "False"]), "reason": "Scheduled",
+                    "message": "placed", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+                match self.rng.below(5) {
+                    0 => c["status"] = json!("Maybe"),
+                    1 => c["reason"] = json!("not a reason!"),
+                    2 => {
+                        if let Some(m) = c.as_object_mut() {
+                            m.remove("lastTransitionTime");
+                        }
+                    }
+                    _ => {}
+                }
+                json!({"status": {"conditions": [c]}})
+            }
             "jobs" => json!({"status": {"state": {"phase": "Running"}, "running": 1}}),
             "widgets" => match self.rng.below(3) {
                 0 => json!({"status": {"ready": self.rng.below(3), "phase": "Done"}}),
@@ -645,7 +816,7 @@ impl Gen {
     }
 
     fn key(kind: Kind, name: &str) -> String {
-        format!("{}/{name}", kind.plural)
+        format!("{}/{name}", kind.id())
     }
 
     /// The next step, or `None` when the sequence is done.
@@ -660,7 +831,7 @@ impl Gen {
             return None;
         }
         self.left -= 1;
-        let kind = pick_kind(&mut self.rng);
+        let kind = pick_kind(&mut self.rng, self.kinds);
         let name = self.name(kind);
         let key = Self::key(kind, &name);
         let path = self.path(kind, &name);
@@ -709,7 +880,7 @@ impl Gen {
     }
 
     fn create_generated(&mut self, kind: Kind) -> Step {
-        let key = format!("{}/gen-{}", kind.plural, self.generated);
+        let key = format!("{}/gen-{}", kind.id(), self.generated);
         self.generated += 1;
         let mut body = self.valid(kind, "");
         if let Some(m) = body["metadata"].as_object_mut() {
@@ -728,7 +899,7 @@ impl Gen {
     fn use_generated(&mut self, kind: Kind) -> Step {
         let key = format!(
             "{}/gen-{}",
-            kind.plural,
+            kind.id(),
             self.rng.below(self.generated.max(1))
         );
         let path = self.path(kind, &format!("{{name:{key}}}"));
@@ -771,7 +942,7 @@ impl Gen {
         let mut c = self.call(
             Method::GET,
             kind.collection(&self.ns),
-            Some(format!("list:{}", kind.plural)),
+            Some(format!("list:{}", kind.id())),
         );
         let labels = self.selector(kind);
         if !labels.is_empty() {
@@ -779,7 +950,7 @@ impl Gen {
         }
         if self.rng.chance(35) {
             let name = self.name(kind);
-            let field = match (kind.plural, self.rng.below(4)) {
+            let field = match (kind.id(), self.rng.below(4)) {
                 (_, 0) => format!("metadata.name={name}"),
                 (_, 1) => format!("metadata.name!={name}"),
                 ("pods", _) => "status.phase=Pending,spec.nodeName=".into(),
@@ -838,7 +1009,7 @@ impl Gen {
             }
             _ => {
                 c.content_type = Some(STRATEGIC);
-                c.body = Some(match kind.plural {
+                c.body = Some(match kind.id() {
                     "pods" => {
                         json!({"spec": {"tolerations": [{"key": "t", "operator": "Exists"}]}})
                     }
@@ -953,7 +1124,7 @@ impl Gen {
         let id = self.next_watch;
         self.next_watch += 1;
         self.open_watches.push(id);
-        let list_key = format!("list:{}", kind.plural);
+        let list_key = format!("list:{}", kind.id());
         let mut list = self.call(
             Method::GET,
             kind.collection(&self.ns),

@@ -82,24 +82,54 @@ where
     }
 }
 
+/// What a differential compares: the kinds its sequences send and the real server they are
+/// compared with.
+#[derive(Clone, Copy)]
+struct Front {
+    kinds: &'static [(generate::Kind, usize)],
+    /// The Workload API's: kube-apiserver 1.37 with it on, else the oldest release.
+    workload_api: bool,
+}
+
+/// Every kind but the Workload API's, on the oldest release (the tier's).
+const CORE: Front = Front {
+    kinds: generate::KINDS,
+    workload_api: false,
+};
+
+/// The Workload API's kinds on kube-apiserver 1.37, the `GenericWorkload` gate and
+/// `scheduling.k8s.io/v1beta1` on.
+const WORKLOAD_API: Front = Front {
+    kinds: generate::WORKLOAD_KINDS,
+    workload_api: true,
+};
+
 /// Starts both servers; `None` when the real components are not built (outside CI).
-async fn start() -> Option<Servers> {
-    let bins = require(&Release::Oldest)?;
+async fn start(front: Front) -> Option<Servers> {
+    let release = if front.workload_api {
+        Release::Newest
+    } else {
+        Release::Oldest
+    };
+    let bins = require(&release)?;
     let env = Env::start(bins).await.expect("etcd starts");
+    // What the compared behaviour needs and nothing that writes to the objects the sequences
+    // make (no deployment controller, no node lifecycle); the PodGroup protection controller
+    // where PodGroups are compared.
+    let mut controllers =
+        "garbage-collector-controller,namespace-controller,serviceaccount-controller".to_string();
+    let mut options = ClusterOptions {
+        controller_manager: true,
+        ..ClusterOptions::default()
+    };
+    if front.workload_api {
+        controllers.push_str(",podgroup-protection-controller");
+        options.feature_gates = vec!["GenericWorkload=true".into()];
+        options.runtime_config = vec!["scheduling.k8s.io/v1beta1=true".into()];
+    }
+    options.controllers = Some(controllers);
     let real = env
-        .cluster(
-            "diff",
-            ClusterOptions {
-                controller_manager: true,
-                // What the compared behaviour needs and nothing that writes to the objects
-                // the sequences make (no deployment controller, no node lifecycle).
-                controllers: Some(
-                    "garbage-collector-controller,namespace-controller,serviceaccount-controller"
-                        .into(),
-                ),
-                ..ClusterOptions::default()
-            },
-        )
+        .cluster("diff", options)
         .await
         .expect("kube-apiserver starts");
     let real_admin = no_retry(config_of(&real.kubeconfig(&User::Admin).unwrap()).await);
@@ -309,7 +339,7 @@ fn brief(a: &Answer) -> String {
 /// ones labelled with its number.
 async fn snapshot(side: &mut Side, plan: &Gen) -> BTreeMap<String, Vec<Value>> {
     let mut out = BTreeMap::new();
-    for kind in generate::all_kinds() {
+    for kind in plan.kinds() {
         let mut call = Call {
             method: http::Method::GET,
             path: kind.collection(&plan.ns),
@@ -332,9 +362,9 @@ async fn snapshot(side: &mut Side, plan: &Gen) -> BTreeMap<String, Vec<Value>> {
             .cloned()
             .unwrap_or_default();
         for i in &items {
-            side.memory.learn_uid(kind.plural, i);
+            side.memory.learn_uid(kind.id(), i);
         }
-        out.insert(kind.plural.to_string(), items);
+        out.insert(kind.id().to_string(), items);
     }
     out
 }
@@ -353,7 +383,7 @@ fn quiescent(snap: &BTreeMap<String, Vec<Value>>) -> bool {
             .is_some_and(|k| k.namespaced)
     };
     snap.iter().all(|(plural, items)| {
-        let cluster_scoped = !namespaced(&|k| k.plural == plural.as_str());
+        let cluster_scoped = !namespaced(&|k| k.id() == plural.as_str());
         items.iter().all(|o| {
             let deleting = o.pointer("/metadata/deletionTimestamp").is_some();
             let finalizers: Vec<&str> = o
@@ -431,10 +461,10 @@ fn found(f: Failure) -> Result<(), Failure> {
 }
 
 /// Runs one sequence on both sides; the first difference, if any.
-async fn run(seq: u64, real: &mut Side, dev: &mut Side) -> Result<usize, Failure> {
+async fn run(seq: u64, front: Front, real: &mut Side, dev: &mut Side) -> Result<usize, Failure> {
     real.reset();
     dev.reset();
-    let mut plan = Gen::new(seq, STEPS);
+    let mut plan = Gen::of(seq, STEPS, front.kinds);
     let mut step_no = 0;
     for call in plan.setup() {
         let (a, b) = (real.call(&call).await, dev.call(&call).await);
@@ -547,7 +577,7 @@ fn snapshot_normalized(snap: &BTreeMap<String, Vec<Value>>, side: &Side) -> Valu
         .iter()
         .map(|(k, items)| {
             let kind = generate::all_kinds()
-                .find(|kd| kd.plural == k)
+                .find(|kd| kd.id() == k)
                 .map_or("", |kd| kd.kind);
             let list = json!({"kind": format!("{kind}List"), "items": items});
             (
@@ -578,8 +608,8 @@ async fn rbac_ready(real: &Side, plan: &Gen) {
 }
 
 /// Runs `seeds` (`TEPHRA_DIFF_JOBS` at a time) and fails with every failing seed's report.
-async fn differential(default: std::ops::Range<u64>) {
-    let Some(servers) = start().await else {
+async fn differential(default: std::ops::Range<u64>, front: Front) {
+    let Some(servers) = start(front).await else {
         return;
     };
     let seeds = seeds(default);
@@ -607,7 +637,7 @@ async fn differential(default: std::ops::Range<u64>) {
                     break;
                 };
                 let started = Instant::now();
-                match run(seq, &mut real, &mut dev).await {
+                match run(seq, front, &mut real, &mut dev).await {
                     // Surveyed to its end, with differences printed on the way.
                     Ok(steps) if SURVEYED.lock().unwrap().contains(&seq) => {
                         let text = format!("seed {seq}: {steps} steps, some answered differently");
@@ -654,11 +684,22 @@ async fn differential(default: std::ops::Range<u64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_seeded_request_sequences_answer_as_kube_apiserver_does() {
-    differential(0..4).await;
+    differential(0..4, CORE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_seeded_workload_api_sequences_answer_as_kube_apiserver_1_37_does() {
+    differential(0..4, WORKLOAD_API).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "many sequences take a while: run with --ignored"]
+async fn many_seeded_workload_api_sequences_answer_as_kube_apiserver_1_37_does() {
+    differential(0..300, WORKLOAD_API).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a thousand sequences take a while: run with --ignored"]
 async fn a_thousand_seeded_request_sequences_answer_as_kube_apiserver_does() {
-    differential(0..1000).await;
+    differential(0..1000, CORE).await;
 }

@@ -162,13 +162,23 @@ pub async fn fleet(
     release: &Release,
     members: &[(&str, Vec<NodeSpec>)],
 ) -> Result<Option<Fleet>, Error> {
+    fleet_with(release, members, ClusterOptions::default()).await
+}
+
+/// [`fleet`], each cluster started with `options` (feature gates, API versions) and its
+/// controller manager.
+pub async fn fleet_with(
+    release: &Release,
+    members: &[(&str, Vec<NodeSpec>)],
+    options: ClusterOptions,
+) -> Result<Option<Fleet>, Error> {
     let Some(bins) = require(release) else {
         return Ok(None);
     };
     let env = Env::start(bins).await?;
     let with_kcm = || ClusterOptions {
         controller_manager: true,
-        ..ClusterOptions::default()
+        ..options.clone()
     };
     let mut names = vec![CONTROL_PLANE];
     names.extend(members.iter().map(|(n, _)| *n));

@@ -18,7 +18,6 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::api::scheduling::v1beta1::PodGroup as KubePodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -145,6 +144,8 @@ struct Inner {
     /// How long a gang's claims may take to be bound.
     volume_bind_timeout: Duration,
     clients: Clients,
+    /// The version of Kubernetes PodGroups each cluster serves.
+    workload_versions: crate::workload_api::Versions,
     limiter: RateLimiter,
     leadership: Leadership,
     metrics: Arc<Metrics>,
@@ -187,6 +188,7 @@ impl Executor {
             queues: Queues::default(),
             volume_bind_timeout,
             clients,
+            workload_versions: crate::workload_api::Versions::default(),
             limiter,
             leadership,
             metrics,
@@ -606,12 +608,30 @@ impl Inner {
                 object,
                 replaces,
             } => {
+                // A Kubernetes PodGroup is named at the version the control plane serves.
+                let kube = format!("{}/{}", crate::workload_api::GROUP, "v1beta1");
+                let mut rb = None;
+                if object.spec.resource.api_version == kube {
+                    let version = self.workload_versions.of("control-plane", &client).await;
+                    if version != "v1beta1" {
+                        let mut o = (**object).clone();
+                        let at = format!("{}/{version}", crate::workload_api::GROUP);
+                        o.spec.resource.api_version.clone_from(&at);
+                        for r in o.metadata.owner_references.iter_mut().flatten() {
+                            if r.api_version == kube {
+                                r.api_version.clone_from(&at);
+                            }
+                        }
+                        rb = Some(o);
+                    }
+                }
                 let api: Api<ResourceBinding> = Api::namespaced(client, namespace);
                 if *replaces {
                     done_if_gone(api.delete(name, &Default::default()).await)?;
                 }
                 let params = PatchParams::apply("tephra-scheduler").force();
-                api.patch(name, &params, &Patch::Apply(&**object)).await?;
+                let body = rb.as_ref().unwrap_or(&**object);
+                api.patch(name, &params, &Patch::Apply(body)).await?;
                 Ok(())
             }
             Write::Purge {
@@ -719,12 +739,22 @@ impl Inner {
                 Ok(())
             }
             Write::KubeGroupConditions {
+                cluster,
                 namespace,
                 name,
                 conditions,
-                ..
             } => {
-                let api: Api<KubePodGroup> = Api::namespaced(client, namespace);
+                let version = self.workload_versions.of(cluster, &client).await;
+                let resource = kube::discovery::ApiResource::from_gvk_with_plural(
+                    &kube::api::GroupVersionKind::gvk(
+                        crate::workload_api::GROUP,
+                        version,
+                        "PodGroup",
+                    ),
+                    "podgroups",
+                );
+                let api: Api<kube::api::DynamicObject> =
+                    Api::namespaced_with(client, namespace, &resource);
                 // The list is written whole: a merge patch replaces a list, and it holds the
                 // conditions observed besides tephra's own.
                 let patch = json!({"status": {"conditions": conditions}});

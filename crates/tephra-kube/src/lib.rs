@@ -51,6 +51,7 @@ pub mod run;
 pub mod serve;
 pub mod ui;
 pub mod watch;
+pub mod workload_api;
 mod write_queues;
 
 pub use run::{MemberSource, Options, Running, StartError, start};

@@ -294,11 +294,7 @@ pub fn spawn_control(
             go(Kind::PodGroup),
             |o| Obj::PodGroup(Box::new(o)),
         ),
-        spawn(
-            Api::<KubePodGroup>::all(client.clone()),
-            go(Kind::KubePodGroup),
-            |o| Obj::KubePodGroup(Box::new(o)),
-        ),
+        spawn_kube_groups(client.clone(), go(Kind::KubePodGroup)),
         spawn(Api::<Queue>::all(client.clone()), go(Kind::Queue), |o| {
             Obj::Queue(Box::new(o))
         }),
@@ -375,6 +371,55 @@ pub const MEMBER_KINDS: [Kind; 10] = [
     Kind::ResourceClaim,
     Kind::HyperNode,
 ];
+/// Watches Kubernetes' own PodGroups at the version the cluster serves (see
+/// [`crate::workload_api`]): `v1beta1` unless only `v1alpha3` is served.
+fn spawn_kube_groups(
+    client: Client,
+    with: (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let version = match crate::workload_api::served(&client).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(cluster = %with.0, error = %e,
+                    "which version of scheduling.k8s.io PodGroups the cluster serves is not known: watching v1beta1");
+                None
+            }
+        };
+        let task = if version == Some("v1alpha3") {
+            spawn(
+                Api::<k8s_openapi::api::scheduling::v1alpha3::PodGroup>::all(client),
+                with,
+                |o| {
+                    let metadata = o.metadata.clone();
+                    // The two versions have the same fields: this reads whole.
+                    let g = crate::workload_api::from_alpha(o).unwrap_or_else(|| {
+                        tracing::warn!(podgroup = ?metadata.name, "a v1alpha3 PodGroup does not read as v1beta1");
+                        KubePodGroup {
+                            metadata,
+                            ..KubePodGroup::default()
+                        }
+                    });
+                    Obj::KubePodGroup(Box::new(g))
+                },
+            )
+        } else {
+            spawn(Api::<KubePodGroup>::all(client), with, |o| {
+                Obj::KubePodGroup(Box::new(o))
+            })
+        };
+        // Stopped with this task (aborting it drops the guard).
+        struct AbortOnDrop(JoinHandle<()>);
+        impl Drop for AbortOnDrop {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        let mut guard = AbortOnDrop(task);
+        let _ = (&mut guard.0).await;
+    })
+}
+
 /// The kinds [`spawn_control`] watches.
 pub const CONTROL_KINDS: [Kind; 5] = [
     Kind::PodGroup,

@@ -145,7 +145,52 @@ async fn a_kubernetes_podgroup_is_one_gang_placed_whole_or_not_at_all_and_says_s
             .map(|g| g.metadata.name.clone())
             .collect::<Vec<_>>()
     );
+    // `kubectl get podgroups.scheduling.k8s.io` prints the policy, Workload and status.
+    let mut rows = table_rows(&c).await;
+    for row in &mut rows {
+        row.pop(); // the age
+    }
+    assert_eq!(
+        rows,
+        [
+            ["fits", "Gang", "<none>", "Scheduled"],
+            ["too-big", "Gang", "<none>", "Unschedulable"]
+        ]
+    );
     stop_everything(sched, ctl).await;
+}
+
+/// The cells of the rows of `kubectl get podgroups.scheduling.k8s.io` in `default`.
+async fn table_rows(c: &kube::Client) -> Vec<Vec<String>> {
+    let request =
+        http::Request::get("/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups")
+            .header(
+                http::header::ACCEPT,
+                "application/json;as=Table;v=v1;g=meta.k8s.io",
+            )
+            .body(Vec::new())
+            .unwrap();
+    let table: serde_json::Value = c.request(request).await.expect("a Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Policy", "Workload", "Status", "Age"]);
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .collect()
 }
 
 /// A Kubernetes Job with a gang scheduling policy (`spec.scheduling`, the `WorkloadWithJob`
@@ -234,15 +279,28 @@ async fn a_jobs_gang_made_by_the_job_controller_is_placed_whole_on_kube_apiserve
     stop_everything(sched, ctl).await;
 }
 
-/// Across a fleet: a Kubernetes PodGroup and its pods declared on the control plane go whole
-/// to one member, the PodGroup owns the ResourceBinding as a Volcano one does and says it was
-/// scheduled. On the devcluster (the real tier's fleets run the oldest release, which does
-/// not serve the API).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_member() {
+// Across a fleet: a Kubernetes PodGroup and its pods declared on the control plane go whole
+// to one member, the PodGroup owns the ResourceBinding as a Volcano one does and says it was
+// scheduled.
+on_both!(
+    a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_member,
+    a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_member
+);
+async fn a_kubernetes_podgroup_declared_on_the_control_plane_lands_whole_in_one_member(
+    backend: Backend,
+) {
     logs();
     // Two members of two 16-CPU nodes: a gang of 3 × 8 CPUs fits in either, not split.
-    let dev = fleet_of(&[("east", 0), ("west", 0)]).await;
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: vec!["GenericWorkload=true".into()],
+        runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
+        ..Default::default()
+    };
+    let release = tephra_envtest::Release::Newest;
+    let members = [("east", 0), ("west", 0)];
+    let Some(dev) = fleet_on_release(backend, &release, &members, options).await else {
+        return;
+    };
     let cp = dev.client("control-plane").await.unwrap();
     let sched = fleet_scheduler(&cp).await;
     kube_group(&cp, "spread", 3).await;
@@ -434,6 +492,76 @@ async fn kube_schedulers_gangs_and_tephras_never_share_room_on_kube_apiserver() 
     assert!(
         per_node.values().all(|&cpu| cpu <= 8.0),
         "a node asked for more than it has: {per_node:?}"
+    );
+    stop_everything(sched, ctl).await;
+}
+
+/// A kube-apiserver 1.37 that serves the Workload API only at `v1alpha3` (its beta version
+/// off, as an operator who turned on only the alpha version has it): tephra finds that
+/// version, reads its PodGroups as the same gangs and writes their condition there, so a gang
+/// that fits is placed whole and one that cannot binds nothing, each saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_serving_only_the_alpha_podgroups_gets_the_same_gangs() {
+    use k8s_openapi::api::scheduling::v1alpha3::PodGroup as AlphaPodGroup;
+    logs();
+    let options = tephra_envtest::ClusterOptions {
+        feature_gates: vec!["GenericWorkload=true".into()],
+        runtime_config: vec!["scheduling.k8s.io/v1alpha3=true".into()],
+        ..Default::default()
+    };
+    let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+    let release = tephra_envtest::Release::Newest;
+    let Some(cl) = cluster_on_release(Backend::KubeApiserver, &release, nodes, options).await
+    else {
+        return;
+    };
+    let c = cl.client.clone();
+    let beta: Api<KubePodGroup> = Api::namespaced(c.clone(), "default");
+    assert!(
+        beta.list(&ListParams::default()).await.is_err(),
+        "v1beta1 is not served here"
+    );
+    let alpha: Api<AlphaPodGroup> = Api::namespaced(c.clone(), "default");
+    for (name, min) in [("fits", 4), ("too-big", 8)] {
+        let g: AlphaPodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup",
+            "metadata": {"name": name, "labels": {"volcano.sh/queue-name": "default"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}}))
+        .unwrap();
+        alpha
+            .create(&PostParams::default(), &g)
+            .await
+            .expect("the PodGroup is created");
+    }
+    pods_of(&c, "fits", 4, "2").await;
+    pods_of(&c, "too-big", 8, "4").await;
+    let (sched, ctl) = start_everything(&c).await;
+    all_bound(&c, "default", "fits-", 4, 30).await;
+    let condition = |name: &'static str, want: &'static str| {
+        let alpha = alpha.clone();
+        async move {
+            let g = alpha.get(name).await.ok()?;
+            g.status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == want)
+                .map(|c| c.reason)
+        }
+    };
+    let reason = eventually(30, "fits says it was scheduled", || {
+        condition("fits", "True")
+    })
+    .await;
+    assert_eq!(reason, "Scheduled");
+    let reason = eventually(30, "too-big says why it waits", || {
+        condition("too-big", "False")
+    })
+    .await;
+    assert_eq!(reason, "Unschedulable");
+    let bound = nodes_of(&c, "default", "too-big-").await;
+    assert!(
+        bound.values().all(Option::is_none),
+        "a gang that cannot fit binds nothing: {bound:?}"
     );
     stop_everything(sched, ctl).await;
 }

@@ -553,6 +553,18 @@ impl TestFleet {
 
 /// [`fleet_of`] on `backend`; `None` when the real components are not built (outside CI).
 pub async fn fleet_on(backend: Backend, members: &[(&str, u32)]) -> Option<TestFleet> {
+    let release = tephra_envtest::Release::tier();
+    fleet_on_release(backend, &release, members, Default::default()).await
+}
+
+/// [`fleet_on`], the real fleet of `release`, each of its clusters with `options` (the
+/// devcluster has none of them).
+pub async fn fleet_on_release(
+    backend: Backend,
+    release: &tephra_envtest::Release,
+    members: &[(&str, u32)],
+    options: tephra_envtest::ClusterOptions,
+) -> Option<TestFleet> {
     match backend {
         Backend::Devcluster => Some(TestFleet {
             dev: Some(fleet_of(members).await),
@@ -571,7 +583,7 @@ pub async fn fleet_on(backend: Backend, members: &[(&str, u32)]) -> Option<TestF
                     )
                 })
                 .collect();
-            let real = tephra_envtest::tier::fleet(&tephra_envtest::Release::tier(), &specs)
+            let real = tephra_envtest::tier::fleet_with(release, &specs, options)
                 .await
                 .expect("the real fleet starts")?;
             Some(TestFleet {

@@ -524,14 +524,21 @@ impl ApiServer {
                     admit::crd_status(&mut new);
                 }
                 Some(Builtin::KubePodGroup | Builtin::Workload) => {
-                    crate::validate_workload::drop_gated(def, Some(&cur.value), &mut new);
-                    let mut causes = crate::validate::metadata(def, &new);
+                    // Validated as the registry will store it; the fields of gates that are off
+                    // are dropped after the field manager recorded the request, as there.
+                    let mut stored = new.clone();
+                    crate::validate_workload::drop_gated(def, Some(&cur.value), &mut stored);
+                    let mut causes = crate::validate::metadata(def, &stored);
                     if status_only {
-                        causes.extend(crate::validate_workload::status(&new));
+                        causes.extend(crate::validate_workload::status(&stored));
                     } else {
-                        causes.extend(crate::validate_workload::check(def, Some(&cur.value), &new));
+                        causes.extend(crate::validate_workload::check(
+                            def,
+                            Some(&cur.value),
+                            &stored,
+                        ));
                     }
-                    admit::refuse_if_any(def, &new, causes)?;
+                    admit::refuse_if_any(def, &stored, causes)?;
                 }
                 Some(b) => {
                     admit::validate_builtin_update(def, Some(&cur.value), &new)?;
@@ -578,6 +585,7 @@ impl ApiServer {
                     }
                 }
             }
+            crate::validate_workload::drop_gated(def, Some(&cur.value), &mut new);
             crate::defaults::encode(def, &mut new);
             // What the Service registry allocates after the field manager recorded the write.
             if scope == Scope::Main && def.builtin == Some(Builtin::Service) {
@@ -760,6 +768,9 @@ impl ApiServer {
             if new != cur.value {
                 match self.store.replace(&kind, key, cur.rv, new) {
                     Ok(obj) if !removes_now => {
+                        if def.builtin == Some(Builtin::KubePodGroup) {
+                            crate::podgroup_protection::on_deleting(self, &obj);
+                        }
                         for f in [crate::deletion::ORPHAN, crate::deletion::FOREGROUND] {
                             if obj
                                 .value

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::api::{ApiServer, Scope, WriteOpts};
 use crate::resource::Builtin;
+use crate::store::Obj;
 use crate::validate_workload::PROTECTION;
 
 /// Starts the controller on `api`.
@@ -23,12 +24,34 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+fn protected(g: &Value) -> bool {
+    g.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(PROTECTION)))
+}
+
+/// The groups (`namespace`, name) that pods not finished name, in `namespace` or everywhere.
+fn used(api: &ApiServer, namespace: Option<&str>) -> BTreeSet<(String, String)> {
+    let def = api.builtin(Builtin::Pod);
+    api.store
+        .list(&def.storage_key(), namespace, None)
+        .0
+        .into_iter()
+        .filter(|p| !matches!(text(&p.value, "/status/phase"), "Succeeded" | "Failed"))
+        .filter_map(|p| {
+            let group = p
+                .value
+                .pointer("/spec/schedulingGroup/podGroupName")?
+                .as_str()?;
+            Some((
+                text(&p.value, "/metadata/namespace").to_string(),
+                group.to_string(),
+            ))
+        })
+        .collect()
+}
+
 fn reconcile(api: &ApiServer) {
-    let protected = |g: &Value| {
-        g.pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(PROTECTION)))
-    };
     let deleting: Vec<(String, String)> = crate::controller::list(api, Builtin::KubePodGroup)
         .into_iter()
         .filter(|g| g.value.pointer("/metadata/deletionTimestamp").is_some() && protected(&g.value))
@@ -42,38 +65,42 @@ fn reconcile(api: &ApiServer) {
     if deleting.is_empty() {
         return;
     }
-    let used: BTreeSet<(String, String)> = crate::controller::list(api, Builtin::Pod)
-        .into_iter()
-        .filter(|p| !matches!(text(&p.value, "/status/phase"), "Succeeded" | "Failed"))
-        .filter_map(|p| {
-            let group = p
-                .value
-                .pointer("/spec/schedulingGroup/podGroupName")?
-                .as_str()?;
-            Some((
-                text(&p.value, "/metadata/namespace").to_string(),
-                group.to_string(),
-            ))
-        })
-        .collect();
-    let def = api.builtin(Builtin::KubePodGroup);
+    let used = used(api, None);
     for key in deleting.into_iter().filter(|k| !used.contains(k)) {
-        let result = api.update(&def, &key, Scope::Main, &WriteOpts::default(), &mut |cur| {
-            let mut n = cur.clone();
-            if let Some(f) = n
-                .pointer_mut("/metadata/finalizers")
-                .and_then(Value::as_array_mut)
-            {
-                f.retain(|x| x.as_str() != Some(PROTECTION));
-            }
-            Ok(n)
-        });
-        if let Err(e) = result
-            && e.code != 404
-            && e.code != 409
+        release(api, key);
+    }
+}
+
+/// What the controller does to a PodGroup just marked for deletion, at once: on a real
+/// cluster it lets go of an unused group before the garbage collector gets to it.
+pub(crate) fn on_deleting(api: &ApiServer, group: &Obj) {
+    if !protected(&group.value) {
+        return;
+    }
+    let namespace = text(&group.value, "/metadata/namespace").to_string();
+    let key = (namespace, text(&group.value, "/metadata/name").to_string());
+    if !used(api, Some(&key.0)).contains(&key) {
+        release(api, key);
+    }
+}
+
+fn release(api: &ApiServer, key: (String, String)) {
+    let def = api.builtin(Builtin::KubePodGroup);
+    let result = api.update(&def, &key, Scope::Main, &WriteOpts::default(), &mut |cur| {
+        let mut n = cur.clone();
+        if let Some(f) = n
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
         {
-            tracing::warn!(server = %api.name, podgroup = %format!("{}/{}", key.0, key.1),
-                error = %e, "PodGroup protection: finalizer not removed");
+            f.retain(|x| x.as_str() != Some(PROTECTION));
         }
+        Ok(n)
+    });
+    if let Err(e) = result
+        && e.code != 404
+        && e.code != 409
+    {
+        tracing::warn!(server = %api.name, podgroup = %format!("{}/{}", key.0, key.1),
+            error = %e, "PodGroup protection: finalizer not removed");
     }
 }

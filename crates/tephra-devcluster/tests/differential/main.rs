@@ -695,7 +695,7 @@ async fn a_few_seeded_workload_api_sequences_answer_as_kube_apiserver_1_37_does(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "many sequences take a while: run with --ignored"]
 async fn many_seeded_workload_api_sequences_answer_as_kube_apiserver_1_37_does() {
-    differential(0..300, WORKLOAD_API).await;
+    differential(0..150, WORKLOAD_API).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -141,6 +141,15 @@ fn every_example_is_admitted_and_parses_into_the_rust_types() {
                 .unwrap_or_else(|e| panic!("{origin}: not a valid PriorityClass: {e}"));
                 continue;
             }
+            if api_version == "scheduling.k8s.io/v1beta1" && kind == "PodGroup" {
+                // Kubernetes' own gang (the Workload API): a gang of at least one pod.
+                let g: k8s_openapi::api::scheduling::v1beta1::PodGroup =
+                    serde_json::from_value(doc.clone())
+                        .unwrap_or_else(|e| panic!("{origin}: not a valid PodGroup: {e}"));
+                let gang = g.spec.scheduling_policy.gang.map(|g| g.min_count);
+                assert!(gang.is_some_and(|n| n >= 1), "{origin}: a gang of {gang:?}");
+                continue;
+            }
             if api_version == "v1" && kind == "PersistentVolumeClaim" {
                 serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
                     doc.clone(),

@@ -152,6 +152,54 @@ fn tephra_dev_schedules_a_podgroup_applied_with_kubectl() {
     apply_and_see_the_gang_run(&k);
 }
 
+/// README's Workload API example on `tephra dev`: the Kubernetes PodGroup's three pods run in
+/// one member, and `kubectl get podgroups.scheduling.k8s.io` says it was scheduled.
+#[test]
+fn tephra_dev_schedules_a_kubernetes_podgroup_applied_with_kubectl() {
+    let k = kubeconfig("kube-gang");
+    let _dev = start(&["dev", "--kubeconfig", k.to_str().unwrap()]);
+    until(30, "the kubeconfig written", || k.exists());
+    until(20, "the API answers", || kubectl(&k, &["get", "queues"]).0);
+    let (ok, out) = kubectl(
+        &k,
+        &["apply", "-f", "examples/kube-podgroup-with-pods.yaml"],
+    );
+    assert!(ok, "{out}");
+    let members = ["us-east-gpu", "us-west-gpu", "us-east-cpu"];
+    until(30, "three pods running in one member", || {
+        members.iter().any(|m| {
+            let (ok, out) = kubectl(
+                &k,
+                &[
+                    "--context",
+                    m,
+                    "get",
+                    "pods",
+                    "-n",
+                    "ray-gangs",
+                    "--no-headers",
+                ],
+            );
+            ok && out.lines().filter(|l| l.contains("Running")).count() == 3
+        })
+    });
+    until(20, "the PodGroup's STATUS Scheduled", || {
+        let (ok, out) = kubectl(
+            &k,
+            &[
+                "get",
+                "podgroups.scheduling.k8s.io",
+                "-n",
+                "ray-gangs",
+                "--no-headers",
+            ],
+        );
+        // NAME POLICY WORKLOAD STATUS AGE
+        let row: Vec<&str> = out.split_whitespace().collect();
+        ok && row.get(..4) == Some(&["ray-cluster-b", "Gang", "<none>", "Scheduled"][..])
+    });
+}
+
 #[test]
 fn tephra_scheduler_runs_against_tephra_dev_from_its_kubeconfig() {
     let k = kubeconfig("sched");

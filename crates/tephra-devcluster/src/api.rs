@@ -769,7 +769,7 @@ impl ApiServer {
                 match self.store.replace(&kind, key, cur.rv, new) {
                     Ok(obj) if !removes_now => {
                         if def.builtin == Some(Builtin::KubePodGroup) {
-                            crate::podgroup_protection::on_deleting(self, &obj);
+                            self.podgroup_deleting(&obj);
                         }
                         for f in [crate::deletion::ORPHAN, crate::deletion::FOREGROUND] {
                             if obj

@@ -71,16 +71,19 @@ fn reconcile(api: &ApiServer) {
     }
 }
 
-/// What the controller does to a PodGroup just marked for deletion, at once: on a real
-/// cluster it lets go of an unused group before the garbage collector gets to it.
-pub(crate) fn on_deleting(api: &ApiServer, group: &Obj) {
-    if !protected(&group.value) {
-        return;
-    }
-    let namespace = text(&group.value, "/metadata/namespace").to_string();
-    let key = (namespace, text(&group.value, "/metadata/name").to_string());
-    if !used(api, Some(&key.0)).contains(&key) {
-        release(api, key);
+impl ApiServer {
+    /// What the controller does to a Kubernetes PodGroup just marked for deletion, at once
+    /// (the delete calls it): on a real cluster it lets go of an unused group before the
+    /// garbage collector gets to it.
+    pub(crate) fn podgroup_deleting(&self, group: &Obj) {
+        if !protected(&group.value) {
+            return;
+        }
+        let namespace = text(&group.value, "/metadata/namespace").to_string();
+        let key = (namespace, text(&group.value, "/metadata/name").to_string());
+        if !used(self, Some(&key.0)).contains(&key) {
+            release(self, key);
+        }
     }
 }
 

@@ -334,14 +334,19 @@ pub type JobPhases = std::sync::Arc<std::sync::Mutex<BTreeMap<String, Vec<String
 /// Watches every Job and records each one's phase changes, until the task is aborted.
 pub fn watch_job_phases(c: &kube::Client) -> (JobPhases, tokio::task::JoinHandle<()>) {
     use futures::StreamExt;
-    use kube::runtime::watcher;
+    use kube::runtime::{WatchStreamExt, watcher};
     let phases: JobPhases = Default::default();
     let seen = phases.clone();
     let jobs: Api<Job> = Api::all(c.clone());
     let task = tokio::spawn(async move {
-        let stream = watcher::watcher(jobs, watcher::Config::default());
+        // An error (the Job kind not served yet, a watch cut) is retried, not the end: the
+        // phases after it would be missed.
+        let stream = watcher::watcher(jobs, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
-        while let Some(Ok(ev)) = stream.next().await {
+        while let Some(ev) = stream.next().await {
+            let Ok(ev) = ev else {
+                continue;
+            };
             let (watcher::Event::Apply(j) | watcher::Event::InitApply(j)) = ev else {
                 continue;
             };

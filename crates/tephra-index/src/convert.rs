@@ -236,6 +236,7 @@ pub fn pod(
             .filter(|n| !n.is_empty())
             .cloned(),
         ghost_of: None,
+        foreign: !mine,
     }))
 }
 

@@ -152,6 +152,7 @@ fn stand_in(c: &mut Cache) {
                     lives_in: None,
                     planned: None,
                     ghost_of: None,
+                    foreign: false,
                 });
             }
         }

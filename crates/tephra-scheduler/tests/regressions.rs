@@ -62,6 +62,7 @@ fn pod(
         lives_in: None,
         planned: None,
         ghost_of: None,
+        foreign: false,
     }
 }
 
@@ -372,6 +373,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
             lives_in: None,
             planned: None,
             ghost_of: None,
+            foreign: false,
         }))
         .unwrap();
     }
@@ -467,10 +469,9 @@ fn a_finished_pod_without_a_podgroup_holds_no_admission_budget() {
         ("refused", TaskStatus::Failed),
         ("finished", TaskStatus::Succeeded),
     ] {
-        c.apply(Event::PodUpsert(pod(
-            &c, name, None, two_gpus, status, on_n1,
-        )))
-        .unwrap();
+        let mut theirs = pod(&c, name, None, two_gpus, status, on_n1);
+        theirs.foreign = true;
+        c.apply(Event::PodUpsert(theirs)).unwrap();
     }
     // Sessions go by: nothing of the finished pods is to be admitted or placed.
     for _ in 0..3 {

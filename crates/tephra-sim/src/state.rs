@@ -153,6 +153,7 @@ impl InFlight {
             lives_in: None,
             planned: None,
             ghost_of: None,
+            foreign: false,
         };
         ctx.apply(Event::PodUpsert(spec))
     }
@@ -191,6 +192,7 @@ impl InFlight {
             lives_in: None,
             planned: None,
             ghost_of: None,
+            foreign: false,
         }))?;
         self.pods.insert(
             pod.key,

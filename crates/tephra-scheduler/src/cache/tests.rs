@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Cache, Event};
-use crate::model::{Cluster, NodeSpec, PodSpec, TaskShape, TaskStatus};
+use crate::model::{Cluster, GroupPhase, NodeSpec, PodSpec, TaskShape, TaskStatus};
 use crate::resources::Resources;
 
 /// A ready, schedulable node without labels or taints.
@@ -53,6 +53,7 @@ fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
         lives_in: None,
         planned: None,
         ghost_of: None,
+        foreign: false,
     }
 }
 
@@ -83,6 +84,57 @@ fn node_usage_follows_pod_events() {
     })
     .unwrap();
     assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 0);
+}
+
+/// Another scheduler's bound pod holds its node's room, and, as in Volcano, counts in no
+/// queue: no PodGroup phase, no share of any queue's allocation. A pod of tephra's without a
+/// PodGroup does count, in the default queue.
+#[test]
+fn another_schedulers_pod_holds_its_room_and_counts_in_no_queue() {
+    let mut c = cache_with_node();
+    let mut theirs = pod("ds", TaskStatus::Running, true, 2000);
+    theirs.group = None;
+    theirs.foreign = true;
+    c.apply(Event::PodUpsert(theirs.clone())).unwrap();
+    let n = c.world().node_id("c1", "n1").unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 2000);
+    assert!(
+        c.world().queue_phases.is_empty(),
+        "{:?}",
+        c.world().queue_phases
+    );
+    assert!(
+        c.world().queue_used.values().all(|r| r.get(0) == 0),
+        "{:?}",
+        c.world().queue_used
+    );
+    let mut ours = pod("bare", TaskStatus::Running, true, 1000);
+    ours.group = None;
+    c.apply(Event::PodUpsert(ours)).unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 3000);
+    let default = tephra_api::defaults::DEFAULT_QUEUE;
+    assert_eq!(
+        c.world()
+            .queue_phases
+            .get(default)
+            .map(|p| p.get(GroupPhase::Running)),
+        Some(1)
+    );
+    assert_eq!(
+        c.world().queue_used.get(default).map(|r| r.get(0)),
+        Some(1000)
+    );
+    // It finishing, or going, frees the room and changes no count.
+    theirs.status = TaskStatus::Succeeded;
+    c.apply(Event::PodUpsert(theirs)).unwrap();
+    assert_eq!(c.world().nodes.get(n).unwrap().used.get(0), 1000);
+    assert_eq!(
+        c.world()
+            .queue_phases
+            .get(default)
+            .map(|p| p.get(GroupPhase::Running)),
+        Some(1)
+    );
 }
 
 #[test]

@@ -250,8 +250,9 @@ impl World {
         let declared = self.declared_key(task);
         if let Some((node_id, request, releasing)) = self.holding(task) {
             let delta = request.times(sign);
-            // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]).
-            let share = (!releasing && task.spec.ghost_of.is_none())
+            // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]);
+            // another scheduler's pod counts for no queue.
+            let share = (!releasing && task.spec.ghost_of.is_none() && !task.spec.foreign)
                 .then(|| self.jobs.get(task.job).map_or("", |j| j.queue()));
             if let Some(node) = self.nodes.get_mut(node_id) {
                 node.used.add(&delta);
@@ -446,7 +447,7 @@ impl World {
                 &spec.namespace,
                 spec.group.as_deref(),
                 &spec.name,
-                spec.ghost_of.is_some(),
+                spec.ghost_of.is_some() || spec.foreign,
             );
             if old_job != Some(job)
                 && let Some(old) = old_job
@@ -479,7 +480,7 @@ impl World {
                 &spec.namespace,
                 spec.group.as_deref(),
                 &spec.name,
-                spec.ghost_of.is_some(),
+                spec.ghost_of.is_some() || spec.foreign,
             );
             let placement = spec.placement.clone();
             let implicit = self.jobs.get(job).is_some_and(|j| j.implicit);

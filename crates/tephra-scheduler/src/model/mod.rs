@@ -349,6 +349,9 @@ pub struct PodSpec {
     /// Set on a ghost ([`crate::cache::ghost`]): the old copy of a moved gang's pod, still
     /// holding its node in the cluster it is leaving.
     pub ghost_of: Option<Arc<GhostOf>>,
+    /// Another scheduler's pod (a DaemonSet's, kube-scheduler's): known once bound, it holds
+    /// its node's room but, as in Volcano, belongs to no PodGroup of any queue.
+    pub foreign: bool,
 }
 
 /// What a ghost was a copy of. A gang counts once for its queue during failover: each ghost
@@ -542,8 +545,9 @@ pub struct Job {
     pub tasks: Vec<Id>,
     /// Whether the job was created implicitly for a pod without a PodGroup.
     pub implicit: bool,
-    /// Whether it is a ghost's job ([`PodSpec::ghost_of`]): it holds nodes but is no PodGroup
-    /// of any queue.
+    /// Whether it is a ghost's job ([`PodSpec::ghost_of`]) or another scheduler's pod's
+    /// ([`PodSpec::foreign`]): it holds nodes but is no PodGroup of any queue (no queue counts
+    /// it or its pods, and the views leave it out).
     pub ghost: bool,
     /// Its tasks by reported status.
     pub tally: TaskTally,

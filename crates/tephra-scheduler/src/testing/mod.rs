@@ -324,6 +324,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
                 lives_in: None,
                 planned: role.planned.get(i as usize).cloned(),
                 ghost_of: None,
+                foreign: false,
             }))?;
             names.push(name);
         }

@@ -261,6 +261,7 @@ pub fn world(contracts: Contracts) -> Cache {
                 lives_in: None,
                 planned: None,
                 ghost_of: None,
+                foreign: false,
             }))
             .unwrap();
         }

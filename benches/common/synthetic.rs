@@ -240,6 +240,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                 lives_in: None,
                 planned: None,
                 ghost_of: None,
+                foreign: false,
             }))?;
             count += 1;
         }

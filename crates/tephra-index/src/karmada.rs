@@ -512,7 +512,9 @@ fn build(
                     if arrived(p)
                         && let Some((b, _)) = gangs.iter().find(|(_, is_copy)| is_copy(p))
                     {
+                        // A copy of a gang tephra placed: the gang's, whoever binds it there.
                         spec.group = b.metadata.name.clone();
+                        spec.foreign = false;
                     }
                     let _ = cache.apply(Event::PodUpsert(spec));
                 }

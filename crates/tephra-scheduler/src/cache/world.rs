@@ -251,9 +251,11 @@ impl World {
         if let Some((node_id, request, releasing)) = self.holding(task) {
             let delta = request.times(sign);
             // A ghost's share is settled for its declared pod as a whole ([`Self::settle`]);
-            // another scheduler's pod counts for no queue.
-            let share = (!releasing && task.spec.ghost_of.is_none() && !task.spec.foreign)
-                .then(|| self.jobs.get(task.job).map_or("", |j| j.queue()));
+            // another scheduler's pod in no PodGroup (its job a ghost's too) counts for no queue.
+            let job = self.jobs.get(task.job);
+            let share =
+                (!releasing && task.spec.ghost_of.is_none() && !job.is_some_and(|j| j.ghost))
+                    .then(|| job.map_or("", |j| j.queue()));
             if let Some(node) = self.nodes.get_mut(node_id) {
                 node.used.add(&delta);
                 if releasing {

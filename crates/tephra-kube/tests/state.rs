@@ -766,7 +766,7 @@ fn a_kubernetes_podgroup_is_tephras_gang_only_once_a_pod_of_tephras_names_it() {
     }
     assert_eq!(
         groups(&mut s, 3).0,
-        2,
+        1,
         "early is tephra's, late nobody's yet"
     );
     for (kind, obj) in [

@@ -147,6 +147,9 @@ pub struct ApiServer {
     requests: AtomicU64,
     /// Itself, for the garbage collector's lagging passes.
     pub(crate) me: std::sync::Weak<ApiServer>,
+    /// How it reaches a kubelet served elsewhere (`--kubelet-client-certificate`, no server
+    /// verification, as kube-apiserver without `--kubelet-certificate-authority`).
+    pub(crate) kubelet_client: std::sync::OnceLock<Arc<rustls::ClientConfig>>,
 }
 
 fn storage_error(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
@@ -171,6 +174,7 @@ impl ApiServer {
             users: authz::Users::default(),
             access: authz::AccessLog::default(),
             requests: AtomicU64::new(0),
+            kubelet_client: std::sync::OnceLock::new(),
         });
         let opts = WriteOpts::default();
         let ns = api.builtin(Builtin::Namespace);

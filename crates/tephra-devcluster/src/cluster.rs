@@ -103,6 +103,8 @@ pub struct Handle {
     /// control plane runs too: claims for declared pods' templates).
     control_controllers: Vec<crate::controller::Controller>,
     members: Vec<Member>,
+    /// The CA that signed every server's certificate and the kubelet client certificate.
+    ca_der: Vec<u8>,
 }
 
 fn setup(what: impl Into<String>) -> impl FnOnce(crate::status::ApiError) -> Error {
@@ -247,6 +249,7 @@ impl DevCluster {
             control_plane,
             control_controllers,
             members,
+            ca_der: certs.ca_der(),
         })
     }
 }
@@ -349,6 +352,12 @@ impl Handle {
     /// Every server: the control plane first.
     pub fn servers(&self) -> impl Iterator<Item = &Arc<Server>> {
         self.control_plane.iter().chain(self.members())
+    }
+
+    /// The CA (DER) that signed the servers' certificates and the client certificate they
+    /// present to a kubelet served elsewhere.
+    pub fn ca_der(&self) -> &[u8] {
+        &self.ca_der
     }
 
     /// A kubeconfig with a context per server; the current context is the control plane (or

@@ -75,7 +75,7 @@ async fn handle(
             crate::subresource::evict(api, &key, &req)
         }
         (Some("log"), &Method::GET) if def.builtin == Some(Builtin::Pod) => {
-            crate::pod_log::serve(api, &key, &req)
+            crate::pod_log::serve(api, &key, &req).await
         }
         // A custom resource's subresource its CRD does not serve: the object is not found.
         (Some(_), _) if def.is_custom() => Err(ApiError::not_found(&def.group, &def.plural, &name)),

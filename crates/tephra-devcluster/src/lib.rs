@@ -31,6 +31,7 @@ pub mod http;
 pub mod jsonpath;
 pub mod kubeconfig;
 pub mod kubelet;
+pub mod kubelet_proxy;
 mod namespaces;
 pub mod openapi;
 pub mod pagination;

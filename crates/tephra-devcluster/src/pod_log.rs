@@ -2,7 +2,8 @@
 //! simulated kubelet did with it, with times: started (image, node), how long it is set to run
 //! (`tephra.io/sim-duration`), and how it ended. The refusals are kube-apiserver's: a pod with
 //! several containers needs `?container=`, a container the pod lacks is invalid, and one that
-//! has not started is waiting.
+//! has not started is waiting. A pod on a node whose kubelet is served elsewhere (a virtual
+//! kubelet) has its log asked of that kubelet (`kubelet_proxy.rs`).
 
 use serde_json::Value;
 
@@ -13,12 +14,29 @@ use crate::status::ApiError;
 use crate::store::Key;
 
 /// Serves one container's log.
-pub fn serve(api: &ApiServer, key: &Key, req: &Req) -> Result<hyper::Response<Body>, ApiError> {
+pub async fn serve(
+    api: &ApiServer,
+    key: &Key,
+    req: &Req,
+) -> Result<hyper::Response<Body>, ApiError> {
     let def = api.builtin(Builtin::Pod);
     let pod = api
         .get(&def, key)
         .ok_or_else(|| ApiError::not_found("", "pods", &key.1))?;
-    let text = log_of(&pod.value, &key.1, req.q("container"))?;
+    let container = container_of(&pod.value, &key.1, req.q("container"))?;
+    let node = pod
+        .value
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let elsewhere = (!node.is_empty())
+        .then(|| crate::kubelet_proxy::node(api, node))
+        .flatten()
+        .and_then(|n| crate::kubelet_proxy::endpoint(&n));
+    if let Some(at) = elsewhere {
+        return crate::kubelet_proxy::log(api, at, &key.0, &key.1, &container, req).await;
+    }
+    let text = log_of(&pod.value, &key.1, Some(&container))?;
     Ok(bytes_reply(
         200,
         bytes::Bytes::from(text),
@@ -27,8 +45,8 @@ pub fn serve(api: &ApiServer, key: &Key, req: &Req) -> Result<hyper::Response<Bo
     ))
 }
 
-/// The log text of the container `container` names (or the pod's only one).
-pub fn log_of(pod: &Value, name: &str, container: Option<&str>) -> Result<String, ApiError> {
+/// The container `container` names, or the pod's only one; refused as kube-apiserver refuses.
+fn container_of(pod: &Value, name: &str, container: Option<&str>) -> Result<String, ApiError> {
     let names: Vec<&str> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -36,21 +54,23 @@ pub fn log_of(pod: &Value, name: &str, container: Option<&str>) -> Result<String
         .flatten()
         .filter_map(|c| c.get("name").and_then(Value::as_str))
         .collect();
-    let container = match (container.filter(|c| !c.is_empty()), names.as_slice()) {
-        (Some(c), _) if names.contains(&c) => c,
-        (Some(c), _) => {
-            return Err(ApiError::bad_request(format!(
-                "container {c} is not valid for pod {name}"
-            )));
-        }
-        (None, [only]) => only,
-        (None, _) => {
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                names.join(" ")
-            )));
-        }
-    };
+    match (container.filter(|c| !c.is_empty()), names.as_slice()) {
+        (Some(c), _) if names.contains(&c) => Ok(c.to_string()),
+        (Some(c), _) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
+        (None, [only]) => Ok(only.to_string()),
+        (None, _) => Err(ApiError::bad_request(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            names.join(" ")
+        ))),
+    }
+}
+
+/// The log text of the container `container` names (or the pod's only one).
+pub fn log_of(pod: &Value, name: &str, container: Option<&str>) -> Result<String, ApiError> {
+    let container = container_of(pod, name, container)?;
+    let container = container.as_str();
     let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or_default();
     if text("/spec/nodeName").is_empty() {
         return Err(ApiError::bad_request(format!(

@@ -72,6 +72,7 @@ impl Server {
             source,
         })?;
         let (connections, _) = watch::channel(0);
+        let _ = api.kubelet_client.set(certs.kubelet_client()?);
         let server = Arc::new(Self {
             api,
             addr,

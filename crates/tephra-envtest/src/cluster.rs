@@ -112,10 +112,24 @@ impl Cluster {
         let pki = &env.inner.pki;
         let serving = pki.serving("kube-apiserver")?;
         let admin = pki.client("admin", Some("system:masters"))?;
+        // What it presents to kubelets (`pods/log`, `exec`), as kubeadm's
+        // apiserver-kubelet-client.
+        let kubelet_client = pki.client(
+            "kube-apiserver-kubelet-client",
+            Some("kubeadm:cluster-admins"),
+        )?;
         let files = [
             ("ca.crt", pki.ca_pem.as_str()),
             ("apiserver.crt", serving.cert_pem.as_str()),
             ("apiserver.key", serving.key_pem.as_str()),
+            (
+                "apiserver-kubelet-client.crt",
+                kubelet_client.cert_pem.as_str(),
+            ),
+            (
+                "apiserver-kubelet-client.key",
+                kubelet_client.key_pem.as_str(),
+            ),
             ("sa.pub", pki.service_accounts.cert_pem.as_str()),
             ("sa.key", pki.service_accounts.key_pem.as_str()),
             (
@@ -145,6 +159,11 @@ impl Cluster {
             format!("--tls-cert-file={}", p("apiserver.crt")),
             format!("--tls-private-key-file={}", p("apiserver.key")),
             format!("--client-ca-file={}", p("ca.crt")),
+            format!(
+                "--kubelet-client-certificate={}",
+                p("apiserver-kubelet-client.crt")
+            ),
+            format!("--kubelet-client-key={}", p("apiserver-kubelet-client.key")),
             format!("--service-account-key-file={}", p("sa.pub")),
             format!("--service-account-signing-key-file={}", p("sa.key")),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),

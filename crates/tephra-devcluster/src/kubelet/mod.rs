@@ -275,6 +275,10 @@ impl Kubelet {
 
     fn on_node(self: &Arc<Self>, type_: EventType, node: &Obj) {
         let name = str_at(&node.value, "/metadata/name").to_string();
+        // A node whose kubelet is served elsewhere (a virtual kubelet) runs its own pods.
+        if type_ != EventType::Deleted && crate::kubelet_proxy::endpoint(&node.value).is_some() {
+            return;
+        }
         let mut st = self.state();
         if type_ == EventType::Deleted {
             st.nodes.remove(&name);

@@ -254,6 +254,85 @@ fn a_declared_pod_reports_how_its_member_copy_runs_and_waits_again_when_it_is_go
     assert!(said.contains("MemberCopyGone"), "{said}");
 }
 
+#[test]
+fn a_declared_pod_being_deleted_orphans_its_copy_and_is_not_placed_again() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.declare_from(Arc::from("control-plane"));
+    s.add_local("east").unwrap();
+    let copy = |deleting: bool| {
+        let mut p = pod("a", Some("n0"));
+        if let Obj::Pod(p) = &mut p {
+            let a = p.metadata.annotations.get_or_insert_default();
+            a.insert(
+                tephra_api::well_known::PLANNED_CLUSTER.into(),
+                "east".into(),
+            );
+            a.insert(tephra_api::well_known::DECLARED_UID.into(), "a".into());
+            p.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+            if deleting {
+                p.metadata.deletion_timestamp =
+                    serde_json::from_value(json!("2026-11-30T10:00:00Z")).unwrap();
+            }
+        }
+        p
+    };
+    // Bound to the virtual node and being deleted: the API server waits for its kubelet.
+    let mut deleting = pod("a", Some("tephra"));
+    if let Obj::Pod(p) = &mut deleting {
+        p.metadata.deletion_timestamp =
+            serde_json::from_value(json!("2026-11-30T10:00:00Z")).unwrap();
+    }
+    applied(
+        &mut s,
+        vec![
+            (
+                0,
+                "control-plane",
+                Kind::Pod,
+                Change::Relisted(vec![pod("a", None)]),
+            ),
+            (
+                0,
+                "east",
+                Kind::Node,
+                Change::Relisted(vec![node("n0", false)]),
+            ),
+            (1, "east", Kind::Pod, Change::Relisted(vec![copy(false)])),
+        ],
+    );
+    assert!(s.declared("ns/a").is_none(), "east has it");
+    s.take_status_writes();
+    applied(
+        &mut s,
+        vec![(2, "control-plane", Kind::Pod, Change::Apply(deleting))],
+    );
+    let purges = s.orphan_deletions(3).unwrap();
+    assert!(
+        format!("{purges:?}").contains("Purge") && format!("{purges:?}").contains("east"),
+        "the copy of a pod being deleted goes: {purges:?}"
+    );
+    applied(
+        &mut s,
+        vec![
+            (4, "east", Kind::Pod, Change::Apply(copy(true))),
+            (5, "east", Kind::Pod, Change::Delete(copy(true))),
+        ],
+    );
+    assert!(
+        s.declared("ns/a").is_none(),
+        "not offered to a session again"
+    );
+    let said = format!("{:?}", s.take_status_writes());
+    assert!(
+        !said.contains("MemberCopyGone"),
+        "no \"placed again\": {said}"
+    );
+    assert!(
+        s.cache().world().task_id("ns/a").is_none(),
+        "nothing of it is left to schedule"
+    );
+}
+
 /// The member label writes among `writes`: `Some(member)` set, `None` removed.
 fn member_labels(writes: &[tephra_kube::writes::Write]) -> Vec<Option<String>> {
     writes

@@ -169,6 +169,16 @@ impl State {
             }
             Obj::Pod(p) if self.control.as_deref() == Some(&**cluster) => {
                 let key = convert::key(&p.metadata);
+                // Being deleted (bound to the virtual node, it waits for its copy to go): it
+                // is gone for the scheduler, and its copy is an orphan.
+                if p.metadata.deletion_timestamp.is_some() {
+                    let known = self.declared.pods.contains_key(&key)
+                        || self.cache.world().task_id(&key).is_some();
+                    return match known {
+                        true => self.delete(cluster, Kind::Pod, &key),
+                        false => Ok(()),
+                    };
+                }
                 let mut p = *p;
                 // Kept until a member has the pod: only what its copy there needs.
                 p.metadata.managed_fields = None;

@@ -86,6 +86,10 @@ pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
 /// tephra.io/member` shows it as a column and `-l tephra.io/member=NAME` selects by it.
 pub const MEMBER: &str = "tephra.io/member";
 
+/// Label of the fleet's virtual node: the Node on the control plane that declared pods are
+/// bound to once a member has their copy (tephra serves its kubelet endpoint).
+pub const VIRTUAL_NODE: &str = "tephra.io/virtual-node";
+
 /// Cluster taint added while a member's Ready condition is False.
 pub const TAINT_CLUSTER_NOT_READY: &str = "cluster.tephra.io/not-ready";
 /// Cluster taint added while a member's Ready condition is Unknown (unreachable).

@@ -116,6 +116,8 @@ pub struct Settings {
     pub identity: String,
     /// How long a gang's volume claims may take to be bound.
     pub volume_bind_timeout: Duration,
+    /// The fleet's virtual node: a declared pod is bound to it once its copy is placed.
+    pub virtual_node: Option<String>,
 }
 
 /// The executor: two queues of writes (binds, and the rest) and a fixed pool of workers for
@@ -143,6 +145,8 @@ struct Inner {
     queues: Queues,
     /// How long a gang's claims may take to be bound.
     volume_bind_timeout: Duration,
+    /// The fleet's virtual node, that placed declared pods are bound to.
+    virtual_node: Option<String>,
     clients: Clients,
     /// The version of Kubernetes PodGroups each cluster serves.
     workload_versions: crate::workload_api::Versions,
@@ -181,12 +185,14 @@ impl Executor {
             limiter,
             identity,
             volume_bind_timeout,
+            virtual_node,
         } = settings;
         let (events, events_rx) = mpsc::channel::<Write>(EVENT_QUEUE);
         let inner = Arc::new(Inner {
             events,
             queues: Queues::default(),
             volume_bind_timeout,
+            virtual_node,
             clients,
             workload_versions: crate::workload_api::Versions::default(),
             limiter,
@@ -568,8 +574,15 @@ impl Inner {
                 ..
             } => {
                 let pod = pod.pod().map_err(kube::Error::SerdeError)?;
+                let name = pod.metadata.name.clone().unwrap_or_default();
                 let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
-                crate::place::copy(&self.clients.control, &client, namespace, pod).await
+                crate::place::copy(&self.clients.control, &client, namespace, pod).await?;
+                match &self.virtual_node {
+                    Some(vn) => {
+                        crate::virtual_node::bind(&self.clients.control, namespace, &name, vn).await
+                    }
+                    None => Ok(()),
+                }
             }
             Write::DeclaredStatus {
                 namespace,

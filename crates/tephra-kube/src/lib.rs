@@ -50,6 +50,7 @@ pub mod retry;
 pub mod run;
 pub mod serve;
 pub mod ui;
+pub mod virtual_node;
 pub mod watch;
 pub mod workload_api;
 mod write_queues;

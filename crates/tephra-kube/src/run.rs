@@ -102,6 +102,9 @@ pub struct Options {
     pub fleet_tiers: Vec<String>,
     /// The web UI and its expected starts (`--ui-open`, `--eta-every`, ...).
     pub ui: crate::ui::UiOptions,
+    /// The fleet's virtual kubelet (`--virtual-node`, fleet mode only): declared pods are bound
+    /// to its Node once placed, and `kubectl logs` on them is served from their member.
+    pub virtual_node: Option<crate::virtual_node::VirtualNodeOptions>,
 }
 
 impl Default for Options {
@@ -128,6 +131,7 @@ impl Default for Options {
             topology_labels: Vec::new(),
             fleet_tiers: Vec::new(),
             ui: crate::ui::UiOptions::default(),
+            virtual_node: None,
         }
     }
 }
@@ -176,6 +180,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The virtual kubelet could not start.
+    #[error(transparent)]
+    VirtualNode(#[from] crate::virtual_node::VirtualNodeError),
 }
 
 /// A running scheduler.
@@ -190,6 +197,8 @@ pub struct Running {
     pub leadership: Leadership,
     /// Whether every watcher has synced.
     pub ready: Arc<AtomicBool>,
+    /// Where the virtual kubelet's endpoint listens, if it runs.
+    pub virtual_node_addr: Option<SocketAddr>,
     stop: signal::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     main: JoinHandle<()>,
@@ -323,6 +332,18 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         control: client.clone(),
         members: Arc::new(std::sync::RwLock::new(members)),
     };
+    let mut virtual_node_addr = None;
+    let virtual_node = match options.virtual_node.clone().filter(|_| declared) {
+        Some(vn) => {
+            let name = vn.name.clone();
+            let running =
+                crate::virtual_node::start(clients.clone(), vn, leadership.clone()).await?;
+            virtual_node_addr = Some(running.addr);
+            tasks.extend(running.tasks);
+            Some(name)
+        }
+        None => None,
+    };
     let executor = Executor::new(
         clients.clone(),
         crate::executor::Settings {
@@ -330,6 +351,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
             limiter: RateLimiter::new(options.qps, options.burst),
             identity: options.identity.clone(),
             volume_bind_timeout: options.volume_bind_timeout,
+            virtual_node,
         },
         leadership.clone(),
         Arc::clone(&metrics),
@@ -368,6 +390,7 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
         metrics,
         leadership,
         ready,
+        virtual_node_addr,
         stop,
         tasks,
         main,

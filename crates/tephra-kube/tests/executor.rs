@@ -91,6 +91,7 @@ fn executor(client: kube::Client, concurrency: usize) -> (Executor, mpsc::Unboun
             limiter: RateLimiter::new(0.0, 0),
             identity: "test".into(),
             volume_bind_timeout: Duration::from_secs(10),
+            virtual_node: None,
         },
         Leadership::always(),
         Arc::new(Metrics::new().unwrap()),

@@ -2,7 +2,9 @@
 //! one member where it fits, its pods are created there on their nodes, and its
 //! ResourceBinding says so (and, in its aggregated status, that it runs there), as do the
 //! declared pods (their status, and their member label). A member whose
-//! Cluster is deleted stops being watched.
+//! Cluster is deleted stops being watched. A declared pod is bound to the fleet's virtual node
+//! once placed: `kubectl logs` on it reaches its member's log through the control plane's own
+//! API server, and its deletion is finished there as a kubelet finishes one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams};
 use tephra_api::ResourceBinding;
 
 async fn fleet(backend: Backend) -> Option<TestFleet> {
@@ -438,5 +440,96 @@ async fn a_pod_made_in_a_member_is_bound_there_or_nowhere(backend: Backend) {
         1,
         "no bind of big was sent to a member where it does not exist"
     );
+    sched.stop().await;
+}
+
+on_both!(
+    a_declared_pods_log_is_read_from_its_member_through_the_virtual_node,
+    a_declared_pods_log_is_read_from_its_member_through_the_virtual_node
+);
+async fn a_declared_pods_log_is_read_from_its_member_through_the_virtual_node(backend: Backend) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    use tephra_kube::virtual_node::VirtualNodeOptions;
+    logs();
+    let Some(dev) = fleet_on(backend, &[("east", 0)]).await else {
+        return;
+    };
+    let cp = dev.client("control-plane").await.unwrap();
+    let options = tephra_kube::Options {
+        members: tephra_kube::MemberSource::Clusters,
+        virtual_node: Some(VirtualNodeOptions {
+            name: "tephra".into(),
+            address: "127.0.0.1".into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            client_ca: dev.ca_der(),
+            client_names: vec![VirtualNodeOptions::KUBEADM_CLIENT.into()],
+            serving: None,
+        }),
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(cp.clone(), options).await.unwrap();
+    assert!(sched.virtual_node_addr.is_some());
+    gang(&cp, "default", "solo", "default", 1, 1, 0).await;
+    let declared: Api<Pod> = Api::namespaced(cp.clone(), "default");
+    let pod = "solo-worker-0";
+    eventually(
+        60,
+        "the declared pod bound to the virtual node, running",
+        || async {
+            let p = declared.get(pod).await.ok()?;
+            let bound = p.spec.as_ref()?.node_name.as_deref() == Some("tephra");
+            let running = p.status.as_ref()?.phase.as_deref() == Some("Running");
+            (bound && running).then_some(())
+        },
+    )
+    .await;
+    // The node a kubelet keeps: Ready, its Lease renewed, tainted against other pods.
+    let node = Api::<Node>::all(cp.clone()).get("tephra").await.unwrap();
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert!(
+        taints
+            .iter()
+            .any(|t| t.key == "virtual-kubelet.io/provider" && t.effect == "NoSchedule"),
+        "{taints:?}"
+    );
+    let lease = Api::<Lease>::namespaced(cp.clone(), "kube-node-lease")
+        .get("tephra")
+        .await
+        .unwrap();
+    assert!(lease.spec.and_then(|s| s.renew_time).is_some());
+    let answer = declared.logs(pod, &LogParams::default()).await;
+    match backend {
+        // The member's simulated kubelet wrote it: read from east, through the control plane.
+        Backend::Devcluster => {
+            let text = answer.unwrap();
+            assert!(
+                text.contains("simulated container main") && text.contains("on node east-"),
+                "{text}"
+            );
+        }
+        // The real member's nodes have no kubelet to ask: the answer names the command that
+        // reads the log there.
+        Backend::KubeApiserver => {
+            let err = answer.unwrap_err().to_string();
+            assert!(
+                err.contains("member cluster east")
+                    && err.contains("kubectl --context east logs -n default solo-worker-0 -c main"),
+                "{err}"
+            );
+        }
+    }
+    // Deleting it waits for its kubelet, which tephra is: the copy goes, then the pod.
+    declared
+        .delete(pod, &DeleteParams::default())
+        .await
+        .unwrap();
+    let copies: Api<Pod> = Api::namespaced(dev.client("east").await.unwrap(), "default");
+    eventually(60, "the declared pod and its copy gone", || async {
+        let here = declared.get_opt(pod).await.ok()?;
+        let there = copies.get_opt(pod).await.ok()?;
+        (here.is_none() && there.is_none()).then_some(())
+    })
+    .await;
     sched.stop().await;
 }

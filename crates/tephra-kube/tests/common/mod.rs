@@ -546,6 +546,17 @@ impl TestFleet {
         }
     }
 
+    /// The CA (DER) that signed the control plane's certificates, its kubelet client
+    /// certificate's included.
+    pub fn ca_der(&self) -> Vec<Vec<u8>> {
+        match (&self.dev, &self.real) {
+            (Some(d), _) => vec![d.ca_der().to_vec()],
+            (_, Some(r)) => tephra_kube::virtual_node::tls::certificates(r.env.ca_pem().as_bytes())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Refuses the member's current token from now on and returns a new one.
     pub async fn rotate_member_token(&self, name: &str) -> Result<String, String> {
         match (&self.dev, &self.real) {

@@ -70,6 +70,18 @@ pub fn run(s: &Settings<'_>) -> anyhow::Result<()> {
                 members: tephra_kube::MemberSource::Clusters,
                 listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
                 identity: "tephra-dev".into(),
+                // `kubectl logs` on a declared pod: the control plane asks this node's
+                // kubelet endpoint, which reads the log from the member.
+                virtual_node: Some(tephra_kube::virtual_node::VirtualNodeOptions {
+                    name: "tephra".into(),
+                    address: "127.0.0.1".into(),
+                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    client_ca: vec![handle.ca_der().to_vec()],
+                    client_names: vec![
+                        tephra_kube::virtual_node::VirtualNodeOptions::KUBEADM_CLIENT.into(),
+                    ],
+                    serving: None,
+                }),
                 ..tephra_kube::Options::default()
             };
             let jobs = crate::controller_manager::start_all(

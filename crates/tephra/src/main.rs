@@ -101,7 +101,7 @@ enum Command {
     },
     /// Run the scheduler against a Kubernetes cluster: watch PodGroups, Queues, Nodes and
     /// Pods, gang-schedule every period and bind (a drop-in for vc-scheduler).
-    Scheduler(scheduler::Flags),
+    Scheduler(Box<scheduler::Flags>),
     /// Run the controllers (the Volcano job lifecycle) against a cluster.
     ControllerManager(controller_manager::Flags),
     /// Serve kube-scheduler's extender verbs for a member that keeps its own kube-scheduler:
@@ -129,7 +129,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds { out } => crds::run(out.as_deref()),
         Command::Validate { files } => validate::run(&files),
-        Command::Scheduler(flags) => scheduler::run(flags),
+        Command::Scheduler(flags) => scheduler::run(*flags),
         Command::ControllerManager(flags) => controller_manager::run(flags),
         Command::Extender(flags) => extender::run(flags),
         Command::Job(flags) => cli::job::run(flags),

@@ -33,6 +33,11 @@ impl Connection {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         client(self.kubeconfig.as_deref(), self.context.clone()).await
     }
+
+    /// The client configuration these flags name.
+    pub async fn config(&self) -> anyhow::Result<kube::Config> {
+        config(self.kubeconfig.as_deref(), self.context.clone()).await
+    }
 }
 
 /// `:8080` and `0.0.0.0:8080` both listen on every interface.
@@ -85,7 +90,17 @@ pub async fn client(
     kubeconfig: Option<&Path>,
     context: Option<String>,
 ) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+    let config = config(kubeconfig, context).await?;
+    // HTTP/2 where the API server offers it: binds and watches share one connection.
+    tephra_kube::connect::client(config).context("building the API client")
+}
+
+/// The client configuration the kubeconfig flags name.
+pub async fn config(
+    kubeconfig: Option<&Path>,
+    context: Option<String>,
+) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("--kubeconfig {}", path.display()))?;
@@ -100,9 +115,7 @@ pub async fn client(
         None => kube::Config::infer()
             .await
             .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG or run in a cluster")?,
-    };
-    // HTTP/2 where the API server offers it: binds and watches share one connection.
-    tephra_kube::connect::client(config).context("building the API client")
+    })
 }
 
 /// Waits for Ctrl-C or SIGTERM.

@@ -132,9 +132,104 @@ pub struct Flags {
     /// its `activeDeadlineSeconds` nor completed pods of its queue and request say.
     #[arg(long, default_value = "1h")]
     eta_default_duration: String,
+    /// The fleet's virtual node.
+    #[command(flatten)]
+    virtual_node: VirtualNodeFlags,
     /// Log line format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: runtime::LogFormat,
+}
+
+/// The fleet's virtual node (`--members clusters` only).
+#[derive(Args, Debug, Clone)]
+pub struct VirtualNodeFlags {
+    /// With `--members clusters`: the fleet's virtual node, that declared pods are bound to once
+    /// a member runs them, so that `kubectl logs` on them is served from their member ("" turns
+    /// it off).
+    #[arg(long, default_value = "tephra")]
+    virtual_node: String,
+    /// The address the control plane's API server reaches this replica on, for the virtual
+    /// node's kubelet endpoint (default: $POD_IP; without either, the virtual node is off).
+    #[arg(long)]
+    virtual_node_address: Option<String>,
+    /// The virtual node's kubelet endpoint port.
+    #[arg(long, default_value_t = 10250)]
+    virtual_node_port: u16,
+    /// CA bundle (PEM) the API server's kubelet client certificate must chain to (default: the
+    /// control plane's CA from the kubeconfig).
+    #[arg(long)]
+    virtual_node_client_ca_file: Option<PathBuf>,
+    /// Common names of the kubelet client certificates the virtual node answers.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kube-apiserver-kubelet-client"
+    )]
+    virtual_node_client_names: Vec<String>,
+    /// Serving certificate (PEM) of the virtual node's endpoint (default: a self-signed one).
+    #[arg(long, requires = "virtual_node_tls_key_file")]
+    virtual_node_tls_cert_file: Option<PathBuf>,
+    /// Key (PEM) of `--virtual-node-tls-cert-file`.
+    #[arg(long, requires = "virtual_node_tls_cert_file")]
+    virtual_node_tls_key_file: Option<PathBuf>,
+}
+
+/// The virtual node's options from the flags: `None` when off (another `--members`, no name,
+/// or no address).
+fn virtual_node(
+    f: &VirtualNodeFlags,
+    members: Members,
+    config: &kube::Config,
+) -> anyhow::Result<Option<tephra_kube::virtual_node::VirtualNodeOptions>> {
+    if members != Members::Clusters || f.virtual_node.is_empty() {
+        return Ok(None);
+    }
+    let Some(address) = f
+        .virtual_node_address
+        .clone()
+        .or_else(|| std::env::var("POD_IP").ok())
+        .filter(|a| !a.is_empty())
+    else {
+        tracing::info!(
+            "virtual node off: no --virtual-node-address and no $POD_IP; `kubectl logs` on declared pods answers that they have no host"
+        );
+        return Ok(None);
+    };
+    let read = |flag: &str, p: &PathBuf| {
+        std::fs::read(p).with_context(|| format!("{flag} {}", p.display()))
+    };
+    let client_ca = match &f.virtual_node_client_ca_file {
+        Some(p) => {
+            let pem = read("--virtual-node-client-ca-file", p)?;
+            rustls_pki_types_pem(&pem)
+                .with_context(|| format!("--virtual-node-client-ca-file {}", p.display()))?
+        }
+        None => config.root_cert.clone().unwrap_or_default(),
+    };
+    let serving = match (&f.virtual_node_tls_cert_file, &f.virtual_node_tls_key_file) {
+        (Some(c), Some(k)) => Some((
+            read("--virtual-node-tls-cert-file", c)?,
+            read("--virtual-node-tls-key-file", k)?,
+        )),
+        _ => None,
+    };
+    Ok(Some(tephra_kube::virtual_node::VirtualNodeOptions {
+        name: f.virtual_node.clone(),
+        address,
+        listen: std::net::SocketAddr::from(([0, 0, 0, 0], f.virtual_node_port)),
+        client_ca,
+        client_names: f.virtual_node_client_names.clone(),
+        serving,
+    }))
+}
+
+/// The certificates (DER) of a PEM bundle.
+fn rustls_pki_types_pem(pem: &[u8]) -> anyhow::Result<Vec<Vec<u8>>> {
+    let certs = tephra_kube::virtual_node::tls::certificates(pem)?;
+    if certs.is_empty() {
+        bail!("no CERTIFICATE block");
+    }
+    Ok(certs)
 }
 
 /// Runs the scheduler until interrupted.
@@ -168,6 +263,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         }
         return run_karmada(f, period, identity);
     }
+    let (vn_flags, members) = (f.virtual_node.clone(), f.members);
     let options = tephra_kube::Options {
         scheduler_names: f.scheduler_names,
         period,
@@ -204,6 +300,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
         volume_bind_timeout,
         topology_labels: f.topology_labels,
         fleet_tiers: f.fleet_tiers,
+        virtual_node: None,
         ui: tephra_kube::ui::UiOptions {
             open: f.ui_open,
             eta_every: match f.eta_every.trim() {
@@ -218,7 +315,10 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
     };
     let runtime = runtime::async_runtime()?;
     runtime.block_on(async move {
-        let client = f.connection.client().await?;
+        let config = f.connection.config().await?;
+        let mut options = options;
+        options.virtual_node = virtual_node(&vn_flags, members, &config)?;
+        let client = tephra_kube::connect::client(config).context("building the API client")?;
         let running = tephra_kube::start(client, options).await?;
         tracing::info!(metrics = ?running.metrics_addr, "tephra scheduler started");
         runtime::shutdown().await;

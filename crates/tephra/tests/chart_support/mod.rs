@@ -200,7 +200,7 @@ pub fn deployment_accounts(docs: &[Value]) -> Vec<String> {
 }
 
 /// Runs every replica of every rendered Deployment whose image is tephra's, as the kubelet
-/// would: the container's arguments, POD_NAME and POD_NAMESPACE, each ConfigMap volume written
+/// would: the container's arguments, POD_NAME, POD_NAMESPACE and POD_IP (loopback), each ConfigMap volume written
 /// out as files at a stand-in for its mount path, and the ServiceAccount's token in a
 /// kubeconfig (`kubeconfig` gives it for a ServiceAccount of the release's namespace). Listen
 /// addresses move to free loopback ports.
@@ -240,6 +240,11 @@ pub fn run_deployments_as(
                     if a.starts_with("--listen-address=") {
                         a = "--listen-address=127.0.0.1:0".into();
                     }
+                    if a.starts_with("--virtual-node-port=") {
+                        a = "--virtual-node-port=0".into();
+                    }
+                    // The kubelet expands $(VAR) from the container's env.
+                    a = a.replace("$(POD_IP)", "127.0.0.1");
                     for (mount, path) in &mounts {
                         a = a.replace(mount.as_str(), path.to_str().unwrap());
                     }
@@ -256,6 +261,7 @@ pub fn run_deployments_as(
                     .arg(&kubeconfig)
                     .env("POD_NAME", &pod_name)
                     .env("POD_NAMESPACE", NS)
+                    .env("POD_IP", "127.0.0.1")
                     .env("RUST_LOG", "info")
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())

@@ -329,9 +329,50 @@ pub async fn fleet(fleet: &Fleet<'_>, guard: &Guard, owners: Owners) {
         unbound_claim(&cp, &members, guard),
         racks(&members, guard),
     );
+    declared_log(&cp, guard).await;
     preemption(&cp, guard, MEMBERS.len()).await;
     restart(&cp, guard).await;
     outage(fleet, &cp, guard).await;
+}
+
+/// `kubectl logs` on a declared pod: the control plane's API server asks the virtual node's
+/// kubelet endpoint, which the scheduler serves by reading the copy's log in its member (the
+/// member role's `pods/log`); a real member has no kubelet to ask, and the answer names the
+/// `kubectl --context` to use. Deleting the pod then waits for its kubelet: the scheduler
+/// removes it once its copy is gone.
+async fn declared_log(cp: &kube::Client, guard: &Guard) {
+    create_admitted(cp, guard, short_pod("logged", json!({}))).await;
+    let pods: Api<Pod> = Api::namespaced(cp.clone(), "team-a");
+    wait_for(
+        guard,
+        "pod logged bound to the virtual node",
+        60,
+        || async {
+            pods.get_opt("logged")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|p| {
+                    p.spec.and_then(|s| s.node_name).as_deref() == Some("tephra")
+                        && p.status.and_then(|s| s.phase).as_deref() == Some("Succeeded")
+                })
+        },
+    )
+    .await;
+    match pods.logs("logged", &Default::default()).await {
+        Ok(text) => assert!(text.contains("simulated container main"), "{text}"),
+        Err(e) => assert!(
+            e.to_string().contains("kubectl --context"),
+            "the log is read from the member or its command is named: {e}"
+        ),
+    }
+    pods.delete("logged", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(guard, "pod logged gone", 60, || async {
+        pods.get_opt("logged").await.is_ok_and(|p| p.is_none())
+    })
+    .await;
 }
 
 /// Waits until the controller-manager finds each of `members` Ready (their Cluster status).

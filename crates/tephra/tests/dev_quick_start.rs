@@ -111,6 +111,12 @@ fn apply_and_see_the_gang_run(kubeconfig: &Path) {
                 && named.iter().all(|m| members.contains(m) && *m == named[0])
         },
     );
+    // README's `kubectl logs`: read from the member, through the control plane.
+    let (ok, log) = kubectl(kubeconfig, &["logs", "-n", "ray", "ray-cluster-a-head"]);
+    assert!(
+        ok && log.contains("simulated container ray-head"),
+        "the head's log from its member: {log}"
+    );
     // Its printer columns say it is scheduled and fully applied.
     until(
         20,
@@ -198,6 +204,36 @@ fn tephra_dev_schedules_a_kubernetes_podgroup_applied_with_kubectl() {
         let row: Vec<&str> = out.split_whitespace().collect();
         ok && row.get(..4) == Some(&["ray-cluster-b", "Gang", "<none>", "Scheduled"][..])
     });
+    // `kubectl logs` on the control plane: its API server asks the virtual node's kubelet
+    // endpoint, and tephra reads the log of the pod's copy in its member.
+    let (ok, out) = kubectl(
+        &k,
+        &[
+            "get",
+            "pods",
+            "-n",
+            "ray-gangs",
+            "-o",
+            "wide",
+            "--no-headers",
+        ],
+    );
+    assert!(ok && out.lines().count() == 3, "{out}");
+    assert!(
+        out.lines()
+            .all(|l| l.split_whitespace().any(|c| c == "tephra")),
+        "each declared pod on the virtual node: {out}"
+    );
+    let pod = out
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let (ok, log) = kubectl(&k, &["logs", "-n", "ray-gangs", &pod]);
+    assert!(
+        ok && log.contains("[tephra devcluster] simulated container"),
+        "the member's log through the control plane: {log}"
+    );
 }
 
 #[test]

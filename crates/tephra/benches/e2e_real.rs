@@ -23,7 +23,8 @@
 //! (5,000), `TEPHRA_REAL_RUNS` (the contenders, comma separated, in order; all by default),
 //! `TEPHRA_REAL_REPEAT` (rounds of them, alternating, 1), `TEPHRA_REAL_KUBE_QPS` (kube-scheduler's
 //! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
-//! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags). Each contender prints one line; the
+//! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
+//! tephra's run recorded there by `perf record`). Each contender prints one line; the
 //! last lines are the ratios to the bind limit and to tephra.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -418,6 +419,7 @@ impl Bench {
         let requests_before = self.requests().await;
         let start = Instant::now();
         let mut process: Option<Child> = None;
+        let mut profiler: Option<Child> = None;
         let mut bind_task = None;
         match name {
             "bind-limit" => {
@@ -428,7 +430,11 @@ impl Bench {
                     self.pods,
                 )))
             }
-            "tephra" | "tephra-kube-gangs" => process = Some(tephra_scheduler(&self.kubeconfig)),
+            "tephra" | "tephra-kube-gangs" => {
+                let p = tephra_scheduler(&self.kubeconfig);
+                profiler = profile(p.id(), name);
+                process = Some(p);
+            }
             "kube-scheduler" | "kube-gangs" => {
                 let config = json!({
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -453,6 +459,13 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let cpu = process.as_ref().map(|p| cpu_seconds(p.id()));
+        if let Some(mut perf) = profiler {
+            // SIGINT: perf writes its data and exits.
+            let _ = Command::new("kill")
+                .args(["-INT", &perf.id().to_string()])
+                .status();
+            let _ = perf.wait();
+        }
         if let Some(mut p) = process {
             let _ = p.kill();
             let _ = p.wait();
@@ -574,6 +587,21 @@ async fn bind_all(client: kube::Client, ns: String, nodes: Vec<String>, pods: us
             }
         })
         .await;
+}
+
+/// With `TEPHRA_REAL_PROFILE=DIR`: `perf record` of the process `pid` (499 Hz, flat)
+/// into `DIR/<contender>.perf.data`, from its start until every pod is bound.
+fn profile(pid: u32, name: &str) -> Option<Child> {
+    let dir = std::env::var("TEPHRA_REAL_PROFILE").ok()?;
+    let out = PathBuf::from(dir).join(format!("{name}.perf.data"));
+    Command::new("perf")
+        .args(["record", "-F", "499", "-p", &pid.to_string(), "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .inspect_err(|e| eprintln!("TEPHRA_REAL_PROFILE: perf does not start: {e}"))
+        .ok()
 }
 
 fn tephra_scheduler(kubeconfig: &std::path::Path) -> Child {

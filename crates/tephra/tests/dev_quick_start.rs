@@ -251,6 +251,12 @@ fn tephra_scheduler_runs_against_tephra_dev_from_its_kubeconfig() {
         "127.0.0.1:0",
         "--schedule-period",
         "500ms",
+        // The virtual node's endpoint, which `kubectl logs` reaches: the kubeconfig's CA
+        // signed the devcluster's kubelet client certificate.
+        "--virtual-node-address",
+        "127.0.0.1",
+        "--virtual-node-port",
+        "0",
     ]);
     apply_and_see_the_gang_run(&k);
 }

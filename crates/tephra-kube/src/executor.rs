@@ -238,6 +238,9 @@ impl Executor {
                                 None => break,
                             }
                         }
+                        if kind == Class::Bind {
+                            inner.queues.bind_done();
+                        }
                     }
                 });
             }
@@ -246,6 +249,12 @@ impl Executor {
             _open: Arc::new(Open(Arc::clone(&inner))),
             inner,
         }
+    }
+
+    /// Holds the reports (PodGroup and Queue status, ResourceBindings, Events) while the loop
+    /// works off a backlog in growing sessions (each report 30 s at most), or lets them go.
+    pub fn hold_reports(&self, hold: bool) {
+        self.inner.queues.hold_reports(hold);
     }
 
     /// Hands a batch over, in order: the workers take binds first when the planner put them

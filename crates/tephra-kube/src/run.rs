@@ -696,6 +696,8 @@ impl Loop {
                 tracing::info!("leading: sessions start");
                 // A new leader may find a backlog: its first sessions are capped too.
                 self.budget = Some(FIRST_BUDGET);
+            } else {
+                self.executor.hold_reports(false);
             }
         }
         if !leading || !self.started {
@@ -749,6 +751,9 @@ impl Loop {
             } else {
                 self.budget = None;
             }
+            // The next session's binds come at once: until the backlog is worked off, the
+            // reports wait behind them too.
+            self.executor.hold_reports(self.budget.is_some());
         }
         let decided = started.elapsed();
         let wall = k8s_openapi::jiff::Timestamp::now();

@@ -1,9 +1,12 @@
 //! The executor's waiting writes: binds in a queue of their own, and the rest in two, what
 //! frees or reserves room (taken first) and reports (status, ResourceBindings, Events), which
-//! wait while binds are waiting, each at most [`REPORT_WAIT`]. The workers that take them
-//! are the executor's (`executor.rs`).
+//! wait while binds are waiting or in flight, and while the loop works off a backlog (its
+//! next session's binds are coming), each at most [`REPORT_WAIT`]. The workers that take
+//! them are the executor's (`executor.rs`).
 
 use std::time::Duration;
+
+use std::sync::atomic::Ordering;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -59,9 +62,16 @@ pub(crate) struct Queues {
     waiting: std::sync::Mutex<Waiting>,
     /// One per class: a worker of that class waits here for a write.
     ready: [Notify; 2],
-    /// Told when the binds' queue empties: the pods' best-effort Events wait for it.
+    /// Told when the binds are done (none waiting, none in flight) or the hold is lifted:
+    /// the pods' best-effort Events wait for it.
     drained: Notify,
     closed: std::sync::atomic::AtomicBool,
+    /// Binds taken by a worker and not finished yet.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Reports held while the loop works off a backlog in growing sessions: between two of
+    /// them the binds' queue may run dry for a moment, and a report written then would take
+    /// the API server from the binds that follow.
+    held: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -109,13 +119,7 @@ impl Queues {
                 match c {
                     Class::Bind => {
                         if let Some(w) = q.binds.pop_front() {
-                            if q.binds.is_empty() {
-                                // The reports and Events waiting behind the binds may go.
-                                if !q.reports.is_empty() {
-                                    self.ready[1].notify_waiters();
-                                }
-                                self.drained.notify_waiters();
-                            }
+                            self.in_flight.fetch_add(1, Ordering::SeqCst);
                             return Some(w);
                         }
                         None
@@ -124,11 +128,10 @@ impl Queues {
                         if let Some(w) = q.rest.pop_front() {
                             return Some(w);
                         }
+                        let binding = !q.binds.is_empty() || self.binding();
                         match q.reports.front() {
                             Some((since, _))
-                                if closed
-                                    || q.binds.is_empty()
-                                    || since.elapsed() >= REPORT_WAIT =>
+                                if closed || !binding || since.elapsed() >= REPORT_WAIT =>
                             {
                                 return q.reports.pop_front().map(|(_, w)| w);
                             }
@@ -150,12 +153,46 @@ impl Queues {
         }
     }
 
-    /// Returns once no bind is waiting (or the executor is closing), or after [`REPORT_WAIT`].
+    /// Whether binds are in flight, or reports are held for the binds to come.
+    fn binding(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) > 0 || self.held.load(Ordering::SeqCst)
+    }
+
+    /// A bind a worker took is finished: once none waits, none is in flight and nothing is
+    /// held, the reports and Events waiting behind the binds may go.
+    pub(crate) fn bind_done(&self) {
+        let left = self
+            .in_flight
+            .fetch_sub(1, Ordering::SeqCst)
+            .saturating_sub(1);
+        if left == 0 {
+            self.wake_reports();
+        }
+    }
+
+    /// Holds the reports (`true`) while the loop works off a backlog, or lets them go.
+    pub(crate) fn hold_reports(&self, hold: bool) {
+        if !self.held.swap(hold, Ordering::SeqCst) || hold {
+            return;
+        }
+        self.wake_reports();
+    }
+
+    fn wake_reports(&self) {
+        let idle = self.lock().binds.is_empty() && !self.binding();
+        if idle {
+            self.ready[1].notify_waiters();
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Returns once no bind is waiting or in flight and nothing is held (or the executor is
+    /// closing), or after [`REPORT_WAIT`].
     pub(crate) async fn after_binds(&self) {
         let until = Instant::now() + REPORT_WAIT;
         loop {
             let drained = self.drained.notified();
-            if self.is_closed() || self.lock().binds.is_empty() {
+            if self.is_closed() || (self.lock().binds.is_empty() && !self.binding()) {
                 return;
             }
             if tokio::time::timeout_at(until, drained).await.is_err() {

@@ -273,6 +273,88 @@ async fn reports_wait_while_binds_are_waiting_and_evictions_do_not() {
     }
 }
 
+/// Whether `requests` receives one naming `needle` within `wait`.
+async fn until_seen(
+    requests: &mut mpsc::UnboundedReceiver<String>,
+    needle: &str,
+    wait: Duration,
+) -> bool {
+    tokio::time::timeout(wait, async {
+        while let Some(r) = requests.recv().await {
+            if r.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// The requests `requests` receives within `wait`.
+async fn seen_within(
+    requests: &mut mpsc::UnboundedReceiver<String>,
+    wait: Duration,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, async {
+        while let Some(r) = requests.recv().await {
+            out.push(r);
+        }
+    })
+    .await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_wait_while_the_last_binds_are_in_flight() {
+    let (open, gate) = watch::channel(false);
+    let (seen, mut requests) = mpsc::unbounded_channel();
+    let (executor, mut results) = executor(held_binds(gate, seen), 2);
+    // Two workers take both binds: none waits in the queue, both are in flight.
+    executor.submit(vec![bind("a"), bind("b"), condition("waiting")]);
+    let before = seen_within(&mut requests, Duration::from_millis(700)).await;
+    assert!(
+        !before.iter().any(|r| r.contains("/waiting")),
+        "the report went out while binds were in flight: {before:?}"
+    );
+    open.send(true).unwrap();
+    assert!(
+        until_seen(&mut requests, "/waiting", Duration::from_secs(30)).await,
+        "the report never went out"
+    );
+    for _ in 0..3 {
+        tokio::time::timeout(Duration::from_secs(60), results.recv())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_held_for_a_backlog_go_once_it_is_worked_off() {
+    let (_open, gate) = watch::channel(false);
+    let (seen, mut requests) = mpsc::unbounded_channel();
+    let (executor, mut results) = executor(held_binds(gate, seen), 2);
+    // Between two sessions of a backlog no bind waits, but more are coming.
+    executor.hold_reports(true);
+    executor.submit(vec![condition("waiting")]);
+    let held = seen_within(&mut requests, Duration::from_millis(700)).await;
+    assert!(
+        held.is_empty(),
+        "a report went out during the backlog: {held:?}"
+    );
+    executor.hold_reports(false);
+    assert!(
+        until_seen(&mut requests, "/waiting", Duration::from_secs(30)).await,
+        "the report never went out"
+    );
+    tokio::time::timeout(Duration::from_secs(60), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_pods_event_waits_until_no_bind_is_waiting() {
     let (seen, mut requests) = mpsc::unbounded_channel::<String>();

@@ -83,6 +83,8 @@ struct Seen {
     never_bound: usize,
     first: Option<Instant>,
     last: Option<Instant>,
+    /// When each pod was seen bound.
+    at: Vec<Instant>,
     synced: bool,
 }
 
@@ -119,6 +121,7 @@ fn watch_binds(client: kube::Client, ns: &str) -> Arc<Mutex<Seen>> {
                 s.bound += 1;
                 s.first.get_or_insert(now);
                 s.last = Some(now);
+                s.at.push(now);
             }
         }
     });
@@ -205,6 +208,10 @@ impl Bench {
             "the newest Kubernetes built is {}; the bench needs v1.37 (scheduling.k8s.io/v1beta1)",
             bins.version
         );
+        // The first start of a binary reads it from disk: warm page caches for every
+        // contender, so that no first round measures the disk.
+        let _ = std::fs::read(&bins.kube_scheduler);
+        let _ = std::fs::read(env!("CARGO_BIN_EXE_tephra"));
         let env = Env::start(bins).await.unwrap();
         let cluster = env
             .cluster(
@@ -480,6 +487,27 @@ impl Bench {
             let s = seen.lock().unwrap();
             (s.first, s.last, s.bound, s.never_bound)
         };
+        // Binds a half second, from the start: a stall shows as a dip, a slow start as a ramp.
+        let timeline: Vec<usize> = {
+            let s = seen.lock().unwrap();
+            let mut buckets = Vec::new();
+            for t in &s.at {
+                let i = (t.saturating_duration_since(start).as_millis() / 500) as usize;
+                if buckets.len() <= i {
+                    buckets.resize(i + 1, 0);
+                }
+                buckets[i] += 1;
+            }
+            buckets
+        };
+        println!(
+            "{name}: binds per 0.5 s from start: {}",
+            timeline
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         if !matches!(kind, Pods::Unscheduled | Pods::Single) {
             println!("{name}: never-fit gang: {never_bound} of {GANG} bound");
         }

@@ -19,6 +19,8 @@ pub struct Bind {
     pub cluster: String,
     /// Node within it.
     pub node: String,
+    /// The shared GPUs given to it there, written on the pod as it binds.
+    pub gpus: Option<std::sync::Arc<crate::model::vgpu::Grants>>,
 }
 
 /// What must be written before a pod is bound, as kube-scheduler's PreBind writes it: each of

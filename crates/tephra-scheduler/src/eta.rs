@@ -141,6 +141,7 @@ fn stand_in(c: &mut Cache) {
             };
             for (i, role) in roles.into_iter().enumerate() {
                 missing.push(PodSpec {
+                    gpus: None,
                     namespace: g.namespace.clone(),
                     name: format!("{}-eta-{i}", g.name),
                     group: Some(g.name.clone()),

@@ -146,6 +146,11 @@ pub const PLUGINS: &[PluginEntry] = &[
         args: &plugins::pdb::ARGS,
     },
     PluginEntry {
+        name: "deviceshare",
+        build: plugins::deviceshare::build,
+        args: &plugins::deviceshare::ARGS,
+    },
+    PluginEntry {
         name: "gpupack",
         build: plugins::gpupack::build,
         args: &plugins::gpupack::ARGS,
@@ -259,7 +264,6 @@ pub const INERT_PLUGINS: &[&str] = &[
     "tdm",
     "rescheduling",
     "usage",
-    "deviceshare",
     "resource-strategy-fit",
     "extender",
     "cdp",
@@ -442,6 +446,14 @@ pub fn open_session_observed(
         })
         .collect();
     let mut ssn = Session::open_observed(snapshot, Hooks::new(tiers), now, id, observe);
+    if let Some(p) = config
+        .tiers
+        .iter()
+        .flatten()
+        .find(|p| p.name == "deviceshare")
+    {
+        ssn.state.gpus.config = plugins::deviceshare::config(p);
+    }
     ssn.allocate_admits = !config.actions.iter().any(|a| a == "enqueue");
     ssn
 }

@@ -96,7 +96,11 @@ impl ResourceNames {
     /// Whether `slot` holds GPUs: an extended resource named `<vendor>/gpu` (`nvidia.com/gpu`,
     /// `amd.com/gpu`, ...).
     pub fn is_gpu(&self, slot: usize) -> bool {
-        slot >= 3 && self.name(slot).ends_with("/gpu")
+        let name = self.name(slot);
+        slot >= 3
+            && (name.ends_with("/gpu")
+                || name == crate::model::vgpu::NUMBER
+                || name.starts_with("nvidia.com/mig-"))
     }
 
     /// Whether `r` asks for (or offers) any GPU.

@@ -40,6 +40,7 @@ fn pod(
 ) -> PodSpec {
     let _ = c;
     PodSpec {
+        gpus: None,
         namespace: "default".into(),
         name: name.into(),
         group: group.map(String::from),
@@ -351,6 +352,7 @@ fn a_role_minimum_is_met_by_pods_of_two_shapes() {
         let mut req = resources(&mut c, &[("cpu", cpu)]).unwrap();
         req.set(2, 1);
         c.apply(Event::PodUpsert(PodSpec {
+            gpus: None,
             namespace: "default".into(),
             name: format!("p{i}"),
             group: Some("g".into()),

@@ -30,7 +30,14 @@ impl Cache {
     /// while the session ran.
     pub fn take(&mut self, d: &Decisions, bound: TaskStatus) -> Result<Taken, CacheError> {
         for b in &d.binds {
-            self.set_task(&b.task, bound, Some((b.cluster.clone(), b.node.clone())))?;
+            let Some(mut spec) = self.task(&b.task).cloned() else {
+                continue;
+            };
+            spec.status = bound;
+            spec.placement = Some((b.cluster.clone(), b.node.clone()));
+            // The shared GPUs it was bound with are its until it is gone.
+            spec.gpus = b.gpus.clone();
+            self.apply(Event::PodUpsert(spec))?;
         }
         for e in &d.evictions {
             self.release(&e.task)?;
@@ -80,6 +87,9 @@ impl Cache {
             return Ok(false);
         };
         spec.status = status;
+        if placement.is_none() {
+            spec.gpus = None;
+        }
         spec.placement = placement;
         self.apply(Event::PodUpsert(spec))?;
         Ok(true)

@@ -9,6 +9,7 @@ use crate::resources::Resources;
 /// A ready, schedulable node without labels or taints.
 fn node(cluster: &str, name: &str, allocatable: Resources) -> NodeSpec {
     NodeSpec {
+        gpus: Default::default(),
         name: name.into(),
         cluster: cluster.into(),
         labels: Default::default(),
@@ -31,6 +32,7 @@ fn pod(name: &str, status: TaskStatus, placed: bool, cpu: i64) -> PodSpec {
     let mut request = Resources::of(crate::resources::CPU, cpu);
     request.set(crate::resources::PODS, 1);
     PodSpec {
+        gpus: None,
         namespace: "ns".into(),
         name: name.into(),
         group: Some("g".into()),

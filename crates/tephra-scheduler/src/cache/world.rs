@@ -66,6 +66,8 @@ pub struct World {
     pub dra: BTreeMap<String, Dra>,
     /// Tasks whose pods use ResourceClaims.
     pub device_users: BTreeSet<Id>,
+    /// Tasks given shared GPUs (`PodSpec::gpus`).
+    pub gpu_users: BTreeSet<Id>,
     /// Bumped on every applied event.
     pub generation: u64,
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
@@ -131,6 +133,7 @@ impl Default for World {
             storage: BTreeMap::new(),
             dra: BTreeMap::new(),
             device_users: BTreeSet::new(),
+            gpu_users: BTreeSet::new(),
             pdbs: BTreeMap::new(),
             generation: 0,
             fleet_generation: 0,
@@ -511,6 +514,7 @@ impl World {
     /// Keeps the task in the sets of tasks that constrain newcomers (`repelling`,
     /// `port_holders`), or out of them.
     fn track_constraining(&mut self, id: Id) {
+        let gpus = self.tasks.get(id).is_some_and(|t| t.spec.gpus.is_some());
         let rules = self.tasks.get(id).map(|t| &t.spec.shape.rules);
         let repels = rules.is_some_and(|r| !r.anti_affinity.is_empty());
         let ports = rules.is_some_and(|r| !r.host_ports.is_empty());
@@ -527,6 +531,7 @@ impl World {
             (&mut self.port_holders, ports),
             (&mut self.claim_users, claims),
             (&mut self.device_users, devices),
+            (&mut self.gpu_users, gpus),
             (&mut self.affine, affine),
         ] {
             if member {
@@ -649,6 +654,7 @@ impl World {
         self.port_holders.remove(&id);
         self.claim_users.remove(&id);
         self.device_users.remove(&id);
+        self.gpu_users.remove(&id);
         self.affine.remove(&id);
         // A deleted pod loses its nomination at once.
         self.nominated.remove(&id);

@@ -45,6 +45,8 @@ pub enum Unfit {
     Volume(VolumeUnfit),
     /// The pod's ResourceClaims keep it off the node.
     Device(DeviceUnfit),
+    /// The shared GPUs the pod asks for keep it off the node.
+    Gpu(super::gpus::GpuUnfit),
     /// A plugin's own reason, and whether evicting pods could resolve it.
     Plugin(&'static str, bool),
 }
@@ -63,6 +65,7 @@ impl Unfit {
             | Self::Spread => true,
             Self::Plugin(_, resolvable) => *resolvable,
             Self::Volume(v) => v.resolvable(),
+            Self::Gpu(g) => g.resolvable(),
             _ => false,
         }
     }
@@ -90,6 +93,7 @@ impl Unfit {
             Self::Spread => "node(s) didn't match pod topology spread constraints".into(),
             Self::Volume(v) => v.render(),
             Self::Device(d) => d.render(),
+            Self::Gpu(g) => g.render(),
             Self::Plugin(why, _) => (*why).to_string(),
         }
     }

@@ -15,6 +15,7 @@
 //! | `spread.rs` | [`SpreadIndex`]: pods per topology domain, for pod topology spread constraints |
 //! | `volumes.rs` | [`VolumeState`]: whether a pod's volume claims allow a node, and what the session gave each claim |
 //! | `devices.rs` | [`DeviceState`]: whether a pod's ResourceClaims allow a node, and the devices the session allocated |
+//! | `gpus.rs` | [`GpuState`]: which shared GPUs (Volcano's vGPU) a pod takes on a node, and what the session gave each pod |
 //! | `fit.rs` | [`Unfit`], [`FitErrors`], [`ClusterUnfit`]: why something does not fit, and whether eviction could help |
 //! | `order.rs` | jobs by queue in job order, the next queue in queue order |
 //! | `queues.rs` | queue trees and the share a victim queue keeps, for fair-share plugins |
@@ -26,6 +27,7 @@
 pub mod affinity;
 pub mod devices;
 pub mod fit;
+pub mod gpus;
 pub mod holds;
 pub mod hooks;
 pub mod order;
@@ -44,6 +46,7 @@ pub mod volumes;
 pub use affinity::AffinityIndex;
 pub use devices::DeviceState;
 pub use fit::{ClusterUnfit, DeviceUnfit, FitErrors, Room, Unfit, VolumeUnfit};
+pub use gpus::GpuState;
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};
 pub use ports::PortIndex;

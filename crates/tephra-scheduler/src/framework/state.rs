@@ -89,6 +89,8 @@ pub struct State {
     pub volumes: super::volumes::VolumeState,
     /// Devices held and what the session allocated (`devices.rs`).
     pub devices: super::devices::DeviceState,
+    /// Shared GPUs in use and what the session gave pods (`gpus.rs`).
+    pub gpus: super::gpus::GpuState,
     /// Each cluster slot's network topology (`None`: it has no HyperNodes).
     pub topologies: Vec<Option<Arc<Topology>>>,
     /// Sum of future idle of each domain of each cluster slot, kept as the cluster sums are:
@@ -134,6 +136,7 @@ impl State {
             cluster_node_max: vec![Resources::ZERO; snap.clusters.capacity()],
             volumes: super::volumes::VolumeState::open(snap),
             devices: super::devices::DeviceState::open(snap),
+            gpus: super::gpus::GpuState::open(snap),
             ..State::default()
         };
         for (id, node) in snap.nodes.iter() {

@@ -98,6 +98,7 @@ impl Session {
         if sign > 0 {
             self.notify(|p, v| p.deallocated(v, task));
         }
+        self.state.gpus.evict(&self.snap, task, node, sign);
         let ns = &mut self.state.nodes[node as usize];
         ns.releasing.add(&req);
         let future = ns.future_idle();
@@ -166,6 +167,9 @@ impl Session {
         self.state
             .devices
             .place(&self.snap, task, node, sign as i32);
+        self.state
+            .gpus
+            .place(&self.snap, task, node, sign as i32, pipelined);
         if sign > 0 {
             let status = if pipelined {
                 TaskStatus::Pipelined
@@ -183,6 +187,13 @@ impl Session {
 
     /// Places `task` on `node`: on free resources, or pipelined onto resources being released.
     pub fn allocate(&mut self, stmt: &mut Statement, task: Id, node: Id, pipelined: bool) {
+        // Shared GPUs that only pods being evicted leave free make it a pipelined placement.
+        let pipelined = pipelined
+            || self
+                .snap
+                .tasks
+                .get(task)
+                .is_some_and(|t| !self.state.gpus.fits_now(&self.snap, t, node));
         let op = if pipelined {
             Op::Pipeline { task, node }
         } else {
@@ -249,10 +260,11 @@ impl Session {
                     continue;
                 }
             };
-            let Some(decision) = self.bind_for(task, node) else {
+            let Some(mut decision) = self.bind_for(task, node) else {
                 continue;
             };
             if bind && !was_pipelined {
+                decision.gpus = self.state.gpus.prebind(task, node);
                 self.state
                     .set_task(&self.snap, task, Some((TaskStatus::Binding, Some(node))));
                 let volumes = self.state.volumes.prebind(&self.snap, task, node);
@@ -304,6 +316,7 @@ impl Session {
             role: t.spec.shape.role.clone(),
             cluster,
             node: n.spec.name.clone(),
+            gpus: None,
         })
     }
 

@@ -12,6 +12,7 @@ pub mod rules;
 pub mod selectors;
 pub mod spread;
 pub mod topology;
+pub mod vgpu;
 pub mod volumes;
 
 pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
@@ -103,6 +104,9 @@ pub struct NodeSpec {
     pub unschedulable: bool,
     /// Ready condition.
     pub ready: bool,
+    /// The shared GPUs its vGPU device plugin registered (`vgpu::REGISTER`); empty for a node
+    /// without one.
+    pub gpus: Arc<[vgpu::Gpu]>,
 }
 
 /// The pod slots of a node that reports none, as kubelet's default `maxPods`.
@@ -352,6 +356,8 @@ pub struct PodSpec {
     /// Another scheduler's pod (a DaemonSet's, kube-scheduler's): known once bound, it holds
     /// its node's room but, as in Volcano, belongs to no PodGroup of any queue.
     pub foreign: bool,
+    /// The shared GPUs given to it (`vgpu::IDS`), while it holds a node.
+    pub gpus: Option<Arc<vgpu::Grants>>,
 }
 
 /// What a ghost was a copy of. A gang counts once for its queue during failover: each ghost

@@ -38,6 +38,8 @@ pub struct PodRules {
     pub claims: Vec<String>,
     /// Its ResourceClaims (`spec.resourceClaims`), resolved to claim names where they exist.
     pub device_claims: Vec<super::devices::PodClaim>,
+    /// What it asks of shared GPUs (Volcano's vGPU resources), if anything.
+    pub gpus: Option<std::sync::Arc<super::vgpu::GpuAsk>>,
 }
 
 impl PodRules {

@@ -13,6 +13,7 @@ use super::job::eligible_clusters;
 use crate::cache::Snapshot;
 use crate::framework::devices::DeviceState;
 use crate::framework::fit::{FitErrors, Room, Unfit};
+use crate::framework::gpus::{GpuConfig, GpuState};
 use crate::framework::session::Session;
 use crate::framework::volumes::VolumeState;
 use crate::model::cluster_affinity::allows;
@@ -102,8 +103,20 @@ fn never_on(
         return Some(why);
     }
     // Devices: claims the node could not serve even with every device free.
-    devices.check(snap, shape, id, true).err()
+    if let Err(why) = devices.check(snap, shape, id, true) {
+        return Some(why);
+    }
+    // Shared GPUs: asks the node's GPUs could not serve even with nothing on them.
+    NEVER_EMPTY_GPUS.check(snap, shape, None, id, true).err()
 }
+
+/// Shared GPUs with nothing in use and sharing on: what a node's GPUs could ever take.
+static NEVER_EMPTY_GPUS: std::sync::LazyLock<GpuState> = std::sync::LazyLock::new(|| {
+    GpuState::with(GpuConfig {
+        enabled: true,
+        ..GpuConfig::default()
+    })
+});
 
 /// Why no node of `cluster` could ever take a pod of `shape`, node by node; `None` when one
 /// could.
@@ -117,6 +130,7 @@ pub(crate) fn no_node_for(
         && shape.affinity.is_empty()
         && shape.rules.claims.is_empty()
         && shape.rules.device_claims.is_empty()
+        && shape.rules.gpus.is_none()
         && !shape.rules.spread.iter().any(|s| s.is_hard());
     if trivial && shape.request.fits_in(&cap.plain_node_max).is_ok() {
         return None;

@@ -111,6 +111,7 @@ fn never_here(
             && shape.affinity.is_empty()
             && shape.rules.claims.is_empty()
             && shape.rules.device_claims.is_empty()
+            && shape.rules.gpus.is_none()
             && !shape.rules.spread.iter().any(|s| s.is_hard()));
         if !constrained || seen.iter().any(|s| Arc::ptr_eq(s, shape)) {
             continue;

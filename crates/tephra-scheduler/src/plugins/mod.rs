@@ -12,6 +12,7 @@ pub mod clusterresource;
 pub mod clustertaint;
 pub mod conformance;
 pub mod cost;
+pub mod deviceshare;
 pub mod drf;
 pub mod gang;
 pub mod gpupack;

@@ -175,7 +175,7 @@ impl SessionEvents for Predicates {
 }
 
 impl Predicates {
-    /// Host ports, volume claims, ResourceClaims and `DoNotSchedule` spread constraints of
+    /// Host ports, volume claims, ResourceClaims, shared GPUs and `DoNotSchedule` spread constraints of
     /// `task` on `node`: out of line, so that the scan over pods that have none stays tight.
     #[inline(never)]
     fn contracts(&self, view: &View, task: &Task, node: Id) -> Result<(), Unfit> {
@@ -187,6 +187,9 @@ impl Predicates {
             view.state.volumes.check(view.snap, shape, node)?;
         }
         view.state.devices.check(view.snap, shape, node, false)?;
+        view.state
+            .gpus
+            .check(view.snap, shape, Some(task.job), node, false)?;
         if self.spread && self.spread_index.applies(task) {
             match self.spread_index.check(view, task, node) {
                 Ok(()) => {}
@@ -265,6 +268,7 @@ impl Predicate for Predicates {
         if !(r.host_ports.is_empty()
             && r.claims.is_empty()
             && r.device_claims.is_empty()
+            && r.gpus.is_none()
             && r.spread.is_empty())
         {
             self.contracts(view, task, node)?;

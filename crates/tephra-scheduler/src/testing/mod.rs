@@ -58,6 +58,7 @@ pub fn add_nodes(
         .collect();
     for i in 0..count {
         cache.apply(Event::NodeUpsert(NodeSpec {
+            gpus: Default::default(),
             name: format!("{prefix}-{i}"),
             cluster: cluster.to_string(),
             labels: labels.clone(),
@@ -313,6 +314,7 @@ pub fn add_job(cache: &mut Cache, job: &GangJob) -> Result<Vec<String>, BuildErr
         for i in 0..role.replicas {
             let name = format!("{}-{}-{i}", job.name, role.name);
             cache.apply(Event::PodUpsert(PodSpec {
+                gpus: None,
                 namespace: job.namespace.clone(),
                 name: name.clone(),
                 group: Some(job.name.clone()),

@@ -24,6 +24,7 @@ pub fn run(c: &Cache) -> Decisions {
 pub fn node(cluster: &str, name: &str, gpus: &str, labels: &[(&str, &str)]) -> Event {
     let mut c = Cache::new();
     Event::NodeUpsert(NodeSpec {
+        gpus: Default::default(),
         name: name.into(),
         cluster: cluster.into(),
         labels: labels

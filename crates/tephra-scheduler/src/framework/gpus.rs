@@ -1,0 +1,422 @@
+//! Shared GPUs in a session, as Volcano's `deviceshare` plugin places vGPU pods: which of a
+//! node's registered GPUs ([`Gpu`]) each container of a pod takes ([`GpuState::choose`]), how
+//! much of each is in use, and what the session gave each pod it placed, which becomes the
+//! annotations written on the pod as it binds ([`GpuState::prebind`]).
+//!
+//! A GPU is in use by every pod holding its node that was given it ([`PodSpec::gpus`]): a slot
+//! of its split count, its memory, its cores. A container takes `number` different GPUs, each
+//! with a free slot, the memory it asks (the whole card when it names none) and its cores
+//! (100: the card alone); the pod's type, UUID and mode annotations, the GPU's health and the
+//! PodGroup spread policy rule GPUs out. GPUs are tried in the configured order: binpack (most
+//! memory used first), spread (fewest pods first), or, as Volcano does unconfigured, the last
+//! registered first. A placement pipelined onto room being released may use the GPUs of pods
+//! evicted this session; a placement on free room may not.
+//!
+//! [`PodSpec::gpus`]: crate::model::PodSpec::gpus
+
+use std::sync::Arc;
+
+use super::fit::Unfit;
+use crate::cache::Snapshot;
+use crate::hash::HashMap;
+use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants};
+use crate::model::{Id, Task, TaskShape};
+
+/// In which order a node's GPUs are tried (`deviceshare.SchedulePolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// The last registered GPU first (Volcano without a policy).
+    #[default]
+    Unset,
+    /// The GPU with the most memory in use first: slices pack onto few cards.
+    Binpack,
+    /// The GPU with the fewest pods first: slices spread over the cards.
+    Spread,
+}
+
+/// How the session shares GPUs: the `deviceshare` plugin's arguments.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuConfig {
+    /// `deviceshare.VGPUEnable`: pods that ask for vGPU resources are placed at all.
+    pub enabled: bool,
+    /// `deviceshare.SchedulePolicy`.
+    pub policy: Policy,
+    /// `deviceshare.ScheduleWeight`: the node score is the policy's score times this (0: off).
+    pub weight: f64,
+}
+
+/// Why a pod's shared GPUs keep it off a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GpuUnfit {
+    /// The configuration does not enable vGPU sharing.
+    Off,
+    /// The node registered no shared GPU (no vGPU device plugin, or its annotation is bad).
+    NotRegistered,
+    /// The node's GPUs lack a free slot, memory or cores for it (evictions may help).
+    NotEnough,
+}
+
+impl GpuUnfit {
+    /// The message, as Volcano's `deviceshare` words the common one.
+    pub fn render(self) -> String {
+        match self {
+            Self::Off => "vGPU sharing is off: the scheduler configuration does not set \
+                          deviceshare.VGPUEnable"
+                .into(),
+            Self::NotRegistered => {
+                "node(s) registered no shared GPU (volcano.sh/node-vgpu-register)".into()
+            }
+            Self::NotEnough => "not enough gpu fitted on this node".into(),
+        }
+    }
+
+    /// Whether evicting pods could resolve it.
+    pub fn resolvable(self) -> bool {
+        self == Self::NotEnough
+    }
+}
+
+/// What is in use of one GPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Use {
+    pods: u32,
+    memory: u64,
+    cores: u32,
+    /// The part held by pods being evicted.
+    releasing: (u32, u64, u32),
+    /// The jobs of the pods on it (for the PodGroup spread policy).
+    jobs: Vec<Id>,
+}
+
+impl Use {
+    /// (pods, memory, cores) in use, or in use once releasing pods are gone (`future`).
+    fn seen(&self, future: bool) -> (u32, u64, u32) {
+        if future {
+            (
+                self.pods.saturating_sub(self.releasing.0),
+                self.memory.saturating_sub(self.releasing.1),
+                self.cores.saturating_sub(self.releasing.2),
+            )
+        } else {
+            (self.pods, self.memory, self.cores)
+        }
+    }
+}
+
+/// Shared GPUs in one session.
+#[derive(Clone, Debug, Default)]
+pub struct GpuState {
+    /// How GPUs are shared.
+    pub config: GpuConfig,
+    /// What is in use, per node slot that has any use (in its GPUs' order).
+    used: HashMap<Id, Vec<Use>>,
+    /// What the session gave each pod it placed, with the node.
+    given: HashMap<Id, (Id, Arc<Grants>)>,
+}
+
+/// The position of the GPU a grant names among `gpus`: its UUID, or (a MIG slice) a UUID that
+/// contains the GPU's.
+fn position(gpus: &[Gpu], grant: &Grant) -> Option<usize> {
+    gpus.iter()
+        .position(|g| g.uuid == grant.uuid)
+        .or_else(|| gpus.iter().position(|g| grant.uuid.contains(&g.uuid)))
+}
+
+impl GpuState {
+    /// Nothing in use, shared as `config` says.
+    pub fn with(config: GpuConfig) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    /// The GPUs in use as a session opens on `snap`: those given to every pod holding a node.
+    pub fn open(snap: &Snapshot) -> Self {
+        let mut s = Self::default();
+        for &task in &snap.gpu_users {
+            let Some(t) = snap.tasks.get(task) else {
+                continue;
+            };
+            let (Some(node), Some(grants)) = (t.node, t.spec.gpus.as_ref()) else {
+                continue;
+            };
+            if !t.spec.status.holds_node() {
+                continue;
+            }
+            let releasing = t.spec.status == crate::model::TaskStatus::Releasing;
+            s.add(snap, node, t.job, grants, 1, releasing);
+        }
+        s
+    }
+
+    /// Adds (`sign` 1) or takes away (-1) what `grants` use on `node`, as held (and, with
+    /// `releasing`, as being released).
+    fn add(
+        &mut self,
+        snap: &Snapshot,
+        node: Id,
+        job: Id,
+        grants: &Grants,
+        sign: i64,
+        releasing: bool,
+    ) {
+        let Some(n) = snap.nodes.get(node) else {
+            return;
+        };
+        let gpus = &n.spec.gpus;
+        if gpus.is_empty() {
+            return;
+        }
+        let used = self
+            .used
+            .entry(node)
+            .or_insert_with(|| vec![Use::default(); gpus.len()]);
+        for g in grants.all() {
+            let Some(u) = position(gpus, g).and_then(|i| used.get_mut(i)) else {
+                continue;
+            };
+            if sign > 0 {
+                u.pods += 1;
+                u.memory += g.memory;
+                u.cores += g.cores;
+                u.jobs.push(job);
+                if releasing {
+                    u.releasing.0 += 1;
+                    u.releasing.1 += g.memory;
+                    u.releasing.2 += g.cores;
+                }
+            } else {
+                u.pods = u.pods.saturating_sub(1);
+                u.memory = u.memory.saturating_sub(g.memory);
+                u.cores = u.cores.saturating_sub(g.cores);
+                if let Some(i) = u.jobs.iter().position(|j| *j == job) {
+                    u.jobs.swap_remove(i);
+                }
+                if releasing {
+                    u.releasing.0 = u.releasing.0.saturating_sub(1);
+                    u.releasing.1 = u.releasing.1.saturating_sub(g.memory);
+                    u.releasing.2 = u.releasing.2.saturating_sub(g.cores);
+                }
+            }
+        }
+    }
+
+    /// Marks (`sign` 1) or unmarks (-1) the GPUs of `task`, evicted this session, as being
+    /// released: a pod pipelined onto the room it leaves may take them.
+    fn release(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i64) {
+        let Some(t) = snap.tasks.get(task) else {
+            return;
+        };
+        let Some(grants) = t.spec.gpus.clone() else {
+            return;
+        };
+        let Some(n) = snap.nodes.get(node) else {
+            return;
+        };
+        let Some(used) = self.used.get_mut(&node) else {
+            return;
+        };
+        for g in grants.all() {
+            let Some(u) = position(&n.spec.gpus, g).and_then(|i| used.get_mut(i)) else {
+                continue;
+            };
+            if sign > 0 {
+                u.releasing.0 += 1;
+                u.releasing.1 += g.memory;
+                u.releasing.2 += g.cores;
+            } else {
+                u.releasing.0 = u.releasing.0.saturating_sub(1);
+                u.releasing.1 = u.releasing.1.saturating_sub(g.memory);
+                u.releasing.2 = u.releasing.2.saturating_sub(g.cores);
+            }
+        }
+    }
+
+    /// The GPUs a pod of `ask` (of `job`) would take on `node`, and the policy's score for
+    /// them; `None` when they do not fit. With `future`, what pods evicted this session hold
+    /// counts as free; with `empty`, nothing counts as used.
+    pub fn choose(
+        &self,
+        snap: &Snapshot,
+        ask: &GpuAsk,
+        job: Option<Id>,
+        node: Id,
+        future: bool,
+        empty: bool,
+    ) -> Option<(Grants, f64)> {
+        let gpus = &snap.nodes.get(node)?.spec.gpus;
+        let used = self.used.get(&node).filter(|_| !empty);
+        let mut seen: Vec<(u32, u64, u32)> = (0..gpus.len())
+            .map(|i| {
+                used.and_then(|u| u.get(i))
+                    .map_or((0, 0, 0), |u| u.seen(future))
+            })
+            .collect();
+        let mut out = Grants(vec![Vec::new(); ask.containers as usize]);
+        let mut score = 0.0;
+        for c in &ask.asks {
+            if c.number as usize > gpus.len() {
+                return None;
+            }
+            let mut order: Vec<usize> = (0..gpus.len()).collect();
+            match self.config.policy {
+                Policy::Unset => order.reverse(),
+                Policy::Binpack => order.sort_by_key(|&i| std::cmp::Reverse(seen[i].1)),
+                Policy::Spread => order.sort_by_key(|&i| seen[i].0),
+            }
+            let mut taken = 0;
+            for i in order {
+                if taken == c.number {
+                    break;
+                }
+                let g = &gpus[i];
+                let (pods, memory, cores) = seen[i];
+                let mine = |jobs: &[Id]| job.is_some_and(|j| jobs.contains(&j));
+                let spread_out =
+                    ask.group_spread && used.and_then(|u| u.get(i)).is_some_and(|u| mine(&u.jobs));
+                let want = c.memory_on(g);
+                if g.mig
+                    || !ask.accepts(g)
+                    || pods >= g.split
+                    || spread_out
+                    || g.memory.saturating_sub(memory) < want
+                    || cores + c.cores > FULL_CORES
+                    || (c.cores == FULL_CORES && pods > 0)
+                    || (cores == FULL_CORES && c.cores == 0)
+                {
+                    continue;
+                }
+                let idle_before = pods == 0;
+                seen[i] = (pods + 1, memory + want, cores + c.cores);
+                score += match self.config.policy {
+                    Policy::Binpack if g.memory > 0 => 100.0 * seen[i].1 as f64 / g.memory as f64,
+                    Policy::Spread if idle_before => 100.0,
+                    _ => 0.0,
+                };
+                if let Some(slot) = out.0.get_mut(c.index as usize) {
+                    slot.push(Grant {
+                        uuid: g.uuid.clone(),
+                        memory: want,
+                        cores: c.cores,
+                    });
+                }
+                taken += 1;
+            }
+            if taken < c.number {
+                return None;
+            }
+        }
+        Some((out, score))
+    }
+
+    /// Whether the shared GPUs `shape` asks for let a pod of `job` onto `node`, counting what
+    /// pods evicted this session hold as free; with `empty`, whether they ever could.
+    pub fn check(
+        &self,
+        snap: &Snapshot,
+        shape: &TaskShape,
+        job: Option<Id>,
+        node: Id,
+        empty: bool,
+    ) -> Result<(), Unfit> {
+        let Some(ask) = shape.rules.gpus.as_deref() else {
+            return Ok(());
+        };
+        if !self.config.enabled {
+            return Err(Unfit::Gpu(GpuUnfit::Off));
+        }
+        if snap.nodes.get(node).is_none_or(|n| n.spec.gpus.is_empty()) {
+            return Err(Unfit::Gpu(GpuUnfit::NotRegistered));
+        }
+        match self.choose(snap, ask, job, node, true, empty) {
+            Some(_) => Ok(()),
+            None => Err(Unfit::Gpu(GpuUnfit::NotEnough)),
+        }
+    }
+
+    /// Whether `task`'s GPUs fit `node` without what is being released (a placement that
+    /// needs that is pipelined).
+    pub fn fits_now(&self, snap: &Snapshot, task: &Task, node: Id) -> bool {
+        match task.spec.shape.rules.gpus.as_deref() {
+            None => true,
+            Some(ask) => self
+                .choose(snap, ask, Some(task.job), node, false, false)
+                .is_some(),
+        }
+    }
+
+    /// The node score of `task` on `node` under the configured policy and weight (0 when
+    /// scoring is off or the pod takes no shared GPU).
+    pub fn score(&self, snap: &Snapshot, task: &Task, node: Id) -> f64 {
+        if self.config.weight <= 0.0 || self.config.policy == Policy::Unset {
+            return 0.0;
+        }
+        let Some(ask) = task.spec.shape.rules.gpus.as_deref() else {
+            return 0.0;
+        };
+        self.choose(snap, ask, Some(task.job), node, false, false)
+            .map_or(0.0, |(_, s)| (s + 0.5).floor() * self.config.weight)
+    }
+
+    /// Places (`sign` 1) `task` on `node`, giving it GPUs (counting released ones when
+    /// `pipelined`), or takes back (-1) what the session gave it.
+    pub fn place(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i32, pipelined: bool) {
+        let Some(t) = snap.tasks.get(task) else {
+            return;
+        };
+        if sign < 0 {
+            if let Some((n, grants)) = self.given.remove(&task) {
+                self.add(snap, n, t.job, &grants, -1, false);
+            }
+            return;
+        }
+        let Some(ask) = t.spec.shape.rules.gpus.as_deref() else {
+            return;
+        };
+        let chosen = self
+            .choose(snap, ask, Some(t.job), node, false, false)
+            .or_else(|| {
+                pipelined
+                    .then(|| self.choose(snap, ask, Some(t.job), node, true, false))
+                    .flatten()
+            });
+        if let Some((grants, _)) = chosen {
+            self.add(snap, node, t.job, &grants, 1, false);
+            self.given.insert(task, (node, Arc::new(grants)));
+        }
+    }
+
+    /// `task`, evicted (`sign` 1) or no longer (-1), releases its GPUs on `node`.
+    pub fn evict(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i64) {
+        self.release(snap, task, node, sign);
+    }
+
+    /// What the session gave `task` on `node`, to write on the pod as it binds.
+    pub fn prebind(&self, task: Id, node: Id) -> Option<Arc<Grants>> {
+        self.given
+            .get(&task)
+            .filter(|(n, _)| *n == node)
+            .map(|(_, g)| Arc::clone(g))
+    }
+
+    /// Every GPU of `node` with its (pods, memory, cores) in use, for invariants and views.
+    pub fn usage(&self, snap: &Snapshot, node: Id) -> Vec<(Gpu, (u32, u64, u32))> {
+        let Some(n) = snap.nodes.get(node) else {
+            return Vec::new();
+        };
+        n.spec
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let u = self
+                    .used
+                    .get(&node)
+                    .and_then(|u| u.get(i))
+                    .map_or((0, 0, 0), |u| u.seen(false));
+                (g.clone(), u)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,330 @@
+//! Shared GPUs (Volcano's vGPU): pods that ask for slices of GPUs are given concrete GPUs of
+//! their node, several pods share one GPU up to its split count, memory and cores, a gang's
+//! slices are all-or-nothing, and the `deviceshare` arguments decide the order and whether
+//! sharing is on at all.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tephra_scheduler::cache::Event;
+use tephra_scheduler::model::vgpu::{ContainerAsk, Gpu, GpuAsk};
+use tephra_scheduler::model::{Cluster, NodeSpec, PodRules};
+use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, apply_binds, resources};
+use tephra_scheduler::{Cache, Decisions, SchedulerConfig, schedule};
+
+/// A node `name` with `gpus` (memory in MiB each, split 4), offering the plugin's resources.
+const SPLIT: u32 = 4;
+
+fn node(c: &mut Cache, name: &str, gpus: &[u64]) {
+    let memory: u64 = gpus.iter().sum();
+    let list = [
+        ("cpu", "64".to_string()),
+        ("memory", "256Gi".to_string()),
+        ("pods", "110".to_string()),
+        (
+            "volcano.sh/vgpu-number",
+            (gpus.len() * SPLIT as usize).to_string(),
+        ),
+        ("volcano.sh/vgpu-memory", memory.to_string()),
+        ("volcano.sh/vgpu-cores", (gpus.len() * 100).to_string()),
+    ];
+    let list: Vec<(&str, &str)> = list.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let allocatable = resources(c, &list).unwrap();
+    let gpus: Vec<Gpu> = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, m)| Gpu {
+            uuid: format!("GPU-{name}-{i}"),
+            split: SPLIT,
+            memory: *m,
+            model: "NVIDIA-Tesla T4".into(),
+            healthy: true,
+            mig: false,
+        })
+        .collect();
+    c.apply(Event::NodeUpsert(NodeSpec {
+        name: name.into(),
+        cluster: "east".into(),
+        labels: BTreeMap::new(),
+        taints: Vec::new(),
+        allocatable,
+        unschedulable: false,
+        ready: true,
+        gpus: gpus.into(),
+    }))
+    .unwrap();
+}
+
+fn cache() -> Cache {
+    let mut c = Cache::new();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    c
+}
+
+/// A role of `replicas` pods whose one container takes `number` GPUs with `memory` MiB and
+/// `cores` percent on each.
+fn role(name: &str, replicas: u32, number: u32, memory: u64, cores: u32) -> Role {
+    let ask = GpuAsk {
+        containers: 1,
+        asks: vec![ContainerAsk {
+            index: 0,
+            number,
+            memory,
+            percent: None,
+            cores,
+        }],
+        ..GpuAsk::default()
+    };
+    let (n, m, k) = (
+        number.to_string(),
+        (memory * u64::from(number)).to_string(),
+        (cores * number).to_string(),
+    );
+    Role::new(
+        name,
+        replicas,
+        &[
+            ("cpu", "1"),
+            ("volcano.sh/vgpu-number", &n),
+            ("volcano.sh/vgpu-memory", &m),
+            ("volcano.sh/vgpu-cores", &k),
+        ],
+    )
+    .rules(PodRules {
+        gpus: Some(Arc::new(ask)),
+        ..PodRules::default()
+    })
+}
+
+fn config(args: &str) -> Arc<SchedulerConfig> {
+    let text = format!(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: predicates\n  - name: deviceshare\n{args}"
+    );
+    Arc::new(SchedulerConfig::parse(&text).unwrap())
+}
+
+const BINPACK: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.ScheduleWeight: 10\n";
+const SPREAD: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: spread\n      deviceshare.ScheduleWeight: 10\n";
+
+/// (pod, the GPUs of its one container) of every bind.
+fn given(d: &Decisions) -> BTreeMap<String, Vec<String>> {
+    d.binds
+        .iter()
+        .map(|b| {
+            let gpus = b
+                .gpus
+                .as_ref()
+                .map(|g| g.all().map(|g| g.uuid.clone()).collect())
+                .unwrap_or_default();
+            (b.task.clone(), gpus)
+        })
+        .collect()
+}
+
+fn message(d: &Decisions, job: &str) -> String {
+    d.groups
+        .iter()
+        .find(|g| g.job == job)
+        .map(|g| {
+            g.conditions
+                .iter()
+                .map(|c| c.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn pods_share_one_gpu_until_its_memory_is_taken_and_the_next_waits_saying_why() {
+    let mut c = cache();
+    node(&mut c, "n", &[16000, 6000]);
+    // Four slices of 4000 fill the first GPU; the second has room for one more.
+    for i in 0..6 {
+        add_job(
+            &mut c,
+            &GangJob::new(&format!("j{i}"), vec![role("w", 1, 1, 4000, 0)]).created(i),
+        )
+        .unwrap();
+    }
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    let g = given(&d);
+    assert_eq!(g.len(), 5, "{g:?}");
+    let on_first = g
+        .values()
+        .filter(|v| *v == &vec!["GPU-n-0".to_string()])
+        .count();
+    assert_eq!(on_first, 4, "{g:?}");
+    // The node's 22000 MiB in all would take a sixth slice; no one GPU can.
+    let why = message(&d, "default/j5");
+    assert!(why.contains("not enough gpu fitted on this node"), "{why}");
+}
+
+#[test]
+fn a_gang_of_slices_is_placed_whole_or_not_at_all() {
+    let mut c = cache();
+    node(&mut c, "n", &[16000, 16000]);
+    add_job(&mut c, &GangJob::new("big", vec![role("w", 5, 1, 8000, 0)])).unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    add_job(
+        &mut c,
+        &GangJob::new("fits", vec![role("w", 4, 1, 8000, 0)]),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 2);
+    assert_eq!(given(&d).len(), 4);
+    assert!(d.binds.iter().all(|b| b.job == "default/fits"));
+}
+
+#[test]
+fn binpack_fills_one_gpu_first_and_spread_takes_idle_ones_first() {
+    for (args, distinct) in [(BINPACK, 1), (SPREAD, 3)] {
+        let mut c = cache();
+        node(&mut c, "n", &[16000, 16000, 16000]);
+        add_job(&mut c, &GangJob::new("j", vec![role("w", 3, 1, 2000, 10)])).unwrap();
+        let d = schedule(c.snapshot(), config(args), 0, 1);
+        let used: std::collections::BTreeSet<String> = given(&d).into_values().flatten().collect();
+        assert_eq!(used.len(), distinct, "{args}: {used:?}");
+    }
+}
+
+#[test]
+fn all_of_a_gpus_cores_take_it_alone_and_a_container_takes_distinct_gpus() {
+    let mut c = cache();
+    node(&mut c, "n", &[16000, 16000]);
+    add_job(
+        &mut c,
+        &GangJob::new("small", vec![role("w", 1, 1, 1000, 0)]),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    apply_binds(&mut c, &d).unwrap();
+    // Two whole-core pods: only one GPU is empty.
+    add_job(
+        &mut c,
+        &GangJob::new("alone", vec![role("w", 2, 1, 1000, 100)]),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 2);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    // One pod taking both GPUs at once cannot: one is shared already and it asks for all cores.
+    add_job(&mut c, &GangJob::new("two", vec![role("w", 1, 2, 1000, 0)])).unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 3);
+    let g = given(&d);
+    let two = &g["default/two-w-0"];
+    assert_eq!(two.len(), 2);
+    assert_ne!(two[0], two[1]);
+}
+
+#[test]
+fn without_vgpu_enable_slices_are_placed_nowhere_and_the_condition_says_so() {
+    let mut c = cache();
+    node(&mut c, "n", &[16000]);
+    add_job(&mut c, &GangJob::new("j", vec![role("w", 1, 1, 1000, 0)])).unwrap();
+    let d = schedule(c.snapshot(), config(""), 0, 1);
+    assert!(d.binds.is_empty());
+    let why = message(&d, "default/j");
+    assert!(why.contains("deviceshare.VGPUEnable"), "{why}");
+}
+
+#[test]
+fn a_bad_schedule_policy_is_refused_naming_the_argument() {
+    let text = "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments:\n      deviceshare.SchedulePolicy: tightest\n";
+    let e = SchedulerConfig::parse(text).unwrap_err().to_string();
+    assert!(e.contains("deviceshare.SchedulePolicy"), "{e}");
+}
+
+/// One generated job: (pods, GPUs per pod, MiB per GPU, cores per GPU).
+fn job() -> impl Strategy<Value = (u32, u32, u64, u32)> {
+    (
+        1u32..4,
+        1u32..3,
+        prop_oneof![Just(0u64), 1000u64..9000],
+        prop_oneof![Just(0u32), Just(100), 0u32..60],
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Over several sessions with pods finishing in between, no GPU holds more pods than its
+    /// split count, more memory than it has, or more than all of its cores; every container
+    /// gets as many distinct GPUs as it asks; every gang is bound whole or not at all.
+    #[test]
+    fn no_gpu_is_over_committed_and_gangs_stay_whole(
+        nodes in prop::collection::vec(prop::collection::vec(prop_oneof![Just(8000u64), Just(16000)], 1..4), 1..4),
+        jobs in prop::collection::vec(job(), 1..12),
+        finish in prop::collection::vec(any::<bool>(), 12),
+        policy in prop_oneof![Just(BINPACK), Just(SPREAD)],
+    ) {
+        let mut c = cache();
+        let mut memory = BTreeMap::new();
+        for (i, gpus) in nodes.iter().enumerate() {
+            node(&mut c, &format!("n{i}"), gpus);
+            for (g, m) in gpus.iter().enumerate() {
+                memory.insert(format!("GPU-n{i}-{g}"), *m);
+            }
+        }
+        let mut sizes = BTreeMap::new();
+        for (i, (pods, number, mib, cores)) in jobs.iter().enumerate() {
+            let j = GangJob::new(&format!("j{i}"), vec![role("w", *pods, *number, *mib, *cores)])
+                .created(i as i64);
+            sizes.insert(j.key(), (*pods, *number));
+            add_job(&mut c, &j).unwrap();
+        }
+        // Pod → (its grants), as bound.
+        let mut bound: BTreeMap<String, (String, Vec<tephra_scheduler::model::vgpu::Grant>)> =
+            BTreeMap::new();
+        for session in 0..4u64 {
+            let d = schedule(c.snapshot(), config(policy), session as i64, session + 1);
+            let mut per_job: BTreeMap<&str, u32> = BTreeMap::new();
+            for b in &d.binds {
+                *per_job.entry(b.job.as_str()).or_default() += 1;
+                let grants = b.gpus.as_ref().expect("a vGPU pod is bound with its GPUs");
+                let (_, number) = sizes[&b.job];
+                let list: Vec<_> = grants.all().cloned().collect();
+                prop_assert_eq!(list.len() as u32, number);
+                let distinct: std::collections::BTreeSet<&str> =
+                    list.iter().map(|g| g.uuid.as_str()).collect();
+                prop_assert_eq!(distinct.len(), list.len(), "one container, distinct GPUs");
+                bound.insert(b.task.clone(), (b.job.clone(), list));
+            }
+            for (job, n) in per_job {
+                prop_assert_eq!(n, sizes[job].0, "gang {} bound whole", job);
+            }
+            apply_binds(&mut c, &d).unwrap();
+            // Usage of every GPU by the pods bound now.
+            let mut used: BTreeMap<&str, (u32, u64, u32)> = BTreeMap::new();
+            for (_, grants) in bound.values() {
+                for g in grants {
+                    let u = used.entry(g.uuid.as_str()).or_default();
+                    u.0 += 1;
+                    u.1 += g.memory;
+                    u.2 += g.cores;
+                }
+            }
+            for (uuid, (pods, mib, cores)) in used {
+                prop_assert!(pods <= 4, "{uuid}: {pods} pods");
+                prop_assert!(mib <= memory[uuid], "{uuid}: {mib} MiB");
+                prop_assert!(cores <= 100, "{uuid}: {cores} cores");
+            }
+            // Some jobs finish: their pods leave, and the GPUs they held are free again.
+            let done: Vec<String> = bound
+                .iter()
+                .filter(|(_, (job, _))| {
+                    let i: usize = job.trim_start_matches("default/j").parse().unwrap();
+                    finish[i % finish.len()] && session % 2 == 1
+                })
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in done {
+                let name = p.trim_start_matches("default/").to_string();
+                c.apply(Event::PodDelete { namespace: "default".into(), name }).unwrap();
+                bound.remove(&p);
+            }
+        }
+    }
+}

@@ -52,6 +52,7 @@ fn fleet(c: &mut Cache, dra: bool) {
             let name = format!("c0-{kind}-{i}");
             let labels = BTreeMap::from([(ZONE.to_string(), format!("z{}", i % 4))]);
             c.apply(Event::NodeUpsert(NodeSpec {
+                gpus: Default::default(),
                 name: name.clone(),
                 cluster: "c0".into(),
                 labels,
@@ -250,6 +251,7 @@ pub fn world(contracts: Contracts) -> Cache {
                 rules,
             });
             c.apply(Event::PodUpsert(PodSpec {
+                gpus: None,
                 namespace: "default".into(),
                 name: pod,
                 group: Some(job.clone()),

@@ -229,6 +229,7 @@ pub fn fill_running(cache: &mut Cache, fill: &RunningFill) -> Result<usize, Buil
                 }))?;
             }
             cache.apply(Event::PodUpsert(PodSpec {
+                gpus: None,
                 namespace: fill.namespace.into(),
                 name: format!("run-{job}-{count}"),
                 group: Some(format!("run-{job}")),

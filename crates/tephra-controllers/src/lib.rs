@@ -7,6 +7,7 @@
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
 //! - [`taint_manager`]: which clusters a binding loses to NoExecute taints it does not tolerate;
 //! - [`topology`]: Volcano's HyperNodes as the scheduler reads them;
+//! - [`vgpu`]: what a pod asks of shared GPUs (Volcano's vGPU resources and annotations);
 //! - [`graceful_eviction`]: when the old copy of a moved gang may be deleted;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
@@ -31,3 +32,4 @@ pub mod queue_state;
 pub mod storage;
 pub mod taint_manager;
 pub mod topology;
+pub mod vgpu;

@@ -52,6 +52,14 @@ pub enum MembersError {
         /// What.
         source: UnknownValue,
     },
+    /// A shared-GPU amount cannot be read.
+    #[error("pod {pod}: {source}")]
+    Gpus {
+        /// The pod's name.
+        pod: String,
+        /// What.
+        source: crate::vgpu::AskError,
+    },
     /// The pod's requests name more resources than the scheduler can track.
     #[error("pod {pod}: {source}")]
     Resources {
@@ -105,6 +113,10 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
             let mut r = pod::rules(spec, &labels, "").map_err(unknown)?;
             r.claims = pod::claims(spec, Some(&name));
             r.device_claims = crate::dra::pod_claims(pod);
+            r.gpus = crate::vgpu::ask(pod).map_err(|source| MembersError::Gpus {
+                pod: name.clone(),
+                source,
+            })?;
             r
         },
         name: role,

@@ -15,6 +15,7 @@ use tephra_controllers::members::{self, MembersError};
 use tephra_controllers::pod::{UnknownValue, label_selector};
 use tephra_controllers::queue::{self, QueueError};
 use tephra_scheduler::cache::{DraChange, Event, StorageChange};
+use tephra_scheduler::model::vgpu;
 use tephra_scheduler::model::{
     Cluster, GroupPhase, JobPolicy, NodeSpec, PdbSpec, PodGroupSpec, PodSpec, QueueSpec, TaskStatus,
 };
@@ -115,7 +116,9 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
+    let gpus = node_gpus(&name, n, &list);
     Ok(NodeSpec {
+        gpus,
         name,
         cluster: cluster.to_string(),
         labels: n.metadata.labels.clone().unwrap_or_default(),
@@ -124,6 +127,40 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         ready,
     })
+}
+
+/// The shared GPUs a node's vGPU device plugin registered: its annotation read, where the node
+/// offers the plugin's three resources (as Volcano requires). An annotation that does not read
+/// registers nothing, with one line saying why.
+fn node_gpus(
+    name: &str,
+    n: &Node,
+    allocatable: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> Arc<[vgpu::Gpu]> {
+    let Some(text) = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(vgpu::REGISTER))
+    else {
+        return Arc::from([]);
+    };
+    let offered = [vgpu::NUMBER, vgpu::MEMORY, vgpu::CORES].iter().all(|r| {
+        allocatable
+            .get(*r)
+            .and_then(|q| tephra_scheduler::quantity::parse_scaled(&q.0, 1).ok())
+            .is_some_and(|v| v > 0)
+    });
+    if !offered {
+        return Arc::from([]);
+    }
+    match vgpu::parse_register(text) {
+        Ok(gpus) => gpus.into(),
+        Err(e) => {
+            tracing::warn!(node = name, error = %e, "shared GPUs not registered");
+            Arc::from([])
+        }
+    }
 }
 
 /// Whether a pod is the scheduler's to place: its `schedulerName` is one of `ours`.
@@ -218,7 +255,14 @@ pub fn pod(
         shape.preemptable = false;
     }
     let name = p.metadata.name.clone().unwrap_or_default();
+    // The shared GPUs it was given, once bound (before, the annotation is only a plan).
+    let gpus = node
+        .as_ref()
+        .and(p.metadata.annotations.as_ref())
+        .and_then(|a| a.get(vgpu::IDS))
+        .map(|v| Arc::new(vgpu::Grants::parse(v)));
     Ok(Some(PodSpec {
+        gpus,
         index: index(&name),
         group: if mine { group_of(p) } else { None },
         shape: Arc::new(shape),
@@ -458,6 +502,77 @@ mod tests {
 
     fn pod_json(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_node_registers_shared_gpus_only_with_the_plugins_resources_and_a_readable_annotation() {
+        let register = "GPU-a,10,15360,NVIDIA-Tesla T4,true,hami-core:GPU-b,10,15360,NVIDIA-Tesla T4,false,hami-core:";
+        let n = |annotation: &str, resources: bool| -> Node {
+            let mut alloc = json!({"cpu": "8", "pods": "110"});
+            if resources {
+                alloc["volcano.sh/vgpu-number"] = json!("20");
+                // As kube-apiserver writes 32000 back.
+                alloc["volcano.sh/vgpu-memory"] = json!("32k");
+                alloc["volcano.sh/vgpu-cores"] = json!("200");
+            }
+            serde_json::from_value(json!({
+                "metadata": {"name": "n1", "annotations": {vgpu::REGISTER: annotation}},
+                "status": {"allocatable": alloc}
+            }))
+            .unwrap()
+        };
+        let mut names = ResourceNames::default();
+        let spec = node("local", &n(register, true), &mut names).unwrap();
+        assert_eq!(spec.gpus.len(), 2);
+        assert_eq!(spec.gpus[0].uuid, "GPU-a");
+        assert_eq!(spec.gpus[0].memory, 15360);
+        assert!(!spec.gpus[1].healthy);
+        // Without the plugin's resources (or with a record short of fields) nothing registers.
+        assert!(
+            node("local", &n(register, false), &mut names)
+                .unwrap()
+                .gpus
+                .is_empty()
+        );
+        let short = "GPU-a,10,15360,NVIDIA-Tesla T4,true:";
+        assert!(
+            node("local", &n(short, true), &mut names)
+                .unwrap()
+                .gpus
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_bound_pod_holds_the_shared_gpus_its_annotation_names_and_a_pending_one_none() {
+        let p = |node: Option<&str>| {
+            let mut spec = json!({"schedulerName": "volcano", "containers": [
+                {"name": "c", "resources": {"limits": {"volcano.sh/vgpu-number": "1",
+                                                       "volcano.sh/vgpu-memory": "3000"}}}]});
+            if let Some(n) = node {
+                spec["nodeName"] = json!(n);
+            }
+            pod_json(json!({
+                "metadata": {"name": "p", "namespace": "ns",
+                             "annotations": {vgpu::IDS: "GPU-a,NVIDIA,3000,30:"}},
+                "spec": spec
+            }))
+        };
+        let mut names = ResourceNames::default();
+        let bound = pod("local", &p(Some("n1")), &ours(), &mut names)
+            .unwrap()
+            .unwrap();
+        let grants = bound.gpus.expect("bound with GPUs");
+        assert_eq!(
+            grants.all().map(|g| g.memory).collect::<Vec<_>>(),
+            vec![3000]
+        );
+        let ask = bound.shape.rules.gpus.clone().expect("asks for a slice");
+        assert_eq!(ask.asks[0].memory, 3000);
+        let pending = pod("local", &p(None), &ours(), &mut names)
+            .unwrap()
+            .unwrap();
+        assert!(pending.gpus.is_none());
     }
 
     #[test]

@@ -561,10 +561,15 @@ impl Inner {
                 namespace,
                 name,
                 node,
+                annotations,
                 ..
             } => {
                 let pods: Api<Pod> = Api::namespaced(client, namespace);
-                let body = tephra_api::binding::pod_binding(namespace, name, node);
+                // The API server sets the binding's annotations on the pod as it binds it.
+                let mut body = tephra_api::binding::pod_binding(namespace, name, node);
+                if !annotations.is_empty() {
+                    body.metadata.annotations = Some(annotations.clone());
+                }
                 pods.create_subresource::<_, serde_json::Value>(
                     "binding",
                     name,
@@ -580,11 +585,18 @@ impl Inner {
                 node,
                 pod,
                 extender,
+                annotations,
                 ..
             } => {
                 let pod = pod.pod().map_err(kube::Error::SerdeError)?;
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                let pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
+                let mut pod = crate::writes::member_pod(pod, cluster, node, extender.as_ref());
+                if !annotations.is_empty() {
+                    pod.metadata
+                        .annotations
+                        .get_or_insert_with(Default::default)
+                        .extend(annotations.clone());
+                }
                 crate::place::copy(&self.clients.control, &client, namespace, pod).await?;
                 match &self.virtual_node {
                     Some(vn) => {

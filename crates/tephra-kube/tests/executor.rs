@@ -112,6 +112,7 @@ fn condition(pod: &str) -> Write {
 
 fn bind(pod: &str) -> Write {
     Write::Bind {
+        annotations: Default::default(),
         cluster: "local".into(),
         namespace: "default".into(),
         name: pod.into(),

@@ -142,6 +142,7 @@ impl InFlight {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         let group = self.jobs.get(&p.job).map(|j| j.group.name.clone());
         let spec = PodSpec {
+            gpus: None,
             namespace: ns.to_string(),
             name: name.to_string(),
             group,
@@ -181,6 +182,7 @@ impl InFlight {
     ) -> Result<(), SimError> {
         let (ns, name) = pod.key.split_once('/').unwrap_or(("default", &pod.key));
         ctx.apply(Event::PodUpsert(PodSpec {
+            gpus: None,
             namespace: ns.to_string(),
             name: name.to_string(),
             group: Some(group.to_string()),

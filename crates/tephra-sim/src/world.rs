@@ -191,6 +191,7 @@ impl Fleet {
                     self.add_node(
                         ctx,
                         NodeSpec {
+                            gpus: Default::default(),
                             name: objects::node_name(c, pool, i),
                             cluster: c.name.clone(),
                             labels: objects::node_labels(c, pool, i),
@@ -248,6 +249,7 @@ impl Fleet {
                 self.add_node(
                     ctx,
                     NodeSpec {
+                        gpus: Default::default(),
                         name: node.name,
                         cluster,
                         labels: node.labels,

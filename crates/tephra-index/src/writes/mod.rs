@@ -86,6 +86,29 @@ pub struct ExtenderPlan {
     pub min_task_member: BTreeMap<String, i32>,
 }
 
+/// The annotations a pod given shared GPUs is bound with, as the volcano-vgpu device plugin
+/// reads them when the kubelet asks it to allocate (`now` in Unix seconds): the GPUs per
+/// container twice (the record, and the list the plugin consumes), the node, the time (the
+/// plugin takes the oldest pod first) and the `allocating` phase it answers.
+pub fn gpu_annotations(
+    b: &tephra_scheduler::decisions::Bind,
+    now: i64,
+) -> BTreeMap<String, String> {
+    use tephra_scheduler::model::vgpu;
+    let Some(grants) = b.gpus.as_ref() else {
+        return BTreeMap::new();
+    };
+    let devices = grants.encode();
+    BTreeMap::from([
+        (vgpu::IDS.to_string(), devices.clone()),
+        (vgpu::TO_ALLOCATE.to_string(), devices),
+        (vgpu::ASSIGNED_NODE.to_string(), b.node.clone()),
+        (vgpu::ASSIGNED_TIME.to_string(), now.to_string()),
+        (vgpu::BIND_PHASE.to_string(), "allocating".to_string()),
+        (vgpu::BIND_TIME.to_string(), now.to_string()),
+    ])
+}
+
 /// The copy of a declared pod that a member runs: the same name, labels and annotations (plus
 /// the cluster and node it was planned on), bound to its node at creation; or, with
 /// `extender`, left for the member's kube-scheduler, which the extender steers to the node.
@@ -428,9 +451,11 @@ impl Planner {
         let mut held: BTreeMap<(String, String), Write> = BTreeMap::new();
         for b in &d.binds {
             let (namespace, name) = split(&b.task);
+            let annotations = gpu_annotations(b, now.0.as_second());
             let w = match declared(&b.task) {
                 Some(p) => Write::Place {
                     pod: p,
+                    annotations,
                     extender: extender(&b.cluster, &b.job),
                     node: b.node.clone(),
                     cluster: b.cluster.clone(),
@@ -443,6 +468,7 @@ impl Planner {
                     name,
                     node: b.node.clone(),
                     job: b.job.clone(),
+                    annotations,
                 },
             };
             if !gated.contains(b.job.as_str()) {

@@ -1,6 +1,7 @@
 //! The writes themselves: one variant per kind of change to an API server, the object each
 //! changes (writes to one object keep their order) and its verb for metrics.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -54,6 +55,9 @@ pub enum Write {
         node: String,
         /// Job (`namespace/podgroup`).
         job: String,
+        /// Annotations the binding sets on the pod as it binds it (the shared GPUs it was
+        /// given, [`gpu_annotations`](super::gpu_annotations)); empty for most pods.
+        annotations: BTreeMap<String, String>,
     },
     /// Create a declared pod in the member it was placed in, on its node (fleet mode, Direct
     /// binding).
@@ -71,6 +75,9 @@ pub enum Write {
         pod: DeclaredPod,
         /// Set when the member binds through its own kube-scheduler and tephra's extender.
         extender: Option<ExtenderPlan>,
+        /// Annotations the member's copy is made with besides the declared pod's (the shared
+        /// GPUs it was given).
+        annotations: BTreeMap<String, String>,
     },
     /// Report on a pod declared on the control plane how its member copy runs (`status`
     /// fields to merge: phase and a `PodScheduled` condition naming the cluster and node).

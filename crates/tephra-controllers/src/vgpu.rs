@@ -1,0 +1,176 @@
+//! What a pod asks of shared GPUs, as Volcano's `deviceshare` reads it: per container of
+//! `spec.containers` (init containers take none) that limits `volcano.sh/vgpu-number` or
+//! `volcano.sh/vgpu-memory`, the number of GPUs (1 when only memory is named), the memory on
+//! each (limit, else request; none: the whole card), the percentage of each card's memory
+//! (which wins), and the cores; and the pod annotations that choose among GPUs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use tephra_scheduler::model::vgpu::{
+    self, ContainerAsk, GpuAsk, MEMORY, MEMORY_PERCENTAGE, NUMBER, comma_list,
+};
+use tephra_scheduler::quantity::{QuantityError, parse_scaled};
+
+/// A vGPU amount a pod names that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.containers[{container}].resources.{field}[{resource}]: {reason}")]
+pub struct AskError {
+    /// The container's position.
+    pub container: usize,
+    /// `limits` or `requests`.
+    pub field: &'static str,
+    /// The resource name.
+    pub resource: &'static str,
+    /// Why.
+    pub reason: String,
+}
+
+/// One amount of a container: its limit, else (with `request_too`) its request.
+fn amount(
+    c: &Container,
+    index: usize,
+    resource: &'static str,
+    request_too: bool,
+) -> Result<Option<u64>, AskError> {
+    let r = c.resources.as_ref();
+    let from = |field: &'static str,
+                m: Option<
+        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >| {
+        m.and_then(|m| m.get(resource)).map(|q| {
+            parse_scaled(&q.0, 1)
+                .map_err(|e: QuantityError| e.to_string())
+                .and_then(|v| u64::try_from(v).map_err(|_| "must not be negative".to_string()))
+                .map_err(|reason| AskError {
+                    container: index,
+                    field,
+                    resource,
+                    reason,
+                })
+        })
+    };
+    if let Some(v) = from("limits", r.and_then(|r| r.limits.as_ref())) {
+        return v.map(Some);
+    }
+    if request_too && let Some(v) = from("requests", r.and_then(|r| r.requests.as_ref())) {
+        return v.map(Some);
+    }
+    Ok(None)
+}
+
+/// What `pod` asks of shared GPUs; `None` when no container limits `volcano.sh/vgpu-number` or
+/// `volcano.sh/vgpu-memory`.
+pub fn ask(pod: &Pod) -> Result<Option<Arc<GpuAsk>>, AskError> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(None);
+    };
+    let mut asks = Vec::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        let number = amount(c, i, NUMBER, false)?;
+        let memory_limit = amount(c, i, MEMORY, false)?;
+        let number = match (number, memory_limit) {
+            (Some(n), _) => n,
+            (None, Some(_)) => 1,
+            (None, None) => continue,
+        };
+        let percent = amount(c, i, MEMORY_PERCENTAGE, true)?;
+        let cores = amount(c, i, vgpu::CORES, true)?.unwrap_or(0);
+        asks.push(ContainerAsk {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            number: u32::try_from(number).unwrap_or(u32::MAX),
+            memory: amount(c, i, MEMORY, true)?.unwrap_or(0),
+            percent: percent.map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+            cores: u32::try_from(cores).unwrap_or(u32::MAX),
+        });
+    }
+    if asks.is_empty() {
+        return Ok(None);
+    }
+    let annotations = pod.metadata.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k));
+    Ok(Some(Arc::new(GpuAsk {
+        containers: u32::try_from(spec.containers.len()).unwrap_or(u32::MAX),
+        asks,
+        mode: get(vgpu::MODE).cloned(),
+        use_types: get(vgpu::USE_TYPE).map(|v| v.split(',').map(String::from).collect()),
+        nouse_types: get(vgpu::NOUSE_TYPE)
+            .map(|v| v.split(',').map(String::from).collect())
+            .unwrap_or_default(),
+        use_uuids: get(vgpu::USE_UUID).map(|v| comma_list(v)),
+        nouse_uuids: get(vgpu::NOUSE_UUID)
+            .map(|v| comma_list(v))
+            .unwrap_or_default(),
+        group_spread: get(vgpu::GROUP_POLICY).is_some_and(|v| v == "spread"),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn a_container_naming_only_memory_takes_one_card_and_others_take_none() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "p", "annotations": {
+                "nvidia.com/use-gputype": "A100,H100", "volcano.sh/vgpu-mode": "hami-core"}},
+            "spec": {"containers": [
+                {"name": "sidecar", "image": "busybox"},
+                {"name": "main", "image": "cuda", "resources": {"limits": {
+                    "volcano.sh/vgpu-memory": "3000", "volcano.sh/vgpu-cores": "30"}}},
+                {"name": "whole", "image": "cuda", "resources": {"limits": {
+                    "volcano.sh/vgpu-number": "2", "volcano.sh/vgpu-memory-percentage": "50"}}}
+            ]}
+        }));
+        let a = ask(&p).unwrap().unwrap();
+        assert_eq!(a.containers, 3);
+        assert_eq!(
+            a.asks,
+            vec![
+                ContainerAsk {
+                    index: 1,
+                    number: 1,
+                    memory: 3000,
+                    percent: None,
+                    cores: 30
+                },
+                ContainerAsk {
+                    index: 2,
+                    number: 2,
+                    memory: 0,
+                    percent: Some(50),
+                    cores: 0
+                },
+            ]
+        );
+        assert_eq!(a.mode.as_deref(), Some("hami-core"));
+        assert_eq!(
+            a.use_types,
+            Some(vec!["A100".to_string(), "H100".to_string()])
+        );
+        let none = pod(serde_json::json!({
+            "metadata": {"name": "q"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}
+        }));
+        assert_eq!(ask(&none).unwrap(), None);
+    }
+
+    #[test]
+    fn a_bad_amount_names_the_container_and_resource() {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "main", "image": "cuda", "resources": {
+                "limits": {"volcano.sh/vgpu-number": "two"}}}]}
+        }));
+        let e = ask(&p).unwrap_err().to_string();
+        assert!(
+            e.starts_with("spec.containers[0].resources.limits[volcano.sh/vgpu-number]"),
+            "{e}"
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! Why something does not fit: a task on a node ([`Unfit`], with [`VolumeUnfit`] for its volume
-//! claims and [`DeviceUnfit`] for its devices, counted per cluster in [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
+//! claims, [`DeviceUnfit`] for its devices and [`GpuUnfit`] for its shared GPUs, counted per cluster in [`FitErrors`]) or a job in a cluster ([`ClusterUnfit`]).
 //!
 //! Each failure says whether evicting running pods could resolve it, as kube-scheduler tells
 //! `Unschedulable` from `UnschedulableAndUnresolvable`: a node short of a resource may fit once
@@ -46,7 +46,7 @@ pub enum Unfit {
     /// The pod's ResourceClaims keep it off the node.
     Device(DeviceUnfit),
     /// The shared GPUs the pod asks for keep it off the node.
-    Gpu(super::gpus::GpuUnfit),
+    Gpu(GpuUnfit),
     /// A plugin's own reason, and whether evicting pods could resolve it.
     Plugin(&'static str, bool),
 }
@@ -186,6 +186,37 @@ impl DeviceUnfit {
             Self::NotAvailable => "resourceclaim not available on the node".into(),
             Self::CannotAllocate => "cannot allocate all claims".into(),
         }
+    }
+}
+
+/// Why a pod's shared GPUs keep it off a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GpuUnfit {
+    /// The configuration does not enable vGPU sharing.
+    Off,
+    /// The node registered no shared GPU (no vGPU device plugin, or its annotation is bad).
+    NotRegistered,
+    /// The node's GPUs lack a free slot, memory or cores for it (evictions may help).
+    NotEnough,
+}
+
+impl GpuUnfit {
+    /// The message, as Volcano's `deviceshare` words the common one.
+    pub fn render(self) -> String {
+        match self {
+            Self::Off => "vGPU sharing is off: the scheduler configuration does not set \
+                          deviceshare.VGPUEnable"
+                .into(),
+            Self::NotRegistered => {
+                "node(s) registered no shared GPU (volcano.sh/node-vgpu-register)".into()
+            }
+            Self::NotEnough => "not enough gpu fitted on this node".into(),
+        }
+    }
+
+    /// Whether evicting pods could resolve it.
+    pub fn resolvable(self) -> bool {
+        self == Self::NotEnough
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use super::fit::Unfit;
+use super::fit::{GpuUnfit, Unfit};
 use crate::cache::Snapshot;
 use crate::hash::HashMap;
 use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants};
@@ -43,37 +43,6 @@ pub struct GpuConfig {
     pub policy: Policy,
     /// `deviceshare.ScheduleWeight`: the node score is the policy's score times this (0: off).
     pub weight: f64,
-}
-
-/// Why a pod's shared GPUs keep it off a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum GpuUnfit {
-    /// The configuration does not enable vGPU sharing.
-    Off,
-    /// The node registered no shared GPU (no vGPU device plugin, or its annotation is bad).
-    NotRegistered,
-    /// The node's GPUs lack a free slot, memory or cores for it (evictions may help).
-    NotEnough,
-}
-
-impl GpuUnfit {
-    /// The message, as Volcano's `deviceshare` words the common one.
-    pub fn render(self) -> String {
-        match self {
-            Self::Off => "vGPU sharing is off: the scheduler configuration does not set \
-                          deviceshare.VGPUEnable"
-                .into(),
-            Self::NotRegistered => {
-                "node(s) registered no shared GPU (volcano.sh/node-vgpu-register)".into()
-            }
-            Self::NotEnough => "not enough gpu fitted on this node".into(),
-        }
-    }
-
-    /// Whether evicting pods could resolve it.
-    pub fn resolvable(self) -> bool {
-        self == Self::NotEnough
-    }
 }
 
 /// What is in use of one GPU.

@@ -45,7 +45,7 @@ pub mod volumes;
 
 pub use affinity::AffinityIndex;
 pub use devices::DeviceState;
-pub use fit::{ClusterUnfit, DeviceUnfit, FitErrors, Room, Unfit, VolumeUnfit};
+pub use fit::{ClusterUnfit, DeviceUnfit, FitErrors, GpuUnfit, Room, Unfit, VolumeUnfit};
 pub use gpus::GpuState;
 pub use hooks::{Dispatch, Hooks};
 pub use plugin::{Invalid, Plugin, Vote};

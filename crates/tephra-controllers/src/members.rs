@@ -58,7 +58,7 @@ pub enum MembersError {
         /// The pod's name.
         pod: String,
         /// What.
-        source: crate::vgpu::AskError,
+        source: Box<crate::vgpu::AskError>,
     },
     /// The pod's requests name more resources than the scheduler can track.
     #[error("pod {pod}: {source}")]
@@ -115,7 +115,7 @@ fn task(pod: &Pod, role: String, group_class: Option<&String>) -> Result<TaskPla
             r.device_claims = crate::dra::pod_claims(pod);
             r.gpus = crate::vgpu::ask(pod).map_err(|source| MembersError::Gpus {
                 pod: name.clone(),
-                source,
+                source: Box::new(source),
             })?;
             r
         },

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use tephra_scheduler::model::vgpu::{
     self, ContainerAsk, GpuAsk, MEMORY, MEMORY_PERCENTAGE, NUMBER, comma_list,
 };
@@ -15,8 +15,10 @@ use tephra_scheduler::quantity::{QuantityError, parse_scaled};
 
 /// A vGPU amount a pod names that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("spec.containers[{container}].resources.{field}[{resource}]: {reason}")]
+#[error("{at}spec.containers[{container}].resources.{field}[{resource}]: {reason}")]
 pub struct AskError {
+    /// Where the pod spec is (`spec.tasks[0].template.`), empty for a pod.
+    pub at: String,
     /// The container's position.
     pub container: usize,
     /// `limits` or `requests`.
@@ -29,6 +31,7 @@ pub struct AskError {
 
 /// One amount of a container: its limit, else (with `request_too`) its request.
 fn amount(
+    at: &str,
     c: &Container,
     index: usize,
     resource: &'static str,
@@ -44,6 +47,7 @@ fn amount(
                 .map_err(|e: QuantityError| e.to_string())
                 .and_then(|v| u64::try_from(v).map_err(|_| "must not be negative".to_string()))
                 .map_err(|reason| AskError {
+                    at: at.to_string(),
                     container: index,
                     field,
                     resource,
@@ -63,24 +67,34 @@ fn amount(
 /// What `pod` asks of shared GPUs; `None` when no container limits `volcano.sh/vgpu-number` or
 /// `volcano.sh/vgpu-memory`.
 pub fn ask(pod: &Pod) -> Result<Option<Arc<GpuAsk>>, AskError> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Ok(None);
-    };
+    match pod.spec.as_ref() {
+        Some(spec) => ask_of(spec, pod.metadata.annotations.as_ref(), ""),
+        None => Ok(None),
+    }
+}
+
+/// [`ask`] of a pod spec with these annotations (a Volcano Job task's template, `at` naming it
+/// as `spec.tasks[0].template.`).
+pub fn ask_of(
+    spec: &PodSpec,
+    annotations: Option<&BTreeMap<String, String>>,
+    at: &str,
+) -> Result<Option<Arc<GpuAsk>>, AskError> {
     let mut asks = Vec::new();
     for (i, c) in spec.containers.iter().enumerate() {
-        let number = amount(c, i, NUMBER, false)?;
-        let memory_limit = amount(c, i, MEMORY, false)?;
+        let number = amount(at, c, i, NUMBER, false)?;
+        let memory_limit = amount(at, c, i, MEMORY, false)?;
         let number = match (number, memory_limit) {
             (Some(n), _) => n,
             (None, Some(_)) => 1,
             (None, None) => continue,
         };
-        let percent = amount(c, i, MEMORY_PERCENTAGE, true)?;
-        let cores = amount(c, i, vgpu::CORES, true)?.unwrap_or(0);
+        let percent = amount(at, c, i, MEMORY_PERCENTAGE, true)?;
+        let cores = amount(at, c, i, vgpu::CORES, true)?.unwrap_or(0);
         asks.push(ContainerAsk {
             index: u32::try_from(i).unwrap_or(u32::MAX),
             number: u32::try_from(number).unwrap_or(u32::MAX),
-            memory: amount(c, i, MEMORY, true)?.unwrap_or(0),
+            memory: amount(at, c, i, MEMORY, true)?.unwrap_or(0),
             percent: percent.map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
             cores: u32::try_from(cores).unwrap_or(u32::MAX),
         });
@@ -88,7 +102,6 @@ pub fn ask(pod: &Pod) -> Result<Option<Arc<GpuAsk>>, AskError> {
     if asks.is_empty() {
         return Ok(None);
     }
-    let annotations = pod.metadata.annotations.as_ref();
     let get = |k: &str| annotations.and_then(|a| a.get(k));
     Ok(Some(Arc::new(GpuAsk {
         containers: u32::try_from(spec.containers.len()).unwrap_or(u32::MAX),
@@ -104,6 +117,36 @@ pub fn ask(pod: &Pod) -> Result<Option<Arc<GpuAsk>>, AskError> {
             .unwrap_or_default(),
         group_spread: get(vgpu::GROUP_POLICY).is_some_and(|v| v == "spread"),
     })))
+}
+
+/// What a pod of one container with these `resources` asks of shared GPUs (the simulator's own
+/// jobs, which name resources rather than containers); `None` when it names neither
+/// `volcano.sh/vgpu-number` nor `volcano.sh/vgpu-memory`. Amounts that do not read count as
+/// absent: the resources were checked as quantities already.
+pub fn ask_of_resources(resources: &[(String, String)]) -> Option<Arc<GpuAsk>> {
+    let get = |k: &str| {
+        resources
+            .iter()
+            .find(|(name, _)| name == k)
+            .and_then(|(_, q)| parse_scaled(q, 1).ok())
+            .and_then(|v| u64::try_from(v).ok())
+    };
+    let number = match (get(NUMBER), get(MEMORY)) {
+        (Some(n), _) => n,
+        (None, Some(_)) => 1,
+        (None, None) => return None,
+    };
+    Some(Arc::new(GpuAsk {
+        containers: 1,
+        asks: vec![ContainerAsk {
+            index: 0,
+            number: u32::try_from(number).unwrap_or(u32::MAX),
+            memory: get(MEMORY).unwrap_or(0),
+            percent: get(MEMORY_PERCENTAGE).map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+            cores: u32::try_from(get(vgpu::CORES).unwrap_or(0)).unwrap_or(u32::MAX),
+        }],
+        ..GpuAsk::default()
+    }))
 }
 
 #[cfg(test)]

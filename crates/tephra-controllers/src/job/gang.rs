@@ -59,6 +59,9 @@ pub enum JobError {
     /// A resource amount in a task's pod template is not a quantity, or is negative.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// A shared-GPU amount of a task's template cannot be read.
+    #[error(transparent)]
+    Gpus(Box<crate::vgpu::AskError>),
     /// The tasks' replicas sum past int32, which Kubernetes counts them in (a PodGroup's
     /// minMember is an int32).
     #[error("spec.tasks: the replicas sum to {total}, more than int32 holds")]
@@ -256,7 +259,17 @@ pub fn plan(job: &Job) -> Result<GangPlan, JobError> {
             node_selector: pod.node_selector.clone().unwrap_or_default(),
             affinity: pod::node_affinity(&pod, &at)?,
             tolerations: pod::tolerations(&pod, &at)?,
-            rules: pod::rules(&pod, &labels, &at)?,
+            rules: {
+                let mut r = pod::rules(&pod, &labels, &at)?;
+                let annotations = t
+                    .template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.annotations.as_ref());
+                r.gpus = crate::vgpu::ask_of(&pod, annotations, &format!("{at}."))
+                    .map_err(|e| JobError::Gpus(Box::new(e)))?;
+                r
+            },
             name,
             replicas,
             min_available: min,

@@ -82,11 +82,8 @@ fn nodes(cluster: &ClusterDef, pool: &NodePool) -> Vec<NodeSpec> {
             name: objects::node_name(cluster, pool, i),
             labels: objects::node_labels(cluster, pool, i),
             taints: pool.taints.iter().map(taint).collect(),
-            capacity: pool
-                .capacity
-                .iter()
-                .map(|(k, q)| (k.clone(), q.0.clone()))
-                .collect(),
+            capacity: objects::pool_capacity(pool),
+            annotations: objects::node_annotations(cluster, pool, i),
         })
         .collect()
 }

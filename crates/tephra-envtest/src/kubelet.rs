@@ -255,7 +255,7 @@ impl Drop for Kubelets {
 async fn register(client: &kube::Client, spec: &NodeSpec) -> Result<(), Error> {
     let mut node = json!({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": spec.name, "labels": labels_of(spec)},
+        "metadata": {"name": spec.name, "labels": labels_of(spec), "annotations": spec.annotations},
         "spec": {},
         "status": {
             "capacity": spec.capacity, "allocatable": spec.capacity,

@@ -35,6 +35,7 @@ pub mod admission;
 mod mounts;
 mod nodes;
 mod prepare;
+mod vgpu;
 
 pub use admission::pod_requests;
 use admission::{HostPort, NodeFacts};
@@ -76,6 +77,8 @@ pub struct NodeSpec {
     pub taints: Vec<Value>,
     /// Capacity (also the allocatable), as quantities.
     pub capacity: BTreeMap<String, String>,
+    /// Annotations (a device plugin's registration).
+    pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Default)]
@@ -92,6 +95,8 @@ struct State {
     running: HashMap<String, (String, HashMap<String, i128>)>,
     /// The host ports of admitted, not finished pods: uid → (node, ports).
     ports: HashMap<String, (String, Vec<HostPort>)>,
+    /// The shared GPUs of admitted, not finished pods: uid → (node, GPUs).
+    gpus: HashMap<String, (String, Vec<vgpu::Held>)>,
     /// The sum of `running`'s requests per node name, kept with it by `admit` and `release`
     /// (admission reads it for every pod, so it must not walk every running pod).
     used: HashMap<String, HashMap<String, i128>>,
@@ -121,6 +126,16 @@ impl State {
             self.take_off(&node, &requests);
         }
         self.ports.remove(uid);
+        self.gpus.remove(uid);
+    }
+
+    /// The shared GPUs the admitted pods of `node` hold.
+    fn gpus_on(&self, node: &str) -> Vec<vgpu::Held> {
+        self.gpus
+            .values()
+            .filter(|(n, _)| n == node)
+            .flat_map(|(_, g)| g.iter().cloned())
+            .collect()
     }
 
     /// The host ports the admitted pods of `node` hold.
@@ -396,6 +411,11 @@ impl Kubelet {
             Some(f) => admission::admit(v, &requests, &node, f, &used, &ports),
             None => Ok(()),
         };
+        // The device plugin's Allocate, for a pod that asks for shared GPUs.
+        let verdict = verdict.and_then(|()| {
+            let node_obj = crate::kubelet_proxy::node(&self.api, &node);
+            vgpu::allocate(v, &node, node_obj.as_ref(), &st.gpus_on(&node))
+        });
         match verdict {
             Err(refusal) => {
                 drop(st);
@@ -420,7 +440,7 @@ impl Kubelet {
                     ),
                 );
             }
-            Ok(()) => {
+            Ok(gpus) => {
                 let ip = st.nodes.get_mut(&node).map(|n| {
                     n.next_ip += 1;
                     format!(
@@ -433,6 +453,9 @@ impl Kubelet {
                 let held = admission::host_ports(v);
                 if !held.is_empty() {
                     st.ports.insert(uid.clone(), (node.clone(), held));
+                }
+                if !gpus.is_empty() {
+                    st.gpus.insert(uid.clone(), (node.clone(), gpus));
                 }
                 st.admit(uid.clone(), node, requests);
                 drop(st);

@@ -82,7 +82,7 @@ impl Kubelet {
             .or_insert_with(|| "amd64".into());
         let index = self.api.store.count("/nodes");
         let node = json!({
-            "metadata": {"name": spec.name, "labels": labels},
+            "metadata": {"name": spec.name, "labels": labels, "annotations": spec.annotations},
             "spec": {"taints": spec.taints},
             "status": {
                 "capacity": spec.capacity,

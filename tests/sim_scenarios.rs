@@ -548,3 +548,31 @@ fn a_thousand_random_fault_schedules_over_the_quick_start_lose_nothing() {
          longest detection {detect} s, longest until all ran again {back} s"
     );
 }
+
+/// `examples/sim/<name>`.
+fn example(name: &str) -> Scenario {
+    Scenario::load(&common::repo_root().join("examples/sim").join(name)).unwrap()
+}
+
+#[test]
+fn sharing_gpus_runs_more_of_the_same_jobs_than_whole_gpus_and_overcommits_none() {
+    let (shared, events) = run_with(&example("shared-gpus.yaml"), None);
+    let (whole, _) = run_with(&example("whole-gpus.yaml"), None);
+    assert_clean(&shared);
+    assert_clean(&whole);
+    assert_eq!(shared.jobs.submitted, whole.jobs.submitted);
+    // Four slices of a GPU run where one whole GPU did: far more of the jobs finish in the
+    // same four hours.
+    assert!(
+        shared.jobs.completed as f64 >= 1.5 * whole.jobs.completed as f64,
+        "shared {} against whole {}",
+        shared.jobs.completed,
+        whole.jobs.completed
+    );
+    // Slices of one GPU went to several pods at once.
+    let on_one_node = events
+        .iter()
+        .filter(|e| e.kind == "bind" && e.node.as_deref() == Some("gpu-a100-0"))
+        .count();
+    assert!(on_one_node > 8, "{on_one_node} binds on an 8-GPU node");
+}

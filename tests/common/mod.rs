@@ -73,9 +73,10 @@ pub fn assert_clean(r: &tephra_sim::Report) {
             i.node_overcommits,
             i.partial_gangs,
             i.gangs_split_across_clusters,
-            i.policy_violations
+            i.policy_violations,
+            i.gpu_overcommits
         ),
-        (0, 0, 0, 0),
+        (0, 0, 0, 0, 0),
         "checker found violations: {:?}",
         r.violations
     );

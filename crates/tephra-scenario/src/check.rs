@@ -421,6 +421,28 @@ fn check_cluster_objects(i: usize, c: &super::defs::ClusterDef) -> Result<(), St
                 ));
             }
         }
+        if let Some(v) = &pool.vgpus {
+            for (field, zero) in [
+                ("count", v.count == 0),
+                ("memory", v.memory == 0),
+                ("split", v.split == 0),
+            ] {
+                if zero {
+                    return Err(format!(
+                        "{at}.nodePools[{p}] ({}).vgpus.{field}: must be at least 1",
+                        pool.name
+                    ));
+                }
+            }
+            if !v.model.contains(tephra_scheduler::model::vgpu::VENDOR)
+                || v.model.contains([',', ':'])
+            {
+                return Err(format!(
+                    "{at}.nodePools[{p}] ({}).vgpus.model: {:?} must name NVIDIA and hold no ',' or ':' (the device plugin writes NVIDIA-<model>)",
+                    pool.name, v.model
+                ));
+            }
+        }
         if let Some(d) = &pool.devices {
             if d.count == 0 {
                 return Err(format!(

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use tephra_scheduler::model::vgpu;
+
 use super::defs::{ClusterDef, NodePool};
 
 /// The name of node `i` of `pool` in `cluster`.
@@ -28,6 +30,60 @@ pub fn node_labels(cluster: &ClusterDef, pool: &NodePool, i: usize) -> BTreeMap<
     }
     labels.insert("kubernetes.io/hostname".into(), node_name(cluster, pool, i));
     labels
+}
+
+/// The shared GPUs node `i` of `pool` registers, as Volcano's vGPU device plugin registers them
+/// (`GPU-<node>-<k>`); none for a pool without `vgpus`.
+pub fn node_gpus(cluster: &ClusterDef, pool: &NodePool, i: usize) -> Vec<vgpu::Gpu> {
+    let Some(v) = &pool.vgpus else {
+        return Vec::new();
+    };
+    let node = node_name(cluster, pool, i);
+    (0..v.count)
+        .map(|k| vgpu::Gpu {
+            uuid: format!("GPU-{node}-{k}"),
+            split: v.split,
+            memory: v.memory,
+            model: v.model.clone(),
+            healthy: true,
+            mig: false,
+        })
+        .collect()
+}
+
+/// The annotations of node `i` of `pool`: its shared GPUs' registration, if it has any.
+pub fn node_annotations(
+    cluster: &ClusterDef,
+    pool: &NodePool,
+    i: usize,
+) -> BTreeMap<String, String> {
+    let gpus = node_gpus(cluster, pool, i);
+    if gpus.is_empty() {
+        return BTreeMap::new();
+    }
+    BTreeMap::from([(vgpu::REGISTER.to_string(), vgpu::encode_register(&gpus))])
+}
+
+/// The capacity of each node of `pool`: its own, plus, with `vgpus`, the three resources the
+/// vGPU device plugin offers (GPUs × split, their memory, 100 cores each) unless it names them.
+pub fn pool_capacity(pool: &NodePool) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = pool
+        .capacity
+        .iter()
+        .map(|(k, q)| (k.clone(), q.0.clone()))
+        .collect();
+    if let Some(v) = &pool.vgpus {
+        let count = v.count as u64;
+        for (name, amount) in [
+            (vgpu::NUMBER, count * u64::from(v.split)),
+            (vgpu::MEMORY, count * v.memory),
+            (vgpu::CORES, count * u64::from(vgpu::FULL_CORES)),
+        ] {
+            out.entry(name.to_string())
+                .or_insert_with(|| amount.to_string());
+        }
+    }
+    out
 }
 
 /// The HyperNodes of a cluster's `topology`: tier 1 over every `size` nodes (in pool order),

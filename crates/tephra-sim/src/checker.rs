@@ -1,7 +1,8 @@
 //! An independent checker. It does not use the scheduler's model: it keeps its own account of
 //! every node's capacity and usage from the scenario and the simulated events, and validates
-//! every bind against it: node capacity, gang atomicity, one cluster per gang unless
-//! splittable, and the job's cluster eligibility (policy, taints, health).
+//! every bind against it: node capacity (and each shared GPU's pods, memory and cores), gang
+//! atomicity, one cluster per gang unless splittable, and the job's cluster eligibility
+//! (policy, taints, health).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,6 +13,9 @@ use tephra_scheduler::quantity::parse_scaled;
 
 /// A node: (cluster, node).
 pub type NodeKey = (String, String);
+
+/// One shared GPU a pod holds: (uuid, MiB, cores).
+pub type GpuSlice = (String, u64, u32);
 
 /// One bind as the checker sees it.
 #[derive(Clone, Debug)]
@@ -26,6 +30,8 @@ pub struct CheckBind {
     pub node: String,
     /// The pod's requests, as (resource, quantity).
     pub request: crate::workload::Request,
+    /// The shared GPUs it was bound with: (uuid, MiB, cores).
+    pub gpus: Vec<GpuSlice>,
 }
 
 /// Violations counted.
@@ -39,6 +45,9 @@ pub struct Invariants {
     pub gangs_split_across_clusters: u64,
     /// Binds onto a cluster the job may not use (policy, taints, health).
     pub policy_violations: u64,
+    /// Binds that made a shared GPU hold more pods than its split count, more memory than it
+    /// has or more than all of its cores, or named a GPU its node does not have.
+    pub gpu_overcommits: u64,
 }
 
 /// A cluster as the checker knows it.
@@ -76,6 +85,12 @@ pub struct Checker {
     clusters: BTreeMap<String, CheckCluster>,
     jobs: Map<String, CheckJob>,
     pod_req: Map<String, (NodeKey, BTreeMap<String, i64>)>,
+    /// Each node's shared GPUs: uuid → (split, MiB).
+    gpus: Map<NodeKey, BTreeMap<String, (u32, u64)>>,
+    /// What is in use of each shared GPU: (node, uuid) → (pods, MiB, cores).
+    gpus_used: Map<(NodeKey, String), (u32, u64, u32)>,
+    /// The shared GPUs each bound pod holds.
+    pod_gpus: Map<String, (NodeKey, Vec<GpuSlice>)>,
     /// Counts.
     pub invariants: Invariants,
     /// The first few violations, described.
@@ -215,6 +230,49 @@ impl Checker {
         Ok(())
     }
 
+    /// Registers a node's shared GPUs: (uuid, split, MiB).
+    pub fn node_gpus(&mut self, cluster: &str, node: &str, gpus: &[(String, u32, u64)]) {
+        let key = (cluster.to_string(), node.to_string());
+        self.gpus.insert(
+            key,
+            gpus.iter().map(|(u, s, m)| (u.clone(), (*s, *m))).collect(),
+        );
+    }
+
+    /// Accounts for the shared GPUs `pod` was bound with on `key`, counting a violation where
+    /// a GPU would hold more than it has.
+    fn take_gpus(&mut self, pod: &str, key: &NodeKey, gpus: &[GpuSlice]) {
+        for (uuid, mib, cores) in gpus {
+            let Some(&(split, memory)) = self.gpus.get(key).and_then(|g| g.get(uuid)) else {
+                self.invariants.gpu_overcommits += 1;
+                self.violation(format!(
+                    "pod {pod} bound to GPU {uuid}, which node {}/{} does not have",
+                    key.0, key.1
+                ));
+                continue;
+            };
+            let u = self
+                .gpus_used
+                .entry((key.clone(), uuid.clone()))
+                .or_default();
+            u.0 += 1;
+            u.1 += mib;
+            u.2 += cores;
+            let used = *u;
+            if used.0 > split || used.1 > memory || used.2 > 100 {
+                self.invariants.gpu_overcommits += 1;
+                self.violation(format!(
+                    "GPU {uuid} of {}/{} holds {} pod(s) of {split}, {} of {memory} MiB, {} of 100 cores after binding {pod}",
+                    key.0, key.1, used.0, used.1, used.2
+                ));
+            }
+        }
+        if !gpus.is_empty() {
+            self.pod_gpus
+                .insert(pod.to_string(), (key.clone(), gpus.to_vec()));
+        }
+    }
+
     /// Checks one session's binds: (job, pod, cluster, node, request).
     pub fn binds(&mut self, binds: &[CheckBind]) {
         let mut by_job: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -246,6 +304,7 @@ impl Checker {
                     cluster,
                     node,
                     request: req,
+                    gpus,
                     ..
                 } = &binds[i];
                 clusters.insert(cluster.clone());
@@ -285,6 +344,7 @@ impl Checker {
                         "node {cluster}/{node} over capacity on {over:?} after binding {pod}"
                     ));
                 }
+                self.take_gpus(pod, &key, gpus);
                 self.pod_req.insert(pod.clone(), (key, req));
                 if let Some(j) = self.jobs.get_mut(job) {
                     j.placed.insert(pod.clone(), cluster.clone());
@@ -301,6 +361,15 @@ impl Checker {
 
     /// A pod stopped holding its node: it finished (`finished`) or was evicted.
     pub fn released(&mut self, job: &str, pod: &str, finished: bool) {
+        if let Some((key, gpus)) = self.pod_gpus.remove(pod) {
+            for (uuid, mib, cores) in gpus {
+                if let Some(u) = self.gpus_used.get_mut(&(key.clone(), uuid)) {
+                    u.0 = u.0.saturating_sub(1);
+                    u.1 = u.1.saturating_sub(mib);
+                    u.2 = u.2.saturating_sub(cores);
+                }
+            }
+        }
         if let Some((key, req)) = self.pod_req.remove(pod)
             && let Some(used) = self.used.get_mut(&key)
         {

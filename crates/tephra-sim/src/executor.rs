@@ -60,6 +60,7 @@ impl Sim {
             }
             p.state = PodState::Bound;
             p.node = Some((b.cluster.clone(), b.node.clone()));
+            p.grants = b.gpus.clone();
             let generation = p.generation;
             checks.push(CheckBind {
                 job: b.job.clone(),
@@ -67,6 +68,12 @@ impl Sim {
                 cluster: b.cluster.clone(),
                 node: b.node.clone(),
                 request: p.request.clone(),
+                gpus: b
+                    .gpus
+                    .iter()
+                    .flat_map(|g| g.all())
+                    .map(|g| (g.uuid.clone(), g.memory, g.cores))
+                    .collect(),
             });
             let queue = self
                 .flight

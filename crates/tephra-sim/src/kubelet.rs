@@ -200,6 +200,7 @@ impl InFlight {
             return Ok(None);
         };
         let node = p.node.take().unwrap_or_default();
+        p.grants = None;
         let was_running = p.state == PodState::Running
             || (p.state == PodState::Releasing && p.releasing_from == PodState::Running);
         let (gpus, cpu, ran) = (p.gpus, p.cpu_milli, now - p.started_ms);

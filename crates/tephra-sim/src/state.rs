@@ -52,6 +52,8 @@ pub(crate) struct PodRt {
     /// The state a Releasing pod was in when evicted.
     pub(crate) releasing_from: PodState,
     pub(crate) node: Option<(String, String)>,
+    /// The shared GPUs it was bound with, while it holds its node.
+    pub(crate) grants: Option<Arc<tephra_scheduler::model::vgpu::Grants>>,
     pub(crate) generation: u32,
     pub(crate) started_ms: i64,
     pub(crate) gpus: i64,
@@ -142,7 +144,7 @@ impl InFlight {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         let group = self.jobs.get(&p.job).map(|j| j.group.name.clone());
         let spec = PodSpec {
-            gpus: None,
+            gpus: p.grants.clone().filter(|_| p.node.is_some()),
             namespace: ns.to_string(),
             name: name.to_string(),
             group,
@@ -210,6 +212,7 @@ impl InFlight {
                 state: PodState::Pending,
                 releasing_from: PodState::Pending,
                 node: None,
+                grants: None,
                 generation: 0,
                 started_ms: 0,
             },

@@ -140,6 +140,12 @@ impl Fleet {
         capacity: Vec<(String, String)>,
     ) -> Result<(), SimError> {
         ctx.checker.node(&spec.cluster, &spec.name, &capacity);
+        let gpus: Vec<(String, u32, u64)> = spec
+            .gpus
+            .iter()
+            .map(|g| (g.uuid.clone(), g.split, g.memory))
+            .collect();
+        ctx.checker.node_gpus(&spec.cluster, &spec.name, &gpus);
         ctx.stats.capacity(
             &spec.cluster,
             scaled(&capacity, "nvidia.com/gpu"),
@@ -171,11 +177,8 @@ impl Fleet {
                 .collect();
             self.add_cluster(ctx, cluster)?;
             for pool in &c.node_pools {
-                let capacity: Vec<(String, String)> = pool
-                    .capacity
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.0.clone()))
-                    .collect();
+                let capacity: Vec<(String, String)> =
+                    objects::pool_capacity(pool).into_iter().collect();
                 let alloc =
                     resources_of(&mut ctx.cache, &capacity).map_err(build_err(&s.source))?;
                 let taints: Vec<Taint> = pool
@@ -191,7 +194,7 @@ impl Fleet {
                     self.add_node(
                         ctx,
                         NodeSpec {
-                            gpus: Default::default(),
+                            gpus: objects::node_gpus(c, pool, i).into(),
                             name: objects::node_name(c, pool, i),
                             cluster: c.name.clone(),
                             labels: objects::node_labels(c, pool, i),

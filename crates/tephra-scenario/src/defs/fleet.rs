@@ -139,6 +139,31 @@ pub struct PoolDevicesDef {
     pub capacity: BTreeMap<String, crate::values::Qty>,
 }
 
+/// GPUs shared through Volcano's vGPU device plugin on every node of a pool: the node registers
+/// them (`volcano.sh/node-vgpu-register`) and offers the plugin's three resources.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolVGpusDef {
+    /// GPUs per node.
+    pub count: usize,
+    /// Memory of each, in MiB.
+    pub memory: u64,
+    /// How many pods may share one (the plugin's split count).
+    #[serde(default = "ten")]
+    pub split: u32,
+    /// The GPU type the plugin registers (`NVIDIA-` and the model).
+    #[serde(default = "a100")]
+    pub model: String,
+}
+
+fn ten() -> u32 {
+    10
+}
+
+fn a100() -> String {
+    "NVIDIA-A100-SXM4-80GB".into()
+}
+
 /// A taint.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,6 +230,9 @@ pub struct NodePool {
     /// A DRA driver's devices on each node.
     #[serde(default)]
     pub devices: Option<PoolDevicesDef>,
+    /// GPUs shared through Volcano's vGPU device plugin on each node.
+    #[serde(default)]
+    pub vgpus: Option<PoolVGpusDef>,
 }
 
 /// A fleet from a trace's node list.

@@ -167,6 +167,7 @@ impl Book {
                 continue;
             };
             let node = p.node.take().unwrap_or_default();
+            p.grants = None;
             let running = p.state == PodState::Running;
             // A finished pod moves too: the copy starts over elsewhere, whole.
             let finished = p.state == PodState::Done;

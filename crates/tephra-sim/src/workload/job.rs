@@ -123,7 +123,10 @@ impl SimJob {
                     preemptable: true,
                     namespace: self.namespace.clone(),
                     priority_class: None,
-                    rules: Default::default(),
+                    rules: tephra_scheduler::model::PodRules {
+                        gpus: tephra_controllers::vgpu::ask_of_resources(&t.request),
+                        ..Default::default()
+                    },
                 }),
                 replicas: t.replicas,
                 min_available: t.min,

@@ -166,6 +166,23 @@ pub struct ClusterView {
     /// Its nodes by class: by GPU product (`nvidia.com/gpu.product`), else by the extended
     /// resources they offer, else `cpu`.
     pub node_classes: Vec<NodeClassView>,
+    /// Nodes with shared GPUs, by name.
+    pub shared_gpus: Vec<SharedGpuView>,
+}
+
+/// One node's shared GPUs (Volcano's vGPU) and what pods hold of them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SharedGpuView {
+    /// The node.
+    pub node: String,
+    /// Its shared GPUs.
+    pub gpus: u32,
+    /// Their memory in all, in MiB.
+    pub memory: u64,
+    /// The memory pods hold of them, in MiB.
+    pub used_memory: u64,
+    /// The slices pods hold (one per pod and GPU).
+    pub slices: u32,
 }
 
 /// Nodes of one class in a cluster.
@@ -179,6 +196,19 @@ pub struct NodeClassView {
     pub allocatable: BTreeMap<String, String>,
     /// Held, per resource.
     pub allocated: BTreeMap<String, String>,
+}
+
+/// What pods hold of node `n`'s shared GPUs: (MiB, slices).
+fn n_id_use(
+    gpu_use: &BTreeMap<tephra_scheduler::model::Id, (u64, u32)>,
+    world: &World,
+    n: &tephra_scheduler::model::Node,
+) -> (u64, u32) {
+    world
+        .node_id(&n.spec.cluster, &n.spec.name)
+        .and_then(|id| gpu_use.get(&id))
+        .copied()
+        .unwrap_or_default()
 }
 
 /// A node's class (see [`ClusterView::node_classes`]).
@@ -406,10 +436,22 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             q
         })
         .collect();
+    // What pods hold of each node's shared GPUs: node slot → (MiB, slices).
+    let mut gpu_use: BTreeMap<tephra_scheduler::model::Id, (u64, u32)> = BTreeMap::new();
+    for t in world.gpu_users.iter().filter_map(|&t| world.tasks.get(t)) {
+        if let (Some(node), Some(g), true) = (t.node, &t.spec.gpus, t.spec.status.holds_node()) {
+            let u = gpu_use.entry(node).or_default();
+            for grant in g.all() {
+                u.0 += grant.memory;
+                u.1 += 1;
+            }
+        }
+    }
     let mut clusters: Vec<ClusterView> = world
         .clusters
         .iter()
         .map(|(id, c)| {
+            let mut shared_gpus = Vec::new();
             let (mut alloc, mut used) = (Resources::ZERO, Resources::ZERO);
             let (mut nodes, mut ready_nodes) = (0, 0);
             let mut classes: BTreeMap<String, (u32, Resources, Resources)> = BTreeMap::new();
@@ -426,6 +468,16 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                 }
                 alloc.add(&n.allocatable());
                 used.add(&n.used);
+                if !n.spec.gpus.is_empty() {
+                    let (used_memory, slices) = n_id_use(&gpu_use, world, n);
+                    shared_gpus.push(SharedGpuView {
+                        node: n.spec.name.clone(),
+                        gpus: u32::try_from(n.spec.gpus.len()).unwrap_or(u32::MAX),
+                        memory: n.spec.gpus.iter().map(|g| g.memory).sum(),
+                        used_memory,
+                        slices,
+                    });
+                }
                 let class = classes.entry(node_class(world, n)).or_default();
                 class.0 += 1;
                 class.1.add(&n.allocatable());
@@ -477,6 +529,10 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                         allocated: quantities(world, &u),
                     })
                     .collect(),
+                shared_gpus: {
+                    shared_gpus.sort_by(|a, b| a.node.cmp(&b.node));
+                    shared_gpus
+                },
             }
         })
         .collect();

@@ -65,6 +65,8 @@ pub struct Metrics {
     pub cluster_allocatable: GaugeVec,
     /// `tephra_cluster_allocated{cluster,resource}`.
     pub cluster_allocated: GaugeVec,
+    /// Volcano's `volcano_vgpu_device_*` gauges: each shared GPU's use.
+    pub vgpu: VgpuMetrics,
     /// `tephra_session_phase_duration_milliseconds{phase}`.
     pub phase: HistogramVec,
     /// `tephra_executor_queue_depth`.
@@ -173,6 +175,83 @@ impl ResourceGauges {
     fn remove(&self, queue: &str) {
         let _ = self.milli_cpu.remove_label_values(&[queue]);
         let _ = self.memory.remove_label_values(&[queue]);
+    }
+}
+
+/// Volcano's vGPU gauges, by GPU (`devID`, its UUID) and node (`NodeName`), and by pod
+/// (`podName`) for what one pod holds of a GPU; refilled from the cache after each session.
+#[derive(Clone)]
+pub struct VgpuMetrics {
+    /// `volcano_vgpu_device_shared_number`: pods sharing the GPU.
+    pub shared_number: GaugeVec,
+    /// `volcano_vgpu_device_allocated_memory`: MiB given out.
+    pub allocated_memory: GaugeVec,
+    /// `volcano_vgpu_device_allocated_cores`: percent of its cores given out.
+    pub allocated_cores: GaugeVec,
+    /// `volcano_vgpu_device_memory_limit`: its MiB.
+    pub memory_limit: GaugeVec,
+    /// `volcano_vgpu_device_memory_allocation_for_a_certain_pod`.
+    pub pod_memory: GaugeVec,
+    /// `volcano_vgpu_device_core_allocation_for_a_certain_pod`.
+    pub pod_cores: GaugeVec,
+}
+
+impl VgpuMetrics {
+    fn new(r: &Names) -> Result<Self, prometheus::Error> {
+        let device = ["devID", "NodeName"];
+        let pod = ["devID", "NodeName", "podName"];
+        Ok(Self {
+            shared_number: gauge_vec(
+                r,
+                "volcano_vgpu_device_shared_number",
+                "The number of pods sharing this shared GPU",
+                &device,
+            )?,
+            allocated_memory: gauge_vec(
+                r,
+                "volcano_vgpu_device_allocated_memory",
+                "The memory (MiB) given out on this shared GPU",
+                &device,
+            )?,
+            allocated_cores: gauge_vec(
+                r,
+                "volcano_vgpu_device_allocated_cores",
+                "The percentage of this shared GPU's cores given out",
+                &device,
+            )?,
+            memory_limit: gauge_vec(
+                r,
+                "volcano_vgpu_device_memory_limit",
+                "The memory (MiB) of this shared GPU",
+                &device,
+            )?,
+            pod_memory: gauge_vec(
+                r,
+                "volcano_vgpu_device_memory_allocation_for_a_certain_pod",
+                "The memory (MiB) one pod holds of this shared GPU",
+                &pod,
+            )?,
+            pod_cores: gauge_vec(
+                r,
+                "volcano_vgpu_device_core_allocation_for_a_certain_pod",
+                "The percentage of this shared GPU's cores one pod holds",
+                &pod,
+            )?,
+        })
+    }
+
+    /// Drops every series (before they are set again).
+    pub fn reset(&self) {
+        for g in [
+            &self.shared_number,
+            &self.allocated_memory,
+            &self.allocated_cores,
+            &self.memory_limit,
+            &self.pod_memory,
+            &self.pod_cores,
+        ] {
+            g.reset();
+        }
     }
 }
 
@@ -391,6 +470,7 @@ impl Metrics {
                 "Requests held on a member cluster (cpu in millicores, memory in bytes)",
                 &["cluster", "resource"],
             )?,
+            vgpu: VgpuMetrics::new(&r)?,
             phase: histogram_vec(
                 &r,
                 "tephra_session_phase_duration_milliseconds",

@@ -139,4 +139,55 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
                 .set(v);
         }
     }
+    vgpu(m, world);
+}
+
+/// Volcano's vGPU gauges from the cache: each registered GPU's memory, and what the pods that
+/// hold its node were given of it.
+fn vgpu(m: &Metrics, world: &World) {
+    let v = &m.vgpu;
+    v.reset();
+    for (_, n) in world.nodes.iter() {
+        for g in n.spec.gpus.iter() {
+            let at = [g.uuid.as_str(), n.spec.name.as_str()];
+            v.memory_limit.with_label_values(&at).set(g.memory as f64);
+            v.shared_number.with_label_values(&at).set(0.0);
+            v.allocated_memory.with_label_values(&at).set(0.0);
+            v.allocated_cores.with_label_values(&at).set(0.0);
+        }
+    }
+    for &t in &world.gpu_users {
+        let Some(task) = world.tasks.get(t) else {
+            continue;
+        };
+        let (Some(node), Some(grants)) = (
+            task.node.and_then(|n| world.nodes.get(n)),
+            task.spec.gpus.as_ref(),
+        ) else {
+            continue;
+        };
+        if !task.spec.status.holds_node() {
+            continue;
+        }
+        for g in grants.all() {
+            let Some(gpu) = node.spec.gpus.iter().find(|r| g.uuid.contains(&r.uuid)) else {
+                continue;
+            };
+            let at = [gpu.uuid.as_str(), node.spec.name.as_str()];
+            v.shared_number.with_label_values(&at).inc();
+            v.allocated_memory
+                .with_label_values(&at)
+                .add(g.memory as f64);
+            v.allocated_cores
+                .with_label_values(&at)
+                .add(f64::from(g.cores));
+            let pod = [
+                gpu.uuid.as_str(),
+                node.spec.name.as_str(),
+                task.spec.name.as_str(),
+            ];
+            v.pod_memory.with_label_values(&pod).add(g.memory as f64);
+            v.pod_cores.with_label_values(&pod).add(f64::from(g.cores));
+        }
+    }
 }

@@ -112,6 +112,33 @@ async fn slices_are_bound_with_the_annotations_the_device_plugin_reads(backend: 
     }
     gpus.sort();
     assert_eq!(gpus, vec!["GPU-a".to_string(), "GPU-b".to_string()]);
+    // The UI shows what the node's GPUs hold, and the metrics each GPU's, under Volcano's names.
+    let addr = sched.metrics_addr.expect("listens");
+    eventually(20, "the UI shows the node's GPU memory held", || async {
+        let (_, body) = http_get(addr, "/ui/api/v1/fleet").await;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let g = &v["clusters"][0]["shared_gpus"][0];
+        let shown = g["node"] == "g"
+            && g["used_memory"] == 20000
+            && g["memory"] == 32000
+            && g["slices"] == 2;
+        shown.then_some(())
+    })
+    .await;
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    for (name, value) in [
+        ("volcano_vgpu_device_allocated_memory", "10000"),
+        ("volcano_vgpu_device_memory_limit", "16000"),
+        ("volcano_vgpu_device_shared_number", "1"),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(name)
+                && l.contains("devID=\"GPU-a\"")
+                && l.contains("NodeName=\"g\"")
+                && l.ends_with(&format!(" {value}"))),
+            "{name} of GPU-a is {value}:\n{metrics}"
+        );
+    }
     let waiting = ["s0", "s1", "s2"]
         .into_iter()
         .find(|n| !bound.contains_key(*n))

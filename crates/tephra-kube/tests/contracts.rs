@@ -522,4 +522,71 @@ mod devices {
         assert!(message.contains("cannot allocate all claims"), "{message}");
         sched.stop().await;
     }
+
+    on_both!(
+        a_gang_sharing_one_claim_allocates_it_once_and_runs_with_its_device,
+        shared_claim
+    );
+    async fn shared_claim(backend: Backend) {
+        logs();
+        let nodes = vec![node("n0", "8", 0), node("n1", "8", 0)];
+        let Some(cl) = cluster_on(backend, nodes).await else {
+            return;
+        };
+        let c = cl.client.clone();
+        create(&c, "DeviceClass", "deviceclasses", false, json!({"apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})).await;
+        create(
+            &c,
+            "ResourceClaim",
+            "resourceclaims",
+            true,
+            json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "shared"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com"}}]}}}),
+        )
+        .await;
+        gpus(&c, "n1", 1, "h100").await;
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        // Three pods of one gang name the same claim: one device, allocated once, the pods
+        // on its node, each reserving it (a second allocation would be refused).
+        let claim = json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]});
+        gang_with(&c, "infer", 3, 3, claim).await;
+        eventually(60, "the gang bound with the shared claim", || async {
+            let bound = nodes_of(&c, "default", "infer-").await;
+            (bound.len() == 3 && bound.values().all(|n| n.as_deref() == Some("n1"))).then_some(())
+        })
+        .await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let rc = claims.get("shared").await.unwrap();
+        let s = rc.status.unwrap();
+        let results = s.allocation.unwrap().devices.unwrap().results.unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].pool, "n1");
+        assert_eq!(s.reserved_for.unwrap_or_default().len(), 3);
+        // Bound at the first try: no write of the gang was refused on the way.
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(c.clone());
+        let failed: Vec<String> = events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("FailedScheduling")
+                    && e.involved_object
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("infer-"))
+            })
+            .filter_map(|e| e.message)
+            .collect();
+        assert!(failed.is_empty(), "{failed:?}");
+        sched.stop().await;
+    }
 }

@@ -503,6 +503,13 @@ impl Planner {
                 then.push(w);
             }
         }
+        // A claim the gang's pods share is allocated by one step and reserved by the others:
+        // the allocation goes first.
+        for w in held.values_mut() {
+            if let Write::PreBind { devices, .. } = w {
+                devices.sort_by_key(|d| d.allocation.is_none());
+            }
+        }
         out.extend(held.into_values());
         for e in &d.evictions {
             let (namespace, name) = split(&e.task);

@@ -616,8 +616,10 @@ impl DeviceState {
         }
     }
 
-    /// What must be written before `task` is bound to `node`: each of its claims allocated in
-    /// this session (with the allocation), and each allocated earlier but not reserved for it.
+    /// What must be written before `task` is bound to `node`: each claim this session allocated
+    /// placing it (with the allocation), and each of its other claims not reserved for it yet.
+    /// A claim several pods share is allocated once, by the pod whose placement allocated it;
+    /// the others only reserve it (a second allocation would be refused as a conflict).
     pub fn prebind(&self, snap: &Snapshot, task: Id, node: Id) -> Vec<DeviceBind> {
         let (Some(t), Some(n)) = (snap.tasks.get(task), snap.nodes.get(node)) else {
             return Vec::new();
@@ -630,7 +632,12 @@ impl DeviceState {
         for pc in &shape.rules.device_claims {
             let Some(name) = &pc.claim else { continue };
             let key = Self::claim_key(shape, name);
-            let given = self.given.get(&(n.cluster, key.clone()));
+            let slot = (n.cluster, key.clone());
+            let allocated_here = self
+                .by_task
+                .get(&task)
+                .is_some_and(|slots| slots.contains(&slot));
+            let given = self.given.get(&slot).filter(|_| allocated_here);
             let reserved = dra
                 .claims
                 .get(&key)

@@ -77,6 +77,17 @@ fn gpu_class(c: &mut Cache) {
 }
 
 fn claim(c: &mut Cache, name: &str, mode: AllocationMode, selectors: Vec<Selector>) {
+    claim_allocated(c, name, mode, selectors, None);
+}
+
+/// [`claim`], allocated as `allocation` says.
+fn claim_allocated(
+    c: &mut Cache,
+    name: &str,
+    mode: AllocationMode,
+    selectors: Vec<Selector>,
+    allocation: Option<ClaimAllocation>,
+) {
     dra(
         c,
         DraChange::ClaimUpsert(ResourceClaim {
@@ -89,7 +100,7 @@ fn claim(c: &mut Cache, name: &str, mode: AllocationMode, selectors: Vec<Selecto
                 mode,
             }],
             match_attributes: vec![],
-            allocation: None,
+            allocation,
             reserved_for: vec![],
             unsupported: None,
             deleting: false,
@@ -362,4 +373,61 @@ fn a_template_claim_not_created_yet_makes_the_pod_wait() {
         "{}",
         ev.message
     );
+}
+
+#[test]
+fn pods_that_share_one_claim_land_with_its_device_and_the_gang_allocates_it_once() {
+    let mut c = fleet();
+    slice(&mut c, "node-a-1", &["h100"]);
+    claim(&mut c, "shared", AllocationMode::Exact(1), vec![]);
+    // Three pods of one gang name the same claim: one device, allocated once, all on its node.
+    add_job(
+        &mut c,
+        &small("g", 3, using("x", &["shared"]).roles[0].rules.clone()),
+    )
+    .unwrap();
+    let d = run(&c);
+    assert_eq!(d.binds.len(), 3, "{:?}", d.groups);
+    assert!(
+        d.binds.iter().all(|b| b.node == "node-a-1"),
+        "{:?}",
+        d.binds
+    );
+    let allocations: Vec<_> = d
+        .prebinds
+        .iter()
+        .flat_map(|p| &p.devices)
+        .filter(|b| b.claim == "default/shared")
+        .collect();
+    assert_eq!(allocations.len(), 3, "each pod reserves the claim");
+    assert_eq!(
+        allocations
+            .iter()
+            .filter(|b| b.allocation.is_some())
+            .count(),
+        1,
+        "allocated once for the gang"
+    );
+    // Once allocated, a pod of another job that names it follows it to the same node.
+    let allocation = allocations
+        .iter()
+        .find_map(|b| b.allocation.clone())
+        .unwrap();
+    claim_allocated(
+        &mut c,
+        "shared",
+        AllocationMode::Exact(1),
+        vec![],
+        Some(allocation),
+    );
+    let mut c2 = c;
+    add_job(&mut c2, &using("other", &["shared"]).created(1)).unwrap();
+    let d = run(&c2);
+    let other: Vec<_> = d
+        .binds
+        .iter()
+        .filter(|b| b.job == "default/other")
+        .collect();
+    assert_eq!(other.len(), 1, "{:?}", d.groups);
+    assert_eq!(other[0].node, "node-a-1");
 }

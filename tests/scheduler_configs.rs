@@ -98,3 +98,35 @@ fn every_volcano_shipped_and_documented_config_loads() {
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
+
+/// Volcano's vGPU user guide's configuration turns GPU sharing on with its policy, with no
+/// warning: `deviceshare` is a plugin tephra implements.
+#[test]
+fn volcanos_vgpu_guide_config_turns_sharing_on_with_its_policy() {
+    let Some(files) = corpus_confs() else {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED (passes without running): ../shared/volcano-corpus is absent\n",
+        );
+        return;
+    };
+    let path = files
+        .iter()
+        .find(|p| p.ends_with("how_to_use_volcano_vgpu__block1__volcano-scheduler.conf"))
+        .expect("the corpus has the vGPU guide's configuration");
+    let c = SchedulerConfig::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let plugin = c
+        .tiers
+        .iter()
+        .flatten()
+        .find(|p| p.name == "deviceshare")
+        .unwrap();
+    let g = tephra_scheduler::plugins::deviceshare::config(plugin);
+    assert!(g.enabled);
+    assert_eq!(g.policy, tephra_scheduler::framework::gpus::Policy::Binpack);
+    assert!(
+        c.warnings.iter().all(|w| !w.contains("deviceshare")),
+        "{:?}",
+        c.warnings
+    );
+}

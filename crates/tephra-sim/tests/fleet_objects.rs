@@ -88,3 +88,41 @@ fn a_volume_of_an_unknown_class_or_a_bad_selector_is_refused_naming_the_field() 
         .to_string();
     assert!(e.contains("volumeBindingMode"), "{e}");
 }
+
+#[test]
+fn a_pools_shared_gpus_are_registered_on_each_node_with_the_plugins_resources() {
+    let text = r#"
+fleet:
+  clusters:
+    - name: east
+      nodePools:
+        - name: a100
+          count: 2
+          capacity: {cpu: "32", memory: 128Gi, pods: "110"}
+          vgpus: {count: 2, memory: 40960}
+"#;
+    let s = Scenario::parse(text, "fleet.yaml", Path::new(".")).unwrap();
+    let (c, pool) = (&s.fleet.clusters[0], &s.fleet.clusters[0].node_pools[0]);
+    let capacity = objects::pool_capacity(pool);
+    assert_eq!(
+        capacity["volcano.sh/vgpu-number"], "20",
+        "two GPUs, split 10"
+    );
+    assert_eq!(capacity["volcano.sh/vgpu-memory"], "81920");
+    assert_eq!(capacity["volcano.sh/vgpu-cores"], "200");
+    let a = objects::node_annotations(c, pool, 1);
+    let registered =
+        tephra_scheduler::model::vgpu::parse_register(&a["volcano.sh/node-vgpu-register"]).unwrap();
+    assert_eq!(registered.len(), 2);
+    assert_eq!(registered[1].uuid, "GPU-east-a100-1-1");
+    assert_eq!((registered[0].split, registered[0].memory), (10, 40960));
+    // A pool whose GPUs the plugin could not register is refused, naming the field.
+    let bad = text.replace(
+        "{count: 2, memory: 40960}",
+        "{count: 2, memory: 40960, model: T4}",
+    );
+    let e = Scenario::parse(&bad, "fleet.yaml", Path::new("."))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nodePools[0] (a100).vgpus.model"), "{e}");
+}

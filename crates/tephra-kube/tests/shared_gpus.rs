@@ -155,3 +155,134 @@ async fn slices_are_bound_with_the_annotations_the_device_plugin_reads(backend: 
     .await;
     sched.stop().await;
 }
+
+/// A vGPU node `name` whose plugin registered `gpus` (MiB each, split 10).
+fn registered_node(name: &str, gpus: &[u64]) -> tephra_devcluster::kubelet::NodeSpec {
+    let mut n = node(name, "16", 0);
+    let memory: u64 = gpus.iter().sum();
+    for (k, v) in [
+        (vgpu::NUMBER, (gpus.len() * 10).to_string()),
+        (vgpu::MEMORY, memory.to_string()),
+        (vgpu::CORES, (gpus.len() * 100).to_string()),
+    ] {
+        n.capacity.insert(k.into(), v);
+    }
+    let list: Vec<vgpu::Gpu> = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, m)| vgpu::Gpu {
+            uuid: format!("GPU-{name}-{i}"),
+            split: 10,
+            memory: *m,
+            model: "NVIDIA-A100".into(),
+            healthy: true,
+            mig: false,
+        })
+        .collect();
+    n.annotations
+        .insert(vgpu::REGISTER.into(), vgpu::encode_register(&list));
+    n
+}
+
+/// A fleet whose member `east` has more GPU memory in all and `west` the GPUs that hold a
+/// 12000 MiB slice.
+async fn vgpu_fleet(backend: Backend) -> Option<TestFleet> {
+    let members = [
+        ("east", vec![registered_node("east-0", &[8000, 8000, 8000])]),
+        ("west", vec![registered_node("west-0", &[12000])]),
+    ];
+    match backend {
+        Backend::Devcluster => {
+            let options = tephra_devcluster::Options {
+                members: members
+                    .iter()
+                    .map(|(name, nodes)| tephra_devcluster::fleet::MemberSpec {
+                        name: (*name).into(),
+                        nodes: nodes.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                control_plane: true,
+                queues: vec![queue_json("default", 1)],
+                kubelet: fast_kubelet(),
+                ..Default::default()
+            };
+            let dev = tephra_devcluster::DevCluster::start(options)
+                .await
+                .expect("devcluster starts");
+            Some(TestFleet {
+                dev: Some(dev),
+                real: None,
+            })
+        }
+        Backend::KubeApiserver => {
+            let specs: Vec<(&str, Vec<_>)> = members
+                .iter()
+                .map(|(n, nodes)| (*n, nodes.clone()))
+                .collect();
+            let real = tephra_envtest::tier::fleet_with(
+                &tephra_envtest::Release::tier(),
+                &specs,
+                Default::default(),
+            )
+            .await
+            .expect("the real fleet starts")?;
+            Some(TestFleet {
+                dev: None,
+                real: Some(real),
+            })
+        }
+    }
+}
+
+on_both!(
+    a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotations,
+    a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotations
+);
+async fn a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotations(
+    backend: Backend,
+) {
+    logs();
+    let Some(fleet) = vgpu_fleet(backend).await else {
+        return;
+    };
+    let cp = fleet.client("control-plane").await.unwrap();
+    let sched = fleet_scheduler(&cp).await;
+    let pgs: Api<PodGroup> = Api::namespaced(cp.clone(), "default");
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "s0", "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "default"}
+    }))
+    .unwrap();
+    pgs.create(&PostParams::default(), &pg).await.unwrap();
+    let mut pod = slice_pod("s0");
+    let limits =
+        json!({"cpu": "1", "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "12000"});
+    pod.spec.as_mut().unwrap().containers[0].resources =
+        Some(serde_json::from_value(json!({"requests": limits, "limits": limits})).unwrap());
+    Api::<Pod>::namespaced(cp.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    // east's 24000 MiB would take it by totals; only west's GPU holds 12000.
+    let west: Api<Pod> = Api::namespaced(fleet.client("west").await.unwrap(), "default");
+    let copy = eventually(30, "the member copy in west, on its node", || async {
+        let p = west.get("s0").await.ok()?;
+        (p.spec.as_ref()?.node_name.as_deref() == Some("west-0")).then_some(p)
+    })
+    .await;
+    let a = copy.metadata.annotations.unwrap_or_default();
+    assert_eq!(a[vgpu::IDS], "GPU-west-0-0,NVIDIA,12000,0:");
+    assert_eq!(a[vgpu::TO_ALLOCATE], a[vgpu::IDS]);
+    assert_eq!(a[vgpu::ASSIGNED_NODE], "west-0");
+    let east: Api<Pod> = Api::namespaced(fleet.client("east").await.unwrap(), "default");
+    assert!(east.get_opt("s0").await.unwrap().is_none());
+    // The member's kubelet admits it (the plugin's Allocate would): it runs.
+    eventually(30, "the copy Running", || async {
+        let p = west.get("s0").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    sched.stop().await;
+}

@@ -198,19 +198,6 @@ pub struct NodeClassView {
     pub allocated: BTreeMap<String, String>,
 }
 
-/// What pods hold of node `n`'s shared GPUs: (MiB, slices).
-fn n_id_use(
-    gpu_use: &BTreeMap<tephra_scheduler::model::Id, (u64, u32)>,
-    world: &World,
-    n: &tephra_scheduler::model::Node,
-) -> (u64, u32) {
-    world
-        .node_id(&n.spec.cluster, &n.spec.name)
-        .and_then(|id| gpu_use.get(&id))
-        .copied()
-        .unwrap_or_default()
-}
-
 /// A node's class (see [`ClusterView::node_classes`]).
 fn node_class(world: &World, n: &tephra_scheduler::model::Node) -> String {
     if let Some(p) = n.spec.labels.get("nvidia.com/gpu.product") {
@@ -455,12 +442,12 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             let (mut alloc, mut used) = (Resources::ZERO, Resources::ZERO);
             let (mut nodes, mut ready_nodes) = (0, 0);
             let mut classes: BTreeMap<String, (u32, Resources, Resources)> = BTreeMap::new();
-            for n in world
+            for (nid, n) in world
                 .cluster_nodes
                 .get(id as usize)
                 .into_iter()
                 .flatten()
-                .filter_map(|n| world.nodes.get(*n))
+                .filter_map(|&nid| world.nodes.get(nid).map(|n| (nid, n)))
             {
                 nodes += 1;
                 if n.spec.ready && !n.spec.unschedulable {
@@ -469,7 +456,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
                 alloc.add(&n.allocatable());
                 used.add(&n.used);
                 if !n.spec.gpus.is_empty() {
-                    let (used_memory, slices) = n_id_use(&gpu_use, world, n);
+                    let (used_memory, slices) = gpu_use.get(&nid).copied().unwrap_or_default();
                     shared_gpus.push(SharedGpuView {
                         node: n.spec.name.clone(),
                         gpus: u32::try_from(n.spec.gpus.len()).unwrap_or(u32::MAX),

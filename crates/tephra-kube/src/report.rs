@@ -110,6 +110,7 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
             }
         }
     }
+    m.vgpu.reset();
     for (cid, c) in world.clusters.iter() {
         let nodes = world
             .cluster_nodes
@@ -127,6 +128,7 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
         for n in nodes.iter().filter_map(|&n| world.nodes.get(n)) {
             alloc.add(&n.spec.allocatable);
             used.add(&n.used);
+            gpu_limits(&m.vgpu, n);
         }
         for (name, v) in list(&alloc) {
             m.cluster_allocatable
@@ -139,23 +141,23 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
                 .set(v);
         }
     }
-    vgpu(m, world);
+    gpu_users(m, world);
 }
 
-/// Volcano's vGPU gauges from the cache: each registered GPU's memory, and what the pods that
-/// hold its node were given of it.
-fn vgpu(m: &Metrics, world: &World) {
-    let v = &m.vgpu;
-    v.reset();
-    for (_, n) in world.nodes.iter() {
-        for g in n.spec.gpus.iter() {
-            let at = [g.uuid.as_str(), n.spec.name.as_str()];
-            v.memory_limit.with_label_values(&at).set(g.memory as f64);
-            v.shared_number.with_label_values(&at).set(0.0);
-            v.allocated_memory.with_label_values(&at).set(0.0);
-            v.allocated_cores.with_label_values(&at).set(0.0);
-        }
+/// Volcano's vGPU gauges of node `n`'s registered GPUs: their memory, nothing given out yet.
+fn gpu_limits(v: &crate::metrics::VgpuMetrics, n: &tephra_scheduler::model::Node) {
+    for g in n.spec.gpus.iter() {
+        let at = [g.uuid.as_str(), n.spec.name.as_str()];
+        v.memory_limit.with_label_values(&at).set(g.memory as f64);
+        v.shared_number.with_label_values(&at).set(0.0);
+        v.allocated_memory.with_label_values(&at).set(0.0);
+        v.allocated_cores.with_label_values(&at).set(0.0);
     }
+}
+
+/// Volcano's vGPU gauges of what the pods that hold a node were given of its GPUs.
+fn gpu_users(m: &Metrics, world: &World) {
+    let v = &m.vgpu;
     for &t in &world.gpu_users {
         let Some(task) = world.tasks.get(t) else {
             continue;

@@ -45,14 +45,35 @@ pub struct GpuConfig {
     pub weight: f64,
 }
 
-/// What is in use of one GPU.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Use {
+/// Pods, MiB and cores on one GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Amount {
     pods: u32,
     memory: u64,
     cores: u32,
+}
+
+impl Amount {
+    /// Adds (`sign` 1) or takes away (-1) one grant.
+    fn step(&mut self, g: &Grant, sign: i64) {
+        if sign > 0 {
+            self.pods += 1;
+            self.memory += g.memory;
+            self.cores += g.cores;
+        } else {
+            self.pods = self.pods.saturating_sub(1);
+            self.memory = self.memory.saturating_sub(g.memory);
+            self.cores = self.cores.saturating_sub(g.cores);
+        }
+    }
+}
+
+/// What is in use of one GPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Use {
+    held: Amount,
     /// The part held by pods being evicted.
-    releasing: (u32, u64, u32),
+    releasing: Amount,
     /// The jobs of the pods on it (for the PodGroup spread policy).
     jobs: Vec<Id>,
 }
@@ -60,14 +81,15 @@ struct Use {
 impl Use {
     /// (pods, memory, cores) in use, or in use once releasing pods are gone (`future`).
     fn seen(&self, future: bool) -> (u32, u64, u32) {
+        let (h, r) = (self.held, self.releasing);
         if future {
             (
-                self.pods.saturating_sub(self.releasing.0),
-                self.memory.saturating_sub(self.releasing.1),
-                self.cores.saturating_sub(self.releasing.2),
+                h.pods.saturating_sub(r.pods),
+                h.memory.saturating_sub(r.memory),
+                h.cores.saturating_sub(r.cores),
             )
         } else {
-            (self.pods, self.memory, self.cores)
+            (h.pods, h.memory, h.cores)
         }
     }
 }
@@ -114,21 +136,24 @@ impl GpuState {
                 continue;
             }
             let releasing = t.spec.status == crate::model::TaskStatus::Releasing;
-            s.add(snap, node, t.job, grants, 1, releasing);
+            s.each_use(snap, node, grants, |u, g| {
+                u.held.step(g, 1);
+                u.jobs.push(t.job);
+                if releasing {
+                    u.releasing.step(g, 1);
+                }
+            });
         }
         s
     }
 
-    /// Adds (`sign` 1) or takes away (-1) what `grants` use on `node`, as held (and, with
-    /// `releasing`, as being released).
-    fn add(
+    /// Calls `f` with the use of each GPU of `node` that `grants` name.
+    fn each_use(
         &mut self,
         snap: &Snapshot,
         node: Id,
-        job: Id,
         grants: &Grants,
-        sign: i64,
-        releasing: bool,
+        mut f: impl FnMut(&mut Use, &Grant),
     ) {
         let Some(n) = snap.nodes.get(node) else {
             return;
@@ -142,62 +167,8 @@ impl GpuState {
             .entry(node)
             .or_insert_with(|| vec![Use::default(); gpus.len()]);
         for g in grants.all() {
-            let Some(u) = position(gpus, g).and_then(|i| used.get_mut(i)) else {
-                continue;
-            };
-            if sign > 0 {
-                u.pods += 1;
-                u.memory += g.memory;
-                u.cores += g.cores;
-                u.jobs.push(job);
-                if releasing {
-                    u.releasing.0 += 1;
-                    u.releasing.1 += g.memory;
-                    u.releasing.2 += g.cores;
-                }
-            } else {
-                u.pods = u.pods.saturating_sub(1);
-                u.memory = u.memory.saturating_sub(g.memory);
-                u.cores = u.cores.saturating_sub(g.cores);
-                if let Some(i) = u.jobs.iter().position(|j| *j == job) {
-                    u.jobs.swap_remove(i);
-                }
-                if releasing {
-                    u.releasing.0 = u.releasing.0.saturating_sub(1);
-                    u.releasing.1 = u.releasing.1.saturating_sub(g.memory);
-                    u.releasing.2 = u.releasing.2.saturating_sub(g.cores);
-                }
-            }
-        }
-    }
-
-    /// Marks (`sign` 1) or unmarks (-1) the GPUs of `task`, evicted this session, as being
-    /// released: a pod pipelined onto the room it leaves may take them.
-    fn release(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i64) {
-        let Some(t) = snap.tasks.get(task) else {
-            return;
-        };
-        let Some(grants) = t.spec.gpus.clone() else {
-            return;
-        };
-        let Some(n) = snap.nodes.get(node) else {
-            return;
-        };
-        let Some(used) = self.used.get_mut(&node) else {
-            return;
-        };
-        for g in grants.all() {
-            let Some(u) = position(&n.spec.gpus, g).and_then(|i| used.get_mut(i)) else {
-                continue;
-            };
-            if sign > 0 {
-                u.releasing.0 += 1;
-                u.releasing.1 += g.memory;
-                u.releasing.2 += g.cores;
-            } else {
-                u.releasing.0 = u.releasing.0.saturating_sub(1);
-                u.releasing.1 = u.releasing.1.saturating_sub(g.memory);
-                u.releasing.2 = u.releasing.2.saturating_sub(g.cores);
+            if let Some(u) = position(gpus, g).and_then(|i| used.get_mut(i)) {
+                f(u, g);
             }
         }
     }
@@ -336,7 +307,13 @@ impl GpuState {
         };
         if sign < 0 {
             if let Some((n, grants)) = self.given.remove(&task) {
-                self.add(snap, n, t.job, &grants, -1, false);
+                let job = t.job;
+                self.each_use(snap, n, &grants, |u, g| {
+                    u.held.step(g, -1);
+                    if let Some(i) = u.jobs.iter().position(|j| *j == job) {
+                        u.jobs.swap_remove(i);
+                    }
+                });
             }
             return;
         }
@@ -351,14 +328,21 @@ impl GpuState {
                     .flatten()
             });
         if let Some((grants, _)) = chosen {
-            self.add(snap, node, t.job, &grants, 1, false);
+            self.each_use(snap, node, &grants, |u, g| {
+                u.held.step(g, 1);
+                u.jobs.push(t.job);
+            });
             self.given.insert(task, (node, Arc::new(grants)));
         }
     }
 
-    /// `task`, evicted (`sign` 1) or no longer (-1), releases its GPUs on `node`.
+    /// `task`, evicted this session (`sign` 1) or no longer (-1), releases its GPUs on `node`:
+    /// a pod pipelined onto the room it leaves may take them.
     pub fn evict(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i64) {
-        self.release(snap, task, node, sign);
+        let Some(grants) = snap.tasks.get(task).and_then(|t| t.spec.gpus.clone()) else {
+            return;
+        };
+        self.each_use(snap, node, &grants, |u, g| u.releasing.step(g, sign));
     }
 
     /// What the session gave `task` on `node`, to write on the pod as it binds.
@@ -367,25 +351,5 @@ impl GpuState {
             .get(&task)
             .filter(|(n, _)| *n == node)
             .map(|(_, g)| Arc::clone(g))
-    }
-
-    /// Every GPU of `node` with its (pods, memory, cores) in use, for invariants and views.
-    pub fn usage(&self, snap: &Snapshot, node: Id) -> Vec<(Gpu, (u32, u64, u32))> {
-        let Some(n) = snap.nodes.get(node) else {
-            return Vec::new();
-        };
-        n.spec
-            .gpus
-            .iter()
-            .enumerate()
-            .map(|(i, g)| {
-                let u = self
-                    .used
-                    .get(&node)
-                    .and_then(|u| u.get(i))
-                    .map_or((0, 0, 0), |u| u.seen(false));
-                (g.clone(), u)
-            })
-            .collect()
     }
 }

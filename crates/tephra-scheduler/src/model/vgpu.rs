@@ -216,11 +216,6 @@ impl GpuAsk {
             .as_ref()
             .is_none_or(|allowed| allowed.contains(&gpu.uuid))
     }
-
-    /// The GPUs it takes in all.
-    pub fn gpus(&self) -> u32 {
-        self.asks.iter().map(|a| a.number).sum()
-    }
 }
 
 /// A comma list as the annotations write it: entries trimmed, empty ones dropped.

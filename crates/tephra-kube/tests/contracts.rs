@@ -569,7 +569,8 @@ mod devices {
         assert_eq!(results.len(), 1);
         assert_eq!(results[0].pool, "n1");
         assert_eq!(s.reserved_for.unwrap_or_default().len(), 3);
-        // Bound at the first try: no write of the gang was refused on the way.
+        // No write of the gang was refused on the way (a gang seen before all its pods exist
+        // may wait, saying so; that is not a refused write).
         let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(c.clone());
         let failed: Vec<String> = events
             .list(&Default::default())
@@ -579,6 +580,7 @@ mod devices {
             .into_iter()
             .filter(|e| {
                 e.reason.as_deref() == Some("FailedScheduling")
+                    && e.message.as_deref().is_some_and(|m| m.contains("PreBind"))
                     && e.involved_object
                         .name
                         .as_deref()

@@ -430,11 +430,16 @@ pub const CONTROL_KINDS: [Kind; 5] = [
 ];
 /// Whether one cluster's sessions need not wait for `kind` to be listed (`--members local`):
 /// pods whose placement reads a volume or DRA kind wait for it behind a gate of tephra's own
-/// (`tephra_index::state::held`), and evictions (preempt, reclaim) wait for the
-/// PodDisruptionBudgets.
+/// (`tephra_index::state::held`), gangs with a `networkTopology` wait for the HyperNodes (the
+/// core's `Event::HyperNodesDeferred`), and evictions (preempt, reclaim) wait for the
+/// PodDisruptionBudgets. A cold kube-apiserver was seen to end the (empty) HyperNode list
+/// 0.7 s after every other kind, holding back the first bind.
 pub fn deferred(kind: Kind) -> bool {
     use tephra_index::state::held::{DEVICE_KINDS, VOLUME_KINDS};
-    kind == Kind::Pdb || VOLUME_KINDS.contains(&kind) || DEVICE_KINDS.contains(&kind)
+    kind == Kind::Pdb
+        || kind == Kind::HyperNode
+        || VOLUME_KINDS.contains(&kind)
+        || DEVICE_KINDS.contains(&kind)
 }
 
 fn watcher<K>(

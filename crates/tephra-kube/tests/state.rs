@@ -765,6 +765,82 @@ fn a_pod_is_not_placed_before_the_kinds_its_claims_are_judged_with_are_listed() 
     assert!(!why.message.contains("scheduling gates"), "{}", why.message);
 }
 
+/// Sessions that start before the HyperNodes are listed (a cold API server was seen to end
+/// that list last): a gang with a hard `networkTopology` waits, saying why, while a gang
+/// without one is placed; once the list names a rack, the gang goes into it.
+#[test]
+fn a_topology_gang_waits_for_the_hypernodes_to_be_listed_and_others_do_not() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.defer_listing();
+    s.add_local("local").unwrap();
+    let q = Obj::Queue(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "default"}, "spec": {"weight": 1}})));
+    let racked = Obj::PodGroup(object(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "racked", "namespace": "ns", "uid": "racked"},
+        "spec": {"minMember": 2, "queue": "default",
+                 "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    })));
+    for u in [
+        update(
+            Kind::Node,
+            Change::Relisted(vec![
+                node("n0", false),
+                node("n1", false),
+                node("n2", false),
+            ]),
+        ),
+        update(Kind::Queue, Change::Relisted(vec![q])),
+        update(
+            Kind::PodGroup,
+            Change::Relisted(vec![group("plain"), racked]),
+        ),
+        update(
+            Kind::Pod,
+            Change::Relisted(vec![
+                pod_of("p", "plain", json!([])),
+                pod_of("r0", "racked", json!([])),
+                pod_of("r1", "racked", json!([])),
+            ]),
+        ),
+    ] {
+        assert!(s.apply(0, u).is_empty());
+    }
+    let d = session(&mut s, 1);
+    let bound: Vec<&str> = d.binds.iter().map(|b| b.task.as_str()).collect();
+    assert_eq!(bound, vec!["ns/p"]);
+    let why = d
+        .event_for("ns/racked")
+        .expect("the gang says why it waits");
+    assert!(
+        why.message
+            .contains("HyperNodes of cluster local are not listed yet"),
+        "{}",
+        why.message
+    );
+    // The list names one rack, of n1 and n2: the gang goes there, not beside the plain pod.
+    let rack = Obj::HyperNode(object(json!({
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": "rack-a"},
+        "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "^n[12]$"}}}]}
+    })));
+    assert!(
+        s.apply(2, update(Kind::HyperNode, Change::Relisted(vec![rack])))
+            .is_empty()
+    );
+    let d = session(&mut s, 3);
+    let mut nodes: Vec<&str> = d
+        .binds
+        .iter()
+        .filter(|b| b.job == "ns/racked")
+        .map(|b| b.node.as_str())
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes.len(), 2, "{:?}", d.binds);
+    assert!(nodes.iter().all(|n| *n == "n1" || *n == "n2"), "{nodes:?}");
+}
+
 /// A pod naming a Kubernetes PodGroup (`spec.schedulingGroup`) for `scheduler`, on `node`.
 fn kube_pod(name: &str, group: &str, scheduler: &str, node: Option<&str>) -> Obj {
     let mut spec = json!({"schedulerName": scheduler,

@@ -12,7 +12,7 @@ use tephra_scheduler::model::topology::{
 };
 use tephra_scheduler::model::*;
 use tephra_scheduler::testing::*;
-use tephra_scheduler::{Cache, Event, SchedulerConfig, schedule};
+use tephra_scheduler::{Cache, Decisions, Event, SchedulerConfig, schedule};
 
 mod topology_fixtures;
 use topology_fixtures::*;
@@ -206,6 +206,62 @@ fn a_hard_tier_1_gang_goes_whole_into_the_one_rack_with_room() {
         2
     );
     assert_eq!(domains_of(&c, &d, "default/train", "east", 1), ["rack-1"]);
+}
+
+#[test]
+fn while_hypernodes_are_not_listed_only_gangs_with_a_network_topology_wait() {
+    // Sessions run before the HyperNodes are listed: the cluster's nodes are known, its
+    // HyperNodes not yet (none have arrived). A hard gang, a soft one and one without a
+    // topology arrive.
+    let mut c = Cache::new();
+    c.apply(Event::HyperNodesDeferred).unwrap();
+    add_cluster(&mut c, Cluster::named("east")).unwrap();
+    for r in 0..2 {
+        for i in 0..2 {
+            c.apply(node("east", &format!("r{r}-n{i}"), "8", &[]))
+                .unwrap();
+        }
+    }
+    let soft = NetworkTopology {
+        mode: TopologyMode::Soft,
+        highest_tier: Some(1),
+        highest_tier_name: None,
+    };
+    add_job(&mut c, &gpu_gang("hard", 2, "8").topology(hard(1))).unwrap();
+    add_job(&mut c, &gpu_gang("soft", 1, "8").topology(soft)).unwrap();
+    add_job(&mut c, &gpu_gang("plain", 1, "8")).unwrap();
+    let d = run(&c);
+    let bound = |d: &Decisions, job: &str| d.binds.iter().filter(|b| b.job == job).count();
+    assert_eq!(bound(&d, "default/plain"), 1, "{:?}", d.binds);
+    assert_eq!(bound(&d, "default/hard"), 0);
+    assert_eq!(bound(&d, "default/soft"), 0);
+    for job in ["default/hard", "default/soft"] {
+        let e = d.event_for(job).unwrap();
+        assert!(
+            e.message
+                .contains("the HyperNodes of cluster east are not listed yet"),
+            "{job}: {}",
+            e.message
+        );
+    }
+    apply_binds(&mut c, &d).unwrap();
+    // The list arrives with the racks: the hard gang goes into one rack, whole.
+    for r in 0..2 {
+        let members = (0..2)
+            .map(|i| exact(MemberKind::Node, &format!("r{r}-n{i}")))
+            .collect();
+        c.apply(hypernode("east", &format!("rack-{r}"), 1, members))
+            .unwrap();
+    }
+    c.apply(Event::HyperNodesListed {
+        cluster: "east".into(),
+    })
+    .unwrap();
+    let d = run(&c);
+    assert_eq!(bound(&d, "default/hard"), 2, "{:?}", d.binds);
+    assert_eq!(bound(&d, "default/soft"), 1, "{:?}", d.binds);
+    let racks = domains_of(&c, &d, "default/hard", "east", 1);
+    assert_eq!(racks.len(), 1, "{racks:?}");
 }
 
 /// Three racks of two, each with one node busy (the last one half): a gang of two 8-GPU pods,

@@ -1,6 +1,7 @@
 //! Pods held back until the kinds they depend on are listed. A runner may start sessions once
 //! the kinds every pod depends on are listed (nodes, pods, PodGroups, queues, priority
-//! classes, HyperNodes) and let the others follow ([`State::defer_listing`]): a pending pod of
+//! classes) and let the others follow ([`State::defer_listing`]; HyperNodes are waited for by
+//! the gangs with a `networkTopology`, in the core, not here): a pending pod of
 //! ours whose placement reads one of those others (claims need volumes, classes, attach
 //! limits; device claims need device classes, slices and claims) is taken into the cache
 //! behind a scheduling gate of tephra's own until every kind it reads is listed in its

@@ -176,10 +176,15 @@ impl State {
     /// Sessions may run before every kind is listed (one cluster, `--members local`): a
     /// pending pod whose placement reads a kind not listed yet in its cluster (volumes for its
     /// claims, DRA objects for its device claims) is held back behind a gate of tephra's own
-    /// until that kind is listed there ([`held`]). Off by default: a runner that turns it on
-    /// starts sessions once the other kinds are listed.
+    /// until that kind is listed there ([`held`]); a gang with a `networkTopology` waits in a
+    /// cluster until its HyperNodes are listed there (the PodGroup may come after its pods, so
+    /// this is the core's, by job, not a gate on pods). Off by default: a runner that turns it
+    /// on starts sessions once the other kinds are listed.
     pub fn defer_listing(&mut self) {
         self.held.on = true;
+        if let Err(e) = self.cache.apply(Event::HyperNodesDeferred) {
+            tracing::warn!(error = %e, "HyperNodes not deferred");
+        }
     }
 
     /// How many pods wait for a kind to be listed before they may be placed.

@@ -92,6 +92,13 @@ impl State {
         }
         let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
         self.intake.synced(Arc::clone(&cluster), kind);
+        if kind == Kind::HyperNode
+            && let Err(e) = self.cache.apply(Event::HyperNodesListed {
+                cluster: cluster.to_string(),
+            })
+        {
+            errors.push(e.into());
+        }
         // Pods held back for this kind may be placed now that it is listed.
         for spec in self.held.released(&self.intake, &cluster) {
             if let Err(e) = self.cache.apply(Event::PodUpsert(spec)) {

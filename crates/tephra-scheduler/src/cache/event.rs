@@ -89,6 +89,14 @@ pub enum Event {
         /// The HyperNode.
         name: String,
     },
+    /// Sessions run before HyperNodes are listed: until [`Event::HyperNodesListed`] names a
+    /// cluster, gangs with a `networkTopology` wait in it.
+    HyperNodesDeferred,
+    /// The HyperNodes of a cluster have been listed whole.
+    HyperNodesListed {
+        /// The member cluster.
+        cluster: String,
+    },
 }
 
 /// One change to a member cluster's storage objects.

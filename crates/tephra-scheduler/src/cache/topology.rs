@@ -207,10 +207,32 @@ pub struct Topologies {
     pub labels: Vec<String>,
     /// The fleet's tiers above its clusters, lowest first (`Cache::set_fleet_tiers`).
     pub fleet_tiers: Vec<crate::model::topology::FleetKey>,
+    /// When sessions run before HyperNodes are listed ([`Topologies::defer`]): the clusters
+    /// whose HyperNodes have been listed. `None`: every cluster's are known.
+    pub listed: Option<BTreeSet<String>>,
     resolved: BTreeMap<String, OnceLock<Arc<Topology>>>,
 }
 
 impl Topologies {
+    /// From now on a cluster's HyperNodes are unknown until [`Topologies::listed_in`] says
+    /// they are listed there: a gang with a `networkTopology` waits in it until then, rather
+    /// than being placed as if the cluster had no HyperNodes.
+    pub fn defer(&mut self) {
+        self.listed.get_or_insert_with(BTreeSet::new);
+    }
+
+    /// The HyperNodes of `cluster` have been listed; says whether that is news.
+    pub fn listed_in(&mut self, cluster: &str) -> bool {
+        self.listed
+            .as_mut()
+            .is_some_and(|l| l.insert(cluster.to_string()))
+    }
+
+    /// Whether the HyperNodes of `cluster` are known (listed, or never deferred).
+    pub fn known_in(&self, cluster: &str) -> bool {
+        self.listed.as_ref().is_none_or(|l| l.contains(cluster))
+    }
+
     /// A HyperNode appeared or changed; says whether anything changed.
     pub fn upsert(&mut self, spec: HyperNodeSpec) -> bool {
         let cluster = spec.cluster.clone();

@@ -921,6 +921,12 @@ impl World {
                     self.fleet_changed();
                 }
             }
+            Event::HyperNodesDeferred => self.hypernodes.defer(),
+            Event::HyperNodesListed { cluster } => {
+                if self.hypernodes.listed_in(&cluster) {
+                    self.fleet_changed();
+                }
+            }
         }
         self.generation += 1;
         Ok(())

@@ -131,6 +131,17 @@ pub fn scope_of(ssn: &Session, t: Option<&NetworkTopology>, cluster: Id) -> Scop
     let Some(t) = t else {
         return Scope::Anywhere;
     };
+    let name = ssn
+        .snap
+        .clusters
+        .get(cluster)
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    if !ssn.snap.hypernodes.known_in(&name) {
+        return Scope::Nowhere(format!(
+            "networkTopology: the HyperNodes of cluster {name} are not listed yet"
+        ));
+    }
     let topology = ssn
         .state
         .topologies
@@ -139,12 +150,6 @@ pub fn scope_of(ssn: &Session, t: Option<&NetworkTopology>, cluster: Id) -> Scop
         .flatten()
         .unwrap_or_default();
     let cluster_tier = topology.top_tier() + 1;
-    let name = ssn
-        .snap
-        .clusters
-        .get(cluster)
-        .map(|c| c.name.clone())
-        .unwrap_or_default();
     match t.mode {
         TopologyMode::Soft => {
             if topology.domains.is_empty() {

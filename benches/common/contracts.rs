@@ -53,6 +53,7 @@ fn fleet(c: &mut Cache, dra: bool) {
             let labels = BTreeMap::from([(ZONE.to_string(), format!("z{}", i % 4))]);
             c.apply(Event::NodeUpsert(NodeSpec {
                 gpus: Default::default(),
+                gpu_lock: None,
                 name: name.clone(),
                 cluster: "c0".into(),
                 labels,

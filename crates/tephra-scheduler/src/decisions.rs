@@ -21,6 +21,8 @@ pub struct Bind {
     pub node: String,
     /// The shared GPUs given to it there, written on the pod as it binds.
     pub gpus: Option<std::sync::Arc<crate::model::vgpu::Grants>>,
+    /// Binding it takes the node's lock for shared GPUs first (`vgpu::NODE_LOCK`).
+    pub gpu_lock: bool,
 }
 
 /// What must be written before a pod is bound, as kube-scheduler's PreBind writes it: each of

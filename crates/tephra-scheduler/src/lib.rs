@@ -454,6 +454,7 @@ pub fn open_session_observed(
     {
         ssn.state.gpus.config = plugins::deviceshare::config(p);
     }
+    ssn.state.gpus.now = now;
     ssn.allocate_admits = !config.actions.iter().any(|a| a == "enqueue");
     ssn
 }

@@ -425,6 +425,7 @@ fn a_cordoned_node_takes_only_pods_that_tolerate_the_cordon() {
     let allocatable = tephra_scheduler::testing::resources(&mut c, NODE).unwrap();
     c.apply(Event::NodeUpsert(NodeSpec {
         gpus: Default::default(),
+        gpu_lock: None,
         name: "cordoned".into(),
         cluster: "east".into(),
         labels: labels(&[(HOST, "cordoned")]),

@@ -60,6 +60,7 @@ fn node_in(c: &mut Cache, cluster: &str, name: &str, gpus: &[u64]) {
         unschedulable: false,
         ready: true,
         gpus: gpus.into(),
+        gpu_lock: None,
     }))
     .unwrap();
 }
@@ -244,6 +245,80 @@ fn a_bad_schedule_policy_is_refused_naming_the_argument() {
     assert!(e.contains("deviceshare.SchedulePolicy"), "{e}");
 }
 
+const LOCKING: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.ScheduleWeight: 10\n      deviceshare.NodeLockEnable: true\n";
+
+/// Sets the node lock of node `name` (of cluster `east`) as a watcher would show it.
+fn set_lock(c: &mut Cache, name: &str, at: Option<i64>) {
+    let w = c.world();
+    let id = w.node_id("east", name).unwrap();
+    let mut spec = w.nodes.get(id).unwrap().spec.clone();
+    spec.gpu_lock = at;
+    c.apply(Event::NodeUpsert(spec)).unwrap();
+}
+
+#[test]
+fn with_the_node_lock_a_node_takes_one_slice_at_a_time_until_the_plugin_releases_it() {
+    let mut c = cache();
+    node(&mut c, "a", &[16000]);
+    node(&mut c, "b", &[16000]);
+    for i in 0..4 {
+        add_job(
+            &mut c,
+            &GangJob::new(&format!("j{i}"), vec![role("w", 1, 1, 2000, 0)]).created(i),
+        )
+        .unwrap();
+    }
+    // Binpack would put every slice on one GPU; the lock lets each node take one.
+    let d = schedule(c.snapshot(), config(LOCKING), 100, 1);
+    let nodes: std::collections::BTreeSet<&str> = d.binds.iter().map(|b| b.node.as_str()).collect();
+    assert_eq!(d.binds.len(), 2, "{:?}", given(&d));
+    assert_eq!(nodes.len(), 2, "one slice per node: {nodes:?}");
+    assert!(
+        d.binds.iter().all(|b| b.gpu_lock),
+        "each bind takes its node's lock"
+    );
+    let why = message(&d, "default/j2");
+    assert!(why.contains("locked for shared GPUs"), "{why}");
+    assert!(
+        d.park.jobs.is_empty(),
+        "a lock is no reason to park: {:?}",
+        d.park.jobs
+    );
+    // The binds' locks stand in the cache before any watcher shows them.
+    apply_binds(&mut c, &d).unwrap();
+    let d = schedule(c.snapshot(), config(LOCKING), 101, 2);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    // The device plugin released a's lock: a takes the next slice, b still none.
+    set_lock(&mut c, "a", None);
+    let d = schedule(c.snapshot(), config(LOCKING), 102, 3);
+    assert_eq!(
+        d.binds.iter().map(|b| b.node.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    apply_binds(&mut c, &d).unwrap();
+    // Nobody released b's lock: it is taken over once it is older than five minutes.
+    let d = schedule(c.snapshot(), config(LOCKING), 100 + 299, 4);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    let d = schedule(c.snapshot(), config(LOCKING), 100 + 300, 5);
+    assert_eq!(
+        d.binds.iter().map(|b| b.node.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    // Without the lock, nothing of this holds slices back.
+    let mut c = cache();
+    node(&mut c, "a", &[16000]);
+    set_lock(&mut c, "a", Some(100));
+    add_job(&mut c, &GangJob::new("g", vec![role("w", 2, 1, 2000, 0)])).unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 101, 1);
+    assert_eq!(d.binds.len(), 2);
+    assert!(d.binds.iter().all(|b| !b.gpu_lock));
+    // With it, a gang of two slices that only one node holds waits, saying why.
+    let d = schedule(c.snapshot(), config(LOCKING), 500, 1);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    let why = message(&d, "default/g");
+    assert!(why.contains("locked for shared GPUs"), "{why}");
+}
+
 #[test]
 fn a_higher_priority_slice_preempts_a_slice_of_the_same_gpu_and_waits_on_its_room() {
     let mut c = cache();
@@ -394,14 +469,19 @@ proptest! {
 
     /// Over several sessions with pods finishing in between, no GPU holds more pods than its
     /// split count, more memory than it has, or more than all of its cores; every container
-    /// gets as many distinct GPUs as it asks; every gang is bound whole or not at all.
+    /// gets as many distinct GPUs as it asks; every gang is bound whole or not at all. With the
+    /// node lock, a session binds at most one vGPU pod per node and none to a node whose lock
+    /// stands (the device plugin releases some locks between sessions).
     #[test]
     fn no_gpu_is_over_committed_and_gangs_stay_whole(
         nodes in prop::collection::vec(prop::collection::vec(prop_oneof![Just(8000u64), Just(16000)], 1..4), 1..4),
         jobs in prop::collection::vec(job(), 1..12),
         finish in prop::collection::vec(any::<bool>(), 12),
-        policy in prop_oneof![Just(BINPACK), Just(SPREAD)],
+        policy in prop_oneof![Just(BINPACK), Just(SPREAD), Just(LOCKING)],
+        release in prop::collection::vec(any::<bool>(), 16),
     ) {
+        let locking = policy == LOCKING;
+        let mut locked: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         let mut c = cache();
         let mut memory = BTreeMap::new();
         for (i, gpus) in nodes.iter().enumerate() {
@@ -423,7 +503,11 @@ proptest! {
         for session in 0..4u64 {
             let d = schedule(c.snapshot(), config(policy), session as i64, session + 1);
             let mut per_job: BTreeMap<&str, u32> = BTreeMap::new();
+            let mut per_node: BTreeMap<&str, u32> = BTreeMap::new();
             for b in &d.binds {
+                *per_node.entry(b.node.as_str()).or_default() += 1;
+                prop_assert_eq!(b.gpu_lock, locking);
+                prop_assert!(!(locking && locked.contains(&b.node)), "{} bound while locked", b.node);
                 *per_job.entry(b.job.as_str()).or_default() += 1;
                 let grants = b.gpus.as_ref().expect("a vGPU pod is bound with its GPUs");
                 let (_, number) = sizes[&b.job];
@@ -437,7 +521,20 @@ proptest! {
             for (job, n) in per_job {
                 prop_assert_eq!(n, sizes[job].0, "gang {} bound whole", job);
             }
+            if locking {
+                for (node, n) in &per_node {
+                    prop_assert_eq!(*n, 1, "{} took {} slices under one lock", node, n);
+                    locked.insert(node.to_string());
+                }
+            }
             apply_binds(&mut c, &d).unwrap();
+            // The device plugin allocates some of the pods bound: their nodes' locks go.
+            for (i, node) in locked.clone().iter().enumerate() {
+                if release[(i + session as usize) % release.len()] {
+                    set_lock(&mut c, node, None);
+                    locked.remove(node);
+                }
+            }
             // Usage of every GPU by the pods bound now.
             let mut used: BTreeMap<&str, (u32, u64, u32)> = BTreeMap::new();
             for (_, grants) in bound.values() {

@@ -36,7 +36,14 @@ impl InFlight {
         let job_key = p.job.clone();
         let node = p.node.clone().unwrap_or_default();
         let request = p.request.clone();
+        let shared_gpus = p.grants.is_some();
         self.pod_event(ctx, pod, TaskStatus::Running)?;
+        // The vGPU device plugin allocated its GPUs as it started: the node's lock goes.
+        if shared_gpus {
+            ctx.cache
+                .set_gpu_lock(&node.0, &node.1, None)
+                .map_err(crate::error::build_err(&ctx.source))?;
+        }
         ctx.push(finish, Ev::Finish(pod.to_string(), generation));
         if let Some(j) = self.jobs.get_mut(&job_key) {
             j.started += 1;

@@ -195,6 +195,7 @@ impl Fleet {
                         ctx,
                         NodeSpec {
                             gpus: objects::node_gpus(c, pool, i).into(),
+                            gpu_lock: None,
                             name: objects::node_name(c, pool, i),
                             cluster: c.name.clone(),
                             labels: objects::node_labels(c, pool, i),
@@ -253,6 +254,7 @@ impl Fleet {
                     ctx,
                     NodeSpec {
                         gpus: Default::default(),
+                        gpu_lock: None,
                         name: node.name,
                         cluster,
                         labels: node.labels,

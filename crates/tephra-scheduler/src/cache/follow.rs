@@ -38,6 +38,11 @@ impl Cache {
             // The shared GPUs it was bound with are its until it is gone.
             spec.gpus = b.gpus.clone();
             self.apply(Event::PodUpsert(spec))?;
+            // Its node's lock is taken as it binds: no other vGPU pod goes there until a
+            // watcher shows the lock released (or never taken).
+            if b.gpu_lock {
+                self.set_gpu_lock(&b.cluster, &b.node, Some(d.now))?;
+            }
         }
         for e in &d.evictions {
             self.release(&e.task)?;
@@ -64,6 +69,29 @@ impl Cache {
         self.rest(&d.park, &d.groups);
         self.nominate(d.nominations());
         Ok(taken)
+    }
+
+    /// Records that the node lock for shared GPUs of `node` in `cluster` was taken at `at`
+    /// (`None`: released), as a runtime that plays the device plugin sees it.
+    pub fn set_gpu_lock(
+        &mut self,
+        cluster: &str,
+        node: &str,
+        at: Option<i64>,
+    ) -> Result<(), CacheError> {
+        let world = self.world();
+        let Some(mut spec) = world
+            .node_id(cluster, node)
+            .and_then(|id| world.nodes.get(id))
+            .map(|n| n.spec.clone())
+        else {
+            return Ok(());
+        };
+        if spec.gpu_lock == at {
+            return Ok(());
+        }
+        spec.gpu_lock = at;
+        self.apply(Event::NodeUpsert(spec))
     }
 
     /// The task `key` (`namespace/name`) as the cache holds it.

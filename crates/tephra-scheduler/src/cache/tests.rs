@@ -10,6 +10,7 @@ use crate::resources::Resources;
 fn node(cluster: &str, name: &str, allocatable: Resources) -> NodeSpec {
     NodeSpec {
         gpus: Default::default(),
+        gpu_lock: None,
         name: name.into(),
         cluster: cluster.into(),
         labels: Default::default(),

@@ -198,6 +198,9 @@ pub enum GpuUnfit {
     NotRegistered,
     /// The node's GPUs lack a free slot, memory or cores for it (evictions may help).
     NotEnough,
+    /// The node lock (`deviceshare.NodeLockEnable`) stands: the device plugin has not yet
+    /// allocated the last vGPU pod bound there, or one was placed there this session.
+    Locked,
 }
 
 impl GpuUnfit {
@@ -211,6 +214,10 @@ impl GpuUnfit {
                 "node(s) registered no shared GPU (volcano.sh/node-vgpu-register)".into()
             }
             Self::NotEnough => "not enough gpu fitted on this node".into(),
+            Self::Locked => "node(s) locked for shared GPUs until the device plugin has \
+                             allocated the vGPU pod bound there last (hamivgpu; \
+                             deviceshare.NodeLockEnable)"
+                .into(),
         }
     }
 

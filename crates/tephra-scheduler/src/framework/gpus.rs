@@ -12,6 +12,12 @@
 //! registered first. A placement pipelined onto room being released may use the GPUs of pods
 //! evicted this session; a placement on free room may not.
 //!
+//! With the node lock (`deviceshare.NodeLockEnable`), binding a vGPU pod takes the node's lock
+//! until the device plugin has allocated that pod's GPUs: a node whose lock stands (taken less
+//! than [`LOCK_EXPIRY`] ago) takes no vGPU pod, and a session places at most one vGPU pod on
+//! each node. The device plugin tells the pods bound to a node apart only by their GPU count and
+//! the second they were placed; one pod at a time is what makes its choice the scheduler's.
+//!
 //! [`PodSpec::gpus`]: crate::model::PodSpec::gpus
 
 use std::sync::Arc;
@@ -19,7 +25,7 @@ use std::sync::Arc;
 use super::fit::{GpuUnfit, Unfit};
 use crate::cache::Snapshot;
 use crate::hash::HashMap;
-use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants};
+use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants, LOCK_EXPIRY};
 use crate::model::{Id, Task, TaskShape};
 
 /// In which order a node's GPUs are tried (`deviceshare.SchedulePolicy`).
@@ -43,6 +49,8 @@ pub struct GpuConfig {
     pub policy: Policy,
     /// `deviceshare.ScheduleWeight`: the node score is the policy's score times this (0: off).
     pub weight: f64,
+    /// `deviceshare.NodeLockEnable`: binding a vGPU pod takes its node's lock.
+    pub node_lock: bool,
 }
 
 /// Pods, MiB and cores on one GPU.
@@ -103,6 +111,10 @@ pub struct GpuState {
     used: HashMap<Id, Vec<Use>>,
     /// What the session gave each pod it placed, with the node.
     given: HashMap<Id, (Id, Arc<Grants>)>,
+    /// How many of those pods each node has.
+    given_on: HashMap<Id, u32>,
+    /// The session's time (Unix seconds): whether a node lock still stands.
+    pub now: i64,
 }
 
 /// The position of the GPU a grant names among `gpus`: its UUID, or (a MIG slice) a UUID that
@@ -266,13 +278,30 @@ impl GpuState {
         if !self.config.enabled {
             return Err(Unfit::Gpu(GpuUnfit::Off));
         }
-        if snap.nodes.get(node).is_none_or(|n| n.spec.gpus.is_empty()) {
+        let Some(n) = snap.nodes.get(node).filter(|n| !n.spec.gpus.is_empty()) else {
             return Err(Unfit::Gpu(GpuUnfit::NotRegistered));
+        };
+        // A lock passes: never a reason to give up on the node.
+        if !empty && self.locked(n.spec.gpu_lock, node) {
+            return Err(Unfit::Gpu(GpuUnfit::Locked));
         }
         match self.choose(snap, ask, job, node, true, empty) {
             Some(_) => Ok(()),
             None => Err(Unfit::Gpu(GpuUnfit::NotEnough)),
         }
+    }
+
+    /// Whether the node lock keeps vGPU pods off `node` (whose lock was taken at `lock`): it
+    /// stands, or a pod placed there this session will take it.
+    fn locked(&self, lock: Option<i64>, node: Id) -> bool {
+        self.config.node_lock
+            && (lock.is_some_and(|at| self.now.saturating_sub(at) < LOCK_EXPIRY)
+                || self.given_on.get(&node).is_some_and(|k| *k > 0))
+    }
+
+    /// Whether binding `task` on `node` takes the node's lock.
+    pub fn takes_lock(&self, task: Id) -> bool {
+        self.config.node_lock && self.given.contains_key(&task)
     }
 
     /// Whether `task`'s GPUs fit `node` without what is being released (a placement that
@@ -307,6 +336,9 @@ impl GpuState {
         };
         if sign < 0 {
             if let Some((n, grants)) = self.given.remove(&task) {
+                if let Some(k) = self.given_on.get_mut(&n) {
+                    *k = k.saturating_sub(1);
+                }
                 let job = t.job;
                 self.each_use(snap, n, &grants, |u, g| {
                     u.held.step(g, -1);
@@ -333,6 +365,7 @@ impl GpuState {
                 u.jobs.push(t.job);
             });
             self.given.insert(task, (node, Arc::new(grants)));
+            *self.given_on.entry(node).or_default() += 1;
         }
     }
 

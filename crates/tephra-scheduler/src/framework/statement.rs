@@ -265,6 +265,7 @@ impl Session {
             };
             if bind && !was_pipelined {
                 decision.gpus = self.state.gpus.prebind(task, node);
+                decision.gpu_lock = self.state.gpus.takes_lock(task);
                 self.state
                     .set_task(&self.snap, task, Some((TaskStatus::Binding, Some(node))));
                 let volumes = self.state.volumes.prebind(&self.snap, task, node);
@@ -317,6 +318,7 @@ impl Session {
             cluster,
             node: n.spec.name.clone(),
             gpus: None,
+            gpu_lock: false,
         })
     }
 

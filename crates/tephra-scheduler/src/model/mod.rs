@@ -107,6 +107,9 @@ pub struct NodeSpec {
     /// The shared GPUs its vGPU device plugin registered (`vgpu::REGISTER`); empty for a node
     /// without one.
     pub gpus: Arc<[vgpu::Gpu]>,
+    /// When its node lock for shared GPUs was taken (`vgpu::NODE_LOCK`, Unix seconds), if it
+    /// stands.
+    pub gpu_lock: Option<i64>,
 }
 
 /// The pod slots of a node that reports none, as kubelet's default `maxPods`.

@@ -50,6 +50,16 @@ pub const GROUP_POLICY: &str = "volcano.sh/vgpu-podgroup-policy";
 pub const VENDOR: &str = "NVIDIA";
 /// The cores of one GPU, in percent.
 pub const FULL_CORES: u32 = 100;
+/// Node annotation: the node lock (`deviceshare.NodeLockEnable`), the RFC 3339 time the
+/// scheduler took it as it bound a vGPU pod there; the device plugin removes it once it has
+/// allocated that pod's GPUs. While it stands no other vGPU pod is bound to the node.
+pub const NODE_LOCK: &str = "hamivgpu";
+/// Seconds after which a node lock nobody released is taken over, as Volcano's scheduler does.
+pub const LOCK_EXPIRY: i64 = 300;
+/// What the device plugin writes in [`BIND_PHASE`] once it has allocated a pod's GPUs.
+pub const BIND_SUCCESS: &str = "success";
+/// What the device plugin writes in [`BIND_PHASE`] when it could not.
+pub const BIND_FAILED: &str = "failed";
 
 /// One GPU a node registered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

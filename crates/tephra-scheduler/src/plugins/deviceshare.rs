@@ -7,8 +7,10 @@
 //! Arguments, as Volcano reads them: `deviceshare.VGPUEnable` (bool, default false: pods that
 //! ask for `volcano.sh/vgpu-*` are placed nowhere, saying so), `deviceshare.SchedulePolicy`
 //! (`binpack` or `spread`; otherwise the last registered GPU first), `deviceshare.ScheduleWeight`
-//! (the node score multiplier, default 0: no score). The gpushare modes, node lock and dynamic
-//! MIG arguments are accepted with a warning: tephra does not serve them.
+//! (the node score multiplier, default 0: no score), `deviceshare.NodeLockEnable` (bool, default
+//! false: binding a vGPU pod takes its node's `hamivgpu` lock, which the device plugin releases;
+//! see [`GpuState`](crate::framework::gpus::GpuState)). The gpushare modes and dynamic MIG
+//! arguments are accepted with a warning: tephra does not serve them.
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::gpus::{GpuConfig, Policy};
@@ -22,6 +24,7 @@ pub const ARGS: ArgSpec = ArgSpec {
         "deviceshare.VGPUEnable",
         "deviceshare.SchedulePolicy",
         "deviceshare.ScheduleWeight",
+        "deviceshare.NodeLockEnable",
     ],
     prefixes: &[],
     inert: &[
@@ -32,10 +35,6 @@ pub const ARGS: ArgSpec = ArgSpec {
         (
             "deviceshare.GPUNumberEnable",
             "tephra counts whole GPUs as a resource without it",
-        ),
-        (
-            "deviceshare.NodeLockEnable",
-            "tephra does not take the hamivgpu node lock",
         ),
         (
             "deviceshare.KnownGeometriesCMName",
@@ -80,6 +79,7 @@ fn read(r: &ArgReader) -> GpuConfig {
         enabled,
         policy,
         weight,
+        node_lock: r.bool_or("deviceshare.NodeLockEnable", false),
     }
 }
 

@@ -59,6 +59,7 @@ pub fn add_nodes(
     for i in 0..count {
         cache.apply(Event::NodeUpsert(NodeSpec {
             gpus: Default::default(),
+            gpu_lock: None,
             name: format!("{prefix}-{i}"),
             cluster: cluster.to_string(),
             labels: labels.clone(),

@@ -25,6 +25,7 @@ pub fn node(cluster: &str, name: &str, gpus: &str, labels: &[(&str, &str)]) -> E
     let mut c = Cache::new();
     Event::NodeUpsert(NodeSpec {
         gpus: Default::default(),
+        gpu_lock: None,
         name: name.into(),
         cluster: cluster.into(),
         labels: labels

@@ -89,6 +89,16 @@ pub fn key(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
     )
 }
 
+/// When the node lock for shared GPUs (`vgpu::NODE_LOCK`, RFC 3339) was taken, if it stands.
+/// A time that does not parse counts as long ago: the lock is taken over, as an expired one.
+fn gpu_lock(n: &Node) -> Option<i64> {
+    let at = n.metadata.annotations.as_ref()?.get(vgpu::NODE_LOCK)?;
+    Some(
+        at.parse::<k8s_openapi::jiff::Timestamp>()
+            .map_or(0, |t| t.as_second()),
+    )
+}
+
 /// A member's Node: allocatable (pod slots default to kubelet's 110), labels, taints,
 /// cordon and the Ready condition.
 pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSpec, ConvertError> {
@@ -118,6 +128,7 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
         .is_some_and(|c| c.status == "True");
     let gpus = node_gpus(&name, n, &list);
     Ok(NodeSpec {
+        gpu_lock: gpu_lock(n),
         gpus,
         name,
         cluster: cluster.to_string(),

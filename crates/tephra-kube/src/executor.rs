@@ -507,7 +507,40 @@ impl Inner {
         // The client's own log lines (a connection refused) name the cluster through this span,
         // at the error level so that it is there whatever level the log shows.
         let span = tracing::error_span!("write", cluster);
-        self.attempts(client, w, cluster).instrument(span).await
+        // A vGPU pod's node lock is taken before its bind, and let go if the bind fails.
+        let lock = match w {
+            Write::Bind {
+                node,
+                gpu_lock: true,
+                ..
+            }
+            | Write::Place {
+                node,
+                gpu_lock: true,
+                ..
+            } => Some(node.as_str()),
+            _ => None,
+        };
+        if let Some(node) = lock
+            && let Err(e) = crate::gpu_lock::take(client.clone(), node)
+                .instrument(span.clone())
+                .await
+        {
+            let (code, message) = match &e {
+                kube::Error::Api(s) => (s.code, s.message.clone()),
+                other => (0, other.to_string()),
+            };
+            self.metrics.api_error(cluster, "lock", code);
+            return Outcome::Failed { code, message };
+        }
+        let outcome = self
+            .attempts(client.clone(), w, cluster)
+            .instrument(span)
+            .await;
+        if let (Some(node), Outcome::Failed { .. }) = (lock, &outcome) {
+            crate::gpu_lock::release(client, node).await;
+        }
+        outcome
     }
 
     /// Writes `w` to `cluster` with `client`, retrying what may succeed later: with the

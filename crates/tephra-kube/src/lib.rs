@@ -34,6 +34,7 @@ pub mod events;
 pub mod executor;
 pub mod failover;
 pub mod gone;
+pub mod gpu_lock;
 pub mod jobs;
 pub mod karmada;
 pub mod lanes;

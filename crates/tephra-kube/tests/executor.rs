@@ -113,6 +113,7 @@ fn condition(pod: &str) -> Write {
 fn bind(pod: &str) -> Write {
     Write::Bind {
         annotations: Default::default(),
+        gpu_lock: false,
         cluster: "local".into(),
         namespace: "default".into(),
         name: pod.into(),

@@ -32,9 +32,9 @@ fn vgpu_node() -> tephra_devcluster::kubelet::NodeSpec {
     n
 }
 
-fn slice_pod(name: &str) -> Pod {
-    let limits =
-        json!({"cpu": "1", "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "10000"});
+/// A pod of one GPU slice of `mib` MiB, of its own PodGroup `name`.
+fn slice_pod_of(name: &str, mib: &str) -> Pod {
+    let limits = json!({"cpu": "1", "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": mib});
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default",
@@ -44,6 +44,34 @@ fn slice_pod(name: &str) -> Pod {
             {"name": "main", "image": "cuda", "resources": {"requests": limits, "limits": limits}}]}
     }))
     .unwrap()
+}
+
+/// Registers node `g`'s two GPUs (as its device plugin would) and creates a slice of `mib`
+/// MiB per name, each with its PodGroup.
+async fn registered_slices(c: &kube::Client, names: &[&str], mib: &str) {
+    let nodes: Api<Node> = Api::all(c.clone());
+    nodes
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: REGISTER}}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    for name in names {
+        let pg: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": 1, "queue": "default"}
+        }))
+        .unwrap();
+        pgs.create(&PostParams::default(), &pg).await.unwrap();
+        pods.create(&PostParams::default(), &slice_pod_of(name, mib))
+            .await
+            .unwrap();
+    }
 }
 
 on_both!(
@@ -56,29 +84,9 @@ async fn slices_are_bound_with_the_annotations_the_device_plugin_reads(backend: 
         return;
     };
     let c = cl.client.clone();
-    let nodes: Api<Node> = Api::all(c.clone());
-    nodes
-        .patch(
-            "g",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: REGISTER}}})),
-        )
-        .await
-        .unwrap();
+    registered_slices(&c, &["s0", "s1", "s2"], "10000").await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
-    for name in ["s0", "s1", "s2"] {
-        let pg: PodGroup = serde_json::from_value(json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"minMember": 1, "queue": "default"}
-        }))
-        .unwrap();
-        pgs.create(&PostParams::default(), &pg).await.unwrap();
-        pods.create(&PostParams::default(), &slice_pod(name))
-            .await
-            .unwrap();
-    }
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -99,9 +107,21 @@ async fn slices_are_bound_with_the_annotations_the_device_plugin_reads(backend: 
     let mut gpus = Vec::new();
     for (name, a) in &bound {
         let ids = &a[vgpu::IDS];
-        assert_eq!(a[vgpu::TO_ALLOCATE], *ids, "{name}");
         assert_eq!(a[vgpu::ASSIGNED_NODE], "g", "{name}");
-        assert_eq!(a[vgpu::BIND_PHASE], "allocating", "{name}");
+        // The devcluster's kubelet plays the device plugin: once it allocated the pod it says
+        // so, with the devices handed out taken off the list.
+        match a[vgpu::BIND_PHASE].as_str() {
+            "allocating" => assert_eq!(a[vgpu::TO_ALLOCATE], *ids, "{name}"),
+            "success" => assert!(
+                vgpu::Grants::parse(&a[vgpu::TO_ALLOCATE])
+                    .all()
+                    .next()
+                    .is_none(),
+                "{name}: {}",
+                a[vgpu::TO_ALLOCATE]
+            ),
+            other => panic!("{name}: bind phase {other}"),
+        }
         assert!(a[vgpu::ASSIGNED_TIME].parse::<u64>().is_ok(), "{name}");
         let grants = vgpu::Grants::parse(ids);
         let all: Vec<_> = grants.all().collect();
@@ -256,11 +276,7 @@ async fn a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotat
     }))
     .unwrap();
     pgs.create(&PostParams::default(), &pg).await.unwrap();
-    let mut pod = slice_pod("s0");
-    let limits =
-        json!({"cpu": "1", "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "12000"});
-    pod.spec.as_mut().unwrap().containers[0].resources =
-        Some(serde_json::from_value(json!({"requests": limits, "limits": limits})).unwrap());
+    let pod = slice_pod_of("s0", "12000");
     Api::<Pod>::namespaced(cp.clone(), "default")
         .create(&PostParams::default(), &pod)
         .await
@@ -274,7 +290,9 @@ async fn a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotat
     .await;
     let a = copy.metadata.annotations.unwrap_or_default();
     assert_eq!(a[vgpu::IDS], "GPU-west-0-0,NVIDIA,12000,0:");
-    assert_eq!(a[vgpu::TO_ALLOCATE], a[vgpu::IDS]);
+    // Still to allocate, or (the member's kubelet plays the plugin) allocated.
+    let allocated = a[vgpu::BIND_PHASE] == "success" && a[vgpu::TO_ALLOCATE].is_empty();
+    assert!(allocated || a[vgpu::TO_ALLOCATE] == a[vgpu::IDS], "{a:?}");
     assert_eq!(a[vgpu::ASSIGNED_NODE], "west-0");
     let east: Api<Pod> = Api::namespaced(fleet.client("east").await.unwrap(), "default");
     assert!(east.get_opt("s0").await.unwrap().is_none());
@@ -284,5 +302,143 @@ async fn a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotat
         (p.status?.phase.as_deref() == Some("Running")).then_some(())
     })
     .await;
+    sched.stop().await;
+}
+
+/// Writes a scheduler configuration with the node lock on, returning its path.
+fn locking_config(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tephra-vgpu-lock-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("scheduler.conf");
+    std::fs::write(
+        &path,
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.NodeLockEnable: true\n",
+    )
+    .unwrap();
+    path
+}
+
+on_both!(
+    with_the_node_lock_slices_of_one_node_bind_one_at_a_time,
+    with_the_node_lock_slices_of_one_node_bind_one_at_a_time
+);
+/// With `deviceshare.NodeLockEnable`, tephra takes the node's `hamivgpu` lock (an RFC 3339
+/// time) before it binds a slice there, and binds no other slice to the node until the device
+/// plugin has released it: on the devcluster its kubelet plays the plugin (writes
+/// `bind-phase: success` and removes the lock), on a real API server the test does. So no
+/// slice is bound while another of the node is still being allocated, which is what keeps
+/// the plugin from handing one pod's GPUs to another.
+async fn with_the_node_lock_slices_of_one_node_bind_one_at_a_time(backend: Backend) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![vgpu_node()]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let names = ["s0", "s1", "s2"];
+    registered_slices(&c, &names, "3000").await;
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let options = tephra_kube::run::Options {
+        config_path: Some(locking_config(&format!("{backend:?}"))),
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+    let real = backend == Backend::KubeApiserver;
+    let mut seen_bound: Vec<String> = Vec::new();
+    for round in 0..names.len() {
+        // The next slice binds, alone: every slice bound before it was allocated already.
+        let now_bound: Vec<(String, BTreeMap<String, String>)> =
+            eventually(30, "the next slice bound", || async {
+                let mut out = Vec::new();
+                for name in names {
+                    let p = pods.get(name).await.ok()?;
+                    if p.spec.as_ref()?.node_name.is_some() {
+                        out.push((name.to_string(), p.metadata.annotations.unwrap_or_default()));
+                    }
+                }
+                (out.len() > round).then_some(out)
+            })
+            .await;
+        assert_eq!(
+            now_bound.len(),
+            round + 1,
+            "one slice per lock: {now_bound:?}"
+        );
+        let (fresh, annotations) = now_bound
+            .iter()
+            .find(|(n, _)| !seen_bound.contains(n))
+            .unwrap()
+            .clone();
+        seen_bound.push(fresh.clone());
+        if real {
+            // tephra took the lock: a time of now.
+            let node = nodes.get("g").await.unwrap();
+            let at = node.metadata.annotations.unwrap_or_default()[vgpu::NODE_LOCK].clone();
+            let at: k8s_openapi::jiff::Timestamp = at.parse().unwrap();
+            let age = k8s_openapi::jiff::Timestamp::now().as_second() - at.as_second();
+            assert!((0..60).contains(&age), "lock taken {age} s ago");
+            assert_eq!(annotations[vgpu::BIND_PHASE], "allocating");
+            // Nothing else binds while it stands.
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            let bound = pods
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .count();
+            assert_eq!(bound, round + 1, "nothing binds while the lock stands");
+            // The device plugin allocated it: it says so and lets the lock go.
+            pods.patch(
+                &fresh,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {vgpu::BIND_PHASE: "success"}}})),
+            )
+            .await
+            .unwrap();
+            nodes
+                .patch(
+                    "g",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {vgpu::NODE_LOCK: null}}})),
+                )
+                .await
+                .unwrap();
+        } else {
+            for (name, a) in &now_bound {
+                if *name != fresh {
+                    assert_eq!(
+                        a[vgpu::BIND_PHASE],
+                        "success",
+                        "{name} allocated before {fresh} bound"
+                    );
+                }
+            }
+        }
+    }
+    // Binpack: the three slices share one GPU, each told apart by the plugin in turn.
+    let mut gpus = std::collections::BTreeSet::new();
+    for name in names {
+        let p = pods.get(name).await.unwrap();
+        let a = p.metadata.annotations.unwrap_or_default();
+        gpus.extend(
+            vgpu::Grants::parse(&a[vgpu::IDS])
+                .all()
+                .map(|g| g.uuid.clone()),
+        );
+    }
+    assert_eq!(gpus.len(), 1, "{gpus:?}");
+    if !real {
+        eventually(20, "the kubelet released the last lock", || async {
+            let n = nodes.get("g").await.ok()?;
+            (!n.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(vgpu::NODE_LOCK))
+            .then_some(())
+        })
+        .await;
+    }
     sched.stop().await;
 }

@@ -173,6 +173,7 @@ async fn every_object_of_an_everything_on_render_is_admitted() {
     let dir = TempDir::new("everything");
     let mut values = fleet_values(&[("east", "https://10.0.0.1:6443")]);
     values["scheduler"]["members"] = json!("both");
+    values["scheduler"]["gpuNodeLock"] = json!(true);
     values["memberAccess"] = json!({"enabled": true});
     values["extender"] = json!({"enabled": true,
         "kubeSchedulerImage": "registry.k8s.io/kube-scheduler:v1.31.4"});
@@ -207,6 +208,18 @@ async fn every_object_of_an_everything_on_render_is_admitted() {
         apply(&dev.client("local").await.unwrap(), &bad)
             .await
             .is_err()
+    );
+    // The node lock for shared GPUs: the scheduler may patch Nodes.
+    assert!(
+        of_kind(&rest, "ClusterRole").iter().any(|r| {
+            r["rules"].as_array().into_iter().flatten().any(|rule| {
+                rule["resources"] == json!(["nodes"])
+                    && rule["verbs"]
+                        .as_array()
+                        .is_some_and(|v| v.contains(&json!("patch")))
+            })
+        }),
+        "no rule lets the scheduler patch Nodes with gpuNodeLock"
     );
     let kinds: BTreeSet<&str> = rest.iter().filter_map(|d| d["kind"].as_str()).collect();
     for k in [

@@ -416,6 +416,16 @@ impl Kubelet {
             let node_obj = crate::kubelet_proxy::node(&self.api, &node);
             vgpu::allocate(v, &node, node_obj.as_ref(), &st.gpus_on(&node))
         });
+        // The plugin writes back how its Allocate went and lets the node's lock go.
+        if vgpu::asks(v) {
+            let ok = verdict.is_ok();
+            self.later(
+                Duration::ZERO,
+                pod.key(),
+                uid.clone(),
+                Action::Allocated(ok, node.clone()),
+            );
+        }
         match verdict {
             Err(refusal) => {
                 drop(st);
@@ -496,6 +506,43 @@ impl Kubelet {
         let same = |cur: &Value| str_at(cur, "/metadata/uid") == uid;
         let opts = WriteOpts::default();
         match action {
+            Action::Allocated(ok, node) => {
+                self.api
+                    .update(&pods, key, Scope::Main, &opts, &mut |cur| {
+                        let mut v = cur.clone();
+                        if same(cur) {
+                            let set = vgpu::written_back(cur, ok);
+                            let a = &mut v["metadata"]["annotations"];
+                            if !a.is_object() {
+                                *a = json!({});
+                            }
+                            if let Some(a) = a.as_object_mut() {
+                                a.extend(set);
+                            }
+                        }
+                        Ok(v)
+                    })?;
+                let nodes = self.api.builtin(Builtin::Node);
+                let at = (String::new(), node);
+                let locked = |n: &Value| {
+                    n.pointer("/metadata/annotations")
+                        .and_then(|a| a.get(tephra_scheduler::model::vgpu::NODE_LOCK))
+                        .is_some()
+                };
+                if self.api.get(&nodes, &at).is_some_and(|n| locked(&n.value)) {
+                    self.api
+                        .update(&nodes, &at, Scope::Main, &opts, &mut |cur| {
+                            let mut v = cur.clone();
+                            if let Some(a) = v
+                                .pointer_mut("/metadata/annotations")
+                                .and_then(Value::as_object_mut)
+                            {
+                                a.remove(tephra_scheduler::model::vgpu::NODE_LOCK);
+                            }
+                            Ok(v)
+                        })?;
+                }
+            }
             Action::Remove => {
                 self.api.delete(
                     &pods,
@@ -664,6 +711,8 @@ impl Kubelet {
 }
 
 enum Action {
+    /// The vGPU device plugin's Allocate ended (whether it succeeded, on which node).
+    Allocated(bool, String),
     Start(String),
     Reject(String, String),
     Finish(i64),

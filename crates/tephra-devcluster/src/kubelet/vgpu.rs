@@ -8,6 +8,11 @@
 //! pods than its split count, more memory than it has or more than all of its cores with the
 //! pods the kubelet already runs.
 //!
+//! Then, as the plugin does, the pod is told how it went ([`written_back`]: `bind-phase`
+//! `success` or `failed`, the GPUs handed out taken off `devices-to-allocate`) and the node's
+//! lock for shared GPUs (`hamivgpu`, taken by a scheduler with `deviceshare.NodeLockEnable`)
+//! is released.
+//!
 //! Pure functions over the pod's and the node's JSON.
 
 use serde_json::Value;
@@ -52,6 +57,34 @@ fn numbers(pod: &Value) -> Vec<u64> {
                 .unwrap_or(0)
         })
         .collect()
+}
+
+/// Whether `pod` limits `volcano.sh/vgpu-number` in any container: the plugin's business.
+pub fn asks(pod: &Value) -> bool {
+    numbers(pod).iter().any(|n| *n > 0)
+}
+
+/// The annotations the plugin sets on `pod` once its Allocate ended (`ok`): the bind phase,
+/// the placement time set past any other (so it is never taken for a pending pod again) and,
+/// on success, `devices-to-allocate` with every container's GPUs handed out.
+pub fn written_back(pod: &Value, ok: bool) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    let phase = if ok {
+        vgpu::BIND_SUCCESS
+    } else {
+        vgpu::BIND_FAILED
+    };
+    out.insert(vgpu::BIND_PHASE.into(), Value::from(phase));
+    out.insert(
+        vgpu::ASSIGNED_TIME.into(),
+        Value::from(u64::MAX.to_string()),
+    );
+    if ok {
+        let left = vgpu::Grants::parse(annotation(pod, vgpu::TO_ALLOCATE).unwrap_or_default());
+        let emptied = vgpu::Grants(vec![Vec::new(); left.0.len()]);
+        out.insert(vgpu::TO_ALLOCATE.into(), Value::from(emptied.encode()));
+    }
+    out
 }
 
 /// The GPUs the plugin would hand `pod` on `node_name` (whose Node object is `node`), given
@@ -197,5 +230,19 @@ mod tests {
         // A pod that asks for no GPU is none of the plugin's business.
         let plain = json!({"spec": {"containers": [{"name": "c"}]}});
         assert_eq!(allocate(&plain, "n", None, &[]).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn the_plugin_writes_back_success_with_the_devices_handed_out_or_failure() {
+        let p = pod(Some("n"), ";GPU-a,NVIDIA,8000,50:");
+        assert!(asks(&p));
+        let ok = written_back(&p, true);
+        assert_eq!(ok[vgpu::BIND_PHASE], "success");
+        assert_eq!(ok[vgpu::TO_ALLOCATE], ";");
+        assert_eq!(ok[vgpu::ASSIGNED_TIME], u64::MAX.to_string());
+        let failed = written_back(&p, false);
+        assert_eq!(failed[vgpu::BIND_PHASE], "failed");
+        assert!(!failed.contains_key(vgpu::TO_ALLOCATE));
+        assert!(!asks(&json!({"spec": {"containers": [{"name": "c"}]}})));
     }
 }

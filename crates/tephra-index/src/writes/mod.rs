@@ -456,6 +456,7 @@ impl Planner {
                 Some(p) => Write::Place {
                     pod: p,
                     annotations,
+                    gpu_lock: b.gpu_lock,
                     extender: extender(&b.cluster, &b.job),
                     node: b.node.clone(),
                     cluster: b.cluster.clone(),
@@ -469,6 +470,7 @@ impl Planner {
                     node: b.node.clone(),
                     job: b.job.clone(),
                     annotations,
+                    gpu_lock: b.gpu_lock,
                 },
             };
             if !gated.contains(b.job.as_str()) {

@@ -58,6 +58,8 @@ pub enum Write {
         /// Annotations the binding sets on the pod as it binds it (the shared GPUs it was
         /// given, [`gpu_annotations`](super::gpu_annotations)); empty for most pods.
         annotations: BTreeMap<String, String>,
+        /// Take the node's lock for shared GPUs first (`deviceshare.NodeLockEnable`).
+        gpu_lock: bool,
     },
     /// Create a declared pod in the member it was placed in, on its node (fleet mode, Direct
     /// binding).
@@ -78,6 +80,8 @@ pub enum Write {
         /// Annotations the member's copy is made with besides the declared pod's (the shared
         /// GPUs it was given).
         annotations: BTreeMap<String, String>,
+        /// Take the node's lock for shared GPUs first (`deviceshare.NodeLockEnable`).
+        gpu_lock: bool,
     },
     /// Report on a pod declared on the control plane how its member copy runs (`status`
     /// fields to merge: phase and a `PodScheduled` condition naming the cluster and node).

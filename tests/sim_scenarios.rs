@@ -554,6 +554,30 @@ fn example(name: &str) -> Scenario {
     Scenario::load(&common::repo_root().join("examples/sim").join(name)).unwrap()
 }
 
+/// Gangs of GPU slices through a member's outage: those that ran in the member that went away
+/// are placed again, slices and all, where their slices fit, every job finishes, and no GPU is
+/// over-committed at any bind (the checker counts each GPU's pods, memory and cores).
+#[test]
+fn gangs_of_gpu_slices_move_with_their_slices_when_a_member_fails() {
+    let (r, events) = run("shared-gpus-outage.yaml");
+    assert_clean(&r);
+    assert_eq!(r.invariants.gpu_overcommits, 0);
+    assert_eq!(r.jobs.completed, r.jobs.submitted, "{:?}", r.jobs);
+    assert!(r.pods.evicted > 0, "the outage hit running slices");
+    // Jobs bound in east before the outage and again in west after it.
+    let moved: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e.kind == "bind" && e.cluster.as_deref() == Some("east") && e.t < 2400.0)
+        .filter_map(|e| e.job.as_deref())
+        .filter(|job| {
+            binds(&events, job)
+                .iter()
+                .any(|b| b.cluster.as_deref() == Some("west") && b.t > 2400.0)
+        })
+        .collect();
+    assert!(!moved.is_empty(), "no gang of slices moved to west");
+}
+
 #[test]
 fn sharing_gpus_runs_more_of_the_same_jobs_than_whole_gpus_and_overcommits_none() {
     let (shared, events) = run_with(&example("shared-gpus.yaml"), None);

@@ -143,6 +143,10 @@ impl Checker {
         if let Some(r) = self.pod_req.remove(pod) {
             self.pod_req.insert(ghost.to_string(), r);
         }
+        // Its GPUs too: the ghost holds them until it is gone there.
+        if let Some(g) = self.pod_gpus.remove(pod) {
+            self.pod_gpus.insert(ghost.to_string(), g);
+        }
         if let Some(j) = self.jobs.get_mut(job) {
             j.placed.remove(pod);
             if finished {
@@ -383,5 +387,50 @@ impl Checker {
         {
             j.done += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(job: &str, pod: &str, gpu: &str) -> CheckBind {
+        CheckBind {
+            job: job.into(),
+            pod: pod.into(),
+            cluster: "east".into(),
+            node: "n".into(),
+            request: std::sync::Arc::from(vec![("cpu".to_string(), "1".to_string())]),
+            gpus: vec![(gpu.into(), 60000, 50)],
+        }
+    }
+
+    /// A pod set aside by failover keeps its slice under its ghost's name until the ghost is
+    /// gone: then the slice is free for the next pod, and only then.
+    #[test]
+    fn a_ghost_holds_its_pods_gpu_slice_until_it_is_gone() {
+        let mut c = Checker::default();
+        c.cluster(
+            "east",
+            CheckCluster {
+                ready: true,
+                ..CheckCluster::default()
+            },
+        );
+        c.node("east", "n", &[("cpu".into(), "8".into())]);
+        c.node_gpus("east", "n", &[("GPU-0".into(), 4, 81920)]);
+        for j in ["a", "b", "c"] {
+            c.job(j, 1, JobPolicy::default());
+        }
+        c.binds(&[bind("a", "a-0", "GPU-0")]);
+        c.ghost("a", "a-0", "a-0~east", false);
+        // The ghost still holds 60000 MiB of the GPU: b's slice would over-commit it.
+        c.binds(&[bind("b", "b-0", "GPU-0")]);
+        assert_eq!(c.invariants.gpu_overcommits, 1, "{:?}", c.details);
+        c.released("b", "b-0", false);
+        // The ghost is gone: c's slice fits.
+        c.released("a", "a-0~east", false);
+        c.binds(&[bind("c", "c-0", "GPU-0")]);
+        assert_eq!(c.invariants.gpu_overcommits, 1, "{:?}", c.details);
     }
 }

@@ -69,6 +69,34 @@ pub enum ConvertError {
     /// A HyperNode cannot be read.
     #[error(transparent)]
     HyperNode(#[from] tephra_controllers::topology::HyperNodeError),
+    /// The vGPU device configuration cannot be read.
+    #[error("configmap {key}: {source}")]
+    DeviceConfig {
+        /// `namespace/name`.
+        key: String,
+        /// Why.
+        source: tephra_scheduler::model::mig::DeviceConfigError,
+    },
+}
+
+/// The key of the vGPU device configuration in its ConfigMap, as Volcano reads it.
+pub const DEVICE_CONFIG_KEY: &str = "device-config.yaml";
+
+/// The dynamic MIG geometries of the vGPU device configuration ConfigMap (its
+/// [`DEVICE_CONFIG_KEY`]); none when it has no such key, as Volcano then uses its defaults,
+/// which name none.
+pub fn mig_geometries(
+    cm: &k8s_openapi::api::core::v1::ConfigMap,
+) -> Result<tephra_scheduler::model::mig::KnownGeometries, ConvertError> {
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get(DEVICE_CONFIG_KEY)) else {
+        return Ok(Default::default());
+    };
+    tephra_scheduler::model::mig::KnownGeometries::parse(text).map_err(|source| {
+        ConvertError::DeviceConfig {
+            key: key(&cm.metadata),
+            source,
+        }
+    })
 }
 
 /// Seconds since the epoch of a Kubernetes timestamp.

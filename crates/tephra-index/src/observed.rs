@@ -54,6 +54,10 @@ pub enum Kind {
     ResourceClaim,
     /// Volcano's HyperNodes (network topology), on each member.
     HyperNode,
+    /// The vGPU device configuration ConfigMap (`volcano-vgpu-device-config` in
+    /// `kube-system`, or as `deviceshare` names it), in the scheduler's own cluster: the
+    /// dynamic MIG geometries.
+    DeviceConfig,
 }
 
 impl Kind {
@@ -104,6 +108,7 @@ impl Kind {
             Kind::ResourceSlice => "resourceslices",
             Kind::ResourceClaim => "resourceclaims",
             Kind::HyperNode => "hypernodes",
+            Kind::DeviceConfig => "configmaps",
         }
     }
 }
@@ -147,6 +152,8 @@ pub enum Obj {
     ResourceClaim(Box<ResourceClaim>),
     /// A HyperNode.
     HyperNode(Box<HyperNode>),
+    /// The vGPU device configuration ConfigMap.
+    DeviceConfig(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
 
 impl Obj {
@@ -171,6 +178,7 @@ impl Obj {
             Obj::ResourceSlice(_) => Kind::ResourceSlice,
             Obj::ResourceClaim(_) => Kind::ResourceClaim,
             Obj::HyperNode(_) => Kind::HyperNode,
+            Obj::DeviceConfig(_) => Kind::DeviceConfig,
         }
     }
 
@@ -196,6 +204,7 @@ impl Obj {
             Obj::ResourceSlice(o) => &o.metadata,
             Obj::ResourceClaim(o) => &o.metadata,
             Obj::HyperNode(o) => &o.metadata,
+            Obj::DeviceConfig(o) => &o.metadata,
         };
         match &meta.namespace {
             Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),

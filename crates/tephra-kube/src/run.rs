@@ -307,6 +307,17 @@ pub async fn start(client: Client, options: Options) -> Result<Running, StartErr
     }
     tasks.extend(watch::spawn_control(&client, &control, &tx, &metrics));
     expected.extend(watch::CONTROL_KINDS.map(|k| (control.to_string(), k)));
+    // The dynamic MIG geometries, from the ConfigMap the configuration names when tephra
+    // starts (as Volcano reads it once).
+    let (cm_ns, cm_name) = tephra_scheduler::plugins::deviceshare::device_config_map(&config);
+    tasks.push(watch::spawn_device_config(
+        &client,
+        &control,
+        &tx,
+        &metrics,
+        (&cm_ns, &cm_name),
+    ));
+    expected.insert((control.to_string(), Kind::DeviceConfig));
     let declared = options.members == MemberSource::Clusters;
     // One cluster: sessions start once the kinds every pod depends on are listed.
     let defer = options.members == MemberSource::Local;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -42,6 +42,19 @@ pub const ABSENT_RECHECK: std::time::Duration = std::time::Duration::from_secs(6
 /// [`ABSENT_RECHECK`]: a member without the HyperNode CRD is not asked every few seconds.
 pub fn spawn<K>(
     api: Api<K>,
+    with: (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
+    wrap: fn(K) -> Obj,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    spawn_selected(api, None, with, wrap)
+}
+
+/// [`spawn`], watching only the objects a field selector (`fields`) picks.
+pub fn spawn_selected<K>(
+    api: Api<K>,
+    fields: Option<String>,
     (cluster, kind, tx, metrics): (Arc<str>, Kind, mpsc::Sender<Update>, Arc<Metrics>),
     wrap: fn(K) -> Obj,
 ) -> JoinHandle<()>
@@ -58,7 +71,7 @@ where
         // kube-apiserver: 2.1 s against 2.6–3.4 s). A server that refuses them is listed in
         // pages from then on.
         let mut streaming = STREAMING_LISTS;
-        let mut stream = watcher(api.clone(), streaming)
+        let mut stream = watcher(api.clone(), streaming, fields.as_deref())
             .backoff(crate::retry::watch())
             .boxed();
         let mut absent = false;
@@ -91,7 +104,7 @@ where
                     }
                 }
                 tokio::time::sleep(ABSENT_RECHECK).await;
-                stream = watcher(api.clone(), streaming)
+                stream = watcher(api.clone(), streaming, fields.as_deref())
                     .backoff(crate::retry::watch())
                     .boxed();
                 continue;
@@ -110,7 +123,7 @@ where
                 } else {
                     tracing::debug!("listing in pages");
                 }
-                stream = watcher(api.clone(), streaming)
+                stream = watcher(api.clone(), streaming, fields.as_deref())
                     .backoff(crate::retry::watch())
                     .boxed();
                 continue;
@@ -311,6 +324,28 @@ pub fn spawn_control(
     ]
 }
 
+/// The watcher of the vGPU device configuration ConfigMap `namespace/name` in the scheduler's
+/// own cluster (`cluster`): its dynamic MIG geometries.
+pub fn spawn_device_config(
+    client: &Client,
+    cluster: &Arc<str>,
+    tx: &mpsc::Sender<Update>,
+    metrics: &Arc<Metrics>,
+    (namespace, name): (&str, &str),
+) -> JoinHandle<()> {
+    spawn_selected(
+        Api::<ConfigMap>::namespaced(client.clone(), namespace),
+        Some(format!("metadata.name={name}")),
+        (
+            Arc::clone(cluster),
+            Kind::DeviceConfig,
+            tx.clone(),
+            Arc::clone(metrics),
+        ),
+        |o| Obj::DeviceConfig(Box::new(o)),
+    )
+}
+
 /// The watchers of a fleet's control plane: its `Cluster` objects, its PropagationPolicies,
 /// its ResourceBindings (for their graceful-eviction tasks) and, with `declared`, its Pods (the pods jobs declare there, for the scheduler to place in a
 /// member).
@@ -438,6 +473,7 @@ pub fn deferred(kind: Kind) -> bool {
     use tephra_index::state::held::{DEVICE_KINDS, VOLUME_KINDS};
     kind == Kind::Pdb
         || kind == Kind::HyperNode
+        || kind == Kind::DeviceConfig
         || VOLUME_KINDS.contains(&kind)
         || DEVICE_KINDS.contains(&kind)
 }
@@ -445,13 +481,17 @@ pub fn deferred(kind: Kind) -> bool {
 fn watcher<K>(
     api: Api<K>,
     streaming: bool,
+    fields: Option<&str>,
 ) -> impl futures::Stream<Item = watcher::Result<WatchEvent<K>>>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     // Large pages where lists are paged: a relist of 100,000 pods in 20 requests rather than
     // 200.
-    let config = watcher::Config::default().page_size(5000);
+    let mut config = watcher::Config::default().page_size(5000);
+    if let Some(f) = fields {
+        config = config.fields(f);
+    }
     watcher::watcher(
         api,
         if streaming {

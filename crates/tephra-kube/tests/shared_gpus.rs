@@ -442,3 +442,99 @@ async fn with_the_node_lock_slices_of_one_node_bind_one_at_a_time(backend: Backe
     }
     sched.stop().await;
 }
+
+const MIG_REGISTER: &str =
+    "GPU-a,10,81920,NVIDIA-A100-PCIE-80GB,true,mig:GPU-b,10,81920,NVIDIA-A100-PCIE-80GB,true,mig:";
+
+const DEVICE_CONFIG: &str = "nvidia:
+  resourceCountName: volcano.sh/vgpu-number
+  knownMigGeometries:
+  - models: [\"A100-SXM4-80GB\", \"A100-PCIE-80GB\"]
+    allowedGeometries:
+      - group: group1
+        geometries:
+        - {name: 1g.10gb, memory: 10240, count: 7}
+      - group: group4
+        geometries:
+        - {name: 7g.80gb, memory: 81920, count: 1}
+";
+
+on_both!(
+    dynamic_mig_slices_take_instances_of_the_geometries_volcanos_config_map_names,
+    dynamic_mig_slices_take_instances_of_the_geometries_volcanos_config_map_names
+);
+/// A node whose vGPU plugin registered its GPUs in dynamic MIG mode, and Volcano's device
+/// configuration ConfigMap (`kube-system/volcano-vgpu-device-config`) with the A100's
+/// geometries: each 8000 MiB slice is given its own 1g.10gb instance, named as the plugin reads
+/// it (`GPU-a[group1-0]`, 10240 MiB), packed onto one GPU. On the devcluster its kubelet then
+/// admits them as the plugin would.
+async fn dynamic_mig_slices_take_instances_of_the_geometries_volcanos_config_map_names(
+    backend: Backend,
+) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![vgpu_node()]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(c.clone(), "kube-system");
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "volcano-vgpu-device-config", "namespace": "kube-system"},
+        "data": {"device-config.yaml": DEVICE_CONFIG}
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let names = ["s0", "s1", "s2"];
+    registered_slices(&c, &names, "8000").await;
+    Api::<Node>::all(c.clone())
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: MIG_REGISTER}}})),
+        )
+        .await
+        .unwrap();
+    let sched = tephra_kube::start(c.clone(), scheduler_options())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let ids: Vec<String> = eventually(30, "three slices bound", || async {
+        let mut out = Vec::new();
+        for name in names {
+            let p = pods.get(name).await.ok()?;
+            p.spec.as_ref()?.node_name.as_ref()?;
+            out.push(p.metadata.annotations?.get(vgpu::IDS)?.clone());
+        }
+        Some(out)
+    })
+    .await;
+    let mut instances = std::collections::BTreeSet::new();
+    for ids in &ids {
+        let grants = vgpu::Grants::parse(ids);
+        let all: Vec<_> = grants.all().collect();
+        assert_eq!(all.len(), 1, "{ids}");
+        assert_eq!(all[0].memory, 10240, "{ids}");
+        let (gpu, group, position) =
+            tephra_scheduler::model::mig::parse_instance_id(&all[0].uuid).expect("an instance");
+        assert_eq!(group, "group1", "{ids}");
+        instances.insert((gpu.to_string(), position));
+    }
+    assert_eq!(instances.len(), 3, "each its own instance: {instances:?}");
+    let gpus: std::collections::BTreeSet<&str> =
+        instances.iter().map(|(g, _)| g.as_str()).collect();
+    assert_eq!(gpus.len(), 1, "packed onto one GPU: {instances:?}");
+    if backend == Backend::Devcluster {
+        eventually(20, "the kubelet admitted them", || async {
+            let mut running = 0;
+            for name in names {
+                let p = pods.get(name).await.ok()?;
+                if p.status?.phase.as_deref() == Some("Running") {
+                    running += 1;
+                }
+            }
+            (running == 3).then_some(())
+        })
+        .await;
+    }
+    sched.stop().await;
+}

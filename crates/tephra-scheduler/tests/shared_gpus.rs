@@ -74,7 +74,20 @@ fn cache() -> Cache {
 /// A role of `replicas` pods whose one container takes `number` GPUs with `memory` MiB and
 /// `cores` percent on each.
 fn role(name: &str, replicas: u32, number: u32, memory: u64, cores: u32) -> Role {
+    role_in_mode(name, replicas, number, memory, cores, None)
+}
+
+/// [`role`], its pods asking for GPUs of `mode` (`volcano.sh/vgpu-mode`).
+fn role_in_mode(
+    name: &str,
+    replicas: u32,
+    number: u32,
+    memory: u64,
+    cores: u32,
+    mode: Option<&str>,
+) -> Role {
     let ask = GpuAsk {
+        mode: mode.map(String::from),
         containers: 1,
         asks: vec![ContainerAsk {
             index: 0,
@@ -243,6 +256,162 @@ fn a_bad_schedule_policy_is_refused_naming_the_argument() {
     let text = "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments:\n      deviceshare.SchedulePolicy: tightest\n";
     let e = SchedulerConfig::parse(text).unwrap_err().to_string();
     assert!(e.contains("deviceshare.SchedulePolicy"), "{e}");
+}
+
+/// A node `name` of two A100 80GB GPUs registered in dynamic MIG mode (split 10).
+fn mig_node(c: &mut Cache, name: &str) {
+    let list = [
+        ("cpu", "64"),
+        ("memory", "256Gi"),
+        ("pods", "110"),
+        ("volcano.sh/vgpu-number", "20"),
+        ("volcano.sh/vgpu-memory", "163840"),
+        ("volcano.sh/vgpu-cores", "200"),
+    ];
+    let allocatable = resources(c, &list).unwrap();
+    let gpus: Vec<Gpu> = (0..2)
+        .map(|i| Gpu {
+            uuid: format!("GPU-{name}-{i}"),
+            split: 10,
+            memory: 81920,
+            model: "NVIDIA-A100-PCIE-80GB".into(),
+            healthy: true,
+            mig: true,
+        })
+        .collect();
+    c.apply(Event::NodeUpsert(NodeSpec {
+        name: name.into(),
+        cluster: "east".into(),
+        labels: BTreeMap::new(),
+        taints: Vec::new(),
+        allocatable,
+        unschedulable: false,
+        ready: true,
+        gpus: gpus.into(),
+        gpu_lock: None,
+    }))
+    .unwrap();
+}
+
+const GEOMETRIES: &str = "nvidia:
+  knownMigGeometries:
+  - models: [\"A100-SXM4-80GB\", \"A100-PCIE-80GB\"]
+    allowedGeometries:
+      - group: group1
+        geometries:
+        - {name: 1g.10gb, memory: 10240, count: 7}
+      - group: group2
+        geometries:
+        - {name: 3g.40gb, memory: 40960, count: 2}
+      - group: group4
+        geometries:
+        - {name: 7g.80gb, memory: 81920, count: 1}
+";
+
+#[test]
+fn dynamic_mig_gpus_cut_instances_by_their_models_geometries_and_share_without_them() {
+    // Before the device configuration is read, a MIG-mode GPU takes nothing.
+    let mut c = cache();
+    mig_node(&mut c, "m");
+    add_job(
+        &mut c,
+        &GangJob::new("plain", vec![role("w", 1, 1, 8000, 0)]),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    // Read, without geometries for its model: shared as any other (Volcano falls back).
+    c.apply(Event::MigGeometries(Default::default())).unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    let g = given(&d);
+    assert!(g["default/plain-w-0"][0].starts_with("GPU-m-"), "{g:?}");
+    assert!(!g["default/plain-w-0"][0].contains('['), "{g:?}");
+    // With them: 8000 MiB takes a 1g.10gb of the first geometry that has one, the GPU's
+    // group is fixed by its first instance, and the seven 1g.10gb of a GPU fill it.
+    let mut c = cache();
+    mig_node(&mut c, "m");
+    c.apply(Event::MigGeometries(
+        tephra_scheduler::model::mig::KnownGeometries::parse(GEOMETRIES).unwrap(),
+    ))
+    .unwrap();
+    for i in 0..8 {
+        add_job(
+            &mut c,
+            &GangJob::new(&format!("s{i}"), vec![role("w", 1, 1, 8000, 0)]).created(i),
+        )
+        .unwrap();
+    }
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 1);
+    assert_eq!(d.binds.len(), 8, "{:?}", given(&d));
+    let grants: Vec<_> = d
+        .binds
+        .iter()
+        .flat_map(|b| b.gpus.as_ref().unwrap().all().cloned().collect::<Vec<_>>())
+        .collect();
+    assert!(grants.iter().all(|g| g.memory == 10240), "{grants:?}");
+    let mut ids: Vec<&str> = grants.iter().map(|g| g.uuid.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "each instance once: {ids:?}");
+    let on_one = ids.iter().filter(|u| u.contains("[group1-")).count();
+    assert_eq!(on_one, 8, "{ids:?}");
+    let per_gpu = |gpu: &str| ids.iter().filter(|u| u.starts_with(gpu)).count();
+    assert_eq!(
+        (per_gpu("GPU-m-0["), per_gpu("GPU-m-1[")),
+        (7, 1),
+        "binpack fills one GPU's seven: {ids:?}"
+    );
+    apply_binds(&mut c, &d).unwrap();
+    // 30000 MiB: no 1g.10gb holds it, and both GPUs are in group1: it waits.
+    add_job(
+        &mut c,
+        &GangJob::new("big", vec![role("w", 1, 1, 30000, 0)]).created(20),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 1, 2);
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    let why = message(&d, "default/big");
+    assert!(why.contains("not enough gpu fitted on this node"), "{why}");
+    // The lone slice of the second GPU leaves: its group is free again, and a 3g.40gb of
+    // group2 (the first geometry with an instance of 30000 MiB) takes it.
+    let lone = d_lone(&c);
+    c.apply(Event::PodDelete {
+        namespace: "default".into(),
+        name: lone,
+    })
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 2, 3);
+    let g = given(&d);
+    assert_eq!(
+        g["default/big-w-0"],
+        vec!["GPU-m-1[group2-0]".to_string()],
+        "{g:?}"
+    );
+    // A pod that asks for HAMi-core sharing keeps off MIG GPUs that cut instances.
+    let hami = role_in_mode("w", 1, 1, 1000, 0, Some("hami-core"));
+    add_job(&mut c, &GangJob::new("hami", vec![hami]).created(30)).unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 3, 4);
+    assert!(
+        d.binds.iter().all(|b| b.job != "default/hami"),
+        "{:?}",
+        given(&d)
+    );
+}
+
+/// The pod alone on GPU `GPU-m-1`.
+fn d_lone(c: &Cache) -> String {
+    let w = c.world();
+    w.gpu_users
+        .iter()
+        .filter_map(|&t| w.tasks.get(t))
+        .find(|t| {
+            t.spec
+                .gpus
+                .as_ref()
+                .is_some_and(|g| g.all().any(|g| g.uuid.starts_with("GPU-m-1[")))
+        })
+        .map(|t| t.spec.name.clone())
+        .unwrap()
 }
 
 const LOCKING: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.ScheduleWeight: 10\n      deviceshare.NodeLockEnable: true\n";
@@ -479,6 +648,7 @@ proptest! {
         finish in prop::collection::vec(any::<bool>(), 12),
         policy in prop_oneof![Just(BINPACK), Just(SPREAD), Just(LOCKING)],
         release in prop::collection::vec(any::<bool>(), 16),
+        with_mig in any::<bool>(),
     ) {
         let locking = policy == LOCKING;
         let mut locked: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
@@ -487,7 +657,18 @@ proptest! {
         for (i, gpus) in nodes.iter().enumerate() {
             node(&mut c, &format!("n{i}"), gpus);
             for (g, m) in gpus.iter().enumerate() {
-                memory.insert(format!("GPU-n{i}-{g}"), *m);
+                memory.insert(format!("GPU-n{i}-{g}"), (*m, 4));
+            }
+        }
+        // A node of two GPUs cut into MIG instances.
+        if with_mig {
+            mig_node(&mut c, "m");
+            c.apply(Event::MigGeometries(
+                tephra_scheduler::model::mig::KnownGeometries::parse(GEOMETRIES).unwrap(),
+            ))
+            .unwrap();
+            for g in 0..2 {
+                memory.insert(format!("GPU-m-{g}"), (81920, 10));
             }
         }
         let mut sizes = BTreeMap::new();
@@ -535,19 +716,35 @@ proptest! {
                     locked.remove(node);
                 }
             }
-            // Usage of every GPU by the pods bound now.
+            // Usage of every GPU by the pods bound now; a MIG GPU's instances each held once,
+            // all of one group.
             let mut used: BTreeMap<&str, (u32, u64, u32)> = BTreeMap::new();
+            let mut instances: BTreeMap<&str, Vec<(&str, u32)>> = BTreeMap::new();
             for (_, grants) in bound.values() {
                 for g in grants {
-                    let u = used.entry(g.uuid.as_str()).or_default();
+                    let gpu = match tephra_scheduler::model::mig::parse_instance_id(&g.uuid) {
+                        Some((gpu, group, position)) => {
+                            instances.entry(gpu).or_default().push((group, position));
+                            gpu
+                        }
+                        None => g.uuid.as_str(),
+                    };
+                    let u = used.entry(gpu).or_default();
                     u.0 += 1;
                     u.1 += g.memory;
                     u.2 += g.cores;
                 }
             }
+            for (gpu, list) in instances {
+                let groups: std::collections::BTreeSet<&str> = list.iter().map(|(g, _)| *g).collect();
+                prop_assert_eq!(groups.len(), 1, "{} cut by two geometries: {:?}", gpu, list);
+                let distinct: std::collections::BTreeSet<u32> = list.iter().map(|(_, p)| *p).collect();
+                prop_assert_eq!(distinct.len(), list.len(), "{} gave an instance twice: {:?}", gpu, list);
+            }
             for (uuid, (pods, mib, cores)) in used {
-                prop_assert!(pods <= 4, "{uuid}: {pods} pods");
-                prop_assert!(mib <= memory[uuid], "{uuid}: {mib} MiB");
+                let (capacity, split) = memory[uuid];
+                prop_assert!(pods <= split, "{uuid}: {pods} pods");
+                prop_assert!(mib <= capacity, "{uuid}: {mib} MiB");
                 prop_assert!(cores <= 100, "{uuid}: {cores} cores");
             }
             // Some jobs finish: their pods leave, and the GPUs they held are free again.

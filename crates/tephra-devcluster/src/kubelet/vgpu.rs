@@ -130,13 +130,16 @@ pub fn allocate(
             )));
         }
         for g in item.iter() {
-            if !registered.iter().any(|r| r.uuid == g.uuid) {
+            // A dynamic MIG instance (`<uuid>[<group>-<position>]`) is of its GPU.
+            let uuid = tephra_scheduler::model::mig::parse_instance_id(&g.uuid)
+                .map_or(g.uuid.as_str(), |(gpu, _, _)| gpu);
+            if !registered.iter().any(|r| r.uuid == uuid) {
                 return Err(refuse(format!(
                     "device {} is not registered on {node_name}",
                     g.uuid
                 )));
             }
-            given.push((g.uuid.clone(), g.memory, g.cores));
+            given.push((uuid.to_string(), g.memory, g.cores));
         }
     }
     for r in &registered {

@@ -390,6 +390,7 @@ impl State {
             Obj::CsiNode(n) => storage_event(cluster, storage::attach_limits(&n)),
             Obj::DeviceClass(c) => dra_event(cluster, DraChange::ClassUpsert(dra::class(&c)?)),
             Obj::ResourceSlice(s) => dra_event(cluster, DraChange::SliceUpsert(dra::slice(&s))),
+            Obj::DeviceConfig(cm) => Event::MigGeometries(convert::mig_geometries(&cm)?),
             Obj::HyperNode(h) => {
                 let spec = tephra_controllers::topology::hypernode(cluster, &h)
                     .map_err(crate::convert::ConvertError::from)?;
@@ -511,6 +512,8 @@ impl State {
             Kind::StorageClass => storage_event(cluster, StorageChange::ClassDelete(name)),
             Kind::DeviceClass => dra_event(cluster, DraChange::ClassDelete(name)),
             Kind::ResourceSlice => dra_event(cluster, DraChange::SliceDelete(name)),
+            // No device configuration: no geometries (Volcano's defaults name none).
+            Kind::DeviceConfig => Event::MigGeometries(Default::default()),
             Kind::HyperNode => {
                 self.hypernodes.gone(cluster, &name);
                 Event::HyperNodeDelete {

@@ -92,6 +92,9 @@ pub enum Event {
     /// Sessions run before HyperNodes are listed: until [`Event::HyperNodesListed`] names a
     /// cluster, gangs with a `networkTopology` wait in it.
     HyperNodesDeferred,
+    /// The dynamic MIG geometries GPU models allow (the device configuration's
+    /// `nvidia.knownMigGeometries`; empty: MIG-mode GPUs are shared as any other).
+    MigGeometries(crate::model::mig::KnownGeometries),
     /// The HyperNodes of a cluster have been listed whole.
     HyperNodesListed {
         /// The member cluster.

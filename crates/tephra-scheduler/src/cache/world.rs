@@ -68,6 +68,9 @@ pub struct World {
     pub device_users: BTreeSet<Id>,
     /// Tasks given shared GPUs (`PodSpec::gpus`).
     pub gpu_users: BTreeSet<Id>,
+    /// The dynamic MIG geometries GPU models allow (`model::mig`); `None` until the device
+    /// configuration is read, while MIG-mode GPUs take nothing.
+    pub mig: Option<Arc<crate::model::mig::KnownGeometries>>,
     /// Bumped on every applied event.
     pub generation: u64,
     /// Bumped when what the fleet could ever hold may have grown: a node added or its
@@ -134,6 +137,7 @@ impl Default for World {
             dra: BTreeMap::new(),
             device_users: BTreeSet::new(),
             gpu_users: BTreeSet::new(),
+            mig: None,
             pdbs: BTreeMap::new(),
             generation: 0,
             fleet_generation: 0,
@@ -922,6 +926,13 @@ impl World {
                 }
             }
             Event::HyperNodesDeferred => self.hypernodes.defer(),
+            // Other geometries may let a waiting slice onto a MIG GPU.
+            Event::MigGeometries(known) => {
+                if self.mig.as_deref() != Some(&known) {
+                    self.mig = Some(Arc::new(known));
+                    self.fleet_changed();
+                }
+            }
             Event::HyperNodesListed { cluster } => {
                 if self.hypernodes.listed_in(&cluster) {
                     self.fleet_changed();

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use super::fit::{GpuUnfit, Unfit};
 use crate::cache::Snapshot;
 use crate::hash::HashMap;
+use crate::model::mig;
 use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants, LOCK_EXPIRY};
 use crate::model::{Id, Task, TaskShape};
 
@@ -84,9 +85,38 @@ struct Use {
     releasing: Amount,
     /// The jobs of the pods on it (for the PodGroup spread policy).
     jobs: Vec<Id>,
+    /// Its MIG instances in use (dynamic MIG): (group, position).
+    mig: Vec<(String, u32)>,
+    /// The part of `mig` held by pods being evicted.
+    mig_releasing: Vec<(String, u32)>,
+}
+
+/// Adds (`sign` 1) or takes away (-1) the MIG instance `grant` names, if it names one.
+fn step_mig(list: &mut Vec<(String, u32)>, grant: &Grant, sign: i64) {
+    let Some((_, group, position)) = mig::parse_instance_id(&grant.uuid) else {
+        return;
+    };
+    if sign > 0 {
+        list.push((group.to_string(), position));
+    } else if let Some(i) = list.iter().position(|(g, p)| g == group && *p == position) {
+        list.swap_remove(i);
+    }
 }
 
 impl Use {
+    /// The MIG instances in use, or in use once releasing pods are gone (`future`).
+    fn mig_seen(&self, future: bool) -> Vec<(String, u32)> {
+        let mut out = self.mig.clone();
+        if future {
+            for r in &self.mig_releasing {
+                if let Some(i) = out.iter().position(|x| x == r) {
+                    out.swap_remove(i);
+                }
+            }
+        }
+        out
+    }
+
     /// (pods, memory, cores) in use, or in use once releasing pods are gone (`future`).
     fn seen(&self, future: bool) -> (u32, u64, u32) {
         let (h, r) = (self.held, self.releasing);
@@ -125,6 +155,36 @@ fn position(gpus: &[Gpu], grant: &Grant) -> Option<usize> {
         .or_else(|| gpus.iter().position(|g| grant.uuid.contains(&g.uuid)))
 }
 
+/// The pod annotation value (`volcano.sh/vgpu-mode`) of dynamic MIG.
+pub const MIG_MODE: &str = "mig";
+
+/// The MIG instance a container of `memory` MiB takes on a GPU whose instances `in_use` are
+/// taken: within the group in use, or (none in use) the first geometry that has one. Unlike
+/// Volcano, which looks only at instance kinds already in use once a group is, any free
+/// instance of the group counts.
+fn pick_instance(
+    geometries: &[mig::MigGeometry],
+    in_use: &[(String, u32)],
+    memory: u64,
+) -> Option<(String, u32, u64)> {
+    match in_use.first() {
+        Some((group, _)) => {
+            let g = geometries.iter().find(|g| &g.group == group)?;
+            let used: Vec<u32> = in_use
+                .iter()
+                .filter(|(x, _)| x == group)
+                .map(|(_, p)| *p)
+                .collect();
+            g.pick(memory, &used)
+                .map(|(p, i)| (g.group.clone(), p, i.memory))
+        }
+        None => geometries.iter().find_map(|g| {
+            g.pick(memory, &[])
+                .map(|(p, i)| (g.group.clone(), p, i.memory))
+        }),
+    }
+}
+
 impl GpuState {
     /// Nothing in use, shared as `config` says.
     pub fn with(config: GpuConfig) -> Self {
@@ -150,9 +210,11 @@ impl GpuState {
             let releasing = t.spec.status == crate::model::TaskStatus::Releasing;
             s.each_use(snap, node, grants, |u, g| {
                 u.held.step(g, 1);
+                step_mig(&mut u.mig, g, 1);
                 u.jobs.push(t.job);
                 if releasing {
                     u.releasing.step(g, 1);
+                    step_mig(&mut u.mig_releasing, g, 1);
                 }
             });
         }
@@ -187,7 +249,9 @@ impl GpuState {
 
     /// The GPUs a pod of `ask` (of `job`) would take on `node`, and the policy's score for
     /// them; `None` when they do not fit. With `future`, what pods evicted this session hold
-    /// counts as free; with `empty`, nothing counts as used.
+    /// counts as free; with `empty`, nothing counts as used. On a GPU in dynamic MIG mode
+    /// whose model has geometries, a container takes a MIG instance (`model::mig`) instead of a
+    /// slice.
     pub fn choose(
         &self,
         snap: &Snapshot,
@@ -203,6 +267,23 @@ impl GpuState {
             .map(|i| {
                 used.and_then(|u| u.get(i))
                     .map_or((0, 0, 0), |u| u.seen(future))
+            })
+            .collect();
+        // Each MIG GPU's geometries and the instances in use on it. Until the device
+        // configuration is read, a MIG GPU takes nothing; without geometries for its model it
+        // is shared as any other.
+        let geometries: Vec<Option<&[mig::MigGeometry]>> = gpus
+            .iter()
+            .map(|g| match (&snap.mig, g.mig) {
+                (_, false) => None,
+                (Some(known), true) => known.of(&g.model),
+                (None, true) => Some(&[][..]),
+            })
+            .collect();
+        let mut instances: Vec<Vec<(String, u32)>> = (0..gpus.len())
+            .map(|i| {
+                used.and_then(|u| u.get(i))
+                    .map_or_else(Vec::new, |u| u.mig_seen(future))
             })
             .collect();
         let mut out = Grants(vec![Vec::new(); ask.containers as usize]);
@@ -227,20 +308,42 @@ impl GpuState {
                 let mine = |jobs: &[Id]| job.is_some_and(|j| jobs.contains(&j));
                 let spread_out =
                     ask.group_spread && used.and_then(|u| u.get(i)).is_some_and(|u| mine(&u.jobs));
+                let is_mig = geometries[i].is_some();
+                let mode_ok = ask
+                    .mode
+                    .as_deref()
+                    .is_none_or(|m| (m == MIG_MODE) == is_mig);
                 let want = c.memory_on(g);
-                if g.mig
+                if !mode_ok
                     || !ask.accepts(g)
                     || pods >= g.split
                     || spread_out
-                    || g.memory.saturating_sub(memory) < want
                     || cores + c.cores > FULL_CORES
                     || (c.cores == FULL_CORES && pods > 0)
                     || (cores == FULL_CORES && c.cores == 0)
                 {
                     continue;
                 }
+                // The memory it takes: a MIG instance's, or what it asks.
+                let (uuid, took) = match geometries[i] {
+                    Some(geometries) => {
+                        let Some((group, position, instance_memory)) =
+                            pick_instance(geometries, &instances[i], want)
+                        else {
+                            continue;
+                        };
+                        instances[i].push((group.clone(), position));
+                        (mig::instance_id(&g.uuid, &group, position), instance_memory)
+                    }
+                    None => {
+                        if g.memory.saturating_sub(memory) < want {
+                            continue;
+                        }
+                        (g.uuid.clone(), want)
+                    }
+                };
                 let idle_before = pods == 0;
-                seen[i] = (pods + 1, memory + want, cores + c.cores);
+                seen[i] = (pods + 1, memory + took, cores + c.cores);
                 score += match self.config.policy {
                     Policy::Binpack if g.memory > 0 => 100.0 * seen[i].1 as f64 / g.memory as f64,
                     Policy::Spread if idle_before => 100.0,
@@ -248,8 +351,8 @@ impl GpuState {
                 };
                 if let Some(slot) = out.0.get_mut(c.index as usize) {
                     slot.push(Grant {
-                        uuid: g.uuid.clone(),
-                        memory: want,
+                        uuid,
+                        memory: took,
                         cores: c.cores,
                     });
                 }
@@ -342,6 +445,7 @@ impl GpuState {
                 let job = t.job;
                 self.each_use(snap, n, &grants, |u, g| {
                     u.held.step(g, -1);
+                    step_mig(&mut u.mig, g, -1);
                     if let Some(i) = u.jobs.iter().position(|j| *j == job) {
                         u.jobs.swap_remove(i);
                     }
@@ -362,6 +466,7 @@ impl GpuState {
         if let Some((grants, _)) = chosen {
             self.each_use(snap, node, &grants, |u, g| {
                 u.held.step(g, 1);
+                step_mig(&mut u.mig, g, 1);
                 u.jobs.push(t.job);
             });
             self.given.insert(task, (node, Arc::new(grants)));
@@ -375,7 +480,10 @@ impl GpuState {
         let Some(grants) = snap.tasks.get(task).and_then(|t| t.spec.gpus.clone()) else {
             return;
         };
-        self.each_use(snap, node, &grants, |u, g| u.releasing.step(g, sign));
+        self.each_use(snap, node, &grants, |u, g| {
+            u.releasing.step(g, sign);
+            step_mig(&mut u.mig_releasing, g, sign);
+        });
     }
 
     /// What the session gave `task` on `node`, to write on the pod as it binds.

@@ -7,6 +7,7 @@
 pub mod affinity;
 pub mod cluster_affinity;
 pub mod devices;
+pub mod mig;
 pub mod ports;
 pub mod rules;
 pub mod selectors;

@@ -9,8 +9,10 @@
 //! (`binpack` or `spread`; otherwise the last registered GPU first), `deviceshare.ScheduleWeight`
 //! (the node score multiplier, default 0: no score), `deviceshare.NodeLockEnable` (bool, default
 //! false: binding a vGPU pod takes its node's `hamivgpu` lock, which the device plugin releases;
-//! see [`GpuState`](crate::framework::gpus::GpuState)). The gpushare modes and dynamic MIG
-//! arguments are accepted with a warning: tephra does not serve them.
+//! see [`GpuState`](crate::framework::gpus::GpuState)), `deviceshare.KnownGeometriesCMName` and
+//! `deviceshare.KnownGeometriesCMNamespace` (the ConfigMap of the dynamic MIG geometries,
+//! [`device_config_map`]; read by the runtime when it starts). The gpushare modes are accepted
+//! with a warning: tephra does not serve them.
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
 use crate::framework::gpus::{GpuConfig, Policy};
@@ -25,6 +27,8 @@ pub const ARGS: ArgSpec = ArgSpec {
         "deviceshare.SchedulePolicy",
         "deviceshare.ScheduleWeight",
         "deviceshare.NodeLockEnable",
+        "deviceshare.KnownGeometriesCMName",
+        "deviceshare.KnownGeometriesCMNamespace",
     ],
     prefixes: &[],
     inert: &[
@@ -35,14 +39,6 @@ pub const ARGS: ArgSpec = ArgSpec {
         (
             "deviceshare.GPUNumberEnable",
             "tephra counts whole GPUs as a resource without it",
-        ),
-        (
-            "deviceshare.KnownGeometriesCMName",
-            "tephra does not place dynamic MIG slices; static MIG profiles are resources",
-        ),
-        (
-            "deviceshare.KnownGeometriesCMNamespace",
-            "tephra does not place dynamic MIG slices; static MIG profiles are resources",
         ),
         (
             "deviceshare.GPUExclusiveRules",
@@ -90,6 +86,42 @@ pub fn config(cfg: &PluginConfig) -> GpuConfig {
     let c = read(&r);
     let _ = r.finish();
     c
+}
+
+/// The ConfigMap Volcano reads the vGPU device configuration (dynamic MIG geometries) from,
+/// when `deviceshare` does not name one.
+pub const DEVICE_CONFIG_MAP: (&str, &str) = ("kube-system", "volcano-vgpu-device-config");
+
+/// The (namespace, name) of the ConfigMap the device configuration is read from: the
+/// `deviceshare` arguments `deviceshare.KnownGeometriesCMNamespace` and
+/// `deviceshare.KnownGeometriesCMName` of `config`, or Volcano's [`DEVICE_CONFIG_MAP`].
+pub fn device_config_map(config: &crate::config::SchedulerConfig) -> (String, String) {
+    let (mut ns, mut name) = (
+        DEVICE_CONFIG_MAP.0.to_string(),
+        DEVICE_CONFIG_MAP.1.to_string(),
+    );
+    if let Some(p) = config
+        .tiers
+        .iter()
+        .flatten()
+        .find(|p| p.name == "deviceshare")
+    {
+        let r = ArgReader::new(&p.arguments, &ARGS);
+        if let Some(n) = r
+            .string("deviceshare.KnownGeometriesCMNamespace")
+            .filter(|s| !s.is_empty())
+        {
+            ns = n;
+        }
+        if let Some(n) = r
+            .string("deviceshare.KnownGeometriesCMName")
+            .filter(|s| !s.is_empty())
+        {
+            name = n;
+        }
+        let _ = r.finish();
+    }
+    (ns, name)
 }
 
 /// The `deviceshare` plugin: the node score of its policy.

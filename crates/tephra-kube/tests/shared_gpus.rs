@@ -446,17 +446,14 @@ async fn with_the_node_lock_slices_of_one_node_bind_one_at_a_time(backend: Backe
 const MIG_REGISTER: &str =
     "GPU-a,10,81920,NVIDIA-A100-PCIE-80GB,true,mig:GPU-b,10,81920,NVIDIA-A100-PCIE-80GB,true,mig:";
 
+/// Volcano's device configuration with the A100 80GB's geometries (seven 1g.10gb, or one
+/// 7g.80gb).
 const DEVICE_CONFIG: &str = "nvidia:
-  resourceCountName: volcano.sh/vgpu-number
   knownMigGeometries:
-  - models: [\"A100-SXM4-80GB\", \"A100-PCIE-80GB\"]
+  - models: [A100-PCIE-80GB]
     allowedGeometries:
-      - group: group1
-        geometries:
-        - {name: 1g.10gb, memory: 10240, count: 7}
-      - group: group4
-        geometries:
-        - {name: 7g.80gb, memory: 81920, count: 1}
+      - {group: group1, geometries: [{name: 1g.10gb, memory: 10240, count: 7}]}
+      - {group: group4, geometries: [{name: 7g.80gb, memory: 81920, count: 1}]}
 ";
 
 on_both!(

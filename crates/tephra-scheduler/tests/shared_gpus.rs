@@ -25,6 +25,12 @@ fn node(c: &mut Cache, name: &str, gpus: &[u64]) {
 
 /// [`node`] in `cluster`.
 fn node_in(c: &mut Cache, cluster: &str, name: &str, gpus: &[u64]) {
+    node_of(c, cluster, name, gpus, SPLIT, None);
+}
+
+/// A node `name` of `cluster` with `gpus` (MiB each) of `split`, T4s or, with `mig`, GPUs of
+/// that type registered in dynamic MIG mode.
+fn node_of(c: &mut Cache, cluster: &str, name: &str, gpus: &[u64], split: u32, mig: Option<&str>) {
     let memory: u64 = gpus.iter().sum();
     let list = [
         ("cpu", "64".to_string()),
@@ -32,7 +38,7 @@ fn node_in(c: &mut Cache, cluster: &str, name: &str, gpus: &[u64]) {
         ("pods", "110".to_string()),
         (
             "volcano.sh/vgpu-number",
-            (gpus.len() * SPLIT as usize).to_string(),
+            (gpus.len() * split as usize).to_string(),
         ),
         ("volcano.sh/vgpu-memory", memory.to_string()),
         ("volcano.sh/vgpu-cores", (gpus.len() * 100).to_string()),
@@ -44,11 +50,11 @@ fn node_in(c: &mut Cache, cluster: &str, name: &str, gpus: &[u64]) {
         .enumerate()
         .map(|(i, m)| Gpu {
             uuid: format!("GPU-{name}-{i}"),
-            split: SPLIT,
+            split,
             memory: *m,
-            model: "NVIDIA-Tesla T4".into(),
+            model: mig.unwrap_or("NVIDIA-Tesla T4").into(),
             healthy: true,
-            mig: false,
+            mig: mig.is_some(),
         })
         .collect();
     c.apply(Event::NodeUpsert(NodeSpec {
@@ -260,53 +266,17 @@ fn a_bad_schedule_policy_is_refused_naming_the_argument() {
 
 /// A node `name` of two A100 80GB GPUs registered in dynamic MIG mode (split 10).
 fn mig_node(c: &mut Cache, name: &str) {
-    let list = [
-        ("cpu", "64"),
-        ("memory", "256Gi"),
-        ("pods", "110"),
-        ("volcano.sh/vgpu-number", "20"),
-        ("volcano.sh/vgpu-memory", "163840"),
-        ("volcano.sh/vgpu-cores", "200"),
-    ];
-    let allocatable = resources(c, &list).unwrap();
-    let gpus: Vec<Gpu> = (0..2)
-        .map(|i| Gpu {
-            uuid: format!("GPU-{name}-{i}"),
-            split: 10,
-            memory: 81920,
-            model: "NVIDIA-A100-PCIE-80GB".into(),
-            healthy: true,
-            mig: true,
-        })
-        .collect();
-    c.apply(Event::NodeUpsert(NodeSpec {
-        name: name.into(),
-        cluster: "east".into(),
-        labels: BTreeMap::new(),
-        taints: Vec::new(),
-        allocatable,
-        unschedulable: false,
-        ready: true,
-        gpus: gpus.into(),
-        gpu_lock: None,
-    }))
-    .unwrap();
+    node_of(
+        c,
+        "east",
+        name,
+        &[81920, 81920],
+        10,
+        Some("NVIDIA-A100-PCIE-80GB"),
+    );
 }
 
-const GEOMETRIES: &str = "nvidia:
-  knownMigGeometries:
-  - models: [\"A100-SXM4-80GB\", \"A100-PCIE-80GB\"]
-    allowedGeometries:
-      - group: group1
-        geometries:
-        - {name: 1g.10gb, memory: 10240, count: 7}
-      - group: group2
-        geometries:
-        - {name: 3g.40gb, memory: 40960, count: 2}
-      - group: group4
-        geometries:
-        - {name: 7g.80gb, memory: 81920, count: 1}
-";
+use tephra_scheduler::testing::A100_80GB_MIG_CONFIG as GEOMETRIES;
 
 #[test]
 fn dynamic_mig_gpus_cut_instances_by_their_models_geometries_and_share_without_them() {

@@ -149,27 +149,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// An A30's geometry, then the A100 80GB's.
     const A100: &str = "nvidia:
-  resourceCountName: volcano.sh/vgpu-number
   deviceSplitCount: 10
   knownMigGeometries:
-  - models: [ \"A30\" ]
+  - models: [A30]
+    allowedGeometries: [{group: group1, geometries: [{name: 1g.6gb, memory: 6144, count: 4}]}]
+  - models: [A100-SXM4-80GB, A100-PCIE-80GB]
     allowedGeometries:
-      - group: group1
-        geometries:
-        - {name: 1g.6gb, memory: 6144, count: 4}
-  - models: [ \"A100-SXM4-80GB\", \"A100-PCIE-80GB\" ]
-    allowedGeometries:
-      - group: group1
-        geometries:
-        - {name: 1g.10gb, memory: 10240, count: 7}
+      - {group: group1, geometries: [{name: 1g.10gb, memory: 10240, count: 7}]}
       - group: group2
         geometries:
         - {name: 2g.20gb, memory: 20480, count: 3}
         - {name: 1g.10gb, memory: 10240, count: 1}
-      - group: group4
-        geometries:
-        - {name: 7g.80gb, memory: 81920, count: 1}
+      - {group: group4, geometries: [{name: 7g.80gb, memory: 81920, count: 1}]}
 ";
 
     #[test]

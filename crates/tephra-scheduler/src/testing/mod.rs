@@ -367,3 +367,22 @@ pub fn mutate(seed: &[u8], edits: &[Edit]) -> Vec<u8> {
     }
     out
 }
+
+/// A vGPU device configuration (`device-config.yaml`, as in Volcano's
+/// `volcano-vgpu-device-config` ConfigMap) with dynamic MIG geometries of the A100 80GB:
+/// seven 1g.10gb, two 3g.40gb, or one 7g.80gb.
+pub const A100_80GB_MIG_CONFIG: &str = "nvidia:
+  resourceCountName: volcano.sh/vgpu-number
+  knownMigGeometries:
+  - models: [\"A100-SXM4-80GB\", \"A100-PCIE-80GB\"]
+    allowedGeometries:
+      - group: group1
+        geometries:
+        - {name: 1g.10gb, memory: 10240, count: 7}
+      - group: group2
+        geometries:
+        - {name: 3g.40gb, memory: 40960, count: 2}
+      - group: group4
+        geometries:
+        - {name: 7g.80gb, memory: 81920, count: 1}
+";

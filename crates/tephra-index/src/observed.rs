@@ -63,7 +63,9 @@ pub enum Kind {
 impl Kind {
     /// Whether a cluster may not serve the kind at all: `resource.k8s.io/v1` is served from
     /// Kubernetes 1.34 on, and HyperNodes only where their CRD is installed. A cluster that
-    /// answers 404 for it has none of it.
+    /// answers 404 for it has none of it (403 too, for the [`forbidden_is_absent`] kinds).
+    ///
+    /// [`forbidden_is_absent`]: Kind::forbidden_is_absent
     pub fn optional(self) -> bool {
         matches!(
             self,
@@ -72,13 +74,24 @@ impl Kind {
                 | Kind::ResourceClaim
                 | Kind::HyperNode
                 | Kind::KubePodGroup
+                | Kind::DeviceConfig
         )
+    }
+
+    /// Whether a cluster that forbids reading the kind (403) counts as having none: the
+    /// device configuration, which only dynamic MIG needs, must not hold back readiness.
+    pub fn forbidden_is_absent(self) -> bool {
+        self == Kind::DeviceConfig
     }
 
     /// Why a cluster may not serve an [`optional`](Kind::optional) kind.
     pub fn absent_why(self) -> &'static str {
         match self {
             Kind::HyperNode => "the HyperNode CRD (topology.volcano.sh) is not installed",
+            Kind::DeviceConfig => {
+                "the vGPU device configuration ConfigMap may not be read (403): MIG-mode GPUs \
+                 are shared as any other"
+            }
             Kind::KubePodGroup => {
                 "scheduling.k8s.io/v1beta1 is not served (Kubernetes 1.37 with the GenericWorkload \
                  gate and that API version on)"

@@ -87,7 +87,7 @@ where
             };
             if let Err(e) = &event
                 && kind.optional()
-                && error_code(e) == 404
+                && (error_code(e) == 404 || (kind.forbidden_is_absent() && error_code(e) == 403))
             {
                 if !absent {
                     absent = true;

@@ -46,15 +46,15 @@ fn slice_pod_of(name: &str, mib: &str) -> Pod {
     .unwrap()
 }
 
-/// Registers node `g`'s two GPUs (as its device plugin would) and creates a slice of `mib`
-/// MiB per name, each with its PodGroup.
-async fn registered_slices(c: &kube::Client, names: &[&str], mib: &str) {
+/// Registers node `g`'s two GPUs (`register`, as its device plugin would) and creates a
+/// slice of `mib` MiB per name, each with its PodGroup.
+async fn registered_slices(c: &kube::Client, register: &str, names: &[&str], mib: &str) {
     let nodes: Api<Node> = Api::all(c.clone());
     nodes
         .patch(
             "g",
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: REGISTER}}})),
+            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: register}}})),
         )
         .await
         .unwrap();
@@ -84,7 +84,7 @@ async fn slices_are_bound_with_the_annotations_the_device_plugin_reads(backend: 
         return;
     };
     let c = cl.client.clone();
-    registered_slices(&c, &["s0", "s1", "s2"], "10000").await;
+    registered_slices(&c, REGISTER, &["s0", "s1", "s2"], "10000").await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
     let sched = tephra_kube::start(c.clone(), scheduler_options())
@@ -335,7 +335,7 @@ async fn with_the_node_lock_slices_of_one_node_bind_one_at_a_time(backend: Backe
     };
     let c = cl.client.clone();
     let names = ["s0", "s1", "s2"];
-    registered_slices(&c, &names, "3000").await;
+    registered_slices(&c, REGISTER, &names, "3000").await;
     let nodes: Api<Node> = Api::all(c.clone());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let options = tephra_kube::run::Options {
@@ -482,15 +482,7 @@ async fn dynamic_mig_slices_take_instances_of_the_geometries_volcanos_config_map
     .unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let names = ["s0", "s1", "s2"];
-    registered_slices(&c, &names, "8000").await;
-    Api::<Node>::all(c.clone())
-        .patch(
-            "g",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {vgpu::REGISTER: MIG_REGISTER}}})),
-        )
-        .await
-        .unwrap();
+    registered_slices(&c, MIG_REGISTER, &names, "8000").await;
     let sched = tephra_kube::start(c.clone(), scheduler_options())
         .await
         .unwrap();
@@ -533,5 +525,87 @@ async fn dynamic_mig_slices_take_instances_of_the_geometries_volcanos_config_map
         })
         .await;
     }
+    sched.stop().await;
+}
+
+/// A scheduler whose credentials may do everything it needs but read ConfigMaps (an install
+/// that predates the device configuration's grant) takes the refusal as "no device
+/// configuration": it becomes ready, and a `mig`-mode GPU is shared as any other, rather than
+/// never counting the kind as listed. On the devcluster, whose RBAC is held to kube-apiserver's
+/// by the chart tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_forbidden_the_device_config_is_ready_and_shares_mig_gpus_as_any_other() {
+    logs();
+    let Some(cl) = cluster_on(Backend::Devcluster, vec![vgpu_node()]).await else {
+        return;
+    };
+    let admin = cl.client.clone();
+    let dev = cl.dev.as_ref().unwrap();
+    // Every group the scheduler reads or writes, the core group without configmaps.
+    let core = [
+        "pods",
+        "pods/binding",
+        "pods/eviction",
+        "pods/status",
+        "nodes",
+        "nodes/status",
+        "events",
+        "persistentvolumeclaims",
+        "persistentvolumes",
+        "namespaces",
+    ];
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "no-configmaps"},
+        "rules": [
+            {"apiGroups": [""], "resources": core, "verbs": ["*"]},
+            {"apiGroups": ["scheduling.volcano.sh", "batch.volcano.sh", "bus.volcano.sh",
+                           "topology.volcano.sh", "storage.k8s.io", "resource.k8s.io",
+                           "policy", "scheduling.k8s.io", "coordination.k8s.io",
+                           "events.k8s.io"],
+             "resources": ["*"], "verbs": ["*"]}
+        ]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "no-configmaps"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "no-configmaps"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sched", "namespace": "default"}]
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let yaml = dev
+        .service_account_kubeconfig("local", "default", "sched")
+        .unwrap();
+    let config = tephra_devcluster::kubeconfig::config(&yaml, "local")
+        .await
+        .unwrap();
+    let sched_client = kube::Client::try_from(config).unwrap();
+    registered_slices(&admin, MIG_REGISTER, &["s0"], "8000").await;
+    let sched = tephra_kube::start(sched_client, scheduler_options())
+        .await
+        .unwrap();
+    let addr = sched.metrics_addr.expect("listens");
+    eventually(30, "the scheduler is ready", || async {
+        (http_get(addr, "/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
+    let ids = eventually(30, "the slice bound", || async {
+        let p = pods.get("s0").await.ok()?;
+        p.spec.as_ref()?.node_name.as_ref()?;
+        p.metadata.annotations?.get(vgpu::IDS).cloned()
+    })
+    .await;
+    // A whole GPU's slice, not an instance.
+    assert!(!ids.contains('['), "{ids}");
     sched.stop().await;
 }

@@ -949,3 +949,55 @@ fn a_kubernetes_podgroup_is_tephras_gang_only_once_a_pod_of_tephras_names_it() {
     );
     assert_eq!(groups(&mut s, 7).0, 2);
 }
+
+/// The device configuration ConfigMap: until listed, no geometries are known (MIG-mode GPUs
+/// take nothing); listed absent, there are none (they are shared as any other); listed or
+/// changed, its geometries; deleted, none again; a bad one is refused, naming the ConfigMap.
+#[test]
+fn the_device_config_map_gives_the_mig_geometries_and_its_absence_gives_none() {
+    let mut s = State::new(vec!["volcano".into()], "default".into());
+    s.add_local("local").unwrap();
+    assert!(s.cache().world().mig.is_none());
+    assert!(
+        s.apply(0, update(Kind::DeviceConfig, Change::Relisted(vec![])))
+            .is_empty()
+    );
+    assert_eq!(s.cache().world().mig.as_deref(), Some(&Default::default()));
+    let cm = |text: &str| {
+        Obj::DeviceConfig(object(json!({
+            "metadata": {"name": "volcano-vgpu-device-config", "namespace": "kube-system"},
+            "data": {"device-config.yaml": text}})))
+    };
+    let text = "nvidia:\n  knownMigGeometries:\n  - models: [A100-PCIE-80GB]\n    allowedGeometries:\n    - {group: group1, geometries: [{name: 1g.10gb, memory: 10240, count: 7}]}\n";
+    assert!(
+        s.apply(1, update(Kind::DeviceConfig, Change::Apply(cm(text))))
+            .is_empty()
+    );
+    let known = s.cache().world().mig.clone().unwrap();
+    assert_eq!(
+        known.of("NVIDIA-A100-PCIE-80GB").unwrap()[0].group,
+        "group1"
+    );
+    let errors = s.apply(
+        2,
+        update(Kind::DeviceConfig, Change::Apply(cm("nvidia: ["))),
+    );
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("kube-system/volcano-vgpu-device-config"),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(
+        s.cache().world().mig.as_ref(),
+        Some(&known),
+        "kept as it was"
+    );
+    assert!(
+        s.apply(3, update(Kind::DeviceConfig, Change::Delete(cm(text))))
+            .is_empty()
+    );
+    assert_eq!(s.cache().world().mig.as_deref(), Some(&Default::default()));
+}

@@ -92,6 +92,13 @@ impl State {
         }
         let declared_pods = kind == Kind::Pod && self.control.as_deref() == Some(&*cluster);
         self.intake.synced(Arc::clone(&cluster), kind);
+        // Listed without a device configuration: MIG-mode GPUs are shared as any other.
+        if kind == Kind::DeviceConfig
+            && self.cache.world().mig.is_none()
+            && let Err(e) = self.cache.apply(Event::MigGeometries(Default::default()))
+        {
+            errors.push(e.into());
+        }
         if kind == Kind::HyperNode
             && let Err(e) = self.cache.apply(Event::HyperNodesListed {
                 cluster: cluster.to_string(),

@@ -95,7 +95,7 @@ where
                         cluster = %cluster,
                         kind = kind.as_str(),
                         why = kind.absent_why(),
-                        "not served by this cluster: it has none"
+                        "not served by this cluster (or not readable): it has none"
                     );
                     for change in [Change::ListStart, Change::ListDone] {
                         if send(change).await.is_err() {

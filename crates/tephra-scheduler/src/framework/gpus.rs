@@ -155,36 +155,6 @@ fn position(gpus: &[Gpu], grant: &Grant) -> Option<usize> {
         .or_else(|| gpus.iter().position(|g| grant.uuid.contains(&g.uuid)))
 }
 
-/// The pod annotation value (`volcano.sh/vgpu-mode`) of dynamic MIG.
-pub const MIG_MODE: &str = "mig";
-
-/// The MIG instance a container of `memory` MiB takes on a GPU whose instances `in_use` are
-/// taken: within the group in use, or (none in use) the first geometry that has one. Unlike
-/// Volcano, which looks only at instance kinds already in use once a group is, any free
-/// instance of the group counts.
-fn pick_instance(
-    geometries: &[mig::MigGeometry],
-    in_use: &[(String, u32)],
-    memory: u64,
-) -> Option<(String, u32, u64)> {
-    match in_use.first() {
-        Some((group, _)) => {
-            let g = geometries.iter().find(|g| &g.group == group)?;
-            let used: Vec<u32> = in_use
-                .iter()
-                .filter(|(x, _)| x == group)
-                .map(|(_, p)| *p)
-                .collect();
-            g.pick(memory, &used)
-                .map(|(p, i)| (g.group.clone(), p, i.memory))
-        }
-        None => geometries.iter().find_map(|g| {
-            g.pick(memory, &[])
-                .map(|(p, i)| (g.group.clone(), p, i.memory))
-        }),
-    }
-}
-
 impl GpuState {
     /// Nothing in use, shared as `config` says.
     pub fn with(config: GpuConfig) -> Self {
@@ -312,7 +282,7 @@ impl GpuState {
                 let mode_ok = ask
                     .mode
                     .as_deref()
-                    .is_none_or(|m| (m == MIG_MODE) == is_mig);
+                    .is_none_or(|m| (m == mig::MODE) == is_mig);
                 let want = c.memory_on(g);
                 if !mode_ok
                     || !ask.accepts(g)
@@ -328,7 +298,7 @@ impl GpuState {
                 let (uuid, took) = match geometries[i] {
                     Some(geometries) => {
                         let Some((group, position, instance_memory)) =
-                            pick_instance(geometries, &instances[i], want)
+                            mig::pick(geometries, &instances[i], want)
                         else {
                             continue;
                         };

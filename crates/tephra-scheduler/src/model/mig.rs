@@ -131,6 +131,37 @@ impl MigGeometry {
     }
 }
 
+/// The pod annotation value (`volcano.sh/vgpu-mode`) of dynamic MIG.
+pub const MODE: &str = "mig";
+
+/// The instance a container of `memory` MiB takes on a GPU of `geometries` whose instances
+/// `in_use` (group, position) are taken: within the group in use, or (none in use) in the
+/// first geometry that has one; (group, position, the instance's MiB). Unlike Volcano, which
+/// looks only at instance kinds already in use once a group is, any free instance of the group
+/// counts.
+pub fn pick(
+    geometries: &[MigGeometry],
+    in_use: &[(String, u32)],
+    memory: u64,
+) -> Option<(String, u32, u64)> {
+    match in_use.first() {
+        Some((group, _)) => {
+            let g = geometries.iter().find(|g| &g.group == group)?;
+            let used: Vec<u32> = in_use
+                .iter()
+                .filter(|(x, _)| x == group)
+                .map(|(_, p)| *p)
+                .collect();
+            g.pick(memory, &used)
+                .map(|(p, i)| (g.group.clone(), p, i.memory))
+        }
+        None => geometries.iter().find_map(|g| {
+            g.pick(memory, &[])
+                .map(|(p, i)| (g.group.clone(), p, i.memory))
+        }),
+    }
+}
+
 /// The name of the instance at `position` of `group` on GPU `uuid`.
 pub fn instance_id(uuid: &str, group: &str, position: u32) -> String {
     format!("{uuid}[{group}-{position}]")

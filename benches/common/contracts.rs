@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tephra_scheduler::cache::{Cache, DraChange, Event, StorageChange};
 use tephra_scheduler::model::{
-    AccessModes, AllocationMode, Attribute, Cluster, Device, DeviceClass, DeviceRequest,
+    AccessModes, AllocationMode, Attribute, Capacity, Cluster, Device, DeviceClass, DeviceRequest,
     GroupPhase, LabelSelector, NodeSpec, PodClaim, PodGroupSpec, PodRules, PodSpec, ResourceClaim,
     ResourceSlice, Selector, SliceNodes, SpreadTerm, StorageClass, TaskShape, TaskStatus,
     VolumeClaim, WhenUnsatisfiable,
@@ -72,8 +72,16 @@ fn fleet(c: &mut Cache, dra: bool) {
                             Attribute::Str("A100".into()),
                         )]
                         .into(),
-                        capacity: [("gpu.example.com/memory".to_string(), "80Gi".to_string())]
-                            .into(),
+                        capacity: [(
+                            "gpu.example.com/memory".to_string(),
+                            Capacity {
+                                text: "80Gi".into(),
+                                value: (80 << 30) * 1000,
+                                policy: None,
+                            },
+                        )]
+                        .into(),
+                        ..Default::default()
                     })
                     .collect();
                 c.apply(Event::Dra {
@@ -85,6 +93,7 @@ fn fleet(c: &mut Cache, dra: bool) {
                         generation: 1,
                         nodes: SliceNodes::Node(name),
                         devices,
+                        counter_sets: Default::default(),
                     }),
                 })
                 .unwrap();
@@ -227,8 +236,10 @@ pub fn world(contracts: Contracts) -> Cache {
                                 class: "gpu".into(),
                                 selectors: Vec::new(),
                                 mode: AllocationMode::Exact(gpus as u32),
+                                capacity: Default::default(),
                             }],
                             match_attributes: Vec::new(),
+                            distinct_attributes: Vec::new(),
                             allocation: None,
                             reserved_for: Vec::new(),
                             unsupported: None,

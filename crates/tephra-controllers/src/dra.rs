@@ -5,23 +5,30 @@
 //!
 //! A selector sees `device` as Kubernetes gives it: `device.driver`, `device.attributes` and
 //! `device.capacity` as maps by domain (an attribute without a domain is in the driver's), with
-//! quantities and semantic versions as the Kubernetes CEL library's objects. A claim that uses a
-//! feature tephra does not allocate (admin access, prioritized lists, capacity requests,
-//! distinct attributes, device tolerations) is read, with the feature named in
+//! quantities and semantic versions as the Kubernetes CEL library's objects, and
+//! `device.allowMultipleAllocations`. A claim that uses a feature tephra does not allocate
+//! (admin access, prioritized lists, device tolerations) is read, with the feature named in
 //! [`ResourceClaim::unsupported`], so that its pods wait saying which.
+//!
+//! Partitionable devices (a pool's `sharedCounters`, a device's `consumesCounters` and
+//! `perDeviceNodeSelection`) and consumable capacity (`allowMultipleAllocations`, a
+//! capacity's `requestPolicy`, a request's `capacity.requests`, `distinctAttribute`) are read
+//! into the model; a slice whose quantities do not parse loses the devices concerned.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelector, Pod};
 use k8s_openapi::api::resource::v1 as dra;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube_cel::KubeCelExt;
 use kube_cel::cel::{Context, Program, Value};
 use tephra_scheduler::model::{
-    AllocatedDevice, AllocationMode, Attribute, ClaimAllocation, Device, DeviceClass,
-    DeviceRequest, DeviceSelector, PodClaim, Requirement, ResourceClaim, ResourceSlice, Selector,
-    SelectorOp, SliceNodes,
+    AllocatedDevice, AllocationMode, Attribute, Capacity, CapacityPolicy, ClaimAllocation, Device,
+    DeviceClass, DeviceRequest, DeviceSelector, Milli, PodClaim, Requirement, ResourceClaim,
+    ResourceSlice, Selector, SelectorOp, SliceNodes, ValidAmounts,
 };
+use tephra_scheduler::quantity::parse_scaled_wide;
 
 /// Why a DRA object cannot be read. Each names the object and field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,15 +107,16 @@ fn device_value(root: &Context<'_>, driver: &str, d: &Device) -> Value {
             .insert(id.to_string(), v);
     }
     let mut capacity: HashMap<String, HashMap<String, Value>> = HashMap::new();
-    for (name, q) in &d.capacity {
+    for (name, c) in &d.capacity {
         let (domain, id) = qualified(name, driver);
         capacity
             .entry(domain.to_string())
             .or_default()
-            .insert(id.to_string(), object(root, false, q));
+            .insert(id.to_string(), object(root, false, &c.text));
     }
     let mut device: HashMap<String, Value> = HashMap::new();
     device.insert("driver".into(), Value::String(Arc::new(driver.to_string())));
+    device.insert("allowMultipleAllocations".into(), Value::Bool(d.multi));
     device.insert(
         "attributes".into(),
         Value::from(
@@ -223,68 +231,157 @@ pub fn class(c: &dra::DeviceClass) -> Result<DeviceClass, DraError> {
     })
 }
 
-/// Whether tephra may allocate a device of a slice: not one that draws on the slice's shared
-/// counters (a partition of a partitionable device), carries a taint (tephra reads no device
-/// tolerations), waits for binding conditions, or is shared between claims (consumable
-/// capacity); none of these is ever allocated.
+/// Whether tephra may allocate a device of a slice: not one that carries a taint (tephra reads
+/// no device tolerations) or waits for binding conditions; none of these is ever allocated.
 fn allocatable(d: &dra::Device) -> bool {
     let none = |v: Option<usize>| v.unwrap_or(0) == 0;
-    none(d.consumes_counters.as_ref().map(Vec::len))
-        && none(d.taints.as_ref().map(Vec::len))
-        && none(d.binding_conditions.as_ref().map(Vec::len))
-        && d.allow_multiple_allocations != Some(true)
+    none(d.taints.as_ref().map(Vec::len)) && none(d.binding_conditions.as_ref().map(Vec::len))
 }
 
-/// A ResourceSlice, without the devices tephra does not allocate (see [`allocatable`]).
+/// A quantity in thousandths.
+fn milli(q: &Quantity) -> Option<Milli> {
+    parse_scaled_wide(&q.0, 1000).ok()
+}
+
+/// Thousandths written back as a quantity (whole units where they are whole).
+pub fn quantity_text(m: Milli) -> String {
+    if m % 1000 == 0 {
+        (m / 1000).to_string()
+    } else {
+        format!("{m}m")
+    }
+}
+
+/// Which nodes reach a slice, or a device of a `perDeviceNodeSelection` slice.
+fn reach(
+    node_name: Option<&String>,
+    selector: Option<&NodeSelector>,
+    all: Option<bool>,
+) -> Option<SliceNodes> {
+    match (node_name, selector, all) {
+        (Some(n), _, _) => Some(SliceNodes::Node(n.clone())),
+        (None, Some(sel), _) => Some(SliceNodes::Selector(terms(sel))),
+        (None, None, Some(true)) => Some(SliceNodes::All),
+        _ => None,
+    }
+}
+
+/// A capacity's request policy.
+fn policy(p: &dra::CapacityRequestPolicy) -> Option<CapacityPolicy> {
+    let default = match &p.default {
+        Some(q) => Some(milli(q)?),
+        None => None,
+    };
+    let valid = if let Some(r) = &p.valid_range {
+        let opt = |q: &Option<Quantity>| match q {
+            Some(q) => milli(q).map(Some),
+            None => Some(None),
+        };
+        ValidAmounts::Range {
+            min: milli(&r.min)?,
+            max: opt(&r.max)?,
+            step: opt(&r.step)?,
+        }
+    } else if let Some(vs) = p.valid_values.as_ref().filter(|v| !v.is_empty()) {
+        let mut vals = vs.iter().map(milli).collect::<Option<Vec<_>>>()?;
+        vals.sort_unstable();
+        ValidAmounts::Values(vals)
+    } else {
+        ValidAmounts::Any
+    };
+    Some(CapacityPolicy { default, valid })
+}
+
+/// A device of a slice of `driver`, or `None` if one of its quantities does not parse.
+fn device(d: &dra::Device, driver: &str, per_device: bool) -> Option<Device> {
+    let mut capacity = BTreeMap::new();
+    for (k, c) in d.capacity.iter().flatten() {
+        let p = match &c.request_policy {
+            Some(p) => Some(policy(p)?),
+            None => None,
+        };
+        capacity.insert(
+            k.clone(),
+            Capacity {
+                text: c.value.0.clone(),
+                value: milli(&c.value)?,
+                policy: p,
+            },
+        );
+    }
+    let mut consumes = BTreeMap::new();
+    for u in d.consumes_counters.iter().flatten() {
+        for (name, c) in &u.counters {
+            consumes.insert((u.counter_set.clone(), name.clone()), milli(&c.value)?);
+        }
+    }
+    Some(Device {
+        name: d.name.clone(),
+        attributes: d
+            .attributes
+            .iter()
+            .flatten()
+            .filter_map(|(k, a)| {
+                let v = match (a.int, a.bool, &a.string, &a.version) {
+                    (Some(i), ..) => Attribute::Int(i),
+                    (_, Some(b), ..) => Attribute::Bool(b),
+                    (_, _, Some(s), _) => Attribute::Str(s.clone()),
+                    (_, _, _, Some(v)) => Attribute::Version(v.clone()),
+                    _ => return None,
+                };
+                let name = if k.contains('/') {
+                    k.clone()
+                } else {
+                    format!("{driver}/{k}")
+                };
+                Some((name, v))
+            })
+            .collect(),
+        capacity,
+        consumes,
+        // A device of a per-device slice that names no node is reached by none.
+        nodes: per_device.then(|| {
+            reach(d.node_name.as_ref(), d.node_selector.as_ref(), d.all_nodes)
+                .unwrap_or(SliceNodes::Selector(Vec::new()))
+        }),
+        multi: d.allow_multiple_allocations == Some(true),
+    })
+}
+
+/// A ResourceSlice, without the devices tephra does not allocate (see [`allocatable`]) and
+/// those whose quantities do not parse; its counter sets without the counters that do not.
 pub fn slice(s: &dra::ResourceSlice) -> ResourceSlice {
     let spec = &s.spec;
-    let nodes = match (&spec.node_name, &spec.node_selector, spec.all_nodes) {
-        (Some(n), _, _) => SliceNodes::Node(n.clone()),
-        (None, Some(sel), _) => SliceNodes::Selector(terms(sel)),
-        (None, None, Some(true)) => SliceNodes::All,
-        // perDeviceNodeSelection (partitionable devices) is not supported: reached by no node.
-        _ => SliceNodes::Selector(Vec::new()),
+    let per_device = spec.per_device_node_selection == Some(true);
+    let nodes = if per_device {
+        SliceNodes::PerDevice
+    } else {
+        // No node selection at all: reached by no node.
+        reach(
+            spec.node_name.as_ref(),
+            spec.node_selector.as_ref(),
+            spec.all_nodes,
+        )
+        .unwrap_or(SliceNodes::Selector(Vec::new()))
     };
     let devices = spec
         .devices
         .iter()
         .flatten()
         .filter(|d| allocatable(d))
-        .map(|d| Device {
-            name: d.name.clone(),
-            attributes: d
-                .attributes
+        .filter_map(|d| device(d, &spec.driver, per_device))
+        .collect();
+    let counter_sets = spec
+        .shared_counters
+        .iter()
+        .flatten()
+        .map(|set| {
+            let counters = set
+                .counters
                 .iter()
-                .flatten()
-                .filter_map(|(k, a)| {
-                    let v = match (a.int, a.bool, &a.string, &a.version) {
-                        (Some(i), ..) => Attribute::Int(i),
-                        (_, Some(b), ..) => Attribute::Bool(b),
-                        (_, _, Some(s), _) => Attribute::Str(s.clone()),
-                        (_, _, _, Some(v)) => Attribute::Version(v.clone()),
-                        _ => return None,
-                    };
-                    let name = if k.contains('/') {
-                        k.clone()
-                    } else {
-                        format!("{}/{k}", spec.driver)
-                    };
-                    Some((name, v))
-                })
-                .collect(),
-            capacity: d
-                .capacity
-                .iter()
-                .flatten()
-                .map(|(k, c)| {
-                    let name = if k.contains('/') {
-                        k.clone()
-                    } else {
-                        format!("{}/{k}", spec.driver)
-                    };
-                    (name, c.value.0.clone())
-                })
-                .collect(),
+                .filter_map(|(k, c)| Some((k.clone(), milli(&c.value)?)))
+                .collect();
+            (set.name.clone(), counters)
         })
         .collect();
     ResourceSlice {
@@ -294,6 +391,7 @@ pub fn slice(s: &dra::ResourceSlice) -> ResourceSlice {
         generation: spec.pool.generation,
         nodes,
         devices,
+        counter_sets,
     }
 }
 
@@ -333,8 +431,15 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
         if x.admin_access == Some(true) {
             note(format!("admin access ({at}.exactly.adminAccess)"));
         }
-        if x.capacity.is_some() {
-            note(format!("consumable capacity ({at}.exactly.capacity)"));
+        let mut capacity = BTreeMap::new();
+        for (k, q) in x.capacity.iter().flat_map(|c| c.requests.iter().flatten()) {
+            let m = milli(q).ok_or_else(|| {
+                bad(
+                    format!("{at}.exactly.capacity.requests[{k}]"),
+                    format!("invalid quantity {:?}", q.0),
+                )
+            })?;
+            capacity.insert(k.clone(), m);
         }
         if x.tolerations.as_ref().is_some_and(|t| !t.is_empty()) {
             note(format!("device taints ({at}.exactly.tolerations)"));
@@ -360,18 +465,14 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
                 &format!("{at}.exactly.selectors"),
             )?,
             mode,
+            capacity,
         });
     }
     let mut match_attributes = Vec::new();
-    for (i, k) in devices
-        .iter()
-        .flat_map(|d| d.constraints.iter().flatten())
-        .enumerate()
-    {
-        if k.distinct_attribute.is_some() {
-            note(format!(
-                "distinct attributes (spec.devices.constraints[{i}].distinctAttribute)"
-            ));
+    let mut distinct_attributes = Vec::new();
+    for k in devices.iter().flat_map(|d| d.constraints.iter().flatten()) {
+        if let Some(a) = &k.distinct_attribute {
+            distinct_attributes.push((k.requests.clone().unwrap_or_default(), a.clone()));
         }
         if let Some(a) = &k.match_attribute {
             match_attributes.push((k.requests.clone().unwrap_or_default(), a.clone()));
@@ -388,6 +489,13 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
                 driver: r.driver.clone(),
                 pool: r.pool.clone(),
                 device: r.device.clone(),
+                share: r.share_id.clone(),
+                consumed: r
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .filter_map(|(k, q)| Some((k.clone(), milli(q)?)))
+                    .collect(),
             })
             .collect();
         let nodes = match &a.node_selector {
@@ -403,6 +511,7 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
         name,
         requests,
         match_attributes,
+        distinct_attributes,
         allocation,
         reserved_for: status
             .and_then(|s| s.reserved_for.as_ref())
@@ -432,7 +541,8 @@ fn node_of(sel: &NodeSelector) -> Option<String> {
 /// The node selector an allocation is written with: a node by name, nodes by labels, or none.
 pub fn node_selector(nodes: &SliceNodes) -> Option<serde_json::Value> {
     match nodes {
-        SliceNodes::All => None,
+        // An allocation's reach is its devices' own, never "per device".
+        SliceNodes::All | SliceNodes::PerDevice => None,
         SliceNodes::Node(n) => Some(serde_json::json!({"nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]}]})),
         SliceNodes::Selector(terms) => Some(
@@ -489,7 +599,16 @@ mod tests {
                 ("gpu.example.com/index".to_string(), Attribute::Int(0)),
             ]
             .into(),
-            capacity: [("gpu.example.com/memory".to_string(), memory.to_string())].into(),
+            capacity: [(
+                "gpu.example.com/memory".to_string(),
+                Capacity {
+                    text: memory.to_string(),
+                    value: parse_scaled_wide(memory, 1000).unwrap(),
+                    policy: None,
+                },
+            )]
+            .into(),
+            ..Default::default()
         }
     }
 
@@ -543,25 +662,118 @@ mod tests {
     }
 
     #[test]
-    fn partitions_tainted_and_shared_devices_are_never_offered() {
+    fn tainted_and_gated_devices_are_never_offered_partitions_and_shares_are_read() {
         let s: dra::ResourceSlice = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n0-gpu"},
-            "spec": {"driver": "gpu.example.com", "nodeName": "n0",
-                "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 1},
-                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+            "spec": {"driver": "gpu.example.com", "perDeviceNodeSelection": true,
+                "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 2},
                 "devices": [
-                    {"name": "whole"},
-                    {"name": "mig-1g", "consumesCounters": [{"counterSet": "gpu-0",
+                    {"name": "whole", "nodeName": "n0"},
+                    {"name": "mig-1g", "allNodes": true, "consumesCounters": [{"counterSet": "gpu-0",
                         "counters": {"memory": {"value": "10Gi"}}}]},
-                    {"name": "tainted", "taints": [{"key": "broken", "effect": "NoSchedule"}]},
-                    {"name": "shared", "allowMultipleAllocations": true},
-                    {"name": "gated", "bindingConditions": ["ready"],
-                        "bindingFailureConditions": ["failed"]}
+                    {"name": "tainted", "nodeName": "n0",
+                        "taints": [{"key": "broken", "effect": "NoSchedule"}]},
+                    {"name": "shared", "nodeName": "n0", "allowMultipleAllocations": true,
+                        "capacity": {"bandwidth": {"value": "10G", "requestPolicy": {
+                            "default": "1G", "validRange": {"min": "1G", "step": "500M"}}}}},
+                    {"name": "gated", "nodeName": "n0", "bindingConditions": ["ready"],
+                        "bindingFailureConditions": ["failed"]},
+                    {"name": "bad", "nodeName": "n0", "capacity": {"x": {"value": "a lot"}},
+                        "consumesCounters": [{"counterSet": "gpu-0",
+                            "counters": {"memory": {"value": "10Gi"}}}]}
                 ]}
         }))
         .unwrap();
-        let names: Vec<String> = slice(&s).devices.into_iter().map(|d| d.name).collect();
-        assert_eq!(names, vec!["whole".to_string()]);
+        let m = slice(&s);
+        assert_eq!(m.nodes, SliceNodes::PerDevice);
+        let names: Vec<&str> = m.devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["whole", "mig-1g", "shared"]);
+        assert_eq!(m.devices[0].nodes, Some(SliceNodes::Node("n0".into())));
+        assert_eq!(m.devices[1].nodes, Some(SliceNodes::All));
+        assert_eq!(
+            m.devices[1].consumes,
+            [(
+                ("gpu-0".to_string(), "memory".to_string()),
+                (10_i128 << 30) * 1000
+            )]
+            .into()
+        );
+        let shared = &m.devices[2];
+        assert!(shared.multi);
+        let bw = &shared.capacity["bandwidth"];
+        assert_eq!(bw.value, 10_000_000_000_000);
+        let p = bw.policy.as_ref().unwrap();
+        assert_eq!(p.default, Some(1_000_000_000_000));
+        assert_eq!(
+            p.valid,
+            ValidAmounts::Range {
+                min: 1_000_000_000_000,
+                max: None,
+                step: Some(500_000_000_000)
+            }
+        );
+        let counters: dra::ResourceSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n0-counters"},
+            "spec": {"driver": "gpu.example.com", "nodeName": "n0",
+                "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 2},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            slice(&counters).counter_sets,
+            [(
+                "gpu-0".to_string(),
+                [("memory".to_string(), (80_i128 << 30) * 1000)].into()
+            )]
+            .into()
+        );
+    }
+
+    #[test]
+    fn a_claim_asking_capacity_and_distinct_devices_is_read_and_its_shares_too() {
+        let c: dra::ResourceClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"devices": {
+                "requests": [{"name": "nic", "exactly": {"deviceClassName": "nic",
+                    "capacity": {"requests": {"bandwidth": "1500M"}}}}],
+                "constraints": [{"requests": ["nic"], "distinctAttribute": "nic.example.com/port"}]}},
+            "status": {"allocation": {"devices": {"results": [{"request": "nic",
+                "driver": "nic.example.com", "pool": "n0", "device": "eth0",
+                "shareID": "aaaaaaaa-aaaa-5aaa-aaaa-aaaaaaaaaaaa",
+                "consumedCapacity": {"bandwidth": "2G"}}]}}}
+        }))
+        .unwrap();
+        let m = claim(&c).unwrap();
+        assert_eq!(m.unsupported, None);
+        assert_eq!(
+            m.requests[0].capacity,
+            [("bandwidth".to_string(), 1_500_000_000_000)].into()
+        );
+        assert_eq!(
+            m.distinct_attributes,
+            vec![(vec!["nic".to_string()], "nic.example.com/port".to_string())]
+        );
+        let d = &m.allocation.unwrap().devices[0];
+        assert_eq!(
+            d.share.as_deref(),
+            Some("aaaaaaaa-aaaa-5aaa-aaaa-aaaaaaaaaaaa")
+        );
+        assert_eq!(
+            d.consumed,
+            [("bandwidth".to_string(), 2_000_000_000_000)].into()
+        );
+        let bad: dra::ResourceClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic",
+                    "capacity": {"requests": {"bandwidth": "lots"}}}}]}}
+        }))
+        .unwrap();
+        assert_eq!(
+            claim(&bad).unwrap_err().field,
+            "spec.devices.requests[0].exactly.capacity.requests[bandwidth]"
+        );
+        assert_eq!(quantity_text(2_000_000_000_000), "2000000000");
+        assert_eq!(quantity_text(1500), "1500m");
     }
 
     #[test]

@@ -465,6 +465,7 @@ pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         Some(Builtin::Node) => node(obj, &mut out),
         Some(Builtin::Role) => policy_rules(obj, true, &mut out),
         Some(Builtin::ClusterRole) => policy_rules(obj, false, &mut out),
+        Some(Builtin::ResourceClaim) => share_ids(obj, &mut out),
         _ => {}
     }
     out
@@ -611,6 +612,30 @@ pub fn builtin_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause>
         _ => {}
     }
     out
+}
+
+/// A ResourceClaim's allocated shares (`status.allocation.devices.results[].shareID`) are
+/// named by UUIDs in RFC 4122's normalized form, lowercase, as kube-apiserver requires.
+fn share_ids(obj: &Value, out: &mut Vec<Cause>) {
+    let results = obj
+        .pointer("/status/allocation/devices/results")
+        .and_then(Value::as_array);
+    for (i, r) in results.into_iter().flatten().enumerate() {
+        let Some(id) = r.get("shareID") else { continue };
+        let text = id.as_str().unwrap_or_default();
+        let normal = text.len() == 36
+            && text.char_indices().all(|(k, c)| match k {
+                8 | 13 | 18 | 23 => c == '-',
+                _ => c.is_ascii_digit() || ('a'..='f').contains(&c),
+            });
+        if !normal {
+            out.push(invalid(
+                &format!("status.allocation.devices.results[{i}].shareID"),
+                id,
+                "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters",
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -591,4 +591,283 @@ mod devices {
         assert!(failed.is_empty(), "{failed:?}");
         sched.stop().await;
     }
+
+    /// Node `n`'s shared devices, as a driver on Kubernetes 1.36+ publishes them: one 80Gi GPU
+    /// cut in halves (40Gi) and quarters (20Gi) that draw on one counter set (a counter slice
+    /// and a device slice of one pool), and a NIC whose 10G of bandwidth pods share (at least
+    /// 1G, in steps of 1G, 1G by default).
+    async fn shared_devices(c: &kube::Client, n: &str) {
+        let slice = |name: String, pool: &str, spec: Value| {
+            let mut s = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": name},
+                "spec": {"nodeName": n, "pool": {"name": pool, "generation": 1,
+                    "resourceSliceCount": 1}}});
+            for (k, v) in spec.as_object().unwrap() {
+                s["spec"][k] = v.clone();
+            }
+            s
+        };
+        let part = |name: &str, profile: &str, memory: &str| {
+            json!({"name": name, "attributes": {"profile": {"string": profile}},
+                "consumesCounters": [{"counterSet": "gpu-0",
+                    "counters": {"memory": {"value": memory}}}]})
+        };
+        let mut gpu = slice(
+            format!("{n}-gpu"),
+            n,
+            json!({"driver": "gpu.example.com",
+            "devices": [part("half-0", "half", "40Gi"), part("half-1", "half", "40Gi"),
+                part("quarter-0", "quarter", "20Gi"), part("quarter-1", "quarter", "20Gi"),
+                part("quarter-2", "quarter", "20Gi"), part("quarter-3", "quarter", "20Gi")]}),
+        );
+        gpu["spec"]["pool"]["resourceSliceCount"] = json!(2);
+        let mut counters = slice(
+            format!("{n}-counters"),
+            n,
+            json!({"driver": "gpu.example.com",
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}]}),
+        );
+        counters["spec"]["pool"]["resourceSliceCount"] = json!(2);
+        let nic = slice(
+            format!("{n}-nics"),
+            &format!("{n}-nics"),
+            json!({
+            "driver": "nic.example.com",
+            "devices": [{"name": "eth0", "allowMultipleAllocations": true,
+                "capacity": {"bandwidth": {"value": "10G", "requestPolicy": {"default": "1G",
+                    "validRange": {"min": "1G", "step": "1G"}}}}}]}),
+        );
+        for s in [counters, gpu, nic] {
+            create(c, "ResourceSlice", "resourceslices", false, s).await;
+        }
+    }
+
+    /// `prefix-h0..2` each claiming half a GPU and `prefix-n0..3` each claiming 2500M of the
+    /// NIC, kept to node `prefix`: tephra's in PodGroups of one, or kube-scheduler's bare pods.
+    async fn sharing_pods(c: &kube::Client, prefix: &str, tephra: bool) {
+        let mut claims = Vec::new();
+        for i in 0..3 {
+            claims.push((
+                format!("{prefix}-h{i}"),
+                json!({"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression":
+                    "device.attributes['gpu.example.com'].profile == 'half'"}}]}}),
+            ));
+        }
+        for i in 0..4 {
+            claims.push((
+                format!("{prefix}-n{i}"),
+                json!({"name": "nic", "exactly": {
+                "deviceClassName": "nic.example.com",
+                "capacity": {"requests": {"bandwidth": "2500M"}}}}),
+            ));
+        }
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        for (name, request) in claims {
+            create(
+                c,
+                "ResourceClaim",
+                "resourceclaims",
+                true,
+                json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}),
+            )
+            .await;
+            let spec = json!({"nodeSelector": {"kubernetes.io/hostname": prefix},
+                "resourceClaims": [{"name": "dev", "resourceClaimName": name}]});
+            if tephra {
+                gang_with(c, &name, 1, 1, spec).await;
+            } else {
+                let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("{name}-0")},
+                    "spec": {"containers": [{"name": "main", "image": "busybox",
+                        "resources": {"requests": {"cpu": "100m"}}}]}});
+                for (k, v) in spec.as_object().unwrap() {
+                    pod["spec"][k] = v.clone();
+                }
+                pods.create(
+                    &PostParams::default(),
+                    &serde_json::from_value(pod).unwrap(),
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    /// How many pods of `prefix` are bound.
+    async fn bound(c: &kube::Client, prefix: &str) -> usize {
+        nodes_of(c, "default", prefix)
+            .await
+            .values()
+            .filter(|n| n.is_some())
+            .count()
+    }
+
+    /// What each allocated share of `prefix`'s NIC claims consumes, in thousandths, and
+    /// whether it is named by a share ID.
+    async fn nic_shares(c: &kube::Client, prefix: &str) -> Vec<(i128, bool)> {
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let mut out = Vec::new();
+        for rc in claims.list(&Default::default()).await.unwrap().items {
+            let name = rc.metadata.name.clone().unwrap_or_default();
+            if !name.starts_with(&format!("{prefix}-n")) {
+                continue;
+            }
+            let results = rc
+                .status
+                .and_then(|s| s.allocation)
+                .and_then(|a| a.devices)
+                .and_then(|d| d.results)
+                .unwrap_or_default();
+            for r in results {
+                let q = r.consumed_capacity.unwrap_or_default();
+                let m =
+                    tephra_scheduler::quantity::parse_scaled_wide(&q["bandwidth"].0, 1000).unwrap();
+                out.push((m, r.share_id.is_some()));
+            }
+        }
+        out
+    }
+
+    on_both!(
+        partitions_and_shares_of_devices_bind_as_kube_scheduler_allocates_them,
+        device_sharing
+    );
+    async fn device_sharing(backend: Backend) {
+        logs();
+        let real = backend == Backend::KubeApiserver;
+        // Partitionable devices and consumable capacity are served (beta) from 1.36. On the
+        // real cluster kube-scheduler places the same pods on a twin node: the oracle.
+        let options = tephra_envtest::ClusterOptions {
+            scheduler: real.then_some(Value::Null),
+            ..Default::default()
+        };
+        let nodes = vec![node("t", "8", 0), node("k", "8", 0)];
+        let Some(cl) =
+            cluster_on_release(backend, &tephra_envtest::Release::Newest, nodes, options).await
+        else {
+            return;
+        };
+        let c = cl.client.clone();
+        for driver in ["gpu.example.com", "nic.example.com"] {
+            create(
+                &c,
+                "DeviceClass",
+                "deviceclasses",
+                false,
+                json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                "metadata": {"name": driver}, "spec": {"selectors": [{"cel": {"expression":
+                    format!("device.driver == '{driver}'")}}]}}),
+            )
+            .await;
+        }
+        shared_devices(&c, "t").await;
+        shared_devices(&c, "k").await;
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        sharing_pods(&c, "t", true).await;
+        if real {
+            sharing_pods(&c, "k", false).await;
+        }
+        // Two halves fill the GPU's counters; 2500M rounds up to 3G, so three shares fit the
+        // NIC's 10G and a fourth does not.
+        eventually(60, "tephra bound two halves and three shares", || async {
+            (bound(&c, "t-h").await == 2 && bound(&c, "t-n").await == 3).then_some(())
+        })
+        .await;
+        let waiting = nodes_of(&c, "default", "t-")
+            .await
+            .into_iter()
+            .filter(|(_, n)| n.is_none())
+            .map(|(p, _)| p.trim_end_matches("-0").to_string())
+            .collect::<Vec<_>>();
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
+        for group in &waiting {
+            let message = condition(&c, group, "NotEnoughResources").await;
+            assert!(message.contains("cannot allocate all claims"), "{message}");
+        }
+        let shares = nic_shares(&c, "t").await;
+        assert_eq!(shares, vec![(3_000_000_000_000, true); 3]);
+        if real {
+            eventually(60, "kube-scheduler bound its pods", || async {
+                (bound(&c, "k-h").await == 2 && bound(&c, "k-n").await == 3).then_some(())
+            })
+            .await;
+            let mut theirs = nic_shares(&c, "k").await;
+            theirs.sort();
+            assert_eq!(
+                theirs, shares,
+                "kube-scheduler's shares consume what tephra's do"
+            );
+        }
+        // Neither scheduler gives more than there is, given time.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        assert_eq!((bound(&c, "t-h").await, bound(&c, "t-n").await), (2, 3));
+        if real {
+            assert_eq!((bound(&c, "k-h").await, bound(&c, "k-n").await), (2, 3));
+        }
+        // The kubelets start what tephra bound: each claim was reserved for its pod.
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        eventually(30, "tephra's bound pods running", || async {
+            let list = pods.list(&Default::default()).await.ok()?.items;
+            let running = list
+                .iter()
+                .filter(|p| {
+                    p.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("t-"))
+                })
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count();
+            (running == 5).then_some(())
+        })
+        .await;
+        // A share is named by a UUID in its normalized form: both servers refuse another.
+        create(
+            &c,
+            "ResourceClaim",
+            "resourceclaims",
+            true,
+            json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "named"}, "spec": {"devices": {"requests": [{"name": "nic",
+                "exactly": {"deviceClassName": "nic.example.com"}}]}}}),
+        )
+        .await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let status = |id: &str| {
+            json!({"status": {"allocation": {"devices": {"results": [{"request": "nic",
+                "driver": "nic.example.com", "pool": "t-nics", "device": "eth0",
+                "shareID": id}]}}}})
+        };
+        let upper = "AAAAAAAA-AAAA-5AAA-AAAA-AAAAAAAAAAAA";
+        match claims
+            .patch_status(
+                "named",
+                &PatchParams::default(),
+                &Patch::Merge(status(upper)),
+            )
+            .await
+        {
+            Err(kube::Error::Api(e)) => {
+                assert_eq!(e.code, 422, "{e:?}");
+                assert!(e.message.contains("shareID"), "{}", e.message);
+            }
+            other => panic!("an upper-case share ID is refused, got {other:?}"),
+        }
+        claims
+            .patch_status(
+                "named",
+                &PatchParams::default(),
+                &Patch::Merge(status(&upper.to_lowercase())),
+            )
+            .await
+            .unwrap();
+        sched.stop().await;
+    }
 }

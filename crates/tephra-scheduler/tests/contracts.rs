@@ -1,8 +1,9 @@
 //! The node-level contracts kube-scheduler keeps that tephra keeps too, since it binds pods
 //! itself: scheduling gates, host ports, pod topology spread, and admission that refuses a gang
 //! no node could ever take; and the timers a session reports so that a runner that sleeps
-//! between changes still wakes for them. Volumes (`contracts/volumes.rs`) and DRA devices
-//! (`contracts/devices.rs`) have files of their own.
+//! between changes still wakes for them. Volumes (`contracts/volumes.rs`), DRA devices
+//! (`contracts/devices.rs`) and DRA devices shared by partitions or by capacity
+//! (`contracts/device_sharing.rs`) have files of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -396,3 +397,6 @@ mod volumes;
 
 #[path = "contracts/devices.rs"]
 mod devices;
+
+#[path = "contracts/device_sharing.rs"]
+mod device_sharing;

@@ -282,8 +282,10 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                             name: format!("d{i}"),
                             attributes: Default::default(),
                             capacity: Default::default(),
+                            ..Default::default()
                         })
                         .collect(),
+                    counter_sets: Default::default(),
                 }),
             );
         }
@@ -301,8 +303,10 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                             class: "dev".into(),
                             selectors: vec![],
                             mode: AllocationMode::Exact(count),
+                            capacity: Default::default(),
                         }],
                         match_attributes: vec![],
+                        distinct_attributes: vec![],
                         allocation: None,
                         reserved_for: vec![],
                         unsupported: None,

@@ -177,14 +177,29 @@ pub fn member_pod(mut p: Pod, cluster: &str, node: &str, extender: Option<&Exten
 }
 
 /// A ResourceClaim's `status.allocation`, as kube-scheduler writes it: each device with the
-/// request it serves, and the nodes it may be used from.
+/// request it serves (and, for a share of a device, the share's ID and the capacity it
+/// consumes), and the nodes it may be used from.
 fn allocation(a: &tephra_scheduler::model::ClaimAllocation) -> serde_json::Value {
     let results: Vec<serde_json::Value> = a
         .devices
         .iter()
         .map(|d| {
-            serde_json::json!({"request": d.request, "driver": d.driver, "pool": d.pool,
-                               "device": d.device})
+            let mut r = serde_json::json!({"request": d.request, "driver": d.driver,
+                                           "pool": d.pool, "device": d.device});
+            if let Some(id) = &d.share {
+                r["shareID"] = id.clone().into();
+                if !d.consumed.is_empty() {
+                    r["consumedCapacity"] = d
+                        .consumed
+                        .iter()
+                        .map(|(k, m)| {
+                            (k.clone(), tephra_controllers::dra::quantity_text(*m).into())
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                }
+            }
+            r
         })
         .collect();
     let mut out = serde_json::json!({"devices": {"results": results}});

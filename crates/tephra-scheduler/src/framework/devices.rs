@@ -6,13 +6,19 @@
 //! its [`PreBind`](crate::decisions::PreBind) when it binds: each claim's allocation and
 //! reservation, written before the pod is bound.
 //!
-//! Allocation ([`allocate`]) takes, request by request, devices of the slices the node reaches
-//! (each pool's newest generation only) that no claim holds and that match the class's and the
-//! request's selectors: exactly the count asked, or every matching device for `All`; devices of
-//! requests under one `matchAttribute` constraint share the attribute's value.
+//! Allocation takes, request by request, devices of the slices the node reaches (each pool's
+//! newest generation only; in a `perDeviceNodeSelection` slice, the devices that reach the node)
+//! that match the class's and the request's selectors and are free: not held whole, with the
+//! counters they draw left in their pool, and, for a device shared by several allocations,
+//! with room in each capacity for the share the request's amounts make by the capacity's
+//! policy. Exactly the count asked, or every matching device for `All`; devices of requests
+//! under one `matchAttribute` constraint share the attribute's value, those under a
+//! `distinctAttribute` constraint differ in it. What is held is counted per member in a
+//! `Usage`: devices whole, shares with what they consume, and counters drawn (once per device
+//! in use, however many shares it has).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -20,8 +26,9 @@ use super::fit::{DeviceUnfit, Unfit};
 use crate::cache::Snapshot;
 use crate::decisions::DeviceBind;
 use crate::model::{
-    AllocatedDevice, AllocationMode, Attribute, ClaimAllocation, Device, Dra, Id, Labels,
-    ResourceClaim, ResourceSlice, Selector, SliceNodes, TaskShape,
+    AllocatedDevice, AllocationMode, Attribute, CapacityPolicy, ClaimAllocation, CounterSets,
+    Device, DeviceRequest, Dra, Id, Labels, Milli, ResourceClaim, ResourceSlice, Selector,
+    SliceNodes, TaskShape,
 };
 
 /// A device by its address in the snapshot of the session, which holds every slice for as long
@@ -85,24 +92,248 @@ pub fn match_slice(s: &Selector, slice: &ResourceSlice) -> SliceMatch {
         .collect()
 }
 
-/// The devices `claim` would be allocated on a node named `node` with `labels`, with `taken`
-/// saying which devices other claims hold and `matches` evaluating selectors.
-pub fn allocate(
-    dra: &Dra,
-    claim: &ResourceClaim,
-    node: &str,
-    labels: &Labels,
-    taken: &dyn Fn(&Device) -> bool,
-    matches: &Matcher,
-) -> Result<ClaimAllocation, DeviceUnfit> {
-    choose_devices(dra, claim, node, labels, taken, matches).map(|c| allocation(claim, &c))
+/// Devices in use in one cluster: allocated whole, or in shares (devices that allow several
+/// allocations), and what the devices in use draw on their pools' counter sets. A device draws
+/// on its counters once, however many shares it has.
+#[derive(Clone, Debug, Default)]
+struct Usage {
+    whole: HashSet<DeviceRef, ByAddr>,
+    shares: HashMap<DeviceRef, Shares, ByAddr>,
+    /// driver → pool → counter set → counter → amount drawn.
+    drawn: HashMap<String, HashMap<String, CounterSets>>,
 }
 
-/// The allocation of the devices chosen for `claim`'s requests.
-fn allocation(claim: &ResourceClaim, chosen: &[(usize, Visible)]) -> ClaimAllocation {
+/// The shares of one device: how many, and what they consume of its capacities together.
+#[derive(Clone, Debug, Default)]
+struct Shares {
+    count: u32,
+    consumed: BTreeMap<String, Milli>,
+}
+
+/// A device an allocation holds, as [`Usage`] counts it.
+#[derive(Clone, Debug)]
+struct Hold {
+    device: DeviceRef,
+    driver: String,
+    pool: String,
+    consumes: BTreeMap<(String, String), Milli>,
+    /// What its share consumes; `None`: held whole.
+    share: Option<BTreeMap<String, Milli>>,
+}
+
+impl Hold {
+    fn of(v: &Visible, share: Option<&BTreeMap<String, Milli>>) -> Self {
+        Self {
+            device: device_ref(v.device),
+            driver: v.driver.to_string(),
+            pool: v.pool.to_string(),
+            consumes: v.device.consumes.clone(),
+            share: share.cloned(),
+        }
+    }
+}
+
+impl Usage {
+    fn in_use(&self, d: DeviceRef) -> bool {
+        self.whole.contains(&d) || self.shares.get(&d).is_some_and(|s| s.count > 0)
+    }
+
+    fn drawn(&self, driver: &str, pool: &str, set: &str, counter: &str) -> Milli {
+        self.drawn
+            .get(driver)
+            .and_then(|p| p.get(pool))
+            .and_then(|s| s.get(set))
+            .and_then(|c| c.get(counter))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn consumed(&self, d: DeviceRef, capacity: &str) -> Milli {
+        self.shares
+            .get(&d)
+            .and_then(|s| s.consumed.get(capacity))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Draws (`sign` 1) or gives back (-1) a device's counters.
+    fn draw(
+        &mut self,
+        driver: &str,
+        pool: &str,
+        consumes: &BTreeMap<(String, String), Milli>,
+        sign: Milli,
+    ) {
+        if consumes.is_empty() {
+            return;
+        }
+        let sets = self
+            .drawn
+            .entry(driver.to_string())
+            .or_default()
+            .entry(pool.to_string())
+            .or_default();
+        for ((set, counter), amount) in consumes {
+            *sets
+                .entry(set.clone())
+                .or_default()
+                .entry(counter.clone())
+                .or_default() += sign * amount;
+        }
+    }
+
+    /// Holds a device (`first`: no one held it before, so its counters are drawn now).
+    fn hold(&mut self, v: &Visible, share: Option<&BTreeMap<String, Milli>>, first: bool) {
+        let counters = (v.driver, v.pool, &v.device.consumes);
+        self.hold_device(device_ref(v.device), counters, share, first);
+    }
+
+    /// [`hold`](Self::hold) with what a [`Hold`] remembers.
+    fn hold_again(&mut self, h: &Hold, first: bool) {
+        let counters = (h.driver.as_str(), h.pool.as_str(), &h.consumes);
+        self.hold_device(h.device, counters, h.share.as_ref(), first);
+    }
+
+    fn hold_device(
+        &mut self,
+        d: DeviceRef,
+        (driver, pool, consumes): (&str, &str, &BTreeMap<(String, String), Milli>),
+        share: Option<&BTreeMap<String, Milli>>,
+        first: bool,
+    ) {
+        match share {
+            None => {
+                self.whole.insert(d);
+            }
+            Some(consumed) => {
+                let s = self.shares.entry(d).or_default();
+                s.count += 1;
+                for (name, amount) in consumed {
+                    *s.consumed.entry(name.clone()).or_default() += amount;
+                }
+            }
+        }
+        if first {
+            self.draw(driver, pool, consumes, 1);
+        }
+    }
+
+    /// Gives back what [`hold`](Self::hold) took; the counters once no one holds the device.
+    fn release(&mut self, h: &Hold) {
+        match &h.share {
+            None => {
+                self.whole.remove(&h.device);
+            }
+            Some(consumed) => {
+                if let Some(s) = self.shares.get_mut(&h.device) {
+                    s.count = s.count.saturating_sub(1);
+                    for (name, amount) in consumed {
+                        *s.consumed.entry(name.clone()).or_default() -= amount;
+                    }
+                    if s.count == 0 {
+                        self.shares.remove(&h.device);
+                    }
+                }
+            }
+        }
+        if !self.in_use(h.device) {
+            self.draw(&h.driver, &h.pool, &h.consumes, -1);
+        }
+    }
+}
+
+/// What a claim being allocated would hold on top of what is held already: the devices of the
+/// claims before it and of its own requests before this one.
+struct Trial<'u> {
+    base: Option<&'u Usage>,
+    add: Usage,
+}
+
+impl<'u> Trial<'u> {
+    fn new(base: Option<&'u Usage>) -> Self {
+        Self {
+            base,
+            add: Usage::default(),
+        }
+    }
+
+    fn in_use(&self, d: DeviceRef) -> bool {
+        self.add.in_use(d) || self.base.is_some_and(|b| b.in_use(d))
+    }
+
+    fn hold(&mut self, v: &Visible, share: Option<&BTreeMap<String, Milli>>) {
+        let first = !self.in_use(device_ref(v.device));
+        self.add.hold(v, share, first);
+    }
+
+    /// Whether `v` can serve `req` now: `None` if not; otherwise what its share would consume
+    /// (`Some(None)`: the device is taken whole). A device is free unless held whole (or, not
+    /// allowing several allocations, held at all); its pool must be valid and, unless it draws
+    /// on them already, have the counters it draws; every capacity the request names must be
+    /// one it has, and the amounts the capacities' policies make of the request must fit beside
+    /// what its other shares consume.
+    fn serves(
+        &self,
+        dra: &Dra,
+        v: &Visible,
+        req: &DeviceRequest,
+    ) -> Option<Option<BTreeMap<String, Milli>>> {
+        let d = v.device;
+        let r = device_ref(d);
+        let in_use = self.in_use(r);
+        if in_use && !d.multi {
+            return None;
+        }
+        match dra.counter_sets(v.driver, v.pool) {
+            Some(Err(_)) => return None,
+            None if !d.consumes.is_empty() => return None,
+            Some(Ok(sets)) if !in_use => {
+                for ((set, counter), amount) in &d.consumes {
+                    let total = sets.get(set).and_then(|c| c.get(counter))?;
+                    let drawn = self.add.drawn(v.driver, v.pool, set, counter)
+                        + self
+                            .base
+                            .map_or(0, |b| b.drawn(v.driver, v.pool, set, counter));
+                    if drawn + amount > *total {
+                        return None;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !d.multi && req.capacity.is_empty() {
+            return Some(None);
+        }
+        if req.capacity.keys().any(|k| !d.capacity.contains_key(k)) {
+            return None;
+        }
+        let mut consumed = BTreeMap::new();
+        for (name, cap) in &d.capacity {
+            let asked = req.capacity.get(name).copied();
+            let c = CapacityPolicy::consumed(cap.policy.as_ref(), cap.value, asked)?;
+            let held = self.add.consumed(r, name) + self.base.map_or(0, |b| b.consumed(r, name));
+            if c < 0 || held + c > cap.value {
+                return None;
+            }
+            consumed.insert(name.clone(), c);
+        }
+        Some(d.multi.then_some(consumed))
+    }
+}
+
+/// What a share consumes of its device's capacities, by capacity.
+type Consumed = BTreeMap<String, Milli>;
+
+/// A device chosen for a request: the request's index, the device, and what its share consumes
+/// (`None`: taken whole).
+type Pick<'a> = (usize, Visible<'a>, Option<Consumed>);
+
+/// The allocation of the devices chosen for `claim`'s requests. A share is named by a UUID made
+/// from the claim, the request and the device, so that the same choice writes the same name.
+fn allocation(claim: &ResourceClaim, chosen: &[Pick]) -> ClaimAllocation {
     let nodes = chosen
         .iter()
-        .map(|(_, v)| v.nodes)
+        .map(|(_, v, _)| v.nodes)
         .fold(SliceNodes::All, |acc, n| match (acc, n) {
             (SliceNodes::Node(a), _) => SliceNodes::Node(a),
             (_, SliceNodes::Node(b)) => SliceNodes::Node(b.clone()),
@@ -111,41 +342,74 @@ fn allocation(claim: &ResourceClaim, chosen: &[(usize, Visible)]) -> ClaimAlloca
         });
     let devices = chosen
         .iter()
-        .map(|(r, v)| AllocatedDevice {
-            request: claim.requests[*r].name.clone(),
-            driver: v.driver.to_string(),
-            pool: v.pool.to_string(),
-            device: v.device.name.clone(),
+        .map(|(r, v, share)| {
+            let request = &claim.requests[*r].name;
+            AllocatedDevice {
+                request: request.clone(),
+                driver: v.driver.to_string(),
+                pool: v.pool.to_string(),
+                device: v.device.name.clone(),
+                share: share
+                    .as_ref()
+                    .map(|_| share_id(&[&claim.key(), request, v.driver, v.pool, &v.device.name])),
+                consumed: share.clone().unwrap_or_default(),
+            }
         })
         .collect();
     ClaimAllocation { devices, nodes }
 }
 
-/// The devices of [`allocate`], each with the index of the request it serves, before they are
-/// written down as an allocation.
+/// A UUID (version 5 layout, 128-bit FNV-1a of `parts`) naming a share of a device.
+pub fn share_id(parts: &[&str]) -> String {
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for p in parts {
+        for b in p.bytes().chain([0]) {
+            h ^= u128::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    let h = (h & !(0xf << 76) | (0x5 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let x = format!("{h:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[0..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..32]
+    )
+}
+
+/// The devices a claim is allocated on a node, each with the index of the request it serves,
+/// held in `trial` as they are chosen; an error if the claim cannot be allocated there.
 fn choose_devices<'a>(
     dra: &'a Dra,
     claim: &ResourceClaim,
     node: &'a str,
     labels: &'a Labels,
-    taken: &dyn Fn(&Device) -> bool,
+    trial: &mut Trial,
     matches: &Matcher,
-) -> Result<Vec<(usize, Visible<'a>)>, DeviceUnfit> {
+) -> Result<Vec<Pick<'a>>, DeviceUnfit> {
     if let Some(what) = &claim.unsupported {
         return Err(DeviceUnfit::Unsupported(what.clone()));
     }
     let slices: Vec<&ResourceSlice> = dra.slices_for(node, labels).collect();
-    let visible: Vec<Visible> = slices
-        .iter()
-        .flat_map(|s| {
-            s.devices.iter().map(move |d| Visible {
+    // Devices in slice and device order, with those another node's (per-device reach) left
+    // out after their selectors are matched (the results are by position in the slice).
+    let mut visible: Vec<Option<Visible>> = Vec::new();
+    for s in &slices {
+        for d in &s.devices {
+            let nodes = d.nodes.as_ref().unwrap_or(&s.nodes);
+            let reached = d.nodes.as_ref().is_none_or(|n| n.reach(node, labels));
+            visible.push(reached.then_some(Visible {
                 driver: &s.driver,
                 pool: &s.pool,
-                nodes: &s.nodes,
+                nodes,
                 device: d,
-            })
-        })
-        .collect();
+            }));
+        }
+    }
     // Each request's matching devices, in slice and device order.
     let mut matching: Vec<Vec<usize>> = Vec::with_capacity(claim.requests.len());
     for r in &claim.requests {
@@ -162,6 +426,9 @@ fn choose_devices<'a>(
                 .map(|s| matches(s, slice))
                 .collect();
             for j in 0..slice.devices.len() {
+                if visible[first + j].is_none() {
+                    continue;
+                }
                 let mut ok = true;
                 for result in &results {
                     match result.get(j) {
@@ -181,25 +448,65 @@ fn choose_devices<'a>(
         }
         matching.push(m);
     }
+    let visible: Vec<Visible> = visible
+        .into_iter()
+        .map(|v| {
+            v.unwrap_or(Visible {
+                driver: "",
+                pool: "",
+                nodes: &NO_NODES,
+                device: &NO_DEVICE,
+            })
+        })
+        .collect();
     // The values the first constraint's attribute takes, to try in turn (one pass without).
     let constraint = claim.match_attributes.first();
     let values: Vec<Option<Attribute>> = match constraint {
         None => vec![None],
         Some((_, attr)) => {
-            let mut vals: Vec<Attribute> =
-                visible.iter().filter_map(|v| attribute(v, attr)).collect();
+            let mut vals: Vec<Attribute> = matching
+                .iter()
+                .flatten()
+                .filter_map(|&i| attribute(&visible[i], attr))
+                .collect();
             vals.sort();
             vals.dedup();
             vals.into_iter().map(Some).collect()
         }
     };
     for value in values {
-        if let Some(chosen) = choose(claim, &visible, &matching, taken, value.as_ref()) {
-            return Ok(chosen.into_iter().map(|(r, i)| (r, visible[i])).collect());
+        let mut attempt = Trial {
+            base: trial.base,
+            add: trial.add.clone(),
+        };
+        if let Some(chosen) = choose(
+            dra,
+            claim,
+            &visible,
+            &matching,
+            &mut attempt,
+            value.as_ref(),
+        ) {
+            trial.add = attempt.add;
+            return Ok(chosen
+                .into_iter()
+                .map(|(r, i, share)| (r, visible[i], share))
+                .collect());
         }
     }
     Err(DeviceUnfit::CannotAllocate)
 }
+
+/// Stand in for a device the node does not reach (never matched, so never chosen).
+static NO_NODES: SliceNodes = SliceNodes::PerDevice;
+static NO_DEVICE: Device = Device {
+    name: String::new(),
+    attributes: BTreeMap::new(),
+    capacity: BTreeMap::new(),
+    consumes: BTreeMap::new(),
+    nodes: None,
+    multi: false,
+};
 
 /// The value of a fully qualified attribute of a visible device (an unqualified name in the
 /// driver's own domain counts too).
@@ -213,23 +520,31 @@ fn attribute(v: &Visible, name: &str) -> Option<Attribute> {
         .flatten()
 }
 
-/// Devices for every request, each `(request index, visible index)`, with the constrained
-/// requests' devices sharing `value` of the constraint's attribute; `None` if they cannot all
-/// be had.
+/// Whether a constraint naming `requests` (empty: all) covers `request`.
+fn covers(requests: &[String], request: &str) -> bool {
+    requests.is_empty() || requests.iter().any(|r| r == request)
+}
+
+/// Devices for every request, each `(request index, visible index, share)`, held in `trial`:
+/// the first `matchAttribute` constraint's requests get devices with `value` of its attribute,
+/// and each `distinctAttribute` constraint's requests devices that differ in its attribute;
+/// `None` if they cannot all be had.
 fn choose(
+    dra: &Dra,
     claim: &ResourceClaim,
     visible: &[Visible],
     matching: &[Vec<usize>],
-    taken: &dyn Fn(&Device) -> bool,
+    trial: &mut Trial,
     value: Option<&Attribute>,
-) -> Option<Vec<(usize, usize)>> {
-    let mut used: Vec<usize> = Vec::new();
+) -> Option<Vec<(usize, usize, Option<Consumed>)>> {
+    // The values each distinct constraint's devices took so far.
+    let mut seen: Vec<Vec<Attribute>> = vec![Vec::new(); claim.distinct_attributes.len()];
     let mut out = Vec::new();
     for (r, req) in claim.requests.iter().enumerate() {
         let constrained = claim
             .match_attributes
             .first()
-            .is_some_and(|(reqs, _)| reqs.is_empty() || reqs.contains(&req.name));
+            .is_some_and(|(reqs, _)| covers(reqs, &req.name));
         let fits = |i: usize| {
             let v = &visible[i];
             !constrained
@@ -238,38 +553,54 @@ fn choose(
                     .first()
                     .is_none_or(|(_, attr)| attribute(v, attr).as_ref() == value)
         };
-        match req.mode {
-            AllocationMode::Exact(n) => {
-                let mut got = 0;
-                for &i in &matching[r] {
-                    if got == n {
-                        break;
-                    }
-                    if used.contains(&i) || taken(visible[i].device) || !fits(i) {
-                        continue;
-                    }
-                    used.push(i);
-                    out.push((r, i));
-                    got += 1;
+        // The distinct constraints' values of a device, or `None` if one it must obey fails.
+        let distinct = |i: usize, seen: &[Vec<Attribute>]| -> Option<Vec<(usize, Attribute)>> {
+            let mut vals = Vec::new();
+            for (k, (reqs, attr)) in claim.distinct_attributes.iter().enumerate() {
+                if !covers(reqs, &req.name) {
+                    continue;
                 }
-                if got < n {
+                let a = attribute(&visible[i], attr)?;
+                if seen[k].contains(&a) || vals.iter().any(|(_, b)| *b == a) {
                     return None;
                 }
+                vals.push((k, a));
             }
+            Some(vals)
+        };
+        let candidates: Vec<usize> = matching[r].iter().copied().filter(|&i| fits(i)).collect();
+        let want = match req.mode {
+            AllocationMode::Exact(n) => n as usize,
             AllocationMode::All => {
-                let all: Vec<usize> = matching[r].iter().copied().filter(|&i| fits(i)).collect();
-                if all.is_empty()
-                    || all
-                        .iter()
-                        .any(|&i| used.contains(&i) || taken(visible[i].device))
-                {
+                if candidates.is_empty() {
                     return None;
                 }
-                for i in all {
-                    used.push(i);
-                    out.push((r, i));
-                }
+                candidates.len()
             }
+        };
+        let mut got = 0;
+        for i in candidates {
+            if got == want {
+                break;
+            }
+            let taken = trial
+                .serves(dra, &visible[i], req)
+                .and_then(|share| Some((share, distinct(i, &seen)?)));
+            let Some((share, vals)) = taken else {
+                if req.mode == AllocationMode::All {
+                    return None;
+                }
+                continue;
+            };
+            trial.hold(&visible[i], share.as_ref());
+            for (k, a) in vals {
+                seen[k].push(a);
+            }
+            out.push((r, i, share));
+            got += 1;
+        }
+        if got < want {
+            return None;
         }
     }
     Some(out)
@@ -287,7 +618,7 @@ pub struct DeviceState {
     /// once per device, whatever the number of pods and nodes looked at.
     matched: RefCell<HashMap<(usize, usize), SliceMatch, ByAddr>>,
     /// Devices held by an allocation, by cluster: those the cache knows, and the session's.
-    taken: HashMap<Id, HashSet<DeviceRef, ByAddr>>,
+    taken: HashMap<Id, Usage>,
     /// (cluster, claim `namespace/name`) → what the session allocated it.
     given: HashMap<(Id, String), Given>,
     /// The claims each task allocated, to undo.
@@ -301,7 +632,7 @@ pub struct DeviceState {
 #[derive(Clone, Debug)]
 struct Given {
     allocation: ClaimAllocation,
-    devices: Vec<DeviceRef>,
+    holds: Vec<Hold>,
 }
 
 /// The node-independent part of checking one shape's claims in one cluster.
@@ -339,7 +670,8 @@ impl DeviceState {
         r
     }
 
-    /// The devices held as a session opens on `snap`: every allocated claim's.
+    /// The devices held as a session opens on `snap`: every allocated claim's, whole or in
+    /// the shares its results name.
     pub fn open(snap: &Snapshot) -> Self {
         let mut s = Self::default();
         if snap.device_users.is_empty() {
@@ -349,25 +681,56 @@ impl DeviceState {
             let Some(id) = snap.cluster_id(cluster) else {
                 continue;
             };
-            let held: HashSet<(&str, &str, &str)> = dra
+            let mut held: HashMap<(&str, &str, &str), Vec<&AllocatedDevice>> = HashMap::new();
+            for d in dra
                 .claims
                 .values()
                 .flat_map(|c| c.allocation.iter().flat_map(|a| &a.devices))
-                .map(|d| (d.driver.as_str(), d.pool.as_str(), d.device.as_str()))
-                .collect();
+            {
+                held.entry((d.driver.as_str(), d.pool.as_str(), d.device.as_str()))
+                    .or_default()
+                    .push(d);
+            }
             if held.is_empty() {
                 continue;
             }
-            let set = s.taken.entry(id).or_default();
+            let usage = s.taken.entry(id).or_default();
             for slice in dra.slices().values() {
                 for d in &slice.devices {
-                    if held.contains(&(slice.driver.as_str(), slice.pool.as_str(), &d.name)) {
-                        set.insert(device_ref(d));
+                    let Some(results) =
+                        held.get(&(slice.driver.as_str(), slice.pool.as_str(), d.name.as_str()))
+                    else {
+                        continue;
+                    };
+                    let v = Visible {
+                        driver: &slice.driver,
+                        pool: &slice.pool,
+                        nodes: &slice.nodes,
+                        device: d,
+                    };
+                    for r in results {
+                        let first = !usage.in_use(device_ref(d));
+                        let share = r.share.as_ref().map(|_| &r.consumed);
+                        usage.hold(&v, share, first);
                     }
                 }
             }
         }
         s
+    }
+
+    /// [`choose_devices`] for `claim` on the node named `node`, with the session's selector
+    /// results.
+    fn choose_on<'a>(
+        &self,
+        dra: &'a Dra,
+        claim: &ResourceClaim,
+        node: &'a str,
+        labels: &'a Labels,
+        trial: &mut Trial,
+    ) -> Result<Vec<Pick<'a>>, DeviceUnfit> {
+        let cached = |s: &Selector, slice: &ResourceSlice| self.cached(s, slice);
+        choose_devices(dra, claim, node, labels, trial, &cached)
     }
 
     fn claim_key(shape: &TaskShape, claim: &str) -> String {
@@ -396,7 +759,7 @@ impl DeviceState {
             self.taken.get(&n.cluster)
         };
         // Devices this pod's earlier claims would take on the node.
-        let mut mine: Vec<DeviceRef> = Vec::new();
+        let mut trial = Trial::new(held);
         for need in needs.iter() {
             let claim = match need {
                 Need::Fail(u) => return Err(u.clone()),
@@ -411,14 +774,8 @@ impl DeviceState {
             let Some(dra) = snap.dra.get(&n.spec.cluster) else {
                 return Err(Unfit::Device(DeviceUnfit::Missing(claim.key())));
             };
-            let taken = |d: &Device| {
-                let r = device_ref(d);
-                mine.contains(&r) || held.is_some_and(|h| h.contains(&r))
-            };
-            let cached = |s: &Selector, slice: &ResourceSlice| self.cached(s, slice);
-            let chosen = choose_devices(dra, claim, &n.spec.name, &n.spec.labels, &taken, &cached)
+            self.choose_on(dra, claim, &n.spec.name, &n.spec.labels, &mut trial)
                 .map_err(Unfit::Device)?;
-            mine.extend(chosen.iter().map(|(_, v)| device_ref(v.device)));
         }
         Ok(())
     }
@@ -562,9 +919,9 @@ impl DeviceState {
         if sign < 0 {
             for slot in self.by_task.remove(&task).unwrap_or_default() {
                 if let Some(g) = self.given.remove(&slot) {
-                    let set = self.taken.entry(slot.0).or_default();
-                    for d in g.devices {
-                        set.remove(&d);
+                    let usage = self.taken.entry(slot.0).or_default();
+                    for h in g.holds.iter().rev() {
+                        usage.release(h);
                     }
                 }
             }
@@ -591,23 +948,25 @@ impl DeviceState {
                 continue;
             }
             let given = {
-                let held = self.taken.get(&n.cluster);
-                let taken = |d: &Device| held.is_some_and(|h| h.contains(&device_ref(d)));
-                let cached = |s: &Selector, slice: &ResourceSlice| self.cached(s, slice);
+                let mut trial = Trial::new(self.taken.get(&n.cluster));
                 let Ok(chosen) =
-                    choose_devices(dra, claim, &n.spec.name, &n.spec.labels, &taken, &cached)
+                    self.choose_on(dra, claim, &n.spec.name, &n.spec.labels, &mut trial)
                 else {
                     continue;
                 };
                 Given {
                     allocation: allocation(claim, &chosen),
-                    devices: chosen.iter().map(|(_, v)| device_ref(v.device)).collect(),
+                    holds: chosen
+                        .iter()
+                        .map(|(_, v, share)| Hold::of(v, share.as_ref()))
+                        .collect(),
                 }
             };
-            self.taken
-                .entry(n.cluster)
-                .or_default()
-                .extend(given.devices.iter().copied());
+            let usage = self.taken.entry(n.cluster).or_default();
+            for h in &given.holds {
+                let first = !usage.in_use(h.device);
+                usage.hold_again(h, first);
+            }
             self.given.insert(slot.clone(), given);
             gave.push(slot);
         }

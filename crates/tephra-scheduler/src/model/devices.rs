@@ -6,6 +6,15 @@
 //! evaluate CEL itself: whoever reads the objects compiles each expression into a
 //! [`DeviceSelector`]. How devices are chosen for a claim on a node is in
 //! `framework/devices.rs`.
+//!
+//! Two ways of sharing hardware are modelled as Kubernetes serves them (beta since 1.36):
+//! **partitionable devices**, whose pool publishes counter sets (`sharedCounters`) that each
+//! allocated device draws on (`consumesCounters`), so that overlapping partitions of one GPU
+//! exclude each other, and whose devices may each name the nodes that reach them
+//! (`perDeviceNodeSelection`); and **consumable capacity**, devices that allow several
+//! allocations at once (`allowMultipleAllocations`), each share consuming part of the device's
+//! capacity as its request asks, rounded by the capacity's `requestPolicy`. Quantities are
+//! held in thousandths ([`Milli`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,16 +35,103 @@ pub enum Attribute {
     Version(String),
 }
 
+/// A quantity in thousandths of its unit (`10Gi` is 10,737,418,240,000).
+pub type Milli = i128;
+
+/// One capacity of a device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Capacity {
+    /// The quantity as written (what CEL selectors see).
+    pub text: String,
+    /// Its value.
+    pub value: Milli,
+    /// How a share of a device allowing several allocations consumes it (`requestPolicy`).
+    pub policy: Option<CapacityPolicy>,
+}
+
+/// A capacity's `requestPolicy`: what a share consumes when its request names no amount
+/// (`default`; without one, the whole capacity), and which amounts are allowed, requests being
+/// rounded up to the next allowed amount.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapacityPolicy {
+    /// `default`.
+    pub default: Option<Milli>,
+    /// `validValues` (ascending) or `validRange`.
+    pub valid: ValidAmounts,
+}
+
+/// The amounts a [`CapacityPolicy`] allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ValidAmounts {
+    /// Any.
+    #[default]
+    Any,
+    /// `validValues`, ascending.
+    Values(Vec<Milli>),
+    /// `validRange`: at least `min`, at most `max`, `min` plus a multiple of `step`.
+    Range {
+        /// `min`.
+        min: Milli,
+        /// `max`.
+        max: Option<Milli>,
+        /// `step`.
+        step: Option<Milli>,
+    },
+}
+
+impl CapacityPolicy {
+    /// What a request for `asked` (or none) consumes of a capacity of `value`: `None` if the
+    /// policy cannot give it (above the range's maximum or the largest valid value).
+    pub fn consumed(policy: Option<&Self>, value: Milli, asked: Option<Milli>) -> Option<Milli> {
+        let Some(p) = policy else {
+            return Some(asked.unwrap_or(value));
+        };
+        let Some(asked) = asked else {
+            return Some(p.default.unwrap_or(value));
+        };
+        let rounded = match &p.valid {
+            ValidAmounts::Any => asked,
+            ValidAmounts::Values(vs) => vs.iter().copied().find(|v| asked <= *v).unwrap_or(asked),
+            ValidAmounts::Range { min, step, .. } => {
+                if asked < *min {
+                    *min
+                } else if let Some(step) = step.filter(|s| *s > 0) {
+                    let n = (asked - min + step - 1) / step;
+                    min + n * step
+                } else {
+                    asked
+                }
+            }
+        };
+        if p.default == Some(rounded) {
+            return Some(rounded);
+        }
+        let allowed = match &p.valid {
+            ValidAmounts::Any => true,
+            ValidAmounts::Values(vs) => vs.contains(&rounded),
+            ValidAmounts::Range { max, .. } => max.is_none_or(|m| rounded <= m),
+        };
+        allowed.then_some(rounded)
+    }
+}
+
 /// One device of a ResourceSlice.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Device {
     /// Name, unique in its pool.
     pub name: String,
     /// Attributes by fully qualified name (`domain/name`; unqualified names take the driver's
     /// name as their domain).
     pub attributes: BTreeMap<String, Attribute>,
-    /// Capacity by fully qualified name, as Kubernetes quantities.
-    pub capacity: BTreeMap<String, String>,
+    /// Capacity by fully qualified name.
+    pub capacity: BTreeMap<String, Capacity>,
+    /// What it draws on its pool's counter sets while allocated (`consumesCounters`):
+    /// (counter set, counter) → amount.
+    pub consumes: BTreeMap<(String, String), Milli>,
+    /// The nodes that reach it, in a slice with `perDeviceNodeSelection`; `None`: the slice's.
+    pub nodes: Option<SliceNodes>,
+    /// `allowMultipleAllocations`: allocated in shares, each consuming some of its capacity.
+    pub multi: bool,
 }
 
 /// A selector over devices: a CEL expression, compiled by the reader of the objects.
@@ -74,6 +170,9 @@ pub enum SliceNodes {
     Selector(Vec<Vec<Requirement>>),
     /// Every node (`allNodes`).
     All,
+    /// Each device says (`perDeviceNodeSelection`): the slice is looked at from every node, and
+    /// each device's own reach decides.
+    PerDevice,
 }
 
 impl SliceNodes {
@@ -82,7 +181,7 @@ impl SliceNodes {
         match self {
             Self::Node(n) => n == name,
             Self::Selector(terms) => affinity_matches(terms, labels) && !terms.is_empty(),
-            Self::All => true,
+            Self::All | Self::PerDevice => true,
         }
     }
 }
@@ -102,6 +201,8 @@ pub struct ResourceSlice {
     pub nodes: SliceNodes,
     /// Its devices.
     pub devices: Vec<Device>,
+    /// The counter sets it publishes for its pool (`sharedCounters`): set → counter → amount.
+    pub counter_sets: BTreeMap<String, BTreeMap<String, Milli>>,
 }
 
 /// A DeviceClass.
@@ -116,14 +217,20 @@ pub struct DeviceClass {
 /// How many devices a request takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AllocationMode {
-    /// Exactly this many (`ExactCount`).
+    /// Exactly this many (`ExactCount`; one by default).
     Exact(u32),
     /// Every matching device the node reaches (`All`).
     All,
 }
 
+impl Default for AllocationMode {
+    fn default() -> Self {
+        Self::Exact(1)
+    }
+}
+
 /// One request of a claim (`spec.devices.requests[].exactly`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceRequest {
     /// Name.
     pub name: String,
@@ -133,10 +240,12 @@ pub struct DeviceRequest {
     pub selectors: Vec<Selector>,
     /// How many.
     pub mode: AllocationMode,
+    /// `capacity.requests`: how much of each capacity a share of a device consumes.
+    pub capacity: BTreeMap<String, Milli>,
 }
 
 /// One allocated device.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AllocatedDevice {
     /// The request it serves.
     pub request: String,
@@ -146,6 +255,10 @@ pub struct AllocatedDevice {
     pub pool: String,
     /// Device name.
     pub device: String,
+    /// The share, on a device allowing several allocations (`shareID`).
+    pub share: Option<String>,
+    /// What the share consumes of the device's capacities (`consumedCapacity`).
+    pub consumed: BTreeMap<String, Milli>,
 }
 
 /// What a claim was allocated (`status.allocation`).
@@ -159,7 +272,7 @@ pub struct ClaimAllocation {
 }
 
 /// A ResourceClaim.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResourceClaim {
     /// Namespace.
     pub namespace: String,
@@ -170,12 +283,15 @@ pub struct ResourceClaim {
     /// `constraints[].matchAttribute`: the requests it covers (empty: all) and the attribute
     /// whose value their devices must share.
     pub match_attributes: Vec<(Vec<String>, String)>,
+    /// `constraints[].distinctAttribute`: the requests it covers (empty: all) and the
+    /// attribute whose value their devices must each have differently.
+    pub distinct_attributes: Vec<(Vec<String>, String)>,
     /// What it was allocated, if it was.
     pub allocation: Option<ClaimAllocation>,
     /// The pods it is reserved for (`status.reservedFor`), by name.
     pub reserved_for: Vec<String>,
     /// A DRA feature it uses that tephra does not allocate (admin access, prioritized lists,
-    /// capacity requests, distinct attributes), named: the pod waits with it.
+    /// device tolerations), named: the pod waits with it.
     pub unsupported: Option<String>,
     /// Being deleted.
     pub deleting: bool,
@@ -212,7 +328,14 @@ pub struct Dra {
     /// and those of nodes by selector or of every node.
     by_node: BTreeMap<String, Vec<Arc<ResourceSlice>>>,
     shared: Vec<Arc<ResourceSlice>>,
+    /// Each pool's counter sets, from its newest generation's slices, by (driver, pool); a
+    /// pool whose sets are named twice, or one of whose devices draws on a set or counter the
+    /// pool does not publish, is invalid (the reason), and none of its devices is allocated.
+    pools: BTreeMap<String, BTreeMap<String, Result<CounterSets, String>>>,
 }
+
+/// A pool's counter sets: set → counter → amount.
+pub type CounterSets = BTreeMap<String, BTreeMap<String, Milli>>;
 
 impl Dra {
     /// Adds or replaces a slice.
@@ -241,9 +364,49 @@ impl Dra {
         }
         let mut by_node: BTreeMap<String, Vec<Arc<ResourceSlice>>> = BTreeMap::new();
         let mut shared = Vec::new();
-        for s in self.slices.values() {
-            if newest.get(&(s.driver.as_str(), s.pool.as_str())) != Some(&s.generation) {
+        let mut pools: BTreeMap<String, BTreeMap<String, Result<CounterSets, String>>> =
+            BTreeMap::new();
+        let current: Vec<&Arc<ResourceSlice>> = self
+            .slices
+            .values()
+            .filter(|s| newest.get(&(s.driver.as_str(), s.pool.as_str())) == Some(&s.generation))
+            .collect();
+        for s in &current {
+            if s.counter_sets.is_empty() {
                 continue;
+            }
+            let pool = pools
+                .entry(s.driver.clone())
+                .or_default()
+                .entry(s.pool.clone())
+                .or_insert_with(|| Ok(BTreeMap::new()));
+            if let Ok(sets) = pool {
+                for (name, counters) in &s.counter_sets {
+                    if sets.insert(name.clone(), counters.clone()).is_some() {
+                        *pool = Err(format!("duplicate counter set name {name}"));
+                        break;
+                    }
+                }
+            }
+        }
+        for s in current {
+            for d in &s.devices {
+                for (set, counter) in d.consumes.keys() {
+                    let pool = pools
+                        .entry(s.driver.clone())
+                        .or_default()
+                        .entry(s.pool.clone())
+                        .or_insert_with(|| Ok(BTreeMap::new()));
+                    let Ok(sets) = pool else { break };
+                    match sets.get(set) {
+                        None => *pool = Err(format!("counter set {set} not found")),
+                        Some(c) if !c.contains_key(counter) => {
+                            *pool =
+                                Err(format!("counter {counter} not found in counter set {set}"));
+                        }
+                        Some(_) => {}
+                    }
+                }
             }
             match &s.nodes {
                 SliceNodes::Node(n) => by_node.entry(n.clone()).or_default().push(Arc::clone(s)),
@@ -252,6 +415,12 @@ impl Dra {
         }
         self.by_node = by_node;
         self.shared = shared;
+        self.pools = pools;
+    }
+
+    /// The counter sets of a pool: `None` if it publishes none, an error if it is invalid.
+    pub fn counter_sets(&self, driver: &str, pool: &str) -> Option<&Result<CounterSets, String>> {
+        self.pools.get(driver)?.get(pool)
     }
 
     /// The names of the nodes that reach a slice of their own, when no slice is shared (by a

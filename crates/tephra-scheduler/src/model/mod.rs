@@ -18,9 +18,9 @@ pub mod volumes;
 
 pub use affinity::{LabelSelector, Namespaces, PodTerm, Weighted};
 pub use devices::{
-    AllocatedDevice, AllocationMode, Attribute, ClaimAllocation, Device, DeviceClass,
-    DeviceRequest, DeviceSelector, Dra, PodClaim, ResourceClaim, ResourceSlice, Selector,
-    SliceNodes,
+    AllocatedDevice, AllocationMode, Attribute, Capacity, CapacityPolicy, ClaimAllocation,
+    CounterSets, Device, DeviceClass, DeviceRequest, DeviceSelector, Dra, Milli, PodClaim,
+    ResourceClaim, ResourceSlice, Selector, SliceNodes, ValidAmounts,
 };
 pub use ports::HostPort;
 pub use rules::PodRules;

@@ -22,7 +22,7 @@ impl DeviceSelector for AttrIs {
     }
 }
 
-fn attr_is(attr: &str, value: &str) -> Selector {
+pub(crate) fn attr_is(attr: &str, value: &str) -> Selector {
     Selector(Arc::new(AttrIs(
         format!("device.attributes[{attr}] == {value}"),
         attr.into(),
@@ -30,7 +30,7 @@ fn attr_is(attr: &str, value: &str) -> Selector {
     )))
 }
 
-fn dra(c: &mut Cache, change: DraChange) {
+pub(crate) fn dra(c: &mut Cache, change: DraChange) {
     c.apply(Event::Dra {
         cluster: "east".into(),
         change,
@@ -51,6 +51,7 @@ fn slice(c: &mut Cache, node: &str, models: &[&str]) {
             )]
             .into(),
             capacity: Default::default(),
+            ..Default::default()
         })
         .collect();
     dra(
@@ -62,11 +63,12 @@ fn slice(c: &mut Cache, node: &str, models: &[&str]) {
             generation: 1,
             nodes: SliceNodes::Node(node.into()),
             devices,
+            counter_sets: Default::default(),
         }),
     );
 }
 
-fn gpu_class(c: &mut Cache) {
+pub(crate) fn gpu_class(c: &mut Cache) {
     dra(
         c,
         DraChange::ClassUpsert(DeviceClass {
@@ -98,8 +100,10 @@ fn claim_allocated(
                 class: "gpu".into(),
                 selectors,
                 mode,
+                capacity: Default::default(),
             }],
             match_attributes: vec![],
+            distinct_attributes: vec![],
             allocation,
             reserved_for: vec![],
             unsupported: None,
@@ -108,7 +112,7 @@ fn claim_allocated(
     );
 }
 
-fn using(name: &str, claims: &[&str]) -> GangJob {
+pub(crate) fn using(name: &str, claims: &[&str]) -> GangJob {
     let rules = PodRules {
         device_claims: claims
             .iter()
@@ -122,7 +126,7 @@ fn using(name: &str, claims: &[&str]) -> GangJob {
     small(name, 1, rules)
 }
 
-fn fleet() -> Cache {
+pub(crate) fn fleet() -> Cache {
     let mut c = zoned(&["a"], 3);
     gpu_class(&mut c);
     c
@@ -184,12 +188,14 @@ fn a_claim_whose_devices_are_all_held_waits_and_one_no_node_has_is_never_admitte
             name: "held".into(),
             requests: vec![],
             match_attributes: vec![],
+            distinct_attributes: vec![],
             allocation: Some(ClaimAllocation {
                 devices: vec![AllocatedDevice {
                     request: "gpu".into(),
                     driver: "gpu.example.com".into(),
                     pool: "node-a-0".into(),
                     device: "gpu-0".into(),
+                    ..Default::default()
                 }],
                 nodes: SliceNodes::Node("node-a-0".into()),
             }),
@@ -235,14 +241,17 @@ fn an_allocated_claim_pins_its_pod_to_the_node_its_devices_are_on() {
                 class: "gpu".into(),
                 selectors: vec![],
                 mode: AllocationMode::Exact(1),
+                capacity: Default::default(),
             }],
             match_attributes: vec![],
+            distinct_attributes: vec![],
             allocation: Some(ClaimAllocation {
                 devices: vec![AllocatedDevice {
                     request: "gpu".into(),
                     driver: "gpu.example.com".into(),
                     pool: "node-a-1".into(),
                     device: "gpu-0".into(),
+                    ..Default::default()
                 }],
                 nodes: SliceNodes::Node("node-a-1".into()),
             }),
@@ -286,6 +295,7 @@ fn a_claim_using_a_feature_tephra_does_not_allocate_waits_naming_it() {
             name: "admin".into(),
             requests: vec![],
             match_attributes: vec![],
+            distinct_attributes: vec![],
             allocation: None,
             reserved_for: vec![],
             unsupported: Some("adminAccess (requests[0])".into()),
@@ -313,6 +323,7 @@ fn devices_every_node_reaches_serve_pods_on_nodes_without_a_slice_of_their_own()
             )]
             .into(),
             capacity: Default::default(),
+            ..Default::default()
         })
         .collect();
     dra(
@@ -324,6 +335,7 @@ fn devices_every_node_reaches_serve_pods_on_nodes_without_a_slice_of_their_own()
             generation: 1,
             nodes: SliceNodes::All,
             devices,
+            counter_sets: Default::default(),
         }),
     );
     let net = || vec![attr_is("gpu.example.com/model", "net")];

@@ -452,7 +452,8 @@ pub fn open_session_observed(
         .flatten()
         .find(|p| p.name == "deviceshare")
     {
-        ssn.state.gpus.config = plugins::deviceshare::config(p);
+        let gpus = plugins::deviceshare::config(p);
+        ssn.state.gpus.configure(&ssn.snap, gpus);
     }
     ssn.state.gpus.now = now;
     ssn.allocate_admits = !config.actions.iter().any(|a| a == "enqueue");

@@ -264,6 +264,72 @@ fn a_bad_schedule_policy_is_refused_naming_the_argument() {
     assert!(e.contains("deviceshare.SchedulePolicy"), "{e}");
 }
 
+/// [`role`] of one pod of 2000 MiB whose pods carry `labels`.
+fn labelled(labels: &[(&str, &str)]) -> Role {
+    let mut r = role("w", 1, 1, 2000, 0);
+    r.rules.labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    r
+}
+
+#[test]
+fn pods_matching_an_exclusion_rule_never_share_a_gpu_with_each_other_and_others_may() {
+    // Pods labelled app=llm, tier=1 keep to GPUs of their own; a value written as a number
+    // counts as its text.
+    let args = format!(
+        "{BINPACK}      deviceshare.GPUExclusiveRules:\n      - app: llm\n        tier: 1\n"
+    );
+    let mut c = cache();
+    node(&mut c, "n", &[16000, 16000]);
+    let llm = [("app", "llm"), ("tier", "1")];
+    add_job(&mut c, &GangJob::new("a", vec![labelled(&llm)])).unwrap();
+    let d = schedule(c.snapshot(), config(&args), 0, 1);
+    apply_binds(&mut c, &d).unwrap();
+    let first = given(&d)["default/a-w-0"].clone();
+    for (i, (name, labels)) in [
+        ("b", &llm[..]),
+        ("c", &llm[..]),
+        ("plain", &[][..]),
+        ("half", &[("app", "llm")][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        add_job(
+            &mut c,
+            &GangJob::new(name, vec![labelled(labels)]).created(i as i64 + 1),
+        )
+        .unwrap();
+    }
+    let d = schedule(c.snapshot(), config(&args), 0, 2);
+    let g = given(&d);
+    // The second matching pod takes the other GPU (binpack would have put it beside the
+    // first); the third finds both GPUs held by a matching pod.
+    assert_ne!(g["default/b-w-0"], first, "{g:?}");
+    assert!(!g.contains_key("default/c-w-0"), "{g:?}");
+    let why = message(&d, "default/c");
+    assert!(why.contains("not enough gpu fitted on this node"), "{why}");
+    // Pods matching no rule (one label of two is not a match) share as ever.
+    assert!(g.contains_key("default/plain-w-0"), "{g:?}");
+    assert!(g.contains_key("default/half-w-0"), "{g:?}");
+    // Without the rules, binpack puts the second beside the first.
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 3);
+    assert_eq!(given(&d)["default/b-w-0"], first);
+}
+
+#[test]
+fn exclusion_rules_that_are_not_a_list_of_label_maps_are_refused_naming_the_argument() {
+    for rules in ["llm", "[llm]", "[{app: [a, b]}]"] {
+        let text = format!(
+            "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments:\n      deviceshare.GPUExclusiveRules: {rules}\n"
+        );
+        let e = SchedulerConfig::parse(&text).unwrap_err().to_string();
+        assert!(e.contains("deviceshare.GPUExclusiveRules"), "{rules}: {e}");
+    }
+}
+
 /// A node `name` of two A100 80GB GPUs registered in dynamic MIG mode (split 10).
 fn mig_node(c: &mut Cache, name: &str) {
     node_of(
@@ -384,6 +450,7 @@ fn d_lone(c: &Cache) -> String {
         .unwrap()
 }
 
+const EXCLUSIVE: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.ScheduleWeight: 10\n      deviceshare.GPUExclusiveRules:\n      - app: llm\n";
 const LOCKING: &str = "    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.ScheduleWeight: 10\n      deviceshare.NodeLockEnable: true\n";
 
 /// Sets the node lock of node `name` (of cluster `east`) as a watcher would show it.
@@ -616,7 +683,7 @@ proptest! {
         nodes in prop::collection::vec(prop::collection::vec(prop_oneof![Just(8000u64), Just(16000)], 1..4), 1..4),
         jobs in prop::collection::vec(job(), 1..12),
         finish in prop::collection::vec(any::<bool>(), 12),
-        policy in prop_oneof![Just(BINPACK), Just(SPREAD), Just(LOCKING)],
+        policy in prop_oneof![Just(BINPACK), Just(SPREAD), Just(LOCKING), Just(EXCLUSIVE)],
         release in prop::collection::vec(any::<bool>(), 16),
         with_mig in any::<bool>(),
     ) {
@@ -643,8 +710,12 @@ proptest! {
         }
         let mut sizes = BTreeMap::new();
         for (i, (pods, number, mib, cores)) in jobs.iter().enumerate() {
-            let j = GangJob::new(&format!("j{i}"), vec![role("w", *pods, *number, *mib, *cores)])
-                .created(i as i64);
+            let mut r = role("w", *pods, *number, *mib, *cores);
+            // Every other job's pods match the exclusion rule (of the EXCLUSIVE configuration).
+            if i % 2 == 1 {
+                r.rules.labels = [("app".to_string(), "llm".to_string())].into();
+            }
+            let j = GangJob::new(&format!("j{i}"), vec![r]).created(i as i64);
             sizes.insert(j.key(), (*pods, *number));
             add_job(&mut c, &j).unwrap();
         }
@@ -690,8 +761,15 @@ proptest! {
             // all of one group.
             let mut used: BTreeMap<&str, (u32, u64, u32)> = BTreeMap::new();
             let mut instances: BTreeMap<&str, Vec<(&str, u32)>> = BTreeMap::new();
-            for (_, grants) in bound.values() {
+            // The pods matching the exclusion rule on each GPU.
+            let mut matching: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+            for (pod, (job, grants)) in &bound {
+                let i: usize = job.trim_start_matches("default/j").parse().unwrap();
                 for g in grants {
+                    if i % 2 == 1 {
+                        let gpu = g.uuid.split('[').next().unwrap_or_default();
+                        matching.entry(gpu).or_default().insert(pod.as_str());
+                    }
                     let gpu = match tephra_scheduler::model::mig::parse_instance_id(&g.uuid) {
                         Some((gpu, group, position)) => {
                             instances.entry(gpu).or_default().push((group, position));
@@ -703,6 +781,11 @@ proptest! {
                     u.0 += 1;
                     u.1 += g.memory;
                     u.2 += g.cores;
+                }
+            }
+            if policy == EXCLUSIVE {
+                for (gpu, pods) in &matching {
+                    prop_assert!(pods.len() <= 1, "{} shared by pods of one rule: {:?}", gpu, pods);
                 }
             }
             for (gpu, list) in instances {

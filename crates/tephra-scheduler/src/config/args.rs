@@ -290,6 +290,11 @@ impl<'a> ArgReader<'a> {
         }
     }
 
+    /// The value as given.
+    pub fn value(&self, key: &str) -> Option<&'a ArgValue> {
+        self.args.get(key)
+    }
+
     /// The value as text, if given.
     pub fn string(&self, key: &str) -> Option<String> {
         self.args.get(key).map(ArgValue::as_string)

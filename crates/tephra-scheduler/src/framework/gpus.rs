@@ -27,7 +27,7 @@ use crate::cache::Snapshot;
 use crate::hash::HashMap;
 use crate::model::mig;
 use crate::model::vgpu::{FULL_CORES, Gpu, GpuAsk, Grant, Grants, LOCK_EXPIRY};
-use crate::model::{Id, Task, TaskShape};
+use crate::model::{Id, Labels, Task, TaskShape};
 
 /// In which order a node's GPUs are tried (`deviceshare.SchedulePolicy`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub enum Policy {
 }
 
 /// How the session shares GPUs: the `deviceshare` plugin's arguments.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GpuConfig {
     /// `deviceshare.VGPUEnable`: pods that ask for vGPU resources are placed at all.
     pub enabled: bool,
@@ -52,6 +52,21 @@ pub struct GpuConfig {
     pub weight: f64,
     /// `deviceshare.NodeLockEnable`: binding a vGPU pod takes its node's lock.
     pub node_lock: bool,
+    /// `deviceshare.GPUExclusiveRules`: each a set of labels; pods carrying all of one rule's
+    /// labels never share a GPU with another pod matching that rule.
+    pub exclusive: Arc<[Labels]>,
+}
+
+impl GpuConfig {
+    /// The exclusion rules a pod with `labels` matches, by index.
+    fn rules_of(&self, labels: &Labels) -> Vec<usize> {
+        self.exclusive
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .map(|(i, _)| i)
+            .collect()
+    }
 }
 
 /// Pods, MiB and cores on one GPU.
@@ -89,6 +104,21 @@ struct Use {
     mig: Vec<(String, u32)>,
     /// The part of `mig` held by pods being evicted.
     mig_releasing: Vec<(String, u32)>,
+    /// The exclusion rules its pods match, one entry per pod and rule.
+    rules: Vec<usize>,
+    /// The part of `rules` of pods being evicted.
+    rules_releasing: Vec<usize>,
+}
+
+/// Adds (`sign` 1) or takes away (-1) one pod's exclusion rules.
+fn step_rules(list: &mut Vec<usize>, rules: &[usize], sign: i64) {
+    for r in rules {
+        if sign > 0 {
+            list.push(*r);
+        } else if let Some(i) = list.iter().position(|x| x == r) {
+            list.swap_remove(i);
+        }
+    }
 }
 
 /// Adds (`sign` 1) or takes away (-1) the MIG instance `grant` names, if it names one.
@@ -104,6 +134,20 @@ fn step_mig(list: &mut Vec<(String, u32)>, grant: &Grant, sign: i64) {
 }
 
 impl Use {
+    /// Whether a pod matching one of `rules` must keep off this GPU: another pod on it
+    /// matches one of them (one that is leaving does not count, with `future`).
+    fn excludes(&self, rules: &[usize], future: bool) -> bool {
+        rules.iter().any(|r| {
+            let on = self.rules.iter().filter(|x| *x == r).count();
+            let leaving = if future {
+                self.rules_releasing.iter().filter(|x| *x == r).count()
+            } else {
+                0
+            };
+            on > leaving
+        })
+    }
+
     /// The MIG instances in use, or in use once releasing pods are gone (`future`).
     fn mig_seen(&self, future: bool) -> Vec<(String, u32)> {
         let mut out = self.mig.clone();
@@ -164,20 +208,24 @@ impl GpuState {
         }
     }
 
+    /// The pods holding shared GPUs as a session opens on `snap`: each with its node, its
+    /// GPUs, and whether it is leaving.
+    fn holders(snap: &Snapshot) -> impl Iterator<Item = (&Task, Id, &Arc<Grants>, bool)> {
+        snap.gpu_users.iter().filter_map(|&task| {
+            let t = snap.tasks.get(task)?;
+            let (node, grants) = (t.node?, t.spec.gpus.as_ref()?);
+            let releasing = t.spec.status == crate::model::TaskStatus::Releasing;
+            t.spec
+                .status
+                .holds_node()
+                .then_some((t, node, grants, releasing))
+        })
+    }
+
     /// The GPUs in use as a session opens on `snap`: those given to every pod holding a node.
     pub fn open(snap: &Snapshot) -> Self {
         let mut s = Self::default();
-        for &task in &snap.gpu_users {
-            let Some(t) = snap.tasks.get(task) else {
-                continue;
-            };
-            let (Some(node), Some(grants)) = (t.node, t.spec.gpus.as_ref()) else {
-                continue;
-            };
-            if !t.spec.status.holds_node() {
-                continue;
-            }
-            let releasing = t.spec.status == crate::model::TaskStatus::Releasing;
+        for (t, node, grants, releasing) in Self::holders(snap) {
             s.each_use(snap, node, grants, |u, g| {
                 u.held.step(g, 1);
                 step_mig(&mut u.mig, g, 1);
@@ -189,6 +237,56 @@ impl GpuState {
             });
         }
         s
+    }
+
+    /// Sets how GPUs are shared, counting the exclusion rules of the pods holding GPUs as the
+    /// session opens on `snap`.
+    pub fn configure(&mut self, snap: &Snapshot, config: GpuConfig) {
+        self.config = config;
+        if self.config.exclusive.is_empty() {
+            return;
+        }
+        for (t, node, grants, releasing) in Self::holders(snap) {
+            let rules = self.config.rules_of(&t.spec.shape.rules.labels);
+            self.each_gpu(snap, node, grants, |u| {
+                step_rules(&mut u.rules, &rules, 1);
+                if releasing {
+                    step_rules(&mut u.rules_releasing, &rules, 1);
+                }
+            });
+        }
+    }
+
+    /// Calls `f` once with the use of each GPU of `node` that `grants` name (however many of
+    /// the pod's containers share it).
+    fn each_gpu(
+        &mut self,
+        snap: &Snapshot,
+        node: Id,
+        grants: &Grants,
+        mut f: impl FnMut(&mut Use),
+    ) {
+        let Some(n) = snap.nodes.get(node) else {
+            return;
+        };
+        let mut seen: Vec<usize> = grants
+            .all()
+            .filter_map(|g| position(&n.spec.gpus, g))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.is_empty() {
+            return;
+        }
+        let used = self
+            .used
+            .entry(node)
+            .or_insert_with(|| vec![Use::default(); n.spec.gpus.len()]);
+        for i in seen {
+            if let Some(u) = used.get_mut(i) {
+                f(u);
+            }
+        }
     }
 
     /// Calls `f` with the use of each GPU of `node` that `grants` name.
@@ -217,16 +315,17 @@ impl GpuState {
         }
     }
 
-    /// The GPUs a pod of `ask` (of `job`) would take on `node`, and the policy's score for
-    /// them; `None` when they do not fit. With `future`, what pods evicted this session hold
-    /// counts as free; with `empty`, nothing counts as used. On a GPU in dynamic MIG mode
+    /// The GPUs a pod of `ask` (of `job`, matching the exclusion `rules`) would take on
+    /// `node`, and the policy's score for them; `None` when they do not fit. With `future`,
+    /// what pods evicted this session hold counts as free; with `empty`, nothing counts as
+    /// used. A GPU another pod matching one of `rules` holds is not taken. On a GPU in dynamic MIG mode
     /// whose model has geometries, a container takes a MIG instance (`model::mig`) instead of a
     /// slice.
     pub fn choose(
         &self,
         snap: &Snapshot,
         ask: &GpuAsk,
-        job: Option<Id>,
+        (job, rules): (Option<Id>, &[usize]),
         node: Id,
         future: bool,
         empty: bool,
@@ -278,6 +377,10 @@ impl GpuState {
                 let mine = |jobs: &[Id]| job.is_some_and(|j| jobs.contains(&j));
                 let spread_out =
                     ask.group_spread && used.and_then(|u| u.get(i)).is_some_and(|u| mine(&u.jobs));
+                let excluded = !rules.is_empty()
+                    && used
+                        .and_then(|u| u.get(i))
+                        .is_some_and(|u| u.excludes(rules, future));
                 let is_mig = geometries[i].is_some();
                 let mode_ok = ask
                     .mode
@@ -288,6 +391,7 @@ impl GpuState {
                     || !ask.accepts(g)
                     || pods >= g.split
                     || spread_out
+                    || excluded
                     || cores + c.cores > FULL_CORES
                     || (c.cores == FULL_CORES && pods > 0)
                     || (cores == FULL_CORES && c.cores == 0)
@@ -358,7 +462,8 @@ impl GpuState {
         if !empty && self.locked(n.spec.gpu_lock, node) {
             return Err(Unfit::Gpu(GpuUnfit::Locked));
         }
-        match self.choose(snap, ask, job, node, true, empty) {
+        let rules = self.config.rules_of(&shape.rules.labels);
+        match self.choose(snap, ask, (job, &rules), node, true, empty) {
             Some(_) => Ok(()),
             None => Err(Unfit::Gpu(GpuUnfit::NotEnough)),
         }
@@ -382,9 +487,11 @@ impl GpuState {
     pub fn fits_now(&self, snap: &Snapshot, task: &Task, node: Id) -> bool {
         match task.spec.shape.rules.gpus.as_deref() {
             None => true,
-            Some(ask) => self
-                .choose(snap, ask, Some(task.job), node, false, false)
-                .is_some(),
+            Some(ask) => {
+                let rules = self.config.rules_of(&task.spec.shape.rules.labels);
+                self.choose(snap, ask, (Some(task.job), &rules), node, false, false)
+                    .is_some()
+            }
         }
     }
 
@@ -397,7 +504,8 @@ impl GpuState {
         let Some(ask) = task.spec.shape.rules.gpus.as_deref() else {
             return 0.0;
         };
-        self.choose(snap, ask, Some(task.job), node, false, false)
+        let rules = self.config.rules_of(&task.spec.shape.rules.labels);
+        self.choose(snap, ask, (Some(task.job), &rules), node, false, false)
             .map_or(0.0, |(_, s)| (s + 0.5).floor() * self.config.weight)
     }
 
@@ -413,6 +521,8 @@ impl GpuState {
                     *k = k.saturating_sub(1);
                 }
                 let job = t.job;
+                let rules = self.config.rules_of(&t.spec.shape.rules.labels);
+                self.each_gpu(snap, n, &grants, |u| step_rules(&mut u.rules, &rules, -1));
                 self.each_use(snap, n, &grants, |u, g| {
                     u.held.step(g, -1);
                     step_mig(&mut u.mig, g, -1);
@@ -426,14 +536,15 @@ impl GpuState {
         let Some(ask) = t.spec.shape.rules.gpus.as_deref() else {
             return;
         };
-        let chosen = self
-            .choose(snap, ask, Some(t.job), node, false, false)
-            .or_else(|| {
-                pipelined
-                    .then(|| self.choose(snap, ask, Some(t.job), node, true, false))
-                    .flatten()
-            });
+        let rules = self.config.rules_of(&t.spec.shape.rules.labels);
+        let who = (Some(t.job), rules.as_slice());
+        let chosen = self.choose(snap, ask, who, node, false, false).or_else(|| {
+            pipelined
+                .then(|| self.choose(snap, ask, who, node, true, false))
+                .flatten()
+        });
         if let Some((grants, _)) = chosen {
+            self.each_gpu(snap, node, &grants, |u| step_rules(&mut u.rules, &rules, 1));
             self.each_use(snap, node, &grants, |u, g| {
                 u.held.step(g, 1);
                 step_mig(&mut u.mig, g, 1);
@@ -447,9 +558,16 @@ impl GpuState {
     /// `task`, evicted this session (`sign` 1) or no longer (-1), releases its GPUs on `node`:
     /// a pod pipelined onto the room it leaves may take them.
     pub fn evict(&mut self, snap: &Snapshot, task: Id, node: Id, sign: i64) {
-        let Some(grants) = snap.tasks.get(task).and_then(|t| t.spec.gpus.clone()) else {
+        let Some(t) = snap.tasks.get(task) else {
             return;
         };
+        let Some(grants) = t.spec.gpus.clone() else {
+            return;
+        };
+        let rules = self.config.rules_of(&t.spec.shape.rules.labels);
+        self.each_gpu(snap, node, &grants, |u| {
+            step_rules(&mut u.rules_releasing, &rules, sign);
+        });
         self.each_use(snap, node, &grants, |u, g| {
             u.releasing.step(g, sign);
             step_mig(&mut u.mig_releasing, g, sign);

@@ -11,14 +11,16 @@
 //! false: binding a vGPU pod takes its node's `hamivgpu` lock, which the device plugin releases;
 //! see [`GpuState`](crate::framework::gpus::GpuState)), `deviceshare.KnownGeometriesCMName` and
 //! `deviceshare.KnownGeometriesCMNamespace` (the ConfigMap of the dynamic MIG geometries,
-//! [`device_config_map`]; read by the runtime when it starts). The gpushare modes are accepted
-//! with a warning: tephra does not serve them.
+//! [`device_config_map`]; read by the runtime when it starts), `deviceshare.GPUExclusiveRules`
+//! (a list of label maps: pods carrying every label of one rule never share a GPU with another
+//! pod matching that rule; pods matching different rules, or none, may). The gpushare modes are
+//! accepted with a warning: tephra does not serve them.
 
-use crate::config::{ArgErrors, ArgReader, ArgSpec, PluginConfig};
+use crate::config::{ArgErrors, ArgReader, ArgSpec, ArgValue, PluginConfig};
 use crate::framework::gpus::{GpuConfig, Policy};
 use crate::framework::plugin::{NodeScorer, Plugin};
 use crate::framework::view::View;
-use crate::model::{Id, Task};
+use crate::model::{Id, Labels, Task};
 
 /// The arguments the plugin reads.
 pub const ARGS: ArgSpec = ArgSpec {
@@ -27,6 +29,7 @@ pub const ARGS: ArgSpec = ArgSpec {
         "deviceshare.SchedulePolicy",
         "deviceshare.ScheduleWeight",
         "deviceshare.NodeLockEnable",
+        "deviceshare.GPUExclusiveRules",
         "deviceshare.KnownGeometriesCMName",
         "deviceshare.KnownGeometriesCMNamespace",
     ],
@@ -39,10 +42,6 @@ pub const ARGS: ArgSpec = ArgSpec {
         (
             "deviceshare.GPUNumberEnable",
             "tephra counts whole GPUs as a resource without it",
-        ),
-        (
-            "deviceshare.GPUExclusiveRules",
-            "tephra does not read GPU exclusion rules",
         ),
         (
             "deviceshare.AscendHAMiVNPUEnable",
@@ -76,7 +75,46 @@ fn read(r: &ArgReader) -> GpuConfig {
         policy,
         weight,
         node_lock: r.bool_or("deviceshare.NodeLockEnable", false),
+        exclusive: exclusive_rules(r).into(),
     }
+}
+
+/// `deviceshare.GPUExclusiveRules`: a list of label maps. A value written as a number or a
+/// boolean counts as its text (Volcano drops it, and with it, often, the rule); anything else
+/// is refused naming the argument.
+fn exclusive_rules(r: &ArgReader) -> Vec<Labels> {
+    const KEY: &str = "deviceshare.GPUExclusiveRules";
+    let refuse = |what: String| {
+        r.refuse(
+            KEY,
+            format!("must be a list of maps of label to value, {what}"),
+        );
+        Vec::new()
+    };
+    let items = match r.value(KEY) {
+        None | Some(ArgValue::Null) => return Vec::new(),
+        Some(ArgValue::List(items)) => items,
+        Some(other) => return refuse(format!("got {:?}", other.as_string())),
+    };
+    let mut rules = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ArgValue::Map(m) = item else {
+            return refuse(format!("item {i} is {:?}", item.as_string()));
+        };
+        let mut labels = Labels::new();
+        for (k, v) in m {
+            match v {
+                ArgValue::Str(_) | ArgValue::Int(_) | ArgValue::Bool(_) | ArgValue::Float(_) => {
+                    labels.insert(k.clone(), v.as_string());
+                }
+                _ => return refuse(format!("item {i} gives {k} the value {:?}", v.as_string())),
+            }
+        }
+        if !labels.is_empty() {
+            rules.push(labels);
+        }
+    }
+    rules
 }
 
 /// How the `deviceshare` plugin configured as `cfg` shares GPUs (its arguments were checked

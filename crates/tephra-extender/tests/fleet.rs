@@ -2,7 +2,7 @@
 //! gang there and creates its pods unbound, with their planned nodes and the gang's minimum;
 //! the member's "kube-scheduler" (the tests' stand-in, calling the extender as kube-scheduler
 //! does) binds them through the extender, each on its planned node, and they run; a gang held
-//! to one rack is bound within one rack.
+//! to one rack is bound within one rack; slices of shared GPUs run with the GPUs tephra chose.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -138,4 +138,92 @@ async fn a_gang_held_to_a_rack_is_bound_through_the_extender_within_one_rack() {
         .collect();
     assert_eq!(racks.len(), 1, "within one rack: {nodes:?}");
     sched.stop().await;
+}
+
+#[tokio::test]
+async fn a_slice_placed_in_an_extender_member_carries_its_gpus_and_runs_there() {
+    // east's node registers two 16000 MiB GPUs as the volcano-vgpu device plugin does.
+    let mut gpu_node = node("east-0");
+    for (k, v) in [
+        ("volcano.sh/vgpu-number", "20"),
+        ("volcano.sh/vgpu-memory", "32000"),
+        ("volcano.sh/vgpu-cores", "200"),
+    ] {
+        gpu_node.capacity.insert(k.into(), v.into());
+    }
+    gpu_node.annotations.insert(
+        "volcano.sh/node-vgpu-register".into(),
+        "GPU-a,10,16000,NVIDIA-Tesla T4,true,hami-core:GPU-b,10,16000,NVIDIA-Tesla T4,true,hami-core:"
+            .into(),
+    );
+    let (_dev, cp, east) = extender_fleet_of(tephra_devcluster::fleet::MemberSpec {
+        name: "east".into(),
+        nodes: vec![gpu_node, node("east-1")],
+        ..Default::default()
+    })
+    .await;
+    let _driver = extender_and_kube_scheduler(&east).await;
+    let sched = fleet_scheduler(&cp).await;
+    // A gang of two 10000 MiB slices: one per GPU.
+    declare_slices(&cp, 2, "10000").await;
+    let placed = until_running(&east, 2).await;
+    let mut gpus = BTreeSet::new();
+    for p in &placed {
+        let a = p.metadata.annotations.clone().unwrap_or_default();
+        let spec = p.spec.clone().unwrap_or_default();
+        // The member's kube-scheduler bound it through the extender, on the plan, and the
+        // device plugin (the member's kubelet) found the GPUs tephra chose written on it.
+        assert_eq!(spec.scheduler_name.as_deref(), Some(PROFILE));
+        assert_eq!(spec.node_name.as_deref(), Some("east-0"));
+        assert_eq!(
+            a.get("volcano.sh/vgpu-node").map(String::as_str),
+            Some("east-0")
+        );
+        assert_eq!(
+            a.get("volcano.sh/bind-phase").map(String::as_str),
+            Some("success")
+        );
+        let ids = a
+            .get("volcano.sh/vgpu-ids-new")
+            .cloned()
+            .unwrap_or_default();
+        assert!(ids.ends_with(",NVIDIA,10000,0:"), "{ids}");
+        gpus.insert(ids.split(',').next().unwrap_or_default().to_string());
+    }
+    assert_eq!(
+        gpus,
+        BTreeSet::from(["GPU-a".to_string(), "GPU-b".to_string()])
+    );
+    sched.stop().await;
+}
+
+/// A PodGroup `slices` of `n` pods `slice-<i>`, each one GPU slice of `mib` MiB, declared on
+/// the control plane.
+async fn declare_slices(cp: &kube::Client, n: usize, mib: &str) {
+    let pg: PodGroup = serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "slices", "namespace": "default"},
+        "spec": {"minMember": n, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(cp.clone(), "default")
+        .create(&kube::api::PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let limits = serde_json::json!({"cpu": "1", "volcano.sh/vgpu-number": "1",
+        "volcano.sh/vgpu-memory": mib});
+    for i in 0..n {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("slice-{i}"), "namespace": "default",
+                         "annotations": {"scheduling.k8s.io/group-name": "slices"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "main",
+                "image": "cuda", "resources": {"requests": limits, "limits": limits}}]}
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(cp.clone(), "default")
+            .create(&kube::api::PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
 }

@@ -4,7 +4,8 @@
 //! changed); tephra's scheduler on the control plane places a GPU gang there and creates its
 //! pods unbound with their planned nodes; kube-scheduler calls the extender, which passes each
 //! pod only on its planned node and holds the binds until the whole gang has reached bind. A
-//! gang that cannot be whole is never bound in part.
+//! gang that cannot be whole is never bound in part. Slices of shared GPUs bound that way carry
+//! the GPUs tephra chose, as the volcano-vgpu device plugin reads them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -35,12 +36,14 @@ fn gpu_node(name: &str) -> NodeSpec {
 /// The fleet, the extender for `east`, east's real kube-scheduler with the shipped
 /// configuration, and tephra's scheduler on the control plane.
 async fn setup() -> Option<(Fleet, tephra_kube::Running)> {
-    let fleet = tier::fleet(
-        &Release::tier(),
-        &[("east", vec![gpu_node("east-0"), gpu_node("east-1")])],
-    )
-    .await
-    .unwrap()?;
+    setup_with(vec![gpu_node("east-0"), gpu_node("east-1")]).await
+}
+
+/// [`setup`] with east's nodes as given.
+async fn setup_with(nodes: Vec<NodeSpec>) -> Option<(Fleet, tephra_kube::Running)> {
+    let fleet = tier::fleet(&Release::tier(), &[("east", nodes)])
+        .await
+        .unwrap()?;
     let cp = fleet.control_plane_client.clone();
     let east = fleet.client("east").unwrap();
     let ext =
@@ -82,6 +85,17 @@ async fn setup() -> Option<(Fleet, tephra_kube::Running)> {
 /// A PodGroup of `min` and `n` pods asking one CPU and one GPU each, declared on the control
 /// plane.
 async fn declare(cp: &kube::Client, name: &str, min: usize, n: usize) {
+    declare_asking(cp, name, min, n, json!({"cpu": "1", "nvidia.com/gpu": "1"})).await;
+}
+
+/// [`declare`], each pod asking `request` (and as much as its limits).
+async fn declare_asking(
+    cp: &kube::Client,
+    name: &str,
+    min: usize,
+    n: usize,
+    request: serde_json::Value,
+) {
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "default"},
@@ -92,7 +106,6 @@ async fn declare(cp: &kube::Client, name: &str, min: usize, n: usize) {
         .create(&PostParams::default(), &pg)
         .await
         .unwrap();
-    let request = json!({"cpu": "1", "nvidia.com/gpu": "1"});
     for i in 0..n {
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -106,6 +119,34 @@ async fn declare(cp: &kube::Client, name: &str, min: usize, n: usize) {
             .create(&PostParams::default(), &pod)
             .await
             .unwrap();
+    }
+}
+
+/// Waits (60 s) until `n` pods of `prefix` run in the member, saying what kube-scheduler said
+/// if they do not.
+async fn until_running(fleet: &Fleet, prefix: &str, n: usize) -> Vec<Pod> {
+    let east = fleet.client("east").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pods = pods_of(&east, prefix).await;
+        let running = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        if pods.len() == n && running == n {
+            return pods;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gang never ran: {:#?}\nkube-scheduler: {}",
+            pods.iter().map(|p| &p.status).collect::<Vec<_>>(),
+            fleet
+                .member("east")
+                .unwrap()
+                .cluster
+                .log_tail("kube-scheduler", 20)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -131,31 +172,9 @@ async fn the_real_kube_scheduler_binds_a_planned_gang_whole_on_its_plan_through_
         return;
     };
     let cp = fleet.control_plane_client.clone();
-    let east = fleet.client("east").unwrap();
     // Three GPU pods on two nodes of two GPUs: the plan spans both nodes.
     declare(&cp, "llm", 3, 3).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let placed = loop {
-        let pods = pods_of(&east, "llm-").await;
-        let running = pods
-            .iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .count();
-        if pods.len() == 3 && running == 3 {
-            break pods;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gang never ran: {:#?}\nkube-scheduler: {}",
-            pods.iter().map(|p| &p.status).collect::<Vec<_>>(),
-            fleet
-                .member("east")
-                .unwrap()
-                .cluster
-                .log_tail("kube-scheduler", 20)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let placed = until_running(&fleet, "llm-", 3).await;
     for p in &placed {
         let a = p.metadata.annotations.clone().unwrap_or_default();
         assert_eq!(
@@ -181,6 +200,58 @@ async fn the_real_kube_scheduler_binds_a_planned_gang_whole_on_its_plan_through_
     assert!(
         binders.iter().all(|u| u != "system:kube-scheduler"),
         "the extender binds (bindVerb), kube-scheduler does not bind itself: {binders:?}"
+    );
+    sched.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_bound_by_the_real_kube_scheduler_carry_the_gpus_tephra_chose() {
+    // east-0 registers two 16000 MiB GPUs as the volcano-vgpu device plugin does.
+    let mut node = gpu_node("east-0");
+    for (k, v) in [
+        ("volcano.sh/vgpu-number", "20"),
+        ("volcano.sh/vgpu-memory", "32000"),
+        ("volcano.sh/vgpu-cores", "200"),
+    ] {
+        node.capacity.insert(k.into(), v.into());
+    }
+    node.annotations.insert(
+        "volcano.sh/node-vgpu-register".into(),
+        "GPU-a,10,16000,NVIDIA-Tesla T4,true,hami-core:GPU-b,10,16000,NVIDIA-Tesla T4,true,hami-core:"
+            .into(),
+    );
+    let Some((fleet, sched)) = setup_with(vec![node, gpu_node("east-1")]).await else {
+        return;
+    };
+    let cp = fleet.control_plane_client.clone();
+    // Two slices of 10000 MiB: one per GPU of east-0.
+    let slice =
+        json!({"cpu": "1", "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "10000"});
+    declare_asking(&cp, "slices", 2, 2, slice).await;
+    let placed = until_running(&fleet, "slices-", 2).await;
+    let mut gpus = BTreeSet::new();
+    for p in &placed {
+        let a = p.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("east-0")
+        );
+        // What the device plugin reads at Allocate, on the pod kube-scheduler bound.
+        assert_eq!(
+            a.get("volcano.sh/vgpu-node").map(String::as_str),
+            Some("east-0")
+        );
+        let ids = a
+            .get("volcano.sh/vgpu-ids-new")
+            .cloned()
+            .unwrap_or_default();
+        assert!(ids.ends_with(",NVIDIA,10000,0:"), "{ids}");
+        assert_eq!(a.get("volcano.sh/devices-to-allocate"), Some(&ids));
+        gpus.insert(ids.split(',').next().unwrap_or_default().to_string());
+    }
+    assert_eq!(
+        gpus,
+        BTreeSet::from(["GPU-a".to_string(), "GPU-b".to_string()])
     );
     sched.stop().await;
 }

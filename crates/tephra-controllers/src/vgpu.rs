@@ -2,7 +2,9 @@
 //! `spec.containers` (init containers take none) that limits `volcano.sh/vgpu-number` or
 //! `volcano.sh/vgpu-memory`, the number of GPUs (1 when only memory is named), the memory on
 //! each (limit, else request; none: the whole card), the percentage of each card's memory
-//! (which wins), and the cores; and the pod annotations that choose among GPUs.
+//! (which wins), and the cores; and the pod annotations that choose among GPUs. A pod that
+//! asks no vGPU may ask gpushare cards (`volcano.sh/gpu-memory` or `volcano.sh/gpu-number`
+//! limits, containers summed, init containers' largest).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,7 +102,7 @@ pub fn ask_of(
         });
     }
     if asks.is_empty() {
-        return Ok(None);
+        return share_ask_of(spec, at);
     }
     let get = |k: &str| annotations.and_then(|a| a.get(k));
     Ok(Some(Arc::new(GpuAsk {
@@ -116,7 +118,31 @@ pub fn ask_of(
             .map(|v| comma_list(v))
             .unwrap_or_default(),
         group_spread: get(vgpu::GROUP_POLICY).is_some_and(|v| v == "spread"),
+        share: false,
     })))
+}
+
+/// What a pod spec asks of gpushare cards (`volcano.sh/gpu-memory`, `volcano.sh/gpu-number`
+/// limits, as [`vgpu::share_ask`] sums them).
+fn share_ask_of(spec: &PodSpec, at: &str) -> Result<Option<Arc<GpuAsk>>, AskError> {
+    let of = |i: usize, c: &Container| -> Result<(u64, u64), AskError> {
+        Ok((
+            amount(at, c, i, vgpu::SHARE_MEMORY, false)?.unwrap_or(0),
+            amount(at, c, i, vgpu::SHARE_NUMBER, false)?.unwrap_or(0),
+        ))
+    };
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| of(i, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut init = (0, 0);
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let (m, n) = of(i, c)?;
+        init = (init.0.max(m), init.1.max(n));
+    }
+    Ok(vgpu::share_ask(&containers, init).map(Arc::new))
 }
 
 /// What a pod of one container with these `resources` asks of shared GPUs (the simulator's own
@@ -134,7 +160,13 @@ pub fn ask_of_resources(resources: &[(String, String)]) -> Option<Arc<GpuAsk>> {
     let number = match (get(NUMBER), get(MEMORY)) {
         (Some(n), _) => n,
         (None, Some(_)) => 1,
-        (None, None) => return None,
+        (None, None) => {
+            let share = (
+                get(vgpu::SHARE_MEMORY).unwrap_or(0),
+                get(vgpu::SHARE_NUMBER).unwrap_or(0),
+            );
+            return vgpu::share_ask(&[share], (0, 0)).map(Arc::new);
+        }
     };
     Some(Arc::new(GpuAsk {
         containers: 1,

@@ -170,36 +170,41 @@ pub fn node(cluster: &str, n: &Node, names: &mut ResourceNames) -> Result<NodeSp
 
 /// The shared GPUs a node's vGPU device plugin registered: its annotation read, where the node
 /// offers the plugin's three resources (as Volcano requires). An annotation that does not read
-/// registers nothing, with one line saying why.
+/// registers nothing, with one line saying why. Besides, the cards of Volcano's gpushare mode
+/// where the node offers `volcano.sh/gpu-memory` and `volcano.sh/gpu-number`.
 fn node_gpus(
     name: &str,
     n: &Node,
     allocatable: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Arc<[vgpu::Gpu]> {
-    let Some(text) = n
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(vgpu::REGISTER))
-    else {
-        return Arc::from([]);
-    };
-    let offered = [vgpu::NUMBER, vgpu::MEMORY, vgpu::CORES].iter().all(|r| {
+    let annotations = n.metadata.annotations.as_ref();
+    let amount = |r: &str| {
         allocatable
-            .get(*r)
+            .get(r)
             .and_then(|q| tephra_scheduler::quantity::parse_scaled(&q.0, 1).ok())
-            .is_some_and(|v| v > 0)
-    });
-    if !offered {
-        return Arc::from([]);
-    }
-    match vgpu::parse_register(text) {
-        Ok(gpus) => gpus.into(),
-        Err(e) => {
-            tracing::warn!(node = name, error = %e, "shared GPUs not registered");
-            Arc::from([])
+            .and_then(|v| u64::try_from(v).ok())
+            .filter(|v| *v > 0)
+    };
+    let mut gpus = Vec::new();
+    if let Some(text) = annotations.and_then(|a| a.get(vgpu::REGISTER))
+        && [vgpu::NUMBER, vgpu::MEMORY, vgpu::CORES]
+            .iter()
+            .all(|r| amount(r).is_some())
+    {
+        match vgpu::parse_register(text) {
+            Ok(list) => gpus = list,
+            Err(e) => tracing::warn!(node = name, error = %e, "shared GPUs not registered"),
         }
     }
+    if let (Some(memory), Some(number)) = (amount(vgpu::SHARE_MEMORY), amount(vgpu::SHARE_NUMBER)) {
+        let unhealthy = annotations.and_then(|a| a.get(vgpu::SHARE_UNHEALTHY));
+        gpus.extend(vgpu::share_gpus(
+            memory,
+            number,
+            unhealthy.map(String::as_str),
+        ));
+    }
+    gpus.into()
 }
 
 /// Whether a pod is the scheduler's to place: its `schedulerName` is one of `ours`.
@@ -295,11 +300,14 @@ pub fn pod(
     }
     let name = p.metadata.name.clone().unwrap_or_default();
     // The shared GPUs it was given, once bound (before, the annotation is only a plan).
-    let gpus = node
-        .as_ref()
-        .and(p.metadata.annotations.as_ref())
-        .and_then(|a| a.get(vgpu::IDS))
-        .map(|v| Arc::new(vgpu::Grants::parse(v)));
+    let annotations = node.as_ref().and(p.metadata.annotations.as_ref());
+    let gpus = match (annotations, shape.rules.gpus.as_deref()) {
+        (Some(a), Some(ask)) if ask.share => a
+            .get(vgpu::SHARE_INDEX)
+            .map(|v| Arc::new(vgpu::Grants::of_share_indices(v, ask))),
+        (Some(a), _) => a.get(vgpu::IDS).map(|v| Arc::new(vgpu::Grants::parse(v))),
+        (None, _) => None,
+    };
     Ok(Some(PodSpec {
         gpus,
         index: index(&name),

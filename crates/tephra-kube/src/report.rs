@@ -145,8 +145,14 @@ pub fn session(m: &Metrics, world: &World, d: &Decisions, now: i64) {
 }
 
 /// Volcano's vGPU gauges of node `n`'s registered GPUs: their memory, nothing given out yet.
+/// gpushare cards have none (Volcano reports vGPUs only).
 fn gpu_limits(v: &crate::metrics::VgpuMetrics, n: &tephra_scheduler::model::Node) {
-    for g in n.spec.gpus.iter() {
+    let vgpus = n
+        .spec
+        .gpus
+        .iter()
+        .filter(|g| tephra_scheduler::model::vgpu::share_index(&g.uuid).is_none());
+    for g in vgpus {
         let at = [g.uuid.as_str(), n.spec.name.as_str()];
         v.memory_limit.with_label_values(&at).set(g.memory as f64);
         v.shared_number.with_label_values(&at).set(0.0);
@@ -169,6 +175,9 @@ fn gpu_users(m: &Metrics, world: &World) {
             continue;
         };
         if !task.spec.status.holds_node() {
+            continue;
+        }
+        if grants.share_indices().is_some() {
             continue;
         }
         for g in grants.all() {

@@ -305,17 +305,27 @@ async fn a_declared_slice_goes_to_the_member_whose_gpu_holds_it_with_its_annotat
     sched.stop().await;
 }
 
-/// Writes a scheduler configuration with the node lock on, returning its path.
-fn locking_config(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tephra-vgpu-lock-{}-{tag}", std::process::id()));
+/// Writes a scheduler configuration whose `deviceshare` has `arguments` (YAML lines, indented
+/// six spaces), returning its path.
+fn config_file(kind: &str, tag: &str, arguments: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tephra-{kind}-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("scheduler.conf");
     std::fs::write(
         &path,
-        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.NodeLockEnable: true\n",
+        format!("actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: deviceshare\n    arguments:\n{arguments}"),
     )
     .unwrap();
     path
+}
+
+/// Writes a scheduler configuration with the node lock on, returning its path.
+fn locking_config(tag: &str) -> std::path::PathBuf {
+    config_file(
+        "vgpu-lock",
+        tag,
+        "      deviceshare.VGPUEnable: true\n      deviceshare.SchedulePolicy: binpack\n      deviceshare.NodeLockEnable: true\n",
+    )
 }
 
 on_both!(
@@ -607,5 +617,110 @@ async fn a_scheduler_forbidden_the_device_config_is_ready_and_shares_mig_gpus_as
     .await;
     // A whole GPU's slice, not an instance.
     assert!(!ids.contains('['), "{ids}");
+    sched.stop().await;
+}
+
+/// Writes a scheduler configuration with Volcano's gpushare mode on, returning its path.
+fn gpushare_config(tag: &str) -> std::path::PathBuf {
+    config_file(
+        "gpushare",
+        tag,
+        "      deviceshare.GPUSharingEnable: true\n",
+    )
+}
+
+/// A pod of `mib` MiB of one gpushare card, of its own PodGroup `name`.
+async fn gpushare_pod(c: &kube::Client, name: &str, mib: &str) {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": 1, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let limits = json!({"cpu": "1", "volcano.sh/gpu-memory": mib});
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default",
+            "annotations": {"scheduling.k8s.io/group-name": name}},
+        "spec": {"schedulerName": "volcano", "containers": [
+            {"name": "main", "image": "cuda", "resources": {"requests": limits, "limits": limits}}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+}
+
+on_both!(
+    gpushare_pods_are_bound_with_the_card_index_volcano_writes,
+    gpushare_pods_are_bound_with_the_card_index_volcano_writes
+);
+/// Volcano's older gpushare mode (`deviceshare.GPUSharingEnable`): a node offering
+/// `volcano.sh/gpu-memory` over `volcano.sh/gpu-number` cards; pods limiting
+/// `volcano.sh/gpu-memory` are bound with `volcano.sh/gpu-index` (the card) and
+/// `volcano.sh/predicate-time`, the lowest card with room first, and the cards held by pods
+/// running are read back from their annotations.
+async fn gpushare_pods_are_bound_with_the_card_index_volcano_writes(backend: Backend) {
+    logs();
+    let mut n = node("g", "8", 0);
+    n.capacity.insert(vgpu::SHARE_MEMORY.into(), "32000".into());
+    n.capacity.insert(vgpu::SHARE_NUMBER.into(), "2".into());
+    let Some(cl) = cluster_on(backend, vec![n]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let options = tephra_kube::run::Options {
+        config_path: Some(gpushare_config(&format!("{backend:?}"))),
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+    let index = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get(name).await.ok()?;
+            p.spec.as_ref()?.node_name.as_ref()?;
+            let a = p.metadata.annotations.unwrap_or_default();
+            assert!(
+                a.get(vgpu::SHARE_PREDICATE_TIME)
+                    .is_some_and(|t| t.parse::<i128>().is_ok()),
+                "{a:?}"
+            );
+            a.get(vgpu::SHARE_INDEX).cloned()
+        }
+    };
+    // 10000 MiB on card 0; the next 10000 does not fit beside it (16000 each): card 1.
+    gpushare_pod(&c, "a", "10000").await;
+    assert_eq!(eventually(30, "a bound", || index("a")).await, "0");
+    gpushare_pod(&c, "b", "10000").await;
+    assert_eq!(eventually(30, "b bound", || index("b")).await, "1");
+    // A scheduler started afresh knows the cards held only from the pods' annotations: 6000
+    // fits beside either, and the lowest card goes first.
+    sched.stop().await;
+    let options = tephra_kube::run::Options {
+        config_path: Some(gpushare_config(&format!("{backend:?}"))),
+        ..scheduler_options()
+    };
+    let sched = tephra_kube::start(c.clone(), options).await.unwrap();
+    gpushare_pod(&c, "c", "6000").await;
+    assert_eq!(eventually(30, "c bound", || index("c")).await, "0");
+    gpushare_pod(&c, "d", "7000").await;
+    let message = eventually(30, "d waits, saying why", || async {
+        let pg = Api::<PodGroup>::namespaced(c.clone(), "default")
+            .get("d")
+            .await
+            .ok()?;
+        pg.status?
+            .conditions
+            .iter()
+            .find_map(|c| c.message.clone().filter(|m| m.contains("not enough gpu")))
+    })
+    .await;
+    assert!(message.contains("not enough gpu fitted"), "{message}");
     sched.stop().await;
 }

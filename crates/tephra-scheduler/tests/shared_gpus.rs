@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use tephra_scheduler::cache::Event;
-use tephra_scheduler::model::vgpu::{ContainerAsk, Gpu, GpuAsk};
+use tephra_scheduler::model::vgpu::{self, ContainerAsk, Gpu, GpuAsk};
 use tephra_scheduler::model::{Cluster, NodeSpec, PodRules};
 use tephra_scheduler::testing::{GangJob, Role, add_cluster, add_job, apply_binds, resources};
 use tephra_scheduler::{Cache, Decisions, SchedulerConfig, schedule};
@@ -327,6 +327,170 @@ fn exclusion_rules_that_are_not_a_list_of_label_maps_are_refused_naming_the_argu
         );
         let e = SchedulerConfig::parse(&text).unwrap_err().to_string();
         assert!(e.contains("deviceshare.GPUExclusiveRules"), "{rules}: {e}");
+    }
+}
+
+/// A node `name` of `cards` gpushare cards of 16000 MiB (Volcano's older mode: the node offers
+/// `volcano.sh/gpu-memory` and `volcano.sh/gpu-number`).
+fn gpushare_node(c: &mut Cache, name: &str, cards: u64) {
+    let memory = (16000 * cards).to_string();
+    let number = cards.to_string();
+    let list = [
+        ("cpu", "64"),
+        ("memory", "256Gi"),
+        ("pods", "110"),
+        (vgpu::SHARE_MEMORY, memory.as_str()),
+        (vgpu::SHARE_NUMBER, number.as_str()),
+    ];
+    let allocatable = resources(c, &list).unwrap();
+    c.apply(Event::NodeUpsert(NodeSpec {
+        name: name.into(),
+        cluster: "east".into(),
+        labels: BTreeMap::new(),
+        taints: Vec::new(),
+        allocatable,
+        unschedulable: false,
+        ready: true,
+        gpus: vgpu::share_gpus(16000 * cards, cards, None).into(),
+        gpu_lock: None,
+    }))
+    .unwrap();
+}
+
+/// A gpushare pod's role: `memory` MiB of one card, or `number` idle cards.
+fn share_role(memory: u64, number: u64) -> Role {
+    let (m, n) = (memory.to_string(), number.to_string());
+    let mut asks = vec![("cpu", "1")];
+    if memory > 0 {
+        asks.push((vgpu::SHARE_MEMORY, m.as_str()));
+    }
+    if number > 0 {
+        asks.push((vgpu::SHARE_NUMBER, n.as_str()));
+    }
+    let ask = vgpu::share_ask(&[(memory, number)], (0, 0)).unwrap();
+    Role::new("w", 1, &asks).rules(PodRules {
+        gpus: Some(Arc::new(ask)),
+        ..PodRules::default()
+    })
+}
+
+fn share_config(flag: &str) -> Arc<SchedulerConfig> {
+    config(&format!("    arguments:\n      {flag}: true\n"))
+}
+
+#[test]
+fn gpushare_pods_share_the_lowest_card_with_room_and_are_bound_with_its_index() {
+    let mut c = cache();
+    gpushare_node(&mut c, "n", 2);
+    for i in 0..4 {
+        add_job(
+            &mut c,
+            &GangJob::new(&format!("m{i}"), vec![share_role(6000, 0)]).created(i),
+        )
+        .unwrap();
+    }
+    let d = schedule(
+        c.snapshot(),
+        share_config("deviceshare.GPUSharingEnable"),
+        0,
+        1,
+    );
+    let g = given(&d);
+    // Two of 6000 MiB fill card 0 to 12000; the third goes to card 1, the fourth beside it.
+    let card = |p: &str| g[p].clone();
+    assert_eq!(card("default/m0-w-0"), [vgpu::share_uuid(0)]);
+    assert_eq!(card("default/m1-w-0"), [vgpu::share_uuid(0)]);
+    assert_eq!(card("default/m2-w-0"), [vgpu::share_uuid(1)]);
+    assert_eq!(card("default/m3-w-0"), [vgpu::share_uuid(1)]);
+    let b = d.binds.iter().find(|b| b.task == "default/m2-w-0").unwrap();
+    assert_eq!(
+        b.gpus.as_ref().unwrap().share_indices().as_deref(),
+        Some("1")
+    );
+    assert!(!b.gpu_lock, "gpushare takes no vGPU lock");
+    apply_binds(&mut c, &d).unwrap();
+    // No card has 6000 left: a fifth waits, saying why.
+    add_job(
+        &mut c,
+        &GangJob::new("m4", vec![share_role(6000, 0)]).created(9),
+    )
+    .unwrap();
+    let d = schedule(
+        c.snapshot(),
+        share_config("deviceshare.GPUSharingEnable"),
+        0,
+        2,
+    );
+    assert!(d.binds.is_empty(), "{:?}", given(&d));
+    let why = message(&d, "default/m4");
+    assert!(why.contains("not enough gpu fitted on this node"), "{why}");
+}
+
+#[test]
+fn gpushare_number_pods_take_idle_cards_whole_and_each_mode_waits_for_its_argument() {
+    let mut c = cache();
+    gpushare_node(&mut c, "n", 3);
+    add_job(
+        &mut c,
+        &GangJob::new("two", vec![share_role(0, 2)]).created(0),
+    )
+    .unwrap();
+    add_job(
+        &mut c,
+        &GangJob::new("two-more", vec![share_role(0, 2)]).created(1),
+    )
+    .unwrap();
+    add_job(
+        &mut c,
+        &GangJob::new("mem", vec![share_role(1000, 0)]).created(2),
+    )
+    .unwrap();
+    let d = schedule(
+        c.snapshot(),
+        share_config("deviceshare.GPUNumberEnable"),
+        0,
+        1,
+    );
+    let g = given(&d);
+    assert_eq!(
+        g["default/two-w-0"],
+        [vgpu::share_uuid(0), vgpu::share_uuid(1)],
+        "the two idle cards of lowest index"
+    );
+    assert!(
+        !g.contains_key("default/two-more-w-0"),
+        "one idle card left: {g:?}"
+    );
+    assert!(!g.contains_key("default/mem-w-0"), "{g:?}");
+    let why = message(&d, "default/mem");
+    assert!(why.contains("deviceshare.GPUSharingEnable"), "{why}");
+    // vGPU pods and gpushare cards do not mix.
+    add_job(
+        &mut c,
+        &GangJob::new("vgpu", vec![role("w", 1, 1, 1000, 0)]).created(3),
+    )
+    .unwrap();
+    let d = schedule(c.snapshot(), config(BINPACK), 0, 2);
+    assert!(!given(&d).contains_key("default/vgpu-w-0"));
+}
+
+#[test]
+fn gpushare_with_vgpu_or_both_gpushare_modes_is_refused_as_volcano_refuses_to_start() {
+    for (args, key) in [
+        (
+            "deviceshare.GPUSharingEnable: true\n      deviceshare.GPUNumberEnable: true",
+            "deviceshare.GPUNumberEnable",
+        ),
+        (
+            "deviceshare.GPUSharingEnable: true\n      deviceshare.VGPUEnable: true",
+            "deviceshare.VGPUEnable",
+        ),
+    ] {
+        let text = format!(
+            "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments:\n      {args}\n"
+        );
+        let e = SchedulerConfig::parse(&text).unwrap_err().to_string();
+        assert!(e.contains(key), "{args}: {e}");
     }
 }
 

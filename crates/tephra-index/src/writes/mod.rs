@@ -89,7 +89,9 @@ pub struct ExtenderPlan {
 /// The annotations a pod given shared GPUs is bound with, as the volcano-vgpu device plugin
 /// reads them when the kubelet asks it to allocate (`now` in Unix seconds): the GPUs per
 /// container twice (the record, and the list the plugin consumes), the node, the time (the
-/// plugin takes the oldest pod first) and the `allocating` phase it answers.
+/// plugin takes the oldest pod first) and the `allocating` phase it answers. Cards of the
+/// gpushare mode are written as Volcano writes them: their indices and the time, in
+/// nanoseconds.
 pub fn gpu_annotations(
     b: &tephra_scheduler::decisions::Bind,
     now: i64,
@@ -98,6 +100,13 @@ pub fn gpu_annotations(
     let Some(grants) = b.gpus.as_ref() else {
         return BTreeMap::new();
     };
+    if let Some(indices) = grants.share_indices() {
+        let nanos = i128::from(now) * 1_000_000_000;
+        return BTreeMap::from([
+            (vgpu::SHARE_INDEX.to_string(), indices),
+            (vgpu::SHARE_PREDICATE_TIME.to_string(), nanos.to_string()),
+        ]);
+    }
     let devices = grants.encode();
     BTreeMap::from([
         (vgpu::IDS.to_string(), devices.clone()),

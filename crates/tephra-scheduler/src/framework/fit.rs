@@ -194,6 +194,8 @@ impl DeviceUnfit {
 pub enum GpuUnfit {
     /// The configuration does not enable vGPU sharing.
     Off,
+    /// The configuration does not enable the gpushare mode the pod asks for: the argument.
+    ShareOff(&'static str),
     /// The node registered no shared GPU (no vGPU device plugin, or its annotation is bad).
     NotRegistered,
     /// The node's GPUs lack a free slot, memory or cores for it (evictions may help).
@@ -210,8 +212,13 @@ impl GpuUnfit {
             Self::Off => "vGPU sharing is off: the scheduler configuration does not set \
                           deviceshare.VGPUEnable"
                 .into(),
+            Self::ShareOff(arg) => {
+                format!("gpushare is off: the scheduler configuration does not set {arg}")
+            }
             Self::NotRegistered => {
-                "node(s) registered no shared GPU (volcano.sh/node-vgpu-register)".into()
+                "node(s) registered no shared GPU (volcano.sh/node-vgpu-register, or gpushare's \
+                 volcano.sh/gpu-memory and volcano.sh/gpu-number)"
+                    .into()
             }
             Self::NotEnough => "not enough gpu fitted on this node".into(),
             Self::Locked => "node(s) locked for shared GPUs until the device plugin has \

@@ -52,6 +52,11 @@ pub struct GpuConfig {
     pub weight: f64,
     /// `deviceshare.NodeLockEnable`: binding a vGPU pod takes its node's lock.
     pub node_lock: bool,
+    /// `deviceshare.GPUSharingEnable`: gpushare pods that limit `volcano.sh/gpu-memory` are
+    /// placed at all.
+    pub share_memory: bool,
+    /// `deviceshare.GPUNumberEnable`: gpushare pods that limit `volcano.sh/gpu-number` are.
+    pub share_number: bool,
     /// `deviceshare.GPUExclusiveRules`: each a set of labels; pods carrying all of one rule's
     /// labels never share a GPU with another pod matching that rule.
     pub exclusive: Arc<[Labels]>,
@@ -194,9 +199,11 @@ pub struct GpuState {
 /// The position of the GPU a grant names among `gpus`: its UUID, or (a MIG slice) a UUID that
 /// contains the GPU's.
 fn position(gpus: &[Gpu], grant: &Grant) -> Option<usize> {
-    gpus.iter()
-        .position(|g| g.uuid == grant.uuid)
-        .or_else(|| gpus.iter().position(|g| grant.uuid.contains(&g.uuid)))
+    let exact = gpus.iter().position(|g| g.uuid == grant.uuid);
+    if exact.is_some() || crate::model::vgpu::share_index(&grant.uuid).is_some() {
+        return exact;
+    }
+    gpus.iter().position(|g| grant.uuid.contains(&g.uuid))
 }
 
 impl GpuState {
@@ -362,7 +369,9 @@ impl GpuState {
                 return None;
             }
             let mut order: Vec<usize> = (0..gpus.len()).collect();
+            // gpushare takes the card of the lowest index that has room, whatever the policy.
             match self.config.policy {
+                _ if ask.share => {}
                 Policy::Unset => order.reverse(),
                 Policy::Binpack => order.sort_by_key(|&i| std::cmp::Reverse(seen[i].1)),
                 Policy::Spread => order.sort_by_key(|&i| seen[i].0),
@@ -452,14 +461,26 @@ impl GpuState {
         let Some(ask) = shape.rules.gpus.as_deref() else {
             return Ok(());
         };
-        if !self.config.enabled {
+        if ask.share {
+            let memory = ask.asks.iter().any(|a| a.memory > 0);
+            if memory && !self.config.share_memory {
+                return Err(Unfit::Gpu(GpuUnfit::ShareOff(
+                    "deviceshare.GPUSharingEnable",
+                )));
+            }
+            if !memory && !self.config.share_number {
+                return Err(Unfit::Gpu(GpuUnfit::ShareOff(
+                    "deviceshare.GPUNumberEnable",
+                )));
+            }
+        } else if !self.config.enabled {
             return Err(Unfit::Gpu(GpuUnfit::Off));
         }
         let Some(n) = snap.nodes.get(node).filter(|n| !n.spec.gpus.is_empty()) else {
             return Err(Unfit::Gpu(GpuUnfit::NotRegistered));
         };
-        // A lock passes: never a reason to give up on the node.
-        if !empty && self.locked(n.spec.gpu_lock, node) {
+        // A lock passes: never a reason to give up on the node. gpushare takes no lock.
+        if !empty && !ask.share && self.locked(n.spec.gpu_lock, node) {
             return Err(Unfit::Gpu(GpuUnfit::Locked));
         }
         let rules = self.config.rules_of(&shape.rules.labels);
@@ -477,9 +498,13 @@ impl GpuState {
                 || self.given_on.get(&node).is_some_and(|k| *k > 0))
     }
 
-    /// Whether binding `task` on `node` takes the node's lock.
+    /// Whether binding `task` on `node` takes the node's lock (vGPU pods only).
     pub fn takes_lock(&self, task: Id) -> bool {
-        self.config.node_lock && self.given.contains_key(&task)
+        self.config.node_lock
+            && self
+                .given
+                .get(&task)
+                .is_some_and(|(_, g)| g.share_indices().is_none())
     }
 
     /// Whether `task`'s GPUs fit `node` without what is being released (a placement that
@@ -517,7 +542,9 @@ impl GpuState {
         };
         if sign < 0 {
             if let Some((n, grants)) = self.given.remove(&task) {
-                if let Some(k) = self.given_on.get_mut(&n) {
+                if grants.share_indices().is_none()
+                    && let Some(k) = self.given_on.get_mut(&n)
+                {
                     *k = k.saturating_sub(1);
                 }
                 let job = t.job;
@@ -550,8 +577,11 @@ impl GpuState {
                 step_mig(&mut u.mig, g, 1);
                 u.jobs.push(t.job);
             });
+            // Only vGPU pods take the node lock, so only they keep others off this session.
+            if !ask.share {
+                *self.given_on.entry(node).or_default() += 1;
+            }
             self.given.insert(task, (node, Arc::new(grants)));
-            *self.given_on.entry(node).or_default() += 1;
         }
     }
 

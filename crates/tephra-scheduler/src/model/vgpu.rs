@@ -9,8 +9,125 @@
 //! 100 takes the card alone). The scheduler writes the GPUs it chose on the pod ([`IDS`] and
 //! [`TO_ALLOCATE`], `uuid,NVIDIA,memory,cores:` per GPU, containers joined by `;`), which the
 //! device plugin reads when the kubelet asks it to allocate.
+//!
+//! Volcano's older **gpushare** mode is modelled with the same types: a node offering
+//! [`SHARE_MEMORY`] (MiB in all) and [`SHARE_NUMBER`] (cards) has that many cards of equal
+//! memory ([`share_gpus`], without the ids [`SHARE_UNHEALTHY`] names), known by their index
+//! ([`share_uuid`]); a pod limiting [`SHARE_MEMORY`] takes that much of one card, one
+//! limiting [`SHARE_NUMBER`] that many idle cards whole ([`share_ask`]); the cards given are
+//! written in [`SHARE_INDEX`] with the time in [`SHARE_PREDICATE_TIME`].
 
 use std::fmt::Write as _;
+
+/// gpushare: the node's GPU memory in all (MiB), and what a pod limits of it.
+pub const SHARE_MEMORY: &str = "volcano.sh/gpu-memory";
+/// gpushare: the node's cards, and how many idle cards a pod limits.
+pub const SHARE_NUMBER: &str = "volcano.sh/gpu-number";
+/// gpushare pod annotation: the indices of the cards given, comma-separated.
+pub const SHARE_INDEX: &str = "volcano.sh/gpu-index";
+/// gpushare pod annotation: when the cards were chosen (Unix nanoseconds).
+pub const SHARE_PREDICATE_TIME: &str = "volcano.sh/predicate-time";
+/// gpushare node annotation: indices of unhealthy cards, comma-separated.
+pub const SHARE_UNHEALTHY: &str = "volcano.sh/gpu-unhealthy-ids";
+/// The type of a gpushare card (never a vGPU's, which names [`VENDOR`]).
+pub const SHARE_MODEL: &str = "gpushare";
+/// The prefix of a gpushare card's [`Gpu::uuid`]: its index follows.
+const SHARE_PREFIX: &str = "gpushare-";
+
+/// The [`Gpu::uuid`] of gpushare card `index`.
+pub fn share_uuid(index: u32) -> String {
+    format!("{SHARE_PREFIX}{index}")
+}
+
+/// The index of a gpushare card by its [`Gpu::uuid`]; `None` for a vGPU's.
+pub fn share_index(uuid: &str) -> Option<u32> {
+    uuid.strip_prefix(SHARE_PREFIX)?.parse().ok()
+}
+
+/// The gpushare cards of a node offering `memory` MiB over `number` cards, less those
+/// `unhealthy` names (the annotation's text; ids that do not read are skipped).
+pub fn share_gpus(memory: u64, number: u64, unhealthy: Option<&str>) -> Vec<Gpu> {
+    let Some(per) = memory.checked_div(number) else {
+        return Vec::new();
+    };
+    let bad: Vec<u64> = unhealthy
+        .into_iter()
+        .flat_map(|t| t.split(','))
+        .filter_map(|i| i.trim().parse().ok())
+        .collect();
+    (0..number)
+        .filter(|i| !bad.contains(i))
+        .map(|i| Gpu {
+            uuid: share_uuid(u32::try_from(i).unwrap_or(u32::MAX)),
+            split: u32::MAX,
+            memory: per,
+            model: SHARE_MODEL.into(),
+            healthy: true,
+            mig: false,
+        })
+        .collect()
+}
+
+/// What a pod asks of gpushare cards, from its containers' limits of [`SHARE_MEMORY`] and
+/// [`SHARE_NUMBER`] (`(memory, number)` per container, and the largest of its init
+/// containers'), as Volcano sums them: memory of one card (the containers' sum, or an init
+/// container's if larger), else that many idle cards whole; `None` when it asks neither.
+pub fn share_ask(containers: &[(u64, u64)], init: (u64, u64)) -> Option<GpuAsk> {
+    let memory = containers.iter().map(|c| c.0).sum::<u64>().max(init.0);
+    let number = containers.iter().map(|c| c.1).sum::<u64>().max(init.1);
+    let ask = if memory > 0 {
+        ContainerAsk {
+            index: 0,
+            number: 1,
+            memory,
+            percent: None,
+            cores: 0,
+        }
+    } else if number > 0 {
+        ContainerAsk {
+            index: 0,
+            number: u32::try_from(number).unwrap_or(u32::MAX),
+            memory: 0,
+            percent: None,
+            cores: FULL_CORES,
+        }
+    } else {
+        return None;
+    };
+    Some(GpuAsk {
+        containers: 1,
+        asks: vec![ask],
+        share: true,
+        ..GpuAsk::default()
+    })
+}
+
+impl Grants {
+    /// The [`SHARE_INDEX`] annotation of gpushare grants: the cards' indices; `None` if a
+    /// grant is not of a gpushare card.
+    pub fn share_indices(&self) -> Option<String> {
+        let ids: Option<Vec<String>> = self
+            .all()
+            .map(|g| share_index(&g.uuid).map(|i| i.to_string()))
+            .collect();
+        ids.filter(|v| !v.is_empty()).map(|v| v.join(","))
+    }
+
+    /// The grants a gpushare pod of `ask` holds by its [`SHARE_INDEX`] annotation.
+    pub fn of_share_indices(text: &str, ask: &GpuAsk) -> Self {
+        let per = ask.asks.first();
+        Self(vec![
+            text.split(',')
+                .filter_map(|i| i.trim().parse::<u32>().ok())
+                .map(|i| Grant {
+                    uuid: share_uuid(i),
+                    memory: per.map_or(0, |a| a.memory),
+                    cores: per.map_or(0, |a| a.cores),
+                })
+                .collect(),
+        ])
+    }
+}
 
 /// Node annotation: the GPUs the device plugin registered.
 pub const REGISTER: &str = "volcano.sh/node-vgpu-register";
@@ -194,11 +311,16 @@ pub struct GpuAsk {
     pub nouse_uuids: Vec<String>,
     /// [`GROUP_POLICY`] is `spread`.
     pub group_spread: bool,
+    /// It asks for gpushare cards ([`share_ask`]), not vGPUs.
+    pub share: bool,
 }
 
 impl GpuAsk {
     /// Whether `gpu` is one this pod may use by its type and UUID filters (and health).
     pub fn accepts(&self, gpu: &Gpu) -> bool {
+        if self.share {
+            return gpu.healthy && gpu.model == SHARE_MODEL;
+        }
         if !gpu.healthy || !gpu.model.contains(VENDOR) {
             return false;
         }
@@ -408,5 +530,30 @@ mod tests {
         assert_eq!(ask(0, None).memory_on(&gpu), 15360);
         assert_eq!(ask(3000, None).memory_on(&gpu), 3000);
         assert_eq!(ask(3000, Some(50)).memory_on(&gpu), 7680);
+    }
+
+    #[test]
+    fn gpushare_cards_split_the_nodes_memory_and_unhealthy_ones_are_left_out() {
+        let cards = share_gpus(48000, 3, Some("1, x"));
+        let ids: Vec<&str> = cards.iter().map(|g| g.uuid.as_str()).collect();
+        assert_eq!(ids, ["gpushare-0", "gpushare-2"]);
+        assert!(
+            cards
+                .iter()
+                .all(|g| g.memory == 16000 && g.model == SHARE_MODEL)
+        );
+        assert!(share_gpus(1000, 0, None).is_empty());
+        // Memory is summed over containers (an init container's counts if larger); without
+        // memory, cards by number, whole and alone.
+        let m = share_ask(&[(3000, 0), (2000, 0)], (6000, 0)).unwrap();
+        assert_eq!((m.asks[0].number, m.asks[0].memory), (1, 6000));
+        let n = share_ask(&[(0, 1), (0, 1)], (0, 0)).unwrap();
+        assert_eq!((n.asks[0].number, n.asks[0].cores), (2, FULL_CORES));
+        assert!(share_ask(&[(0, 0)], (0, 0)).is_none());
+        let held = Grants::of_share_indices("0,2", &n);
+        assert_eq!(held.share_indices().as_deref(), Some("0,2"));
+        assert_eq!(Grants::parse("GPU-a,NVIDIA,10,0:").share_indices(), None);
+        let vgpu = GpuAsk::default();
+        assert!(!vgpu.accepts(&cards[0]) && n.accepts(&cards[0]));
     }
 }

@@ -114,6 +114,8 @@ fn never_on(
 static NEVER_EMPTY_GPUS: std::sync::LazyLock<GpuState> = std::sync::LazyLock::new(|| {
     GpuState::with(GpuConfig {
         enabled: true,
+        share_memory: true,
+        share_number: true,
         ..GpuConfig::default()
     })
 });

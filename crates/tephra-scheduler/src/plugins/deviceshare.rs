@@ -13,8 +13,11 @@
 //! `deviceshare.KnownGeometriesCMNamespace` (the ConfigMap of the dynamic MIG geometries,
 //! [`device_config_map`]; read by the runtime when it starts), `deviceshare.GPUExclusiveRules`
 //! (a list of label maps: pods carrying every label of one rule never share a GPU with another
-//! pod matching that rule; pods matching different rules, or none, may). The gpushare modes are
-//! accepted with a warning: tephra does not serve them.
+//! pod matching that rule; pods matching different rules, or none, may),
+//! `deviceshare.GPUSharingEnable` and `deviceshare.GPUNumberEnable` (Volcano's gpushare mode:
+//! pods limiting `volcano.sh/gpu-memory` share cards by memory, pods limiting
+//! `volcano.sh/gpu-number` take idle cards whole; neither together, nor with vGPU, as Volcano
+//! refuses to start with them).
 
 use crate::config::{ArgErrors, ArgReader, ArgSpec, ArgValue, PluginConfig};
 use crate::framework::gpus::{GpuConfig, Policy};
@@ -30,19 +33,13 @@ pub const ARGS: ArgSpec = ArgSpec {
         "deviceshare.ScheduleWeight",
         "deviceshare.NodeLockEnable",
         "deviceshare.GPUExclusiveRules",
+        "deviceshare.GPUSharingEnable",
+        "deviceshare.GPUNumberEnable",
         "deviceshare.KnownGeometriesCMName",
         "deviceshare.KnownGeometriesCMNamespace",
     ],
     prefixes: &[],
     inert: &[
-        (
-            "deviceshare.GPUSharingEnable",
-            "tephra does not place the deprecated gpushare mode (volcano.sh/gpu-memory); use deviceshare.VGPUEnable",
-        ),
-        (
-            "deviceshare.GPUNumberEnable",
-            "tephra counts whole GPUs as a resource without it",
-        ),
         (
             "deviceshare.AscendHAMiVNPUEnable",
             "tephra does not place Ascend NPUs",
@@ -70,8 +67,25 @@ fn read(r: &ArgReader) -> GpuConfig {
         }
     };
     let weight = r.f64_or("deviceshare.ScheduleWeight", 0.0);
+    let share_memory = r.bool_or("deviceshare.GPUSharingEnable", false);
+    let share_number = r.bool_or("deviceshare.GPUNumberEnable", false);
+    // Volcano refuses to start with these together.
+    if share_memory && share_number {
+        r.refuse(
+            "deviceshare.GPUNumberEnable",
+            "cannot be true with deviceshare.GPUSharingEnable",
+        );
+    }
+    if (share_memory || share_number) && enabled {
+        r.refuse(
+            "deviceshare.VGPUEnable",
+            "gpushare (deviceshare.GPUSharingEnable, deviceshare.GPUNumberEnable) and vGPU cannot be used together",
+        );
+    }
     GpuConfig {
         enabled,
+        share_memory,
+        share_number,
         policy,
         weight,
         node_lock: r.bool_or("deviceshare.NodeLockEnable", false),

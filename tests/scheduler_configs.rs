@@ -130,3 +130,47 @@ fn volcanos_vgpu_guide_config_turns_sharing_on_with_its_policy() {
         c.warnings
     );
 }
+
+/// Volcano's gpushare user guides' configurations (`deviceshare.GPUSharingEnable`,
+/// `deviceshare.GPUNumberEnable`) turn their mode on, with no warning about `deviceshare`.
+#[test]
+fn volcanos_gpushare_guides_configs_turn_their_mode_on() {
+    let Some(files) = corpus_confs() else {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED (passes without running): ../shared/volcano-corpus is absent\n",
+        );
+        return;
+    };
+    for (name, memory, number) in [
+        (
+            "how_to_use_gpu_sharing__block1__volcano-scheduler.conf",
+            true,
+            false,
+        ),
+        (
+            "how_to_use_gpu_number__block1__volcano-scheduler.conf",
+            false,
+            true,
+        ),
+    ] {
+        let path = files
+            .iter()
+            .find(|p| p.ends_with(name))
+            .expect("the corpus has the gpushare guides' configurations");
+        let c = SchedulerConfig::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let plugin = c
+            .tiers
+            .iter()
+            .flatten()
+            .find(|p| p.name == "deviceshare")
+            .unwrap();
+        let g = tephra_scheduler::plugins::deviceshare::config(plugin);
+        assert_eq!((g.share_memory, g.share_number), (memory, number), "{name}");
+        assert!(
+            c.warnings.iter().all(|w| !w.contains("deviceshare")),
+            "{name}: {:?}",
+            c.warnings
+        );
+    }
+}

@@ -81,11 +81,11 @@ pub const ARGS: ArgSpec = ArgSpec {
         ),
         (
             "predicate.GPUSharingEnable",
-            "GPU sharing moved to Volcano's deviceshare plugin; tephra places whole GPUs",
+            "GPU sharing moved to Volcano's deviceshare plugin (deviceshare.GPUSharingEnable), which tephra serves; Volcano's predicates no longer reads it",
         ),
         (
             "predicate.GPUNumberEnable",
-            "moved to Volcano's deviceshare plugin; tephra counts GPUs as a resource",
+            "moved to Volcano's deviceshare plugin (deviceshare.GPUNumberEnable), which tephra serves; Volcano's predicates no longer reads it",
         ),
         (
             "predicate.ProportionalEnable",

@@ -23,6 +23,10 @@ pub enum CrdError {
 const EMBEDDED_CORE_TYPES: &[&[&str]] = &[
     &["spec", "tasks", "template"],
     &["spec", "volumes", "volumeClaim"],
+    // A CronJob's Job template embeds a Job's spec.
+    &["spec", "jobTemplate", "spec", "tasks", "template"],
+    &["spec", "jobTemplate", "spec", "volumes", "volumeClaim"],
+    &["spec", "jobTemplate", "metadata"],
 ];
 
 /// The most resource names one resource list may hold.

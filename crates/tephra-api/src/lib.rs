@@ -18,7 +18,9 @@ pub mod celcheck;
 pub mod checks;
 pub mod cluster;
 pub mod crd;
+pub mod cronjob;
 pub mod defaults;
+pub mod flow;
 pub mod names;
 pub mod policy;
 pub mod reasons;
@@ -34,6 +36,8 @@ use kube::CustomResourceExt;
 pub use batch::{Job, JobSpec, JobStatus};
 pub use bus::Command;
 pub use cluster::{Cluster, ClusterSpec, ClusterStatus};
+pub use cronjob::CronJob;
+pub use flow::{JobFlow, JobTemplate};
 pub use policy::{PropagationPolicy, PropagationPolicySpec};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
 pub use topology::HyperNode;
@@ -48,6 +52,24 @@ pub fn crds() -> Result<Vec<(&'static str, CustomResourceDefinition)>, crd::CrdE
             Job::crd(),
             "A Volcano batch job: a gang of tasks (roles), each a pod template with a replica count. \
              The scheduler places at least minAvailable pods together, or none.",
+        ),
+        (
+            "batch.volcano.sh_cronjobs.yaml",
+            CronJob::crd(),
+            "A Volcano CronJob: a Volcano Job made on a schedule, as Kubernetes' CronJob makes \
+             Jobs (time zone, concurrency policy, starting deadline, suspend, history limits).",
+        ),
+        (
+            "flow.volcano.sh_jobtemplates.yaml",
+            JobTemplate::crd(),
+            "A Volcano JobTemplate: the spec of a Volcano Job, kept for JobFlows to make Jobs \
+             from.",
+        ),
+        (
+            "flow.volcano.sh_jobflows.yaml",
+            JobFlow::crd(),
+            "A Volcano JobFlow: Jobs made from JobTemplates, each once the flows it depends on \
+             are done and its probes pass.",
         ),
         (
             "scheduling.volcano.sh_podgroups.yaml",

@@ -1,7 +1,8 @@
 //! The job controller against a one-member devcluster over real HTTP, with the scheduler
 //! running: a Volcano Job goes from create to Completed; a failing pod restarts the job under
 //! `RestartJob` until `maxRetry`, then the job is Failed; deleting a Job takes its PodGroup and
-//! pods with it.
+//! pods with it. Volcano's CronJob, JobFlow and JobTemplate are served, and refused as Volcano
+//! refuses them, on the devcluster and on a real API server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -309,4 +310,73 @@ async fn a_job_created_right_after_an_api_server_outage_gets_its_pods_at_once() 
         started.elapsed().as_secs_f64()
     );
     stop_everything(sched, ctl).await;
+}
+
+/// The `tests/volcano` manifests of Volcano's CronJob, JobFlow and JobTemplate: (file, the
+/// document, what its refusal must say, if it is meant to be refused).
+fn flow_and_cron_manifests() -> Vec<(String, Value, Option<String>)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/volcano");
+    let mut out = Vec::new();
+    for sub in ["valid", "invalid"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(sub))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for path in files {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let expect = text
+                .lines()
+                .find_map(|l| l.strip_prefix("# expect: "))
+                .map(String::from);
+            let docs: Vec<Value> = serde_saphyr::from_str_multiple(&text).unwrap();
+            for doc in docs {
+                let kind = doc["kind"].as_str().unwrap_or_default();
+                if matches!(kind, "CronJob" | "JobFlow" | "JobTemplate") {
+                    let name = path.file_name().unwrap().to_string_lossy().to_string();
+                    out.push((name, doc, expect.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+on_both!(
+    volcanos_cronjob_and_jobflow_kinds_are_served_and_refused_as_volcano_refuses_them,
+    cron_and_flow_kinds
+);
+/// The CRDs of Volcano's CronJob, JobFlow and JobTemplate, as a kube-apiserver serves them:
+/// the manifests Volcano accepts are created, those its webhook refuses are refused with a
+/// message that names the field. The same on the devcluster and on a real API server.
+async fn cron_and_flow_kinds(backend: Backend) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![node("n0", "4", 0)]).await else {
+        return;
+    };
+    let manifests = flow_and_cron_manifests();
+    assert!(manifests.len() >= 10, "{}", manifests.len());
+    let mut failures = Vec::new();
+    for (file, doc, expect) in manifests {
+        let (group, version) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        let ar = kube::discovery::ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: doc["apiVersion"].as_str().unwrap().into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            kind,
+        };
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(cl.client.clone(), "default", &ar);
+        let obj: kube::api::DynamicObject = serde_json::from_value(doc).unwrap();
+        match (api.create(&PostParams::default(), &obj).await, &expect) {
+            (Ok(_), None) => {}
+            (Ok(_), Some(e)) => failures.push(format!("{file}: created, Volcano refuses: {e}")),
+            (Err(kube::Error::Api(s)), Some(e)) if s.code == 422 && s.message.contains(e) => {}
+            (Err(err), _) => failures.push(format!("{file}: {err}")),
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }

@@ -5,6 +5,7 @@
 //! - [`bare_pod`]: Volcano's PodGroup controller: a PodGroup for a pod that comes without one;
 //! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
+//! - [`cron_schedule`]: a CronJob's schedule, and its next run in its time zone;
 //! - [`taint_manager`]: which clusters a binding loses to NoExecute taints it does not tolerate;
 //! - [`topology`]: Volcano's HyperNodes as the scheduler reads them;
 //! - [`vgpu`]: what a pod asks of shared GPUs (Volcano's vGPU resources and annotations);
@@ -20,6 +21,7 @@ pub mod application_failover;
 pub mod bare_pod;
 pub mod cluster_health;
 pub mod cluster_taints;
+pub mod cron_schedule;
 pub mod dra;
 pub mod graceful_eviction;
 pub mod job;

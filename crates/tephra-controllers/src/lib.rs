@@ -6,6 +6,7 @@
 //! - [`cluster_health`]: a member's `Ready` condition from its health probes, with thresholds;
 //! - [`cluster_taints`]: a member's taints from its `Ready` condition;
 //! - [`cron_schedule`]: a CronJob's schedule, and its next run in its time zone;
+//! - [`cronjob`]: Volcano's CronJob controller: which Job to make, which to delete, the status;
 //! - [`taint_manager`]: which clusters a binding loses to NoExecute taints it does not tolerate;
 //! - [`topology`]: Volcano's HyperNodes as the scheduler reads them;
 //! - [`vgpu`]: what a pod asks of shared GPUs (Volcano's vGPU resources and annotations);
@@ -22,6 +23,7 @@ pub mod bare_pod;
 pub mod cluster_health;
 pub mod cluster_taints;
 pub mod cron_schedule;
+pub mod cronjob;
 pub mod dra;
 pub mod graceful_eviction;
 pub mod job;

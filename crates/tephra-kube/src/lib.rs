@@ -12,7 +12,8 @@
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
 //! objects into the core's model. The controllers of `tephra controller-manager`
 //! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
-//! without one) and [`queues`] (queue state and counts), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
+//! without one), [`queues`] (queue state and counts) and [`cronjobs`] (Jobs on a schedule, by
+//! the controller manager's [`clock`]), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
 //! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
 //! the members and writes their Cluster's Ready condition, summaries and taints;
 //! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
@@ -25,9 +26,11 @@ pub use tephra_index::{convert, state, tick, writes};
 pub mod bare_pods;
 pub mod brief;
 pub mod clients;
+pub mod clock;
 pub mod cluster_status;
 pub mod commands;
 pub mod connect;
+pub mod cronjobs;
 pub mod deps;
 pub mod eta;
 pub mod events;

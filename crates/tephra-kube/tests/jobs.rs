@@ -2,7 +2,9 @@
 //! running: a Volcano Job goes from create to Completed; a failing pod restarts the job under
 //! `RestartJob` until `maxRetry`, then the job is Failed; deleting a Job takes its PodGroup and
 //! pods with it. Volcano's CronJob, JobFlow and JobTemplate are served, and refused as Volcano
-//! refuses them, on the devcluster and on a real API server.
+//! refuses them, on the devcluster and on a real API server; the CronJob controller fires on a
+//! driven clock under each concurrency policy, keeps its history, catches up after a restart
+//! and takes its Jobs when deleted, on both.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,10 +12,13 @@ mod common;
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use tephra_api::batch::JobPhase;
+use tephra_api::cronjob::CronJob;
 use tephra_api::{Job, PodGroup};
+use tephra_kube::clock::Clock;
 
 fn job(name: &str, pod_annotations: Value, spec: Value) -> Job {
     let template = |cpu: &str| {
@@ -379,4 +384,310 @@ async fn cron_and_flow_kinds(backend: Backend) {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// A CronJob whose Jobs run one 1-CPU pod for `run` (the fast kubelet's simulated duration),
+/// hourly, with `extra` in its spec.
+fn cronjob(name: &str, run: &str, extra: Value) -> CronJob {
+    let mut spec = json!({
+        "schedule": "0 * * * *",
+        "jobTemplate": {"metadata": {"labels": {"made-by": name}}, "spec": {
+            "schedulerName": "volcano", "queue": "default", "minAvailable": 1,
+            "tasks": [{"name": "w", "replicas": 1, "template": {
+                "metadata": {"annotations": {"tephra.io/sim-duration": run}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c",
+                    "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}}});
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+    .unwrap()
+}
+
+/// The CronJob controller on `clock`, as the controller manager starts it.
+fn cron_controller(c: &kube::Client, clock: &Clock) -> Vec<tokio::task::JoinHandle<()>> {
+    let options = tephra_kube::cronjobs::CronJobControllerOptions {
+        clock: clock.clone(),
+        ..Default::default()
+    };
+    tephra_kube::cronjobs::start(
+        c.clone(),
+        options,
+        tephra_kube::leader::Leadership::always(),
+    )
+}
+
+/// The names of the Jobs `cron` controls that are not being deleted, sorted.
+async fn jobs_of(c: &kube::Client, cron: &CronJob) -> Vec<String> {
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let uid = cron.metadata.uid.clone().unwrap();
+    let mut names: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|j| j.metadata.deletion_timestamp.is_none())
+        .filter(|j| {
+            j.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == uid && r.controller == Some(true))
+        })
+        .map(|j| j.metadata.name.unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The Job a CronJob makes for the scheduled time `t`.
+fn run_name(cron: &str, t: Timestamp) -> String {
+    format!("{cron}-{}", t.as_second() / 60)
+}
+
+/// The first whole hour after the newest of these CronJobs was created.
+fn hour_after(crons: &[CronJob]) -> Timestamp {
+    let newest = crons
+        .iter()
+        .map(|c| c.metadata.creation_timestamp.as_ref().unwrap().0)
+        .max()
+        .unwrap();
+    Timestamp::from_second((newest.as_second() / 3600 + 1) * 3600).unwrap()
+}
+
+/// The reasons of the Events recorded on the CronJob `name`.
+async fn cron_events(c: &kube::Client, name: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("CronJob")
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+on_both!(
+    a_cronjob_fires_on_a_driven_clock_and_allows_forbids_or_replaces_a_running_job,
+    concurrency_policies
+);
+/// Three hourly CronJobs whose Jobs run for an hour, one per concurrency policy, on a clock
+/// the test drives: at the first hour each makes its Job (named for the time, owned by the
+/// CronJob, listed active by UID); at the next, with the first still running, `Allow` makes a
+/// second, `Forbid` skips with a Warning, `Replace` deletes the first and makes the second.
+async fn concurrency_policies(backend: Backend) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let (sched, mut ctl) = start_everything(&c).await;
+    let clock = Clock::driven(Timestamp::now());
+    ctl.extend(cron_controller(&c, &clock));
+    let api: Api<CronJob> = Api::namespaced(c.clone(), "default");
+    let mut crons = Vec::new();
+    for policy in ["Allow", "Forbid", "Replace"] {
+        let name = policy.to_lowercase();
+        let made = api
+            .create(
+                &PostParams::default(),
+                &cronjob(&name, "1h", json!({"concurrencyPolicy": policy})),
+            )
+            .await
+            .unwrap();
+        crons.push(made);
+    }
+    let first = hour_after(&crons);
+    let second = first + SignedDuration::from_hours(1);
+    clock.set(first + SignedDuration::from_secs(5));
+    for cron in &crons {
+        let name = cron.metadata.name.clone().unwrap();
+        let want = vec![run_name(&name, first)];
+        eventually(30, &format!("{name}'s first job"), || async {
+            (jobs_of(&c, cron).await == want).then_some(())
+        })
+        .await;
+        let job_uid = Api::<Job>::namespaced(c.clone(), "default")
+            .get(&want[0])
+            .await
+            .unwrap()
+            .metadata
+            .uid;
+        eventually(30, &format!("{name}'s status lists its job"), || async {
+            let s = api.get(&name).await.ok()?.status?;
+            let listed: Vec<_> = s.active.iter().map(|r| r.uid.clone()).collect();
+            (listed == [job_uid.clone()] && s.last_schedule_time.map(|t| t.0) == Some(first))
+                .then_some(())
+        })
+        .await;
+        let job = Api::<Job>::namespaced(c.clone(), "default")
+            .get(&want[0])
+            .await
+            .unwrap();
+        let annotations = job.metadata.annotations.unwrap();
+        assert_eq!(
+            annotations["volcano.sh/cronjob-scheduled-timestamp"]
+                .parse::<Timestamp>()
+                .unwrap(),
+            first
+        );
+        assert_eq!(job.metadata.labels.unwrap()["made-by"], name);
+    }
+    // Running, the first hour's jobs meet the second hour.
+    for cron in &crons {
+        let name = run_name(cron.metadata.name.as_deref().unwrap(), first);
+        job_reaches(
+            &Api::namespaced(c.clone(), "default"),
+            &name,
+            JobPhase::Running,
+            40,
+        )
+        .await;
+    }
+    clock.set(second + SignedDuration::from_secs(5));
+    let expect = [
+        (
+            "allow",
+            vec![run_name("allow", first), run_name("allow", second)],
+        ),
+        ("forbid", vec![run_name("forbid", first)]),
+        ("replace", vec![run_name("replace", second)]),
+    ];
+    for (cron, (name, want)) in crons.iter().zip(expect) {
+        eventually(
+            30,
+            &format!("{name} at the second hour: {want:?}"),
+            || async { (jobs_of(&c, cron).await == want).then_some(()) },
+        )
+        .await;
+        eventually(
+            30,
+            &format!("{name}'s status after the second hour"),
+            || async {
+                let s = api.get(name).await.ok()?.status?;
+                let active: Vec<String> = s.active.iter().filter_map(|r| r.name.clone()).collect();
+                let mut active = active;
+                active.sort();
+                (active == want && s.active.iter().all(|r| r.uid.is_some())).then_some(())
+            },
+        )
+        .await;
+    }
+    let forbid = cron_events(&c, "forbid").await;
+    assert!(forbid.iter().any(|r| r == "ForbidConcurrent"), "{forbid:?}");
+    let replace = cron_events(&c, "replace").await;
+    assert!(
+        replace.iter().any(|r| r == "ReplaceConcurrent")
+            && replace.iter().filter(|r| *r == "SuccessfulCreate").count() == 2,
+        "{replace:?}"
+    );
+    // A forbidden time is not marked run (it runs late if the first job ends within the
+    // starting deadline, as Kubernetes' does).
+    let forbid_status = api.get("forbid").await.unwrap().status.unwrap();
+    assert_eq!(
+        forbid_status.last_schedule_time.map(|t| t.0),
+        Some(first),
+        "Forbid does not mark the skipped time as run"
+    );
+    stop_everything(sched, ctl).await;
+}
+
+on_both!(
+    a_cronjob_keeps_its_history_runs_the_latest_missed_time_after_a_restart_and_takes_its_jobs_when_deleted,
+    history_restart_and_deletion
+);
+/// An hourly CronJob with a short Job and history limits of one: each finished run moves
+/// `lastSuccessfulTime` and leaves the active list, and the older one is deleted; a failed run
+/// is kept beside it. With the controller stopped for three hours, the restarted controller
+/// runs only the latest missed time. Deleting the CronJob deletes its Jobs.
+async fn history_restart_and_deletion(backend: Backend) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let (sched, ctl) = start_everything(&c).await;
+    let clock = Clock::driven(Timestamp::now());
+    let mut cron_ctl = cron_controller(&c, &clock);
+    let api: Api<CronJob> = Api::namespaced(c.clone(), "default");
+    let made = api
+        .create(
+            &PostParams::default(),
+            &cronjob(
+                "nightly",
+                "200ms",
+                json!({"successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1}),
+            ),
+        )
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let mut hour = hour_after(std::slice::from_ref(&made));
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        clock.set(hour + SignedDuration::from_secs(5));
+        let name = run_name("nightly", hour);
+        job_reaches(&jobs, &name, JobPhase::Completed, 40).await;
+        runs.push(name);
+        eventually(30, "the finished run leaves the active list", || async {
+            let s = api.get("nightly").await.ok()?.status?;
+            (s.active.is_empty() && s.last_successful_time.is_some()).then_some(())
+        })
+        .await;
+        hour += SignedDuration::from_hours(1);
+    }
+    eventually(30, "only the newest success is kept", || async {
+        (jobs_of(&c, &made).await == runs[1..]).then_some(())
+    })
+    .await;
+
+    // Away for three hours and back: the latest missed hour runs, once.
+    for t in cron_ctl.drain(..) {
+        t.abort();
+    }
+    clock.set(hour + SignedDuration::from_hours(2) + SignedDuration::from_secs(5));
+    let latest = run_name("nightly", hour + SignedDuration::from_hours(2));
+    let cron_ctl = cron_controller(&c, &clock);
+    job_reaches(&jobs, &latest, JobPhase::Completed, 40).await;
+    eventually(
+        30,
+        "after the restart, one run for the latest time",
+        || async { (jobs_of(&c, &made).await == [latest.clone()]).then_some(()) },
+    )
+    .await;
+    let s = api.get("nightly").await.unwrap().status.unwrap();
+    assert_eq!(
+        s.last_schedule_time.map(|t| t.0),
+        Some(hour + SignedDuration::from_hours(2))
+    );
+
+    // Deleting the CronJob takes its Jobs with it.
+    api.delete("nightly", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(60, "the CronJob's jobs are deleted with it", || async {
+        let left = jobs.list(&ListParams::default()).await.ok()?.items;
+        left.iter()
+            .all(|j| {
+                !j.metadata
+                    .name
+                    .as_deref()
+                    .unwrap_or_default()
+                    .starts_with("nightly-")
+            })
+            .then_some(())
+    })
+    .await;
+    for t in cron_ctl {
+        t.abort();
+    }
+    stop_everything(sched, ctl).await;
 }

@@ -1,5 +1,5 @@
 //! `tephra controller-manager`: the controllers Volcano's `vc-controller-manager` runs (the
-//! job, PodGroup and queue controllers, chosen with `--controllers` in Volcano's words) and, for
+//! job, PodGroup, queue and CronJob controllers, chosen with `--controllers` in Volcano's words) and, for
 //! a fleet, Karmada's cluster status and taint controllers, with leader election on a Lease;
 //! runs until Ctrl-C or SIGTERM.
 
@@ -43,8 +43,8 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
-    /// leave one out (job-controller, pg-controller, queue-controller, cluster-controller,
-    /// taint-manager, application-failover).
+    /// leave one out (job-controller, pg-controller, queue-controller, cronjob-controller,
+    /// cluster-controller, taint-manager, application-failover).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// How often each member cluster is probed (Karmada's flag).
@@ -122,6 +122,7 @@ pub fn run(f: Flags) -> anyhow::Result<()> {
             inherit_owner_annotations: f.inherit_owner_annotations,
             clusters,
             errors: tephra_kube::reconciler::ErrorCounter::new(errors),
+            clock: tephra_kube::clock::Clock::system(),
         };
         tasks.extend(start_all(&client, &settings, &which, &leadership));
         tracing::info!("tephra controller-manager started");
@@ -157,10 +158,11 @@ fn cluster_options(f: &Flags) -> anyhow::Result<ClusterStatusOptions> {
 }
 
 /// The controllers one can name in `--controllers`.
-pub const KNOWN: [&str; 6] = [
+pub const KNOWN: [&str; 7] = [
     "job-controller",
     "pg-controller",
     "queue-controller",
+    "cronjob-controller",
     "cluster-controller",
     "taint-manager",
     "application-failover",
@@ -175,6 +177,8 @@ pub struct Which {
     pub pg: bool,
     /// The queue controller.
     pub queue: bool,
+    /// The CronJob controller.
+    pub cronjob: bool,
     /// The cluster status and taint controllers (members of a fleet).
     pub cluster: bool,
     /// The taint manager.
@@ -189,6 +193,7 @@ impl Which {
         job: true,
         pg: true,
         queue: true,
+        cronjob: true,
         cluster: true,
         taint_manager: true,
         application_failover: true,
@@ -217,6 +222,7 @@ impl Which {
             job: on("job-controller"),
             pg: on("pg-controller"),
             queue: on("queue-controller"),
+            cronjob: on("cronjob-controller"),
             cluster: on("cluster-controller"),
             taint_manager: on("taint-manager"),
             application_failover: on("application-failover"),
@@ -239,6 +245,8 @@ pub struct Settings {
     pub clusters: ClusterStatusOptions,
     /// Where the controllers count failed passes.
     pub errors: tephra_kube::reconciler::ErrorCounter,
+    /// The time schedules are read against (the system's, unless a test drives it).
+    pub clock: tephra_kube::clock::Clock,
 }
 
 /// Starts the chosen controllers on `client`; they write only while `leadership` leads.
@@ -282,6 +290,19 @@ pub fn start_all(
             errors: s.errors.clone(),
         };
         tasks.extend(tephra_kube::queues::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    }
+    if which.cronjob {
+        let options = tephra_kube::cronjobs::CronJobControllerOptions {
+            identity: s.identity.clone(),
+            resync: s.resync,
+            errors: s.errors.clone(),
+            clock: s.clock.clone(),
+        };
+        tasks.extend(tephra_kube::cronjobs::start(
             client.clone(),
             options,
             leadership.clone(),

@@ -101,6 +101,7 @@ pub fn run(s: &Settings<'_>) -> anyhow::Result<()> {
                         no_execute_after: Some(std::time::Duration::from_secs(60)),
                     },
                     errors: tephra_kube::reconciler::ErrorCounter::default(),
+                    clock: tephra_kube::clock::Clock::system(),
                 },
                 &crate::controller_manager::Which::ALL,
                 &tephra_kube::leader::Leadership::always(),

@@ -28,6 +28,7 @@ pub async fn one_cluster(admin: &kube::Client, guard: &Guard, owners: Owners) {
     claim_workload(admin, &[(admin.clone(), "node-a".into())], guard).await;
     racks(std::slice::from_ref(admin), guard).await;
     preemption(admin, guard, 1).await;
+    scheduled(admin, guard).await;
     restart(admin, guard).await;
 }
 
@@ -163,6 +164,62 @@ pub async fn preemption(admin: &kube::Client, guard: &Guard, members: usize) {
     }
     wait_for(guard, "the preemption's pods gone", 60, || {
         none_named(&pods, &["filler-", "urgent-"])
+    })
+    .await;
+}
+
+/// A CronJob due at once (its `lastScheduleTime` set two minutes back): the controller
+/// manager makes its Job and lists it active; deleting the CronJob takes the Job with it.
+pub async fn scheduled(admin: &kube::Client, guard: &Guard) {
+    let mut cron = gang_job("nightly", 1, "100m", json!({}));
+    cron["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["tephra.io/sim-duration"] =
+        json!("1s");
+    create(
+        admin,
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": "team-a"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": cron["spec"]}}}),
+    )
+    .await;
+    let crons: Api<tephra_api::cronjob::CronJob> = Api::namespaced(admin.clone(), "team-a");
+    let back =
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_mins(2);
+    crons
+        .patch_status(
+            "nightly",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"lastScheduleTime": back}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        guard,
+        "the CronJob's job to be made and listed",
+        60,
+        || async {
+            crons
+                .get("nightly")
+                .await
+                .ok()
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.active.iter().any(|r| r.uid.is_some()))
+        },
+    )
+    .await;
+    crons
+        .delete("nightly", &DeleteParams::background())
+        .await
+        .unwrap();
+    let jobs: Api<tephra_api::Job> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "the CronJob's jobs deleted with it", 60, || async {
+        jobs.list(&Default::default()).await.is_ok_and(|l| {
+            !l.items.iter().any(|j| {
+                j.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("nightly-"))
+            })
+        })
     })
     .await;
 }
@@ -331,6 +388,7 @@ pub async fn fleet(fleet: &Fleet<'_>, guard: &Guard, owners: Owners) {
     );
     declared_log(&cp, guard).await;
     preemption(&cp, guard, MEMBERS.len()).await;
+    scheduled(&cp, guard).await;
     restart(&cp, guard).await;
     outage(fleet, &cp, guard).await;
 }

@@ -12,6 +12,7 @@
 //! - [`vgpu`]: what a pod asks of shared GPUs (Volcano's vGPU resources and annotations);
 //! - [`graceful_eviction`]: when the old copy of a moved gang may be deleted;
 //! - [`job`]: the Volcano job controller: gang plan, state machine, policies, pods to create;
+//! - [`jobflow`]: Volcano's JobFlow controller: which Jobs a flow starts, deletes, its status;
 //! - [`members`]: a PodGroup someone else created and the pods that name it, as a gang plan;
 //! - [`pod`]: what one pod asks of the scheduler (requests, selectors, affinity, tolerations);
 //! - [`podgroup`]: a gang's PodGroup (minMember, minTaskMember, minResources), and re-queueing;
@@ -27,6 +28,7 @@ pub mod cronjob;
 pub mod dra;
 pub mod graceful_eviction;
 pub mod job;
+pub mod jobflow;
 pub mod members;
 pub mod pod;
 pub mod podgroup;

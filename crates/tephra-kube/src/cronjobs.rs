@@ -9,7 +9,7 @@
 //! cache holds it, and the CronJob as last written for an older cached one, so a Job the
 //! CronJob lists is not called gone and a time is never run twice.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::events::{EventFor, record};
+use crate::gone::{is_conflict, is_gone};
 use crate::leader::Leadership;
+use crate::owned_jobs::{Made, Told, controlled_by};
 use crate::reconciler;
 
 /// How the CronJob controller runs.
@@ -89,8 +91,8 @@ async fn run(client: Client, options: CronJobControllerOptions, lost: reconciler
         options,
         jobs,
         written: Mutex::new(HashMap::new()),
-        made: Mutex::new(HashMap::new()),
-        said: Mutex::new(HashMap::new()),
+        made: Made::default(),
+        told: Told::default(),
         failures: reconciler::Failures::default(),
     });
     let controller = controller.owns_stream(jobs_s);
@@ -169,30 +171,15 @@ struct CronPasses {
     /// The CronJob as the controller last wrote it, for when the cache has not caught up.
     written: Mutex<HashMap<Key, Arc<CronJob>>>,
     /// The Jobs this replica made, until the cache holds them.
-    made: Mutex<HashMap<Key, Vec<Job>>>,
-    /// The warnings already told of each CronJob (one Event per problem, not per pass).
-    said: Mutex<HashMap<Key, HashSet<(&'static str, String)>>>,
+    made: Made<Key>,
+    /// The lasting warnings told of each CronJob (one Event per problem, not per pass).
+    told: Told<Key>,
     /// Each CronJob's failed passes in a row.
     failures: reconciler::Failures<Key>,
 }
 
 fn rv(c: &CronJob) -> Option<u64> {
     c.metadata.resource_version.as_deref()?.parse().ok()
-}
-
-/// Whether `job`'s controller is the object with `uid`.
-fn controlled_by(job: &Job, uid: &str) -> bool {
-    job.owner_references()
-        .iter()
-        .any(|r| r.uid == uid && r.controller == Some(true))
-}
-
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// Problems that are told once while they last; the rest are told each time they happen.
@@ -214,27 +201,6 @@ impl CronPasses {
         }
     }
 
-    /// The Jobs `cron` controls: the cached ones, and those this replica made that the cache
-    /// does not hold yet (the passes start only once the cache listed every Job, so a Job
-    /// missing from both is gone).
-    fn owned_jobs(&self, cron: &CronJob, key: &Key) -> Vec<Job> {
-        let uid = cron.metadata.uid.clone().unwrap_or_default();
-        let mut jobs: Vec<Job> = self
-            .jobs
-            .state()
-            .into_iter()
-            .filter(|j| j.namespace().as_deref() == Some(key.0.as_str()) && controlled_by(j, &uid))
-            .map(|j| (*j).clone())
-            .collect();
-        if let Ok(mut made) = self.made.lock()
-            && let Some(mine) = made.get_mut(key)
-        {
-            mine.retain(|m| !jobs.iter().any(|j| j.metadata.uid == m.metadata.uid));
-            jobs.extend(mine.iter().filter(|m| controlled_by(m, &uid)).cloned());
-        }
-        jobs
-    }
-
     /// One pass over the CronJob `key`: when it should be looked at again.
     async fn pass(&self, key: &Key) -> Result<Option<Duration>, PassError> {
         self.forget_deleted();
@@ -244,7 +210,8 @@ impl CronPasses {
         if cron.metadata.deletion_timestamp.is_some() {
             return Ok(None);
         }
-        let jobs = self.owned_jobs(&cron, key);
+        let uid = cron.metadata.uid.clone().unwrap_or_default();
+        let jobs = self.made.jobs(&self.jobs, key, &key.0, &uid);
         let plan = sync(&cron, &jobs, self.options.clock.now());
         let next = plan
             .requeue_after
@@ -264,7 +231,7 @@ impl CronPasses {
                 Ok(_) => {
                     tracing::info!(namespace = %ns, cronjob = %name, job = %job, "deleted job")
                 }
-                Err(e) if is_not_found(&e) => {}
+                Err(e) if is_gone(&e) => {}
                 Err(source) => {
                     return Err(PassError {
                         what: format!("deleting job {ns}/{job}"),
@@ -309,9 +276,7 @@ impl CronPasses {
                     if let Some(s) = status.as_mut() {
                         fill_uid(s, &made);
                     }
-                    if let Ok(mut m) = self.made.lock() {
-                        m.entry(key.clone()).or_default().push(made);
-                    }
+                    self.made.add(&key, made);
                 }
                 None => {
                     // Not ours: the time is not marked run, and the user is told.
@@ -366,18 +331,14 @@ impl CronPasses {
         key: &Key,
         events: &[tephra_controllers::cronjob::CronEvent],
     ) {
-        let lasting: HashSet<(&'static str, String)> = events
+        let lasting = events
             .iter()
             .filter(|e| TOLD_ONCE.contains(&e.reason))
             .map(|e| (e.reason, e.message.clone()))
             .collect();
-        let before = self
-            .said
-            .lock()
-            .map(|mut s| s.insert(key.clone(), lasting).unwrap_or_default())
-            .unwrap_or_default();
+        let news = self.told.news(key, lasting);
         for e in events {
-            if TOLD_ONCE.contains(&e.reason) && before.contains(&(e.reason, e.message.clone())) {
+            if TOLD_ONCE.contains(&e.reason) && !news.contains(&(e.reason, e.message.clone())) {
                 continue;
             }
             let warning = e.type_ == "Warning";
@@ -410,12 +371,8 @@ impl CronPasses {
         if let Ok(mut w) = self.written.lock() {
             w.retain(|k, _| here(k));
         }
-        if let Ok(mut s) = self.said.lock() {
-            s.retain(|k, _| here(k));
-        }
-        if let Ok(mut m) = self.made.lock() {
-            m.retain(|k, _| here(k));
-        }
+        self.told.retain(here);
+        self.made.retain(here);
     }
 }
 

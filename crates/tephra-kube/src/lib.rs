@@ -12,8 +12,9 @@
 //! them after each session, and [`serve`] the `/metrics`, `/healthz` and `/readyz` endpoints. [`convert`] reads Kubernetes
 //! objects into the core's model. The controllers of `tephra controller-manager`
 //! have adapters here too: [`jobs`] (Volcano Jobs), [`bare_pods`] (a PodGroup for a pod
-//! without one), [`queues`] (queue state and counts) and [`cronjobs`] (Jobs on a schedule, by
-//! the controller manager's [`clock`]), all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
+//! without one), [`queues`] (queue state and counts), [`cronjobs`] (Jobs on a schedule, by
+//! the controller manager's [`clock`]) and [`jobflows`] (Jobs from templates in dependency
+//! order), those two sharing [`owned_jobs`], all on the loop of [`reconciler`] ([`commands`] is how they take Commands);
 //! [`events`] builds the Events the scheduler and controllers record. [`cluster_status`] probes
 //! the members and writes their Cluster's Ready condition, summaries and taints;
 //! [`failover`] takes a cluster out of a job's ResourceBinding, with a graceful-eviction task,
@@ -38,6 +39,7 @@ pub mod executor;
 pub mod failover;
 pub mod gone;
 pub mod gpu_lock;
+pub mod jobflows;
 pub mod jobs;
 pub mod karmada;
 pub mod lanes;
@@ -45,6 +47,7 @@ pub mod leader;
 pub mod logging;
 pub mod members;
 pub mod metrics;
+pub mod owned_jobs;
 pub mod place;
 pub mod prebind;
 pub mod queues;

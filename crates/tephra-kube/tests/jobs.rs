@@ -4,7 +4,8 @@
 //! pods with it. Volcano's CronJob, JobFlow and JobTemplate are served, and refused as Volcano
 //! refuses them, on the devcluster and on a real API server; the CronJob controller fires on a
 //! driven clock under each concurrency policy, keeps its history, catches up after a restart
-//! and takes its Jobs when deleted, on both.
+//! and takes its Jobs when deleted, on both; a JobFlow runs its Jobs in dependency order, fails
+//! on a failing middle Job, and deletes a succeeded flow's Jobs when asked to.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +18,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 use tephra_api::batch::JobPhase;
 use tephra_api::cronjob::CronJob;
+use tephra_api::flow::{FlowPhase, JobFlow, JobTemplate};
 use tephra_api::{Job, PodGroup};
 use tephra_kube::clock::Clock;
 
@@ -689,5 +691,185 @@ async fn history_restart_and_deletion(backend: Backend) {
     for t in cron_ctl {
         t.abort();
     }
+    stop_everything(sched, ctl).await;
+}
+
+/// A JobTemplate whose Job runs one 1-CPU pod for `run`, exiting with `exit`, retried once on
+/// failure (then Failed).
+fn job_template(name: &str, run: &str, exit: u32) -> JobTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": 1, "maxRetry": 1,
+            "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+            "tasks": [{"name": "w", "replicas": 1, "template": {
+                "metadata": {"annotations": {"tephra.io/sim-duration": run,
+                    "tephra.io/sim-exit-code": exit.to_string()}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c",
+                    "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}}))
+    .unwrap()
+}
+
+fn flow_phase(f: &JobFlow) -> Option<FlowPhase> {
+    f.status.as_ref()?.state.as_ref()?.phase
+}
+
+on_both!(
+    a_jobflow_runs_its_jobs_in_dependency_order_fails_on_a_failing_middle_job_and_deletes_a_succeeded_flows_jobs,
+    flows_of_three_jobs
+);
+/// Two flows of templates. `pipe`: prepare → train → evaluate, where train fails: prepare's Job
+/// completes, train's is made only then and fails, the flow is Failed and evaluate's Job is
+/// never made; each template lists the Jobs made from it; deleting the flow deletes its Jobs.
+/// `tidy`: two steps that succeed under `jobRetainPolicy: delete`: the flow Succeeds and its
+/// Jobs are deleted.
+async fn flows_of_three_jobs(backend: Backend) {
+    logs();
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let (sched, mut ctl) = start_everything(&c).await;
+    ctl.extend(tephra_kube::jobflows::start(
+        c.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    ));
+    let templates: Api<JobTemplate> = Api::namespaced(c.clone(), "default");
+    for t in [
+        job_template("prepare", "300ms", 0),
+        job_template("train", "300ms", 3),
+        job_template("evaluate", "300ms", 0),
+        job_template("step-a", "200ms", 0),
+        job_template("step-b", "200ms", 0),
+    ] {
+        templates.create(&PostParams::default(), &t).await.unwrap();
+    }
+    let flows: Api<JobFlow> = Api::namespaced(c.clone(), "default");
+    let flow = |name: &str, steps: Value, extra: Value| -> JobFlow {
+        let mut spec = json!({"flows": steps});
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        serde_json::from_value(
+            json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+        )
+        .unwrap()
+    };
+    flows
+        .create(
+            &PostParams::default(),
+            &flow(
+                "pipe",
+                json!([{"name": "prepare"},
+                       {"name": "train", "dependsOn": {"targets": ["prepare"]}},
+                       {"name": "evaluate", "dependsOn": {"targets": ["train"]}}]),
+                json!({}),
+            ),
+        )
+        .await
+        .unwrap();
+    flows
+        .create(
+            &PostParams::default(),
+            &flow(
+                "tidy",
+                json!([{"name": "step-a"}, {"name": "step-b", "dependsOn": {"targets": ["step-a"]}}]),
+                json!({"jobRetainPolicy": "delete"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let failed = eventually(90, "flow pipe Failed", || async {
+        let f = flows.get("pipe").await.ok()?;
+        (flow_phase(&f) == Some(FlowPhase::Failed)).then_some(f)
+    })
+    .await;
+    let prepared = jobs.get("pipe-prepare").await.unwrap();
+    let trained = jobs.get("pipe-train").await.unwrap();
+    assert_eq!(
+        prepared.status.as_ref().unwrap().state.phase,
+        Some(JobPhase::Completed)
+    );
+    assert_eq!(
+        trained.status.as_ref().unwrap().state.phase,
+        Some(JobPhase::Failed)
+    );
+    let done_at = prepared
+        .status
+        .as_ref()
+        .unwrap()
+        .state
+        .last_transition_time
+        .clone()
+        .unwrap();
+    assert!(
+        trained.metadata.creation_timestamp.unwrap().0 >= done_at.0,
+        "train is made only once prepare completed"
+    );
+    let labels = trained.metadata.labels.unwrap();
+    assert_eq!(labels["volcano.sh/createdByJobFlow"], "default.pipe");
+    assert_eq!(labels["volcano.sh/createdByJobTemplate"], "default.train");
+    let s = failed.status.unwrap();
+    assert_eq!(s.completed_jobs, ["pipe-prepare"]);
+    assert_eq!(s.failed_jobs, ["pipe-train"]);
+    assert_eq!(s.conditions["pipe-train"].phase.as_deref(), Some("Failed"));
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(
+        jobs.get("pipe-evaluate").await.is_err(),
+        "evaluate waits on a failed job: never made"
+    );
+    eventually(30, "template train lists its job", || async {
+        let t = templates.get("train").await.ok()?;
+        (t.status?.job_depends_on_list == ["pipe-train"]).then_some(())
+    })
+    .await;
+
+    let tidy = eventually(90, "flow tidy Succeed", || async {
+        let f = flows.get("tidy").await.ok()?;
+        (flow_phase(&f) == Some(FlowPhase::Succeed)).then_some(f)
+    })
+    .await;
+    assert_eq!(
+        tidy.status.unwrap().completed_jobs,
+        ["tidy-step-a", "tidy-step-b"]
+    );
+    eventually(
+        30,
+        "a succeeded flow's jobs deleted (jobRetainPolicy: delete)",
+        || async {
+            let left = jobs.list(&ListParams::default()).await.ok()?.items;
+            (!left.iter().any(|j| {
+                j.metadata.deletion_timestamp.is_none()
+                    && j.metadata
+                        .name
+                        .as_deref()
+                        .unwrap_or_default()
+                        .starts_with("tidy-")
+            }))
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(flows.get("tidy").await.is_ok(), "the flow itself stays");
+
+    flows
+        .delete("pipe", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(60, "a deleted flow's jobs deleted with it", || async {
+        let left = jobs.list(&ListParams::default()).await.ok()?.items;
+        (!left.iter().any(|j| {
+            j.metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("pipe-")
+        }))
+        .then_some(())
+    })
+    .await;
     stop_everything(sched, ctl).await;
 }

@@ -1,5 +1,5 @@
 //! `tephra controller-manager`: the controllers Volcano's `vc-controller-manager` runs (the
-//! job, PodGroup, queue and CronJob controllers, chosen with `--controllers` in Volcano's words) and, for
+//! job, PodGroup, queue, CronJob, JobFlow and JobTemplate controllers, chosen with `--controllers` in Volcano's words) and, for
 //! a fleet, Karmada's cluster status and taint controllers, with leader election on a Lease;
 //! runs until Ctrl-C or SIGTERM.
 
@@ -44,7 +44,8 @@ pub struct Flags {
     inherit_owner_annotations: bool,
     /// The controllers to run, comma separated: `*` for all, a name to add one, `-name` to
     /// leave one out (job-controller, pg-controller, queue-controller, cronjob-controller,
-    /// cluster-controller, taint-manager, application-failover).
+    /// jobflow-controller, jobtemplate-controller, cluster-controller, taint-manager,
+    /// application-failover).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// How often each member cluster is probed (Karmada's flag).
@@ -158,11 +159,13 @@ fn cluster_options(f: &Flags) -> anyhow::Result<ClusterStatusOptions> {
 }
 
 /// The controllers one can name in `--controllers`.
-pub const KNOWN: [&str; 7] = [
+pub const KNOWN: [&str; 9] = [
     "job-controller",
     "pg-controller",
     "queue-controller",
     "cronjob-controller",
+    "jobflow-controller",
+    "jobtemplate-controller",
     "cluster-controller",
     "taint-manager",
     "application-failover",
@@ -179,6 +182,10 @@ pub struct Which {
     pub queue: bool,
     /// The CronJob controller.
     pub cronjob: bool,
+    /// The JobFlow controller.
+    pub jobflow: bool,
+    /// The JobTemplates' status (kept by the JobFlow controller's passes).
+    pub jobtemplate: bool,
     /// The cluster status and taint controllers (members of a fleet).
     pub cluster: bool,
     /// The taint manager.
@@ -194,6 +201,8 @@ impl Which {
         pg: true,
         queue: true,
         cronjob: true,
+        jobflow: true,
+        jobtemplate: true,
         cluster: true,
         taint_manager: true,
         application_failover: true,
@@ -223,6 +232,8 @@ impl Which {
             pg: on("pg-controller"),
             queue: on("queue-controller"),
             cronjob: on("cronjob-controller"),
+            jobflow: on("jobflow-controller"),
+            jobtemplate: on("jobtemplate-controller"),
             cluster: on("cluster-controller"),
             taint_manager: on("taint-manager"),
             application_failover: on("application-failover"),
@@ -307,6 +318,25 @@ pub fn start_all(
             options,
             leadership.clone(),
         ));
+    }
+    if which.jobflow {
+        let options = tephra_kube::jobflows::JobFlowControllerOptions {
+            identity: s.identity.clone(),
+            resync: s.resync,
+            errors: s.errors.clone(),
+            clock: s.clock.clone(),
+            template_status: which.jobtemplate,
+        };
+        tasks.extend(tephra_kube::jobflows::start(
+            client.clone(),
+            options,
+            leadership.clone(),
+        ));
+    } else if which.jobtemplate {
+        tracing::warn!(
+            "--controllers: jobtemplate-controller runs within jobflow-controller, which is off: \
+             JobTemplates' status is not kept"
+        );
     }
     if which.cluster {
         tasks.extend(tephra_kube::cluster_status::start(

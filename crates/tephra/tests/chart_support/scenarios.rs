@@ -170,7 +170,66 @@ pub async fn preemption(admin: &kube::Client, guard: &Guard, members: usize) {
 
 /// A CronJob due at once (its `lastScheduleTime` set two minutes back): the controller
 /// manager makes its Job and lists it active; deleting the CronJob takes the Job with it.
+/// Then a JobFlow of one JobTemplate: its Job made and completed, the flow Succeed, the
+/// template listing the Job; deleting the flow takes the Job with it.
 pub async fn scheduled(admin: &kube::Client, guard: &Guard) {
+    cron(admin, guard).await;
+    flow(admin, guard).await;
+}
+
+async fn flow(admin: &kube::Client, guard: &Guard) {
+    let mut job = gang_job("etl", 1, "100m", json!({}));
+    job["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["tephra.io/sim-duration"] =
+        json!("1s");
+    create(
+        admin,
+        json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate",
+            "metadata": {"name": "etl", "namespace": "team-a"}, "spec": job["spec"]}),
+    )
+    .await;
+    create(
+        admin,
+        json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow",
+            "metadata": {"name": "daily", "namespace": "team-a"},
+            "spec": {"flows": [{"name": "etl"}]}}),
+    )
+    .await;
+    let flows: Api<tephra_api::flow::JobFlow> = Api::namespaced(admin.clone(), "team-a");
+    let templates: Api<tephra_api::flow::JobTemplate> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "the JobFlow to succeed", 90, || async {
+        flows
+            .get("daily")
+            .await
+            .ok()
+            .and_then(|f| f.status?.state?.phase)
+            == Some(tephra_api::flow::FlowPhase::Succeed)
+    })
+    .await;
+    wait_for(guard, "the JobTemplate to list its job", 30, || async {
+        templates
+            .get("etl")
+            .await
+            .ok()
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.job_depends_on_list == ["daily-etl"])
+    })
+    .await;
+    flows
+        .delete("daily", &DeleteParams::background())
+        .await
+        .unwrap();
+    templates
+        .delete("etl", &DeleteParams::background())
+        .await
+        .unwrap();
+    let jobs: Api<tephra_api::Job> = Api::namespaced(admin.clone(), "team-a");
+    wait_for(guard, "the JobFlow's job deleted with it", 60, || async {
+        jobs.get_opt("daily-etl").await.is_ok_and(|j| j.is_none())
+    })
+    .await;
+}
+
+async fn cron(admin: &kube::Client, guard: &Guard) {
     let mut cron = gang_job("nightly", 1, "100m", json!({}));
     cron["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["tephra.io/sim-duration"] =
         json!("1s");

@@ -17,6 +17,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::JobSpec;
 
+/// The label and annotation naming the JobTemplate a Job was made from (`<namespace>.<name>`).
+pub const CREATED_BY_TEMPLATE: &str = "volcano.sh/createdByJobTemplate";
+
+/// The label and annotation naming the JobFlow that made a Job (`<namespace>.<name>`).
+pub const CREATED_BY_FLOW: &str = "volcano.sh/createdByJobFlow";
+
+/// The name of the Job a JobFlow makes for its flow `flow`: `<jobflow>-<flow>`.
+pub fn job_name(jobflow: &str, flow: &str) -> String {
+    format!("{jobflow}-{flow}")
+}
+
 /// A JobTemplate: the spec of a Volcano Job, for JobFlows to make Jobs from.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(

@@ -18,16 +18,11 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use tephra_api::Job;
 use tephra_api::batch::{JobPhase, JobSpec};
+pub use tephra_api::flow::{CREATED_BY_FLOW, CREATED_BY_TEMPLATE, job_name};
 use tephra_api::flow::{
     FlowCondition, FlowJobStatus, FlowPhase, FlowState, JobFlow, JobFlowStatus, JobRunningHistory,
     JobTemplate, RetainPolicy, TaskPhaseCount,
 };
-
-/// The label and annotation naming the JobTemplate a Job was made from (`<namespace>.<name>`).
-pub const CREATED_BY_TEMPLATE: &str = "volcano.sh/createdByJobTemplate";
-
-/// The label and annotation naming the JobFlow that made a Job (`<namespace>.<name>`).
-pub const CREATED_BY_FLOW: &str = "volcano.sh/createdByJobFlow";
 
 /// An Event for the JobFlow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,11 +46,6 @@ pub struct FlowPlan {
     pub delete: Vec<String>,
     /// Events to record.
     pub events: Vec<FlowEvent>,
-}
-
-/// The name of the Job a JobFlow makes for its flow `flow`.
-pub fn job_name(jobflow: &str, flow: &str) -> String {
-    format!("{jobflow}-{flow}")
 }
 
 /// `<namespace>.<name>`, as the labels name a template or a flow.

@@ -109,6 +109,10 @@ enum Command {
     Extender(extender::Flags),
     /// Volcano Jobs: run, list, view (why a job waits), suspend, resume, delete.
     Job(cli::job::Flags),
+    /// Volcano CronJobs: list, get, suspend, resume, delete.
+    Cronjob(cli::cronjob::Flags),
+    /// Volcano JobFlows: list, get, describe (each step's Job), delete.
+    Jobflow(cli::jobflow::Flags),
     /// Queues: create, list, get, operate (open, close, update, delete).
     Queue(cli::queue::Flags),
     /// PodGroups: list, get.
@@ -133,6 +137,8 @@ fn main() -> ExitCode {
         Command::ControllerManager(flags) => controller_manager::run(flags),
         Command::Extender(flags) => extender::run(flags),
         Command::Job(flags) => cli::job::run(flags),
+        Command::Cronjob(flags) => cli::cronjob::run(flags),
+        Command::Jobflow(flags) => cli::jobflow::run(flags),
         Command::Queue(flags) => cli::queue::run(flags),
         Command::Pg(flags) => cli::pg::run(flags),
         Command::Cluster(flags) => cli::cluster::run(flags),

@@ -354,3 +354,154 @@ async fn cluster_join_registers_a_member_rotate_gives_it_new_credentials_and_unj
         "the Secret goes with the Cluster"
     );
 }
+
+/// The words of each line of a table, for checks that do not depend on ages or widths.
+fn words(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjob_and_jobflow_commands_list_get_suspend_resume_describe_and_delete() {
+    let dev = fleet().await;
+    let cp = dev.client("control-plane").await.unwrap();
+    let template = json!({"tasks": [{"name": "w", "replicas": 1, "template": {"spec": {
+        "containers": [{"name": "c", "image": "busybox"}]}}}]});
+    let create = |doc: serde_json::Value| {
+        let cp = cp.clone();
+        async move {
+            let (group, version) = {
+                let av = doc["apiVersion"].as_str().unwrap().to_string();
+                let (g, v) = av.split_once('/').unwrap();
+                (g.to_string(), v.to_string())
+            };
+            let kind = doc["kind"].as_str().unwrap().to_string();
+            let ar = kube::discovery::ApiResource {
+                group,
+                version,
+                api_version: doc["apiVersion"].as_str().unwrap().into(),
+                plural: format!("{}s", kind.to_lowercase()),
+                kind,
+            };
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(cp.clone(), "default", &ar);
+            api.create(
+                &PostParams::default(),
+                &serde_json::from_value(doc).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    create(
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 2 * * *", "timeZone": "Europe/Berlin",
+            "jobTemplate": {"spec": template.clone()}}}),
+    )
+    .await;
+    for t in ["prep", "train"] {
+        create(
+            json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate",
+            "metadata": {"name": t}, "spec": template.clone()}),
+        )
+        .await;
+    }
+    create(
+        json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow",
+        "metadata": {"name": "pipe"},
+        "spec": {"flows": [{"name": "prep"},
+            {"name": "train", "dependsOn": {"targets": ["prep"]}}]}}),
+    )
+    .await;
+    // The flow controller makes prep's Job (no scheduler runs: it stays without a phase).
+    let ctl = tephra_kube::jobflows::start(
+        cp.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    );
+    let jobs: Api<tephra_api::Job> = Api::namespaced(cp.clone(), "default");
+    for _ in 0..200 {
+        if jobs.get("pipe-prep").await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cli = Cli::new(&dev, "cron-flow");
+    tokio::task::block_in_place(|| {
+        let list = words(&cli.ok(&["cronjob", "list"]));
+        assert_eq!(
+            list[0],
+            [
+                "NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"
+            ]
+        );
+        assert_eq!(
+            list[1][..7],
+            ["nightly", "0", "2", "*", "*", "*", "Europe/Berlin"]
+        );
+        assert_eq!(list[1][7..10], ["False", "0", "<none>"]);
+        let wide = cli.ok(&["cronjob", "list", "-o", "wide"]);
+        assert!(
+            wide.contains("TASKS") && words(&wide)[1].last().unwrap() == "w",
+            "{wide}"
+        );
+        assert_eq!(
+            cli.ok(&["cronjob", "suspend", "-N", "nightly"]),
+            "cronjob.batch.volcano.sh/nightly suspended\n"
+        );
+        assert_eq!(
+            words(&cli.ok(&["cronjob", "get", "-N", "nightly"]))[1][7],
+            "True"
+        );
+        assert_eq!(
+            cli.ok(&["cronjob", "resume", "-N", "nightly"]),
+            "cronjob.batch.volcano.sh/nightly resumed\n"
+        );
+        assert_eq!(
+            cli.ok(&["cronjob", "get", "-N", "nightly", "-o", "name"]),
+            "cronjob.batch.volcano.sh/nightly\n"
+        );
+        let (code, _, err) = cli.run(&["cronjob", "get", "-N", "nope"]);
+        assert_eq!(
+            (code, err.trim()),
+            (3, "error: cronjob default/nope not found")
+        );
+
+        let list = words(&cli.ok(&["jobflow", "list"]));
+        assert_eq!(list[0], ["NAME", "PHASE", "COMPLETED", "AGE"]);
+        assert_eq!(list[1][..3], ["pipe", "Pending", "0/2"]);
+        let described = cli.ok(&["jobflow", "describe", "-N", "pipe"]);
+        let d = words(&described);
+        let steps = d
+            .iter()
+            .position(|l| l.first().map(String::as_str) == Some("STEP"))
+            .unwrap();
+        assert_eq!(
+            d[steps + 1],
+            ["prep", "pipe-prep", "Pending", "<none>"],
+            "{described}"
+        );
+        assert_eq!(
+            d[steps + 2],
+            ["train", "pipe-train", "NotCreated", "prep"],
+            "{described}"
+        );
+        let yaml = cli.ok(&["jobflow", "get", "-N", "pipe", "-o", "yaml"]);
+        assert!(yaml.contains("kind: JobFlow"), "{yaml}");
+        assert_eq!(
+            cli.ok(&["jobflow", "delete", "-N", "pipe"]),
+            "jobflow.flow.volcano.sh/pipe deleted\n"
+        );
+        assert_eq!(
+            cli.ok(&["cronjob", "delete", "-N", "nightly"]),
+            "cronjob.batch.volcano.sh/nightly deleted\n"
+        );
+        assert_eq!(cli.ok(&["jobflow", "list"]), "No resources found\n");
+    });
+    for t in ctl {
+        t.abort();
+    }
+}

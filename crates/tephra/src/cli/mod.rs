@@ -1,4 +1,4 @@
-//! `tephra job|queue|pg|cluster`: vcctl's commands and flags where vcctl has them (karmadactl's
+//! `tephra job|cronjob|jobflow|queue|pg|cluster`: vcctl's commands and flags where vcctl has them (karmadactl's
 //! words for the fleet), with kubectl's habits: `KUBECONFIG`, `--kubeconfig`, `--context`,
 //! `-n/--namespace`, `-A`, `-o wide|yaml|json|name`, aligned tables, and exit codes a script
 //! can test ([`CliError`]).
@@ -8,11 +8,15 @@
 //! | `print.rs` | tables, `-o` formats, errors and exit codes |
 //! | `queue.rs` | `tephra queue` |
 //! | `job.rs` | `tephra job` |
+//! | `cronjob.rs` | `tephra cronjob` |
+//! | `jobflow.rs` | `tephra jobflow` |
 //! | `pg.rs` | `tephra pg` |
 //! | `cluster.rs` | `tephra cluster` |
 
 pub mod cluster;
+pub mod cronjob;
 pub mod job;
+pub mod jobflow;
 pub mod pg;
 pub mod print;
 pub mod queue;

@@ -91,6 +91,37 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// How long ago `then` was at `now` (Unix seconds), as kubectl words an age: `45s`, `3m20s`,
+/// `42m`, `5h3m`, `30h`, `3d4h`, `120d`, `2y30d`, `9y`.
+pub fn age(then: i64, now: i64) -> String {
+    let s = (now - then).max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    let y = d / 365;
+    match s {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 => match s % 60 {
+            0 => format!("{m}m"),
+            r => format!("{m}m{r}s"),
+        },
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 => match m % 60 {
+            0 => format!("{h}h"),
+            r => format!("{h}h{r}m"),
+        },
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 192 => match h % 24 {
+            0 => format!("{d}d"),
+            r => format!("{d}d{r}h"),
+        },
+        _ if y < 2 => format!("{d}d"),
+        _ if y < 8 => match d % 365 {
+            0 => format!("{y}y"),
+            r => format!("{y}y{r}d"),
+        },
+        _ => format!("{y}y"),
+    }
+}
+
 /// Objects in a structured format: one as itself, several as a `List`, as kubectl does.
 pub fn structured<T: Serialize>(
     items: &[T],
@@ -145,5 +176,30 @@ impl<T: Serialize> Listing<'_, T> {
                 Ok(table(&self.headers[..keep], &rows))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_worded_as_kubectl_words_them() {
+        for (secs, want) in [
+            (45, "45s"),
+            (119, "119s"),
+            (200, "3m20s"),
+            (300, "5m"),
+            (42 * 60, "42m"),
+            (5 * 3600 + 180, "5h3m"),
+            (30 * 3600, "30h"),
+            (3 * 86_400 + 4 * 3600, "3d4h"),
+            (120 * 86_400, "120d"),
+            (760 * 86_400, "2y30d"),
+            (9 * 365 * 86_400, "9y"),
+        ] {
+            assert_eq!(age(0, secs), want, "{secs}");
+        }
+        assert_eq!(age(10, 0), "0s", "a clock behind says 0s");
     }
 }

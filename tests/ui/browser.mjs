@@ -161,6 +161,16 @@ try {
   const same = await page.evaluate(() => window.__sameDocument === true);
   check("a job applied while the page is open appears without a reload", same);
 
+  // A Job a JobFlow made says which flow made it.
+  apply("prep-template", job("prep", 1, "1").replace("kind: Job", "kind: JobTemplate")
+    .replace("batch.volcano.sh/v1alpha1", "flow.volcano.sh/v1alpha1"));
+  apply("pipe", "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata: {name: pipe, namespace: default}\n" +
+    "spec: {flows: [{name: prep}]}\n");
+  const made = page.locator('tr[data-job="default/pipe-prep"] [data-owner]');
+  await made.waitFor({ timeout: 30_000 });
+  const owner = await made.innerText();
+  check("a job a JobFlow made names the flow", owner.includes("JobFlow pipe"), owner);
+
   // Queues, and a link from a queue to its jobs.
   await page.goto(ui + "#queues");
   const queue = page.locator('tr[data-queue="default"]');

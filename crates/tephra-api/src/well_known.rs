@@ -78,6 +78,10 @@ pub const EXPECTED_START_BASIS: &str = "tephra.io/expected-start-basis";
 pub const SIM_SUBMIT_AT: &str = "tephra.io/sim-submit-at";
 /// Simulator annotation on a Job manifest: how long its pods run (a duration such as `2h`).
 pub const SIM_DURATION: &str = "tephra.io/sim-duration";
+/// On a Job a CronJob made: the CronJob's name (tephra's controller writes it; Volcano's
+/// copies only the template's). The job controller carries it to the PodGroup, so the
+/// scheduler and the UI can say which CronJob a job came from.
+pub const CREATED_BY_CRONJOB: &str = "tephra.io/created-by-cronjob";
 /// How a simulated pod ends: its exit code (0 succeeds). Read by `tephra dev`'s kubelets.
 pub const SIM_EXIT_CODE: &str = "tephra.io/sim-exit-code";
 

@@ -342,6 +342,10 @@ fn job_for(
     let meta = template.metadata.clone().unwrap_or_default();
     let mut annotations = meta.annotations.unwrap_or_default();
     annotations.insert(
+        tephra_api::well_known::CREATED_BY_CRONJOB.into(),
+        name.to_string(),
+    );
+    annotations.insert(
         SCHEDULED_TIMESTAMP.into(),
         scheduled
             .to_zoned(zone.clone())

@@ -86,6 +86,9 @@ pub struct JobView {
     /// name the user gave, which the UI and the history key the job by ([`JobView::key`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// What made the job, when something did: `CronJob <name>` or `JobFlow <name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Queue.
     pub queue: String,
     /// PodGroup phase.
@@ -257,6 +260,8 @@ pub struct Extra<'a> {
     pub evicting: &'a dyn Fn(&str) -> Vec<String>,
     /// The Volcano Job its PodGroup was made for, if any.
     pub job: &'a dyn Fn(&str) -> Option<String>,
+    /// The CronJob or JobFlow that made that Job, if one did.
+    pub owner: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// Why queue `q` is starved, if it is (see [`QueueView::starved`]).
@@ -352,6 +357,7 @@ pub fn build(world: &World, role: &str, extra: &Extra<'_>) -> FleetView {
             namespace: g.namespace.clone(),
             name: g.name.clone(),
             job: (extra.job)(&job.key),
+            owner: (extra.owner)(&job.key),
             queue: g.queue.clone(),
             phase: g.phase.as_str().to_string(),
             min_member: g.min_member,

@@ -180,3 +180,79 @@ async fn the_fleet_json_of_a_small_fleet_is_its_golden_answer() {
     );
     stop_everything(sched, ctl).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_a_cronjob_or_a_jobflow_made_say_which_in_the_fleet_json_and_on_the_page() {
+    let (_dev, sched, mut ctl, jobs) = two_nodes_running_small().await;
+    let c = jobs.clone().into_client();
+    let clock = tephra_kube::clock::Clock::driven(k8s_openapi::jiff::Timestamp::now());
+    ctl.extend(tephra_kube::cronjobs::start(
+        c.clone(),
+        tephra_kube::cronjobs::CronJobControllerOptions {
+            clock: clock.clone(),
+            ..Default::default()
+        },
+        tephra_kube::leader::Leadership::always(),
+    ));
+    ctl.extend(tephra_kube::jobflows::start(
+        c.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    ));
+    let spec = serde_json::to_value(cpu_job("x", 1, "1").spec).unwrap();
+    let dynamic = |kind: &str, group: &str, plural: &str| {
+        let ar = kube::discovery::ApiResource {
+            group: group.into(),
+            version: "v1alpha1".into(),
+            api_version: format!("{group}/v1alpha1"),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::<kube::api::DynamicObject>::namespaced_with(c.clone(), "default", &ar)
+    };
+    let create = |api: Api<kube::api::DynamicObject>, doc: Value| async move {
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(doc).unwrap(),
+        )
+        .await
+        .unwrap();
+    };
+    create(
+        dynamic("JobTemplate", "flow.volcano.sh", "jobtemplates"),
+        json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate",
+            "metadata": {"name": "prep"}, "spec": spec.clone()}),
+    )
+    .await;
+    create(
+        dynamic("JobFlow", "flow.volcano.sh", "jobflows"),
+        json!({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow",
+            "metadata": {"name": "pipe"}, "spec": {"flows": [{"name": "prep"}]}}),
+    )
+    .await;
+    create(
+        dynamic("CronJob", "batch.volcano.sh", "cronjobs"),
+        json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob",
+            "metadata": {"name": "nightly"},
+            "spec": {"schedule": "@hourly", "jobTemplate": {"spec": spec}}}),
+    )
+    .await;
+    clock.advance(k8s_openapi::jiff::SignedDuration::from_hours(1));
+    let addr = sched.metrics_addr.unwrap();
+    let v = fleet_when(addr, "the flow's and the cron's jobs in the view", |v| {
+        job_named(v, "pipe-prep").is_some() && job_named(v, "nightly-").is_some()
+    })
+    .await;
+    assert_eq!(job_named(&v, "pipe-prep").unwrap()["owner"], "JobFlow pipe");
+    assert_eq!(
+        job_named(&v, "nightly-").unwrap()["owner"],
+        "CronJob nightly"
+    );
+    assert!(
+        job_named(&v, "small").unwrap().get("owner").is_none(),
+        "a Job made by hand names no owner"
+    );
+    let (_, page) = http_get(addr, "/ui/").await;
+    assert!(page.contains("data-owner"), "the page shows it");
+    stop_everything(sched, ctl).await;
+}

@@ -385,10 +385,33 @@ impl State {
                 .unwrap_or_default()
         };
         let owner_job = |job: &str| self.owner_job(job);
+        let made_by = |job: &str| {
+            let g = self.group_objects.get(job)?;
+            let flow = g
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(tephra_api::flow::CREATED_BY_FLOW))
+                .map(|v| {
+                    format!(
+                        "JobFlow {}",
+                        v.split_once('.').map_or(v.as_str(), |(_, n)| n)
+                    )
+                });
+            let cron = || {
+                g.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(tephra_api::well_known::CREATED_BY_CRONJOB))
+                    .map(|n| format!("CronJob {n}"))
+            };
+            flow.or_else(cron)
+        };
         let extra = crate::view::Extra {
             condition: &condition,
             evicting: &evicting,
             job: &owner_job,
+            owner: &made_by,
         };
         crate::view::build(self.cache.world(), role, &extra)
     }

@@ -327,3 +327,127 @@ fn pending_reasons_group_waiting_jobs_and_explain_tells_one_jobs_history() {
     );
     assert!(r.explain.last().unwrap().starts_with("at the end: Pending"));
 }
+
+/// A JobTemplate (or, with `cron`, a CronJob's `jobTemplate`) of one 1-CPU pod running `run`,
+/// its pods exiting with `exit` (retried once, then Failed).
+fn template_spec(run: &str, exit: u32) -> String {
+    format!(
+        "  minAvailable: 1\n  maxRetry: 1\n  policies: [{{event: PodFailed, action: RestartJob}}]\n  tasks:\n    - name: w\n      replicas: 1\n      template:\n        metadata:\n          annotations: {{tephra.io/sim-exit-code: \"{exit}\", tephra.io/sim-duration: {run}}}\n        spec:\n          containers:\n            - {{name: c, image: busybox, resources: {{requests: {{cpu: \"1\"}}}}}}\n"
+    )
+}
+
+fn job_template(name: &str, run: &str, exit: u32) -> String {
+    format!(
+        "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobTemplate\nmetadata:\n  name: {name}\n  annotations: {{tephra.io/sim-duration: {run}}}\nspec:\n{}",
+        template_spec(run, exit)
+    )
+}
+
+/// When each job named with `prefix` was submitted and when it ended (s).
+fn spans(events: &[Record], prefix: &str) -> BTreeMap<String, (f64, Option<f64>)> {
+    let mut out: BTreeMap<String, (f64, Option<f64>)> = BTreeMap::new();
+    for e in events {
+        let Some(job) = e.job.clone().filter(|j| j.starts_with(prefix)) else {
+            continue;
+        };
+        if e.kind == "submit" {
+            out.insert(job, (e.t, None));
+        } else if e.kind == "job"
+            && matches!(e.reason.as_deref(), Some("Completed" | "Failed"))
+            && let Some(s) = out.get_mut(&job)
+        {
+            s.1 = Some(e.t);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_cronjob_makes_its_jobs_at_their_times_and_a_jobflow_starts_each_step_after_its_targets() {
+    let cron = format!(
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: CronJob\nmetadata:\n  name: nightly\nspec:\n  schedule: \"0 2 * * *\"\n  jobTemplate:\n    spec:\n{}",
+        template_spec("1h", 0).replace("\n  ", "\n      ").replacen(
+            "  minAvailable",
+            "      minAvailable",
+            1
+        )
+    );
+    let flow = "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata:\n  name: pipe\n  annotations: {tephra.io/sim-submit-at: 10m}\nspec:\n  flows:\n    - name: prep\n    - name: train\n      dependsOn: {targets: [prep]}\n    - name: eval\n      dependsOn: {targets: [train]}\n";
+    let ok_flow = "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata:\n  name: tidy\nspec:\n  jobRetainPolicy: delete\n  flows:\n    - name: prep\n    - name: eval\n      dependsOn: {targets: [prep]}\n";
+    let dir = dir_with(
+        "cron-flow",
+        &[(
+            "m.yaml",
+            &[
+                cron,
+                job_template("prep", "30m", 0),
+                job_template("train", "20m", 3),
+                job_template("eval", "10m", 0),
+                flow.to_string(),
+                ok_flow.to_string(),
+            ]
+            .join("---\n"),
+        )],
+    );
+    let s = scenario(
+        &dir,
+        "run:\n  until: 3d\nworkload:\n  manifests: [m.yaml]\n",
+    )
+    .unwrap();
+    let (r, events) = run(&s).unwrap();
+    assert_clean(&r);
+    // The CronJob: one Job at 02:00 of each of the three days, named for its minute.
+    let nightly = spans(&events, "default/nightly-");
+    // (The controller looks 0.1 s after each time, so that it has passed.)
+    let made: Vec<(String, i64)> = nightly
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.floor() as i64))
+        .collect();
+    let want: Vec<(String, i64)> = [2, 26, 50]
+        .iter()
+        .map(|h| (format!("default/nightly-{}", h * 60), h * 3600))
+        .collect();
+    assert_eq!(made, want);
+    assert!(
+        nightly.values().all(|(_, end)| end.is_some()),
+        "{nightly:?}"
+    );
+    // The flow: train starts once prep completed, fails; eval is never made.
+    let pipe = spans(&events, "default/pipe-");
+    let (prep, train) = (pipe["default/pipe-prep"], pipe["default/pipe-train"]);
+    assert_eq!(prep.0, 600.0, "submitted at its sim-submit-at");
+    assert!(train.0 >= prep.1.unwrap(), "{pipe:?}");
+    assert!(!pipe.contains_key("default/pipe-eval"), "{pipe:?}");
+    let notes = r.notes.join("\n");
+    assert!(
+        notes.contains("CronJob default/nightly: 3 job(s) made"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("JobFlow default/pipe: Failed, 2 job(s) made"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("JobFlow default/tidy: Succeed, 2 job(s) made"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn a_cronjob_in_a_run_without_an_end_and_a_flow_without_its_template_are_refused() {
+    let cron = "apiVersion: batch.volcano.sh/v1alpha1\nkind: CronJob\nmetadata:\n  name: c\nspec:\n  schedule: \"@hourly\"\n  jobTemplate:\n    metadata:\n      annotations: {tephra.io/sim-duration: 1m}\n    spec:\n      tasks: [{name: w, replicas: 1, template: {spec: {containers: [{name: c, image: b}]}}}]\n";
+    let dir = dir_with("cron-refused", &[("c.yaml", cron)]);
+    let e = scenario(&dir, "workload:\n  manifests: [c.yaml]\n")
+        .and_then(|s| run(&s).map(|_| ()))
+        .unwrap_err();
+    assert!(e.contains("c.yaml") && e.contains("run.until"), "{e}");
+    let flow = "apiVersion: flow.volcano.sh/v1alpha1\nkind: JobFlow\nmetadata:\n  name: f\nspec:\n  flows: [{name: missing}]\n";
+    let dir = dir_with("flow-refused", &[("f.yaml", flow)]);
+    let e = scenario(&dir, "workload:\n  manifests: [f.yaml]\n")
+        .and_then(|s| run(&s).map(|_| ()))
+        .unwrap_err();
+    assert!(
+        e.contains("spec.flows[missing]") && e.contains("JobTemplate default/missing"),
+        "{e}"
+    );
+}

@@ -600,3 +600,37 @@ fn sharing_gpus_runs_more_of_the_same_jobs_than_whole_gpus_and_overcommits_none(
         .count();
     assert!(on_one_node > 8, "{on_one_node} binds on an 8-GPU node");
 }
+
+/// A week of a nightly pipeline beside a stream of other work: the CronJob makes the nightly
+/// Job at 02:00 Berlin time of each day it is not forbidden (the night before still runs), the
+/// JobFlow ends Succeed, and the pipeline's waits are measured in its queue.
+#[test]
+fn a_week_of_a_nightly_cronjob_and_a_jobflow_runs_on_the_virtual_clock() {
+    let (r, events) = run_with(&example("nightly-pipeline.yaml"), None);
+    assert_clean(&r);
+    let notes = r.notes.join("\n");
+    let made: u32 = notes
+        .lines()
+        .find_map(|l| l.strip_prefix("CronJob default/nightly-train: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{notes}"));
+    assert!((5..=7).contains(&made), "{notes}");
+    assert!(
+        notes.contains("JobFlow default/pipeline: Succeed, 3 job(s) made"),
+        "{notes}"
+    );
+    // 02:00 in Berlin is 01:00 UTC in winter (the simulated week starts 1 January 1970).
+    for e in events.iter().filter(|e| {
+        e.kind == "submit"
+            && e.job
+                .as_deref()
+                .is_some_and(|j| j.starts_with("default/nightly-train-"))
+    }) {
+        assert_eq!((e.t as i64) % 86_400 / 3600, 1, "{e:?}");
+    }
+    assert!(
+        r.queues.contains_key("nightly"),
+        "the pipeline's waits are measured"
+    );
+}

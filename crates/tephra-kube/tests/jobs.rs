@@ -710,6 +710,19 @@ fn job_template(name: &str, run: &str, exit: u32) -> JobTemplate {
     .unwrap()
 }
 
+/// [`start_everything`] and the JobFlow controller.
+async fn start_with_flows(
+    c: &kube::Client,
+) -> (tephra_kube::Running, Vec<tokio::task::JoinHandle<()>>) {
+    let (sched, mut ctl) = start_everything(c).await;
+    ctl.extend(tephra_kube::jobflows::start(
+        c.clone(),
+        Default::default(),
+        tephra_kube::leader::Leadership::always(),
+    ));
+    (sched, ctl)
+}
+
 fn flow_phase(f: &JobFlow) -> Option<FlowPhase> {
     f.status.as_ref()?.state.as_ref()?.phase
 }
@@ -729,12 +742,7 @@ async fn flows_of_three_jobs(backend: Backend) {
         return;
     };
     let c = cl.client.clone();
-    let (sched, mut ctl) = start_everything(&c).await;
-    ctl.extend(tephra_kube::jobflows::start(
-        c.clone(),
-        Default::default(),
-        tephra_kube::leader::Leadership::always(),
-    ));
+    let (sched, ctl) = start_with_flows(&c).await;
     let templates: Api<JobTemplate> = Api::namespaced(c.clone(), "default");
     for t in [
         job_template("prepare", "300ms", 0),
@@ -870,6 +878,125 @@ async fn flows_of_three_jobs(backend: Backend) {
         }))
         .then_some(())
     })
+    .await;
+    stop_everything(sched, ctl).await;
+}
+
+/// Every document of a file of Volcano's corpus (`../shared/volcano-corpus/volcano/<rel>`),
+/// `None` when the corpus is not there.
+fn corpus(rel: &str) -> Option<Vec<Value>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/volcano-corpus/volcano")
+        .join(rel);
+    let text = std::fs::read_to_string(&path).ok()?;
+    Some(serde_saphyr::from_str_multiple(&text).unwrap())
+}
+
+on_both!(
+    volcanos_jobflow_example_runs_unchanged_to_succeed_and_deletes_its_jobs,
+    volcanos_jobflow_example
+);
+/// Volcano's own JobFlow example (`example/jobflow`: five templates, a diamond of
+/// dependencies, `jobRetainPolicy: delete`) applied unchanged; the test plays the containers'
+/// part (each pod that runs exits 0). Each Job starts only after its targets completed, the flow
+/// Succeeds and its Jobs are deleted.
+async fn volcanos_jobflow_example(backend: Backend) {
+    logs();
+    let (Some(templates), Some(flows)) = (
+        corpus("example/jobflow/JobTemplate.yaml"),
+        corpus("example/jobflow/JobFlow.yaml"),
+    ) else {
+        tephra_envtest::skip("../shared/volcano-corpus is absent");
+        return;
+    };
+    let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await else {
+        return;
+    };
+    let c = cl.client.clone();
+    let (sched, ctl) = start_with_flows(&c).await;
+    let t_api: Api<JobTemplate> = Api::namespaced(c.clone(), "default");
+    for t in templates {
+        t_api
+            .create(&PostParams::default(), &serde_json::from_value(t).unwrap())
+            .await
+            .unwrap();
+    }
+    let f_api: Api<JobFlow> = Api::namespaced(c.clone(), "default");
+    for f in flows {
+        f_api
+            .create(&PostParams::default(), &serde_json::from_value(f).unwrap())
+            .await
+            .unwrap();
+    }
+    // The containers' part: a running pod of the flow exits 0.
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    // The poll in which each Job was first seen, and first seen Completed: one list is one
+    // snapshot, so a Job made after its target completed is never seen before it.
+    let mut created: std::collections::BTreeMap<String, u32> = Default::default();
+    let mut completed: std::collections::BTreeMap<String, u32> = Default::default();
+    let mut poll = 0u32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let f = f_api.get("test").await.unwrap();
+        if flow_phase(&f) == Some(FlowPhase::Succeed) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flow test: {:?}",
+            f.status
+        );
+        poll += 1;
+        for j in jobs.list(&ListParams::default()).await.unwrap().items {
+            let name = j.metadata.name.clone().unwrap();
+            created.entry(name.clone()).or_insert(poll);
+            if j.status.as_ref().and_then(|s| s.state.phase) == Some(JobPhase::Completed) {
+                completed.entry(name).or_insert(poll);
+            }
+        }
+        for p in pods.list(&ListParams::default()).await.unwrap().items {
+            if p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running") {
+                continue;
+            }
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let status = json!({"status": {"phase": "Succeeded", "containerStatuses": [{
+                "name": "nginx", "image": "nginx:1.14.2", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                    "startedAt": now, "finishedAt": now}}}]}});
+            let _ = pods
+                .patch_status(
+                    p.metadata.name.as_deref().unwrap(),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&status),
+                )
+                .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The diamond: b after a, c and d after b, e after both.
+    for (job, targets) in [
+        ("test-b", &["test-a"][..]),
+        ("test-c", &["test-b"]),
+        ("test-d", &["test-b"]),
+        ("test-e", &["test-c", "test-d"]),
+    ] {
+        for t in targets {
+            assert!(
+                created[job] >= completed[*t],
+                "{job} seen before {t} completed: {created:?} {completed:?}"
+            );
+        }
+    }
+    eventually(
+        30,
+        "the succeeded flow's jobs deleted (jobRetainPolicy: delete)",
+        || async {
+            let left = jobs.list(&ListParams::default()).await.ok()?.items;
+            (!left.iter().any(|j| j.metadata.deletion_timestamp.is_none())).then_some(())
+        },
+    )
     .await;
     stop_everything(sched, ctl).await;
 }

@@ -28,6 +28,11 @@ pub(crate) enum Ev {
     /// the runtime's periodic one would.
     Timer,
     Arrival,
+    /// The CronJob controller looks at a CronJob (by index) at its next scheduled time.
+    Cron(usize),
+    /// The JobFlow controller looks at a JobFlow (by index): it is submitted, or a Job of it
+    /// ended.
+    Flow(usize),
     Tick,
 }
 

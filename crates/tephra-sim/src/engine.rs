@@ -18,6 +18,7 @@
 //! | `members/` | members as the control plane sees them: probes, Ready, taints; `fleet.rs`: the fleet; `member.rs`: a member itself, and the chain's timings |
 //! | `failover/` | the taint manager, old copies set aside, graceful eviction; `book.rs`: what failover keeps; `binding.rs`: a job's tasks and old copies; `measure.rs`: what each fault did; `report.rs`: the `failover` section |
 //! | `jobs/` | Volcano Jobs, run by the job controller's own passes; `vcjob.rs`: what is kept of each |
+//! | `scheduled.rs` | CronJobs and JobFlows, run by their controllers' steps on the virtual clock |
 //! | `report/` | `report.json` (`fields.rs`) and the statistics behind it (`stats.rs`, `hist.rs`) |
 //!
 //! How the files import each other, so that no import runs in a circle: see `state.rs`.
@@ -121,7 +122,16 @@ impl Sim {
             );
         }
         build_queues(&s, &mut ctx, std::mem::take(&mut sources.queues))?;
+        let mut first = Vec::new();
+        let scheduled = crate::scheduled::Controllers::new(
+            std::mem::take(&mut sources.scheduled),
+            &mut |t, ev| first.push((t, ev)),
+        );
+        for (t, ev) in first {
+            ctx.push(t, ev);
+        }
         let mut sim = Sim {
+            scheduled,
             config,
             ctx,
             sources,
@@ -154,7 +164,11 @@ impl Sim {
         Ok(sim)
     }
 
-    fn submit(&mut self, mut job: SimJob, out: &mut dyn FnMut(&Record)) -> Result<(), SimError> {
+    pub(crate) fn submit(
+        &mut self,
+        mut job: SimJob,
+        out: &mut dyn FnMut(&Record),
+    ) -> Result<(), SimError> {
         let key = job.key();
         let job_pods = job.tasks.iter().map(|t| u64::from(t.replicas)).sum();
         crate::scenario::check::admit_pods(self.flight.pods.len() as u64, job_pods).map_err(
@@ -256,6 +270,8 @@ impl Sim {
                     }
                 }
                 Ev::Tick => self.tick(out)?,
+                Ev::Cron(i) => self.cron(i, out)?,
+                Ev::Flow(i) => self.flow(i, out)?,
                 Ev::Timer => {
                     if self.ctx.cadence.timer_at == Some(self.ctx.now) {
                         self.ctx.cadence.timer_at = None;
@@ -285,6 +301,7 @@ impl Sim {
                     book.ghost_gone(&mut parts, &job, &name, out)?;
                 }
             }
+            self.wake_flows();
             if last_progress.elapsed().as_millis() >= 200 {
                 last_progress = Instant::now();
                 progress(&self.progress());
@@ -339,6 +356,7 @@ impl Sim {
         );
         report.trace_skipped = self.sources.skipped();
         report.notes = self.sources.notes();
+        report.notes.extend(self.scheduled.notes());
         report.failover = failover;
         report.notes.extend(
             self.config

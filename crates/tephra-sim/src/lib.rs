@@ -22,6 +22,7 @@ pub mod kubelet;
 pub mod members;
 pub mod record;
 pub mod report;
+mod scheduled;
 pub use tephra_scenario as scenario;
 pub use tephra_scenario::rng;
 pub mod state;

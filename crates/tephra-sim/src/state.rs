@@ -94,6 +94,9 @@ pub(crate) struct InFlight {
     pub(crate) pods: Map<String, PodRt>,
     /// Volcano Jobs by key.
     pub(crate) vcjobs: Map<String, VcJob>,
+    /// Jobs a CronJob or JobFlow made that reached a final phase, as they ended, until the
+    /// simulated controllers take them (`scheduled.rs`).
+    pub(crate) ended: Vec<tephra_api::Job>,
 }
 
 /// What a part acts on besides its own state: the shared context, the jobs and pods in flight,
@@ -114,6 +117,8 @@ pub struct Sim {
     /// The clock, the agenda, the cache and the watchers every part acts through.
     pub(crate) ctx: Ctx,
     pub(crate) sources: Merged,
+    /// The CronJob and JobFlow controllers, and what they made.
+    pub(crate) scheduled: crate::scheduled::Controllers,
     /// The jobs and pods in flight.
     pub(crate) flight: InFlight,
     /// The faults of this run: the scenario's, and those drawn from its seed.

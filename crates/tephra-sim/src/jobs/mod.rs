@@ -400,7 +400,12 @@ impl InFlight {
     /// or failed.
     fn job_finished(&mut self, ctx: &mut Ctx, key: &str, phase: JobPhase) -> Result<(), SimError> {
         self.retire(ctx, key, phase == JobPhase::Completed)?;
-        self.vcjobs.remove(key);
+        if let Some(vc) = self.vcjobs.remove(key)
+            && vc.job.metadata.owner_references.is_some()
+        {
+            // A CronJob's or JobFlow's: its controller looks at it next (`scheduled.rs`).
+            self.ended.push(vc.job);
+        }
         ctx.mark_dirty();
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Volcano manifests (`workload.manifests`), in one file or many: Jobs, Queues, PodGroups with
 //! the pods that name them (what an integration such as KubeRay or the Spark operator creates),
-//! bare pods, PriorityClasses and Namespaces.
+//! bare pods, PriorityClasses and Namespaces; CronJobs, JobFlows and JobTemplates, whose Jobs
+//! the simulator makes as their controllers would, as time passes (`scheduled.rs`).
 //!
 //! Each CRD document is admitted as the API server would (schema and CEL rules), then checked
 //! as the job controller would ([`tephra_api::checks`]). A Job becomes a gang through the job
@@ -35,6 +36,71 @@ pub struct Manifests {
     pub queues: Vec<Queue>,
     /// PriorityClass documents: name and value.
     pub classes: BTreeMap<String, i32>,
+    /// CronJobs, JobFlows and JobTemplates, and how their Jobs become gangs.
+    pub scheduled: Scheduled,
+}
+
+/// CronJob, JobFlow and JobTemplate documents, and what turns the Jobs their controllers make
+/// into gangs as the manifests' own Jobs are.
+#[derive(Clone, Debug, Default)]
+pub struct Scheduled {
+    /// CronJobs, each with the document it came from.
+    pub crons: Vec<(Origin, tephra_api::cronjob::CronJob)>,
+    /// JobFlows, each with the document it came from and its submission time (ms).
+    pub flows: Vec<(Origin, tephra_api::flow::JobFlow, i64)>,
+    /// JobTemplates.
+    pub templates: Vec<tephra_api::flow::JobTemplate>,
+    /// The queues known (name → where declared) and PriorityClasses.
+    queues: BTreeMap<String, String>,
+    classes: BTreeMap<String, i32>,
+}
+
+impl Scheduled {
+    /// The gang of a Job a CronJob or JobFlow made at `now_ms`, checked as the job controller
+    /// checks it; `template_annotations` stand in for the Job's own when it has none (a
+    /// JobTemplate's `tephra.io/sim-duration`).
+    pub fn sim_job(
+        &self,
+        s: &Scenario,
+        job: tephra_api::Job,
+        now_ms: i64,
+        origin: &str,
+        template_annotations: &BTreeMap<String, String>,
+    ) -> Result<SimJob, String> {
+        let at = format!(
+            "{origin}: job {}",
+            job.metadata.name.as_deref().unwrap_or_default()
+        );
+        let problems = tephra_api::checks::job(&job);
+        if !problems.is_empty() {
+            let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Err(format!("{at}: {}", list.join("; ")));
+        }
+        let plan = tephra_controllers::job::plan(&job).map_err(|e| format!("{at}: {e}"))?;
+        let mut annotations = template_annotations.clone();
+        annotations.extend(job.metadata.annotations.clone().unwrap_or_default());
+        annotations.remove(SIM_SUBMIT_AT);
+        let queues: BTreeMap<&str, String> = self
+            .queues
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let mut sj = sim_job(
+            s,
+            Gang {
+                origin: at,
+                kind: "Job",
+                plan,
+                annotations,
+                pod_durations: task_durations(&job),
+                job: Some(VolcanoJob(Box::new(job))),
+            },
+            &queues,
+            &self.classes,
+        )?;
+        sj.submit_ms = now_ms;
+        Ok(sj)
+    }
 }
 
 /// Where a document came from, for messages: `workload.manifests[i] (path) document d`.
@@ -59,6 +125,7 @@ struct Docs {
     groups: Vec<(Origin, PodGroup)>,
     pods: Vec<(Origin, Pod)>,
     classes: BTreeMap<String, (Origin, i32)>,
+    scheduled: Scheduled,
 }
 
 fn str_of<'a>(doc: &'a Value, key: &str) -> &'a str {
@@ -131,7 +198,7 @@ fn read_doc(
                 kind: "Job",
                 plan,
                 annotations: job.metadata.annotations.clone().unwrap_or_default(),
-                pod_durations: BTreeMap::new(),
+                pod_durations: task_durations(&job),
                 job: Some(VolcanoJob(Box::new(job))),
             });
         }
@@ -140,6 +207,35 @@ fn read_doc(
             let queue: Queue = serde_json::from_value(doc).map_err(|e| format!("{at}: {e}"))?;
             docs.queues.push((at, queue));
         }
+        ("batch.volcano.sh", "CronJob") => {
+            admission.admit(&doc).map_err(|e| format!("{at}: {e}"))?;
+            let c = serde_json::from_value(doc).map_err(|e| format!("{at}: {e}"))?;
+            docs.scheduled.crons.push((at, c));
+        }
+        ("flow.volcano.sh", "JobFlow") => {
+            admission.admit(&doc).map_err(|e| format!("{at}: {e}"))?;
+            let f: tephra_api::flow::JobFlow =
+                serde_json::from_value(doc).map_err(|e| format!("{at}: {e}"))?;
+            let submit = match f
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIM_SUBMIT_AT))
+            {
+                Some(v) => {
+                    Dur::parse(v)
+                        .map_err(|e| format!("{at}: metadata.annotations[{SIM_SUBMIT_AT}]: {e}"))?
+                        .0
+                }
+                None => 0,
+            };
+            docs.scheduled.flows.push((at, f, submit));
+        }
+        ("flow.volcano.sh", "JobTemplate") => {
+            admission.admit(&doc).map_err(|e| format!("{at}: {e}"))?;
+            let t = serde_json::from_value(doc).map_err(|e| format!("{at}: {e}"))?;
+            docs.scheduled.templates.push(t);
+        }
         ("scheduling.volcano.sh", "PodGroup") => {
             admission.admit(&doc).map_err(|e| format!("{at}: {e}"))?;
             let pg: PodGroup = serde_json::from_value(doc).map_err(|e| format!("{at}: {e}"))?;
@@ -147,8 +243,8 @@ fn read_doc(
         }
         (_, kind) => {
             return Err(format!(
-                "{at}: kind {kind:?} ({}) is not simulated: give Job, Queue, PodGroup, Pod, \
-                 PriorityClass or Namespace documents",
+                "{at}: kind {kind:?} ({}) is not simulated: give Job, CronJob, JobFlow, \
+                 JobTemplate, Queue, PodGroup, Pod, PriorityClass or Namespace documents",
                 str_of(&doc, "apiVersion")
             ));
         }
@@ -162,6 +258,24 @@ fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
         meta.namespace.as_deref().unwrap_or("default"),
         meta.name.as_deref().unwrap_or_default()
     )
+}
+
+/// The run time each task's pod template of a Job carries, by task.
+fn task_durations(job: &tephra_api::Job) -> BTreeMap<String, String> {
+    job.spec
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let v = t
+                .template
+                .metadata
+                .as_ref()?
+                .annotations
+                .as_ref()?
+                .get(SIM_DURATION)?;
+            Some((t.name.clone().unwrap_or_default(), v.clone()))
+        })
+        .collect()
 }
 
 /// The run time each role's pods carry (the first pod of a role that gives one).
@@ -312,7 +426,15 @@ fn build(s: &Scenario, mut docs: Docs) -> Result<Manifests, String> {
     for g in docs.gangs {
         jobs.push(sim_job(s, g, &queues, &classes)?);
     }
+    let mut scheduled = docs.scheduled;
+    scheduled.queues = queues
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    scheduled.classes = classes.clone();
+    check_scheduled(s, &scheduled)?;
     Ok(Manifests {
+        scheduled,
         jobs: Explicit::new(jobs),
         queues: docs.queues.into_iter().map(|(_, q)| q).collect(),
         classes: docs
@@ -401,4 +523,51 @@ fn sim_job(
         plan: Some(Box::new(plan)),
         volcano: g.job,
     })
+}
+
+/// What would only fail later, refused now naming the document: a CronJob in a run without an
+/// end (it never stops), a CronJob's template or a JobFlow's JobTemplate that makes no gang.
+fn check_scheduled(s: &Scenario, sc: &Scheduled) -> Result<(), String> {
+    for (at, c) in &sc.crons {
+        if s.run.until.is_none() {
+            return Err(format!(
+                "{at}: a CronJob makes Jobs for ever: set run.until to end the run"
+            ));
+        }
+        let spec = c
+            .spec
+            .job_template
+            .spec
+            .clone()
+            .ok_or_else(|| format!("{at}: spec.jobTemplate.spec: required"))?;
+        let mut job = tephra_api::Job::new(c.metadata.name.as_deref().unwrap_or_default(), spec);
+        job.metadata.namespace = c.metadata.namespace.clone();
+        let meta = c.spec.job_template.metadata.clone().unwrap_or_default();
+        job.metadata.annotations = meta.annotations;
+        sc.sim_job(s, job, 0, at, &BTreeMap::new())
+            .map_err(|e| format!("{e} (spec.jobTemplate)"))?;
+    }
+    for (at, f, _) in &sc.flows {
+        for step in &f.spec.flows {
+            let ns = f.metadata.namespace.as_deref().unwrap_or("default");
+            let Some(t) = sc.templates.iter().find(|t| {
+                t.metadata.name.as_deref() == Some(step.name.as_str())
+                    && t.metadata.namespace.as_deref().unwrap_or("default") == ns
+            }) else {
+                return Err(format!(
+                    "{at}: spec.flows[{}]: no JobTemplate {ns}/{} among the manifests",
+                    step.name, step.name
+                ));
+            };
+            let mut job = tephra_api::Job::new(&step.name, t.spec.0.clone());
+            job.metadata.namespace = Some(ns.to_string());
+            sc.sim_job(s, job, 0, at, &template_annotations(t))?;
+        }
+    }
+    Ok(())
+}
+
+/// A JobTemplate's annotations (its `tephra.io/sim-duration` times the Jobs made from it).
+pub fn template_annotations(t: &tephra_api::flow::JobTemplate) -> BTreeMap<String, String> {
+    t.metadata.annotations.clone().unwrap_or_default()
 }

@@ -26,6 +26,8 @@ pub struct Merged {
     pub queues: Vec<tephra_api::Queue>,
     /// PriorityClass documents among the manifests.
     pub classes: BTreeMap<String, i32>,
+    /// CronJobs, JobFlows and JobTemplates among the manifests.
+    pub scheduled: manifests::Scheduled,
 }
 
 impl Merged {
@@ -36,12 +38,14 @@ impl Merged {
             vec![Box::new(explicit(&s.workload.jobs, classes))];
         let mut labels = vec!["jobs".to_string()];
         let (mut queues, mut manifest_classes) = (Vec::new(), BTreeMap::new());
+        let mut scheduled = manifests::Scheduled::default();
         if !s.workload.manifests.is_empty() {
             let m = manifests(s)?;
             sources.push(Box::new(m.jobs));
             labels.push("manifests".to_string());
             queues = m.queues;
             manifest_classes = m.classes;
+            scheduled = m.scheduled;
         }
         for (i, g) in s.workload.generate.iter().enumerate() {
             let seed = s.run.seed.wrapping_add(i as u64 * 7919);
@@ -63,6 +67,7 @@ impl Merged {
             labels,
             queues,
             classes: manifest_classes,
+            scheduled,
         })
     }
 

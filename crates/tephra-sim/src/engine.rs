@@ -18,7 +18,7 @@
 //! | `members/` | members as the control plane sees them: probes, Ready, taints; `fleet.rs`: the fleet; `member.rs`: a member itself, and the chain's timings |
 //! | `failover/` | the taint manager, old copies set aside, graceful eviction; `book.rs`: what failover keeps; `binding.rs`: a job's tasks and old copies; `measure.rs`: what each fault did; `report.rs`: the `failover` section |
 //! | `jobs/` | Volcano Jobs, run by the job controller's own passes; `vcjob.rs`: what is kept of each |
-//! | `scheduled.rs` | CronJobs and JobFlows, run by their controllers' steps on the virtual clock |
+//! | `scheduled/` | CronJobs and JobFlows, run by their controllers' steps on the virtual clock; `controllers.rs`: what they keep |
 //! | `report/` | `report.json` (`fields.rs`) and the statistics behind it (`stats.rs`, `hist.rs`) |
 //!
 //! How the files import each other, so that no import runs in a circle: see `state.rs`.
@@ -123,7 +123,7 @@ impl Sim {
         }
         build_queues(&s, &mut ctx, std::mem::take(&mut sources.queues))?;
         let mut first = Vec::new();
-        let scheduled = crate::scheduled::Controllers::new(
+        let scheduled = crate::scheduled::controllers::Controllers::new(
             std::mem::take(&mut sources.scheduled),
             &mut |t, ev| first.push((t, ev)),
         );

@@ -2,8 +2,8 @@
 //! each a type with its own state and methods: what every part acts through ([`Ctx`]: the
 //! clock, the agenda, the cache, the checker and statistics), the jobs and pods in flight
 //! ([`InFlight`], defined here; its methods are also in `kubelet.rs` and `jobs/mod.rs`), the
-//! fleet (`members/fleet.rs`), failover's book (`failover/book.rs`) and the run's faults
-//! (`faults.rs`). A part that acts on others is handed them ([`Parts`]), never the whole
+//! fleet (`members/fleet.rs`), failover's book (`failover/book.rs`), the CronJob and JobFlow
+//! controllers (`scheduled/controllers.rs`) and the run's faults (`faults.rs`). A part that acts on others is handed them ([`Parts`]), never the whole
 //! `Sim`; what one part's change asks of another is wired here, by `Sim`, the coordinator (with
 //! the event loop in `engine.rs` and the sessions in `executor.rs`).
 //!
@@ -118,7 +118,7 @@ pub struct Sim {
     pub(crate) ctx: Ctx,
     pub(crate) sources: Merged,
     /// The CronJob and JobFlow controllers, and what they made.
-    pub(crate) scheduled: crate::scheduled::Controllers,
+    pub(crate) scheduled: crate::scheduled::controllers::Controllers,
     /// The jobs and pods in flight.
     pub(crate) flight: InFlight,
     /// The faults of this run: the scenario's, and those drawn from its seed.

@@ -43,7 +43,7 @@
 //! finds a binding's Works (to delete them, or the orphans a move leaves) by that id. Run the
 //! webhook (the default) for anything that deletes or moves bindings.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -297,7 +297,7 @@ async fn control_plane(
         )
         .await?;
     let client = cluster.client().await?;
-    let mut crds = karmada_crds(&bins.dir.join("crds"))?;
+    let mut crds = objects::crds_in(&bins.dir.join("crds"), "Karmada's CRDs")?;
     let webhook_port = free_port()?;
     if options.webhook {
         let url = format!("https://127.0.0.1:{webhook_port}/convert");
@@ -480,53 +480,6 @@ fn check_running(components: &mut [Proc]) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// Every CRD under `dir` (Karmada's `charts/karmada/_crds/bases`, one per file, in
-/// subdirectories by group), as JSON.
-fn karmada_crds(dir: &Path) -> Result<Vec<Value>, Error> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
-        let entries = std::fs::read_dir(dir).map_err(|source| Error::Io {
-            what: dir.display().to_string(),
-            source,
-        })?;
-        for entry in entries {
-            let path = entry
-                .map_err(|source| Error::Io {
-                    what: dir.display().to_string(),
-                    source,
-                })?
-                .path();
-            if path.is_dir() {
-                walk(&path, out)?;
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                out.push(path);
-            }
-        }
-        Ok(())
-    }
-    let mut files = Vec::new();
-    walk(dir, &mut files)?;
-    files.sort();
-    let mut crds = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
-            what: file.display().to_string(),
-            source,
-        })?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-            .map_err(|e| Error::Client(format!("{}: {e}", file.display())))?;
-        crds.extend(
-            docs.into_iter()
-                .filter(|d| d["kind"] == "CustomResourceDefinition"),
-        );
-    }
-    if crds.is_empty() {
-        return Err(Error::Missing {
-            what: format!("Karmada's CRDs in {}", dir.display()),
-        });
-    }
-    Ok(crds)
 }
 
 /// Creates an object, or leaves the one there.

@@ -1,6 +1,7 @@
 //! Objects into a real cluster by their manifests: any kind the server serves (found by
 //! discovery), CRDs waited for until Established, and tephra's own CRDs.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -133,4 +134,52 @@ pub async fn delete(client: &kube::Client, manifest: &Value, secs: u64) -> Resul
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// Every CRD in the YAML files under `dir` and its subdirectories (a component's shipped
+/// CRDs: Karmada's `charts/karmada/_crds/bases`, Volcano's `config/crd/volcano/bases`), as
+/// JSON; `what` names them when there are none.
+pub fn crds_in(dir: &Path, what: &str) -> Result<Vec<Value>, Error> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+        let entries = std::fs::read_dir(dir).map_err(|source| Error::Io {
+            what: dir.display().to_string(),
+            source,
+        })?;
+        for entry in entries {
+            let path = entry
+                .map_err(|source| Error::Io {
+                    what: dir.display().to_string(),
+                    source,
+                })?
+                .path();
+            if path.is_dir() {
+                walk(&path, out)?;
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    files.sort();
+    let mut crds = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
+            what: file.display().to_string(),
+            source,
+        })?;
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .map_err(|e| Error::Client(format!("{}: {e}", file.display())))?;
+        crds.extend(
+            docs.into_iter()
+                .filter(|d| d["kind"] == "CustomResourceDefinition"),
+        );
+    }
+    if crds.is_empty() {
+        return Err(Error::Missing {
+            what: format!("{what} in {}", dir.display()),
+        });
+    }
+    Ok(crds)
 }

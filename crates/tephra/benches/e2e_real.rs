@@ -13,7 +13,9 @@
 //! - `kube-scheduler`: the real kube-scheduler, single pods;
 //! - `kube-gangs`: the real kube-scheduler, pods in `scheduling.k8s.io` PodGroups of 8 (gang,
 //!   `minCount` 8), named by each pod's `spec.schedulingGroup.podGroupName`;
-//! - `volcano`: vc-scheduler, when `.ci/real-components --with-volcano` could build it.
+//! - `volcano`: Volcano v1.14.1 built by `.ci/real-components --with-volcano`: its CRDs beside
+//!   tephra's, vc-controller-manager started first (it opens the queue), then vc-scheduler with
+//!   the configuration Volcano's Helm chart installs, pods in Volcano PodGroups of 8.
 //!
 //! Each gang contender's namespace also holds one gang of 8 that can never be placed whole
 //! (`never-*`: two of its pods select a node label no node has); its pods bound, which a gang
@@ -25,7 +27,9 @@
 //! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
 //! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
 //! tephra's run recorded there by `perf record`). Each contender prints one line; the
-//! last lines are the ratios to the bind limit and to tephra.
+//! last lines are the ratios: each round's rates against that round's bind limit, from the
+//! contender's start and from its first bind to its last (the rate of its binds alone), their
+//! medians over the rounds, and tephra's best against each other contender.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -137,8 +141,24 @@ struct Outcome {
 }
 
 impl Outcome {
+    /// Pods bound per second from the contender's start: its start-up counts.
     fn rate(&self) -> f64 {
         self.pods as f64 / self.all
+    }
+
+    /// Pods bound per second from its first bind to its last: the rate of its binds alone,
+    /// what the bind limit bounds (start-up is the first bind's figure).
+    fn bind_rate(&self) -> f64 {
+        self.pods.saturating_sub(1) as f64 / (self.all - self.first)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 
@@ -409,6 +429,22 @@ impl Bench {
             );
             return None;
         }
+        if let Some(dir) = volcano.as_ref().filter(|_| name == "volcano") {
+            // vc-scheduler's informers wait for kinds tephra does not serve (Numatopology,
+            // NodeShard): Volcano's own CRDs, those tephra's left as they are.
+            let crds =
+                tephra_envtest::objects::crds_in(&dir.join("crds"), "Volcano's CRDs").unwrap();
+            tephra_envtest::objects::install_crds(&self.client, &crds)
+                .await
+                .unwrap();
+        }
+        // Volcano's controller manager runs before its scheduler starts, as in a cluster that
+        // runs Volcano: it opens the queue (vc-scheduler enqueues nothing into a queue whose
+        // state is not Open) and keeps PodGroup status during the run.
+        let controllers = match volcano.as_ref().filter(|_| name == "volcano") {
+            Some(dir) => Some(self.volcano_controllers(dir).await),
+            None => None,
+        };
         let ns = format!("{name}-{round}");
         self.namespace(&ns).await;
         let created = Instant::now();
@@ -473,7 +509,7 @@ impl Bench {
                 .status();
             let _ = perf.wait();
         }
-        if let Some(mut p) = process {
+        for mut p in process.into_iter().chain(controllers) {
             let _ = p.kill();
             let _ = p.wait();
         }
@@ -547,6 +583,50 @@ impl Bench {
         );
         self.clear(&ns).await;
         Some(result)
+    }
+
+    /// vc-controller-manager, started and waited for until the `default` queue is Open.
+    /// (The caller kills and waits for the process it returns.)
+    #[allow(clippy::zombie_processes)]
+    async fn volcano_controllers(&self, dir: &std::path::Path) -> Child {
+        let log =
+            std::fs::File::create(std::env::temp_dir().join("vc-controller-manager.log")).unwrap();
+        let mut child = Command::new(dir.join("vc-controller-manager"))
+            .args([
+                format!("--kubeconfig={}", self.kubeconfig.display()),
+                "--leader-elect=false".into(),
+                "--listen-address=127.0.0.1:0".into(),
+                "--healthz-address=127.0.0.1:0".into(),
+                "--kube-api-qps=5000".into(),
+                "--kube-api-burst=5000".into(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("vc-controller-manager starts");
+        let queues: Api<DynamicObject> = Api::all_with(
+            self.client.clone(),
+            &dynamic("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let state = queues
+                .get("default")
+                .await
+                .ok()
+                .and_then(|q| q.data["status"]["state"].as_str().map(String::from));
+            if state.as_deref() == Some("Open") {
+                return child;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "vc-controller-manager did not open the default queue in 60 s (its log: vc-controller-manager.log in the temporary directory)"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The API server's count of write requests so far, by verb, resource and subresource
@@ -668,10 +748,34 @@ fn volcano_dir() -> Option<PathBuf> {
     dir.join(".complete").is_file().then_some(dir)
 }
 
+/// Volcano's default scheduler configuration, as its Helm chart installs it.
+const VOLCANO_CONF: &str = r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"#;
+
+/// vc-scheduler with Volcano's default configuration and its client limits raised as
+/// kube-scheduler's are; its log goes to `vc-scheduler.log` in the temporary directory.
 fn volcano_scheduler(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
+    let conf = std::env::temp_dir().join("tephra-bench-volcano-scheduler.conf");
+    std::fs::write(&conf, VOLCANO_CONF).unwrap();
+    let log = std::fs::File::create(std::env::temp_dir().join("vc-scheduler.log")).unwrap();
     Command::new(dir.join("vc-scheduler"))
         .args([
             format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--scheduler-conf={}", conf.display()),
             "--leader-elect=false".into(),
             "--scheduler-name=volcano".into(),
             "--listen-address=127.0.0.1:0".into(),
@@ -680,7 +784,7 @@ fn volcano_scheduler(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Chi
             "--kube-api-burst=5000".into(),
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("vc-scheduler starts")
 }
@@ -734,15 +838,32 @@ fn main() {
                 .get(name)
                 .and_then(|rs| rs.iter().map(Outcome::rate).reduce(f64::max))
         };
-        if let Some(limit) = best("bind-limit") {
-            for (name, rs) in &results {
-                for r in rs {
+        // Each round against its own round's bind limit (the limit moves between rounds
+        // on a shared machine as much as contenders differ), then the medians over rounds.
+        if let Some(limits) = results.get("bind-limit") {
+            for (name, rs) in results.iter().filter(|(n, _)| **n != "bind-limit") {
+                let (mut from_start, mut binding) = (Vec::new(), Vec::new());
+                for (round, (r, limit)) in rs.iter().zip(limits).enumerate() {
+                    let (a, b) = (r.rate() / limit.rate(), r.bind_rate() / limit.bind_rate());
                     println!(
-                        "ratio: {name} {:.0} pods/s = {:.0}% of the bind limit ({limit:.0} binds/s, best of the run)",
+                        "ratio: round {} {name}: {:.0} pods/s from start = {:.0}% of the bind limit's {:.0}; {:.0} pods/s from first to last bind = {:.0}% of its {:.0}",
+                        round + 1,
                         r.rate(),
-                        100.0 * r.rate() / limit
+                        100.0 * a,
+                        limit.rate(),
+                        r.bind_rate(),
+                        100.0 * b,
+                        limit.bind_rate()
                     );
+                    from_start.push(a);
+                    binding.push(b);
                 }
+                println!(
+                    "ratio: {name}, median of {} rounds: {:.0}% of the bind limit from start, {:.0}% from first to last bind",
+                    from_start.len(),
+                    100.0 * median(from_start),
+                    100.0 * median(binding)
+                );
             }
         }
         if let Some(tephra) = best("tephra") {

@@ -7,6 +7,8 @@
 //! - `bind-limit`: the API server's physical bind limit, a bind-only client (tephra's HTTP/2
 //!   client, `TEPHRA_REAL_STREAMS` binds in flight, 64 by default) posting a Binding for each
 //!   pre-created pod, round robin over the nodes;
+//! - `bind-limit-watching`: the same client while a second connection lists and watches every
+//!   pod, as a scheduler's informer does (what that watch costs the API server beside binds);
 //! - `tephra`: `tephra scheduler` (the release binary), pods in Volcano PodGroups of 8;
 //! - `tephra-kube-gangs`: `tephra scheduler`, pods in `scheduling.k8s.io` PodGroups of 8, as
 //!   `kube-gangs` has them (tephra's second front end);
@@ -28,7 +30,8 @@
 //! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
 //! tephra's run recorded there by `perf record`). Each contender prints one line; the
 //! last lines are the ratios: each round's rates against that round's bind limit, from the
-//! contender's start and from its first bind to its last (the rate of its binds alone), their
+//! contender's start and from its first bind to its last (the rate of its binds alone), with
+//! how busy the whole machine was (every core, from /proc/stat), their
 //! medians over the rounds, and tephra's best against each other contender.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -69,6 +72,29 @@ fn cpu_seconds(pid: u32) -> f64 {
     let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     ticks / 100.0
+}
+
+/// CPU seconds the whole machine has been busy (every core, from /proc/stat: all but idle
+/// and iowait), so that a run says whether its two cores were saturated.
+fn machine_busy() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0.0;
+    };
+    let Some(cpu) = stat.lines().next() else {
+        return 0.0;
+    };
+    let ticks: Vec<f64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !matches!(i, 3 | 4))
+        .map(|(_, t)| t)
+        .sum();
+    busy / 100.0
 }
 
 /// The machine's load average over the last minute.
@@ -208,6 +234,8 @@ enum Pods {
 
 struct Bench {
     client: kube::Client,
+    /// For clients of their own (a connection of their own).
+    config: kube::Config,
     cluster: tephra_envtest::Cluster,
     kubeconfig: PathBuf,
     nodes: Vec<String>,
@@ -252,7 +280,7 @@ impl Bench {
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
             .unwrap();
-        let client = tephra_kube::connect::client(config).unwrap();
+        let client = tephra_kube::connect::client(config.clone()).unwrap();
         tephra_envtest::objects::install_tephra_crds(&client)
             .await
             .unwrap();
@@ -296,6 +324,7 @@ impl Bench {
             .await;
         Some(Self {
             client,
+            config,
             cluster,
             kubeconfig,
             nodes: names,
@@ -414,7 +443,7 @@ impl Bench {
     /// Runs one contender on its own namespace and measures it.
     async fn run(&self, name: &'static str, round: usize) -> Option<Outcome> {
         let kind = match name {
-            "bind-limit" => Pods::Unscheduled,
+            "bind-limit" | "bind-limit-watching" => Pods::Unscheduled,
             "tephra" | "volcano" => Pods::VolcanoGangs,
             "kube-scheduler" => Pods::Single,
             "kube-gangs" => Pods::KubeGangs,
@@ -460,12 +489,24 @@ impl Bench {
         }
         let load_before = load();
         let requests_before = self.requests().await;
+        let busy_before = machine_busy();
         let start = Instant::now();
         let mut process: Option<Child> = None;
         let mut profiler: Option<Child> = None;
         let mut bind_task = None;
+        let mut watch_task: Option<tokio::task::JoinHandle<()>> = None;
         match name {
-            "bind-limit" => {
+            "bind-limit" | "bind-limit-watching" => {
+                if name == "bind-limit-watching" {
+                    // What a scheduler's informer costs the API server beside its binds: a
+                    // list and watch of every pod, on a connection of its own, for the run.
+                    let pods: Api<Pod> =
+                        Api::all(tephra_kube::connect::client(self.config.clone()).unwrap());
+                    watch_task = Some(tokio::spawn(async move {
+                        let mut s = watcher::watcher(pods, watcher::Config::default()).boxed();
+                        while let Ok(Some(_)) = s.try_next().await {}
+                    }));
+                }
                 bind_task = Some(tokio::spawn(bind_all(
                     self.client.clone(),
                     ns.clone(),
@@ -502,6 +543,8 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let cpu = process.as_ref().map(|p| cpu_seconds(p.id()));
+        let (busy, wall) = (machine_busy() - busy_before, start.elapsed().as_secs_f64());
+        let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
         if let Some(mut perf) = profiler {
             // SIGINT: perf writes its data and exits.
             let _ = Command::new("kill")
@@ -515,6 +558,9 @@ impl Bench {
         }
         if let Some(t) = bind_task {
             let _ = t.await;
+        }
+        if let Some(t) = watch_task {
+            t.abort();
         }
         if matches!(name, "kube-scheduler" | "kube-gangs") {
             self.cluster.stop_scheduler();
@@ -554,7 +600,7 @@ impl Bench {
             cpu,
         };
         println!(
-            "{name}: {} nodes, {bound}/{} pods bound; first bind {:.2} s after start, all {:.2} s ({:.0} pods/s from start){}; load {load_before} → {}",
+            "{name}: {} nodes, {bound}/{} pods bound; first bind {:.2} s after start, all {:.2} s ({:.0} pods/s from start){}; the machine busy {busy:.1} of {:.1} core-seconds ({:.0}%); load {load_before} → {}",
             self.nodes.len(),
             self.pods,
             result.first,
@@ -564,6 +610,8 @@ impl Bench {
                 .cpu
                 .map(|c| format!("; its CPU {c:.1} s"))
                 .unwrap_or_default(),
+            wall * cores,
+            100.0 * busy / (wall * cores),
             load(),
         );
         let requests = self.requests().await;
@@ -703,7 +751,18 @@ fn profile(pid: u32, name: &str) -> Option<Child> {
     let dir = std::env::var("TEPHRA_REAL_PROFILE").ok()?;
     let out = PathBuf::from(dir).join(format!("{name}.perf.data"));
     Command::new("perf")
-        .args(["record", "-F", "499", "-p", &pid.to_string(), "-o"])
+        // cpu-clock: a software event, so that it samples where hardware counters are not
+        // offered (a virtual machine's).
+        .args([
+            "record",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "499",
+            "-p",
+            &pid.to_string(),
+            "-o",
+        ])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -795,13 +854,14 @@ fn main() {
     let repeat = env("TEPHRA_REAL_REPEAT", 1).max(1);
     let runs: Vec<&'static str> = std::env::var("TEPHRA_REAL_RUNS")
         .unwrap_or_else(|_| {
-            "bind-limit,tephra,tephra-kube-gangs,kube-scheduler,kube-gangs,volcano".into()
+            "bind-limit,bind-limit-watching,tephra,tephra-kube-gangs,kube-scheduler,kube-gangs,volcano".into()
         })
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| match s {
             "bind-limit" => "bind-limit",
+            "bind-limit-watching" => "bind-limit-watching",
             "tephra" => "tephra",
             "kube-scheduler" => "kube-scheduler",
             "kube-gangs" => "kube-gangs",

@@ -28,10 +28,10 @@
 //! `TEPHRA_REAL_REPEAT` (rounds of them, alternating, 1), `TEPHRA_REAL_KUBE_QPS` (kube-scheduler's
 //! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
 //! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
-//! tephra's run recorded there by `perf record`). Each contender prints one line; the
-//! last lines are the ratios: each round's rates against that round's bind limit, from the
-//! contender's start and from its first bind to its last (the rate of its binds alone), with
-//! how busy the whole machine was (every core, from /proc/stat), their
+//! tephra's run recorded there by `perf record`). Each contender prints one line; that
+//! line also says how busy the whole machine was (every core, from /proc/stat). The last
+//! lines are the ratios: each round's rates against that round's bind limit, from the
+//! contender's start and from its first bind to its last (the rate of its binds alone), their
 //! medians over the rounds, and tephra's best against each other contender.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -458,20 +458,8 @@ impl Bench {
             );
             return None;
         }
-        if let Some(dir) = volcano.as_ref().filter(|_| name == "volcano") {
-            // vc-scheduler's informers wait for kinds tephra does not serve (Numatopology,
-            // NodeShard): Volcano's own CRDs, those tephra's left as they are.
-            let crds =
-                tephra_envtest::objects::crds_in(&dir.join("crds"), "Volcano's CRDs").unwrap();
-            tephra_envtest::objects::install_crds(&self.client, &crds)
-                .await
-                .unwrap();
-        }
-        // Volcano's controller manager runs before its scheduler starts, as in a cluster that
-        // runs Volcano: it opens the queue (vc-scheduler enqueues nothing into a queue whose
-        // state is not Open) and keeps PodGroup status during the run.
         let controllers = match volcano.as_ref().filter(|_| name == "volcano") {
-            Some(dir) => Some(self.volcano_controllers(dir).await),
+            Some(dir) => Some(self.volcano_before(dir).await),
             None => None,
         };
         let ns = format!("{name}-{round}");
@@ -633,25 +621,19 @@ impl Bench {
         Some(result)
     }
 
-    /// vc-controller-manager, started and waited for until the `default` queue is Open.
-    /// (The caller kills and waits for the process it returns.)
+    /// What a cluster that runs Volcano has before its scheduler starts: Volcano's CRDs
+    /// (vc-scheduler's informers wait for kinds tephra does not serve, Numatopology and
+    /// NodeShard; tephra's own are left as they are), and vc-controller-manager, waited for
+    /// until it has opened the `default` queue (vc-scheduler enqueues nothing into a queue
+    /// whose state is not Open); it keeps PodGroup status during the run. The caller kills
+    /// and waits for the process this returns.
     #[allow(clippy::zombie_processes)]
-    async fn volcano_controllers(&self, dir: &std::path::Path) -> Child {
-        let log =
-            std::fs::File::create(std::env::temp_dir().join("vc-controller-manager.log")).unwrap();
-        let mut child = Command::new(dir.join("vc-controller-manager"))
-            .args([
-                format!("--kubeconfig={}", self.kubeconfig.display()),
-                "--leader-elect=false".into(),
-                "--listen-address=127.0.0.1:0".into(),
-                "--healthz-address=127.0.0.1:0".into(),
-                "--kube-api-qps=5000".into(),
-                "--kube-api-burst=5000".into(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("vc-controller-manager starts");
+    async fn volcano_before(&self, dir: &std::path::Path) -> Child {
+        let crds = tephra_envtest::objects::crds_in(&dir.join("crds"), "Volcano's CRDs").unwrap();
+        tephra_envtest::objects::install_crds(&self.client, &crds)
+            .await
+            .unwrap();
+        let mut child = volcano_process(dir, "vc-controller-manager", &self.kubeconfig, &[]);
         let queues: Api<DynamicObject> = Api::all_with(
             self.client.clone(),
             &dynamic("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
@@ -825,27 +807,45 @@ tiers:
   - name: binpack
 "#;
 
-/// vc-scheduler with Volcano's default configuration and its client limits raised as
-/// kube-scheduler's are; its log goes to `vc-scheduler.log` in the temporary directory.
+/// vc-scheduler with Volcano's default configuration.
 fn volcano_scheduler(dir: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
     let conf = std::env::temp_dir().join("tephra-bench-volcano-scheduler.conf");
     std::fs::write(&conf, VOLCANO_CONF).unwrap();
-    let log = std::fs::File::create(std::env::temp_dir().join("vc-scheduler.log")).unwrap();
-    Command::new(dir.join("vc-scheduler"))
+    volcano_process(
+        dir,
+        "vc-scheduler",
+        kubeconfig,
+        &[
+            format!("--scheduler-conf={}", conf.display()),
+            "--scheduler-name=volcano".into(),
+        ],
+    )
+}
+
+/// One of Volcano's binaries on the bench's API server, without leader election, its
+/// client limits raised as kube-scheduler's are, listening on loopback only, with `args`
+/// besides; its log goes to `<binary>.log` in the temporary directory.
+fn volcano_process(
+    dir: &std::path::Path,
+    binary: &str,
+    kubeconfig: &std::path::Path,
+    args: &[String],
+) -> Child {
+    let log = std::fs::File::create(std::env::temp_dir().join(format!("{binary}.log"))).unwrap();
+    Command::new(dir.join(binary))
         .args([
             format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--scheduler-conf={}", conf.display()),
             "--leader-elect=false".into(),
-            "--scheduler-name=volcano".into(),
             "--listen-address=127.0.0.1:0".into(),
             "--healthz-address=127.0.0.1:0".into(),
             "--kube-api-qps=5000".into(),
             "--kube-api-burst=5000".into(),
         ])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("vc-scheduler starts")
+        .unwrap_or_else(|e| panic!("{binary} does not start: {e}"))
 }
 
 fn main() {

@@ -96,6 +96,13 @@ pub async fn reserve(
     Ok(())
 }
 
+/// A write refused because another took the object first (HTTP 409).
+fn conflict(message: String) -> kube::Error {
+    kube::Error::Api(Box::new(
+        kube::core::Status::failure(&message, "Conflict").with_code(409),
+    ))
+}
+
 /// The finalizer that keeps an allocated claim from being deleted while in use.
 pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 
@@ -134,15 +141,9 @@ pub async fn write_devices(
                                "status": {"reservedFor": reserved}});
         if let Some(a) = &s.allocation {
             if status.allocation.is_some() {
-                return Err(kube::Error::Api(Box::new(
-                    kube::core::Status::failure(
-                        &format!(
-                            "claim {}/{} got allocated elsewhere in the meantime",
-                            s.namespace, s.claim
-                        ),
-                        "Conflict",
-                    )
-                    .with_code(409),
+                return Err(conflict(format!(
+                    "claim {}/{} got allocated elsewhere in the meantime",
+                    s.namespace, s.claim
                 )));
             }
             let mut finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
@@ -169,7 +170,7 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Writes what each claim was given: the volume's claim reference (with the claim's uid), or
 /// the claim's selected node. Idempotent: a claim already given the same is written again
-/// harmlessly.
+/// harmlessly; a volume another claim took first fails with a conflict.
 pub async fn write_claims(
     client: &Client,
     control: &Client,
@@ -182,8 +183,23 @@ pub async fn write_claims(
             Some(volume) => {
                 let pvc = claims.get(&s.claim).await?;
                 let volumes: Api<PersistentVolume> = Api::all(client.clone());
+                // Another claim's volume is never taken over: a conflict, the pod is placed
+                // again. The write holds the version read, so one made meanwhile conflicts too.
+                let pv = volumes.get(volume).await?;
+                let taken = pv.spec.as_ref().and_then(|sp| sp.claim_ref.as_ref());
+                if let Some(other) = taken.filter(|r| {
+                    r.namespace.as_deref() != Some(s.namespace.as_str())
+                        || r.name.as_deref() != Some(s.claim.as_str())
+                }) {
+                    return Err(conflict(format!(
+                        "volume {volume} is bound to claim {}/{} already",
+                        other.namespace.as_deref().unwrap_or_default(),
+                        other.name.as_deref().unwrap_or_default()
+                    )));
+                }
                 let patch = json!({
-                    "metadata": {"annotations": {BOUND_BY_CONTROLLER: "yes"}},
+                    "metadata": {"annotations": {BOUND_BY_CONTROLLER: "yes"},
+                                 "resourceVersion": pv.metadata.resource_version},
                     "spec": {"claimRef": {
                         "kind": "PersistentVolumeClaim", "apiVersion": "v1",
                         "namespace": s.namespace, "name": s.claim,

@@ -753,9 +753,13 @@ impl State {
         self.cache.unpark_all();
     }
 
-    /// A bind failed at `now`: the pod is pending again, for the next session to place, and
-    /// its gang is watched until it is whole again or its deadline passes.
+    /// A bind failed at `now`: the pod is pending again, for the next session to place, the
+    /// allocations its claims were assumed to be given are free again, and its gang is watched until it is whole again or its deadline passes.
     pub fn bind_failed(&mut self, pod: &str, now: i64) {
+        // What its claims were to be allocated was not written, or the watchers will say so.
+        if let Err(e) = self.cache.unassume_claims(pod) {
+            tracing::warn!(pod, error = %e, "a failed bind's claims not given back in the cache");
+        }
         if self.assumed.remove(pod).is_some()
             && let Some(t) = self.task(pod)
             && t.status == TaskStatus::Binding

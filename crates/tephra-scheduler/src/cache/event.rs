@@ -124,6 +124,22 @@ pub enum StorageChange {
         /// Limit per driver.
         limits: BTreeMap<String, u32>,
     },
+    /// A session gave the volume to the claim for `pod`'s bind, which writes the volume's
+    /// claim reference: the volume is the claim's until a watcher shows it taken
+    /// ([`Storage::assume`](crate::model::Storage::assume)).
+    Assume {
+        /// The volume.
+        volume: String,
+        /// The claim.
+        claim: crate::model::ClaimRef,
+        /// The pod (`namespace/name`) whose bind writes it.
+        pod: String,
+    },
+    /// `pod`'s bind failed: the volumes it was to take are free again.
+    Unassume {
+        /// The pod (`namespace/name`).
+        pod: String,
+    },
 }
 
 impl StorageChange {
@@ -136,12 +152,10 @@ impl StorageChange {
             Self::ClassDelete(name) => {
                 s.classes.remove(&name);
             }
-            Self::VolumeUpsert(v) => {
-                s.volumes.insert(v.name.clone(), Arc::new(v));
-            }
-            Self::VolumeDelete(name) => {
-                s.volumes.remove(&name);
-            }
+            Self::VolumeUpsert(v) => s.upsert_volume(v),
+            Self::VolumeDelete(name) => s.delete_volume(&name),
+            Self::Assume { volume, claim, pod } => s.assume(&volume, claim, &pod),
+            Self::Unassume { pod } => s.unassume(&pod),
             Self::ClaimUpsert(c) => {
                 s.claims.insert(c.key(), Arc::new(c));
             }
@@ -190,6 +204,22 @@ pub enum DraChange {
     ClaimUpsert(ResourceClaim),
     /// A ResourceClaim was removed (`namespace/name`).
     ClaimDelete(String),
+    /// A session gave the claim (`namespace/name`) this allocation for `pod`'s bind, which
+    /// writes it: the claim holds it until a watcher shows the claim allocated
+    /// ([`Dra::assume`](crate::model::Dra::assume)).
+    Assume {
+        /// The claim.
+        claim: String,
+        /// What it was given.
+        allocation: crate::model::ClaimAllocation,
+        /// The pod (`namespace/name`) whose bind writes it.
+        pod: String,
+    },
+    /// `pod`'s bind failed: what its claims were assumed to be given is free again.
+    Unassume {
+        /// The pod (`namespace/name`).
+        pod: String,
+    },
 }
 
 impl DraChange {
@@ -204,12 +234,14 @@ impl DraChange {
             }
             Self::SliceUpsert(s) => d.upsert_slice(s),
             Self::SliceDelete(name) => d.delete_slice(&name),
-            Self::ClaimUpsert(c) => {
-                d.claims.insert(c.key(), Arc::new(c));
-            }
-            Self::ClaimDelete(key) => {
-                d.claims.remove(&key);
-            }
+            Self::ClaimUpsert(c) => d.upsert_claim(c),
+            Self::ClaimDelete(key) => d.delete_claim(&key),
+            Self::Assume {
+                claim,
+                allocation,
+                pod,
+            } => d.assume(&claim, allocation, &pod),
+            Self::Unassume { pod } => d.unassume(&pod),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Cache, CacheError, Event};
+use super::{Cache, CacheError, DraChange, Event, StorageChange};
 use crate::decisions::Decisions;
 use crate::model::{GhostOf, GroupPhase, PodSpec, TaskStatus};
 
@@ -20,8 +20,10 @@ pub struct Taken {
 impl Cache {
     /// Takes a session's decisions in, so that the next session sees them:
     /// every bound task holds its node in status `bound` (`Binding` where the bind is written
-    /// later and confirmed by a watcher, `Bound` where it takes effect at once); every evicted
-    /// task that holds a node is `Releasing`; then the jobs the session saw change are
+    /// later and confirmed by a watcher, `Bound` where it takes effect at once); every volume
+    /// given to a claim is the claim's, and every ResourceClaim allocated holds its
+    /// allocation, assumed until a watcher shows them so (or [`Cache::unassume_claims`] if the
+    /// bind fails); every evicted task that holds a node is `Releasing`; then the jobs the session saw change are
     /// forgotten (its own binds and evictions need no second look); each PodGroup takes its
     /// new phase, since the session's time; jobs that can never be placed are parked, jobs the
     /// enqueue votes refused rest, and the room the session reserved stays reserved.
@@ -42,6 +44,40 @@ impl Cache {
             // watcher shows the lock released (or never taken).
             if b.gpu_lock {
                 self.set_gpu_lock(&b.cluster, &b.node, Some(d.now))?;
+            }
+        }
+        // The volumes given to its claims are theirs, and the ResourceClaims it allocated hold
+        // their devices, until a watcher shows them so.
+        for p in &d.prebinds {
+            for v in &p.volumes {
+                let Some(volume) = &v.volume else {
+                    continue;
+                };
+                let (namespace, name) = v.claim.split_once('/').unwrap_or(("", &v.claim));
+                self.apply(Event::Storage {
+                    cluster: p.cluster.clone(),
+                    change: StorageChange::Assume {
+                        volume: volume.clone(),
+                        claim: crate::model::ClaimRef {
+                            namespace: namespace.to_string(),
+                            name: name.to_string(),
+                        },
+                        pod: p.task.clone(),
+                    },
+                })?;
+            }
+            for dev in &p.devices {
+                let Some(allocation) = &dev.allocation else {
+                    continue;
+                };
+                self.apply(Event::Dra {
+                    cluster: p.cluster.clone(),
+                    change: DraChange::Assume {
+                        claim: dev.claim.clone(),
+                        allocation: allocation.clone(),
+                        pod: p.task.clone(),
+                    },
+                })?;
             }
         }
         for e in &d.evictions {
@@ -69,6 +105,36 @@ impl Cache {
         self.rest(&d.park, &d.groups);
         self.nominate(d.nominations());
         Ok(taken)
+    }
+
+    /// `pod`'s bind failed: the volumes its claims were assumed to be given and the
+    /// allocations its ResourceClaims were (in any cluster) are free again.
+    pub fn unassume_claims(&mut self, pod: &str) -> Result<(), CacheError> {
+        let world = self.world();
+        let unassume = || pod.to_string();
+        let mut events = Vec::new();
+        for (cluster, _) in world
+            .storage
+            .iter()
+            .filter(|(_, s)| s.assumed().holds_for(pod))
+        {
+            let change = StorageChange::Unassume { pod: unassume() };
+            events.push(Event::Storage {
+                cluster: cluster.clone(),
+                change,
+            });
+        }
+        for (cluster, _) in world.dra.iter().filter(|(_, d)| d.assumed().holds_for(pod)) {
+            let change = DraChange::Unassume { pod: unassume() };
+            events.push(Event::Dra {
+                cluster: cluster.clone(),
+                change,
+            });
+        }
+        for e in events {
+            self.apply(e)?;
+        }
+        Ok(())
     }
 
     /// Records that the node lock for shared GPUs of `node` in `cluster` was taken at `at`

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::backlog::Backlog;
 use super::counts;
-use super::event::{CacheError, Event};
+use super::event::{CacheError, DraChange, Event, StorageChange};
 use super::slab::Slab;
 use super::topology::Topologies;
 use crate::hash::HashMap;
@@ -906,13 +906,20 @@ impl World {
             }
             // A storage or DRA object changed: a waiting job may now fit (a volume appeared,
             // a claim was bound, devices were freed), so parked jobs are looked at again.
+            // Volumes or devices assumed taken make no parked job fit.
             Event::Storage { cluster, change } => {
+                let takes = matches!(change, StorageChange::Assume { .. });
                 change.apply_to(self.storage.entry(cluster).or_default());
-                self.fleet_changed();
+                if !takes {
+                    self.fleet_changed();
+                }
             }
             Event::Dra { cluster, change } => {
+                let takes = matches!(change, DraChange::Assume { .. });
                 change.apply_to(self.dra.entry(cluster).or_default());
-                self.fleet_changed();
+                if !takes {
+                    self.fleet_changed();
+                }
             }
             // New or changed domains may take a parked gang.
             Event::HyperNodeUpsert(spec) => {

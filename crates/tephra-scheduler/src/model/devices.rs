@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use super::assumed::Assumed;
 use super::selectors::{Labels, Requirement, affinity_matches};
 
 /// A device attribute's value.
@@ -332,6 +333,10 @@ pub struct Dra {
     /// pool whose sets are named twice, or one of whose devices draws on a set or counter the
     /// pool does not publish, is invalid (the reason), and none of its devices is allocated.
     pools: BTreeMap<String, BTreeMap<String, Result<CounterSets, String>>>,
+    /// Allocations sessions gave claims that no watcher has shown yet, by claim
+    /// `namespace/name`: the claim holds its allocation meanwhile, so that the next session
+    /// does not give the same devices, counters or capacity again.
+    assumed: Assumed<ClaimAllocation>,
 }
 
 /// A pool's counter sets: set → counter → amount.
@@ -349,6 +354,48 @@ impl Dra {
         if self.slices.remove(name).is_some() {
             self.reindex();
         }
+    }
+
+    /// Adds or replaces a claim as a watcher shows it. An allocation it shows ends the
+    /// claim's assumed one; without one, the claim keeps what it was assumed to be given.
+    pub fn upsert_claim(&mut self, mut c: ResourceClaim) {
+        let key = c.key();
+        self.assumed.shown(&key, &mut c.allocation);
+        self.claims.insert(key, Arc::new(c));
+    }
+
+    /// Removes a claim (`namespace/name`), and what it was assumed to be given.
+    pub fn delete_claim(&mut self, key: &str) {
+        self.claims.remove(key);
+        self.assumed.end(key);
+    }
+
+    /// The claim `claim` (`namespace/name`) is being given `allocation` for `pod`'s bind: it
+    /// holds it from now until a watcher shows the claim allocated, the claim goes, or the
+    /// bind fails ([`Dra::unassume`]). A claim shown allocated already is left as it is.
+    pub fn assume(&mut self, claim: &str, allocation: ClaimAllocation, pod: &str) {
+        if let Some(c) = self.claims.get_mut(claim) {
+            if c.allocation.is_some() {
+                return;
+            }
+            Arc::make_mut(c).allocation = Some(allocation.clone());
+        }
+        self.assumed.insert(claim, allocation, pod);
+    }
+
+    /// `pod`'s bind failed: the claims it was to allocate hold nothing until a watcher shows
+    /// otherwise.
+    pub fn unassume(&mut self, pod: &str) {
+        for k in self.assumed.end_for(pod) {
+            if let Some(c) = self.claims.get_mut(&k) {
+                Arc::make_mut(c).allocation = None;
+            }
+        }
+    }
+
+    /// What sessions allocated that no watcher has shown yet.
+    pub fn assumed(&self) -> &Assumed<ClaimAllocation> {
+        &self.assumed
     }
 
     /// Every slice, by name.

@@ -2,9 +2,11 @@
 //! tasks (pods). Plain data, fed by the cache's event API. How labels, selectors, taints and
 //! tolerations match is in `selectors.rs`; inter-pod affinity and node preferences in
 //! `affinity.rs`; host ports in `ports.rs`; topology spread constraints in `spread.rs`; persistent
-//! volumes, claims and storage classes in `volumes.rs`.
+//! volumes, claims and storage classes in `volumes.rs`; what sessions gave that no watcher has
+//! shown yet in `assumed.rs`.
 
 pub mod affinity;
+pub mod assumed;
 pub mod cluster_affinity;
 pub mod devices;
 pub mod mig;

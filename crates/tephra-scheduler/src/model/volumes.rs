@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::affinity::LabelSelector;
+use super::assumed::Assumed;
 use super::selectors::{Labels, Requirement, affinity_matches};
 
 /// The provisioner name of classes that provision nothing (local volumes made by hand).
@@ -179,6 +180,9 @@ pub struct Storage {
     /// Each node's CSI attach limits (`CSINode.spec.drivers[].allocatable.count`), by node and
     /// driver.
     pub attach_limits: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Volumes sessions gave claims that no watcher has shown taken yet, by volume name: the
+    /// volume is the claim's meanwhile, so that the next session gives it to no other claim.
+    assumed: Assumed<ClaimRef>,
 }
 
 /// Where a claim that is not bound yet must be looked for.
@@ -194,6 +198,47 @@ pub enum Delay {
 }
 
 impl Storage {
+    /// Adds or replaces a volume as a watcher shows it. A claim reference it shows ends the
+    /// volume's assumed one; without one, the volume keeps the claim it was assumed given to.
+    pub fn upsert_volume(&mut self, mut v: PersistentVolume) {
+        self.assumed.shown(&v.name, &mut v.claim);
+        self.volumes.insert(v.name.clone(), Arc::new(v));
+    }
+
+    /// Removes a volume, and the claim it was assumed given to.
+    pub fn delete_volume(&mut self, name: &str) {
+        self.volumes.remove(name);
+        self.assumed.end(name);
+    }
+
+    /// The volume `volume` is being given to `claim` for `pod`'s bind: it is the claim's from
+    /// now until a watcher shows it taken, it goes, or the bind fails ([`Storage::unassume`]).
+    /// A volume shown taken already is left as it is.
+    pub fn assume(&mut self, volume: &str, claim: ClaimRef, pod: &str) {
+        if let Some(v) = self.volumes.get_mut(volume) {
+            if v.claim.is_some() {
+                return;
+            }
+            Arc::make_mut(v).claim = Some(claim.clone());
+        }
+        self.assumed.insert(volume, claim, pod);
+    }
+
+    /// `pod`'s bind failed: the volumes it was to take are free until a watcher shows
+    /// otherwise.
+    pub fn unassume(&mut self, pod: &str) {
+        for name in self.assumed.end_for(pod) {
+            if let Some(v) = self.volumes.get_mut(&name) {
+                Arc::make_mut(v).claim = None;
+            }
+        }
+    }
+
+    /// The volumes sessions gave claims that no watcher has shown taken yet.
+    pub fn assumed(&self) -> &Assumed<ClaimRef> {
+        &self.assumed
+    }
+
     /// How the claim is to be bound.
     pub fn delay(&self, claim: &VolumeClaim) -> Delay {
         if claim.bound {

@@ -233,6 +233,85 @@ fn partitions_of_one_gpu_exclude_each_other_through_its_counters() {
 }
 
 #[test]
+fn an_allocation_being_written_holds_its_devices_until_a_watcher_shows_it_or_its_bind_fails() {
+    let mut c = fleet();
+    a100(&mut c, "node-a-0");
+    nics(&mut c, "node-a-0", &[("p0", 10 * G)]);
+    for (i, name) in ["h0", "h1", "n0", "n1", "n2"].iter().enumerate() {
+        let req = if name.starts_with('h') {
+            request("gpu", profile("half"), None)
+        } else {
+            request("nic", nic(), Some(2 * G + G / 2))
+        };
+        claim_of(&mut c, name, vec![req]);
+        add_job(&mut c, &using(name, &[name]).created(i as i64)).unwrap();
+    }
+    // One session gives two halves and three 3G shares; the runtime takes it in and starts
+    // writing, and no watcher has shown a claim allocated yet.
+    let first = run(&c);
+    let names: BTreeSet<String> = allocated(&first).into_keys().collect();
+    assert_eq!(names.len(), 5, "{:?}", first.binds);
+    c.take(&first, TaskStatus::Binding).unwrap();
+    assert_eq!(c.world().dra["east"].assumed().keys().count(), 5);
+    // The claims' first writes (the finalizer) come back without the allocation.
+    for name in &names {
+        let claim = (*c.snapshot().dra["east"].claims[name]).clone();
+        let mut stale = claim.clone();
+        stale.allocation = None;
+        dra(&mut c, DraChange::ClaimUpsert(stale));
+        assert_eq!(
+            c.snapshot().dra["east"].claims[name].allocation,
+            claim.allocation,
+            "{name} keeps what it is being given"
+        );
+    }
+    // A third half and a fourth share arrive: nothing is left for them.
+    claim_of(&mut c, "h2", vec![request("gpu", profile("half"), None)]);
+    claim_of(&mut c, "n3", vec![request("nic", nic(), Some(2 * G))]);
+    add_job(&mut c, &using("h2", &["h2"]).created(9)).unwrap();
+    add_job(&mut c, &using("n3", &["n3"]).created(10)).unwrap();
+    let second = run(&c);
+    assert!(second.binds.is_empty(), "{:?}", second.binds);
+    // The watcher shows h0 and n0 allocated; h1's and n1's binds fail (nothing was written).
+    for name in ["default/h0", "default/n0"] {
+        let mut claim = (*c.snapshot().dra["east"].claims[name]).clone();
+        claim.allocation = allocated(&first).remove(name);
+        dra(&mut c, DraChange::ClaimUpsert(claim));
+    }
+    let pod_of = |claim: &str| {
+        let job = format!("default/{claim}");
+        first
+            .binds
+            .iter()
+            .find(|b| b.job == job)
+            .unwrap()
+            .task
+            .clone()
+    };
+    for claim in ["h1", "n1"] {
+        let pod = pod_of(claim);
+        c.unassume_claims(&pod).unwrap();
+        c.set_task(&pod, TaskStatus::Pending, None).unwrap();
+    }
+    let left: Vec<&str> = c.world().dra["east"].assumed().keys().collect();
+    assert_eq!(left, ["default/n2"]);
+    assert_eq!(
+        c.snapshot().dra["east"].claims["default/h1"].allocation,
+        None
+    );
+    // One half and one 3G share are free again: the next session gives them (to the earlier
+    // of the waiting claims each), and no more.
+    let third = run(&c);
+    let got: BTreeSet<String> = allocated(&third).into_keys().collect();
+    assert_eq!(got.len(), 2, "{:?}", third.binds);
+    assert!(
+        got.iter().any(|k| k == "default/h1" || k == "default/h2"),
+        "{got:?}"
+    );
+    assert!(got.iter().any(|k| k.contains("/n")), "{got:?}");
+}
+
+#[test]
 fn a_pool_whose_device_draws_on_a_counter_set_it_does_not_publish_offers_nothing() {
     let mut c = fleet();
     partitioned(&mut c, "node-a-0", 80 * GI, &[("half-0", "half", 40 * GI)]);
@@ -396,6 +475,10 @@ struct Sharing {
     /// none for the default).
     claims: Vec<Result<i64, Option<i64>>>,
     sessions: usize,
+    /// What becomes of each allocation a session makes, in turn (cycled): how many sessions
+    /// later a watcher shows it, whether an older version of its claim (the finalizer written
+    /// first) comes back before that, and whether its bind fails with nothing written.
+    fates: Vec<(usize, bool, bool)>,
 }
 
 fn sharing() -> impl Strategy<Value = Sharing> {
@@ -415,26 +498,28 @@ fn sharing() -> impl Strategy<Value = Sharing> {
             ],
             1..16,
         ),
-        1_usize..4,
+        1_usize..6,
+        prop::collection::vec((0_usize..3, any::<bool>(), prop::bool::weighted(0.2)), 1..8),
     )
-        .prop_map(|(gpus, nics, claims, sessions)| Sharing {
+        .prop_map(|(gpus, nics, claims, sessions, fates)| Sharing {
             gpus,
             nics,
             claims,
             sessions,
+            fates,
         })
 }
 
-/// Holds every allocation in the cache's claims to the devices: a device taken whole is
+/// Holds every allocation written to the claims to the devices: a device taken whole is
 /// taken by one claim and never shared; no pool's counter is overdrawn by the devices in
 /// use (each once); no shared device gives more capacity than it has; shares are named apart.
-fn check_allocations(c: &Cache, s: &Sharing) {
+fn check_allocations(c: &Cache, written: &BTreeMap<String, ClaimAllocation>, s: &Sharing) {
     let snap = c.snapshot();
     let dra_east = &snap.dra["east"];
     let mut whole: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut shares: BTreeMap<(String, String), Vec<&AllocatedDevice>> = BTreeMap::new();
-    for claim in dra_east.claims.values() {
-        for d in claim.allocation.iter().flat_map(|a| &a.devices) {
+    for allocation in written.values() {
+        for d in &allocation.devices {
             let key = (d.pool.clone(), d.device.clone());
             match d.share {
                 None => *whole.entry(key).or_default() += 1,
@@ -474,7 +559,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn shared_devices_never_give_more_than_their_counters_and_capacities_hold(s in sharing()) {
+    fn shared_devices_never_give_more_than_their_counters_and_capacities_hold_while_watchers_lag(s in sharing()) {
         let mut c = zoned(&["a"], 3);
         gpu_class(&mut c);
         for (i, (gi, parts)) in s.gpus.iter().enumerate() {
@@ -510,19 +595,44 @@ proptest! {
             claim_of(&mut c, &name, vec![req]);
             add_job(&mut c, &using(&name, &[&name]).created(i as i64)).unwrap();
         }
-        for _ in 0..s.sessions {
+        // The claims as the API server holds them, and the allocations the watchers have
+        // not shown yet: (session due, claim, pod). Sessions follow each other faster than
+        // the watchers, as they may on a real cluster.
+        let mut written: BTreeMap<String, ClaimAllocation> = BTreeMap::new();
+        let mut unseen: Vec<(usize, String, String)> = Vec::new();
+        let mut fates = s.fates.iter().cycle();
+        for session in 0..s.sessions {
             let d = run(&c);
+            c.take(&d, TaskStatus::Binding).unwrap();
             for p in &d.prebinds {
                 for b in &p.devices {
                     let Some(a) = &b.allocation else { continue };
-                    let mut claim = (*c.snapshot().dra["east"].claims[&b.claim]).clone();
-                    claim.allocation = Some(a.clone());
-                    claim.reserved_for.push(p.task.rsplit('/').next().unwrap().to_string());
-                    dra(&mut c, DraChange::ClaimUpsert(claim));
+                    let &(lag, stale, fails) = fates.next().unwrap();
+                    if stale {
+                        let mut old = (*c.snapshot().dra["east"].claims[&b.claim]).clone();
+                        old.allocation = None;
+                        dra(&mut c, DraChange::ClaimUpsert(old));
+                    }
+                    if fails {
+                        c.unassume_claims(&p.task).unwrap();
+                        c.set_task(&p.task, TaskStatus::Pending, None).unwrap();
+                        continue;
+                    }
+                    prop_assert!(!written.contains_key(&b.claim), "{} allocated twice", b.claim);
+                    written.insert(b.claim.clone(), a.clone());
+                    unseen.push((session + lag, b.claim.clone(), p.task.clone()));
                 }
             }
-            apply_binds(&mut c, &d).unwrap();
-            check_allocations(&c, &s);
+            let (due, later): (Vec<_>, Vec<_>) =
+                unseen.into_iter().partition(|(at, _, _)| *at <= session);
+            unseen = later;
+            for (_, claim_key, task) in due {
+                let mut claim = (*c.snapshot().dra["east"].claims[&claim_key]).clone();
+                claim.allocation = written.get(&claim_key).cloned();
+                claim.reserved_for.push(task.rsplit('/').next().unwrap().to_string());
+                dra(&mut c, DraChange::ClaimUpsert(claim));
+            }
+            check_allocations(&c, &written, &s);
         }
     }
 }

@@ -191,6 +191,47 @@ fn wait_for_first_consumer_claims_take_the_volumes_of_the_nodes_their_pods_get()
 }
 
 #[test]
+fn a_volume_being_given_to_a_claim_is_no_other_claims_until_a_watcher_shows_it_or_its_bind_fails() {
+    let mut c = fleet();
+    class(&mut c, "local", true, "kubernetes.io/no-provisioner", &[]);
+    local_pv(&mut c, "pv-a", "node-a-0", 10, None);
+    pvc(&mut c, "d0", "local", AccessModes::RWO, None);
+    add_job(&mut c, &mounting("first", &["d0"]).created(1)).unwrap();
+    let first = run(&c);
+    assert_eq!(first.prebinds.len(), 1, "{:?}", first.binds);
+    assert_eq!(first.prebinds[0].volumes[0].volume.as_deref(), Some("pv-a"));
+    c.take(&first, TaskStatus::Binding).unwrap();
+    // The volume comes back as it was before the claim reference was written.
+    local_pv(&mut c, "pv-a", "node-a-0", 10, None);
+    let claimed = |c: &Cache| c.world().storage["east"].volumes["pv-a"].claim.clone();
+    assert_eq!(claimed(&c).map(|r| r.name), Some("d0".to_string()));
+    // A second claim finds no volume while the first one's bind is in flight.
+    pvc(&mut c, "d1", "local", AccessModes::RWO, None);
+    add_job(&mut c, &mounting("second", &["d1"]).created(2)).unwrap();
+    let second = run(&c);
+    assert!(second.binds.is_empty(), "{:?}", second.prebinds);
+    // The first bind fails: the volume is free again, and the second claim gets it.
+    let pod = first.binds[0].task.clone();
+    c.unassume_claims(&pod).unwrap();
+    c.set_task(&pod, TaskStatus::Pending, None).unwrap();
+    assert_eq!(claimed(&c), None);
+    assert_eq!(c.world().storage["east"].assumed().keys().count(), 0);
+    let third = run(&c);
+    let given: Vec<_> = third
+        .prebinds
+        .iter()
+        .map(|p| p.volumes[0].clone())
+        .collect();
+    assert_eq!(given.len(), 1, "one volume, one claim: {given:?}");
+    // Once a watcher shows the volume taken, it stays taken whatever the assumption was.
+    c.take(&third, TaskStatus::Binding).unwrap();
+    let owner = given[0].claim.rsplit('/').next().unwrap().to_string();
+    local_pv(&mut c, "pv-a", "node-a-0", 10, Some(&owner));
+    assert_eq!(c.world().storage["east"].assumed().keys().count(), 0);
+    assert_eq!(claimed(&c).map(|r| r.name), Some(owner));
+}
+
+#[test]
 fn a_gang_that_runs_out_of_volumes_binds_nothing_and_takes_no_volume() {
     let mut c = fleet();
     class(&mut c, "local", true, "kubernetes.io/no-provisioner", &[]);

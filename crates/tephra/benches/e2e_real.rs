@@ -9,6 +9,9 @@
 //!   pre-created pod, round robin over the nodes;
 //! - `bind-limit-watching`: the same client while a second connection lists and watches every
 //!   pod, as a scheduler's informer does (what that watch costs the API server beside binds);
+//! - `bind-limit-watching-raw` and `bind-limit-watching-protobuf`: the same, the watch (a
+//!   streaming list, as tephra's) read as bytes and never decoded, in JSON or in Kubernetes'
+//!   protobuf: what the watch costs with no client decoding, and what protobuf would save;
 //! - `tephra`: `tephra scheduler` (the release binary), pods in Volcano PodGroups of 8;
 //! - `tephra-kube-gangs`: `tephra scheduler`, pods in `scheduling.k8s.io` PodGroups of 8, as
 //!   `kube-gangs` has them (tephra's second front end);
@@ -39,6 +42,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -443,7 +447,10 @@ impl Bench {
     /// Runs one contender on its own namespace and measures it.
     async fn run(&self, name: &'static str, round: usize) -> Option<Outcome> {
         let kind = match name {
-            "bind-limit" | "bind-limit-watching" => Pods::Unscheduled,
+            "bind-limit"
+            | "bind-limit-watching"
+            | "bind-limit-watching-raw"
+            | "bind-limit-watching-protobuf" => Pods::Unscheduled,
             "tephra" | "volcano" => Pods::VolcanoGangs,
             "kube-scheduler" => Pods::Single,
             "kube-gangs" => Pods::KubeGangs,
@@ -483,18 +490,30 @@ impl Bench {
         let mut profiler: Option<Child> = None;
         let mut bind_task = None;
         let mut watch_task: Option<tokio::task::JoinHandle<()>> = None;
+        let watched = Arc::new(AtomicUsize::new(0));
         match name {
-            "bind-limit" | "bind-limit-watching" => {
-                if name == "bind-limit-watching" {
-                    // What a scheduler's informer costs the API server beside its binds: a
-                    // list and watch of every pod, on a connection of its own, for the run.
-                    let pods: Api<Pod> =
-                        Api::all(tephra_kube::connect::client(self.config.clone()).unwrap());
-                    watch_task = Some(tokio::spawn(async move {
-                        let mut s = watcher::watcher(pods, watcher::Config::default()).boxed();
-                        while let Ok(Some(_)) = s.try_next().await {}
-                    }));
-                }
+            "bind-limit"
+            | "bind-limit-watching"
+            | "bind-limit-watching-raw"
+            | "bind-limit-watching-protobuf" => {
+                // What a scheduler's informer costs the API server beside its binds: a list
+                // and watch of every pod, on a connection of its own, for the run.
+                let client = || tephra_kube::connect::client(self.config.clone()).unwrap();
+                watch_task = match name {
+                    "bind-limit" => None,
+                    "bind-limit-watching" => {
+                        let pods: Api<Pod> = Api::all(client());
+                        Some(tokio::spawn(async move {
+                            let mut s = watcher::watcher(pods, watcher::Config::default()).boxed();
+                            while let Ok(Some(_)) = s.try_next().await {}
+                        }))
+                    }
+                    _ => {
+                        let protobuf = name.ends_with("protobuf");
+                        let read = Arc::clone(&watched);
+                        Some(tokio::spawn(watch_raw(client(), protobuf, read)))
+                    }
+                };
                 bind_task = Some(tokio::spawn(bind_all(
                     self.client.clone(),
                     ns.clone(),
@@ -549,6 +568,10 @@ impl Bench {
         }
         if let Some(t) = watch_task {
             t.abort();
+        }
+        let watched = watched.load(Ordering::Relaxed);
+        if watched > 0 {
+            eprintln!("{name}: its watch read {:.1} MB", watched as f64 / 1e6);
         }
         if matches!(name, "kube-scheduler" | "kube-gangs") {
             self.cluster.stop_scheduler();
@@ -848,6 +871,38 @@ fn volcano_process(
         .unwrap_or_else(|e| panic!("{binary} does not start: {e}"))
 }
 
+/// Lists and watches every pod as a streaming list (`sendInitialEvents`), in JSON or in
+/// protobuf, reading the bytes and decoding none; counts them in `read`.
+async fn watch_raw(client: kube::Client, protobuf: bool, read: Arc<AtomicUsize>) {
+    use futures::AsyncReadExt;
+    let accept = if protobuf {
+        "application/vnd.kubernetes.protobuf"
+    } else {
+        "application/json"
+    };
+    let request = http::Request::get(
+        "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true\
+         &resourceVersionMatch=NotOlderThan",
+    )
+    .header(http::header::ACCEPT, accept)
+    .body(Vec::new())
+    .unwrap();
+    let mut body = match client.request_stream(request).await {
+        Ok(b) => Box::pin(b),
+        Err(e) => {
+            eprintln!("raw watch ({accept}) refused: {e}");
+            return;
+        }
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = body.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        read.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 fn main() {
     let nodes = env("TEPHRA_REAL_NODES", 500);
     let pods = env("TEPHRA_REAL_PODS", 5000);
@@ -862,6 +917,8 @@ fn main() {
         .map(|s| match s {
             "bind-limit" => "bind-limit",
             "bind-limit-watching" => "bind-limit-watching",
+            "bind-limit-watching-raw" => "bind-limit-watching-raw",
+            "bind-limit-watching-protobuf" => "bind-limit-watching-protobuf",
             "tephra" => "tephra",
             "kube-scheduler" => "kube-scheduler",
             "kube-gangs" => "kube-gangs",

@@ -78,7 +78,7 @@ pub fn start(
     let mut tasks = Vec::new();
     {
         let (api, q, w) = (
-            Api::<Pod>::all(client.clone()),
+            Api::<crate::slim::Watched<Pod>>::all(client.clone()),
             queue.clone(),
             wanting.clone(),
         );
@@ -89,8 +89,10 @@ pub fn start(
             futures::pin_mut!(stream);
             while let Some(ev) = stream.next().await {
                 let (pod, gone) = match ev {
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => (p, false),
-                    Ok(watcher::Event::Delete(p)) => (p, true),
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                        (p.into_inner(), false)
+                    }
+                    Ok(watcher::Event::Delete(p)) => (p.into_inner(), true),
                     Ok(_) => continue,
                     Err(e) => {
                         tracing::warn!(error = %crate::brief::watch(&e), "pod watch error");

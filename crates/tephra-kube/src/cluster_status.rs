@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use crate::clients::Endpoint;
 use crate::leader::Leadership;
 use crate::members::{Credentials, client_for, credentials};
+use crate::slim::Watched;
 
 /// How the cluster status controller runs.
 #[derive(Clone, Debug)]
@@ -191,7 +192,8 @@ async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration, with_pods
     };
     let version = m.apiserver_version().await.ok().map(|v| v.git_version);
     let nodes: Api<Node> = Api::all(m.clone());
-    let pods: Api<Pod> = Api::all(m);
+    // Listed without managedFields (crate::slim): nothing here reads them.
+    let pods: Api<Watched<Pod>> = Api::all(m);
     let (mut total, mut ready_n) = (0, 0);
     let mut alloc: BTreeMap<String, i128> = BTreeMap::new();
     let mut used: BTreeMap<String, i128> = BTreeMap::new();
@@ -222,7 +224,7 @@ async fn probe(c: &Cluster, member: Option<Client>, timeout: Duration, with_pods
         None
     };
     if let Some(list) = &listed {
-        for p in &list.items {
+        for Watched(p) in &list.items {
             let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
             let placed = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
             if !placed || matches!(phase, Some("Succeeded" | "Failed")) {

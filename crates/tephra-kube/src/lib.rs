@@ -56,6 +56,7 @@ pub mod report;
 pub mod retry;
 pub mod run;
 pub mod serve;
+pub mod slim;
 pub mod ui;
 pub mod virtual_node;
 pub mod watch;

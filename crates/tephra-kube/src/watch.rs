@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
+use crate::slim::Watched;
 
 pub use tephra_index::observed::{Change, Kind, Obj, Update};
 
@@ -242,12 +243,16 @@ pub fn spawn_member(
 ) -> Vec<JoinHandle<()>> {
     let go = |kind| (Arc::clone(cluster), kind, tx.clone(), Arc::clone(metrics));
     vec![
-        spawn(Api::<Node>::all(client.clone()), go(Kind::Node), |o| {
-            Obj::Node(Box::new(o))
-        }),
-        spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
-            Obj::Pod(Box::new(o))
-        }),
+        spawn(
+            Api::<Watched<Node>>::all(client.clone()),
+            go(Kind::Node),
+            |o| Obj::Node(Box::new(o.into_inner())),
+        ),
+        spawn(
+            Api::<Watched<Pod>>::all(client.clone()),
+            go(Kind::Pod),
+            |o| Obj::Pod(Box::new(o.into_inner())),
+        ),
         spawn(
             Api::<PersistentVolumeClaim>::all(client.clone()),
             go(Kind::Pvc),
@@ -375,9 +380,11 @@ pub fn spawn_fleet(
         ),
     ];
     if declared {
-        out.push(spawn(Api::<Pod>::all(client.clone()), go(Kind::Pod), |o| {
-            Obj::Pod(Box::new(o))
-        }));
+        out.push(spawn(
+            Api::<Watched<Pod>>::all(client.clone()),
+            go(Kind::Pod),
+            |o| Obj::Pod(Box::new(o.into_inner())),
+        ));
         // The claims declared pods use, copied to their member when they are placed.
         out.push(spawn(
             Api::<PersistentVolumeClaim>::all(client.clone()),

@@ -32,7 +32,8 @@
 //! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
 //! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
 //! tephra's run recorded there by `perf record`). Each contender prints one line; that
-//! line also says how busy the whole machine was (every core, from /proc/stat). The last
+//! line also says how busy the whole machine was (every core, from /proc/stat) and how much of
+//! it the API server, etcd and the bench itself used. The last
 //! lines are the ratios: each round's rates against that round's bind limit, from the
 //! contender's start and from its first bind to its last (the rate of its binds alone), their
 //! medians over the rounds, and tephra's best against each other contender.
@@ -76,6 +77,30 @@ fn cpu_seconds(pid: u32) -> f64 {
     let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     ticks / 100.0
+}
+
+/// CPU seconds of every process named `comm` (`/proc/PID/comm`, at most 15 bytes), summed.
+fn cpu_of(comm: &str) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .map(cpu_seconds)
+        .sum()
+}
+
+/// CPU seconds of the API server, etcd and this bench (its watcher of the pods, and the
+/// bind-limit contenders' clients), so that a run says who kept the machine busy.
+fn shares() -> [f64; 3] {
+    [
+        cpu_of("kube-apiserver"),
+        cpu_of("etcd"),
+        cpu_seconds(std::process::id()),
+    ]
 }
 
 /// CPU seconds the whole machine has been busy (every core, from /proc/stat: all but idle
@@ -485,6 +510,7 @@ impl Bench {
         let load_before = load();
         let requests_before = self.requests().await;
         let busy_before = machine_busy();
+        let shares_before = shares();
         let start = Instant::now();
         let mut process: Option<Child> = None;
         let mut profiler: Option<Child> = None;
@@ -551,6 +577,10 @@ impl Bench {
         }
         let cpu = process.as_ref().map(|p| cpu_seconds(p.id()));
         let (busy, wall) = (machine_busy() - busy_before, start.elapsed().as_secs_f64());
+        let [apiserver, etcd, bench] = {
+            let now = shares();
+            [0, 1, 2].map(|i| now[i] - shares_before[i])
+        };
         let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
         if let Some(mut perf) = profiler {
             // SIGINT: perf writes its data and exits.
@@ -611,7 +641,7 @@ impl Bench {
             cpu,
         };
         println!(
-            "{name}: {} nodes, {bound}/{} pods bound; first bind {:.2} s after start, all {:.2} s ({:.0} pods/s from start){}; the machine busy {busy:.1} of {:.1} core-seconds ({:.0}%); load {load_before} → {}",
+            "{name}: {} nodes, {bound}/{} pods bound; first bind {:.2} s after start, all {:.2} s ({:.0} pods/s from start){}; the machine busy {busy:.1} of {:.1} core-seconds ({:.0}%: kube-apiserver {apiserver:.1}, etcd {etcd:.1}, this bench {bench:.1}); load {load_before} → {}",
             self.nodes.len(),
             self.pods,
             result.first,

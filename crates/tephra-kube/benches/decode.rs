@@ -1,7 +1,7 @@
 //! What decoding a pod's watch event costs the watcher: k8s-openapi's `Pod` against
 //! `tephra_kube::slim::Watched<Pod>` (the same object, its managedFields skipped unread), on a
-//! pod as a client created it (one managedFields entry) and on a running pod as a real
-//! cluster serves it (its kubelet's status entry too). Measures events decoded per second.
+//! pod as a client created it (one managedFields entry) and on a running pod (its kubelet's
+//! status entry too), both written by hand in the shape kube-apiserver serves. Measures events decoded per second.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;

@@ -6,9 +6,11 @@
 //!   from the template, `<pod>-<claim>-<five characters>`, owned by the pod and annotated with
 //!   `resource.kubernetes.io/pod-claim-name`, recorded in the pod's
 //!   `status.resourceClaimStatuses`;
-//! - a claim's `status.reservedFor` loses the pods that are gone or finished; a claim reserved
-//!   for nobody any more is deallocated (its allocation and the `delete-protection` finalizer
-//!   removed), as Kubernetes does for claims the scheduler allocated;
+//! - a claim's `status.reservedFor` loses the pods that are gone, finished or deleted before
+//!   they were scheduled; a claim whose reservations that drops to none is deallocated (its
+//!   allocation and the `delete-protection` finalizer removed), as Kubernetes does for claims
+//!   the scheduler allocated; a claim reserved for nobody already stays allocated until it is
+//!   deleted;
 //! - a generated claim whose pod is gone is deleted.
 //!
 //! Claims and pods are reconciled whenever either changes.
@@ -57,10 +59,15 @@ impl Claims<'_> {
                     error = %e, "claim controller: pod not reconciled");
             }
         }
-        // Pods that may still use a claim: not finished, not gone.
+        // Pods that may still use a claim: not finished, not gone, not deleted before they
+        // were scheduled.
         let live: BTreeMap<String, String> = pods
             .iter()
             .filter(|p| !matches!(text(&p.value, "/status/phase"), "Succeeded" | "Failed"))
+            .filter(|p| {
+                p.value.pointer("/metadata/deletionTimestamp").is_none()
+                    || !text(&p.value, "/spec/nodeName").is_empty()
+            })
             .map(|p| {
                 (
                     text(&p.value, "/metadata/uid").to_string(),
@@ -168,8 +175,13 @@ impl Claims<'_> {
         Ok(())
     }
 
-    /// Drops a claim's reservations for pods that are gone or finished; deallocates a claim
-    /// reserved for nobody that the scheduler allocated.
+    /// Drops a claim's reservations for pods that are gone, replaced, finished, or deleted
+    /// before they were scheduled, as kube-controller-manager's `resourceclaim` controller
+    /// does; the reservations dropping to none deallocate a claim the scheduler allocated (its
+    /// `delete-protection` finalizer). A claim that was reserved for nobody already keeps its
+    /// allocation (the scheduler may have written it before its pod's reservation, and a
+    /// scheduler's Unreserve leaves it allocated); a deleted one reserved for nobody loses its
+    /// allocation and the finalizer, so it can go.
     fn release(&self, claim: &Value, live: &BTreeMap<String, String>) -> Result<(), ApiError> {
         let reserved: Vec<Value> = claim
             .pointer("/status/reservedFor")
@@ -185,29 +197,40 @@ impl Claims<'_> {
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(DELETE_PROTECTION)));
-        let deallocate =
-            kept.is_empty() && claim.pointer("/status/allocation").is_some() && protected;
-        if kept.len() == reserved.len() && !deallocate {
+        let allocated = claim.pointer("/status/allocation").is_some();
+        let deleting = claim.pointer("/metadata/deletionTimestamp").is_some();
+        let dropped = kept.len() < reserved.len();
+        // Unused now: by the transition, or deleted while unused.
+        let unused = kept.is_empty() && (dropped || deleting);
+        let deallocate = unused && allocated && protected;
+        let unprotect = unused && protected;
+        if !(dropped || deallocate || unprotect) {
             return Ok(());
         }
         let def = self.api.builtin(Builtin::ResourceClaim);
         let key = key_of(claim);
-        self.api.update(
-            &def,
-            &key,
-            Scope::Status,
-            &WriteOpts::default(),
-            &mut |cur| {
-                let mut n = cur.clone();
-                n["status"]["reservedFor"] = json!(kept);
-                if deallocate && let Some(s) = n.get_mut("status").and_then(Value::as_object_mut) {
-                    s.remove("allocation");
-                    s.remove("reservedFor");
-                }
-                Ok(n)
-            },
-        )?;
-        if deallocate {
+        if dropped || deallocate {
+            self.api.update(
+                &def,
+                &key,
+                Scope::Status,
+                &WriteOpts::default(),
+                &mut |cur| {
+                    let mut n = cur.clone();
+                    n["status"]["reservedFor"] = json!(kept);
+                    if let Some(s) = n.get_mut("status").and_then(Value::as_object_mut) {
+                        if kept.is_empty() {
+                            s.remove("reservedFor");
+                        }
+                        if deallocate {
+                            s.remove("allocation");
+                        }
+                    }
+                    Ok(n)
+                },
+            )?;
+        }
+        if unprotect {
             self.api
                 .update(&def, &key, Scope::Main, &WriteOpts::default(), &mut |cur| {
                     let mut n = cur.clone();

@@ -870,4 +870,130 @@ mod devices {
             .unwrap();
         sched.stop().await;
     }
+
+    /// A DeviceClass, node `n1`'s slice of two GPUs and the claims `names` (one GPU each).
+    async fn two_gpus_and_claims(c: &kube::Client, names: &[&str]) {
+        create(c, "DeviceClass", "deviceclasses", false, json!({"apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})).await;
+        gpus(c, "n1", 2, "h100").await;
+        for name in names {
+            create(
+                c,
+                "ResourceClaim",
+                "resourceclaims",
+                true,
+                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": name},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": "gpu.example.com"}}]}}}),
+            )
+            .await;
+        }
+    }
+
+    /// What a scheduler writes allocating `device` of `n1` to a claim.
+    fn allocation(device: &str) -> Value {
+        json!({"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com",
+                                         "pool": "n1", "device": device}]},
+               "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                   {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}})
+    }
+
+    /// A pod named `name` using the claim `claim`, held by a scheduling gate (so that nothing
+    /// binds it).
+    async fn gated_claimant(c: &kube::Client, name: &str, claim: &str) -> String {
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"schedulerName": "volcano", "schedulingGates": [{"name": "example.com/hold"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"claims": [{"name": "gpu"}]}}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap()
+    }
+
+    /// The claim's allocation, its reservations by pod name, and whether it holds the
+    /// `delete-protection` finalizer.
+    async fn claim_state(c: &kube::Client, name: &str) -> Option<(bool, Vec<String>, bool)> {
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let rc = claims.get_opt(name).await.unwrap()?;
+        let s = rc.status.unwrap_or_default();
+        let protected = rc
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == tephra_kube::prebind::DELETE_PROTECTION);
+        let reserved = s
+            .reserved_for
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        Some((s.allocation.is_some(), reserved, protected))
+    }
+
+    on_both!(
+        a_claim_is_deallocated_when_its_last_pod_goes_not_while_reserved_for_nobody,
+        claim_release
+    );
+    /// The claim controller's contract tephra relies on (kube-controller-manager's
+    /// `resourceclaim` controller, and the devcluster's): a claim loses its allocation when the
+    /// last pod it was reserved for goes, not merely for being reserved for nobody (a
+    /// scheduler may allocate before it reserves, and kube-scheduler's Unreserve leaves the
+    /// allocation); a deleted claim reserved for nobody is deallocated and goes.
+    async fn claim_release(backend: Backend) {
+        logs();
+        let Some(cl) = cluster_on(backend, vec![node("n1", "8", 0)]).await else {
+            return;
+        };
+        let c = cl.client.clone();
+        two_gpus_and_claims(&c, &["idle", "used"]).await;
+        let uid = gated_claimant(&c, "user", "used").await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let protect =
+            json!({"metadata": {"finalizers": [tephra_kube::prebind::DELETE_PROTECTION]}});
+        for (name, device, reserved) in [
+            ("idle", "gpu-0", json!(null)),
+            (
+                "used",
+                "gpu-1",
+                json!([{"resource": "pods", "name": "user", "uid": uid}]),
+            ),
+        ] {
+            claims
+                .patch(name, &PatchParams::default(), &Patch::Merge(&protect))
+                .await
+                .unwrap();
+            let status =
+                json!({"status": {"allocation": allocation(device), "reservedFor": reserved}});
+            claims
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap();
+        }
+        // The pod goes: its claim is deallocated and may go.
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        pods.delete("user", &Default::default()).await.unwrap();
+        eventually(30, "the claim of the deleted pod deallocated", || async {
+            (claim_state(&c, "used").await? == (false, vec![], false)).then_some(())
+        })
+        .await;
+        // The claim reserved for nobody from the start stays allocated (the controller has
+        // seen both claims by now; a moment more for a late pass).
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        assert_eq!(claim_state(&c, "idle").await, Some((true, vec![], true)));
+        // Deleted, it is deallocated and goes.
+        claims.delete("idle", &Default::default()).await.unwrap();
+        eventually(30, "the deleted unreserved claim gone", || async {
+            claim_state(&c, "idle").await.is_none().then_some(())
+        })
+        .await;
+    }
 }

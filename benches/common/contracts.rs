@@ -244,6 +244,7 @@ pub fn world(contracts: Contracts) -> Cache {
                             reserved_for: Vec::new(),
                             unsupported: None,
                             deleting: false,
+                            resource_version: String::new(),
                         }),
                     })
                     .unwrap();

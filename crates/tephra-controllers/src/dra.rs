@@ -522,6 +522,7 @@ pub fn claim(c: &dra::ResourceClaim) -> Result<ResourceClaim, DraError> {
             .collect(),
         unsupported,
         deleting: c.metadata.deletion_timestamp.is_some(),
+        resource_version: c.metadata.resource_version.clone().unwrap_or_default(),
     })
 }
 

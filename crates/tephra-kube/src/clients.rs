@@ -33,6 +33,7 @@ impl Clients {
             | Write::Purge { cluster, .. }
             | Write::PreBind { cluster, .. }
             | Write::Nominate { cluster, .. }
+            | Write::Deallocate { cluster, .. }
             | Write::HyperNodeStatus { cluster, .. } => self.member(cluster),
             Write::Binding { .. }
             | Write::DeclaredStatus { .. }

@@ -159,6 +159,9 @@ struct Inner {
     /// Best-effort Events (a bound pod's `Scheduled`), sent by workers of their own so that
     /// a bind never waits behind them; dropped and counted when the queue is full.
     events: mpsc::Sender<Write>,
+    /// The ResourceClaims a gang's PreBind reserved for each of its pods (by cluster,
+    /// namespace and pod), until the pod's bind ends: a bind refused gives them back.
+    reserved: dashmap::DashMap<(String, String, String), Vec<String>>,
 }
 
 const RETRIES: u32 = 4;
@@ -201,6 +204,7 @@ impl Executor {
             done,
             identity,
             lanes: Lanes::default(),
+            reserved: dashmap::DashMap::new(),
         });
         let events_rx = Arc::new(Mutex::new(events_rx));
         for _ in 0..EVENT_WORKERS {
@@ -326,6 +330,19 @@ impl Inner {
         if let Write::PreBind { .. } = &write {
             self.after_prebind(&write, &outcome);
         }
+        if let Write::Bind {
+            cluster,
+            namespace,
+            name,
+            ..
+        } = &write
+            && let Some((_, claims)) =
+                self.reserved
+                    .remove(&(cluster.clone(), namespace.clone(), name.clone()))
+            && matches!(outcome, Outcome::Failed { .. })
+        {
+            self.unreserve(cluster, namespace, name, claims);
+        }
         if let (
             Write::Bind {
                 cluster,
@@ -360,12 +377,21 @@ impl Inner {
             cluster,
             job,
             steps,
+            devices,
             then,
-            ..
         } = write
         else {
             return;
         };
+        // What the PreBind reserved (or tried to), by pod.
+        let mut reserved: std::collections::BTreeMap<(String, String), Vec<String>> =
+            Default::default();
+        for d in devices.iter().filter(|d| d.reserve) {
+            reserved
+                .entry((d.namespace.clone(), d.pod.clone()))
+                .or_default()
+                .push(d.claim.clone());
+        }
         let me = Arc::clone(self);
         let (cluster, job, steps, then) =
             (cluster.clone(), job.clone(), steps.clone(), then.clone());
@@ -381,10 +407,22 @@ impl Inner {
                 (Outcome::NotLeader, _) => Err("not the leader".into()),
             };
             match result {
-                Ok(()) => me.resubmit(then),
+                Ok(()) => {
+                    // Each bind that ends refused gives its pod's claims back.
+                    for ((namespace, pod), claims) in reserved {
+                        me.reserved
+                            .insert((cluster.clone(), namespace, pod), claims);
+                    }
+                    me.resubmit(then)
+                }
                 Err(message) => {
                     tracing::warn!(cluster = %cluster, job = %job, error = %message,
                         "volumes not bound; the gang is placed again next session");
+                    if written != Outcome::NotLeader {
+                        for ((namespace, pod), claims) in reserved {
+                            me.unreserve(&cluster, &namespace, &pod, claims);
+                        }
+                    }
                     for w in then {
                         me.failed_prebind(&cluster, &w, &message).await;
                         let _ = me.done.send(Done {
@@ -396,6 +434,28 @@ impl Inner {
                         });
                     }
                 }
+            }
+        });
+    }
+
+    /// Gives back the ResourceClaims a PreBind reserved for `pod` (kube-scheduler's
+    /// Unreserve), in the background: its bind did not happen.
+    fn unreserve(&self, cluster: &str, namespace: &str, pod: &str, claims: Vec<String>) {
+        let Some(client) = self.clients.member(cluster) else {
+            return;
+        };
+        if !self.leadership.is_leader() {
+            return;
+        }
+        let (cluster, namespace, pod) =
+            (cluster.to_string(), namespace.to_string(), pod.to_string());
+        tokio::spawn(async move {
+            match crate::prebind::unreserve(&client, &namespace, &claims, &pod).await {
+                Ok(()) => tracing::info!(cluster = %cluster, pod = %format!("{namespace}/{pod}"),
+                    claims = ?claims, "bind not done: the pod's ResourceClaim reservations given back"),
+                Err(e) => tracing::warn!(cluster = %cluster, pod = %format!("{namespace}/{pod}"),
+                    claims = ?claims, error = %e,
+                    "bind not done, and the pod's ResourceClaim reservations not given back; its next placement reuses them"),
             }
         });
     }
@@ -496,6 +556,7 @@ impl Inner {
             | Write::KubeGroupConditions { cluster, .. }
             | Write::GroupAnnotation { cluster, .. }
             | Write::HyperNodeStatus { cluster, .. }
+            | Write::Deallocate { cluster, .. }
             | Write::Event { cluster, .. } => cluster.as_str(),
             Write::QueueStatus { .. }
             | Write::Binding { .. }
@@ -886,6 +947,22 @@ impl Inner {
                 let control = &self.clients.control;
                 crate::prebind::write_claims(&client, control, steps).await?;
                 crate::prebind::write_devices(&client, control, devices).await
+            }
+            Write::Deallocate {
+                cluster,
+                namespace,
+                claim,
+                pod,
+                resource_version,
+            } => {
+                let done =
+                    crate::prebind::deallocate(&client, namespace, claim, pod, resource_version)
+                        .await?;
+                if done {
+                    tracing::info!(cluster = %cluster, claim = %format!("{namespace}/{claim}"), pod = %pod,
+                        "ResourceClaim deallocated: its devices kept the pod off the nodes that could take it");
+                }
+                Ok(())
             }
             Write::Event {
                 namespace,

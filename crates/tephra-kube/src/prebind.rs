@@ -96,6 +96,94 @@ pub async fn reserve(
     Ok(())
 }
 
+/// Takes the pod `pod` out of the `reservedFor` of each of `claims`, as kube-scheduler's
+/// DynamicResources Unreserve does once a bind after its PreBind failed: the claims' allocation
+/// stays (the claim controller deallocates a claim only when the pods it was reserved for go),
+/// and the pod is placed again. A claim gone, or not reserved for the pod, is left as it is; a
+/// claim changed meanwhile is read again, a few times.
+pub async fn unreserve(
+    client: &Client,
+    namespace: &str,
+    claims: &[String],
+    pod: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+    for name in claims {
+        let mut attempt = 0;
+        loop {
+            let Some(c) = api.get_opt(name).await? else {
+                break;
+            };
+            let reserved = c.status.and_then(|s| s.reserved_for).unwrap_or_default();
+            let is_pod = |r: &&k8s_openapi::api::resource::v1::ResourceClaimConsumerReference| {
+                r.resource == "pods" && r.name == pod
+            };
+            if !reserved.iter().any(|r| is_pod(&r)) {
+                break;
+            }
+            let kept: Vec<serde_json::Value> = reserved
+                .iter()
+                .filter(|r| !is_pod(r))
+                .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+                .collect();
+            let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version},
+                               "status": {"reservedFor": if kept.is_empty() { serde_json::Value::Null } else { json!(kept) }}});
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => attempt += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deallocates the claim `name` (clears its allocation, reservations and device status), as
+/// kube-scheduler's DynamicResources PostFilter does for a claim that keeps its pod off the
+/// nodes: only if it is still at `resource_version` (as the session saw it) and reserved for
+/// nobody but `pod`. A claim changed meanwhile, or gone, is left for the next session to look
+/// at again: `Ok(false)`.
+pub async fn deallocate(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    pod: &str,
+    resource_version: &str,
+) -> Result<bool, kube::Error> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+    let Some(c) = api.get_opt(name).await? else {
+        return Ok(false);
+    };
+    let status = c.status.unwrap_or_default();
+    let others = status
+        .reserved_for
+        .iter()
+        .flatten()
+        .any(|r| r.resource != "pods" || r.name != pod);
+    if c.metadata.resource_version.as_deref() != Some(resource_version)
+        || status.allocation.is_none()
+        || others
+    {
+        return Ok(false);
+    }
+    let patch = json!({"metadata": {"resourceVersion": resource_version},
+                       "status": {"allocation": null, "reservedFor": null, "devices": null}});
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// A write refused because another took the object first (HTTP 409).
 fn conflict(message: String) -> kube::Error {
     kube::Error::Api(Box::new(
@@ -139,6 +227,14 @@ pub async fn write_devices(
         }
         let mut patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version},
                                "status": {"reservedFor": reserved}});
+        if s.allocation.is_none() && status.allocation.is_none() {
+            // Allocated when the session looked, deallocated since (a session gave it up for
+            // another pod it kept back): a reservation alone would let the pod run without it.
+            return Err(conflict(format!(
+                "claim {}/{} got deallocated in the meantime",
+                s.namespace, s.claim
+            )));
+        }
         if let Some(a) = &s.allocation {
             if status.allocation.is_some() {
                 return Err(conflict(format!(

@@ -31,7 +31,8 @@ pub(crate) fn class(w: &Write) -> Class {
 
 /// Whether a write of the rest may wait while binds are waiting: what reports (PodGroup,
 /// Queue, HyperNode and binding status, pods' conditions, ResourceBindings, Events) does; what
-/// frees or reserves room (evictions, purges, eviction tasks, nominations) does not.
+/// frees or reserves room (evictions, purges, eviction tasks, nominations, deallocations) does
+/// not.
 pub(crate) fn reports(w: &Write) -> bool {
     matches!(
         w,

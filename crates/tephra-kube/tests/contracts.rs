@@ -996,4 +996,166 @@ mod devices {
         })
         .await;
     }
+
+    on_both!(
+        a_bind_refused_after_its_prebind_gives_the_pods_claim_reservation_back,
+        refused_bind_unreserves
+    );
+    /// kube-scheduler's Unreserve: a gang's PreBind allocated and reserved a claim for a pod
+    /// whose bind is then refused (here: the pod is gated, which the API server refuses to
+    /// bind); the pod's reservation is taken back, the allocation stays, as kube-scheduler
+    /// leaves it.
+    async fn refused_bind_unreserves(backend: Backend) {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+        use tephra_kube::clients::Clients;
+        use tephra_kube::executor::{Executor, Outcome, RateLimiter, Settings};
+        use tephra_kube::prebind::DeviceStep;
+        use tephra_kube::writes::Write;
+        logs();
+        let Some(cl) = cluster_on(backend, vec![node("n1", "8", 0)]).await else {
+            return;
+        };
+        let c = cl.client.clone();
+        two_gpus_and_claims(&c, &["gpu"]).await;
+        gated_claimant(&c, "held", "gpu").await;
+        let (done, mut results) = tokio::sync::mpsc::unbounded_channel();
+        let executor = Executor::new(
+            Clients {
+                control: c.clone(),
+                members: Arc::new(std::sync::RwLock::new(BTreeMap::from([(
+                    "local".to_string(),
+                    c.clone(),
+                )]))),
+            },
+            Settings {
+                concurrency: 2,
+                limiter: RateLimiter::new(0.0, 0),
+                identity: "test".into(),
+                volume_bind_timeout: std::time::Duration::from_secs(10),
+                virtual_node: None,
+            },
+            tephra_kube::leader::Leadership::always(),
+            Arc::new(tephra_kube::metrics::Metrics::new().unwrap()),
+            done,
+        );
+        executor.submit(vec![Write::PreBind {
+            cluster: "local".into(),
+            job: "default/held".into(),
+            steps: vec![],
+            devices: vec![DeviceStep {
+                namespace: "default".into(),
+                claim: "gpu".into(),
+                pod: "held".into(),
+                allocation: Some(allocation("gpu-0")),
+                reserve: true,
+            }],
+            then: vec![Write::Bind {
+                annotations: Default::default(),
+                gpu_lock: false,
+                cluster: "local".into(),
+                namespace: "default".into(),
+                name: "held".into(),
+                node: "n1".into(),
+                job: "default/held".into(),
+            }],
+        }]);
+        let mut bind = None;
+        while bind.is_none() {
+            let d = tokio::time::timeout(std::time::Duration::from_secs(30), results.recv())
+                .await
+                .expect("the writes ended")
+                .unwrap();
+            match d.write {
+                Write::PreBind { .. } => assert_eq!(d.outcome, Outcome::Ok),
+                Write::Bind { .. } => bind = Some(d.outcome),
+                _ => {}
+            }
+        }
+        assert!(
+            matches!(&bind, Some(Outcome::Failed { message, .. }) if message.contains("schedulingGates")),
+            "the gated pod's bind is refused: {bind:?}"
+        );
+        eventually(30, "the refused pod's reservation given back", || async {
+            (claim_state(&c, "gpu").await? == (true, vec![], true)).then_some(())
+        })
+        .await;
+    }
+
+    on_both!(
+        a_claim_allocated_where_its_pod_cannot_go_is_deallocated_and_allocated_again,
+        stranded_claim
+    );
+    /// kube-scheduler's DynamicResources PostFilter: a claim allocated before (a bind that
+    /// failed after its PreBind left it so) to a GPU of a node that is cordoned since, reserved
+    /// for nobody, keeps its pod off every node; tephra deallocates it and allocates it again
+    /// on a node the pod can use, and the pod runs there.
+    async fn stranded_claim(backend: Backend) {
+        logs();
+        let Some(cl) = cluster_on(backend, vec![node("n0", "8", 0), node("n1", "8", 0)]).await
+        else {
+            return;
+        };
+        let c = cl.client.clone();
+        create(&c, "DeviceClass", "deviceclasses", false, json!({"apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}})).await;
+        gpus(&c, "n0", 1, "h100").await;
+        gpus(&c, "n1", 1, "h100").await;
+        create(
+            &c,
+            "ResourceClaim",
+            "resourceclaims",
+            true,
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": "pinned"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": "gpu.example.com"}}]}}}),
+        )
+        .await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        let protect =
+            json!({"metadata": {"finalizers": [tephra_kube::prebind::DELETE_PROTECTION]}});
+        claims
+            .patch("pinned", &PatchParams::default(), &Patch::Merge(&protect))
+            .await
+            .unwrap();
+        claims
+            .patch_status(
+                "pinned",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"allocation": allocation("gpu-0")}})),
+            )
+            .await
+            .unwrap();
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+        nodes
+            .patch(
+                "n1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            )
+            .await
+            .unwrap();
+        let sched = tephra_kube::start(c.clone(), scheduler_options())
+            .await
+            .unwrap();
+        let claim = json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "pinned"}]});
+        gang_with(&c, "moved", 1, 1, claim).await;
+        let pods = all_running(&c, "moved-", 1).await;
+        assert_eq!(
+            pods[0].spec.as_ref().unwrap().node_name.as_deref(),
+            Some("n0")
+        );
+        let rc = claims.get("pinned").await.unwrap();
+        let s = rc.status.unwrap();
+        let results = s.allocation.unwrap().devices.unwrap().results.unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].pool, "n0");
+        assert_eq!(
+            s.reserved_for.unwrap()[0].uid,
+            pods[0].metadata.uid.clone().unwrap()
+        );
+        sched.stop().await;
+    }
 }

@@ -54,6 +54,24 @@ pub struct DeviceBind {
     pub allocation: Option<crate::model::ClaimAllocation>,
 }
 
+/// Deallocate a ResourceClaim allocated before (a bind that failed after its PreBind, a node
+/// gone) that keeps its pod off the nodes: as kube-scheduler's DynamicResources PostFilter
+/// does, a claim allocated to devices only some nodes reach, reserved for nobody or for the
+/// pod alone, is deallocated when its pod's job cannot be placed with it, so that it is
+/// allocated again where the pod can go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deallocation {
+    /// The pod it keeps back (`namespace/name`).
+    pub task: String,
+    /// Member cluster.
+    pub cluster: String,
+    /// The claim (`namespace/name`).
+    pub claim: String,
+    /// The claim's `resourceVersion` as the session saw it: the write is made only if the
+    /// claim has not changed since.
+    pub resource_version: String,
+}
+
 /// One claim to bind before its pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolumeBind {
@@ -183,6 +201,8 @@ pub struct Decisions {
     pub held: Vec<Bind>,
     /// Pods to evict.
     pub evictions: Vec<Eviction>,
+    /// ResourceClaims to deallocate, that keep their pods off the nodes.
+    pub deallocations: Vec<Deallocation>,
     /// PodGroup status changes.
     pub groups: Vec<GroupStatus>,
     /// Status of every queue.

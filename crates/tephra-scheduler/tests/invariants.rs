@@ -16,8 +16,8 @@ use tephra_scheduler::model::{
     TaintEffect, TaskStatus, Toleration, VolumeClaim, WhenUnsatisfiable, tolerated,
 };
 use tephra_scheduler::model::{
-    AllocationMode, Device, DeviceClass, DeviceRequest, PodClaim, ResourceClaim, ResourceSlice,
-    SliceNodes,
+    AllocatedDevice, AllocationMode, ClaimAllocation, Device, DeviceClass, DeviceRequest, PodClaim,
+    ResourceClaim, ResourceSlice, SliceNodes,
 };
 use tephra_scheduler::plugins;
 use tephra_scheduler::resources::{MAX_RESOURCES, Resources};
@@ -307,10 +307,23 @@ fn build(clusters: &[ClusterGen], jobs: &[JobGen], all_inqueue: bool) -> (Cache,
                         }],
                         match_attributes: vec![],
                         distinct_attributes: vec![],
-                        allocation: None,
+                        // One job in three finds its claims in cluster 0 allocated before, to a
+                        // device of a node that is gone (a bind that failed after its PreBind):
+                        // they keep its pods off every node there until deallocated.
+                        allocation: (j % 3 == 2 && ci == 0).then(|| ClaimAllocation {
+                            devices: vec![AllocatedDevice {
+                                request: "dev".into(),
+                                driver: "dev.example.com".into(),
+                                pool: "gone".into(),
+                                device: "d0".into(),
+                                ..Default::default()
+                            }],
+                            nodes: SliceNodes::Node("gone".into()),
+                        }),
                         reserved_for: vec![],
                         unsupported: None,
                         deleting: false,
+                        resource_version: "1".into(),
                     };
                     dra(&mut c, &format!("c{ci}"), DraChange::ClaimUpsert(claim));
                 }

@@ -81,6 +81,7 @@ fn as_copy(claim: DeclaredClaim) -> DeclaredClaim {
         DeclaredClaim::Device(mut c) => {
             c.allocation = None;
             c.reserved_for.clear();
+            c.resource_version.clear();
             DeclaredClaim::Device(c)
         }
     }

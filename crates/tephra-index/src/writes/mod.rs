@@ -537,6 +537,17 @@ impl Planner {
             }
         }
         out.extend(held.into_values());
+        for x in &d.deallocations {
+            let (namespace, claim) = split(&x.claim);
+            let (_, pod) = split(&x.task);
+            out.push(Write::Deallocate {
+                cluster: x.cluster.clone(),
+                namespace,
+                claim,
+                pod,
+                resource_version: x.resource_version.clone(),
+            });
+        }
         for e in &d.evictions {
             let (namespace, name) = split(&e.task);
             out.push(Write::Evict {

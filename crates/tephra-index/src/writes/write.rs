@@ -242,6 +242,20 @@ pub enum Write {
         /// The gang's binds (or member copies), carried out once every claim is bound.
         then: Vec<Write>,
     },
+    /// Deallocate a ResourceClaim that keeps its pod off the nodes, if it is still as the
+    /// session saw it (`resource_version`) and reserved for nobody but the pod.
+    Deallocate {
+        /// Member cluster.
+        cluster: String,
+        /// Namespace.
+        namespace: String,
+        /// The claim.
+        claim: String,
+        /// The pod it keeps back.
+        pod: String,
+        /// The claim's `resourceVersion` as the session saw it.
+        resource_version: String,
+    },
     /// Record an Event on a PodGroup.
     Event {
         /// The cluster holding the object.
@@ -344,6 +358,12 @@ impl Write {
             Write::QueueStatus { name, .. } => at("", "queue", "", name),
             Write::HyperNodeStatus { cluster, name, .. } => at(cluster, "hypernode", "", name),
             Write::PreBind { cluster, job, .. } => at(cluster, "prebind", "", job),
+            Write::Deallocate {
+                cluster,
+                namespace,
+                claim,
+                ..
+            } => at(cluster, "resourceclaim", namespace, claim),
             Write::Event { .. } => None,
         }
     }
@@ -368,6 +388,7 @@ impl Write {
             Write::QueueStatus { .. } => "queue_status",
             Write::HyperNodeStatus { .. } => "hypernode_status",
             Write::PreBind { .. } => "prebind",
+            Write::Deallocate { .. } => "deallocate",
             Write::Event { .. } => "event",
         }
     }

@@ -889,6 +889,16 @@ impl DeviceState {
                                 self.given.get(&(cluster, key)).map(|g| &g.allocation)
                             };
                             match given.or(c.allocation.as_ref()) {
+                                // Whether a node could ever serve it: an allocation to some
+                                // nodes' devices that nobody holds would be deallocated if it
+                                // kept the pod off the nodes (`stranded`), and allocated again.
+                                Some(a)
+                                    if empty
+                                        && c.reserved_for.is_empty()
+                                        && !matches!(a.nodes, SliceNodes::All) =>
+                                {
+                                    Need::Allocate(Arc::clone(c))
+                                }
                                 Some(a) => Need::Allocated(a.clone()),
                                 None => Need::Allocate(Arc::clone(c)),
                             }
@@ -973,6 +983,50 @@ impl DeviceState {
         if !gave.is_empty() {
             self.by_task.entry(task).or_default().extend(gave);
         }
+    }
+
+    /// The claims of `task` in `cluster` that keep it off nodes and may be deallocated, as
+    /// kube-scheduler's DynamicResources PostFilter picks them: allocated before this session
+    /// (not by it, nor by an earlier one whose bind no watcher has shown yet), to devices only
+    /// some nodes reach, reserved for nobody or for the pod alone, and not being deleted. The
+    /// session drops those it uses elsewhere as it closes.
+    pub fn stranded(&self, snap: &Snapshot, task: Id, cluster: Id) -> Vec<Arc<ResourceClaim>> {
+        let Some(t) = snap.tasks.get(task) else {
+            return Vec::new();
+        };
+        let shape = &t.spec.shape;
+        let Some(dra) = snap
+            .clusters
+            .get(cluster)
+            .and_then(|c| snap.dra.get(&c.name))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for pc in &shape.rules.device_claims {
+            let Some(name) = &pc.claim else { continue };
+            let key = Self::claim_key(shape, name);
+            if self.given.contains_key(&(cluster, key.clone())) {
+                continue;
+            }
+            // An allocation a session gave that no watcher has shown yet is its pod's, whose
+            // reservation is not shown yet either.
+            if dra.assumed().get(&key).is_some() {
+                continue;
+            }
+            let Some(c) = dra.claims.get(&key) else {
+                continue;
+            };
+            let restricted = c
+                .allocation
+                .as_ref()
+                .is_some_and(|a| !matches!(a.nodes, SliceNodes::All));
+            let free = c.reserved_for.iter().all(|p| *p == t.spec.name);
+            if restricted && free && !c.deleting {
+                out.push(Arc::clone(c));
+            }
+        }
+        out
     }
 
     /// What must be written before `task` is bound to `node`: each claim this session allocated

@@ -270,6 +270,12 @@ impl FitErrors {
         }
     }
 
+    /// Whether some node was rejected for `reason` (one of the less common reasons, kept by
+    /// name: not a plain counter).
+    pub fn rejected_for(&self, reason: &Unfit) -> bool {
+        self.other.contains_key(reason)
+    }
+
     /// Every reason with its count.
     pub fn reasons(&self) -> BTreeMap<Unfit, u32> {
         let mut all = self.other.clone();

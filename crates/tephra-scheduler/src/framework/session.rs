@@ -58,6 +58,9 @@ pub struct Session {
     pub(super) hooks: Hooks,
     pub(super) binds: Vec<Bind>,
     pub(super) prebinds: Vec<PreBind>,
+    /// ResourceClaims proposed for deallocation, with the job whose pod they keep back
+    /// (`placement::job`); settled as the session closes (`status.rs`).
+    pub(crate) deallocations: Vec<(Id, crate::decisions::Deallocation)>,
     pub(super) pipelined: Vec<Bind>,
     pub(super) evictions: Vec<Eviction>,
     pub(super) reasons: Vec<String>,
@@ -92,6 +95,7 @@ impl Session {
             hooks,
             binds: Vec::new(),
             prebinds: Vec::new(),
+            deallocations: Vec::new(),
             pipelined: Vec::new(),
             evictions: Vec::new(),
             reasons: Vec::new(),

@@ -11,8 +11,60 @@ use crate::model::{GroupPhase, Id, TaskStatus};
 use crate::resources::Resources;
 
 impl Session {
+    /// The proposed deallocations that stand: a claim a pod bound this session uses, or that a
+    /// PreBind of this session writes, stays. Each job whose claims are deallocated says so.
+    fn settle_deallocations(&mut self) -> Vec<crate::decisions::Deallocation> {
+        if self.deallocations.is_empty() {
+            return Vec::new();
+        }
+        let mut used: HashSet<(&str, String)> = HashSet::default();
+        for p in &self.prebinds {
+            for d in &p.devices {
+                used.insert((p.cluster.as_str(), d.claim.clone()));
+            }
+        }
+        for b in self.binds.iter().chain(&self.pipelined) {
+            let Some(t) = self
+                .snap
+                .task_id(&b.task)
+                .and_then(|id| self.snap.tasks.get(id))
+            else {
+                continue;
+            };
+            let shape = &t.spec.shape;
+            for pc in &shape.rules.device_claims {
+                if let Some(name) = &pc.claim {
+                    used.insert((b.cluster.as_str(), format!("{}/{name}", shape.namespace)));
+                }
+            }
+        }
+        let (stand, _): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deallocations)
+            .into_iter()
+            .partition(|(_, d)| !used.contains(&(d.cluster.as_str(), d.claim.clone())));
+        let mut by_job: HashMap<Id, Vec<String>> = HashMap::default();
+        for (job, d) in &stand {
+            by_job
+                .entry(*job)
+                .or_default()
+                .push(format!("ResourceClaim {}", d.claim));
+        }
+        for (job, claims) in by_job {
+            let note = self.note(job);
+            let said = format!(
+                "{} allocated where the pod cannot go: deallocated, to be allocated again",
+                claims.join(", ")
+            );
+            note.message = Some(match note.message.take() {
+                Some(m) => format!("{m}; {said}"),
+                None => said,
+            });
+        }
+        stand.into_iter().map(|(_, d)| d).collect()
+    }
+
     /// Ends the session and returns its decisions.
-    pub fn close(self) -> Decisions {
+    pub fn close(mut self) -> Decisions {
+        let deallocations = self.settle_deallocations();
         let view = self.view();
         let mut groups = Vec::new();
         let mut new_phase: HashMap<Id, GroupPhase> = HashMap::default();
@@ -299,6 +351,7 @@ impl Session {
             held,
             binds: self.binds,
             prebinds: self.prebinds,
+            deallocations,
             pipelined: self.pipelined,
             evictions: self.evictions,
             groups,

@@ -296,6 +296,9 @@ pub struct ResourceClaim {
     pub unsupported: Option<String>,
     /// Being deleted.
     pub deleting: bool,
+    /// The `metadata.resourceVersion` it was read at: a deallocation the session decides is
+    /// written only if the claim has not changed since.
+    pub resource_version: String,
 }
 
 impl ResourceClaim {

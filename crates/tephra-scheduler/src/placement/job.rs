@@ -14,7 +14,7 @@ use super::drain::{drain, may_hold};
 use super::gang::{gated, pending_groups, place_job_in_cluster};
 use super::scope::{FleetSpan, fleet_span};
 use super::search::SearchArgs;
-use crate::framework::fit::{FitErrors, Room};
+use crate::framework::fit::{DeviceUnfit, FitErrors, Room, Unfit};
 use crate::framework::session::Session;
 use crate::framework::statement::{Op, Statement};
 use crate::model::{Id, TaskStatus};
@@ -87,12 +87,17 @@ pub fn place_job(
     let mut pipelined_at: Option<Id> = None;
     // For a job that reserves (sla): the cluster where most of it fits.
     let mut reserve_at: Option<(usize, Id)> = None;
+    // Clusters where an allocated ResourceClaim kept a pod off some node.
+    let mut unreachable_claims: Vec<Id> = Vec::new();
     for &cluster in candidates.iter().take(search.max_clusters) {
         let mut stmt = Statement::new();
         let mut errs = FitErrors::default();
         let placed = place_within(
             ssn, placer, &mut stmt, job, &groups, cluster, search, &mut errs,
         );
+        if errs.rejected_for(&Unfit::Device(DeviceUnfit::NotAvailable)) {
+            unreachable_claims.push(cluster);
+        }
         if let Placed::Refused(why) = placed {
             ssn.discard(stmt);
             rejected.push(Rejected {
@@ -189,6 +194,7 @@ pub fn place_job(
         // Everything that may be placed fits: only the gates keep the gang back.
         return Outcome::Failed;
     }
+    deallocate_stranded(ssn, job, &groups, &unreachable_claims);
     let note = ssn.note(job);
     note.attempted = true;
     note.reason = Some(reasons::NOT_ENOUGH_RESOURCES);
@@ -198,6 +204,42 @@ pub fn place_job(
         format!("{pending}/{total_tasks} tasks in gang unschedulable: {detail}")
     });
     Outcome::Failed
+}
+
+/// For a job that could not be placed where an allocated ResourceClaim kept a pod off nodes
+/// (the `clusters`): each such claim of its pending pods that may be deallocated
+/// ([`stranded`](crate::framework::devices::DeviceState::stranded)) is proposed for
+/// deallocation, so that it is allocated again where the pod can go (kube-scheduler's
+/// DynamicResources PostFilter); the session settles the proposals as it closes.
+fn deallocate_stranded(ssn: &mut Session, job: Id, groups: &[Vec<Id>], clusters: &[Id]) {
+    for &cluster in clusters {
+        let cluster_name = cluster_name(ssn, cluster);
+        for &task in groups.iter().flatten() {
+            let Some(t) = ssn.snap.tasks.get(task) else {
+                continue;
+            };
+            let pod = format!("{}/{}", t.spec.shape.namespace, t.spec.name);
+            for claim in ssn.state.devices.stranded(&ssn.snap, task, cluster) {
+                let key = claim.key();
+                if ssn
+                    .deallocations
+                    .iter()
+                    .any(|(_, d)| d.cluster == cluster_name && d.claim == key)
+                {
+                    continue;
+                }
+                ssn.deallocations.push((
+                    job,
+                    crate::decisions::Deallocation {
+                        task: pod.clone(),
+                        cluster: cluster_name.clone(),
+                        claim: key,
+                        resource_version: claim.resource_version.clone(),
+                    },
+                ));
+            }
+        }
+    }
 }
 
 /// Notes that `job` waits for pods that scheduling gates hold back, if any do; says whether.

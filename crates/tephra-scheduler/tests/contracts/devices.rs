@@ -108,6 +108,7 @@ fn claim_allocated(
             reserved_for: vec![],
             unsupported: None,
             deleting: false,
+            resource_version: String::new(),
         }),
     );
 }
@@ -176,6 +177,34 @@ fn a_gang_whose_pods_each_take_one_device_lands_where_devices_are_and_carries_it
     }
 }
 
+/// A claim allocated a GPU of `node`, at version 7, reserved for `reserved_for`.
+fn allocated_on(name: &str, node: &str, reserved_for: &[&str]) -> ResourceClaim {
+    ResourceClaim {
+        namespace: "default".into(),
+        name: name.into(),
+        requests: vec![DeviceRequest {
+            name: "gpu".into(),
+            class: "gpu".into(),
+            selectors: vec![],
+            mode: AllocationMode::Exact(1),
+            capacity: Default::default(),
+        }],
+        allocation: Some(ClaimAllocation {
+            devices: vec![AllocatedDevice {
+                request: "gpu".into(),
+                driver: "gpu.example.com".into(),
+                pool: node.into(),
+                device: "gpu-0".into(),
+                ..Default::default()
+            }],
+            nodes: SliceNodes::Node(node.into()),
+        }),
+        reserved_for: reserved_for.iter().map(|p| p.to_string()).collect(),
+        resource_version: "7".into(),
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_claim_whose_devices_are_all_held_waits_and_one_no_node_has_is_never_admitted() {
     let mut c = fleet();
@@ -183,26 +212,7 @@ fn a_claim_whose_devices_are_all_held_waits_and_one_no_node_has_is_never_admitte
     // The only device is held by an allocated claim.
     dra(
         &mut c,
-        DraChange::ClaimUpsert(ResourceClaim {
-            namespace: "default".into(),
-            name: "held".into(),
-            requests: vec![],
-            match_attributes: vec![],
-            distinct_attributes: vec![],
-            allocation: Some(ClaimAllocation {
-                devices: vec![AllocatedDevice {
-                    request: "gpu".into(),
-                    driver: "gpu.example.com".into(),
-                    pool: "node-a-0".into(),
-                    device: "gpu-0".into(),
-                    ..Default::default()
-                }],
-                nodes: SliceNodes::Node("node-a-0".into()),
-            }),
-            reserved_for: vec!["other".into()],
-            unsupported: None,
-            deleting: false,
-        }),
+        DraChange::ClaimUpsert(allocated_on("held", "node-a-0", &["other"])),
     );
     claim(&mut c, "wants", AllocationMode::Exact(1), vec![]);
     claim(
@@ -233,38 +243,74 @@ fn an_allocated_claim_pins_its_pod_to_the_node_its_devices_are_on() {
     slice(&mut c, "node-a-1", &["h100"]);
     dra(
         &mut c,
-        DraChange::ClaimUpsert(ResourceClaim {
-            namespace: "default".into(),
-            name: "mine".into(),
-            requests: vec![DeviceRequest {
-                name: "gpu".into(),
-                class: "gpu".into(),
-                selectors: vec![],
-                mode: AllocationMode::Exact(1),
-                capacity: Default::default(),
-            }],
-            match_attributes: vec![],
-            distinct_attributes: vec![],
-            allocation: Some(ClaimAllocation {
-                devices: vec![AllocatedDevice {
-                    request: "gpu".into(),
-                    driver: "gpu.example.com".into(),
-                    pool: "node-a-1".into(),
-                    device: "gpu-0".into(),
-                    ..Default::default()
-                }],
-                nodes: SliceNodes::Node("node-a-1".into()),
-            }),
-            reserved_for: vec![],
-            unsupported: None,
-            deleting: false,
-        }),
+        DraChange::ClaimUpsert(allocated_on("mine", "node-a-1", &[])),
     );
     add_job(&mut c, &using("app", &["mine"])).unwrap();
     let d = run(&c);
     assert_eq!(d.binds[0].node, "node-a-1");
     // Allocated before: only its reservation is written.
     assert_eq!(d.prebinds[0].devices[0].allocation, None);
+}
+
+#[test]
+fn a_claim_allocated_where_its_pod_cannot_go_is_deallocated_unless_another_pod_holds_it() {
+    let mut c = fleet();
+    slice(&mut c, "node-a-1", &["h100"]);
+    // Allocated on a node that is gone, reserved for nobody (or for the pod alone): it keeps
+    // the pod off every node, and is deallocated, at the version the session saw.
+    dra(
+        &mut c,
+        DraChange::ClaimUpsert(allocated_on("stranded", "gone", &[])),
+    );
+    dra(
+        &mut c,
+        DraChange::ClaimUpsert(allocated_on("mine", "gone", &["own-w-0"])),
+    );
+    // Reserved for another pod: that pod may use it, it stays.
+    dra(
+        &mut c,
+        DraChange::ClaimUpsert(allocated_on("theirs", "gone", &["other-w-0"])),
+    );
+    add_job(&mut c, &using("app", &["stranded"])).unwrap();
+    add_job(&mut c, &using("own", &["mine"])).unwrap();
+    add_job(&mut c, &using("waits", &["theirs"])).unwrap();
+    let d = run(&c);
+    assert!(d.binds.is_empty(), "{:?}", d.binds);
+    let mut freed: Vec<_> = d
+        .deallocations
+        .iter()
+        .map(|x| (x.task.as_str(), x.claim.as_str(), x.cluster.as_str()))
+        .collect();
+    freed.sort();
+    assert_eq!(
+        freed,
+        vec![
+            ("default/app-w-0", "default/stranded", "east"),
+            ("default/own-w-0", "default/mine", "east"),
+        ]
+    );
+    assert!(d.deallocations.iter().all(|x| x.resource_version == "7"));
+    let app = d.event_for("default/app").unwrap();
+    assert!(
+        app.message
+            .contains("ResourceClaim default/stranded allocated where the pod cannot go"),
+        "{}",
+        app.message
+    );
+    let waits = d.event_for("default/waits").unwrap();
+    assert!(!waits.message.contains("deallocated"), "{}", waits.message);
+    // Once deallocated, the claim is allocated again where the pod can go.
+    let mut free = allocated_on("stranded", "gone", &[]);
+    free.allocation = None;
+    dra(&mut c, DraChange::ClaimUpsert(free));
+    let d = run(&c);
+    let bind = d.binds.iter().find(|b| b.job == "default/app").unwrap();
+    assert_eq!(bind.node, "node-a-1");
+    assert!(
+        d.deallocations
+            .iter()
+            .all(|x| x.claim != "default/stranded")
+    );
 }
 
 #[test]
@@ -300,6 +346,7 @@ fn a_claim_using_a_feature_tephra_does_not_allocate_waits_naming_it() {
             reserved_for: vec![],
             unsupported: Some("adminAccess (requests[0])".into()),
             deleting: false,
+            resource_version: String::new(),
         }),
     );
     add_job(&mut c, &using("app", &["admin"])).unwrap();

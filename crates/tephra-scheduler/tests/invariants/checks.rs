@@ -123,6 +123,9 @@ pub(crate) fn check_invariants(c: &Cache, d: &Decisions) -> Result<(), TestCaseE
     check_volumes(c, d)?;
     // 7. No pod bound where its devices are not, no device given to two claims.
     check_devices(c, d)?;
+    // 8. A claim is deallocated only if allocated and held by nobody but its pod, and not
+    // used in the same session.
+    check_deallocations(c, d)?;
     // 6. Every job still waiting has an explanation: from this session, or, for a job an
     // earlier session parked as never placeable or let rest as refused by the votes, from that
     // session (checked here when parked; a resting job's refusal was an event when it was
@@ -270,6 +273,43 @@ pub(crate) fn check_devices(c: &Cache, d: &Decisions) -> Result<(), TestCaseErro
                 b.cluster,
                 b.node
             );
+        }
+    }
+    Ok(())
+}
+
+/// Every ResourceClaim deallocated was allocated, at the version the cache holds, and reserved
+/// for nobody but the pod it keeps back (a waiting pod, not bound this session); no pod bound or
+/// PreBind written this session uses it.
+pub(crate) fn check_deallocations(c: &Cache, d: &Decisions) -> Result<(), TestCaseError> {
+    let w = c.world();
+    for x in &d.deallocations {
+        let claim = &w.dra[&x.cluster].claims[&x.claim];
+        let pod = x.task.rsplit('/').next().unwrap_or_default();
+        prop_assert!(claim.allocation.is_some(), "{x:?}: not allocated");
+        prop_assert_eq!(&claim.resource_version, &x.resource_version);
+        prop_assert!(
+            claim.reserved_for.iter().all(|p| p == pod),
+            "{:?}: reserved for {:?}",
+            x,
+            claim.reserved_for
+        );
+        for p in d.prebinds.iter().filter(|p| p.cluster == x.cluster) {
+            prop_assert!(
+                p.devices.iter().all(|b| b.claim != x.claim),
+                "{:?} deallocated and written for {} in one session",
+                x,
+                p.task
+            );
+        }
+        for b in d.binds.iter().filter(|b| b.cluster == x.cluster) {
+            let t = w.tasks.get(w.task_id(&b.task).unwrap()).unwrap();
+            let uses = t.spec.shape.rules.device_claims.iter().any(|pc| {
+                pc.claim
+                    .as_ref()
+                    .is_some_and(|n| format!("default/{n}") == x.claim)
+            });
+            prop_assert!(!uses, "{:?} deallocated while {} binds with it", x, b.task);
         }
     }
     Ok(())

@@ -142,7 +142,13 @@ fn has_generation(def: &ResourceDef) -> bool {
     def.is_custom()
         || matches!(
             def.builtin,
-            Some(Builtin::Pod | Builtin::Pdb | Builtin::Deployment | Builtin::Crd)
+            Some(
+                Builtin::Pod
+                    | Builtin::Pdb
+                    | Builtin::Deployment
+                    | Builtin::Crd
+                    | Builtin::DeviceClass
+            )
         )
 }
 

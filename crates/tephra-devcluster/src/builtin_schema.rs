@@ -92,6 +92,16 @@ impl KindSchema {
     /// as the zero value of anything; a schema without a type (free-form JSON, a quantity)
     /// takes anything; int-or-string fields take either.
     fn mistyped(&self, value: &Value, schema: &Value, path: &mut String) -> Option<Mistyped> {
+        // A RawExtension (a DRA driver's opaque parameters) holds any JSON.
+        let raw = |s: &Value| {
+            s.get("$ref")
+                .and_then(Value::as_str)
+                .is_some_and(|r| r.ends_with(".RawExtension"))
+        };
+        let all_of = schema.get("allOf").and_then(Value::as_array);
+        if raw(schema) || all_of.is_some_and(|a| a.iter().any(raw)) {
+            return None;
+        }
         let schema = self.resolve(schema, 0);
         if value.is_null() {
             return None;

@@ -249,6 +249,9 @@ pub fn encode(def: &ResourceDef, obj: &mut Value) {
         Some(Builtin::KubePodGroup | Builtin::Workload) => {
             crate::validate_workload::encode(def, obj);
         }
+        Some(Builtin::ResourceClaim | Builtin::ResourceClaimTemplate | Builtin::DeviceClass) => {
+            crate::validate_dra::encode(def, obj);
+        }
         _ => {}
     }
 }
@@ -279,6 +282,9 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
             }
         }
         Some(Builtin::Workload) => crate::validate_workload::decode(def, obj),
+        Some(Builtin::ResourceClaim | Builtin::ResourceClaimTemplate) => {
+            crate::validate_dra::decode(def, obj);
+        }
         Some(Builtin::Secret)
             if obj
                 .get("type")

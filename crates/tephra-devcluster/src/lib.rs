@@ -53,6 +53,7 @@ pub mod table;
 pub mod time;
 pub mod tls;
 pub mod validate;
+pub mod validate_dra;
 pub mod validate_workload;
 pub mod volumes;
 pub mod wait;

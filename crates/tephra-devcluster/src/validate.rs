@@ -117,6 +117,14 @@ pub fn metadata(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         };
         out.push(invalid("metadata.name", &Value::from(name), &why));
     }
+    out.extend(meta_maps(obj));
+    out
+}
+
+/// The keys and values of an object's `metadata.labels` and the keys of its
+/// `metadata.annotations`.
+pub(crate) fn meta_maps(obj: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
     for (k, v) in obj
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
@@ -465,7 +473,13 @@ pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         Some(Builtin::Node) => node(obj, &mut out),
         Some(Builtin::Role) => policy_rules(obj, true, &mut out),
         Some(Builtin::ClusterRole) => policy_rules(obj, false, &mut out),
-        Some(Builtin::ResourceClaim) => share_ids(obj, &mut out),
+        Some(Builtin::ResourceClaim) => {
+            crate::validate_dra::check(def, None, obj, &mut out);
+            share_ids(obj, &mut out);
+        }
+        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => {
+            crate::validate_dra::check(def, None, obj, &mut out);
+        }
         _ => {}
     }
     out
@@ -597,6 +611,9 @@ pub fn builtin_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause>
                 new.pointer("/spec/selector").unwrap_or(&Value::Null),
                 "field is immutable",
             ));
+        }
+        Some(Builtin::ResourceClaim | Builtin::ResourceClaimTemplate) => {
+            crate::validate_dra::check(def, Some(old), new, &mut out);
         }
         Some(Builtin::Service) => {
             load_balancer_status(new, &mut out);

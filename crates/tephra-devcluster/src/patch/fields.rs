@@ -76,6 +76,9 @@ fn zero_present(kind: &str, keyed: bool, names: &[String]) -> bool {
             | ("Deployment", ["spec", "template", "spec", "containers"])
             | ("Pod", ["spec", "containers"])
             | ("Service", ["status", "loadBalancer"])
+            | ("ResourceClaim", ["spec", "devices"])
+            | ("ResourceClaimTemplate", ["spec", "metadata" | "spec"])
+            | ("ResourceClaimTemplate", ["spec", "spec", "devices"])
     )
 }
 

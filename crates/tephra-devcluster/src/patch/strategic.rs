@@ -39,6 +39,8 @@ pub fn list_strategy(parents: &[String], field: &str) -> ListStrategy {
         "ports" => ListStrategy::Key("port"),
         "conditions" | "addresses" => ListStrategy::Key("type"),
         "ownerReferences" => ListStrategy::Key("uid"),
+        // A ResourceClaim's consumers.
+        "reservedFor" => ListStrategy::Key("uid"),
         "topologySpreadConstraints" => ListStrategy::Key("topologyKey"),
         "finalizers" => ListStrategy::Set,
         _ => ListStrategy::Atomic,

@@ -103,6 +103,35 @@ pub const WORKLOADS: Kind = k(
     "wl",
 );
 
+/// Dynamic resource allocation's claims (`resource.k8s.io/v1`): requests, constraints and
+/// configuration in an immutable spec; an allocation and reservations in the status.
+pub const RESOURCE_CLAIMS: Kind = k(
+    "resourceclaims",
+    "ResourceClaim",
+    "resource.k8s.io/v1",
+    true,
+    false,
+    "rc",
+);
+/// Dynamic resource allocation's claim templates (the claims a pod's template asks for).
+pub const RESOURCE_CLAIM_TEMPLATES: Kind = k(
+    "resourceclaimtemplates",
+    "ResourceClaimTemplate",
+    "resource.k8s.io/v1",
+    true,
+    false,
+    "rct",
+);
+/// Dynamic resource allocation's device classes: selectors and configuration.
+pub const DEVICE_CLASSES: Kind = k(
+    "deviceclasses",
+    "DeviceClass",
+    "resource.k8s.io/v1",
+    false,
+    false,
+    "dc",
+);
+
 /// A custom resource of the differential's own, whose CRD (`widget_crd`) carries CEL rules,
 /// bounds, an enum, a required field, defaults and a status subresource.
 pub const WIDGETS: Kind = k("widgets", "Widget", "diff.tephra.io/v1", true, true, "w");
@@ -195,9 +224,26 @@ pub const KINDS: &[(Kind, usize)] = &[
 pub const WORKLOAD_KINDS: &[(Kind, usize)] =
     &[(KUBE_PODGROUPS, 6), (WORKLOADS, 5), (CONFIGMAPS, 2)];
 
+/// The kinds of the dynamic resource allocation sequences (the oldest release), with
+/// ConfigMaps as their owners' and neighbours' kind. Claims are reserved for consumers that
+/// are not pods, which no claim controller on either side touches (neither runs one here:
+/// the claim controllers are proven on both backends by the `tephra-kube` contracts). Left
+/// out: the fields whose feature gates differ between releases (tolerations, capacity
+/// requests, shares, binding conditions) and admin access.
+pub const DRA_KINDS: &[(Kind, usize)] = &[
+    (RESOURCE_CLAIMS, 8),
+    (RESOURCE_CLAIM_TEMPLATES, 3),
+    (DEVICE_CLASSES, 2),
+    (CONFIGMAPS, 2),
+];
+
 /// Every kind any sequence sends (to look a kind up by its [`Kind::id`]).
 pub fn all_kinds() -> impl Iterator<Item = Kind> {
-    KINDS.iter().chain(WORKLOAD_KINDS).map(|(k, _)| *k)
+    KINDS
+        .iter()
+        .chain(WORKLOAD_KINDS)
+        .chain(DRA_KINDS)
+        .map(|(k, _)| *k)
 }
 
 const MERGE: &str = "application/merge-patch+json";
@@ -483,6 +529,15 @@ impl Gen {
             }
             "kpodgroups" => o["spec"] = self.kube_group_spec(),
             "workloads" => o["spec"] = self.workload_spec(),
+            "resourceclaims" => o["spec"] = self.claim_spec(),
+            "resourceclaimtemplates" => {
+                o["spec"] = json!({"spec": self.claim_spec()});
+                if self.rng.chance(40) {
+                    o["spec"]["metadata"] =
+                        json!({"labels": {"claim": "made"}, "annotations": {"from": "template"}});
+                }
+            }
+            "deviceclasses" => o["spec"] = self.class_spec(),
             "jobs" => {
                 o["spec"] = json!({"minAvailable": 1, "schedulerName": "tephra",
                     "tasks": [{"name": "t", "replicas": 1 + self.rng.below(2),
@@ -560,6 +615,89 @@ impl Gen {
         spec
     }
 
+    /// A valid claim's spec: one or two requests (exact, or a list of alternatives), maybe a
+    /// constraint over both and an opaque configuration.
+    fn claim_spec(&mut self) -> Value {
+        let n = 1 + self.rng.below(2);
+        let requests: Vec<Value> = (0..n)
+            .map(|i| self.device_request(&format!("r{i}")))
+            .collect();
+        let mut devices = json!({"requests": requests});
+        if n == 2 && self.rng.chance(30) {
+            devices["constraints"] =
+                json!([{"requests": ["r0", "r1"], "matchAttribute": "gpu.example.com/model"}]);
+        }
+        if self.rng.chance(25) {
+            devices["config"] = json!([{"requests": ["r0"],
+                "opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "time"}}}]);
+        }
+        if self.rng.chance(5) {
+            return json!({});
+        }
+        json!({"devices": devices})
+    }
+
+    fn device_request(&mut self, name: &str) -> Value {
+        if self.rng.chance(25) {
+            return json!({"name": name, "firstAvailable": [
+                {"name": "big", "deviceClassName": "gpu.example.com", "count": 2},
+                {"name": "small", "deviceClassName": "gpu.example.com",
+                    "allocationMode": "ExactCount"}]});
+        }
+        let mut exactly = json!({"deviceClassName": *self.rng.pick(&["gpu.example.com", "nic"])});
+        match self.rng.below(4) {
+            0 => exactly["count"] = json!(1 + self.rng.below(3)),
+            1 => exactly["allocationMode"] = json!("All"),
+            2 => {
+                exactly["allocationMode"] = json!("ExactCount");
+                exactly["count"] = json!(2);
+            }
+            _ => {}
+        }
+        if self.rng.chance(30) {
+            exactly["selectors"] =
+                json!([{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]);
+        }
+        json!({"name": name, "exactly": exactly})
+    }
+
+    /// A valid device class's spec: maybe selectors, maybe an opaque configuration.
+    fn class_spec(&mut self) -> Value {
+        let mut spec = json!({});
+        if self.rng.chance(60) {
+            spec["selectors"] = json!([{"cel": {"expression": *self.rng.pick(&[
+                "device.driver == \"gpu.example.com\"",
+                "device.attributes[\"gpu.example.com\"].model == \"a100\"",
+            ])}}]);
+        }
+        if self.rng.chance(30) {
+            spec["config"] = json!([{"opaque": {"driver": "gpu.example.com",
+                "parameters": {"mode": "default"}}}]);
+        }
+        spec
+    }
+
+    /// An allocation of a claim's request `request` (of one of the sequence's claims).
+    fn allocation(&mut self, request: &str) -> Value {
+        let node = format!("{}-n{}", self.ns, self.rng.below(2));
+        json!({"devices": {"results": [{"request": request, "driver": "gpu.example.com",
+                "pool": node, "device": format!("gpu-{}", self.rng.below(2))}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}})
+    }
+
+    /// Reservations for consumers that are not pods (see [`DRA_KINDS`]).
+    fn reservations(&mut self) -> Value {
+        let n = 1 + self.rng.below(2);
+        let r: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"apiGroup": "diff.tephra.io", "resource": "widgets",
+                    "name": format!("w-{i}"), "uid": format!("00000000-0000-4000-8000-00000000000{i}")})
+            })
+            .collect();
+        json!(r)
+    }
+
     /// `o` with one field of the wrong JSON type: built-in kinds are refused when the body is
     /// decoded (400), custom resources by their schema (422).
     fn mistyped(&mut self, kind: Kind, o: &mut Value) {
@@ -595,12 +733,64 @@ impl Gen {
             "kpodgroups" => o["spec"]["priority"] = json!("high"),
             "workloads" if two => o["spec"]["podGroupTemplates"] = json!({"name": "t0"}),
             "workloads" => o["spec"]["podGroupTemplates"][0]["name"] = json!(7),
+            "resourceclaims" if two => o["spec"]["devices"]["requests"] = json!({"name": "r0"}),
+            "resourceclaims" => {
+                o["spec"]["devices"]["requests"] = json!([{"name": "r0",
+                    "exactly": {"deviceClassName": "gpu.example.com", "count": "2"}}]);
+            }
+            "deviceclasses" => o["spec"]["selectors"] = json!({"cel": {"expression": "true"}}),
+            "resourceclaimtemplates" => o["spec"]["spec"]["devices"] = json!([{"requests": []}]),
             "jobs" if two => o["spec"]["tasks"] = json!({"name": "t"}),
             "jobs" => o["spec"]["minAvailable"] = json!(1.5),
             "widgets" if two => o["spec"]["size"] = json!("3"),
             "widgets" => o["spec"]["tags"] = json!("a"),
             _ => o["spec"] = json!(5),
         }
+    }
+
+    /// A claim's spec kube-apiserver refuses, in one of the ways it can.
+    fn invalid_claim_spec(&mut self) -> Value {
+        let gpu = "gpu.example.com";
+        let bad = match self.rng.below(14) {
+            0 => json!([{"name": "Bad_Name", "exactly": {"deviceClassName": gpu}}]),
+            1 => json!([{"name": "r0"}]),
+            2 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu},
+                "firstAvailable": [{"name": "a", "deviceClassName": gpu}]}]),
+            3 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu, "count": 0}}]),
+            4 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu,
+                "allocationMode": "Some"}}]),
+            5 => json!([{"name": "r0", "exactly": {}}]),
+            6 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu,
+                "allocationMode": "All", "count": 2}}]),
+            7 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu}},
+                {"name": "r0", "exactly": {"deviceClassName": "nic"}}]),
+            8 => json!([{"name": "r0", "exactly": {"deviceClassName": "Bad_Class"}}]),
+            9 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu,
+                "selectors": [{"cel": {"expression": "device.driver =="}}]}}]),
+            10 => json!([{"name": "r0", "exactly": {"deviceClassName": gpu,
+                "selectors": [{}]}}]),
+            11 => json!([{"name": "r0", "firstAvailable": [
+                {"name": "a", "deviceClassName": gpu},
+                {"name": "a", "deviceClassName": gpu, "count": -1}]}]),
+            _ => json!([{"name": "r0", "exactly": {"deviceClassName": gpu}}]),
+        };
+        let mut spec = json!({"devices": {"requests": bad}});
+        match self.rng.below(4) {
+            0 => {
+                spec["devices"]["constraints"] =
+                    json!([{"requests": ["r9"], "matchAttribute": "model"}]);
+            }
+            1 => {
+                spec["devices"]["config"] = json!([{"requests": ["r0/x/y"], "opaque": {"driver": "Bad Driver",
+                        "parameters": {"a": 1}}}]);
+            }
+            2 => {
+                spec["devices"]["config"] = json!([{"opaque":
+                    {"driver": gpu, "parameters": [1]}}, {"requests": ["r0"]}]);
+            }
+            _ => {}
+        }
+        spec
     }
 
     /// An object of `kind` that admission refuses, in one of the ways it can.
@@ -702,6 +892,21 @@ impl Gen {
                 1 => o["spec"] = json!({"size": 2, "mode": "medium"}),
                 _ => o["spec"] = json!({"size": 2, "mode": "slow", "tags": ["a", "b", "c", "d"]}),
             },
+            ("resourceclaims", _) => o["spec"] = self.invalid_claim_spec(),
+            ("resourceclaimtemplates", 2) => {
+                o["spec"]["metadata"] = match self.rng.below(3) {
+                    0 => json!({"name": "fixed"}),
+                    1 => json!({"labels": {"bad label!": "x"}, "annotations": {"a": "b"}}),
+                    _ => json!({"finalizers": ["a/b"], "labels": {"ok": "Bad Value"}}),
+                };
+            }
+            ("resourceclaimtemplates", _) => o["spec"]["spec"] = self.invalid_claim_spec(),
+            ("deviceclasses", 2) => {
+                o["spec"]["selectors"] = json!([{"cel": {"expression": "device.("}}]);
+            }
+            ("deviceclasses", _) => {
+                o["spec"]["config"] = json!([{"opaque": {"driver": "-bad-", "parameters": "x"}}]);
+            }
             ("jobs", 2) => o["spec"]["minAvailable"] = json!(9),
             ("jobs", _) => {
                 o["spec"]["tasks"] =
@@ -769,6 +974,9 @@ impl Gen {
                     "schedulingPolicy": {"gang": {"minCount": 1 + self.rng.below(3)}}}]}}),
             },
             "jobs" => json!({"spec": {"minAvailable": 1 + self.rng.below(3)}}),
+            "resourceclaims" => json!({"spec": self.claim_spec()}),
+            "resourceclaimtemplates" => json!({"spec": {"spec": self.claim_spec()}}),
+            "deviceclasses" => json!({"spec": self.class_spec()}),
             "widgets" => match self.rng.below(3) {
                 0 => json!({"spec": {"size": self.rng.below(12)}}),
                 1 => json!({"spec": {"replicas": self.rng.below(6)}}),
@@ -806,6 +1014,42 @@ impl Gen {
                 json!({"status": {"conditions": [c]}})
             }
             "jobs" => json!({"status": {"state": {"phase": "Running"}, "running": 1}}),
+            "resourceclaims" => match self.rng.below(12) {
+                0..=2 => json!({"status": {"allocation": self.allocation("r0")}}),
+                3 | 4 => json!({"status": {"allocation": self.allocation("r0"),
+                    "reservedFor": self.reservations()}}),
+                5 => json!({"status": {"reservedFor": self.reservations()}}),
+                6 => json!({"status": {"allocation": null, "reservedFor": null}}),
+                7 => json!({"status": {"reservedFor": null}}),
+                8 => {
+                    let request = *self.rng.pick(&["r9", "r0/x", "r0/big", "r1"]);
+                    let mut a = self.allocation(request);
+                    if self.rng.chance(50) {
+                        a["devices"]["results"][0]["driver"] = json!("Bad_Driver");
+                    }
+                    json!({"status": {"allocation": a}})
+                }
+                9 => {
+                    let mut r = self.reservations();
+                    r[0]["uid"] =
+                        json!(*self.rng.pick(&["", "00000000-0000-4000-8000-000000000001"]));
+                    if self.rng.chance(50) {
+                        r[0]["name"] = json!("");
+                    }
+                    json!({"status": {"allocation": self.allocation("r0"), "reservedFor": r}})
+                }
+                10 => {
+                    let mut a = self.allocation("r0");
+                    a["nodeSelector"] = json!({"nodeSelectorTerms": []});
+                    json!({"status": {"allocation": a}})
+                }
+                _ => {
+                    let mut a = self.allocation("r0");
+                    a["devices"]["config"] = json!([{"source": *self.rng.pick(&["FromClaim", "FromClass", "Elsewhere"]),
+                        "requests": ["r0"], "opaque": {"driver": "gpu.example.com", "parameters": {"k": "v"}}}]);
+                    json!({"status": {"allocation": a}})
+                }
+            },
             "widgets" => match self.rng.below(3) {
                 0 => json!({"status": {"ready": self.rng.below(3), "phase": "Done"}}),
                 1 => json!({"status": {"phase": "Done"}}),
@@ -835,7 +1079,11 @@ impl Gen {
         let name = self.name(kind);
         let key = Self::key(kind, &name);
         let path = self.path(kind, &name);
-        let op = self.rng.below(100);
+        let mut op = self.rng.below(100);
+        // A claim's status holds most of its rules: written more often.
+        if kind == RESOURCE_CLAIMS && self.rng.chance(20) {
+            op = 66;
+        }
         let step = match op {
             0..=21 => self.create(kind, &name, &key),
             22..=24 => self.create_generated(kind),

@@ -104,6 +104,12 @@ const WORKLOAD_API: Front = Front {
     workload_api: true,
 };
 
+/// Dynamic resource allocation's kinds (claims and device classes), on the oldest release.
+const DRA: Front = Front {
+    kinds: generate::DRA_KINDS,
+    workload_api: false,
+};
+
 /// Starts both servers; `None` when the real components are not built (outside CI).
 async fn start(front: Front) -> Option<Servers> {
     let release = if front.workload_api {
@@ -690,6 +696,17 @@ async fn a_few_seeded_request_sequences_answer_as_kube_apiserver_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_seeded_workload_api_sequences_answer_as_kube_apiserver_1_37_does() {
     differential(0..4, WORKLOAD_API).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_seeded_resource_claim_sequences_answer_as_kube_apiserver_does() {
+    differential(0..4, DRA).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "many sequences take a while: run with --ignored"]
+async fn many_seeded_resource_claim_sequences_answer_as_kube_apiserver_does() {
+    differential(0..300, DRA).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,8 @@
 //!   allocation and the `delete-protection` finalizer removed), as Kubernetes does for claims
 //!   the scheduler allocated; a claim reserved for nobody already stays allocated until it is
 //!   deleted;
+//! - an allocated claim of a pod that is on a node already (made with `spec.nodeName`, bound by
+//!   something else than a scheduler that reserves claims) is reserved for it;
 //! - a generated claim whose pod is gone is deleted.
 //!
 //! Claims and pods are reconciled whenever either changes.
@@ -51,9 +53,10 @@ impl Claims<'_> {
     fn reconcile(&self) {
         let pods = self.list(Builtin::Pod);
         for p in &pods {
-            if let Err(e) = self.generate(&p.value)
-                && e.code != 409
-                && e.code != 404
+            if let Err(e) = self
+                .generate(&p.value)
+                .and_then(|()| self.reserve_bound(&p.value))
+                && !matches!(e.code, 404 | 409 | 422)
             {
                 tracing::warn!(server = %self.api.name, pod = %text(&p.value, "/metadata/name"),
                     error = %e, "claim controller: pod not reconciled");
@@ -96,6 +99,100 @@ impl Claims<'_> {
                 let _ = self.api.delete(&def, &c.key(), &DeleteOpts::default());
             }
         }
+    }
+
+    /// Reserves the allocated claims of a pod that is on a node already (bound by something
+    /// else than a scheduler that reserves them, or made with `spec.nodeName`) for it, as
+    /// kube-controller-manager's controller does, so that its kubelet can prepare them.
+    fn reserve_bound(&self, pod: &Value) -> Result<(), ApiError> {
+        if text(pod, "/spec/nodeName").is_empty()
+            || pod.pointer("/metadata/deletionTimestamp").is_some()
+            || matches!(text(pod, "/status/phase"), "Succeeded" | "Failed")
+        {
+            return Ok(());
+        }
+        let ns = text(pod, "/metadata/namespace").to_string();
+        let uid = text(pod, "/metadata/uid").to_string();
+        let generated: BTreeMap<&str, &str> = pod
+            .pointer("/status/resourceClaimStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|s| (text(s, "/name"), text(s, "/resourceClaimName")))
+            .collect();
+        let def = self.api.builtin(Builtin::ResourceClaim);
+        for rc in pod
+            .pointer("/spec/resourceClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let named = text(rc, "/resourceClaimName");
+            let claim = if named.is_empty() {
+                generated
+                    .get(text(rc, "/name"))
+                    .copied()
+                    .unwrap_or_default()
+            } else {
+                named
+            };
+            if claim.is_empty() {
+                continue;
+            }
+            let key = (ns.clone(), claim.to_string());
+            let Some(c) = self.api.store.get(&def.storage_key(), &key) else {
+                continue;
+            };
+            let reserved = c
+                .value
+                .pointer("/status/reservedFor")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if c.value.pointer("/status/allocation").is_none()
+                || reserved.iter().any(|r| text(r, "/uid") == uid)
+                || reserved.len() >= 256
+            {
+                continue;
+            }
+            let entry =
+                json!({"resource": "pods", "name": text(pod, "/metadata/name"), "uid": uid});
+            self.extend_status_list(Builtin::ResourceClaim, &key, "reservedFor", &mut |list| {
+                if !list.iter().any(|r| text(r, "/uid") == uid) {
+                    list.push(entry.clone());
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Changes the list `field` of the status of the `which` object at `key` with `change`.
+    fn extend_status_list(
+        &self,
+        which: Builtin,
+        key: &crate::store::Key,
+        field: &str,
+        change: &mut dyn FnMut(&mut Vec<Value>),
+    ) -> Result<(), ApiError> {
+        let def = self.api.builtin(which);
+        self.api.update(
+            &def,
+            key,
+            Scope::Status,
+            &WriteOpts::default(),
+            &mut |cur| {
+                let mut n = cur.clone();
+                let mut list = n
+                    .pointer(&format!("/status/{field}"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                change(&mut list);
+                n["status"][field] = json!(list);
+                Ok(n)
+            },
+        )?;
+        Ok(())
     }
 
     /// Creates the claims a pod's templates call for and records them on the pod.
@@ -154,22 +251,12 @@ impl Claims<'_> {
         if made.is_empty() {
             return Ok(());
         }
-        let def = self.api.builtin(Builtin::Pod);
-        self.api.update(
-            &def,
+        self.extend_status_list(
+            Builtin::Pod,
             &key_of(pod),
-            Scope::Status,
-            &WriteOpts::default(),
-            &mut |cur| {
-                let mut n = cur.clone();
-                let mut list = n
-                    .pointer("/status/resourceClaimStatuses")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+            "resourceClaimStatuses",
+            &mut |list| {
                 list.extend(made.iter().cloned());
-                n["status"]["resourceClaimStatuses"] = json!(list);
-                Ok(n)
             },
         )?;
         Ok(())

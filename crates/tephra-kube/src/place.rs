@@ -1,11 +1,12 @@
 //! Creating a declared pod's copy in its member (the executor's `Place`): its PriorityClass
 //! first (the member's Priority admission needs it), then the pod itself, the same copy taken
 //! again when a retry finds it already made, then the ConfigMaps, Secrets and Service it needs,
-//! owned by it (`deps.rs`), and its ResourceClaims reserved for it.
+//! owned by it (`deps.rs`), and its ResourceClaims reserved for it (a copy whose claims were
+//! deallocated meanwhile is deleted again, for its gang to be placed anew).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 /// Creates `pod` (already made the member's copy) in `namespace` of `member`, with what it
 /// depends on copied from `control`.
@@ -55,8 +56,27 @@ pub async fn copy(
         .flat_map(|s| s.resource_claims.iter().flatten())
         .filter_map(|c| c.resource_claim_name.clone())
         .collect();
-    if !claims.is_empty() {
-        crate::prebind::reserve(member, namespace, &claims, &name, &uid).await?;
+    if !claims.is_empty()
+        && let Err(e) = crate::prebind::reserve(member, namespace, &claims, &name, &uid).await
+    {
+        // A claim deallocated since the session allocated it: the API server refuses a
+        // reservation without an allocation, and the copy would wait for its devices for
+        // good. It goes (a retry would meet the same refusal); the gang is placed again and
+        // its claims allocated again.
+        if matches!(&e, kube::Error::Api(s) if s.code == 422) {
+            let gone = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            if let Err(d) = pods.delete(&name, &gone).await {
+                tracing::warn!(pod = %name, namespace, error = %d, "a pod copy whose claims could not be reserved was not deleted");
+            }
+        }
+        return Err(e);
     }
     Ok(())
 }

@@ -67,7 +67,8 @@ where
 }
 
 /// Adds the pod `pod` (`uid`) to the `reservedFor` of each of `claims`, which were allocated
-/// before it existed (a declared pod's member copy).
+/// before it existed (a declared pod's member copy); a claim changed meanwhile is read again,
+/// a few times, and one reserved for the pod already is left as it is.
 pub async fn reserve(
     client: &Client,
     namespace: &str,
@@ -78,20 +79,31 @@ pub async fn reserve(
     use k8s_openapi::api::resource::v1::ResourceClaim;
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
     for name in claims {
-        let c = api.get(name).await?;
-        let mut reserved: Vec<serde_json::Value> = c
-            .status
-            .and_then(|s| s.reserved_for)
-            .into_iter()
-            .flatten()
-            .filter(|r| r.uid != uid)
-            .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
-            .collect();
-        reserved.push(json!({"resource": "pods", "name": pod, "uid": uid}));
-        let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version},
-                           "status": {"reservedFor": reserved}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        let mut attempt = 0;
+        loop {
+            let c = api.get(name).await?;
+            let before = c.status.and_then(|s| s.reserved_for).unwrap_or_default();
+            // The claim controller reserves an allocated claim for a pod that is on a node
+            // already, as the copy is: it may have been first.
+            if before.iter().any(|r| r.uid == uid) {
+                break;
+            }
+            let mut reserved: Vec<serde_json::Value> = before
+                .iter()
+                .map(|r| json!({"resource": r.resource, "name": r.name, "uid": r.uid}))
+                .collect();
+            reserved.push(json!({"resource": "pods", "name": pod, "uid": uid}));
+            let patch = json!({"metadata": {"resourceVersion": c.metadata.resource_version},
+                               "status": {"reservedFor": reserved}});
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
     Ok(())
 }

@@ -1158,4 +1158,108 @@ mod devices {
         );
         sched.stop().await;
     }
+
+    on_both!(
+        a_pod_copy_whose_claim_was_deallocated_meanwhile_is_deleted_again,
+        copy_of_deallocated_claim
+    );
+    /// A declared pod's member copy (fleet mode) is made after its claims were allocated, and
+    /// then reserves them. A claim deallocated in between cannot be reserved (the API server
+    /// refuses a reservation without an allocation): the copy goes again, for the gang to be
+    /// placed anew, rather than wait for its devices for good. With the allocation in place,
+    /// the copy stays and holds its claim.
+    async fn copy_of_deallocated_claim(backend: Backend) {
+        logs();
+        let Some(cl) = cluster_on(backend, vec![node("n1", "8", 0)]).await else {
+            return;
+        };
+        let c = cl.client.clone();
+        two_gpus_and_claims(&c, &["loose", "kept"]).await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        claims
+            .patch_status(
+                "kept",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"allocation": allocation("gpu-0")}})),
+            )
+            .await
+            .unwrap();
+        let copy = |name: &str, claim: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": "n1",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                    "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"claims": [{"name": "gpu"}]}}]}}))
+            .unwrap()
+        };
+        let refused = tephra_kube::place::copy(&c, &c, "default", copy("loose-0", "loose")).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+            "{refused:?}"
+        );
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while pods.get_opt("loose-0").await.unwrap().is_some() {
+            assert!(std::time::Instant::now() < deadline, "the copy is deleted");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(claim_state(&c, "loose").await, Some((false, vec![], false)));
+        tephra_kube::place::copy(&c, &c, "default", copy("kept-0", "kept"))
+            .await
+            .unwrap();
+        assert!(pods.get_opt("kept-0").await.unwrap().is_some());
+        assert_eq!(
+            claim_state(&c, "kept").await,
+            Some((true, vec!["kept-0".to_string()], false))
+        );
+    }
+
+    on_both!(
+        an_allocated_claim_of_a_pod_made_on_its_node_is_reserved_for_it_by_the_claim_controller,
+        bound_by_hand
+    );
+    /// kube-controller-manager's claim controller reserves an allocated claim for a pod that
+    /// is on a node already (made with `spec.nodeName`), so its kubelet can prepare it; an
+    /// unallocated claim it leaves alone. The devcluster's controller does the same (a fleet's
+    /// pod copies are made so, and race it to their reservations).
+    async fn bound_by_hand(backend: Backend) {
+        logs();
+        let Some(cl) = cluster_on(backend, vec![node("n1", "8", 0)]).await else {
+            return;
+        };
+        let c = cl.client.clone();
+        two_gpus_and_claims(&c, &["ready", "bare"]).await;
+        let claims: Api<ResourceClaim> = Api::default_namespaced(c.clone());
+        claims
+            .patch_status(
+                "ready",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"allocation": allocation("gpu-1")}})),
+            )
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::default_namespaced(c.clone());
+        for (pod, claim) in [("on-ready", "ready"), ("on-bare", "bare")] {
+            let p: Pod = serde_json::from_value(json!({"metadata": {"name": pod},
+                "spec": {"nodeName": "n1", "schedulerName": "volcano",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+                    "containers": [{"name": "main", "image": "busybox",
+                        "resources": {"claims": [{"name": "gpu"}]}}]}}))
+            .unwrap();
+            pods.create(&PostParams::default(), &p).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let state = claim_state(&c, "ready").await;
+            if state == Some((true, vec!["on-ready".to_string()], false)) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the allocated claim is reserved for its pod: {state:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(claim_state(&c, "bare").await, Some((false, vec![], false)));
+    }
 }

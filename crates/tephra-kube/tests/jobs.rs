@@ -583,14 +583,23 @@ async fn concurrency_policies(backend: Backend) {
         )
         .await;
     }
-    let forbid = cron_events(&c, "forbid").await;
-    assert!(forbid.iter().any(|r| r == "ForbidConcurrent"), "{forbid:?}");
-    let replace = cron_events(&c, "replace").await;
-    assert!(
-        replace.iter().any(|r| r == "ReplaceConcurrent")
-            && replace.iter().filter(|r| *r == "SuccessfulCreate").count() == 2,
-        "{replace:?}"
-    );
+    // Events are recorded after the writes they tell of: waited for.
+    eventually(30, "Forbid's ForbidConcurrent event", || async {
+        let forbid = cron_events(&c, "forbid").await;
+        forbid.iter().any(|r| r == "ForbidConcurrent").then_some(())
+    })
+    .await;
+    eventually(
+        30,
+        "Replace's ReplaceConcurrent and two SuccessfulCreate events",
+        || async {
+            let replace = cron_events(&c, "replace").await;
+            (replace.iter().any(|r| r == "ReplaceConcurrent")
+                && replace.iter().filter(|r| *r == "SuccessfulCreate").count() == 2)
+                .then_some(())
+        },
+    )
+    .await;
     // A forbidden time is not marked run (it runs late if the first job ends within the
     // starting deadline, as Kubernetes' does).
     let forbid_status = api.get("forbid").await.unwrap().status.unwrap();

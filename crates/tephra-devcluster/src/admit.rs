@@ -620,6 +620,7 @@ pub fn validate_builtin_update(
     if let Some(old) = old {
         causes.extend(crate::validate::builtin_update(def, old, obj));
     }
+    crate::validate_dra::check(def, old, obj, &mut causes);
     match def.builtin {
         Some(Builtin::PriorityClass) if !obj.get("value").is_some_and(Value::is_i64) => {
             causes.push(required("value"));

@@ -473,13 +473,7 @@ pub fn builtin(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         Some(Builtin::Node) => node(obj, &mut out),
         Some(Builtin::Role) => policy_rules(obj, true, &mut out),
         Some(Builtin::ClusterRole) => policy_rules(obj, false, &mut out),
-        Some(Builtin::ResourceClaim) => {
-            crate::validate_dra::check(def, None, obj, &mut out);
-            share_ids(obj, &mut out);
-        }
-        Some(Builtin::DeviceClass | Builtin::ResourceClaimTemplate) => {
-            crate::validate_dra::check(def, None, obj, &mut out);
-        }
+        Some(Builtin::ResourceClaim) => share_ids(obj, &mut out),
         _ => {}
     }
     out
@@ -611,9 +605,6 @@ pub fn builtin_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause>
                 new.pointer("/spec/selector").unwrap_or(&Value::Null),
                 "field is immutable",
             ));
-        }
-        Some(Builtin::ResourceClaim | Builtin::ResourceClaimTemplate) => {
-            crate::validate_dra::check(def, Some(old), new, &mut out);
         }
         Some(Builtin::Service) => {
             load_balancer_status(new, &mut out);

@@ -12,6 +12,8 @@
 //! - `bind-limit-watching-raw` and `bind-limit-watching-protobuf`: the same, the watch (a
 //!   streaming list, as tephra's) read as bytes and never decoded, in JSON or in Kubernetes'
 //!   protobuf: what the watch costs with no client decoding, and what protobuf would save;
+//! - `bind-limit-watching-shared`: the raw JSON watch on the binds' own HTTP/2 connection, as
+//!   a scheduler's watches and binds share one: what sharing the connection costs the binds;
 //! - `tephra`: `tephra scheduler` (the release binary), pods in Volcano PodGroups of 8;
 //! - `tephra-kube-gangs`: `tephra scheduler`, pods in `scheduling.k8s.io` PodGroups of 8, as
 //!   `kube-gangs` has them (tephra's second front end);
@@ -31,7 +33,12 @@
 //! `TEPHRA_REAL_REPEAT` (rounds of them, alternating, 1), `TEPHRA_REAL_KUBE_QPS` (kube-scheduler's
 //! client QPS and burst, 5,000: its default of 50 would measure its rate limit),
 //! `TEPHRA_REAL_ARGS` (more `tephra scheduler` flags), `TEPHRA_REAL_PROFILE` (a directory:
-//! tephra's run recorded there by `perf record`). Each contender prints one line; that
+//! tephra's run recorded there by `perf record`), `TEPHRA_REAL_SERVER_PROFILE` (a directory:
+//! kube-apiserver's CPU profile of each contender's first seconds, from its pprof endpoint,
+//! `TEPHRA_REAL_SERVER_PROFILE_SECONDS` long, 6 by default), `TEPHRA_REAL_PIN` (`SERVER/REST`, two CPU
+//! lists as `taskset` reads them, e.g. `0/1`: kube-apiserver and etcd on the first, this bench
+//! and every contender on the second, so that the bind limit is the server's cores alone and a
+//! contender's own CPU does not take from it). Each contender prints one line; that
 //! line also says how busy the whole machine was (every core, from /proc/stat) and how much of
 //! it the API server, etcd and the bench itself used. The last
 //! lines are the ratios: each round's rates against that round's bind limit, from the
@@ -81,16 +88,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 /// CPU seconds of every process named `comm` (`/proc/PID/comm`, at most 15 bytes), summed.
 fn cpu_of(comm: &str) -> f64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0.0;
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
-        })
-        .map(cpu_seconds)
-        .sum()
+    pids_of(comm).into_iter().map(cpu_seconds).sum()
 }
 
 /// CPU seconds of the API server, etcd and this bench (its watcher of the pods, and the
@@ -124,6 +122,46 @@ fn machine_busy() -> f64 {
         .map(|(_, t)| t)
         .sum();
     busy / 100.0
+}
+
+/// Every process named `comm`.
+fn pids_of(comm: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+        })
+        .collect()
+}
+
+/// With `TEPHRA_REAL_PIN=SERVER/REST`: kube-apiserver and etcd (every thread) on the CPUs
+/// `SERVER`, this bench on `REST`; the contenders it starts later inherit `REST`.
+fn pin() {
+    let Ok(spec) = std::env::var("TEPHRA_REAL_PIN") else {
+        return;
+    };
+    let Some((server, rest)) = spec.split_once('/') else {
+        panic!("TEPHRA_REAL_PIN={spec}: expected SERVER/REST, two CPU lists such as 0/1");
+    };
+    let mut pinned = vec![("bench", std::process::id(), rest)];
+    for comm in ["kube-apiserver", "etcd"] {
+        pinned.extend(pids_of(comm).into_iter().map(|pid| (comm, pid, server)));
+    }
+    for (what, pid, cpus) in pinned {
+        let status = Command::new("taskset")
+            .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+            .stdout(Stdio::null())
+            .status()
+            .expect("taskset runs");
+        assert!(
+            status.success(),
+            "taskset of {what} ({pid}) to CPUs {cpus} failed"
+        );
+        eprintln!("pinned {what} ({pid}) to CPUs {cpus}");
+    }
 }
 
 /// The machine's load average over the last minute.
@@ -297,7 +335,14 @@ impl Bench {
                     feature_gates: vec!["GenericWorkload=true".into()],
                     runtime_config: vec!["scheduling.k8s.io/v1beta1=true".into()],
                     // No audit log: it would cost the API server a write per request.
-                    apiserver_args: vec!["--audit-log-path=".into()],
+                    apiserver_args: [
+                        "--audit-log-path=".to_string(),
+                        format!(
+                            "--profiling={}",
+                            std::env::var_os("TEPHRA_REAL_SERVER_PROFILE").is_some()
+                        ),
+                    ]
+                    .into(),
                     ..ClusterOptions::default()
                 },
             )
@@ -475,6 +520,7 @@ impl Bench {
             "bind-limit"
             | "bind-limit-watching"
             | "bind-limit-watching-raw"
+            | "bind-limit-watching-shared"
             | "bind-limit-watching-protobuf" => Pods::Unscheduled,
             "tephra" | "volcano" => Pods::VolcanoGangs,
             "kube-scheduler" => Pods::Single,
@@ -517,10 +563,12 @@ impl Bench {
         let mut bind_task = None;
         let mut watch_task: Option<tokio::task::JoinHandle<()>> = None;
         let watched = Arc::new(AtomicUsize::new(0));
+        let server_profile = server_profile(&self.client, name, round);
         match name {
             "bind-limit"
             | "bind-limit-watching"
             | "bind-limit-watching-raw"
+            | "bind-limit-watching-shared"
             | "bind-limit-watching-protobuf" => {
                 // What a scheduler's informer costs the API server beside its binds: a list
                 // and watch of every pod, on a connection of its own, for the run.
@@ -533,6 +581,12 @@ impl Bench {
                             let mut s = watcher::watcher(pods, watcher::Config::default()).boxed();
                             while let Ok(Some(_)) = s.try_next().await {}
                         }))
+                    }
+                    // The same raw watch on the binds' own connection, as a scheduler's
+                    // watches and binds share one: what sharing it costs the binds.
+                    "bind-limit-watching-shared" => {
+                        let read = Arc::clone(&watched);
+                        Some(tokio::spawn(watch_raw(self.client.clone(), false, read)))
                     }
                     _ => {
                         let protobuf = name.ends_with("protobuf");
@@ -594,6 +648,9 @@ impl Bench {
             let _ = p.wait();
         }
         if let Some(t) = bind_task {
+            let _ = t.await;
+        }
+        if let Some(t) = server_profile {
             let _ = t.await;
         }
         if let Some(t) = watch_task {
@@ -662,13 +719,25 @@ impl Bench {
                 let was = requests_before.get(&k).copied().unwrap_or(0);
                 (k, n.saturating_sub(was))
             })
-            .filter(|(_, n)| *n >= (self.pods as u64 / 100).max(1))
+            .filter(|(_, n)| *n > 0)
             .collect();
         made.sort_by_key(|m| std::cmp::Reverse(m.1));
-        let made: Vec<String> = made.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let (reads, writes): (Vec<_>, Vec<_>) = made.iter().partition(|(k, _)| {
+            k.starts_with("LIST ") || k.starts_with("WATCH ") || k.starts_with("GET ")
+        });
+        let writes: Vec<String> = writes
+            .iter()
+            .filter(|(_, n)| *n >= (self.pods as u64 / 100).max(1))
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let reads: Vec<String> = reads.iter().map(|(k, n)| format!("{k} {n}")).collect();
         println!(
             "{name}: writes the API server served (one in 100 pods or more): {}",
-            made.join(", ")
+            writes.join(", ")
+        );
+        println!(
+            "{name}: reads the API server served (lists, watches and gets, every one): {}",
+            reads.join(", ")
         );
         self.clear(&ns).await;
         Some(result)
@@ -712,9 +781,10 @@ impl Bench {
         }
     }
 
-    /// The API server's count of write requests so far, by verb, resource and subresource
-    /// (`apiserver_request_total`), so that a run says which writes shared the server with
-    /// its binds.
+    /// The API server's count of requests so far, by verb, resource and subresource
+    /// (`apiserver_request_total`), so that a run says which writes and reads shared the
+    /// server with its binds (the bench's own among them: its watch of the namespace, this
+    /// read of `/metrics`).
     async fn requests(&self) -> BTreeMap<String, u64> {
         let text = self
             .client
@@ -732,12 +802,6 @@ impl Bench {
                 Some(line[at..at + len].to_string())
             };
             let verb = label("verb").unwrap_or_default();
-            if !matches!(
-                verb.as_str(),
-                "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY" | "CREATE" | "UPDATE"
-            ) {
-                continue;
-            }
             let resource = label("resource").unwrap_or_default();
             let sub = label("subresource").filter(|s| !s.is_empty());
             let key = match sub {
@@ -804,6 +868,46 @@ fn profile(pid: u32, name: &str) -> Option<Child> {
         .spawn()
         .inspect_err(|e| eprintln!("TEPHRA_REAL_PROFILE: perf does not start: {e}"))
         .ok()
+}
+
+/// With `TEPHRA_REAL_SERVER_PROFILE=DIR`: kube-apiserver's CPU profile (its Go pprof
+/// endpoint, `--profiling` being on by default) over the contender's first
+/// `TEPHRA_REAL_SERVER_PROFILE_SECONDS` (6), written to `DIR/NAME-ROUND.pprof` for
+/// `go tool pprof -top`: where the API server's time goes under each contender's binds.
+fn server_profile(
+    client: &kube::Client,
+    name: &str,
+    round: usize,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let dir = PathBuf::from(std::env::var_os("TEPHRA_REAL_SERVER_PROFILE")?);
+    let seconds: u32 = std::env::var("TEPHRA_REAL_SERVER_PROFILE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let out = dir.join(format!("{name}-{round}.pprof"));
+    let client = client.clone();
+    Some(tokio::spawn(async move {
+        use futures::AsyncReadExt;
+        let request = http::Request::get(format!("/debug/pprof/profile?seconds={seconds}"))
+            .body(Vec::new())
+            .unwrap();
+        let mut body = Vec::new();
+        match client.request_stream(request).await {
+            Ok(mut r) => {
+                if let Err(e) = r.read_to_end(&mut body).await {
+                    eprintln!("TEPHRA_REAL_SERVER_PROFILE: reading the profile: {e}");
+                    return;
+                }
+            }
+            Err(e) => {
+                eprintln!("TEPHRA_REAL_SERVER_PROFILE: kube-apiserver's profile: {e}");
+                return;
+            }
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&out, body).unwrap();
+        eprintln!("kube-apiserver's profile: {}", out.display());
+    }))
 }
 
 fn tephra_scheduler(kubeconfig: &std::path::Path) -> Child {
@@ -948,6 +1052,7 @@ fn main() {
             "bind-limit" => "bind-limit",
             "bind-limit-watching" => "bind-limit-watching",
             "bind-limit-watching-raw" => "bind-limit-watching-raw",
+            "bind-limit-watching-shared" => "bind-limit-watching-shared",
             "bind-limit-watching-protobuf" => "bind-limit-watching-protobuf",
             "tephra" => "tephra",
             "kube-scheduler" => "kube-scheduler",
@@ -966,6 +1071,7 @@ fn main() {
         let Some(bench) = Bench::start(nodes, pods).await else {
             return;
         };
+        pin();
         eprintln!(
             "kube-apiserver {} with {nodes} fake nodes up in {:.1?}; load {}",
             bench.cluster.env().binaries().version,

@@ -871,7 +871,7 @@ fn profile(pid: u32, name: &str) -> Option<Child> {
 }
 
 /// With `TEPHRA_REAL_SERVER_PROFILE=DIR`: kube-apiserver's CPU profile (its Go pprof
-/// endpoint, `--profiling` being on by default) over the contender's first
+/// endpoint, which `Bench::start` turns on, `--profiling`, only then) over the contender's first
 /// `TEPHRA_REAL_SERVER_PROFILE_SECONDS` (6), written to `DIR/NAME-ROUND.pprof` for
 /// `go tool pprof -top`: where the API server's time goes under each contender's binds.
 fn server_profile(
